@@ -1,0 +1,254 @@
+"""The one intermediate representation every front end lowers to: a regular expression over bytes.
+
+Front ends (regex syntax, JSON Schema, templates) build these nodes with the helper
+constructors below; `nfa.py` turns them into automata.  Code point classes are expanded
+to UTF-8 byte sequences here, so everything downstream sees bytes only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence, Union
+
+MAX_UNICODE = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+@dataclass(frozen=True)
+class ByteSet:
+    """One byte from a set, given as sorted, disjoint, inclusive ranges of byte values."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Concatenation; `Seq(())` is the empty string."""
+
+    items: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    """Alternation; `Alt(())` is the empty language."""
+
+    items: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`item` repeated between `min` and `max` times (`max=None`: unbounded)."""
+
+    item: "Node"
+    min: int
+    max: int | None
+
+
+Node = Union[ByteSet, Seq, Alt, Repeat]
+
+EMPTY: Node = Seq(())
+NOTHING: Node = Alt(())
+
+
+def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def byte_set(ranges: Iterable[tuple[int, int]]) -> Node:
+    """A set of bytes; the empty set is the empty language."""
+    norm = _normalize(ranges)
+    for lo, hi in norm:
+        if lo < 0 or hi > 255:
+            raise ValueError(f"byte range {lo}..{hi} outside 0..255")
+    return ByteSet(norm) if norm else NOTHING
+
+
+def seq(*items: Node) -> Node:
+    """Concatenation, flattening nested sequences; the empty language absorbs."""
+    flat: list[Node] = []
+    for item in items:
+        if item == NOTHING:
+            return NOTHING
+        if isinstance(item, Seq):
+            flat.extend(item.items)
+        else:
+            flat.append(item)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*items: Node) -> Node:
+    """Alternation, flattening nested alternations and dropping empty languages and duplicates."""
+    flat: list[Node] = []
+    for item in items:
+        parts = item.items if isinstance(item, Alt) else (item,)
+        for part in parts:
+            if part not in flat:
+                flat.append(part)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def repeat(item: Node, lo: int, hi: int | None) -> Node:
+    """`item{lo,hi}`; `hi=None` is unbounded."""
+    if lo < 0 or (hi is not None and hi < lo):
+        raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
+    if hi == 0 or item == EMPTY:
+        return EMPTY
+    if item == NOTHING:
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)
+
+
+def optional(item: Node) -> Node:
+    return repeat(item, 0, 1)
+
+
+def star(item: Node) -> Node:
+    return repeat(item, 0, None)
+
+
+def plus(item: Node) -> Node:
+    return repeat(item, 1, None)
+
+
+def literal(text: str | bytes) -> Node:
+    """The exact string (UTF-8 encoded when given as `str`)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return seq(*(ByteSet(((b, b),)) for b in data)) if data else EMPTY
+
+
+def _utf8_ranges(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Split the code point range lo..hi (same UTF-8 length) into byte-range sequences."""
+    n = len(chr(lo).encode("utf-8"))
+    if n == 1:
+        return [[(lo, hi)]]
+    bits_tail = 6 * (n - 1)
+    if n > 1 and lo >> bits_tail == hi >> bits_tail:
+        lead = chr(lo).encode("utf-8")[0]
+        mask = (1 << bits_tail) - 1
+        return [[(lead, lead)] + t for t in _tail_ranges(lo & mask, hi & mask, n - 1)]
+    out: list[list[tuple[int, int]]] = []
+    mask = (1 << bits_tail) - 1
+    first_top, last_top = lo >> bits_tail, hi >> bits_tail
+    if lo & mask:
+        out += _utf8_ranges(lo, (first_top << bits_tail) | mask)
+        first_top += 1
+    if (hi & mask) != mask:
+        tail_part = _utf8_ranges(last_top << bits_tail, hi)
+        last_top -= 1
+    else:
+        tail_part = []
+    if first_top <= last_top:
+        a = chr(first_top << bits_tail).encode("utf-8")
+        b = chr((last_top << bits_tail) | mask).encode("utf-8")
+        out.append([(a[0], b[0])] + [(0x80, 0xBF)] * (n - 1))
+    return out + tail_part
+
+
+def _tail_ranges(lo: int, hi: int, k: int) -> list[list[tuple[int, int]]]:
+    """Continuation-byte sequences (k bytes, 6 bits each) for the values lo..hi."""
+    if k == 1:
+        return [[(0x80 | lo, 0x80 | hi)]]
+    shift = 6 * (k - 1)
+    mask = (1 << shift) - 1
+    top_lo, top_hi = lo >> shift, hi >> shift
+    if top_lo == top_hi:
+        return [[(0x80 | top_lo, 0x80 | top_lo)] + t for t in _tail_ranges(lo & mask, hi & mask, k - 1)]
+    out: list[list[tuple[int, int]]] = []
+    if lo & mask:
+        out += [[(0x80 | top_lo, 0x80 | top_lo)] + t for t in _tail_ranges(lo & mask, mask, k - 1)]
+        top_lo += 1
+    tail: list[list[tuple[int, int]]] = []
+    if (hi & mask) != mask:
+        tail = [[(0x80 | top_hi, 0x80 | top_hi)] + t for t in _tail_ranges(0, hi & mask, k - 1)]
+        top_hi -= 1
+    if top_lo <= top_hi:
+        out.append([(0x80 | top_lo, 0x80 | top_hi)] + [(0x80, 0xBF)] * (k - 1))
+    return out + tail
+
+
+_UTF8_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, MAX_UNICODE))
+
+
+def codepoints(ranges: Iterable[tuple[int, int]], negate: bool = False) -> Node:
+    """One character from a set of code point ranges, as UTF-8 byte sequences.
+
+    Surrogates (U+D800..U+DFFF) have no UTF-8 encoding and are never matched.
+    """
+    norm = list(_normalize(ranges))
+    for lo, hi in norm:
+        if lo < 0 or hi > MAX_UNICODE:
+            raise ValueError(f"code point range {lo:#x}..{hi:#x} outside Unicode")
+    if negate:
+        comp: list[tuple[int, int]] = []
+        prev = 0
+        for lo, hi in norm:
+            if lo > prev:
+                comp.append((prev, lo - 1))
+            prev = hi + 1
+        if prev <= MAX_UNICODE:
+            comp.append((prev, MAX_UNICODE))
+        norm = comp
+    cut: list[tuple[int, int]] = []
+    for lo, hi in norm:
+        for s_lo, s_hi in ((lo, min(hi, SURROGATES[0] - 1)), (max(lo, SURROGATES[1] + 1), hi)):
+            if s_lo <= s_hi:
+                cut.append((s_lo, s_hi))
+    branches: list[Node] = []
+    single: list[tuple[int, int]] = []
+    for lo, hi in cut:
+        for b_lo, b_hi in _UTF8_BOUNDS:
+            a, b = max(lo, b_lo), min(hi, b_hi)
+            if a > b:
+                continue
+            for parts in _utf8_ranges(a, b):
+                if len(parts) == 1:
+                    single.append(parts[0])
+                else:
+                    branches.append(seq(*(ByteSet((r,)) for r in parts)))
+    head = [byte_set(single)] if single else []
+    return alt(*head, *branches)
+
+
+def any_char(exclude_newline: bool = False) -> Node:
+    """Any Unicode scalar value (optionally not `\\n`), UTF-8 encoded."""
+    return codepoints([(0x0A, 0x0A)], negate=True) if exclude_newline else codepoints([(0, MAX_UNICODE)])
+
+
+def to_pattern(node: Node) -> str:
+    """A Python `re` pattern over latin-1-decoded bytes matching the same language (a test oracle)."""
+    if isinstance(node, ByteSet):
+        parts = []
+        for lo, hi in node.ranges:
+            parts.append(f"\\x{lo:02x}" if lo == hi else f"\\x{lo:02x}-\\x{hi:02x}")
+        return "[" + "".join(parts) + "]"
+    if isinstance(node, Seq):
+        return "(?:" + "".join(to_pattern(i) for i in node.items) + ")"
+    if isinstance(node, Alt):
+        return "(?:" + "|".join(to_pattern(i) for i in node.items) + ")" if node.items else "(?!)"
+    hi = "" if node.max is None else str(node.max)
+    return f"(?:{to_pattern(node.item)}){{{node.min},{hi}}}"
+
+
+def size(node: Node) -> int:
+    """Number of nodes, counting repetitions once (for error messages and budgets)."""
+    if isinstance(node, ByteSet):
+        return 1
+    if isinstance(node, Repeat):
+        return 1 + size(node.item)
+    return 1 + sum(size(i) for i in node.items)
+
+
+__all__: Sequence[str] = [
+    "ByteSet", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
+    "repeat", "optional", "star", "plus", "literal", "codepoints", "any_char", "to_pattern", "size",
+]

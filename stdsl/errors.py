@@ -1,0 +1,45 @@
+"""The errors stdsl raises: each says what went wrong and where (position, schema path, file:line:col)."""
+
+from __future__ import annotations
+
+
+class StdslError(Exception):
+    """Base class of every error stdsl raises on purpose."""
+
+
+class CompileError(StdslError):
+    """A constraint could not be compiled, or cannot be enforced exactly and is refused."""
+
+
+class RegexError(CompileError):
+    """A malformed or unsupported regular expression; `position` is the 0-based offset in `pattern`."""
+
+    def __init__(self, message: str, pattern: str, position: int) -> None:
+        self.pattern = pattern
+        self.position = position
+        caret = " " * position + "^"
+        super().__init__(f"{message} at position {position}\n  {pattern}\n  {caret}")
+
+
+class SchemaError(CompileError):
+    """A JSON Schema that is invalid or uses something that cannot be enforced exactly; `path` is a JSON pointer."""
+
+    def __init__(self, message: str, path: str) -> None:
+        self.path = path or "#"
+        super().__init__(f"{message} (at schema path {self.path})")
+
+
+class StateBudgetError(CompileError):
+    """Determinization exceeded its state budget (the constraint is too large to enforce as a DFA)."""
+
+
+class EmptyLanguageError(CompileError):
+    """The constraint admits no string at all."""
+
+
+class BudgetError(StdslError):
+    """No valid output fits in the requested `max_tokens` (reported before decoding starts)."""
+
+
+class GenerationError(StdslError):
+    """Decoding reached a configuration with no admissible token; no invalid output is returned."""
