@@ -1,0 +1,202 @@
+"""A tokenizer's vocabulary as byte strings: packed bytes, lengths, and the trie stored level by level.
+
+Everything downstream of the compiler needs only this: the walk kernel reads the packed
+bytes, the token table and rows on demand walk the trie (Theorem 18, Appendix D.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from stdsl.errors import StdslError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TrieLevel:
+    """The trie nodes at one byte depth d >= 1, ordered by (parent, byte).
+
+    `parent[i]` indexes level d-1 (level 0 is the single root), `byte[i]` is the node's last
+    byte, `first_child` (n+1 offsets) gives each node's children as a range of level d+1, and
+    `end_tokens`/`end_nodes` list the tokens whose bytes end at depth d and their node here.
+    """
+
+    parent: np.ndarray
+    byte: np.ndarray
+    first_child: np.ndarray
+    end_tokens: np.ndarray
+    end_nodes: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Number of trie nodes at this depth."""
+        return int(self.parent.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by this level's arrays."""
+        return sum(
+            a.nbytes
+            for a in (
+                self.parent,
+                self.byte,
+                self.first_child,
+                self.end_tokens,
+                self.end_nodes,
+            )
+        )
+
+
+class Vocabulary:
+    """Token id -> byte string for one tokenizer, with eos ids, specials, packed bytes and trie.
+
+    `None` marks a special token: it has no bytes and no constraint ever allows it. Eos ids
+    never spell bytes either: they are allowed exactly at accepting states.
+    """
+
+    def __init__(
+        self, token_bytes: Sequence[bytes | None], eos_ids: Iterable[int]
+    ) -> None:
+        self.size = len(token_bytes)
+        if self.size == 0:
+            raise StdslError("Vocabulary: the token list is empty")
+        eos = sorted({int(i) for i in eos_ids})
+        for i in eos:
+            if not 0 <= i < self.size:
+                raise StdslError(
+                    f"Vocabulary: eos id {i} is outside the vocabulary (size {self.size})"
+                )
+        self.eos_ids = np.asarray(eos, dtype=np.int32)
+        self.token_bytes: list[bytes | None] = list(token_bytes)
+        self.special = np.fromiter(
+            (b is None for b in self.token_bytes), dtype=bool, count=self.size
+        )
+        self.eos = np.zeros(self.size, dtype=bool)
+        self.eos[self.eos_ids] = True
+        empty = [
+            i for i, b in enumerate(self.token_bytes) if b is not None and len(b) == 0
+        ]
+        if empty:
+            raise StdslError(
+                f"Vocabulary: token {empty[0]} has empty bytes (use None for a special token)"
+            )
+        self.lengths = np.fromiter(
+            (0 if b is None else len(b) for b in self.token_bytes),
+            dtype=np.int32,
+            count=self.size,
+        )
+        self.offsets = np.zeros(self.size + 1, dtype=np.int32)
+        np.cumsum(self.lengths, out=self.offsets[1:])
+        self.data = np.frombuffer(
+            b"".join(b for b in self.token_bytes if b is not None), dtype=np.uint8
+        ).copy()
+        self.walk_lengths = np.where(self.eos, 0, self.lengths).astype(np.int32)
+        self.max_length = int(self.walk_lengths.max())
+        self.levels: list[TrieLevel] = _build_trie(
+            self.data, self.offsets, self.walk_lengths
+        )
+        self._derived: dict[str, object] = {}
+
+    @property
+    def trie_nodes(self) -> int:
+        """Number of trie nodes, the root included."""
+        return 1 + sum(level.size for level in self.levels)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all numpy arrays this vocabulary holds (packed form, lengths, masks, trie)."""
+        arrays = (
+            self.eos_ids,
+            self.special,
+            self.eos,
+            self.lengths,
+            self.offsets,
+            self.data,
+            self.walk_lengths,
+        )
+        return sum(a.nbytes for a in arrays) + sum(
+            level.nbytes for level in self.levels
+        )
+
+    def bytes_of(self, token_id: int) -> bytes:
+        """The bytes a token spells (empty for specials and eos)."""
+        if not 0 <= token_id < self.size:
+            raise StdslError(
+                f"token id {token_id} is outside the vocabulary (size {self.size})"
+            )
+        b = self.token_bytes[token_id]
+        return b"" if b is None else b
+
+    def decode(self, token_ids: Iterable[int]) -> bytes:
+        """Concatenated bytes of a token sequence."""
+        return b"".join(self.bytes_of(int(t)) for t in token_ids)
+
+    def cached(self, key: str, build: Callable[[], T]) -> T:
+        """Per-vocabulary cache of derived forms (device arrays, walk layouts), built once on demand."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(size={self.size}, eos={self.eos_ids.tolist()}, specials={int(self.special.sum())}, "
+            f"trie_nodes={self.trie_nodes}, max_length={self.max_length})"
+        )
+
+
+def _build_trie(
+    data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray
+) -> list[TrieLevel]:
+    """Build the trie level by level: at depth d a node is a unique (parent node, byte) pair."""
+    tokens = np.flatnonzero(lengths > 0).astype(np.int32)
+    node = np.zeros(tokens.shape[0], dtype=np.int64)
+    starts = offsets[tokens].astype(np.int64)
+    token_len = lengths[tokens]
+    levels: list[dict[str, np.ndarray]] = []
+    depth = 0
+    while tokens.shape[0]:
+        depth += 1
+        byte = data[starts + (depth - 1)].astype(np.int64)
+        keys = node * 256 + byte
+        unique, inverse = np.unique(keys, return_inverse=True)
+        node = inverse.astype(np.int64)
+        ending = token_len == depth
+        levels.append(
+            {
+                "parent": (unique >> 8).astype(np.int32),
+                "byte": (unique & 255).astype(np.uint8),
+                "end_tokens": tokens[ending],
+                "end_nodes": node[ending].astype(np.int32),
+            }
+        )
+        keep = ~ending
+        tokens, node, starts, token_len = (
+            tokens[keep],
+            node[keep],
+            starts[keep],
+            token_len[keep],
+        )
+    out: list[TrieLevel] = []
+    for d, level in enumerate(levels):
+        size = level["parent"].shape[0]
+        if d + 1 < len(levels):
+            counts = np.bincount(levels[d + 1]["parent"], minlength=size)
+        else:
+            counts = np.zeros(size, dtype=np.int64)
+        first_child = np.zeros(size + 1, dtype=np.int32)
+        np.cumsum(counts, out=first_child[1:])
+        out.append(
+            TrieLevel(
+                level["parent"],
+                level["byte"],
+                first_child,
+                level["end_tokens"],
+                level["end_nodes"],
+            )
+        )
+    return out

@@ -1,0 +1,31 @@
+// Walk kernel (CUDA body for mx.fast.cuda_kernel): thread (t, b) walks token t's bytes from row b's state.
+// Inputs: table (flat 256*Q, -1 dead), states (B), data (packed token bytes), offsets (V+1),
+// kind (V: 0 walk, 1 eos, 2 never), accepting (Q), cover (Q: minimum token byte length), sizes ([V, B]).
+// Outputs: next_state (B*V, -1 dead), mask (B*V).
+int t = blockIdx.x * blockDim.x + threadIdx.x;
+int b = blockIdx.y * blockDim.y + threadIdx.y;
+int vocab_size = sizes[0];
+int rows = sizes[1];
+if (t >= vocab_size || b >= rows) {
+    return;
+}
+int q = states[b];
+int s = -1;
+bool ok = false;
+if (q >= 0) {
+    uint8_t k = kind[t];
+    if (k == 0) {
+        int start = offsets[t];
+        int end = offsets[t + 1];
+        s = q;
+        for (int i = start; i < end && s >= 0; ++i) {
+            s = (int)table[s * 256 + (int)data[i]];
+        }
+        ok = s >= 0 && (end - start) >= cover[q];
+    } else if (k == 1) {
+        ok = accepting[q];
+    }
+}
+long long o = (long long)b * (long long)vocab_size + (long long)t;
+next_state[o] = s;
+mask[o] = ok;

@@ -1,0 +1,85 @@
+"""Rows on demand (D.6) equal the token table; the LRU stays bounded; advance walks one token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from kernel_fixtures import (
+    dfa_and_vocab_strategy,
+    naive_next_state,
+    person_dfa,
+    random_dfa,
+)
+
+from stdsl.errors import StdslError
+from stdsl.kernels.rows import RowCache, row_next_states
+from stdsl.kernels.token_table import token_table
+from stdsl.kernels.vocabulary import Vocabulary
+
+
+@settings(max_examples=150, deadline=None)
+@given(dfa_and_vocab_strategy())
+def test_rows_equal_the_table_for_every_state(case) -> None:
+    transitions, accepting, tokens, eos = case
+    vocab = Vocabulary(tokens, eos)
+    table = token_table(transitions, vocab, accepting)
+    cache = RowCache(_Auto(transitions, accepting), vocab, max_rows=3)
+    for q in range(transitions.shape[0]):
+        assert np.array_equal(cache.next_states(q), table[q])
+        mask = cache.mask(q)
+        assert np.array_equal(mask[: len(tokens)] & ~vocab.eos, table[q] >= 0)
+        assert bool(mask[eos[0]]) == bool(accepting[q])
+        for t, token in enumerate(tokens):
+            expected = naive_next_state(transitions, q, None if t in eos else token)
+            assert cache.advance(q, t) == expected
+    assert len(cache) <= 3
+
+
+class _Auto:
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+        self.transitions, self.accepting = transitions, accepting
+
+
+def test_sparse_and_dense_levels_on_a_larger_vocabulary() -> None:
+    rng = np.random.default_rng(5)
+    alphabet = bytes(range(97, 117))
+    tokens = [
+        bytes(rng.choice(list(alphabet), size=int(rng.integers(1, 10))).tolist())
+        for _ in range(15000)
+    ]
+    vocab = Vocabulary(tokens, eos_ids=[])
+    for live_fraction in (0.03, 0.4, 0.98):
+        transitions, accepting = random_dfa(rng, 10, live_fraction, alphabet)
+        table = token_table(transitions, vocab, accepting)
+        for q in range(10):
+            assert np.array_equal(
+                row_next_states(_Auto(transitions, accepting), q, vocab), table[q]
+            )
+
+
+def test_lru_evicts_oldest_and_rows_are_read_only() -> None:
+    transitions, accepting = person_dfa()
+    vocab = Vocabulary([b"{", b'"', b"a", None], eos_ids=[3])
+    cache = RowCache(_Auto(transitions, accepting), vocab, max_rows=2)
+    first = cache.mask(0)
+    cache.mask(1)
+    cache.mask(0)
+    cache.mask(2)
+    assert len(cache) == 2 and cache.mask(0) is first
+    with pytest.raises(ValueError):
+        first[0] = False
+    assert cache.nbytes > 0
+
+
+def test_rows_refuse_bad_input() -> None:
+    transitions, accepting = person_dfa()
+    vocab = Vocabulary([b"{", None], eos_ids=[1])
+    cache = RowCache(_Auto(transitions, accepting), vocab)
+    with pytest.raises(StdslError, match="state"):
+        cache.mask(transitions.shape[0])
+    with pytest.raises(StdslError, match="token id"):
+        cache.advance(0, 2)
+    with pytest.raises(StdslError, match="max_rows"):
+        RowCache(_Auto(transitions, accepting), vocab, max_rows=0)
+    assert cache.advance(0, 1) == -1
