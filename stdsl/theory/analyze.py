@@ -1,0 +1,320 @@
+"""What the engine exploits in a compiled automaton: cut states, forced chains, and few-path regions between cuts.
+
+The automaton is read as its byte graph (q -> q' when some byte moves q to q'), with a virtual
+accept vertex after every accepting state. Cut states are the vertices on every start-accept walk;
+between consecutive cuts, an acyclic region (a key, an enum, a boolean) is a trimmed two-terminal
+DAG whose r paths are its byte strings, and Corollary 1 bounds its sampled tokens by c(H) <= r-1.
+A cyclic region (free text) is reported as such: Theorem 11 does not apply to it.
+Forced chains are listed from every decision point that enters one; chains entered from several
+decision points share their tail, so `forced_bytes` (the sum of chain lengths) can exceed `forced_states`.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any, Protocol
+
+import numpy as np
+
+from stdsl.theory.graph import reachable, reverse, topological_order
+from stdsl.theory.structure import (
+    TwoTerminalDag,
+    block_product,
+    block_route,
+    branch_kernel,
+    immediate_dominators,
+    on_every_path,
+)
+
+ACCEPT = "accept"
+MAX_LISTED_VALUES = 16
+
+
+class AutomatonLike(Protocol):
+    """The part of `stdsl.compiler.automaton.Automaton` the analysis reads."""
+
+    transitions: np.ndarray
+    accepting: np.ndarray
+
+
+def _text(data: bytes) -> str:
+    """Bytes as readable text, undecodable bytes escaped."""
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def _forced_bytes(transitions: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Per state the unique live byte of a non-accepting state with one live byte, else -1."""
+    live = transitions >= 0
+    forced = ~accepting & (live.sum(axis=1) == 1)
+    return np.where(forced, np.argmax(live, axis=1), -1)
+
+
+def _forced_chains(
+    transitions: np.ndarray, forced: np.ndarray, states: set[int], predecessors: list[list[int]]
+) -> list[dict[str, Any]]:
+    """Every maximal forced chain: from each forced state entered from the start or a decision point, to its end."""
+    chains = []
+    for head in sorted(states):
+        if forced[head] < 0 or (head != 0 and all(forced[p] >= 0 for p in predecessors[head])):
+            continue
+        data = bytearray()
+        state, seen = head, set()
+        while state >= 0 and forced[state] >= 0 and state not in seen:
+            seen.add(state)
+            data.append(int(forced[state]))
+            state = int(transitions[state, forced[state]])
+        chains.append({"start": head, "end": state, "length": len(data), "text": _text(bytes(data))})
+    return chains
+
+
+def _region_values(
+    transitions: np.ndarray, accepting: np.ndarray, entry: int, exit_: int | str, region: set[int]
+) -> list[str]:
+    """The byte strings of a finite region from entry to exit (only called when there are few)."""
+    values: list[str] = []
+    stack: list[tuple[int, bytes]] = [(entry, b"")]
+    while stack:
+        state, data = stack.pop()
+        if state == exit_ and data:
+            values.append(_text(data))
+            continue
+        if exit_ == ACCEPT and accepting[state]:
+            values.append(_text(data))
+        for byte in np.flatnonzero(transitions[state] >= 0).tolist():
+            target = int(transitions[state, byte])
+            if target in region and target != entry:
+                stack.append((target, data + bytes([byte])))
+    return sorted(values)
+
+
+class _ByteGraph:
+    """The trimmed byte graph of an automaton plus a virtual accept vertex `sink`: per-byte multigraph and simple graph."""
+
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+        self.transitions = transitions
+        self.accepting = accepting
+        self.sink = sink = transitions.shape[0]
+        multigraph = [
+            transitions[q][transitions[q] >= 0].tolist() + ([sink] if accepting[q] else []) for q in range(sink)
+        ]
+        multigraph.append([])
+        simple = [sorted(set(successors)) for successors in multigraph]
+        self.live = reachable(simple, [0]) & reachable(reverse(simple), [sink])
+        self.graph = [[v for v in simple[u] if v in self.live] if u in self.live else [] for u in range(sink + 1)]
+        self.multigraph = [
+            [v for v in multigraph[u] if v in self.live] if u in self.live else [] for u in range(sink + 1)
+        ]
+        self.backward = reverse(self.graph)
+
+    def region(self, entry: int, exit_: int) -> dict[str, Any] | None:
+        """The walks from `entry` until they first reach `exit_`: a finite (acyclic) or cyclic region; None for one byte."""
+        ahead = reachable(self.graph, [entry], blocked=[exit_])
+        inside = {exit_}
+        queue = [exit_]
+        while queue:
+            for u in self.backward[queue.pop()]:
+                if u in ahead and u not in inside:
+                    inside.add(u)
+                    queue.append(u)
+        edges = tuple((u, v) for u in sorted(inside) if u != exit_ for v in self.multigraph[u] if v in inside)
+        if len(inside) == 2 and len(edges) == 1:
+            return None
+        exit_name: int | str = ACCEPT if exit_ == self.sink else exit_
+        report: dict[str, Any] = {"entry": entry, "exit": exit_name, "states": len(inside) - (exit_ == self.sink)}
+        labels = sorted(inside)
+        local = {v: i for i, v in enumerate(labels)}
+        sub: list[list[int]] = [[] for _ in labels]
+        for u, v in edges:
+            sub[local[u]].append(local[v])
+        order = topological_order(sub)
+        if order is None:
+            report["kind"] = "cyclic"
+            return report
+        dag = TwoTerminalDag(entry, exit_, tuple(labels[i] for i in order), edges)
+        kernel = branch_kernel(dag)
+        blocks = block_product(dag)
+        r = kernel.paths
+        report.update(
+            kind="finite",
+            paths=r,
+            cyclomatic=kernel.cyclomatic,
+            sampling_points=len(kernel.branch_vertices),
+            branch_states=list(kernel.branch_vertices),
+            bound=r - 1,
+            within_bound=len(kernel.branch_vertices) <= kernel.cyclomatic <= r - 1 and not kernel.bound_violations(),
+            kernel_states=len(kernel.vertices),
+            block_product=blocks.paths,
+            block_product_holds=blocks.paths == r and blocks.cyclomatic == kernel.cyclomatic,
+        )
+        if r <= MAX_LISTED_VALUES:
+            report["values"] = _region_values(self.transitions, self.accepting, entry, exit_name, inside - {self.sink})
+        report["_inside"] = inside
+        return report
+
+
+def _local_finite_regions(byte_graph: _ByteGraph) -> list[dict[str, Any]]:
+    """Corollary 1 with local cuts: from each decision state to its immediate post-dominator, the maximal acyclic regions.
+
+    These include finite fields inside loops (an enum in every item of an array), which no global cut isolates.
+    """
+    post_dominator = immediate_dominators(byte_graph.backward, byte_graph.sink)
+    found = []
+    for entry in sorted(byte_graph.live - {byte_graph.sink}):
+        if len(byte_graph.multigraph[entry]) < 2:
+            continue
+        region = byte_graph.region(entry, post_dominator[entry])
+        if region is not None and region["kind"] == "finite":
+            found.append(region)
+    interior = (
+        set().union(*(r["_inside"] - {r["entry"], post_dominator[r["entry"]]} for r in found)) if found else set()
+    )
+    return [r for r in found if r["entry"] not in interior]
+
+
+def _public(region: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in region.items() if not key.startswith("_")}
+
+
+def analyze_automaton(automaton: AutomatonLike) -> dict[str, Any]:
+    """Report cut states, forced chains and the few-path regions of a byte automaton, as plain JSON data.
+
+    Cut states are recomputed (dominators of the accept vertex, and the block-route cut vertices of
+    Theorem 12) and compared with the automaton's own `cut_states` and `forced_chain` when it has them.
+    """
+    transitions = np.asarray(automaton.transitions).astype(np.int64)
+    accepting = np.asarray(automaton.accepting, dtype=bool)
+    byte_graph = _ByteGraph(transitions, accepting)
+    sink, live, graph = byte_graph.sink, byte_graph.live, byte_graph.graph
+    report: dict[str, Any] = {
+        "states": int(transitions.shape[0]),
+        "accepting_states": int(accepting.sum()),
+        "live_states": len(live - {sink}),
+        "byte_edges": sum(len(successors) for successors in byte_graph.multigraph[:sink]),
+        "graph_edges": sum(len(successors) for successors in graph[:sink]),
+    }
+    if sink not in live:
+        report.update(empty=True, cut_states=[], forced_chains=[], regions=[], local_finite_regions=[])
+        return report
+    chain = on_every_path(graph, 0, sink)
+    cuts = chain[:-1]
+    edges = tuple((u, v) for u in sorted(live) for v in graph[u])
+    block_cuts = [entry for entry, _, _ in block_route(tuple(sorted(live)), edges, 0, sink)]
+    acyclic = topological_order(graph) is not None
+    report.update(
+        empty=False,
+        acyclic=acyclic,
+        cut_states=cuts,
+        block_cut_states=block_cuts,
+        block_cuts_are_cut_states=set(block_cuts) <= set(cuts) and (not acyclic or block_cuts == cuts),
+    )
+    if hasattr(automaton, "cut_states"):
+        theirs = np.flatnonzero(np.asarray(automaton.cut_states)).tolist()
+        report["automaton_cut_states_match"] = sorted(theirs) == sorted(cuts)
+    if hasattr(automaton, "min_bytes_to_accept"):
+        report["min_bytes_to_accept"] = int(np.asarray(automaton.min_bytes_to_accept)[0])
+    forced = _forced_bytes(transitions, accepting)
+    chains = _forced_chains(transitions, forced, live - {sink}, byte_graph.backward)
+    report["forced_chains"] = chains
+    if hasattr(automaton, "forced_chain"):
+        report["automaton_forced_chains_match"] = all(
+            _text(automaton.forced_chain(c["start"])) == c["text"] for c in chains
+        )
+    regions = [r for r in (byte_graph.region(a, b) for a, b in pairwise(chain)) if r is not None]
+    report["regions"] = [_public(r) for r in regions]
+    local = _local_finite_regions(byte_graph)
+    report["local_finite_regions"] = [_public(r) for r in local]
+    finite = [r for r in regions if r["kind"] == "finite"]
+    report["summary"] = {
+        "cut_states": len(cuts),
+        "forced_chains": len(chains),
+        "forced_states": int(sum(1 for q in live - {sink} if forced[q] >= 0)),
+        "forced_bytes": sum(c["length"] for c in chains),
+        "longest_chain": max((c["length"] for c in chains), default=0),
+        "single_byte_steps": len(chain) - 1 - len(regions),
+        "finite_regions": len(finite),
+        "cyclic_regions": len(regions) - len(finite),
+        "local_finite_regions": len(local),
+        "sampling_points_in_finite_regions": sum(r["sampling_points"] for r in local),
+        "all_finite_regions_within_bound": all(r["within_bound"] and r["block_product_holds"] for r in local + finite),
+    }
+    return report
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    return [_row(header, widths), _row(["-" * w for w in widths], widths), *(_row(row, widths) for row in rows)]
+
+
+def _clip(text: str, width: int = 48) -> str:
+    shown = repr(text)[1:-1]
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
+def _finite_row(r: dict[str, Any]) -> list[str]:
+    values = "|".join(r.get("values", [])) or "-"
+    ok = "yes" if r["within_bound"] and r["block_product_holds"] else "NO"
+    return [
+        str(r["entry"]),
+        str(r["exit"]),
+        "finite",
+        str(r["states"]),
+        str(r["paths"]),
+        str(r["sampling_points"]),
+        f"{r['bound']} {ok}",
+        _clip(values, 40),
+    ]
+
+
+def render_analysis(report: dict[str, Any]) -> str:
+    """The analysis as readable text: a summary, the forced chains and the regions between cut states."""
+    lines = [
+        (
+            f"states {report['states']} (live {report['live_states']}, accepting {report['accepting_states']}), "
+            f"byte edges {report['byte_edges']}, state edges {report['graph_edges']}"
+        )
+    ]
+    if report["empty"]:
+        return "\n".join([*lines, "the automaton accepts nothing"])
+    summary = report["summary"]
+    lines.append(
+        f"cut states {summary['cut_states']}, forced chains {summary['forced_chains']} "
+        f"({summary['forced_bytes']} bytes, longest {summary['longest_chain']}), "
+        f"finite regions {summary['finite_regions']}, cyclic regions {summary['cyclic_regions']}"
+    )
+    checks = [
+        ("cut states = automaton's", report.get("automaton_cut_states_match")),
+        ("block-route cuts on every run", report["block_cuts_are_cut_states"]),
+        ("forced chains = automaton's", report.get("automaton_forced_chains_match")),
+        ("every finite region within r-1", summary["all_finite_regions_within_bound"]),
+    ]
+    lines.append("checks: " + ", ".join(f"{name}: {'yes' if ok else 'NO'}" for name, ok in checks if ok is not None))
+    if report["forced_chains"]:
+        lines += ["", "forced chains (no model pass):"]
+        rows = [[str(c["start"]), str(c["end"]), str(c["length"]), _clip(c["text"])] for c in report["forced_chains"]]
+        lines += _table(["from", "to", "bytes", "text"], rows)
+    if report["regions"]:
+        lines += ["", "regions between consecutive cut states:"]
+        rows = []
+        for r in report["regions"]:
+            if r["kind"] == "cyclic":
+                rows.append([str(r["entry"]), str(r["exit"]), "cyclic", str(r["states"]), "-", "-", "-", "-"])
+                continue
+            rows.append(_finite_row(r))
+        lines += _table(["from", "to", "kind", "states", "r", "sampling", "r-1", "values"], rows)
+    on_chain = {(r["entry"], r["exit"]) for r in report["regions"]}
+    nested = [r for r in report["local_finite_regions"] if (r["entry"], r["exit"]) not in on_chain]
+    listed = [r for r in nested if "values" in r and all(len(v.encode()) >= 2 for v in r["values"])]
+    if listed:
+        lines += ["", "finite regions inside loops or optional parts (decision state to its post-dominator):"]
+        lines += _table(
+            ["from", "to", "kind", "states", "r", "sampling", "r-1", "values"], [_finite_row(r) for r in listed]
+        )
+    if len(listed) < len(nested):
+        lines.append(
+            f"(and {len(nested) - len(listed)} more finite regions inside loops: character classes, escapes, formats; see --json)"
+        )
+    return "\n".join(lines)
