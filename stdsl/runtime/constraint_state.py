@@ -1,0 +1,215 @@
+"""The per-request token-level controller: automaton state, held-back bytes, cover, mask, budget.
+
+It owns one output: at each step it gives the mask of admissible tokens (live walks, the
+boundary cover, eos exactly at accepting states, the budget mask of Theorem 21) and, given the
+sampled token, the tokens to feed in the next pass (the planner's canonical plan, Theorem 20).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stdsl.errors import GenerationError
+from stdsl.kernels.rows import RowCache
+from stdsl.kernels.token_table import token_table
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.runtime.budget import BudgetTable, build_budget_table, check_feasible
+from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+
+_VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
+
+
+def vocabulary_of(tokenizer: Any) -> Vocabulary:
+    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer."""
+    hit = _VOCABULARIES.get(id(tokenizer))
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    if getattr(tokenizer, "hf", None) is not None:
+        from stdsl.kernels.vocab_sources import vocabulary_from_hf
+
+        vocab = vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
+    else:
+        specials = set(getattr(tokenizer, "special_tokens", {}).values())
+        token_bytes = [None if i in specials else b for i, b in enumerate(tokenizer.token_bytes)]
+        vocab = Vocabulary(token_bytes, tokenizer.eos_ids)
+    _VOCABULARIES[id(tokenizer)] = (tokenizer, vocab)
+    return vocab
+
+
+class ConstraintState:
+    """One output under one automaton: the sampling configuration and the tokens emitted so far.
+
+    `max_tokens=None` decodes without a budget. `start()` must be called first: it returns the
+    forced prefix φ(c0) (fed with the prompt) and raises BudgetError when nothing valid fits;
+    with a budget, `least_output_tokens` is then need(c1) counted from the start.
+    """
+
+    def __init__(
+        self,
+        automaton: Any,
+        tokenizer: PreTokenizingTokenizer,
+        vocab: Vocabulary,
+        *,
+        max_tokens: int | None = None,
+        healing: bool = True,
+        rows: RowCache | None = None,
+        budget: BudgetTable | None = None,
+    ) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        shared = shared_tables(automaton, vocab)
+        self.planner = shared.planner(tokenizer, healing)
+        self.rows = rows if rows is not None else shared.rows
+        self.max_tokens = max_tokens
+        self.budget = budget
+        if max_tokens is not None and budget is None:
+            self.budget = shared.budget(self.planner)
+        self.remaining: int | None = max_tokens
+        self.state = 0
+        self.pending = b""
+        self.cover = 0
+        self.cover_exempt: frozenset[int] = frozenset()
+        self.window = Window()
+        self.committed = bytearray()
+        self.tokens: list[int] = []
+        self.forced_count = 0
+        self.finished = False
+        self.started = False
+        self.least_output_tokens: int | None = None
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def accepting(self) -> bool:
+        """Whether the output so far is in the language."""
+        return not self.pending and bool(self.automaton.accepting[self.state])
+
+    @property
+    def decided(self) -> bytes:
+        """All output bytes decided so far: fed tokens plus held-back forced bytes."""
+        return bytes(self.committed) + self.pending
+
+    def mask(self) -> np.ndarray:
+        """Admissible tokens at the current sampling configuration (bool (V,), eos included iff accepting)."""
+        if self.finished:
+            raise GenerationError("the output is finished; no further token is admissible")
+        row = self.rows.next_states(self.state)
+        allowed = row >= 0
+        if self.cover:
+            spans = self.vocab.lengths >= self.cover
+            spans[list(self.cover_exempt)] = True
+            allowed &= spans
+        if self.budget is not None and self.remaining is not None:
+            within = self.budget.admits(self.state, row, self.remaining)
+            if within is not None:
+                allowed &= within
+        allowed[self.vocab.eos_ids] = self.accepting
+        return allowed
+
+    def least_tokens(self, plan: Plan) -> int:
+        """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
+        if self.budget is None:
+            return len(plan.tokens)
+        return len(plan.tokens) + int(self.budget.need[plan.state])
+
+    # ------------------------------------------------------------------ moves
+
+    def start(self) -> list[int]:
+        """Plan the forced prefix φ(c0) and return its tokens; BudgetError if no valid output fits."""
+        if self.started:
+            raise GenerationError("start() was already called for this output")
+        self.started = True
+        plan = self.planner.plan(self.window, 0, b"", None)
+        if self.remaining is not None:
+            fallback = self.planner.table_plan(self.window, 0, None)
+            self.least_output_tokens = min(self.least_tokens(plan), self.least_tokens(fallback))
+            check_feasible(self.least_output_tokens, self.remaining)
+            if self.least_tokens(plan) > self.remaining:
+                plan = fallback
+        return self._take(plan, sampled=False)
+
+    def advance(self, token: int) -> list[int]:
+        """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
+        if not self.started:
+            raise GenerationError("call start() before advance()")
+        if self.finished:
+            raise GenerationError("the output is finished; no further token can be taken")
+        if self.vocab.eos[token]:
+            if not self.accepting:
+                raise GenerationError(f"eos token {token} sampled outside an accepting state")
+            self.finished = True
+            return []
+        if self.cover and self.vocab.lengths[token] < self.cover and token not in self.cover_exempt:
+            raise GenerationError(f"token {token} is shorter than the boundary cover {self.cover}")
+        plan = self.planner.plan(self.window, self.state, self.pending, token)
+        if self.remaining is not None and self.least_tokens(plan) > self.remaining:
+            plan = self.planner.table_plan(self.window, self.state, token)
+            if self.least_tokens(plan) > self.remaining:
+                raise GenerationError(f"token {token} leaves no valid ending within the budget")
+        return self._take(plan, sampled=True)
+
+    def _take(self, plan: Plan, sampled: bool) -> list[int]:
+        """Commit a plan: record its tokens and move to its sampling configuration."""
+        tokens = list(plan.tokens)
+        self.tokens.extend(tokens)
+        self.committed += self.planner.spell(tokens)
+        self.forced_count += len(tokens) - (1 if sampled else 0)
+        self.state, self.pending, self.window = plan.state, plan.pending, plan.window
+        self.cover, self.cover_exempt = plan.cover, plan.cover_exempt
+        if self.remaining is not None:
+            self.remaining -= len(tokens)
+        if plan.finished or self.remaining == 0:
+            self.finished = True
+        return tokens
+
+
+class SharedTables:
+    """Per (automaton, vocabulary) state shared by every request: rows on demand and the budget table."""
+
+    def __init__(self, automaton: Any, vocab: Vocabulary) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self.rows = RowCache(automaton, vocab)
+        self._budget: BudgetTable | None = None
+        self._planners: dict[tuple[int, bool], tuple[Any, ForcedPlanner]] = {}
+
+    def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> ForcedPlanner:
+        """The forced planner for a tokenizer (its caches of stable tails and covers are shared too)."""
+        key = (id(tokenizer), healing)
+        hit = self._planners.get(key)
+        if hit is None or hit[0] is not tokenizer:
+            hit = self._planners[key] = (tokenizer, ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing))
+        return hit[1]
+
+    def budget(self, planner: ForcedPlanner) -> BudgetTable:
+        """The budget table, built on first use."""
+        if self._budget is None:
+            self._budget = budget_table_for(self.automaton, self.vocab, planner)
+        return self._budget
+
+
+_SHARED: dict[tuple[int, int], SharedTables] = {}
+MAX_SHARED = 32
+
+
+def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
+    """The shared tables of an automaton under a vocabulary (kept for the last few constraints used)."""
+    key = (id(automaton), id(vocab))
+    hit = _SHARED.get(key)
+    if hit is None or hit.automaton is not automaton or hit.vocab is not vocab:
+        if len(_SHARED) >= MAX_SHARED:
+            _SHARED.pop(next(iter(_SHARED)))
+        hit = _SHARED[key] = SharedTables(automaton, vocab)
+    return hit
+
+
+def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
+    """need(q) for the automaton under the table policy, from the all-state token table."""
+    table = token_table(automaton, vocab)
+
+    def chain_of(state: int) -> tuple[int, int]:
+        return planner.chain_token_count(state), planner.chain(state)[1]
+
+    return build_budget_table(table, np.asarray(automaton.accepting), chain_of)

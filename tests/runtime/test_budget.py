@@ -1,0 +1,150 @@
+"""Valid outputs under a token budget (Theorem 21): need(q), the budget mask, and BudgetError up front."""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automaton import build_automaton, compile_regex
+from stdsl.compiler.json_schema import schema_to_ir
+from stdsl.errors import BudgetError
+from stdsl.kernels.token_table import token_table
+from stdsl.runtime.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.runtime.decode import generate
+from stdsl.runtime.planner import ForcedPlanner
+
+BOUNDED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 0, "maximum": 99},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["unit", "days", "ok"],
+    "additionalProperties": False,
+}
+PATTERNS = (r"(red|green|blue)-[a-z]{2,5}-[0-9]{1,3}", r'\{"name":"[A-Za-z ]{1,8}","n":[0-9]{1,2}\}')
+
+
+def bounded_automata() -> list:
+    return [compile_regex(p) for p in PATTERNS] + [build_automaton(schema_to_ir(BOUNDED_SCHEMA))]
+
+
+def dijkstra_need(automaton, vocab, planner: ForcedPlanner) -> np.ndarray:
+    """need(q) by Dijkstra over token steps (an independent oracle for the Bellman–Ford table)."""
+    table = token_table(automaton, vocab)
+    num = automaton.num_states
+    out = np.full(num, -1)
+    for source in range(num):
+        best = {source: 0}
+        heap = [(0, source)]
+        while heap:
+            dist, q = heapq.heappop(heap)
+            if dist > best.get(q, 1 << 30):
+                continue
+            if automaton.accepting[q]:
+                out[source] = dist
+                break
+            for mid in set(table[q][table[q] >= 0].tolist()):
+                end = planner.chain(mid)[1]
+                weight = 1 + planner.chain_token_count(mid)
+                if dist + weight < best.get(end, 1 << 30):
+                    best[end] = dist + weight
+                    heapq.heappush(heap, (dist + weight, end))
+    return out
+
+
+def test_need_is_the_shortest_completion(smollm2_tokenizer) -> None:
+    vocab = vocabulary_of(smollm2_tokenizer)
+    for automaton in bounded_automata():
+        planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
+        table = shared_tables(automaton, vocab).budget(planner)
+        assert np.array_equal(table.need, dijkstra_need(automaton, vocab, planner))
+        assert table.rounds <= automaton.num_states + 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(which=st.integers(0, 2), budget=st.integers(1, 30), seed=st.integers(0, 2**16))
+def test_any_sampling_rule_ends_valid_within_a_feasible_budget(smollm2_tokenizer, which, budget, seed) -> None:
+    """Theorem 21(ii): under the budget mask every choice of admissible tokens ends in the language."""
+    automaton = bounded_automata()[which]
+    vocab = vocabulary_of(smollm2_tokenizer)
+    rng = random.Random(seed)
+    control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
+    try:
+        control.start()
+    except BudgetError:
+        assert control.least_output_tokens is not None and control.least_output_tokens > budget
+        return
+    while not control.finished:
+        allowed = control.mask()
+        assert bool(allowed[vocab.eos_ids].any()) == control.accepting
+        choices = np.flatnonzero(allowed & ~vocab.eos)
+        if choices.size == 0 or (control.accepting and rng.random() < 0.1):
+            control.advance(int(vocab.eos_ids[0]))
+        else:
+            control.advance(int(rng.choice(choices.tolist())))
+    assert control.accepting
+    assert automaton.accepts(control.decided)
+    assert len(control.tokens) <= budget
+    assert vocab.decode(control.tokens) == control.decided
+
+
+def test_every_budget_is_valid_or_refused_up_front(tiny_model) -> None:
+    """Every budget from 1 to the unconstrained length: valid output iff need(c1) <= budget, else BudgetError."""
+    for automaton in bounded_automata():
+        free = generate(tiny_model, "Answer.", automaton, max_tokens=None)
+        assert automaton.accepts(free.data)
+        control = ConstraintState(automaton, tiny_model.tokenizer, vocabulary_of(tiny_model.tokenizer), max_tokens=10**6)
+        control.start()
+        least = control.least_output_tokens
+        assert least is not None and least <= len(free.tokens)
+        for budget in range(1, len(free.tokens) + 1):
+            if budget < least:
+                with pytest.raises(BudgetError, match=f"max_tokens={budget}"):
+                    generate(tiny_model, "Answer.", automaton, max_tokens=budget)
+                continue
+            out = generate(tiny_model, "Answer.", automaton, max_tokens=budget)
+            assert automaton.accepts(out.data), (budget, out.text)
+            assert len(out.tokens) <= budget
+        assert generate(tiny_model, "Answer.", automaton, max_tokens=len(free.tokens)).tokens == free.tokens
+
+
+class _NoPassModel:
+    """A model stub that fails if the decoder ever runs a pass (BudgetError must come first)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def make_cache(self) -> list:
+        raise AssertionError("the decoder prepared a pass before reporting an infeasible budget")
+
+    def forward(self, tokens, cache):
+        raise AssertionError("the decoder ran a pass before reporting an infeasible budget")
+
+
+def test_infeasible_budget_is_reported_before_decoding(smollm2_tokenizer) -> None:
+    stub = _NoPassModel(smollm2_tokenizer)
+    automaton = compile_regex(PATTERNS[1])
+    with pytest.raises(BudgetError, match="no valid output fits in max_tokens=3"):
+        generate(stub, "x", automaton, max_tokens=3, chat=False)
+
+
+def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
+    """Theorem 21(iii): with room to spare the budget mask admits exactly the unbudgeted mask."""
+    vocab = vocabulary_of(smollm2_tokenizer)
+    automaton = bounded_automata()[1]
+    free = ConstraintState(automaton, smollm2_tokenizer, vocab)
+    roomy = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=1000)
+    assert free.start() == roomy.start()
+    rng = random.Random(4)
+    while not free.finished:
+        allowed = free.mask()
+        assert np.array_equal(allowed, roomy.mask())
+        token = int(rng.choice(np.flatnonzero(allowed).tolist()))
+        assert free.advance(token) == roomy.advance(token)
