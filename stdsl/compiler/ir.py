@@ -8,7 +8,7 @@ to UTF-8 byte sequences here, so everything downstream sees bytes only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import Any, Iterable, Sequence, Union
 
 MAX_UNICODE = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -44,7 +44,19 @@ class Repeat:
     max: int | None
 
 
-Node = Union[ByteSet, Seq, Alt, Repeat]
+@dataclass(frozen=True, eq=False)
+class Embedded:
+    """An already-compiled DFA used as a sub-expression (e.g. a field intersected with its bound).
+
+    `transitions` is (num_states, 256) with -1 for dead and start 0; `accepting` a bool array.
+    Compares by identity.
+    """
+
+    transitions: Any
+    accepting: Any
+
+
+Node = Union[ByteSet, Seq, Alt, Repeat, Embedded]
 
 EMPTY: Node = Seq(())
 NOTHING: Node = Alt(())
@@ -231,6 +243,8 @@ def to_pattern(node: Node) -> str:
         for lo, hi in node.ranges:
             parts.append(f"\\x{lo:02x}" if lo == hi else f"\\x{lo:02x}-\\x{hi:02x}")
         return "[" + "".join(parts) + "]"
+    if isinstance(node, Embedded):
+        raise ValueError("an embedded automaton has no regex form")
     if isinstance(node, Seq):
         return "(?:" + "".join(to_pattern(i) for i in node.items) + ")"
     if isinstance(node, Alt):
@@ -243,12 +257,14 @@ def size(node: Node) -> int:
     """Number of nodes, counting repetitions once (for error messages and budgets)."""
     if isinstance(node, ByteSet):
         return 1
+    if isinstance(node, Embedded):
+        return len(node.accepting)
     if isinstance(node, Repeat):
         return 1 + size(node.item)
     return 1 + sum(size(i) for i in node.items)
 
 
 __all__: Sequence[str] = [
-    "ByteSet", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
+    "ByteSet", "Embedded", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
     "repeat", "optional", "star", "plus", "literal", "codepoints", "any_char", "to_pattern", "size",
 ]
