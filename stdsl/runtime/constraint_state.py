@@ -128,7 +128,7 @@ class ConstraintState:
             check_feasible(self.least_output_tokens, self.remaining)
             if self.least_tokens(plan) > self.remaining:
                 plan = fallback
-        return self._take(plan, sampled=False)
+        return self._take(plan, sampled=False) + self._take_singletons()
 
     def advance(self, token: int) -> list[int]:
         """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
@@ -143,12 +143,35 @@ class ConstraintState:
             return []
         if self.cover and self.vocab.lengths[token] < self.cover and token not in self.cover_exempt:
             raise GenerationError(f"token {token} is shorter than the boundary cover {self.cover}")
+        return self._take(self._plan_after(token), sampled=True) + self._take_singletons()
+
+    def _plan_after(self, token: int) -> Plan:
+        """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
         plan = self.planner.plan(self.window, self.state, self.pending, token)
         if self.remaining is not None and self.least_tokens(plan) > self.remaining:
             plan = self.planner.table_plan(self.window, self.state, token)
             if self.least_tokens(plan) > self.remaining:
                 raise GenerationError(f"token {token} leaves no valid ending within the budget")
-        return self._take(plan, sampled=True)
+        return plan
+
+    def _take_singletons(self) -> list[int]:
+        """Take every next token the mask leaves no choice about, without asking the model.
+
+        A sampling configuration whose mask admits a single token (e.g. a held-back `":` that no
+        admissible token can extend) is forced: the policy commits it, so it rides in the same
+        pass as what came before. An accepting state whose only admissible token is eos ends here.
+        """
+        tokens: list[int] = []
+        while not self.finished:
+            allowed = np.flatnonzero(self.mask())
+            if len(allowed) != 1:
+                break
+            token = int(allowed[0])
+            if self.vocab.eos[token]:
+                self.finished = True
+                break
+            tokens += self._take(self._plan_after(token), sampled=False)
+        return tokens
 
     def _take(self, plan: Plan, sampled: bool) -> list[int]:
         """Commit a plan: record its tokens and move to its sampling configuration."""
