@@ -1,0 +1,345 @@
+"""JSON Schema (draft 2020-12 core) → byte-level IR, exactly: every accepted text is a valid instance.
+
+`schema_to_ir(schema)` accepts compact JSON (no whitespace) unless a `Whitespace` option
+allows bounded whitespace between tokens.  Objects are written with declared properties in
+schema order (then `required` names not in `properties`, then any additional keys);
+`json_order.dump_in_schema_order` writes an instance in exactly that form.
+
+Choices that keep the language regular and exact:
+- An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose
+  arrays/objects nest at most `ANY_VALUE_DEPTH` (3) levels; deeper values are not produced.
+- Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
+  the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
+  full RFC 8259 grammar.
+- `const`/`enum` values are written compactly in their own key order, strings in their
+  canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers without fraction.
+- Additional keys are any JSON string (any spelling) whose decoded value differs from every
+  declared name.  Lone surrogate escapes are never accepted.
+- `format` is an assertion (see `json_formats`); `pattern` matches anywhere in the decoded
+  string, with the matched part written without escapes (see `json_strings.pattern_search`);
+  length bounds, `pattern` and `format` on one string are intersected as automata.
+- `oneOf` compiles as a union only when its branches are provably disjoint (different kinds,
+  different enum values, non-overlapping numeric bounds, or a required discriminator property
+  with disjoint schemas); `allOf` and `$ref` siblings are merged keyword by keyword.
+- `minLength`/`maxLength`/`minItems`/`maxItems` above 1000 are refused (that many copies).
+Everything else that constrains instances is refused with a SchemaError naming the keyword path,
+and so is an unknown keyword that looks like a misspelled constraint (`minimun`); other unknown
+keywords are annotations in JSON Schema and are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_numbers import (
+    NUMBER,
+    decimal_in_range,
+    integer_bounds,
+    integer_in_range,
+)
+from stdsl.compiler.json_schema_resolve import (
+    Context,
+    Schema,
+    flatten,
+    merge,
+    pointer_token,
+)
+from stdsl.compiler.json_strings import (
+    QUOTE,
+    json_string,
+    string_body,
+    string_literal,
+    string_not_in,
+)
+from stdsl.compiler.json_validate import conforms
+from stdsl.errors import SchemaError
+
+ANY_VALUE_DEPTH = 3
+EMBED_ABOVE_NODES = 100_000
+ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
+OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
+ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems")
+
+
+@dataclass(frozen=True)
+class Whitespace:
+    """Bounded optional whitespace: up to `max_run` of `chars` in every gap between tokens (and around the value)."""
+
+    max_run: int = 2
+    chars: str = " \n\t\r"
+
+    def __post_init__(self) -> None:
+        if self.max_run < 0 or not self.chars or any(c not in " \n\t\r" for c in self.chars):
+            raise ValueError("Whitespace needs max_run >= 0 and chars drawn from space, \\n, \\t, \\r")
+
+
+class _Tokens:
+    """The punctuation of JSON with the chosen whitespace in each gap."""
+
+    def __init__(self, whitespace: Whitespace | None) -> None:
+        if whitespace is None or whitespace.max_run == 0:
+            self.ws: Node = ir.EMPTY
+        else:
+            self.ws = ir.repeat(ir.byte_set((ord(c), ord(c)) for c in whitespace.chars), 0, whitespace.max_run)
+        ws = self.ws
+        self.comma = ir.seq(ws, ir.literal(","), ws)
+        self.colon = ir.seq(ws, ir.literal(":"), ws)
+        self.open_object, self.close_object = ir.seq(ir.literal("{"), ws), ir.seq(ws, ir.literal("}"))
+        self.open_array, self.close_array = ir.seq(ir.literal("["), ws), ir.seq(ws, ir.literal("]"))
+        self.empty_object = ir.seq(ir.literal("{"), ws, ir.literal("}"))
+        self.empty_array = ir.seq(ir.literal("["), ws, ir.literal("]"))
+
+
+def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None) -> Node:
+    """The byte-level IR of the JSON texts valid against `schema` (compact unless `whitespace` is given).
+
+    Raises SchemaError (with the JSON pointer of the offending keyword) for invalid schemas and
+    for constraints that cannot be enforced exactly.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
+    compiler = _Compiler(_Tokens(whitespace))
+    node = compiler.value(schema, "#", Context(schema))
+    return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
+
+
+class _Compiler:
+    """Lowers flattened schemas to IR nodes, sharing the token and generic-value nodes."""
+
+    def __init__(self, tokens: _Tokens) -> None:
+        self.tokens = tokens
+        self.string = json_string()
+        self._any = lru_cache(maxsize=None)(self._any_value)
+
+    def value(self, schema: Schema, path: str, ctx: Context) -> Node:
+        """The IR of one (sub)schema."""
+        flat, ctx, path = flatten(schema, path, ctx.entering())
+        if flat is False:
+            return ir.NOTHING
+        if flat is True or not flat:
+            return self._any(ANY_VALUE_DEPTH)
+        if "anyOf" in flat:
+            rest = {k: v for k, v in flat.items() if k != "anyOf"}
+            branches = []
+            for i, branch in enumerate(flat["anyOf"]):
+                branch_flat, branch_ctx, _ = flatten(branch, f"{path}/anyOf/{i}", ctx.entering())
+                branches.append(self.value(merge(rest, branch_flat, path), path, branch_ctx))
+            return ir.alt(*branches)
+        if "enum" in flat:
+            rest = {k: v for k, v in flat.items() if k != "enum"}
+            return ir.alt(*(self.const(v) for v in flat["enum"] if conforms(v, rest, ctx, path)))
+        types = flat.get("type", list(ALL_TYPES))
+        types = types if isinstance(types, list) else [types]
+        parts = []
+        for name in ALL_TYPES + ("integer",):
+            if name in types and not (name == "integer" and "number" in types):
+                parts.append(self._typed(name, flat, path, ctx))
+        return ir.alt(*parts)
+
+    def _compact(self, node: Node) -> Node:
+        """A large object/array node as its minimal automaton, so repeated copies stay small.
+
+        The IR is a tree to the NFA builder, and optional members or nested objects copy
+        sub-trees; embedding the minimized DFA of a big sub-tree bounds that growth.
+        """
+        if _tree_size(node, {}) <= EMBED_ABOVE_NODES:
+            return node
+        from stdsl.compiler.automaton import build_automaton
+        from stdsl.errors import EmptyLanguageError
+        try:
+            automaton = build_automaton(node)
+        except EmptyLanguageError:
+            return ir.NOTHING
+        return ir.Embedded(automaton.transitions, automaton.accepting)
+
+    def _typed(self, name: str, flat: dict, path: str, ctx: Context) -> Node:
+        if name == "null":
+            return ir.literal("null")
+        if name == "boolean":
+            return ir.alt(ir.literal("true"), ir.literal("false"))
+        if name == "string":
+            if any(k in flat for k in ("minLength", "maxLength", "pattern", "format")):
+                return ir.seq(QUOTE, string_body(flat, path), QUOTE)
+            return self.string
+        if name in ("number", "integer"):
+            return _number(name, flat, path)
+        if name == "object":
+            if not any(k in flat for k in OBJECT_KEYWORDS):
+                return self._any_object(ANY_VALUE_DEPTH)
+            return self._compact(self._object(flat, path, ctx))
+        if not any(k in flat for k in ARRAY_KEYWORDS):
+            return self._any_array(ANY_VALUE_DEPTH)
+        return self._compact(self._array(flat, path, ctx))
+
+    def _object(self, flat: dict, path: str, ctx: Context) -> Node:
+        """Declared members in schema order (optional ones may be absent), then additional members.
+
+        The body is (non-empty ordered choice of declared members, then extras) or, when every
+        declared member is optional, extras alone; the extras tail appears at most twice.
+        """
+        t = self.tokens
+        props: dict = flat.get("properties", {})
+        required = flat.get("required", [])
+        extra_schema = flat.get("additionalProperties", True)
+        declared = list(props) + [n for n in required if n not in props]
+        members: list[tuple[Node, bool]] = []
+        for name in declared:
+            where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
+            value = self.value(props.get(name, extra_schema), where, ctx)
+            if value == ir.NOTHING:
+                if name in required:
+                    return ir.NOTHING
+                continue
+            members.append((ir.seq(string_literal(name), t.colon, value), name in required))
+        extra_value = self.value(extra_schema, f"{path}/additionalProperties", ctx)
+        extra = ir.seq(string_not_in(declared), t.colon, extra_value)
+        extras_after = ir.star(ir.seq(t.comma, extra))
+        first, after, nullable = ir.NOTHING, ir.EMPTY, True
+        for member, is_required in reversed(members):
+            if is_required:
+                first, after = ir.seq(member, after), ir.seq(t.comma, member, after)
+                nullable = False
+            else:
+                first = ir.alt(ir.seq(member, after), first)
+                after = ir.seq(ir.optional(ir.seq(t.comma, member)), after)
+        body = ir.seq(first, extras_after)
+        if nullable:
+            body = ir.alt(body, ir.seq(extra, extras_after))
+        full = ir.seq(t.open_object, body, t.close_object)
+        return ir.alt(full, t.empty_object) if nullable else full
+
+    def _array(self, flat: dict, path: str, ctx: Context) -> Node:
+        """Positional `prefixItems`, then `items`, with the length within minItems..maxItems."""
+        t = self.tokens
+        prefix = [self.value(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
+        item = self.value(flat.get("items", True), f"{path}/items", ctx)
+        low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
+        high = None if high is None else int(high)
+        if high is not None and high < low:
+            return ir.NOTHING
+        k = len(prefix)
+        tail_low = max(low - k, 0)
+        tail_high = None if high is None else high - k
+        if tail_high is not None and tail_high < 0:
+            tail = ir.NOTHING
+        else:
+            tail = ir.repeat(ir.seq(t.comma, item), tail_low, tail_high)
+        rest = tail
+        for j in range(k - 1, 0, -1):
+            stop = ir.EMPTY if low <= j and (high is None or j <= high) else ir.NOTHING
+            rest = ir.alt(stop, ir.seq(t.comma, prefix[j], rest)) if high is None or j < high else stop
+        if k:
+            first = ir.seq(prefix[0], rest) if high is None or high >= 1 else ir.NOTHING
+        else:
+            first_low = max(low - 1, 0)
+            first_high = None if high is None else high - 1
+            first = ir.seq(item, ir.repeat(ir.seq(t.comma, item), first_low, first_high)) \
+                if high is None or high >= 1 else ir.NOTHING
+        empty = t.empty_array if low == 0 else ir.NOTHING
+        return ir.alt(ir.seq(t.open_array, first, t.close_array), empty)
+
+    def const(self, value: Any) -> Node:
+        """One JSON value written compactly (canonical strings and numbers, its own key order)."""
+        t = self.tokens
+        if isinstance(value, dict):
+            if not value:
+                return t.empty_object
+            members = [ir.seq(string_literal(k), t.colon, self.const(v)) for k, v in value.items()]
+            body = [members[0]] + [ir.seq(t.comma, m) for m in members[1:]]
+            return ir.seq(t.open_object, *body, t.close_object)
+        if isinstance(value, list):
+            if not value:
+                return t.empty_array
+            items = [self.const(v) for v in value]
+            body = [items[0]] + [ir.seq(t.comma, i) for i in items[1:]]
+            return ir.seq(t.open_array, *body, t.close_array)
+        return ir.literal(canonical_scalar(value))
+
+    def _any_value(self, depth: int) -> Node:
+        """A generic JSON value whose containers nest at most `depth` levels."""
+        scalars = ir.alt(ir.literal("null"), ir.literal("true"), ir.literal("false"), NUMBER, self.string)
+        if depth == 0:
+            return scalars
+        return ir.alt(scalars, self._any_object(depth), self._any_array(depth))
+
+    def _any_object(self, depth: int) -> Node:
+        """Any object whose member values are generic values of depth `depth - 1`."""
+        t = self.tokens
+        member = ir.seq(self.string, t.colon, self._any(depth - 1))
+        return ir.alt(t.empty_object, ir.seq(t.open_object, member, ir.star(ir.seq(t.comma, member)), t.close_object))
+
+    def _any_array(self, depth: int) -> Node:
+        """Any array whose items are generic values of depth `depth - 1`."""
+        t = self.tokens
+        inner = self._any(depth - 1)
+        return ir.alt(t.empty_array, ir.seq(t.open_array, inner, ir.star(ir.seq(t.comma, inner)), t.close_array))
+
+
+def _tree_size(node: Node, memo: dict[int, int]) -> int:
+    """Nodes of the IR counted as a tree (shared sub-nodes counted at every use), in DAG time."""
+    key = id(node)
+    if key not in memo:
+        if isinstance(node, ir.ByteSet):
+            memo[key] = 1
+        elif isinstance(node, ir.Embedded):
+            memo[key] = len(node.accepting)
+        elif isinstance(node, ir.Repeat):
+            memo[key] = 1 + (node.max or node.min + 1) * _tree_size(node.item, memo)
+        else:
+            memo[key] = 1 + sum(_tree_size(item, memo) for item in node.items)
+    return memo[key]
+
+
+def canonical_scalar(value: Any) -> str:
+    """The compact spelling of a JSON scalar: integral numbers without fraction, others positional."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return str(int(value))
+        return format(Decimal(repr(value)), "f")
+    if isinstance(value, str):
+        from stdsl.compiler.json_strings import canonical_string
+        return canonical_string(value)
+    raise SchemaError(f"not a JSON value: {value!r}", "#")
+
+
+MAX_BOUND_DIGITS = 60
+
+
+def _bound(flat: dict, key: str, path: str) -> Decimal | None:
+    """A numeric bound as an exact decimal; bounds with very many fraction digits are refused."""
+    if key not in flat:
+        return None
+    value = Decimal(repr(flat[key]))
+    if -int(value.as_tuple().exponent) > MAX_BOUND_DIGITS:
+        raise SchemaError(f"'{key}' has more than {MAX_BOUND_DIGITS} fraction digits; not supported", f"{path}/{key}")
+    return value
+
+
+def _number(name: str, flat: dict, path: str) -> Node:
+    """Integers (canonical, exact bounds) or numbers (full grammar, or exponent-free when bounded)."""
+    lo, lo_x, hi, hi_x = None, False, None, False
+    for key, exclusive in (("minimum", False), ("exclusiveMinimum", True)):
+        b = _bound(flat, key, path)
+        if b is not None and (lo is None or b > lo or (b == lo and exclusive)):
+            lo, lo_x = b, exclusive
+    for key, exclusive in (("maximum", False), ("exclusiveMaximum", True)):
+        b = _bound(flat, key, path)
+        if b is not None and (hi is None or b < hi or (b == hi and exclusive)):
+            hi, hi_x = b, exclusive
+    if name == "integer":
+        int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
+        return integer_in_range(int_lo, int_hi)
+    if lo is None and hi is None:
+        return NUMBER
+    return decimal_in_range(lo, lo_x, hi, hi_x)

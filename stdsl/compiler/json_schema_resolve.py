@@ -1,0 +1,338 @@
+"""JSON Schema keyword checking, `$ref` resolution and exact `allOf` merging (shared by compiler and dumper).
+
+`flatten(schema, path, ctx)` turns one schema into a single dict of supported keywords with
+`$ref`, `allOf`, `const` and checked `oneOf` folded away (`$ref` siblings are an `allOf`, a
+provably disjoint `oneOf` is an `anyOf`); what cannot be merged exactly raises SchemaError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+from urllib.parse import unquote
+
+from stdsl.errors import SchemaError
+
+Schema = dict | bool
+TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+KINDS = ("null", "boolean", "object", "array", "string", "integer", "fraction")
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$anchor", "$dynamicAnchor",
+    "$vocabulary", "$defs", "definitions", "discriminator"})
+SUPPORTED = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "minItems", "maxItems", "uniqueItems", "$ref", "anyOf", "oneOf", "allOf", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+UNSUPPORTED = frozenset({
+    "not", "if", "then", "else", "multipleOf", "patternProperties", "propertyNames", "minProperties",
+    "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
+    "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+    "additionalItems", "divisibleBy", "disallow", "extends"})
+CONSTRAINING_KEYWORDS = {k.lower(): k for k in SUPPORTED | UNSUPPORTED}
+NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength")
+NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+KNOWN_METASCHEMAS = frozenset(
+    f"{scheme}://json-schema.org/{name}{end}" for scheme in ("http", "https") for end in ("", "#")
+    for name in ("draft/2020-12/schema", "draft/2019-09/schema", "draft-07/schema", "draft-06/schema",
+                 "draft-04/schema"))
+MAX_COUNT = 1000
+MAX_ANYOF_BRANCHES = 256
+MAX_NESTING = 64
+
+
+@dataclass
+class Context:
+    """The document being compiled and the `$ref` targets entered on the current path (for cycles)."""
+
+    root: Schema
+    refs: tuple[str, ...] = ()
+    depth: int = 0
+    anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
+
+    def entering(self, ref_path: str | None = None) -> Context:
+        """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
+        if self.depth >= MAX_NESTING:
+            raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
+        refs = self.refs + (ref_path,) if ref_path else self.refs
+        return Context(self.root, refs, self.depth + 1, self.anchors)
+
+
+def pointer_token(name: str) -> str:
+    """Escape one JSON pointer segment (`~` and `/`)."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def json_key(value: Any) -> str:
+    """A key equal for JSON-equal values (1 == 1.0, true != 1, object key order ignored)."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return [type(v).__name__, v]
+        if isinstance(v, (int, float)):
+            return ["num", str(Decimal(repr(v)).normalize()) if isinstance(v, float) else str(Decimal(v))]
+        if isinstance(v, list):
+            return ["arr", [norm(i) for i in v]]
+        return ["obj", sorted((k, norm(x)) for k, x in v.items())]
+    return json.dumps(norm(value), sort_keys=True)
+
+
+def kinds_of_value(value: Any) -> set[str]:
+    """The kind of one JSON value: a JSON type, with numbers split into integer and fraction."""
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return {"integer"}
+    if isinstance(value, float):
+        return {"fraction"}
+    if isinstance(value, str):
+        return {"string"}
+    return {"array"} if isinstance(value, list) else {"object"}
+
+
+def kinds_of_types(types: list[str]) -> set[str]:
+    """The kinds a `type` list admits."""
+    out: set[str] = set()
+    for t in types:
+        out |= {"integer", "fraction"} if t == "number" else {t}
+    return out
+
+
+def _check_schema(value: Any, path: str) -> None:
+    if not isinstance(value, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, got {type(value).__name__}", path)
+
+
+def check_keywords(schema: dict, path: str) -> None:
+    """Refuse unsupported keywords, likely misspellings of known ones, and malformed keyword values.
+
+    Other unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored.
+    """
+    for key, value in schema.items():
+        where = f"{path}/{pointer_token(key)}"
+        if key in SUPPORTED:
+            _check_value(key, value, where, schema)
+        elif key in UNSUPPORTED:
+            raise SchemaError(f"keyword '{key}' is not supported: it cannot be enforced exactly", where)
+        elif key == "$schema" and value not in KNOWN_METASCHEMAS:
+            raise SchemaError(f"unknown meta-schema {value!r}: its vocabulary cannot be known", where)
+        elif key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#"):
+            raise SchemaError(f"embedded resources ({key} below the root) are not supported", where)
+        elif key not in ANNOTATIONS and not key.startswith("x-"):
+            close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
+            if close:
+                raise SchemaError(f"unknown keyword '{key}' (did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?): "
+                                  "refused, not ignored", where)
+
+
+def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
+    """Validate the value of one supported keyword."""
+    if key == "type":
+        names = value if isinstance(value, list) else [value]
+        if not names or any(n not in TYPES for n in names) or len(set(map(str, names))) != len(names):
+            raise SchemaError(f"'type' must be one of {', '.join(TYPES)} or a list of distinct ones, got {value!r}",
+                              where)
+    elif key == "enum" and not isinstance(value, list):
+        raise SchemaError("'enum' must be an array", where)
+    elif key == "properties":
+        if not isinstance(value, dict):
+            raise SchemaError("'properties' must be an object", where)
+        for name, sub in value.items():
+            _check_schema(sub, f"{where}/{pointer_token(name)}")
+    elif key == "required":
+        if not isinstance(value, list) or any(not isinstance(n, str) for n in value) or len(set(value)) != len(value):
+            raise SchemaError("'required' must be an array of distinct strings", where)
+    elif key in ("additionalProperties", "items"):
+        _check_schema(value, where)
+    elif key in ("prefixItems", "anyOf", "oneOf", "allOf"):
+        if not isinstance(value, list) or not value:
+            raise SchemaError(f"'{key}' must be a non-empty array of schemas", where)
+        for i, sub in enumerate(value):
+            _check_schema(sub, f"{where}/{i}")
+    elif key in NON_NEGATIVE_INTS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+            raise SchemaError(f"'{key}' must be a non-negative integer, got {value!r}", where)
+        if value > MAX_COUNT:
+            raise SchemaError(f"'{key}' above {MAX_COUNT} would need that many automaton copies; not supported", where)
+    elif key in NUMBERS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SchemaError(f"'{key}' must be a number, got {value!r}", where)
+    elif key in ("pattern", "format", "$ref") and not isinstance(value, str):
+        raise SchemaError(f"'{key}' must be a string", where)
+    elif key == "uniqueItems":
+        if not isinstance(value, bool):
+            raise SchemaError("'uniqueItems' must be a boolean", where)
+        if value and schema.get("maxItems", 2) > 1:
+            raise SchemaError("'uniqueItems: true' is not supported: it cannot be enforced exactly", where)
+
+
+def _anchor_index(node: Any, path: str, out: dict[str, tuple[Any, str]]) -> None:
+    """Collect `$anchor` names of the document."""
+    if isinstance(node, dict):
+        if isinstance(node.get("$anchor"), str):
+            out.setdefault(node["$anchor"], (node, path))
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                _anchor_index(value, f"{path}/{pointer_token(key)}", out)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _anchor_index(value, f"{path}/{i}", out)
+
+
+def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
+    """The schema a local reference (`#`, `#/json/pointer`, `#anchor`) points to, and its path."""
+    root_id = ctx.root.get("$id") if isinstance(ctx.root, dict) else None
+    base = root_id.split("#")[0] if isinstance(root_id, str) else ""
+    if base and ref.startswith(base):
+        ref = ref[len(base):] or "#"
+    if not ref.startswith("#"):
+        raise SchemaError(f"only references inside the document are supported, got '{ref}'", where)
+    fragment = unquote(ref[1:])
+    if fragment and not fragment.startswith("/"):
+        if not ctx.anchors:
+            _anchor_index(ctx.root, "#", ctx.anchors)
+        if fragment not in ctx.anchors:
+            raise SchemaError(f"reference '{ref}' names no $anchor in the document", where)
+        return ctx.anchors[fragment]
+    node: Any = ctx.root
+    for token in fragment.split("/")[1:] if fragment else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise SchemaError(f"reference '{ref}' does not resolve in the document", where)
+    _check_schema(node, ref)
+    return node, ref if ref != "#" else "#"
+
+
+def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, str]:
+    """One schema with `$ref`, `allOf`, `const` and `oneOf` folded into plain keywords (exactly).
+
+    Returns the flattened schema, the context (references entered) and the path to report for
+    its keywords: the target's path when the schema is only a reference.
+    """
+    _check_schema(schema, path)
+    if isinstance(schema, bool):
+        return schema, ctx, path
+    check_keywords(schema, path)
+    own: dict = {k: v for k, v in schema.items() if k in SUPPORTED and k not in ("$ref", "allOf", "const", "oneOf")}
+    if "const" in schema:
+        own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
+    result: Schema = own
+    if "$ref" in schema:
+        target, target_path = resolve_ref(schema["$ref"], ctx, f"{path}/$ref")
+        if target_path in ctx.refs:
+            cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
+            raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
+        flat, ctx, flat_path = flatten(target, target_path, ctx.entering(target_path))
+        if not own and "allOf" not in schema and "oneOf" not in schema:
+            path = flat_path
+        result = merge(result, flat, path)
+    for i, part in enumerate(schema.get("allOf", [])):
+        flat, ctx, _ = flatten(part, f"{path}/allOf/{i}", ctx.entering())
+        result = merge(result, flat, f"{path}/allOf")
+    if "oneOf" in schema:
+        branches = []
+        for i, part in enumerate(schema["oneOf"]):
+            flat, ctx, _ = flatten(part, f"{path}/oneOf/{i}", ctx.entering())
+            branches.append(flat)
+        from stdsl.compiler.json_validate import provably_disjoint
+        for i in range(len(branches)):
+            for j in range(i + 1, len(branches)):
+                if not provably_disjoint(branches[i], branches[j], ctx):
+                    raise SchemaError(f"'oneOf' branches {i} and {j} may overlap; only provably disjoint branches "
+                                      "are supported", f"{path}/oneOf")
+        result = merge(result, {"anyOf": branches}, path)
+    return result, ctx, path
+
+
+def merge(a: Schema, b: Schema, path: str) -> Schema:
+    """The exact conjunction of two flattened schemas, or SchemaError when it is not expressible."""
+    if a is False or b is False:
+        return False
+    if a is True or a == {}:
+        return b if b is not True else {}
+    if b is True or b == {}:
+        return a
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+            continue
+        mine = out[key]
+        if key == "type":
+            out[key] = _merge_types(mine, value)
+        elif key == "enum":
+            keys = {json_key(v) for v in value}
+            out[key] = [v for v in mine if json_key(v) in keys]
+        elif key == "required":
+            out[key] = list(dict.fromkeys(list(mine) + list(value)))
+        elif key in ("minItems", "minLength", "minimum", "exclusiveMinimum"):
+            out[key] = max(mine, value)
+        elif key in ("maxItems", "maxLength", "maximum", "exclusiveMaximum"):
+            out[key] = min(mine, value)
+        elif key == "uniqueItems":
+            out[key] = mine or value
+        elif key in ("pattern", "format"):
+            if mine != value:
+                raise SchemaError(f"cannot merge two different '{key}' constraints exactly", path)
+        elif key == "anyOf":
+            pairs = [{"allOf": [x, y]} for x in mine for y in value]
+            if len(pairs) > MAX_ANYOF_BRANCHES:
+                raise SchemaError(f"'anyOf' combination exceeds {MAX_ANYOF_BRANCHES} branches", path)
+            out[key] = pairs
+    if "properties" in b or "additionalProperties" in b or "properties" in a or "additionalProperties" in a:
+        _merge_objects(out, a, b)
+    if "items" in a or "items" in b or "prefixItems" in a or "prefixItems" in b:
+        _merge_arrays(out, a, b)
+    return out
+
+
+def _conj(x: Schema, y: Schema) -> Schema:
+    """A lazily merged conjunction of two raw sub-schemas."""
+    if x is True or x == {}:
+        return y
+    if y is True or y == {}:
+        return x
+    if x is False or y is False:
+        return False
+    return {"allOf": [x, y]}
+
+
+def _merge_types(x: Any, y: Any) -> list[str]:
+    kinds = kinds_of_types(x if isinstance(x, list) else [x]) & kinds_of_types(y if isinstance(y, list) else [y])
+    out: list[str] = [t for t in ("null", "boolean", "object", "array", "string") if t in kinds]
+    if {"integer", "fraction"} <= kinds:
+        out.append("number")
+    elif "integer" in kinds:
+        out.append("integer")
+    return out
+
+
+def _merge_objects(out: dict, a: dict, b: dict) -> None:
+    """Properties of both sides; a key declared on one side only meets the other's additionalProperties."""
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    props = {}
+    for name in list(pa) + [n for n in pb if n not in pa]:
+        props[name] = _conj(pa.get(name, aa), pb.get(name, ab))
+    out["properties"] = props
+    out["additionalProperties"] = _conj(aa, ab)
+
+
+def _merge_arrays(out: dict, a: dict, b: dict) -> None:
+    """Positional items of both sides; a position beyond one side's prefix meets its `items`."""
+    xa, xb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items", True), b.get("items", True)
+    length = max(len(xa), len(xb))
+    prefix = [_conj(xa[i] if i < len(xa) else ia, xb[i] if i < len(xb) else ib) for i in range(length)]
+    if prefix:
+        out["prefixItems"] = prefix
+    out["items"] = _conj(ia, ib)

@@ -1,0 +1,329 @@
+"""JSON strings (RFC 8259) as byte-level IR, counted and compared by decoded character.
+
+A *string unit* is one decoded character in any spelling JSON allows: the raw UTF-8 of a
+Unicode scalar (except `"`, `\\` and controls below U+0020), a short escape (`\\" \\\\ \\/ \\b
+\\f \\n \\r \\t`), `\\uXXXX` (hex digits in either case) for a BMP scalar, or a surrogate pair
+`\\uD8xx\\uDCxx` for a character above U+FFFF.  Lone surrogate escapes are rejected: every
+unit is exactly one Unicode scalar, so `minLength`/`maxLength` count units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+
+from stdsl.compiler import ir
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_numbers import fixed_width_range
+from stdsl.errors import RegexError, SchemaError
+
+QUOTE = ir.literal('"')
+SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
+                 0x09: "\\t"}
+FORBIDDEN_RAW = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+HIGH_SURROGATES = (0xD800, 0xDBFF)
+LOW_SURROGATES = (0xDC00, 0xDFFF)
+ALL_CHARS = ((0, ir.MAX_UNICODE),)
+
+
+def _intersect(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
+
+
+def _subtract(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = list(ranges)
+    for h_lo, h_hi in holes:
+        nxt: list[tuple[int, int]] = []
+        for a, b in out:
+            if b < h_lo or a > h_hi:
+                nxt.append((a, b))
+                continue
+            if a < h_lo:
+                nxt.append((a, h_lo - 1))
+            if b > h_hi:
+                nxt.append((h_hi + 1, b))
+        out = nxt
+    return out
+
+
+def _hex4(lo: int, hi: int) -> Node:
+    """`\\u` and four hex digits (either case) whose value is in lo..hi."""
+    return ir.seq(ir.literal("\\u"), fixed_width_range(lo, hi, 4, 16))
+
+
+def _surrogate_pairs(lo: int, hi: int) -> list[Node]:
+    """Escaped surrogate pairs spelling the supplementary code points lo..hi."""
+    out: list[Node] = []
+    first_high = 0xD800 + ((lo - 0x10000) >> 10)
+    last_high = 0xD800 + ((hi - 0x10000) >> 10)
+    lo_low, hi_low = 0xDC00 + (lo & 0x3FF), 0xDC00 + (hi & 0x3FF)
+    if first_high == last_high:
+        return [ir.seq(_hex4(first_high, first_high), _hex4(lo_low, hi_low))]
+    out.append(ir.seq(_hex4(first_high, first_high), _hex4(lo_low, 0xDFFF)))
+    if last_high - first_high >= 2:
+        out.append(ir.seq(_hex4(first_high + 1, last_high - 1), _hex4(0xDC00, 0xDFFF)))
+    out.append(ir.seq(_hex4(last_high, last_high), _hex4(0xDC00, hi_low)))
+    return out
+
+
+def _any_unit() -> Node:
+    """Every JSON string unit, factored so that shared tails appear once (a near-minimal DFA)."""
+    tail = ir.byte_set([(0x80, 0xBF)])
+    hex_digit = ir.byte_set([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+    two = ir.byte_set([(0xC2, 0xDF)])
+    three = ir.alt(ir.seq(ir.literal(b"\xe0"), ir.byte_set([(0xA0, 0xBF)])),
+                   ir.seq(ir.byte_set([(0xE1, 0xEC), (0xEE, 0xEF)]), tail),
+                   ir.seq(ir.literal(b"\xed"), ir.byte_set([(0x80, 0x9F)])))
+    four = ir.seq(ir.alt(ir.seq(ir.literal(b"\xf0"), ir.byte_set([(0x90, 0xBF)])),
+                         ir.seq(ir.byte_set([(0xF1, 0xF3)]), tail),
+                         ir.seq(ir.literal(b"\xf4"), ir.byte_set([(0x80, 0x8F)]))), tail)
+    d_upper, d_lower = ir.byte_set([(0x44, 0x44), (0x64, 0x64)]), ir.byte_set([(0x30, 0x37)])
+    plain_hex = ir.seq(ir.alt(ir.seq(ir.byte_set([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63),
+                                                   (0x65, 0x66)]), hex_digit), ir.seq(d_upper, d_lower)),
+                       hex_digit, hex_digit)
+    pair = ir.seq(d_upper, ir.byte_set([(0x38, 0x39), (0x41, 0x42), (0x61, 0x62)]), hex_digit, hex_digit,
+                  ir.literal("\\u"), d_upper, ir.byte_set([(0x43, 0x46), (0x63, 0x66)]), hex_digit, hex_digit)
+    escape = ir.seq(ir.literal("\\"), ir.alt(ir.byte_set((ord(c), ord(c)) for c in '"\\/bfnrt'),
+                                             ir.seq(ir.literal("u"), ir.alt(plain_hex, pair))))
+    ascii_raw = ir.byte_set([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
+    return ir.alt(ascii_raw, ir.seq(ir.alt(four, three, two), tail), escape)
+
+
+@lru_cache(maxsize=1024)
+def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
+    """One JSON string unit (any spelling) whose decoded character lies in the code point ranges."""
+    if ranges == ALL_CHARS:
+        return _any_unit()
+    scalars = _subtract(ranges, [(0xD800, 0xDFFF)])
+    parts: list[Node] = []
+    raw = _subtract(scalars, FORBIDDEN_RAW)
+    if raw:
+        parts.append(ir.codepoints(raw))
+    for cp, text in SHORT_ESCAPES.items():
+        if _intersect(scalars, cp, cp):
+            parts.append(ir.literal(text))
+    for a, b in _intersect(scalars, 0, 0xFFFF):
+        parts.append(_hex4(a, b))
+    for a, b in _intersect(scalars, 0x10000, ir.MAX_UNICODE):
+        parts.extend(_surrogate_pairs(a, b))
+    return ir.alt(*parts)
+
+
+def unit_for_char(char: str) -> Node:
+    """Every JSON spelling of one character."""
+    cp = ord(char)
+    return string_unit(((cp, cp),))
+
+
+def unit_except(chars: Iterable[str]) -> Node:
+    """One JSON string unit whose decoded character is none of `chars`."""
+    holes = sorted((ord(c), ord(c)) for c in chars)
+    return string_unit(tuple(_subtract(ALL_CHARS, holes)))
+
+
+def json_string(min_length: int = 0, max_length: int | None = None) -> Node:
+    """A quoted JSON string whose decoded length (in characters) is within min..max."""
+    return ir.seq(QUOTE, ir.repeat(string_unit(), min_length, max_length), QUOTE)
+
+
+def string_literal(value: str) -> Node:
+    """The canonical compact spelling of one string (raw UTF-8, escapes only where JSON requires them)."""
+    return ir.literal(canonical_string(value))
+
+
+def canonical_string(value: str) -> str:
+    """The spelling `json.dumps(value, ensure_ascii=False)` gives, which `string_literal` accepts."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def string_not_in(names: Iterable[str]) -> Node:
+    """A quoted JSON string (any spelling) whose decoded value is none of `names`.
+
+    Built as a trie over decoded characters: at each trie node the next unit either leaves the
+    trie (then anything may follow) or follows a child; the string may end unless the node is a name.
+    """
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = {}
+    return ir.seq(QUOTE, _outside(trie), QUOTE)
+
+
+def _outside(trie: dict) -> Node:
+    """Unit sequences that do not spell any name stored under this trie node."""
+    any_rest = ir.star(string_unit())
+    children = [c for c in trie if c is not None]
+    parts: list[Node] = [] if None in trie else [ir.EMPTY]
+    parts.append(ir.seq(unit_except(children), any_rest))
+    for ch in children:
+        parts.append(ir.seq(unit_for_char(ch), _outside(trie[ch])))
+    return ir.alt(*parts)
+
+
+def restrict_to_plain_text(node: Node) -> Node:
+    """The language of `node` (UTF-8 text) minus strings containing `"`, `\\` or control characters.
+
+    Those bytes are ASCII and never occur inside a multi-byte UTF-8 sequence, so deleting them
+    from every byte set intersects exactly; the result spells each character raw inside a JSON string.
+    """
+    if isinstance(node, ir.ByteSet):
+        kept = [(max(a, lo), min(b, hi)) for a, b in node.ranges
+                for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)) if max(a, lo) <= min(b, hi)]
+        return ir.byte_set(kept)
+    if isinstance(node, ir.Seq):
+        return ir.seq(*(restrict_to_plain_text(i) for i in node.items))
+    if isinstance(node, ir.Alt):
+        return ir.alt(*(restrict_to_plain_text(i) for i in node.items))
+    if isinstance(node, ir.Repeat):
+        return ir.repeat(restrict_to_plain_text(node.item), node.min, node.max)
+    raise ValueError("an embedded automaton cannot be restricted to plain text")
+
+
+ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": ECMA_SPACE}
+ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def split_top_level(pattern: str) -> list[str]:
+    """The top-level `|` branches of a regex (outside groups and classes)."""
+    branches, depth, in_class, start, i = [], 0, False, 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "]" or pattern[i + 1:i + 3] == "^]":
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            branches.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return branches + [pattern[start:]]
+
+
+def ecma_to_python(pattern: str, where: str) -> str:
+    """Rewrite ECMA-262 `\\d \\w \\s .` (ASCII digits/word, ECMA spaces, no line terminators) for Python `re`."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            letter = pattern[i + 1]
+            if letter.lower() in ECMA_CLASSES:
+                body = ECMA_CLASSES[letter.lower()]
+                if in_class and letter.isupper():
+                    raise SchemaError(f"negated class escape \\{letter} inside [...] is not supported", where)
+                out.append(body if in_class else f"[{'^' if letter.isupper() else ''}{body}]")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            if pattern[i + 1:i + 2] == "]" or pattern[i + 1:i + 3] == "^]":
+                raise SchemaError("empty or negated-empty character classes ([] / [^]) are not supported", where)
+            in_class = True
+        elif char == ".":
+            out.append(ECMA_DOT)
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _ends_with_anchor(branch: str) -> bool:
+    """Whether the branch ends with an unescaped `$`."""
+    if not branch.endswith("$"):
+        return False
+    backslashes = len(branch[:-1]) - len(branch[:-1].rstrip("\\"))
+    return backslashes % 2 == 0
+
+
+@lru_cache(maxsize=256)
+def pattern_search(pattern: str, where: str, plain: bool) -> Node:
+    """Strings in which the ECMA-262 `pattern` matches somewhere (JSON Schema: not anchored).
+
+    With `plain=False` the result is a JSON string body: the characters outside the match may
+    be spelled any JSON way, the matched part must be written raw (no escapes), which is exact
+    for the characters it keeps and rejects only escaped spellings inside the match.
+    With `plain=True` it is the language of the decoded text itself (UTF-8).
+    """
+    from stdsl.compiler.regex_parser import parse_regex
+
+    anything = ir.star(ir.any_char() if plain else string_unit())
+    branches: list[Node] = []
+    for branch in split_top_level(pattern):
+        start = branch.startswith("^")
+        end = _ends_with_anchor(branch)
+        body = branch[1 if start else 0:len(branch) - 1 if end else len(branch)]
+        try:
+            node = parse_regex(ecma_to_python(body, where))
+        except RegexError as exc:
+            raise SchemaError(f"unsupported or invalid pattern {pattern!r}: {exc}", where) from exc
+        if not plain:
+            node = restrict_to_plain_text(node)
+        branches.append(ir.seq(ir.EMPTY if start else anything, node, ir.EMPTY if end else anything))
+    return ir.alt(*branches)
+
+
+MAX_PRODUCT_STATES = 200_000
+
+
+def string_body(schema: dict, path: str, plain: bool = False) -> Node:
+    """The characters between the quotes of a string satisfying minLength/maxLength/pattern/format.
+
+    Each keyword gives one language; two or more are intersected as automata (product
+    construction) and embedded.  `plain=True` gives the decoded text's language of a single
+    pattern or format instead (used to check instances).
+    """
+    from stdsl.compiler.json_formats import FORMATS
+
+    parts: list[Node] = []
+    if "format" in schema:
+        if schema["format"] not in FORMATS:
+            raise SchemaError(f"format '{schema['format']}' is not supported (supported: {', '.join(FORMATS)})",
+                              f"{path}/format")
+        parts.append(FORMATS[schema["format"]]())
+    if "pattern" in schema:
+        parts.append(pattern_search(schema["pattern"], f"{path}/pattern", plain))
+    min_length, max_length = int(schema.get("minLength", 0)), schema.get("maxLength")
+    if not parts or min_length > 0 or max_length is not None:
+        unit = ir.any_char() if plain else string_unit()
+        parts.append(ir.repeat(unit, min_length, None if max_length is None else int(max_length)))
+    if len(parts) == 1:
+        return parts[0]
+    if plain:
+        raise ValueError("plain string languages are checked one keyword at a time")
+    return _intersection(parts, path)
+
+
+def _intersection(parts: list[Node], path: str) -> Node:
+    """The intersection of several string-body languages, as an embedded minimal automaton."""
+    from stdsl.compiler.automaton import build_automaton
+    from stdsl.compiler.automaton_ops import intersect
+    from stdsl.errors import EmptyLanguageError, StateBudgetError
+
+    try:
+        automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
+        product = automata[0]
+        for other in automata[1:]:
+            if product.num_states * other.num_states > MAX_PRODUCT_STATES:
+                raise StateBudgetError(f"string constraints at {path} need more than {MAX_PRODUCT_STATES} "
+                                       "product states")
+            product = intersect(product, other)
+    except EmptyLanguageError:
+        return ir.NOTHING
+    return ir.Embedded(product.transitions, product.accepting)
