@@ -1,4 +1,4 @@
-"""Runtime fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
+"""Shared fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
 from __future__ import annotations
 
 from pathlib import Path

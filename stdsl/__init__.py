@@ -1,0 +1,72 @@
+"""stdsl: declarative structured programs on language models, decoded under exact byte automata on MLX.
+
+    import stdsl
+    model = stdsl.load()                                  # the embedded SmolLM2-135M-Instruct
+    result = stdsl.generate(model, "Extract ...", constraint=Person, max_tokens=200)
+    result.value                                          # a validated Person instance
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from stdsl.runtime.blas import bind_blas
+
+bind_blas()
+
+from stdsl.errors import (  # noqa: E402
+    BudgetError,
+    CompileError,
+    GenerationError,
+    RegexError,
+    SchemaError,
+    StdslError,
+)
+
+if TYPE_CHECKING:
+    from stdsl.compiler.constraint import Constraint, Regex, compile
+    from stdsl.compiler.stc.program import Program, ProgramResult, program
+    from stdsl.runtime.api import generate, stream
+    from stdsl.runtime.models import Model, load
+
+_LAZY = {
+    "compile": "stdsl.compiler.constraint",
+    "Regex": "stdsl.compiler.constraint",
+    "Constraint": "stdsl.compiler.constraint",
+    "Program": "stdsl.compiler.stc.program",
+    "ProgramResult": "stdsl.compiler.stc.program",
+    "program": "stdsl.compiler.stc.program",
+    "load": "stdsl.runtime.models",
+    "Model": "stdsl.runtime.models",
+    "generate": "stdsl.runtime.api",
+    "stream": "stdsl.runtime.api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the runtime (and MLX) only when a model is needed, so compiling stays light."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'stdsl' has no attribute {name!r}")
+
+
+__all__ = [
+    "compile",
+    "program",
+    "Program",
+    "ProgramResult",
+    "Regex",
+    "Constraint",
+    "load",
+    "Model",
+    "generate",
+    "stream",
+    "StdslError",
+    "CompileError",
+    "RegexError",
+    "SchemaError",
+    "BudgetError",
+    "GenerationError",
+]

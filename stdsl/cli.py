@@ -1,0 +1,206 @@
+"""The `stcon` command: compile, analyze and run constraints from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stdsl.errors import StdslError
+
+
+def _load_spec(args: argparse.Namespace) -> Any:
+    from stdsl.compiler.constraint import Regex
+
+    if getattr(args, "regex", None) is not None:
+        return Regex(args.regex)
+    if getattr(args, "schema", None) is None:
+        raise StdslError("give a JSON Schema file or --regex PATTERN")
+    path = Path(args.schema)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StdslError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise StdslError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+
+
+def _vocab_size(name: str) -> int:
+    if name == "qwen":
+        from stdsl.kernels.vocab_sources import qwen_vocabulary
+
+        return qwen_vocabulary().size
+    from stdsl.runtime.models import embedded_gguf_path
+    from stdsl.runtime.tokenizer import Tokenizer
+
+    return Tokenizer.from_gguf(embedded_gguf_path()).vocab_size
+
+
+def forced_byte_share(automaton: Any, data: bytes) -> float:
+    """Share of `data`'s bytes read in forced states (the bytes the constraint decides alone)."""
+    state, forced = automaton.start, 0
+    for pos, byte in enumerate(data):
+        if automaton.forced_byte[state] >= 0:
+            forced += 1
+        state = int(automaton.transitions[state, byte])
+        if state < 0:
+            raise StdslError(f"the example is rejected by the constraint at byte {pos}")
+    if not automaton.accepting[state]:
+        raise StdslError("the example is an incomplete output: the constraint does not accept it")
+    return forced / max(1, len(data))
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from stdsl.compiler.constraint import compile as compile_constraint
+
+    constraint = compile_constraint(_load_spec(args), max_states=args.max_states)
+    automaton = constraint.automaton
+    vocab = _vocab_size(args.vocab)
+    report: dict[str, Any] = {
+        "kind": constraint.kind,
+        "states": constraint.num_states,
+        "compile_seconds": round(constraint.compile_seconds, 6),
+        "automaton_bytes": constraint.nbytes,
+        "vocab": args.vocab,
+        "vocab_size": vocab,
+        "token_table_bytes": constraint.num_states * vocab * automaton.transitions.itemsize,
+        "cut_states": int(automaton.cut_states.sum()),
+    }
+    if args.example:
+        report["forced_byte_share"] = round(forced_byte_share(automaton, Path(args.example).read_bytes().strip()), 4)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        width = max(len(k) for k in report)
+        for key, value in report.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.theory.analyze import analyze_automaton, render_analysis
+
+    constraint = compile_constraint(_load_spec(args))
+    report = analyze_automaton(constraint.automaton)
+    print(json.dumps(report) if args.json else render_analysis(report))
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import stdsl
+
+    if args.prompt_file:
+        prompt = Path(args.prompt_file).read_text(encoding="utf-8")
+    elif args.prompt is not None:
+        prompt = args.prompt
+    else:
+        raise StdslError("give --prompt TEXT or --prompt-file FILE")
+    model = stdsl.load(args.model)
+    result = stdsl.generate(
+        model,
+        prompt,
+        constraint=_load_spec(args),
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+    )
+    value = result.value
+    print(json.dumps(value, indent=2, ensure_ascii=False) if not isinstance(value, str) else value)
+    if args.stats:
+        print(json.dumps(result.stats.as_dict()), file=sys.stderr)
+    return 0
+
+
+def _parse_sets(items: Sequence[str]) -> dict[str, Any]:
+    """`--set name=value` pairs; a value that parses as JSON (numbers, lists...) is taken as JSON."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise StdslError(f"--set expects name=value, got {item!r}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import stdsl
+    from stdsl.compiler.stc.program import Program
+
+    prog = Program.from_file(args.file)
+    result = prog.run(stdsl.load(args.model), _parse_sets(args.set), max_tokens=args.max_tokens,
+                      temperature=args.temperature, seed=args.seed)
+    print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    if args.stats:
+        print(json.dumps(result.stats.as_dict()), file=sys.stderr)
+    return 0
+
+
+def _add_spec_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("schema", nargs="?", help="a JSON Schema file")
+    parser.add_argument("--regex", help="a regular expression instead of a schema")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `stcon` (exposed for the tests and for `--help`)."""
+    parser = argparse.ArgumentParser(prog="stcon", description="Structured programs on language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("compile", help="compile a schema or regex and report its automaton")
+    _add_spec_args(p)
+    p.add_argument("--vocab", choices=["qwen", "smollm2"], default="qwen", help="vocabulary for token_table_bytes")
+    p.add_argument("--example", help="a valid output, to measure the share of forced bytes")
+    p.add_argument("--max-states", type=int, default=200_000)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("analyze", help="report cut states, forced chains and branch points")
+    _add_spec_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("generate", help="generate under a constraint with a model")
+    _add_spec_args(p)
+    p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
+    p.add_argument("--prompt")
+    p.add_argument("--prompt-file")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("run", help="run a .stc program and print its typed result as JSON")
+    p.add_argument("file", help="a .stc program")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a program argument")
+    p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `stcon` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except StdslError as exc:
+        print(f"stcon: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Operations on compiled automata: intersection, and the exact "ends before this literal" language.
+
+A template field followed by literal text L must end exactly where L begins.  The strings
+f for which L first occurs in f·L at |f| form a regular language (Proposition 3 of the paper
+generalizes to any literal through the Knuth–Morris–Pratt automaton of L); intersecting a
+field with it bounds the field exactly, without losing any string that could be read back.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from stdsl.compiler.automaton import Automaton
+from stdsl.compiler.minimize import minimize
+
+
+def _kmp_failure(literal: bytes) -> list[int]:
+    fail = [0] * len(literal)
+    k = 0
+    for i in range(1, len(literal)):
+        while k and literal[i] != literal[k]:
+            k = fail[k - 1]
+        if literal[i] == literal[k]:
+            k += 1
+        fail[i] = k
+    return fail
+
+
+def _kmp_table(literal: bytes) -> np.ndarray:
+    """table[k, b]: longest prefix of `literal` that is a suffix after reading b in state k (len = full match)."""
+    fail = _kmp_failure(literal)
+    n = len(literal)
+    table = np.zeros((n, 256), dtype=np.int64)
+    for k in range(n):
+        for b in range(256):
+            j = k
+            while j and literal[j] != b:
+                j = fail[j - 1]
+            table[k, b] = j + 1 if literal[j] == b else 0
+    return table
+
+
+def ends_before(literal: bytes) -> Automaton:
+    """The strings f such that `literal` occurs in f·literal first at position |f|.
+
+    These are exactly the field values that can be followed by `literal` and read back
+    unambiguously: the first occurrence of `literal` after the field's start marks its end.
+    """
+    if not literal:
+        raise ValueError("ends_before needs a non-empty literal")
+    kmp = _kmp_table(literal)
+    n = len(literal)
+    accepting = np.zeros(n, dtype=bool)
+    for k in range(n):
+        state, early = k, False
+        for step, byte in enumerate(literal):
+            state = int(kmp[state, byte])
+            if state == n and step < n - 1:
+                early = True
+                break
+        accepting[k] = not early
+    table = np.where(kmp == n, -1, kmp)
+    return Automaton(*minimize(table, accepting))
+
+
+def intersect(a: Automaton, b: Automaton) -> Automaton:
+    """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs)."""
+    ta, tb = a.transitions.astype(np.int64), b.transitions.astype(np.int64)
+    index: dict[tuple[int, int], int] = {(0, 0): 0}
+    pairs = [(0, 0)]
+    rows: list[np.ndarray] = []
+    queue = deque([0])
+    while queue:
+        pa, pb = pairs[queue.popleft()]
+        na, nb = ta[pa], tb[pb]
+        live = (na >= 0) & (nb >= 0)
+        row = np.full(256, -1, dtype=np.int64)
+        for byte in np.flatnonzero(live):
+            key = (int(na[byte]), int(nb[byte]))
+            target = index.get(key)
+            if target is None:
+                target = index[key] = len(pairs)
+                pairs.append(key)
+                queue.append(target)
+            row[byte] = target
+        rows.append(row)
+    accepting = np.array([bool(a.accepting[x] and b.accepting[y]) for x, y in pairs])
+    return Automaton(*minimize(np.vstack(rows), accepting))
+
+
+def is_prefix_free(a: Automaton) -> bool:
+    """Whether no accepted string is a proper prefix of another (a trim automaton's accepting states have no live byte)."""
+    return not bool((a.live_count[a.accepting] > 0).any())

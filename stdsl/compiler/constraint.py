@@ -1,0 +1,106 @@
+"""`compile(spec)`: every kind of constraint a user can hand us, lowered to one `Constraint`.
+
+A constraint is an automaton plus what is needed to read its output back (a JSON Schema,
+a Pydantic class).  Nothing downstream knows which front end produced the automaton.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from stdsl.compiler.automaton import Automaton, build_automaton
+from stdsl.compiler.json_recursive import is_recursive_schema
+from stdsl.compiler.json_schema import Whitespace, schema_to_ir
+from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
+from stdsl.compiler.regex_parser import parse_regex
+from stdsl.errors import CompileError
+
+DEFAULT_MAX_STATES = 200_000
+
+
+@dataclass(frozen=True)
+class Regex:
+    """A regular-expression constraint (Python `re` syntax, matched against the whole output)."""
+
+    pattern: str
+
+
+@dataclass
+class Constraint:
+    """A compiled constraint: the byte automaton and how to turn accepted text into a value."""
+
+    automaton: Automaton
+    kind: str
+    source: Any = None
+    model_class: Any = None
+    compile_seconds: float = 0.0
+    _extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_states(self) -> int:
+        """Number of states of the minimal DFA."""
+        return self.automaton.num_states
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the automaton holds (what this constraint costs beyond the shared vocabulary)."""
+        return self.automaton.nbytes
+
+    def accepts(self, data: bytes | str) -> bool:
+        """Whether the whole of `data` is an output this constraint allows."""
+        return self.automaton.accepts(data.encode("utf-8") if isinstance(data, str) else data)
+
+    def parse(self, text: str) -> Any:
+        """The typed value of an accepted output: a Pydantic instance, parsed JSON, or the text."""
+        if self.model_class is not None:
+            return self.model_class.model_validate_json(text)
+        if self.kind == "json_schema":
+            return json.loads(text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"Constraint({self.kind}, states={self.num_states}, bytes={self.nbytes})"
+
+
+def _is_pydantic_class(spec: Any) -> bool:
+    return isinstance(spec, type) and hasattr(spec, "model_json_schema") and hasattr(spec, "model_validate_json")
+
+
+def compile(
+    spec: Any,
+    *,
+    whitespace: Whitespace | None = None,
+    max_states: int = DEFAULT_MAX_STATES,
+) -> Constraint | PushdownConstraint:
+    """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class or a `Constraint` (returned as is).
+
+    A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64).
+    """
+    if isinstance(spec, (Constraint, PushdownConstraint)):
+        return spec
+    start = time.perf_counter()
+    model_class = None
+    if isinstance(spec, Regex):
+        kind, node = "regex", parse_regex(spec.pattern)
+    elif _is_pydantic_class(spec):
+        model_class = spec
+        kind, spec = "json_schema", spec.model_json_schema()
+        if is_recursive_schema(spec):
+            return compile_recursive(spec, whitespace=whitespace, max_states=max_states, model_class=model_class)
+        node = schema_to_ir(spec, whitespace=whitespace)
+    elif isinstance(spec, dict) and is_recursive_schema(spec):
+        return compile_recursive(spec, whitespace=whitespace, max_states=max_states)
+    elif isinstance(spec, (dict, bool)):
+        kind, node = "json_schema", schema_to_ir(spec, whitespace=whitespace)
+    elif isinstance(spec, str):
+        raise CompileError(
+            "a bare string is ambiguous as a constraint: pass stdsl.Regex(pattern) for a regular "
+            "expression or a dict for a JSON Schema"
+        )
+    else:
+        raise CompileError(f"cannot compile a constraint from {type(spec).__name__}")
+    automaton = build_automaton(node, max_states=max_states)
+    return Constraint(automaton, kind, spec, model_class, time.perf_counter() - start)

@@ -1,0 +1,1 @@
+"""The `.stc` program language: Lark grammar, type resolution, output templates, `Program`."""

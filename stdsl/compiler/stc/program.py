@@ -1,0 +1,193 @@
+"""`Program`: a parsed `.stc` program (or `@program` function) that compiles per call and runs on a model."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError, UndefinedError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from stdsl.compiler.automaton import Automaton, build_automaton
+from stdsl.compiler.constraint import Constraint
+from stdsl.compiler.stc.recursion import RecursiveHoles, RecursiveProgramConstraint
+from stdsl.compiler.stc.resolve import TypeResolver
+from stdsl.compiler.stc.syntax import ProgramError, parse_program
+from stdsl.compiler.stc.template import Hole, Template
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
+
+
+def render_text(template: str, args: Mapping[str, Any], where: str = "template") -> str:
+    """Fill `{{ ... }}` placeholders from `args` in Jinja2's sandbox; a missing argument is a clear error."""
+    try:
+        return _ENV.from_string(template).render(**args)
+    except UndefinedError as exc:
+        raise ProgramError(f"{where}: {exc.message}; pass it as an argument") from None
+    except TemplateError as exc:
+        raise ProgramError(f"{where}: {exc}") from None
+
+
+class ProgramResult(Mapping[str, Any]):
+    """A program's typed result: one attribute per field, plus `.text` and `.stats`; a read-only mapping."""
+
+    def __init__(self, values: dict[str, Any], text: str, stats: Any = None) -> None:
+        self._values = values
+        self.text = text
+        self.stats = stats
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(f"the program has no field {name!r} (fields: {', '.join(values)})")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The field values as a plain dict (Pydantic instances dumped to dicts)."""
+        return {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in self._values.items()}
+
+    def __repr__(self) -> str:
+        return f"ProgramResult({self._values!r})"
+
+
+class ProgramConstraint(Constraint):
+    """The constraint of one call of a program: its automaton and how to read the fields back."""
+
+    def __init__(self, automaton: Automaton, parts: list[str | Hole], compile_seconds: float) -> None:
+        super().__init__(automaton, "program", compile_seconds=compile_seconds)
+        self.parts = parts
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """Field values of an accepted output, read by position."""
+        return Template.read(self.parts, text)
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        """The output text that carries `values` (the inverse of `parse`)."""
+        return Template.render(self.parts, values)
+
+
+class Program:
+    """A program: prompt messages with Jinja2 placeholders and a typed output template."""
+
+    def __init__(self, text: str, source: str = "<program>", scope: Mapping[str, Any] | None = None,
+                 params: list[str] | None = None) -> None:
+        self.source = source
+        self.syntax = parse_program(text, source)
+        self.resolver = TypeResolver(self.syntax.types, scope)
+        for name, (expr, _) in self.syntax.types.items():
+            self.resolver.declared_type(name, expr.pos)
+        self.template = Template(self.syntax.output, self.syntax.output_pos, self.resolver.resolve)
+        self.params = list(params) if params is not None else list(self.syntax.params)
+        self._compiled: dict[tuple[str, ...], ProgramConstraint | RecursiveProgramConstraint] = {}
+
+    @classmethod
+    def from_file(cls, path: str | Path, scope: Mapping[str, Any] | None = None) -> Program:
+        """Load a `.stc` file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProgramError(f"cannot read {path}: {exc.strerror}") from None
+        return cls(text, str(path), scope)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Field name → field type, in template order."""
+        return self.template.fields
+
+    def arguments(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`args` completed with declared defaults; unknown or missing parameters are errors."""
+        out = dict(args)
+        for name, (_, default, pos) in self.syntax.params.items():
+            if name not in out:
+                if default is None:
+                    raise pos.error(f"parameter {name} has no value; pass {name}=...")
+                out[name] = default
+        return out
+
+    def messages(self, args: Mapping[str, Any]) -> list[dict[str, str]]:
+        """The prompt messages with placeholders filled."""
+        return [
+            {"role": m.role, "content": render_text(m.template, args, f"{self.source}:{m.pos.line}")}
+            for m in self.syntax.messages
+        ]
+
+    def constraint(self, args: Mapping[str, Any] | None = None) -> ProgramConstraint | RecursiveProgramConstraint:
+        """The compiled output constraint for these arguments (cached by the filled literal text).
+
+        With a recursive declared type in a field, it is a pushdown constraint (nesting capped at 64).
+        """
+        parts = self.template.render_literals(args or {}, lambda t, a: render_text(t, a, f"{self.source} output"))
+        key = tuple(p if isinstance(p, str) else "\0" + p.decl.name for p in parts)
+        if key not in self._compiled:
+            start = time.perf_counter()
+            if self.resolver.recursive:
+                holes = RecursiveHoles(self.resolver.recursive)
+                main = self.template.to_ir(parts, holes.hole_ir)
+                self._compiled[key] = RecursiveProgramConstraint(main, holes, parts)
+            else:
+                automaton = build_automaton(self.template.to_ir(parts))
+                self._compiled[key] = ProgramConstraint(automaton, parts, time.perf_counter() - start)
+        return self._compiled[key]
+
+    def run(self, model: Any, args: Mapping[str, Any] | None = None, **options: Any) -> ProgramResult:
+        """Decode the program's output with `model` and return its typed fields."""
+        from stdsl.runtime.api import generate
+
+        args = self.arguments(args or {})
+        constraint = self.constraint(args)
+        messages = self.messages(args)
+        result = generate(model, messages or "", constraint=constraint, chat=bool(messages), **options)
+        return ProgramResult(constraint.parse(result.text), result.text, result.stats)
+
+
+def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
+    """Decorator: the function's docstring (or returned string) is a program; its parameters are the variables.
+
+    Pydantic classes and Enums visible where the function is defined can be used as field types.
+    Call the decorated function with its arguments plus `model=` (and decoding options).
+    """
+
+    frame = inspect.currentframe()
+    caller_locals = dict(frame.f_back.f_locals) if frame is not None and frame.f_back is not None else {}
+    del frame
+
+    def wrap(func: Callable[..., Any]) -> Callable[..., ProgramResult]:
+        scope = dict(func.__globals__)
+        scope.update(caller_locals)
+        if func.__closure__:
+            scope.update({n: c.cell_contents for n, c in zip(func.__code__.co_freevars, func.__closure__)})
+        signature = inspect.signature(func)
+        source = f"{func.__code__.co_filename}:{func.__name__}"
+        static = Program(inspect.cleandoc(func.__doc__), source, scope, list(signature.parameters)) if func.__doc__ else None
+
+        @functools.wraps(func)
+        def call(*args: Any, model: Any, **kwargs: Any) -> ProgramResult:
+            options = {k: kwargs.pop(k) for k in list(kwargs) if k not in signature.parameters}
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            prog = static
+            if prog is None:
+                text = func(*bound.args, **bound.kwargs)
+                if not isinstance(text, str):
+                    raise ProgramError(f"{source}: a @program function needs a docstring or must return the program text")
+                prog = Program(text, source, scope, list(signature.parameters))
+            return prog.run(model, dict(bound.arguments), **{**defaults, **options})
+
+        call.program = static  # type: ignore[attr-defined]
+        return call
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,95 @@
+"""Recursive declared types of the program language, compiled to the pushdown engine (issue 5).
+
+A declared type that refers to itself (directly or through others) resolves to a `TypeRef`
+at the inner reference; every hole whose type reaches one becomes, in the output template, the
+JSON lowering of its schema with each `TypeRef` as a call of that declared type's nonterminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.compiler.json_recursive import recursive_schema_to_ir
+from stdsl.compiler.pushdown import Definition, call_symbol, compile_pushdown
+from stdsl.compiler.pushdown_constraint import PushdownConstraint
+from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType
+
+DEFS = "#/$defs/"
+
+
+@dataclass(eq=False)
+class TypeRef(JsonType):
+    """A reference back to a declared type being defined (`inner` is filled once that type is resolved)."""
+
+    name: str = ""
+
+    def schema(self) -> dict[str, Any]:
+        return {"$ref": DEFS + self.name}
+
+    def from_json(self, value: Any) -> Any:
+        return self.inner.from_json(value)
+
+
+def is_recursive(kind: FieldType, seen: set[int] | None = None) -> bool:
+    """Whether a field type reaches a `TypeRef` (its values nest without a fixed bound)."""
+    seen = set() if seen is None else seen
+    if id(kind) in seen:
+        return False
+    seen.add(id(kind))
+    if isinstance(kind, TypeRef):
+        return True
+    if isinstance(kind, RecordType):
+        return any(is_recursive(t, seen) for t, _ in kind.fields.values())
+    if isinstance(kind, UnionType):
+        return any(is_recursive(o, seen) for o in kind.options)
+    if isinstance(kind, (ListType, JsonType)):
+        return is_recursive(kind.item if isinstance(kind, ListType) else kind.inner, seen)
+    return False
+
+
+class RecursiveHoles:
+    """The nonterminals of a program's recursive declared types, and the call-carrying IR of each recursive hole."""
+
+    def __init__(self, declared: Mapping[str, FieldType]) -> None:
+        self.names = sorted(declared)
+        self.defs = {name: declared[name].schema() for name in self.names}
+        self.calls = {DEFS + name: call_symbol(i) for i, name in enumerate(self.names)}
+        _, self.bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls)
+
+    def hole_ir(self, kind: FieldType) -> ir.Node | None:
+        """The IR of a recursive hole (None for an ordinary one)."""
+        if not is_recursive(kind):
+            return None
+        main, _ = recursive_schema_to_ir({**kind.schema(), "$defs": self.defs}, self.calls)
+        return main
+
+    def definitions(self) -> list[Definition]:
+        """The nonterminals, in call-symbol order."""
+        return [Definition(name, self.bodies[DEFS + name]) for name in self.names]
+
+
+class RecursiveProgramConstraint(PushdownConstraint):
+    """A program call's constraint when a field's type is recursive: a pushdown, read back by position."""
+
+    def __init__(self, main: ir.Node, holes: RecursiveHoles, parts: list[Any]) -> None:
+        began = time.perf_counter()
+        grammar = compile_pushdown(main, holes.definitions())
+        super().__init__(grammar, "program", compile_seconds=time.perf_counter() - began)
+        self.parts = parts
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """Field values of an accepted output, read by position."""
+        from stdsl.compiler.stc.template import Template
+
+        return Template.read(self.parts, text)
+
+
+def json_value_length(text: str) -> int:
+    """Characters of the one JSON value `text` starts with (how a recursive field's end is found)."""
+    _, end = json.JSONDecoder().raw_decode(text)
+    return end

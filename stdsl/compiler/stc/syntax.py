@@ -1,0 +1,307 @@
+"""Parse `.stc` program text (grammar in `stc.lark`) into a small syntax tree with source positions.
+
+Lark's errors are turned into `ProgramError`s that name the file, line, column and what
+was expected; nothing downstream sees a Lark object.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+from stdsl.errors import CompileError
+
+GRAMMAR_PATH = Path(__file__).with_name("stc.lark")
+
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "STRING": "a quoted string",
+    "BLOCK": 'a """block"""',
+    "REGEX": "a /regex/",
+    "SIGNED_NUMBER": "a number",
+    "ROLE": "system, user or assistant",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "VBAR": "'|'",
+    "OPTIONAL": "'?'",
+    "TYPE": "'type'",
+    "OUTPUT": "'output'",
+    "PARAM": "'param'",
+    "$END": "the end of the input",
+}
+
+
+class ProgramError(CompileError):
+    """An error in a program, located by file, line and column (1-based)."""
+
+    def __init__(self, message: str, source: str = "<program>", line: int = 0, column: int = 0) -> None:
+        self.source, self.line, self.column, self.message = source, line, column, message
+        where = f"{source}:{line}:{column}" if line else source
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Pos:
+    """A source position (1-based line and column) inside a named source."""
+
+    source: str
+    line: int
+    column: int
+
+    def error(self, message: str) -> ProgramError:
+        """A `ProgramError` at this position."""
+        return ProgramError(message, self.source, self.line, self.column)
+
+
+@dataclass
+class TypeExpr:
+    """A type as written: a named type with an optional `[inner]` and `(args)`, an enum value, a record or a union."""
+
+    kind: str  # "named" | "enum" | "record" | "union"
+    pos: Pos
+    name: str = ""
+    inner: TypeExpr | None = None
+    args: list[Any] = field(default_factory=list)
+    keywords: dict[str, Any] = field(default_factory=dict)
+    fields: list[FieldDecl] = field(default_factory=list)
+    options: list[TypeExpr] = field(default_factory=list)
+    value: str = ""
+    called: bool = False
+
+
+@dataclass
+class FieldDecl:
+    """`name: type` inside a record (`name?: type` when optional) or a template hole."""
+
+    name: str
+    type: TypeExpr
+    pos: Pos
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Range:
+    """`lo..hi` with either end open (None)."""
+
+    lo: float | None
+    hi: float | None
+
+
+@dataclass(frozen=True)
+class RegexArg:
+    """`/pattern/` as a type argument."""
+
+    pattern: str
+
+
+@dataclass
+class Message:
+    """A prompt message: role and Jinja2 template text."""
+
+    role: str
+    template: str
+    pos: Pos
+
+
+@dataclass
+class ProgramSyntax:
+    """Everything a `.stc` program declares, in source order."""
+
+    source: str
+    types: dict[str, tuple[TypeExpr, Pos]]
+    params: dict[str, tuple[str | None, Any, Pos]]
+    messages: list[Message]
+    output: str
+    output_pos: Pos
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(
+        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        start=["program", "hole"],
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def _expected(names: set[str]) -> str:
+    shown = sorted({_TERMINAL_NAMES.get(n, repr(n.strip('"').lower())) for n in names})
+    return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
+
+
+def _lark_error(exc: Exception, source: str, line_offset: int, col_offset: int) -> ProgramError:
+    line = getattr(exc, "line", 0) or 0
+    column = getattr(exc, "column", 0) or 0
+    col = column + (col_offset if line == 1 else 0)
+    line += line_offset
+    if isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        got = "the end of the input" if tok.type == "$END" else repr(str(tok))
+        return ProgramError(f"unexpected {got}; expected {_expected(exc.expected)}", source, line, col)
+    if isinstance(exc, UnexpectedCharacters):
+        allowed = _expected(set(exc.allowed or ()))
+        return ProgramError(f"unexpected character {exc.char!r}; expected {allowed}", source, line, col)
+    if isinstance(exc, UnexpectedEOF):
+        return ProgramError(f"unexpected end of input; expected {_expected(set(exc.expected))}", source, line, col)
+    return ProgramError(str(exc), source, line, col)
+
+
+def _string(token: Any) -> str:
+    return str(ast.literal_eval(str(token)))
+
+
+def _pos(node: Any, source: str, line_offset: int, col_offset: int) -> Pos:
+    if isinstance(node, Token):
+        line, column = node.line or 0, node.column or 0
+    else:
+        line, column = node.meta.line, node.meta.column
+    return Pos(source, line + line_offset, column + (col_offset if line == 1 else 0))
+
+
+class _Builder:
+    """Turns Lark trees into the syntax dataclasses above."""
+
+    def __init__(self, source: str, line_offset: int = 0, col_offset: int = 0) -> None:
+        self.source, self.line_offset, self.col_offset = source, line_offset, col_offset
+
+    def pos(self, node: Any) -> Pos:
+        return _pos(node, self.source, self.line_offset, self.col_offset)
+
+    def value(self, node: Any) -> Any:
+        if isinstance(node, Tree):
+            if node.data == "string_value":
+                return _string(node.children[0])
+            if node.data == "name_value":
+                text = str(node.children[0])
+                return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+            if node.data == "number":
+                return self.number(node)
+        raise self.pos(node).error("expected a value")
+
+    @staticmethod
+    def number(node: Any) -> float:
+        text = str(node.children[0])
+        return float(text) if any(c in text for c in ".eE") else int(text)
+
+    def type_expr(self, node: Any) -> TypeExpr:
+        if node.data == "union":
+            options = [self.type_expr(child) for child in node.children]
+            if len(options) == 1:
+                return options[0]
+            return TypeExpr("union", self.pos(node), options=options)
+        if node.data == "enum_value":
+            return TypeExpr("enum", self.pos(node), value=_string(node.children[0]))
+        if node.data == "record":
+            fields = [self.field(child) for child in node.children if child is not None]
+            return TypeExpr("record", self.pos(node), fields=fields)
+        if node.data == "named":
+            name_tok, inner, *arglist = node.children
+            expr = TypeExpr("named", self.pos(node), name=str(name_tok))
+            expr.inner = self.type_expr(inner) if inner is not None else None
+            expr.called = bool(arglist)
+            for arg in arglist[0].children if arglist else ():
+                if arg is None:
+                    continue
+                if arg.data == "range":
+                    lo, hi = arg.children
+                    expr.args.append(Range(self.number(lo) if lo else None, self.number(hi) if hi else None))
+                elif arg.data == "regex_arg":
+                    expr.args.append(RegexArg(str(arg.children[0])[1:-1].replace("\\/", "/")))
+                elif arg.data == "keyword_arg":
+                    key = str(arg.children[0])
+                    if key in expr.keywords:
+                        raise self.pos(arg).error(f"argument {key}= given twice")
+                    expr.keywords[key] = self.value(arg.children[1])
+                elif arg.data == "type_arg":
+                    expr.args.append(self.type_expr(arg.children[0]))
+                else:
+                    expr.args.append(self.value(arg))
+            return expr
+        raise self.pos(node).error(f"unexpected {node.data}")
+
+    def field(self, node: Any) -> FieldDecl:
+        name, optional, type_node = node.children
+        return FieldDecl(str(name), self.type_expr(type_node), self.pos(node), optional is not None)
+
+
+def parse_hole(text: str, source: str, line: int, column: int) -> FieldDecl:
+    """Parse the inside of a template hole `{name: type}` located at (line, column) of `source`."""
+    try:
+        tree: Any = _parser().parse(text, start="hole")
+    except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:
+        raise _lark_error(exc, source, line - 1, column - 1) from None
+    builder = _Builder(source, line - 1, column - 1)
+    name, type_node = tree.children
+    return FieldDecl(str(name), builder.type_expr(type_node), builder.pos(name))
+
+
+def parse_type(text: str, source: str = "<type>") -> TypeExpr:
+    """Parse a bare type expression such as `list[str](1..3)` (used by the Python front end)."""
+    return parse_hole(f"_: {text}", source, 1, -2).type
+
+
+def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
+    """Parse a whole `.stc` program; every syntax error names source, line, column and what was expected."""
+    try:
+        tree: Any = _parser().parse(text, start="program")
+    except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:
+        raise _lark_error(exc, source, 0, 0) from None
+    builder = _Builder(source)
+    types: dict[str, tuple[TypeExpr, Pos]] = {}
+    params: dict[str, tuple[str | None, Any, Pos]] = {}
+    messages: list[Message] = []
+    output: tuple[str, Pos] | None = None
+    for item in tree.children:
+        pos = builder.pos(item)
+        if item.data == "type_decl":
+            name = str(item.children[0])
+            if name in types:
+                raise pos.error(f"type {name} is declared twice (first at line {types[name][1].line})")
+            types[name] = (builder.type_expr(item.children[1]), pos)
+        elif item.data == "param":
+            name_tok, type_tok, default = item.children
+            if str(name_tok) in params:
+                raise pos.error(f"parameter {name_tok} is declared twice")
+            params[str(name_tok)] = (
+                str(type_tok) if type_tok is not None else None,
+                builder.value(default) if default is not None else None,
+                pos,
+            )
+        elif item.data == "message":
+            role, block = item.children
+            messages.append(Message(str(role), _block_text(str(block)), pos))
+        elif item.data == "output":
+            if output is not None:
+                raise pos.error(f"a program has one output block (the first is at line {output[1].line})")
+            block = item.children[0]
+            body, start = str(block)[3:-3], Pos(source, block.line or 0, (block.column or 0) + 3)
+            if body.startswith("\n"):
+                body, start = body[1:], Pos(source, start.line + 1, 1)
+            output = (body[:-1] if body.endswith("\n") else body, start)
+    if output is None:
+        raise ProgramError('the program has no output """...""" block', source, 1, 1)
+    return ProgramSyntax(source, types, params, messages, output[0], output[1])
+
+
+def _block_text(block: str) -> str:
+    """The text of a prompt `\"\"\"block\"\"\"`, without one leading and one trailing newline."""
+    text = block[3:-3]
+    if text.startswith("\n"):
+        text = text[1:]
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text

@@ -1,0 +1,60 @@
+"""Every program mistake gets its own message at the right line and column."""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+
+from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.syntax import ProgramError
+
+
+def error_of(text: str, scope: dict | None = None) -> ProgramError:
+    with pytest.raises(ProgramError) as info:
+        Program(text, "t.stc", scope).constraint({})
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "fragment"),
+    [
+        ('type A = str(1..\noutput """{a: A}"""', 2, 1, "expected"),
+        ('type = 3\noutput """{a: str}"""', 1, 6, "expected a name"),
+        ('output """x: {a: Persn}"""\ntype Person = {name: str}', 1, 18, "did you mean Person"),
+        ('output """x: {a: str}\ny: {a: int}"""', 2, 5, "field a appears twice"),
+        ('output """x: {a: str(5..2)}"""', 1, 18, "unsatisfiable"),
+        ('output """x: {a: int(9..1)}"""', 1, 18, "unsatisfiable"),
+        ('output """x: {a: list[int](3..1)}"""', 1, 18, "unsatisfiable"),
+        ('output """x: {a: int(1.5..3)}"""', 1, 18, "must be integers"),
+        ('output """x: {a: str(-1..3)}"""', 1, 18, "cannot be negative"),
+        ('output """x: {a: "b" | "b"}"""', 1, 18, 'appears twice in this enum'),
+        ('type R = {a: int, a: str}\noutput """{r: R}"""', 1, 19, "field a appears twice in record R"),
+        ('type T = T | int\noutput """{t: T}"""', 1, 10, "refers to itself"),
+        ('output """x: {a: bool(1..2)}"""', 1, 18, "bool takes no range"),
+        ('output """x: {a: int}{b: int}"""', 1, 15, "put literal text between them"),
+        ('output """x: {a: int}1"""', 1, 15, "could itself contain the text that follows it"),
+        ('output """x: {a: str}\n"""\noutput """y"""', 3, 1, "one output block"),
+        ('user """hi"""', 1, 1, "no output"),
+        ('output """just text"""', 1, 11, "has no {field: type}"),
+        ('output """x: {a: str"""', 1, 14, "unclosed '{'"),
+        ('output """x: }"""', 1, 14, "unmatched '}'"),
+        ('output """{a: E}"""', 1, 15, "has no members"),
+    ],
+)
+def test_error_positions(text: str, line: int, column: int, fragment: str) -> None:
+    class E(enum.Enum):
+        pass
+
+    err = error_of(text, {"E": E})
+    assert fragment in str(err), str(err)
+    assert (err.line, err.column) == (line, column), str(err)
+    assert str(err).startswith(f"t.stc:{line}:{column}:")
+
+
+def test_missing_argument_is_named() -> None:
+    prog = Program('param name: str\nuser """hello {{ name }}"""\noutput """{x: int}"""', "t.stc")
+    with pytest.raises(ProgramError, match="parameter name has no value"):
+        prog.arguments({})
+    with pytest.raises(ProgramError, match="'name' is undefined"):
+        prog.messages({})

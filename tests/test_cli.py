@@ -1,0 +1,67 @@
+"""The `stcon` command: compile, analyze, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stdsl.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTRACTION = ROOT.parent / "shared" / "tasks" / "extraction"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compile_json_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    example = tmp_path / "doc.json"
+    example.write_text('{"name":"Ann","age":3,"email":"a@b.co","status":"pending","interests":["x"]}')
+    code, out, _ = run(capsys, "compile", str(ROOT / "examples" / "person.schema.json"), "--vocab", "smollm2",
+                       "--example", str(example), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["states"] > 10
+    assert report["automaton_bytes"] > 0
+    assert report["token_table_bytes"] == report["states"] * 49152 * 2
+    assert 0.3 < report["forced_byte_share"] < 1.0
+    assert report["compile_seconds"] < 5
+
+
+def test_compile_regex_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compile", "--regex", r"[A-Z]{3}-\d{4}", "--vocab", "smollm2")
+    assert code == 0
+    assert "states" in out and "token_table_bytes" in out
+
+
+def test_compile_errors_are_clear(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "compile", "--regex", "(?<=a)b")
+    assert code == 2 and "position" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "object",\n "properties": }')
+    code, _, err = run(capsys, "compile", str(bad))
+    assert code == 2 and "bad.json:2:" in err
+    code, _, err = run(capsys, "compile", str(tmp_path / "missing.json"))
+    assert code == 2 and "no such file" in err
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string", "contentEncoding": "base64", "foo": 1, "uniqueItems": "x"}')
+    code, _, err = run(capsys, "compile", str(schema))
+    assert code == 2 and "schema path" in err
+
+
+@pytest.mark.skipif(not EXTRACTION.is_dir(), reason="../shared/tasks is not present")
+@pytest.mark.parametrize("task", ["person", "classification", "event"])
+def test_analyze_extraction_schemas(capsys: pytest.CaptureFixture[str], tmp_path: Path, task: str) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(json.loads((EXTRACTION / f"{task}.json").read_text())["schema"]))
+    code, out, _ = run(capsys, "analyze", str(schema), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["cut_states"]
+    code, text, _ = run(capsys, "analyze", str(schema))
+    assert code == 0 and "cut" in text.lower()

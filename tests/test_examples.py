@@ -1,0 +1,53 @@
+"""Every example program runs on the embedded model and returns values of its declared types."""
+
+from __future__ import annotations
+
+import datetime as dt
+import runpy
+from pathlib import Path
+
+import pytest
+
+from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.syntax import ProgramError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+ARGS = {
+    "review.stc": {"abstract": "We show that sorting networks of depth 9 exist for 16 inputs, improving the known bound."},
+    "classify.stc": {"message": "I was charged twice for my subscription this month, please refund one payment."},
+    "report.stc": {"notes": "api-gateway returned 502 errors from 14:02 to 14:49 on 2026-03-04 after a bad config push; rolled back."},
+    "tool_call.stc": {"request": "What is the weather in Lisbon in celsius?"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGS))
+def test_stc_example(name: str, smollm2) -> None:
+    prog = Program.from_file(EXAMPLES / name)
+    result = prog.run(smollm2, ARGS[name], max_tokens=160)
+    assert prog.constraint(prog.arguments(ARGS[name])).accepts(result.text)
+    assert result.stats.passes == result.stats.sampled_tokens
+    values = result.to_dict()
+    assert set(values) == set(prog.fields)
+    if name == "review.stc":
+        assert result.verdict in ("accept", "reject", "revise") and 1 <= result.score <= 10
+        assert all("\n" not in r for r in result.reasons)
+    if name == "classify.stc":
+        assert result.label in ("billing", "technical", "shipping", "account", "other")
+    if name == "report.stc":
+        assert isinstance(result.record.started, dt.date)
+        assert result.record.severity in ("low", "medium", "high", "critical")
+    if name == "tool_call.stc":
+        assert result.call["name"] in ("get_weather", "search_web")
+
+
+def test_recursive_example_is_refused_until_pushdown() -> None:
+    with pytest.raises(ProgramError, match="refers to itself"):
+        Program.from_file(EXAMPLES / "tree.stc")
+
+
+def test_python_example(smollm2) -> None:
+    module = runpy.run_path(str(EXAMPLES / "extract_person.py"))
+    result = module["extract"](module["TEXT"], model=smollm2, max_tokens=120)
+    assert isinstance(result.applicant, module["Applicant"])
+    assert isinstance(result.status, module["Status"])
