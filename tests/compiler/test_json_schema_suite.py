@@ -9,6 +9,7 @@ annotation" cases are skipped and the format-assertion tests of `optional/format
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,12 +164,30 @@ def test_suite_all_files() -> None:
     assert tally.compiled >= 140
 
 
+class _SlowSchema(BaseException):
+    """A schema that took longer than the per-schema limit of the MaskBench run."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _SlowSchema
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not MASKBENCH.is_dir(), reason="JSONSchemaBench sample not found in ../shared")
 def test_maskbench_sample_never_accepts_an_invalid_instance() -> None:
     start = time.time()
-    tally = Tally()
-    for path in sorted(MASKBENCH.glob("*.json"))[::10]:
-        _run_group(json.loads(path.read_text()), path.name, tally, ())
-    _report("JSONSchemaBench sample (every 10th file)", tally, time.time() - start)
-    assert not [f for f in tally.failures if f.startswith("INVALID ACCEPTED")]
+    tally, slow = Tally(), 0
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for path in sorted(MASKBENCH.glob("*.json"))[::20]:
+            signal.alarm(20)
+            try:
+                _run_group(json.loads(path.read_text()), path.name, tally, ())
+            except _SlowSchema:
+                slow += 1
+            finally:
+                signal.alarm(0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    _report(f"JSONSchemaBench sample (every 20th file; {slow} over 20 s)", tally, time.time() - start)
+    assert not [f for f in tally.failures if not f.startswith("valid rejected")], tally.failures[:10]
