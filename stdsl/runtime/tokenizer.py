@@ -17,6 +17,7 @@ from tokenizers import PreTokenizedString
 from tokenizers import Tokenizer as HFTokenizer
 
 from stdsl.errors import StdslError
+from stdsl.kernels.vocab_sources import gpt2_unicode_to_byte
 from stdsl.runtime.chat_template import render_chat_template
 from stdsl.runtime.gguf_tokenizer import hf_tokenizer_from_gguf
 
@@ -29,19 +30,6 @@ CHATML_TEMPLATE = (
 
 class TokenizerError(StdslError):
     """A tokenizer could not be built or used (missing vocabulary, unknown pre-tokenizer, ...)."""
-
-
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet inverted: printable stand-in character → the byte it encodes."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
 
 
 @dataclass
@@ -176,7 +164,7 @@ class Tokenizer:
             return [self.tiktoken.decode_single_token_bytes(i) for i in range(self.vocab_size)]
         assert self.hf is not None
         added = self.hf.get_added_tokens_decoder()
-        decoder = _byte_decoder() if self._is_byte_level else None
+        decoder = gpt2_unicode_to_byte() if self._is_byte_level else None
         out: list[bytes] = []
         for i in range(self.vocab_size):
             if i in added:
