@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from stdsl.compiler.stc.program import Program
-from stdsl.compiler.stc.syntax import ProgramError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -41,9 +40,11 @@ def test_stc_example(name: str, smollm2) -> None:
         assert result.call["name"] in ("get_weather", "search_web")
 
 
-def test_recursive_example_is_refused_until_pushdown() -> None:
-    with pytest.raises(ProgramError, match="refers to itself"):
-        Program.from_file(EXAMPLES / "tree.stc")
+def test_recursive_example_compiles_to_the_pushdown_engine() -> None:
+    constraint = Program.from_file(EXAMPLES / "tree.stc").constraint({"text": "a"})
+    text = '{"name":"root","children":[{"name":"leaf","children":[]}]}'
+    assert constraint.accepts(text)
+    assert constraint.parse(text)["tree"].children[0].name == "leaf"
 
 
 def test_python_example(smollm2) -> None:

@@ -34,15 +34,17 @@ class ClassDFA:
         return self.table[:, self.byte_class]
 
 
-def byte_classes(byte_sets: list[tuple[tuple[int, int], ...]]) -> tuple[np.ndarray, list[list[int]]]:
-    """Partition 0..255 into the coarsest classes no byte set splits.
+def byte_classes(
+    byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int = 256
+) -> tuple[np.ndarray, list[list[int]]]:
+    """Partition the symbols 0..alphabet-1 (bytes, then any call symbols) into the coarsest classes no set splits.
 
-    Returns the class of each byte (numbered by smallest member) and, for each byte set,
+    Returns the class of each symbol (numbered by smallest member) and, for each byte set,
     the sorted list of classes it contains.
     """
     if not byte_sets:
-        return np.zeros(256, dtype=np.int64), []
-    membership = np.zeros((len(byte_sets), 256), dtype=bool)
+        return np.zeros(alphabet, dtype=np.int64), []
+    membership = np.zeros((len(byte_sets), alphabet), dtype=bool)
     for index, ranges in enumerate(byte_sets):
         for lo, hi in ranges:
             membership[index, lo:hi + 1] = True
@@ -76,12 +78,12 @@ def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozens
     return result
 
 
-def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES) -> ClassDFA:
-    """The subset-construction DFA of `nfa` over byte classes.
+def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 256) -> ClassDFA:
+    """The subset-construction DFA of `nfa` over symbol classes (`alphabet` > 256 adds call symbols).
 
     Raises `StateBudgetError` as soon as more than `max_states` DFA states would be needed.
     """
-    byte_class, set_classes = byte_classes(nfa.byte_sets)
+    byte_class, set_classes = byte_classes(nfa.byte_sets, alphabet)
     num_classes = int(byte_class.max()) + 1
     memo: list[frozenset[int] | None] = [None] * nfa.num_states
     class_moves: list[list[tuple[int, int]] | None] = [None] * nfa.num_states

@@ -18,6 +18,7 @@ import mlx.core as mx
 from stdsl.errors import GenerationError
 from stdsl.runtime.constraint_state import ConstraintState, vocabulary_of
 from stdsl.runtime.generation import Generation, Stats
+from stdsl.runtime.pushdown_state import PushdownState, machine_of
 from stdsl.runtime.sampling import SamplingParams, sample, seed_random
 
 Prompt = str | Sequence[Mapping[str, str]]
@@ -70,7 +71,12 @@ def _steps(
     began = time.perf_counter()
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)
-    control = ConstraintState(_automaton_of(constraint), tokenizer, vocab, max_tokens=max_tokens, healing=healing)
+    machine = machine_of(constraint)
+    control: ConstraintState
+    if machine is not None:
+        control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=healing)
+    else:
+        control = ConstraintState(_automaton_of(constraint), tokenizer, vocab, max_tokens=max_tokens, healing=healing)
     prompt_ids = prompt_tokens(model, prompt, chat)
     stats = Stats(prompt_tokens=len(prompt_ids))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

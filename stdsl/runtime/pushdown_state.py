@@ -1,0 +1,169 @@
+"""The per-request controller for a recursive constraint: `ConstraintState` over pushdown configurations.
+
+Configuration ids of the `PushdownMachine` stand in for automaton states, so the forced planner
+(canonical split, forced spans across calls and returns), the boundary cover and the decode loop
+are reused unchanged; rows come from the pushdown level pass, and the budget rule is the sound
+byte-level bound of Proposition 2: a token is admitted only if 1 + need+(c') ≤ tokens left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stdsl.compiler.pushdown import PushdownGrammar
+from stdsl.compiler.pushdown_machine import PushdownMachine
+from stdsl.errors import GenerationError
+from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.runtime.budget import UNREACHABLE
+from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+
+
+class _NoAutomaton:
+    """Stands in for a DFA while `ForcedPlanner.__init__` runs; the planner is then pointed at the machine."""
+
+    transitions = np.full((1, 256), -1, dtype=np.int32)
+
+
+class PushdownPlanner(ForcedPlanner):
+    """The forced planner of Theorem 20 reading a pushdown machine: states are configuration ids.
+
+    `transitions` and `live_count` are the machine's per-configuration views, indexed like the DFA's arrays.
+    """
+
+    def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer,
+                 token_bytes: Any, healing: bool = True) -> None:
+        super().__init__(_NoAutomaton(), tokenizer, token_bytes, healing)
+        self.automaton = machine
+        self.transitions = machine.transitions  # type: ignore[assignment]
+        self.live_count = machine.live_count  # type: ignore[assignment]
+
+
+class _Need:
+    """need+(c) by configuration id (what `ConstraintState.least_tokens` indexes)."""
+
+    def __init__(self, machine: PushdownMachine) -> None:
+        self.machine = machine
+
+    def __getitem__(self, config: Any) -> int:
+        return self.machine.need(int(config))
+
+
+class PushdownBudget:
+    """The budget mask of Proposition 2 on configurations: byte lengths bound token counts from above."""
+
+    def __init__(self, machine: PushdownMachine) -> None:
+        self.machine = machine
+        self.need = _Need(machine)
+
+    def cost(self, row: np.ndarray) -> np.ndarray:
+        """1 + need+(c') per token (UNREACHABLE where the token is refused)."""
+        return np.where(row >= 0, 1 + self.machine.needs(row.astype(np.int64)), UNREACHABLE)
+
+    def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None:
+        """Tokens after which the shortest completion still fits in `remaining` tokens (None: all do)."""
+        cost = self.cost(row)
+        within = cost <= remaining
+        return None if within[row >= 0].all() else within
+
+
+class PushdownTables:
+    """Per (grammar, vocabulary) state shared by every request: the machine, rows and planners."""
+
+    def __init__(self, machine: PushdownMachine, vocab: Vocabulary) -> None:
+        self.machine = machine
+        self.vocab = vocab
+        self.rows = PushdownRows(machine, vocab)
+        self.budget = PushdownBudget(machine)
+        self._planners: dict[tuple[int, bool], tuple[Any, PushdownPlanner]] = {}
+
+    def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> PushdownPlanner:
+        """The forced planner for a tokenizer, built once."""
+        key = (id(tokenizer), healing)
+        hit = self._planners.get(key)
+        if hit is None or hit[0] is not tokenizer:
+            hit = self._planners[key] = (tokenizer, PushdownPlanner(self.machine, tokenizer, self.vocab.token_bytes,
+                                                                    healing))
+        return hit[1]
+
+
+_TABLES: dict[tuple[int, int], PushdownTables] = {}
+MAX_TABLES = 16
+
+
+def pushdown_tables(machine: PushdownMachine, vocab: Vocabulary) -> PushdownTables:
+    """The shared tables of a machine under a vocabulary (kept for the last few constraints used)."""
+    key = (id(machine), id(vocab))
+    hit = _TABLES.get(key)
+    if hit is None or hit.machine is not machine or hit.vocab is not vocab:
+        if len(_TABLES) >= MAX_TABLES:
+            _TABLES.pop(next(iter(_TABLES)))
+        hit = _TABLES[key] = PushdownTables(machine, vocab)
+    return hit
+
+
+def machine_of(constraint: Any) -> PushdownMachine | None:
+    """The pushdown machine of a constraint (a PushdownConstraint, grammar or machine), or None for a DFA one."""
+    if isinstance(constraint, PushdownMachine):
+        return constraint
+    if isinstance(constraint, PushdownGrammar):
+        return PushdownMachine(constraint)
+    machine = getattr(constraint, "machine", None)
+    return machine if isinstance(machine, PushdownMachine) else None
+
+
+class PushdownState(ConstraintState):
+    """One output under a recursive constraint; the same protocol as `ConstraintState` (start, mask, advance).
+
+    A configuration whose mask admits nothing (e.g. the nesting cap leaves no way on) raises
+    GenerationError instead of letting an invalid output through.
+    """
+
+    def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer, vocab: Vocabulary, *,
+                 max_tokens: int | None = None, healing: bool = True) -> None:
+        tables = pushdown_tables(machine, vocab)
+        self.automaton = machine
+        self.vocab = vocab
+        self.planner = tables.planner(tokenizer, healing)
+        self.rows = tables.rows  # type: ignore[assignment]
+        self.max_tokens = max_tokens
+        self.budget = tables.budget if max_tokens is not None else None  # type: ignore[assignment]
+        self.remaining = max_tokens
+        self.state = machine.start
+        self.pending = b""
+        self.cover = 0
+        self.cover_exempt = frozenset()
+        self.window = Window()
+        self.committed = bytearray()
+        self.tokens = []
+        self.forced_count = 0
+        self.finished = False
+        self.started = False
+        self.least_output_tokens = None
+
+    @property
+    def depth(self) -> int:
+        """Stack depth of the current sampling configuration."""
+        return self.automaton.depth(self.state)
+
+    def _stuck(self) -> GenerationError:
+        return GenerationError(
+            f"no admissible token at nesting depth {self.depth} (cap {self.automaton.max_depth}); "
+            "the output cannot be completed within the stack cap and budget")
+
+    def mask(self) -> np.ndarray:
+        """Admissible tokens; GenerationError when none is (never an invalid output)."""
+        allowed = super().mask()
+        if not allowed.any():
+            raise self._stuck()
+        return allowed
+
+    def _take(self, plan: Plan, sampled: bool) -> list[int]:
+        """Commit a plan; a plan that ends at a dead end outside acceptance raises GenerationError."""
+        tokens = super()._take(plan, sampled)
+        if plan.finished and not self.accepting:
+            raise self._stuck()
+        return tokens

@@ -1,0 +1,149 @@
+"""Decoding under recursive constraints: valid trees, one pass per sampled token, budgets, the depth cap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import stdsl
+from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
+from stdsl.errors import BudgetError, CompileError, GenerationError
+from stdsl.runtime.constraint_state import vocabulary_of
+from stdsl.runtime.decode import generate
+from stdsl.runtime.pushdown_state import PushdownState
+
+TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
+FS_SCHEMA = {
+    "$ref": "#/$defs/entry",
+    "$defs": {"entry": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 8}, "children": {"type": "array", "items": {"$ref": "#/$defs/entry"}}},
+        "required": ["name", "children"], "additionalProperties": False}},
+}
+
+
+def load_tasks() -> list[dict]:
+    """The shared recursive tasks (skips when the shared folder is absent)."""
+    if not TASKS.is_dir():
+        pytest.skip("shared recursive tasks are not available")
+    return [json.loads(p.read_text()) for p in sorted(TASKS.glob("*.json"))]
+
+
+def test_compile_returns_a_pushdown_constraint() -> None:
+    constraint = stdsl.compile(FS_SCHEMA)
+    assert isinstance(constraint, PushdownConstraint)
+    assert constraint.accepts('{"name":"a","children":[{"name":"b","children":[]}]}')
+    assert not constraint.accepts('{"name":"a","children":[{"name":"b"}]}')
+
+
+def test_recursive_schema_decodes_to_a_valid_tree_in_one_pass_per_sample(tiny_model) -> None:
+    constraint = stdsl.compile(FS_SCHEMA)
+    out = stdsl.generate(tiny_model, "A tree:", constraint, max_tokens=120)
+    tree = json.loads(out.text)
+    jsonschema.validate(tree, FS_SCHEMA)
+    assert out.stats.passes == out.stats.sampled_tokens
+    assert out.stats.forced_tokens > 0
+
+
+def test_forced_span_decoder_equals_reference(tiny_model) -> None:
+    constraint = stdsl.compile(FS_SCHEMA)
+    fast = generate(tiny_model, "Tree", constraint, max_tokens=80)
+    slow = generate(tiny_model, "Tree", constraint, max_tokens=80, reference=True)
+    assert fast.text == slow.text
+    assert slow.stats.passes >= fast.stats.passes == fast.stats.sampled_tokens
+
+
+def feed(control: PushdownState, target: bytes) -> None:
+    """Advance until `target` is decided, each time with the longest admissible token that spells on toward it."""
+    token_bytes = control.vocab.token_bytes
+    while not control.decided.startswith(target):
+        remaining = target[len(control.committed):]
+        allowed = [int(t) for t in control.mask().nonzero()[0]]
+        token = max((t for t in allowed if token_bytes[t] and remaining.startswith(token_bytes[t])),
+                    key=lambda t: len(token_bytes[t]))
+        control.advance(token)
+
+
+def test_nesting_to_64_works_and_the_65th_level_is_refused(tiny_model) -> None:
+    tokenizer = tiny_model.tokenizer
+    machine = compile_recursive(FS_SCHEMA).machine
+    open_entry = b'{"name":"x","children":['
+    deep = machine.step(machine.start, open_entry * 63 + b'{"name":"x","children":')
+    assert machine.depth(deep) == 64
+    assert machine.config_accepts(machine.step(deep, b"[]}" + b"]}" * 63))
+    assert machine.step(deep, b"[{") < 0
+    control = PushdownState(machine, tokenizer, vocabulary_of(tokenizer))
+    control.start()
+    feed(control, open_entry * 63 + b'{"name":"x"')
+    assert control.decided.endswith(b'{"name":"x","children":[]}')
+    brace = next(t for t, b in enumerate(tokenizer.token_bytes) if b == b"{")
+    assert not control.mask()[brace]
+    with pytest.raises(GenerationError):
+        control.advance(brace)
+    feed(control, control.decided + b"]}" * 63)
+    assert control.finished and control.accepting
+
+
+def test_a_configuration_with_no_admissible_token_raises(tiny_model) -> None:
+    tokenizer = tiny_model.tokenizer
+    schema = {"$ref": "#/$defs/n", "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1,
+                                                     "maxItems": 1}}}
+    with pytest.raises(CompileError, match="no finite expansion"):
+        compile_recursive(schema)
+    chain = {"$ref": "#/$defs/n", "$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "array", "prefixItems": [
+        {"$ref": "#/$defs/n"}, {"type": "null"}], "items": False, "minItems": 2}]}}}
+    constraint = compile_recursive(chain, max_depth=3)
+    control = PushdownState(constraint.machine, tokenizer, vocabulary_of(tokenizer))
+    control.start()
+    with pytest.raises(GenerationError, match="no admissible token at nesting depth 3"):
+        for token in tokenizer.encode("[[["):
+            control.advance(token)
+
+
+def test_budgets_from_the_first_feasible_one_up_are_valid(tiny_model) -> None:
+    tasks = load_tasks()
+    for task in tasks:
+        constraint = stdsl.compile(task["schema"])
+        first_valid = None
+        for budget in range(8, 60, 6):
+            try:
+                out = generate(tiny_model, task["prompt"][:200], constraint, max_tokens=budget)
+            except BudgetError:
+                assert first_valid is None
+                continue
+            first_valid = first_valid or budget
+            jsonschema.validate(json.loads(out.text), task["schema"])
+            assert len(out.tokens) <= budget
+        assert first_valid is not None, task["name"]
+
+
+@pytest.mark.slow
+def test_the_recursive_tasks_produce_valid_trees_on_smollm2(smollm2) -> None:
+    matches = 0
+    for task in load_tasks():
+        prompt = task["prompt"].replace("{schema}", json.dumps(task["schema"])).replace("{source}", task["source"])
+        out = stdsl.generate(smollm2, prompt, task["schema"], max_tokens=600)
+        tree = json.loads(out.text)
+        jsonschema.validate(tree, task["schema"])
+        assert out.stats.passes == out.stats.sampled_tokens
+        matches += tree == task["gold"]
+    print(f"{matches} of 5 recursive tasks equal the gold tree")
+
+
+def test_a_recursive_program_type_compiles_to_the_pushdown_and_decodes(tiny_model) -> None:
+    from stdsl.compiler.stc.program import Program
+
+    prog = Program('type Node = {name: str(1..6), kids: list[Node](0..2)}\noutput """Tree: {tree: Node}\nDone."""')
+    constraint = prog.constraint({})
+    assert isinstance(constraint, PushdownConstraint)
+    text = 'Tree: {"name":"a","kids":[{"name":"b","kids":[]}]}\nDone.'
+    assert constraint.accepts(text)
+    assert not constraint.accepts(text.replace('"kids":[]', '"kids":[1]'))
+    assert not constraint.accepts(text.replace('"b"', '"bbbbbbb"'))
+    assert constraint.parse(text)["tree"].kids[0].name == "b"
+    result = prog.run(tiny_model, {}, max_tokens=120)
+    assert result.stats.passes == result.stats.sampled_tokens
+    assert result.text.startswith("Tree: {") and result.text.endswith("\nDone.")
+    assert result["tree"].name
