@@ -249,8 +249,8 @@ def to_pattern(node: Node) -> str:
         return "(?:" + "".join(to_pattern(i) for i in node.items) + ")"
     if isinstance(node, Alt):
         return "(?:" + "|".join(to_pattern(i) for i in node.items) + ")" if node.items else "(?!)"
-    hi = "" if node.max is None else str(node.max)
-    return f"(?:{to_pattern(node.item)}){{{node.min},{hi}}}"
+    upper = "" if node.max is None else str(node.max)
+    return f"(?:{to_pattern(node.item)}){{{node.min},{upper}}}"
 
 
 def size(node: Node) -> int:
