@@ -39,16 +39,20 @@ def _vocab_size(name: str) -> int:
     return Tokenizer.from_gguf(embedded_gguf_path()).vocab_size
 
 
-def forced_byte_share(automaton: Any, data: bytes) -> float:
-    """Share of `data`'s bytes read in forced states (the bytes the constraint decides alone)."""
-    state, forced = automaton.start, 0
+def forced_byte_share(machine: Any, data: bytes) -> float:
+    """Share of `data`'s bytes read in forced states (the bytes the constraint decides alone).
+
+    `machine` is an `Automaton` or a pushdown machine: both index `accepting`, `live_count` and
+    `transitions` rows by state (configuration).
+    """
+    state, forced = 0, 0
     for pos, byte in enumerate(data):
-        if automaton.forced_byte[state] >= 0:
+        if not machine.accepting[state] and machine.live_count[state] == 1:
             forced += 1
-        state = int(automaton.transitions[state, byte])
+        state = int(machine.transitions[state][byte])
         if state < 0:
             raise StdslError(f"the example is rejected by the constraint at byte {pos}")
-    if not automaton.accepting[state]:
+    if not machine.accepting[state]:
         raise StdslError("the example is an incomplete output: the constraint does not accept it")
     return forced / max(1, len(data))
 
@@ -57,7 +61,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
 
     constraint = compile_constraint(_load_spec(args), max_states=args.max_states)
-    automaton = constraint.automaton
     vocab = _vocab_size(args.vocab)
     report: dict[str, Any] = {
         "kind": constraint.kind,
@@ -66,11 +69,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "automaton_bytes": constraint.nbytes,
         "vocab": args.vocab,
         "vocab_size": vocab,
-        "token_table_bytes": constraint.num_states * vocab * automaton.transitions.itemsize,
-        "cut_states": int(automaton.cut_states.sum()),
+        "token_table_bytes": constraint.num_states * vocab * (2 if constraint.num_states <= 32767 else 4),
     }
+    automaton = getattr(constraint, "automaton", None)
+    if automaton is not None:
+        report["cut_states"] = int(automaton.cut_states.sum())
+        machine = automaton
+    else:
+        report["nonterminals"] = len(constraint.grammar.names)
+        report["max_depth"] = constraint.grammar.max_depth
+        machine = constraint.machine
     if args.example:
-        report["forced_byte_share"] = round(forced_byte_share(automaton, Path(args.example).read_bytes().strip()), 4)
+        report["forced_byte_share"] = round(forced_byte_share(machine, Path(args.example).read_bytes().strip()), 4)
     if args.json:
         print(json.dumps(report))
     else:
@@ -85,6 +95,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from stdsl.theory.analyze import analyze_automaton, render_analysis
 
     constraint = compile_constraint(_load_spec(args))
+    if getattr(constraint, "automaton", None) is None:
+        raise StdslError(
+            "analyze works on regular constraints; this one is recursive (a pushdown over "
+            f"{len(constraint.grammar.names)} nonterminals), whose walks between cut states are not few-path"
+        )
     report = analyze_automaton(constraint.automaton)
     print(json.dumps(report) if args.json else render_analysis(report))
     return 0

@@ -65,3 +65,19 @@ def test_analyze_extraction_schemas(capsys: pytest.CaptureFixture[str], tmp_path
     assert report["cut_states"]
     code, text, _ = run(capsys, "analyze", str(schema))
     assert code == 0 and "cut" in text.lower()
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "tasks" / "recursive").is_dir(), reason="../shared/tasks is not present")
+def test_compile_recursive_schema(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    task = json.loads((ROOT.parent / "shared" / "tasks" / "recursive" / "solar.json").read_text())
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(task["schema"]))
+    example = tmp_path / "gold.json"
+    example.write_text(json.dumps(task["gold"], separators=(",", ":"), ensure_ascii=False))
+    code, out, _ = run(capsys, "compile", str(schema), "--vocab", "smollm2", "--example", str(example), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["nonterminals"] >= 1 and report["max_depth"] == 64
+    assert 0 < report["forced_byte_share"] < 1
+    code, _, err = run(capsys, "analyze", str(schema))
+    assert code == 2 and "recursive" in err

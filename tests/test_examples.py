@@ -47,6 +47,21 @@ def test_recursive_example_compiles_to_the_pushdown_engine() -> None:
     assert constraint.parse(text)["tree"].children[0].name == "leaf"
 
 
+def test_recursive_example_runs(smollm2) -> None:
+    prog = Program.from_file(EXAMPLES / "tree.stc")
+    args = {"text": "The Sun has planets; Earth has the Moon; Mars has Phobos and Deimos."}
+    result = prog.run(smollm2, args, max_tokens=120)
+    assert prog.constraint(args).accepts(result.text)
+    assert result.stats.passes == result.stats.sampled_tokens
+
+    def check(node: object, depth: int) -> None:
+        assert 1 <= len(node.name) <= 40 and len(node.children) <= 5 and depth <= 64
+        for child in node.children:
+            check(child, depth + 1)
+
+    check(result.tree, 1)
+
+
 def test_python_example(smollm2) -> None:
     module = runpy.run_path(str(EXAMPLES / "extract_person.py"))
     result = module["extract"](module["TEXT"], model=smollm2, max_tokens=120)
