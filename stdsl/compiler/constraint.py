@@ -7,6 +7,7 @@ a Pydantic class).  Nothing downstream knows which front end produced the automa
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,23 @@ def _is_pydantic_class(spec: Any) -> bool:
     return isinstance(spec, type) and hasattr(spec, "model_json_schema") and hasattr(spec, "model_validate_json")
 
 
+_COMPILED: OrderedDict[tuple[Any, ...], Constraint | PushdownConstraint] = OrderedDict()
+COMPILE_CACHE_SIZE = 32
+
+
+def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int) -> tuple[Any, ...] | None:
+    """What identifies a compilation: the schema's canonical JSON, the pattern, or the class itself."""
+    if isinstance(spec, (dict, bool)):
+        try:
+            text = json.dumps(spec, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+        return ("schema", text, whitespace, max_states)
+    if isinstance(spec, Regex) or _is_pydantic_class(spec):
+        return ("spec", spec, whitespace, max_states)
+    return None
+
+
 def compile(
     spec: Any,
     *,
@@ -78,9 +96,24 @@ def compile(
     """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class or a `Constraint` (returned as is).
 
     A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64).
+    The last few compilations are kept, so calling `generate` in a loop with the same schema
+    compiles it (and builds its tables) once.
     """
     if isinstance(spec, (Constraint, PushdownConstraint)):
         return spec
+    key = _cache_key(spec, whitespace, max_states)
+    if key is not None and key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key]
+    result = _compile(spec, whitespace, max_states)
+    if key is not None:
+        _COMPILED[key] = result
+        if len(_COMPILED) > COMPILE_CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+    return result
+
+
+def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     model_class = None
     if isinstance(spec, Regex):

@@ -1,0 +1,44 @@
+"""`stdsl.compile`: every kind of spec, clear refusals, and the compile cache."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+import stdsl
+
+
+class Item(BaseModel):
+    name: str
+    count: int
+
+
+def test_kinds_compile_and_parse() -> None:
+    schema = stdsl.compile({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]})
+    assert schema.accepts('{"n":5}') and not schema.accepts('{"n":0}')
+    assert schema.parse('{"n":5}') == {"n": 5}
+    regex = stdsl.compile(stdsl.Regex(r"[A-Z]{3}-\d{4}"))
+    assert regex.accepts(b"ABC-1234") and not regex.accepts(b"AB-1234")
+    model = stdsl.compile(Item)
+    assert model.parse('{"name":"x","count":2}') == Item(name="x", count=2)
+    assert model.num_states > 0 and model.nbytes > 0
+
+
+def test_bad_specs_are_refused() -> None:
+    with pytest.raises(stdsl.CompileError, match="ambiguous"):
+        stdsl.compile("[a-z]+")
+    with pytest.raises(stdsl.CompileError, match="cannot compile"):
+        stdsl.compile(42)
+    with pytest.raises(stdsl.RegexError, match="position"):
+        stdsl.compile(stdsl.Regex("a(?=b)"))
+    with pytest.raises(stdsl.SchemaError, match="schema path"):
+        stdsl.compile({"type": "foo"})
+
+
+def test_same_schema_compiles_once() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 7}}, "additionalProperties": False}
+    first = stdsl.compile(schema)
+    assert stdsl.compile(dict(schema)) is first
+    assert stdsl.compile(schema, max_states=10_000) is not first
+    assert stdsl.compile(stdsl.Regex("x+")) is stdsl.compile(stdsl.Regex("x+"))
+    assert stdsl.compile(first) is first
