@@ -59,6 +59,7 @@ def forced_byte_share(machine: Any, data: bytes) -> float:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.compiler.pushdown_constraint import PushdownConstraint
 
     constraint = compile_constraint(_load_spec(args), max_states=args.max_states)
     vocab = _vocab_size(args.vocab)
@@ -71,14 +72,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "vocab_size": vocab,
         "token_table_bytes": constraint.num_states * vocab * (2 if constraint.num_states <= 32767 else 4),
     }
-    automaton = getattr(constraint, "automaton", None)
-    if automaton is not None:
-        report["cut_states"] = int(automaton.cut_states.sum())
-        machine = automaton
-    else:
+    machine: Any
+    if isinstance(constraint, PushdownConstraint):
         report["nonterminals"] = len(constraint.grammar.names)
         report["max_depth"] = constraint.grammar.max_depth
         machine = constraint.machine
+    else:
+        report["cut_states"] = int(constraint.automaton.cut_states.sum())
+        machine = constraint.automaton
     if args.example:
         report["forced_byte_share"] = round(forced_byte_share(machine, Path(args.example).read_bytes().strip()), 4)
     if args.json:
@@ -92,10 +93,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.compiler.pushdown_constraint import PushdownConstraint
     from stdsl.theory.analyze import analyze_automaton, render_analysis
 
     constraint = compile_constraint(_load_spec(args))
-    if getattr(constraint, "automaton", None) is None:
+    if isinstance(constraint, PushdownConstraint):
         raise StdslError(
             "analyze works on regular constraints; this one is recursive (a pushdown over "
             f"{len(constraint.grammar.names)} nonterminals), whose walks between cut states are not few-path"
