@@ -1,13 +1,15 @@
-"""The five recursive tasks (issue 5): stdsl's pushdown engine against llguidance (masks only, fast-forward).
+"""The five recursive tasks (issue 5): stdsl's pushdown engine against llguidance and XGrammar.
 
 One process, one model (the embedded SmolLM2-135M-Instruct), the same chat-templated prompt ids
-for every engine, greedy sampling. The peers run in the shared decode loop of `decode.py`;
+for every engine, greedy sampling. The peers (llguidance masks only and fast-forward, XGrammar masks only
+and jump-forward) run in the shared decode loop of `decode.py`;
 stdsl runs its own loop (`stdsl.runtime.decode.generate`, which picks the pushdown controller).
 Reports passes per token, decode seconds, validity against the schema, equality with the gold
 tree, and the memory of the constraint. Writes benchmarks/results/recursive.{json,md}.
 
-    /tmp/peers/venv/bin/python benchmarks/recursive.py                 # stdsl + llguidance
+    /tmp/peers/venv/bin/python benchmarks/recursive.py                 # stdsl + llguidance + XGrammar
     python benchmarks/recursive.py --engines stdsl                       # stdsl only (our venv)
+    /tmp/peers/venv/bin/python benchmarks/recursive.py --engines xgrammar --merge  # replace those rows only
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -32,9 +35,11 @@ from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
 from stdsl.runtime.pushdown_state import pushdown_tables  # noqa: E402
 from stdsl.runtime.constraint_state import vocabulary_of  # noqa: E402
+from xgrammar_driver import XGrammarDriver  # noqa: E402
 
 SHARED = BENCH_DIR.parent.parent / "shared"
-ENGINES = ("stdsl", "llg_mask", "llg_ff")
+ENGINES = ("stdsl", "llg_mask", "llg_ff", "xgrammar", "xgrammar_ff")
+XGRAMMAR_ENGINES = ("xgrammar", "xgrammar_ff")
 
 
 def load_tasks(names: Sequence[str] | None) -> list[Task]:
@@ -90,21 +95,29 @@ def render(report: dict[str, Any]) -> str:
         ppt = run["passes"] / run["output_tokens"] if run["output_tokens"] else 0.0
         tps = run["output_tokens"] / run["seconds"] if run["seconds"] else 0.0
         memory = run.get("constraint_bytes")
+        own = run.get("xgrammar_grammar_bytes")
         rows.append([run["task"], run["engine"], run["output_tokens"], run["passes"], f"{ppt:.2f}",
                      f"{run['seconds']:.2f}", f"{tps:.1f}", run["valid"], run.get("gold_equal", False),
-                     f"{memory / 1e6:.2f} MB" if memory else "n/a", run["error"] or ""])
+                     (f"{memory / 1e6:.2f} MB" if memory else "n/a") + (f" (own {own / 1e3:.0f} KB)" if own else ""),
+                     run["error"] or ""])
     lines += table(["task", "engine", "tokens", "passes", "passes/token", "decode s", "tok/s", "valid", "= gold",
                     "constraint memory", "error"], rows)
     lines += ["", "## Totals", ""]
     total_rows = []
     for engine, summary in report["summary"].items():
+        forward_ms = 1000 * summary["forward_s"] / summary["passes"] if summary["passes"] else 0.0
         total_rows.append([engine, summary["tokens"], summary["passes"], f"{summary['passes_per_token']:.2f}",
-                           f"{summary['seconds']:.2f}", f"{summary['tokens_per_second']:.1f}",
+                           f"{summary['seconds']:.2f}", f"{summary['tokens_per_second']:.1f}", f"{forward_ms:.1f}",
+                           f"{summary['seconds'] - summary['forward_s']:.2f}",
                            f"{summary['valid']}/{summary['runs']}", f"{summary['gold_equal']}/{summary['runs']}"])
-    lines += table(["engine", "tokens", "passes", "passes/token", "decode s", "tok/s", "valid", "= gold"], total_rows)
+    lines += table(["engine", "tokens", "passes", "passes/token", "decode s", "tok/s", "forward ms/pass",
+                    "decode s outside the forward", "valid", "= gold"], total_rows)
     lines += ["", "Constraint memory: stdsl counts the grammar tables, the interned configurations, memoized steps "
-              "and byte rows, and the cached vocabulary rows after the run; llguidance is the malloc delta of "
-              "compiling the grammar.", ""]
+              "and byte rows, and the cached vocabulary rows after the run; llguidance and XGrammar are the "
+              "malloc delta of compiling the grammar (XGrammar's own count of its compiled grammar, "
+              "`CompiledGrammar.memory_size_bytes`, in parentheses).", ""]
+    lines += [f"Command: `{command}`" for command in report.get("commands", [])]
+    lines += [""] if report.get("commands") else []
     lines += [f"Note: {note}" for note in report.get("notes", [])] + ([""] if report.get("notes") else [])
     if report.get("qwen_masks"):
         lines += [render_masks(report["qwen_masks"])]
@@ -115,12 +128,13 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per-engine totals."""
     out: dict[str, dict[str, Any]] = {}
     for run in runs:
-        s = out.setdefault(run["engine"], {"runs": 0, "tokens": 0, "passes": 0, "seconds": 0.0, "valid": 0,
-                                           "gold_equal": 0})
+        s = out.setdefault(run["engine"], {"runs": 0, "tokens": 0, "passes": 0, "seconds": 0.0, "forward_s": 0.0,
+                                           "valid": 0, "gold_equal": 0})
         s["runs"] += 1
         s["tokens"] += run["output_tokens"]
         s["passes"] += run["passes"]
         s["seconds"] += run["seconds"]
+        s["forward_s"] += run["forward_s"]
         s["valid"] += int(run["valid"])
         s["gold_equal"] += int(run.get("gold_equal", False))
     for s in out.values():
@@ -196,6 +210,31 @@ def render_masks(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def xgrammar_drivers(model: Any, engines: Sequence[str], import_errors: dict[str, str]) -> dict[str, Any]:
+    """The XGrammar drivers for the requested engines; a missing xgrammar is recorded in `import_errors`."""
+    drivers: dict[str, Any] = {}
+    for name in engines:
+        try:
+            drivers[name] = XGrammarDriver(model, fast_forward=name == "xgrammar_ff")
+        except ImportError as error:
+            import_errors[name] = repr(error)
+    return drivers
+
+
+def merged(old: dict[str, Any], new: dict[str, Any], engines: Sequence[str]) -> dict[str, Any]:
+    """The old report with the (task, engine) rows of the new run replaced, sorted by task then ENGINES order."""
+    if old.get("max_tokens") != new["max_tokens"]:
+        raise SystemExit(f"--merge: max_tokens {new['max_tokens']} differs from the report's {old.get('max_tokens')}")
+    fresh = {(r["task"], r["engine"]) for r in new["runs"]}
+    runs = [r for r in old["runs"] if (r["task"], r["engine"]) not in fresh] + new["runs"]
+    rank = {name: i for i, name in enumerate(ENGINES)}
+    runs.sort(key=lambda r: (r["task"], rank.get(r["engine"], len(rank))))
+    versions = {k: v for k, v in (old.get("versions", {}) | new["versions"]).items() if v != "missing"}
+    return old | {"runs": runs, "versions": versions, "generated": f"{old['generated']}; {', '.join(engines)} "
+                  f"{new['generated']}", "commands": old.get("commands", []) + new["commands"],
+                  "import_errors": old.get("import_errors", {}) | new["import_errors"]}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark and write the JSON and markdown results."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -204,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=600)
     parser.add_argument("--out", default=str(BENCH_DIR / "results" / "recursive"))
     parser.add_argument("--masks-only", action="store_true", help="add the Qwen3.5 mask table to an existing report")
+    parser.add_argument("--merge", action="store_true",
+                        help="replace only the rows of the engines run in the existing report, keep the rest")
     args = parser.parse_args(argv)
     tasks = load_tasks([t for t in args.tasks.split(",") if t])
     engines = [e for e in args.engines.split(",") if e]
@@ -219,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     model = stdsl.load()
     timer = ForwardTimer(model)
-    drivers, import_errors = make_drivers(model, [e for e in engines if e != "stdsl"])
+    drivers, import_errors = make_drivers(model, [e for e in engines if e not in ("stdsl", *XGRAMMAR_ENGINES)])
+    drivers |= xgrammar_drivers(model, [e for e in engines if e in XGRAMMAR_ENGINES], import_errors)
     runs: list[dict[str, Any]] = []
     warm = Run("warm-up", "stdsl")
     run_stdsl(model, tasks[0], 60, warm)
@@ -231,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 continue
             run = Run(task.name, engine, prompt_tokens=len(ids))
             memory = None
+            extra: dict[str, Any] = {}
             try:
                 if engine == "stdsl":
                     memory = run_stdsl(model, task, args.max_tokens, run)
@@ -241,13 +284,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                     driver.compile(task.schema)
                     run.compile_s = time.perf_counter() - tick
                     memory = malloc_in_use() - before
+                    if isinstance(driver, XGrammarDriver):
+                        extra["xgrammar_grammar_bytes"] = driver.grammar_bytes()
                     run.tokens = run_loop(model, ids, driver, args.max_tokens, run)
                     run.text = token_text(model, run.tokens)
             except Exception as error:  # noqa: BLE001  (a failing engine is reported, the others still run)
                 run.error = f"{type(error).__name__}: {error}"
             timer.take(run)
             gold_equal = grade(task, run, Draft202012Validator)
-            record = asdict(run) | {"constraint_bytes": memory, "gold_equal": gold_equal}
+            record = asdict(run) | {"constraint_bytes": memory, "gold_equal": gold_equal} | extra
             runs.append(record)
             print(f"{task.name:11s} {engine:9s} {run.seconds:7.2f}s out {run.output_tokens:4d} passes {run.passes:4d} "
                   f"valid {run.valid} gold {gold_equal} mem {memory} {run.error or ''}", flush=True)
@@ -256,11 +301,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "max_tokens": args.max_tokens,
-        "versions": {"llguidance": version_of("llguidance")},
+        "versions": {name: version_of(name) for name in ("llguidance", "xgrammar")},
         "import_errors": import_errors,
         "runs": runs,
-        "summary": summarize(runs),
+        "commands": [shlex.join([sys.executable, "benchmarks/recursive.py", *(argv or sys.argv[1:])])],
     }
+    if args.merge and out.with_suffix(".json").exists():
+        report = merged(json.loads(out.with_suffix(".json").read_text()), report, engines)
+    report["summary"] = summarize(report["runs"])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=1))
     out.with_suffix(".md").write_text(render(report))
