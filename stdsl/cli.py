@@ -17,6 +17,10 @@ def _load_spec(args: argparse.Namespace) -> Any:
 
     if getattr(args, "regex", None) is not None:
         return Regex(args.regex)
+    if getattr(args, "schema_option", None) is not None:
+        if args.schema is not None:
+            raise StdslError("give the schema once: as the positional FILE or as --schema FILE")
+        args.schema = args.schema_option
     if getattr(args, "schema", None) is None:
         raise StdslError("give a JSON Schema file or --regex PATTERN")
     path = Path(args.schema)
@@ -163,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("schema", nargs="?", help="a JSON Schema file")
+    parser.add_argument("--schema", dest="schema_option", metavar="FILE", help="a JSON Schema file (same as the positional)")
     parser.add_argument("--regex", help="a regular expression instead of a schema")
 
 

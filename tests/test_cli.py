@@ -33,6 +33,16 @@ def test_compile_json_report(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert report["compile_seconds"] < 5
 
 
+def test_schema_option_equals_positional(capsys: pytest.CaptureFixture[str]) -> None:
+    schema = str(ROOT / "examples" / "person.schema.json")
+    code, positional, _ = run(capsys, "compile", schema, "--vocab", "smollm2", "--json")
+    code2, option, _ = run(capsys, "compile", "--schema", schema, "--vocab", "smollm2", "--json")
+    assert code == code2 == 0
+    assert json.loads(positional)["states"] == json.loads(option)["states"]
+    code, _, err = run(capsys, "compile", schema, "--schema", schema)
+    assert code == 2 and "once" in err
+
+
 def test_compile_regex_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "compile", "--regex", r"[A-Z]{3}-\d{4}", "--vocab", "smollm2")
     assert code == 0
