@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 import numpy as np
@@ -85,9 +86,10 @@ class Vocabulary:
             raise StdslError(
                 f"Vocabulary: token {empty[0]} has empty bytes (use None for a special token)"
             )
+        longest = max((len(b) for b in self.token_bytes if b is not None), default=0)
         self.lengths = np.fromiter(
             (0 if b is None else len(b) for b in self.token_bytes),
-            dtype=np.int32,
+            dtype=np.uint16 if longest <= np.iinfo(np.uint16).max else np.int32,
             count=self.size,
         )
         self.offsets = np.zeros(self.size + 1, dtype=np.int32)
@@ -97,10 +99,12 @@ class Vocabulary:
         ).copy()
         self.walk_lengths = np.where(self.eos, 0, self.lengths).astype(np.int32)
         self.max_length = int(self.walk_lengths.max())
-        self.levels: list[TrieLevel] = _build_trie(
-            self.data, self.offsets, self.walk_lengths
-        )
         self._derived: dict[str, object] = {}
+
+    @cached_property
+    def levels(self) -> list[TrieLevel]:
+        """The trie by levels, built on first use: rows on demand and the token table need it, the walk does not."""
+        return _build_trie(self.data, self.offsets, self.walk_lengths)
 
     @property
     def trie_nodes(self) -> int:
@@ -108,8 +112,8 @@ class Vocabulary:
         return 1 + sum(level.size for level in self.levels)
 
     @property
-    def nbytes(self) -> int:
-        """Bytes of all numpy arrays this vocabulary holds (packed form, lengths, masks, trie)."""
+    def packed_nbytes(self) -> int:
+        """Bytes of what the walk kernel needs: packed token bytes, offsets, lengths and the eos/special masks."""
         arrays = (
             self.eos_ids,
             self.special,
@@ -119,9 +123,18 @@ class Vocabulary:
             self.data,
             self.walk_lengths,
         )
-        return sum(a.nbytes for a in arrays) + sum(
-            level.nbytes for level in self.levels
-        )
+        return sum(a.nbytes for a in arrays)
+
+    @property
+    def trie_nbytes(self) -> int:
+        """Bytes of the trie if it has been built (0 otherwise)."""
+        levels = self.__dict__.get("levels")
+        return sum(level.nbytes for level in levels) if levels is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all numpy arrays this vocabulary holds now (packed form, and the trie once built)."""
+        return self.packed_nbytes + self.trie_nbytes
 
     def bytes_of(self, token_id: int) -> bytes:
         """The bytes a token spells (empty for specials and eos)."""
