@@ -149,6 +149,7 @@ class OurEngine:
         self.vocab, self.vocab_build_s, self.vocab_malloc = measure_memory(
             lambda: vocab_sources.vocabulary_from_tiktoken(ranks, specials, [self.eos_id])
         )
+        self.trie_build_s = measure_memory(lambda: self.vocab.levels)[1]
         self.first_compile_s = measure_memory(lambda: self.compile({"type": "string"}))[1]
 
     def shared_facts(self) -> dict[str, Any]:
@@ -158,6 +159,9 @@ class OurEngine:
         layout, layout_s, layout_malloc = measure_memory(lambda: walk_layout(self.vocab))
         return {
             "vocab_size": self.vocab.size,
+            "vocabulary_packed_nbytes": self.vocab.packed_nbytes,
+            "vocabulary_trie_nbytes": self.vocab.trie_nbytes,
+            "vocabulary_trie_build_s": self.trie_build_s,
             "vocabulary_nbytes": self.vocab.nbytes,
             "vocabulary_build_s": self.vocab_build_s,
             "tiktoken_file_parse_s": self.ranks_parse_s,
@@ -171,10 +175,11 @@ class OurEngine:
         }
 
     def compile(self, schema: dict) -> Any:
-        """Schema -> Automaton through the public entry point."""
-        import stdsl
+        """Schema -> Automaton through the compiler itself (stdsl.compile would return its cached result)."""
+        from stdsl.compiler.automaton import build_automaton
+        from stdsl.compiler.json_schema import schema_to_ir
 
-        return stdsl.compile(schema).automaton
+        return build_automaton(schema_to_ir(schema))
 
     def forced_chain(self, automaton: Any) -> Callable[[int], bytes]:
         """state -> its forced chain (Definition 7)."""
