@@ -42,7 +42,9 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
     if isinstance(value, dict):
         props = flat.get("properties", {})
         extra = flat.get("additionalProperties", True)
-        declared = list(props) + [n for n in flat.get("required", []) if n not in props]
+        deps = flat.get("dependentRequired", {})
+        involved = dict.fromkeys([*deps, *(n for names in deps.values() for n in names)])
+        declared = list(dict.fromkeys([*props, *(n for n in involved if n not in props), *flat.get("required", [])]))
         order = [k for k in declared if k in value] + [k for k in value if k not in declared]
         members = [f"{canonical_scalar(k)}:{_dump(value[k], props.get(k, extra), path, ctx)}" for k in order]
         return "{" + ",".join(members) + "}"

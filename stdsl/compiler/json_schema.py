@@ -21,7 +21,8 @@ Choices that keep the language regular and exact:
 - `oneOf` compiles as a union only when its branches are provably disjoint (different kinds,
   different enum values, non-overlapping numeric bounds, or a required discriminator property
   with disjoint schemas); `allOf` and `$ref` siblings are merged keyword by keyword.
-- `minLength`/`maxLength`/`minItems`/`maxItems` above 1000 are refused (that many copies).
+- `minLength`/`minItems` above 1000 are refused (that many copies); `maxLength`/`maxItems` above
+  1000 are lowered to 1000 (longer valid strings and arrays are not produced).
 Everything else that constrains instances is refused with a SchemaError naming the keyword path,
 and so is an unknown keyword that looks like a misspelled constraint (`minimun`); other unknown
 keywords are annotations in JSON Schema and are ignored.
@@ -32,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from itertools import product
 from typing import Any
 
 from stdsl.compiler import ir
@@ -42,10 +44,13 @@ from stdsl.compiler.json_numbers import (
     integer_bounds,
     integer_in_range,
 )
+from stdsl.compiler.json_schema_keys import key_classes, name_matches, names_body, pattern_matcher
+from stdsl.compiler.json_schema_multiple import multiple_of
 from stdsl.compiler.json_schema_resolve import (
     Context,
     Schema,
     flatten,
+    json_key,
     merge,
     pointer_token,
 )
@@ -62,8 +67,11 @@ from stdsl.errors import SchemaError
 ANY_VALUE_DEPTH = 3
 EMBED_ABOVE_NODES = 100_000
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
-OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
-ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems")
+OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                   "minProperties", "maxProperties", "dependentRequired")
+MAX_DEPENDENT_PROPERTIES = 6
+MAX_UNIQUE_VALUES = 24
+ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
 
 
 @dataclass(frozen=True)
@@ -182,22 +190,29 @@ class _Compiler:
         The body is (non-empty ordered choice of declared members, then extras) or, when every
         declared member is optional, extras alone; the extras tail appears at most twice.
         """
+        if flat.get("dependentRequired"):
+            return self._dependent_objects(flat, path, ctx)
         t = self.tokens
         props: dict = flat.get("properties", {})
         required = flat.get("required", [])
         extra_schema = flat.get("additionalProperties", True)
+        patterns: dict = flat.get("patternProperties", {})
+        names = _property_names(flat, path, ctx)
         declared = list(props) + [n for n in required if n not in props]
+        matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
         members: list[tuple[Node, bool]] = []
         for name in declared:
             where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
-            value = self.value(props.get(name, extra_schema), where, ctx)
+            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name)]
+            own = props.get(name, extra_schema if not matched else True)
+            allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
+            value = self.value({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
             if value == ir.NOTHING:
                 if name in required:
                     return ir.NOTHING
                 continue
             members.append((ir.seq(string_literal(name), t.colon, value), name in required))
-        extra_value = self.value(extra_schema, f"{path}/additionalProperties", ctx)
-        extra = ir.seq(string_not_in(declared), t.colon, extra_value)
+        extra = self._extra_members(flat, declared, names, path, ctx)
         extras_after = ir.star(ir.seq(t.comma, extra))
         first, after, nullable = ir.NOTHING, ir.EMPTY, True
         for member, is_required in reversed(members):
@@ -211,10 +226,91 @@ class _Compiler:
         if nullable:
             body = ir.alt(body, ir.seq(extra, extras_after))
         full = ir.seq(t.open_object, body, t.close_object)
-        return ir.alt(full, t.empty_object) if nullable else full
+        low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
+        if high is not None and int(high) < low:
+            return ir.NOTHING
+        if high == 0:
+            return t.empty_object
+        required_count = sum(1 for _, is_required in members if is_required)
+        if high is not None and (extra != ir.NOTHING or len(members) > int(high)):
+            if extra == ir.NOTHING and required_count > int(high):
+                return ir.NOTHING
+            raise SchemaError("'maxProperties' above 0 is supported only when it cannot be exceeded "
+                              "(no additional properties and at most that many declared)", f"{path}/maxProperties")
+        if low > max(required_count, 1):
+            raise SchemaError("'minProperties' above 1 is supported only when the required properties reach it",
+                              f"{path}/minProperties")
+        return ir.alt(full, t.empty_object) if nullable and low == 0 else full
+
+    def _dependent_objects(self, flat: dict, path: str, ctx: Context) -> Node:
+        """`dependentRequired` as a union over the presence patterns of the properties it involves.
+
+        Undeclared names involved are declared with the `additionalProperties` schema (so written before other extras).
+        """
+        deps: dict = flat["dependentRequired"]
+        props: dict = flat.get("properties", {})
+        required = list(flat.get("required", []))
+        involved = list(dict.fromkeys([*deps, *(n for names in deps.values() for n in names)]))
+        undeclared = [n for n in involved if n not in props]
+        if undeclared and flat.get("patternProperties"):
+            raise SchemaError(f"'dependentRequired' on undeclared properties ({', '.join(undeclared[:3])}) beside "
+                              "'patternProperties' is not supported", f"{path}/dependentRequired")
+        props = {**props, **{n: flat.get("additionalProperties", True) for n in undeclared}}
+        optional = [n for n in involved if n not in required]
+        if len(optional) > MAX_DEPENDENT_PROPERTIES:
+            raise SchemaError(f"'dependentRequired' involving more than {MAX_DEPENDENT_PROPERTIES} optional "
+                              "properties is not supported (2^n presence patterns)", f"{path}/dependentRequired")
+        rest = {k: v for k, v in flat.items() if k != "dependentRequired"}
+        variants = []
+        for choice in product((True, False), repeat=len(optional)):
+            present = set(required) | {n for n, keep in zip(optional, choice) if keep}
+            if all(set(deps[name]) <= present for name in deps if name in present):
+                absent = {n: False for n, keep in zip(optional, choice) if not keep}
+                variant = {**rest, "required": required + [n for n in optional if n in present],
+                           "properties": {**props, **absent}}
+                variants.append(self._object(variant, path, ctx))
+        return ir.alt(*variants)
+
+    def _extra_members(self, flat: dict, declared: list[str], names: Schema | None, path: str, ctx: Context) -> Node:
+        """Undeclared members: keys outside `properties`, valued by the patterns they match or additionalProperties."""
+        t = self.tokens
+        extra_schema = flat.get("additionalProperties", True)
+        patterns: dict = flat.get("patternProperties", {})
+        extra_where = f"{path}/additionalProperties"
+        if not patterns and names is None:
+            if extra_schema is False:
+                return ir.NOTHING
+            return ir.seq(string_not_in(declared), t.colon, self.value(extra_schema, extra_where, ctx))
+        names_flat = flatten(names, f"{path}/propertyNames", ctx)[0] if names is not None else True
+        if names_flat is False:
+            return ir.NOTHING
+        if names_flat is not True and names_flat:
+            unsupported = sorted(set(names_flat) - {"type", "minLength", "maxLength", "pattern", "format", "enum"})
+            if unsupported:
+                raise SchemaError(f"'propertyNames' with {', '.join(unsupported)} is not supported",
+                                  f"{path}/propertyNames")
+            types = names_flat.get("type", "string")
+            if "string" not in (types if isinstance(types, list) else [types]):
+                return ir.NOTHING
+            if "enum" in names_flat:
+                if patterns:
+                    raise SchemaError("'propertyNames' enum with patternProperties is not supported", path)
+                keys = [v for v in names_flat["enum"] if isinstance(v, str) and v not in declared
+                        and conforms(v, names_flat, ctx, f"{path}/propertyNames")]
+                value = self.value(extra_schema, extra_where, ctx)
+                return ir.alt(*(ir.seq(string_literal(k), t.colon, value) for k in keys))
+        body = names_body(names_flat, f"{path}/propertyNames") if isinstance(names_flat, dict) else None
+        with_unmatched = extra_schema is not False
+        members = []
+        for key, matched in key_classes(patterns, declared, body, with_unmatched, f"{path}/patternProperties"):
+            schema = {"allOf": [patterns[p] for p in matched]} if matched else extra_schema
+            members.append(ir.seq(key, t.colon, self.value(schema, f"{path}/patternProperties", ctx)))
+        return ir.alt(*members)
 
     def _array(self, flat: dict, path: str, ctx: Context) -> Node:
         """Positional `prefixItems`, then `items`, with the length within minItems..maxItems."""
+        if flat.get("uniqueItems") and flat.get("maxItems", 2) > 1:
+            return self._unique_array(flat, path, ctx)
         t = self.tokens
         prefix = [self.value(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
         item = self.value(flat.get("items", True), f"{path}/items", ctx)
@@ -242,6 +338,43 @@ class _Compiler:
                 if high is None or high >= 1 else ir.NOTHING
         empty = t.empty_array if low == 0 else ir.NOTHING
         return ir.alt(ir.seq(t.open_array, first, t.close_array), empty)
+
+    def _unique_array(self, flat: dict, path: str, ctx: Context) -> Node:
+        """`uniqueItems` over a small finite item set: distinct items written in the order the set lists them.
+
+        Each value occurs at most once and in enumeration order, so every accepted array is unique;
+        the same values in another order are valid but not produced.
+        """
+        t = self.tokens
+        where = f"{path}/uniqueItems"
+        if flat.get("prefixItems"):
+            raise SchemaError("'uniqueItems: true' with 'prefixItems' is not supported", where)
+        items, items_ctx, items_path = flatten(flat.get("items", True), f"{path}/items", ctx.entering())
+        if items is False:
+            values: list = []
+        elif isinstance(items, dict) and "enum" in items:
+            values = items["enum"]
+        elif isinstance(items, dict) and set(items) == {"type"} and set(_as_list(items["type"])) <= {"boolean", "null"}:
+            values = [v for v in (True, False, None) if conforms(v, items, items_ctx, items_path)]
+        else:
+            raise SchemaError("'uniqueItems: true' is supported only for items from a finite set (enum, const, "
+                              "boolean, null): uniqueness over an open item language is not regular", where)
+        values = [v for v in {json_key(v): v for v in values}.values() if conforms(v, items, items_ctx, items_path)]
+        if len(values) > MAX_UNIQUE_VALUES:
+            raise SchemaError(f"'uniqueItems: true' over more than {MAX_UNIQUE_VALUES} values is not supported", where)
+        low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
+        if low > 1 or (high is not None and int(high) < len(values)):
+            if low > len(values):
+                return ir.NOTHING
+            raise SchemaError("'uniqueItems: true' with minItems above 1 or maxItems below the number of values is "
+                              "not supported", where)
+        nodes = [self.const(v) for v in values]
+        first, after = ir.NOTHING, ir.EMPTY
+        for node in reversed(nodes):
+            first = ir.alt(ir.seq(node, after), first)
+            after = ir.seq(ir.optional(ir.seq(t.comma, node)), after)
+        full = ir.seq(t.open_array, first, t.close_array)
+        return full if low == 1 else ir.alt(full, t.empty_array)
 
     def const(self, value: Any) -> Node:
         """One JSON value written compactly (canonical strings and numbers, its own key order)."""
@@ -278,6 +411,17 @@ class _Compiler:
         t = self.tokens
         inner = self._any(depth - 1)
         return ir.alt(t.empty_array, ir.seq(t.open_array, inner, ir.star(ir.seq(t.comma, inner)), t.close_array))
+
+
+def _as_list(value: Any) -> list:
+    """A keyword value that may be one item or a list, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def _property_names(flat: dict, path: str, ctx: Context) -> Schema | None:
+    """The `propertyNames` schema, or None when names are unconstrained."""
+    names = flat.get("propertyNames")
+    return None if names is None or names is True or names == {} else names
 
 
 def _tree_size(node: Node, memo: dict[int, int]) -> int:
@@ -337,9 +481,13 @@ def _number(name: str, flat: dict, path: str) -> Node:
         b = _bound(flat, key, path)
         if b is not None and (hi is None or b < hi or (b == hi and exclusive)):
             hi, hi_x = b, exclusive
+    multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
     if name == "integer":
         int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
-        return integer_in_range(int_lo, int_hi)
+        node = integer_in_range(int_lo, int_hi)
+        return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
+    if multiple is not None:
+        return multiple_of(decimal_in_range(lo, lo_x, hi, hi_x), multiple, False, f"{path}/multipleOf")
     if lo is None and hi is None:
         return NUMBER
     return decimal_in_range(lo, lo_x, hi, hi_x)

@@ -27,14 +27,18 @@ ANNOTATIONS = frozenset({
 SUPPORTED = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
     "minItems", "maxItems", "uniqueItems", "$ref", "anyOf", "oneOf", "allOf", "minLength", "maxLength",
-    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "not", "dependentRequired"})
 UNSUPPORTED = frozenset({
-    "not", "if", "then", "else", "multipleOf", "patternProperties", "propertyNames", "minProperties",
-    "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
+    "if", "then", "else", "dependentSchemas", "dependencies", "contains", "minContains",
     "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
-    "additionalItems", "divisibleBy", "disallow", "extends"})
+    "divisibleBy", "disallow", "extends"})
 CONSTRAINING_KEYWORDS = {k.lower(): k for k in SUPPORTED | UNSUPPORTED}
-NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength")
+NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex", "color", "host-name", "ip-address", "utc-millisec"})
 NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 KNOWN_METASCHEMAS = frozenset(
     f"{scheme}://json-schema.org/{name}{end}" for scheme in ("http", "https") for end in ("", "#")
@@ -111,7 +115,8 @@ def _check_schema(value: Any, path: str) -> None:
 def check_keywords(schema: dict, path: str) -> None:
     """Refuse unsupported keywords, likely misspellings of known ones, and malformed keyword values.
 
-    Other unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored.
+    Other unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored;
+    names starting with `x-` or `_` (`_format` in generated Kubernetes schemas) are never taken as misspellings.
     """
     for key, value in schema.items():
         where = f"{path}/{pointer_token(key)}"
@@ -123,7 +128,7 @@ def check_keywords(schema: dict, path: str) -> None:
             raise SchemaError(f"unknown meta-schema {value!r}: its vocabulary cannot be known", where)
         elif key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#"):
             raise SchemaError(f"embedded resources ({key} below the root) are not supported", where)
-        elif key not in ANNOTATIONS and not key.startswith("x-"):
+        elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
             close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
             if close:
                 raise SchemaError(f"unknown keyword '{key}' (did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?): "
@@ -147,8 +152,28 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
     elif key == "required":
         if not isinstance(value, list) or any(not isinstance(n, str) for n in value) or len(set(value)) != len(value):
             raise SchemaError("'required' must be an array of distinct strings", where)
-    elif key in ("additionalProperties", "items"):
+    elif key in ("additionalProperties", "items", "propertyNames"):
         _check_schema(value, where)
+    elif key == "patternProperties":
+        if not isinstance(value, dict):
+            raise SchemaError("'patternProperties' must be an object", where)
+        for name, sub in value.items():
+            _check_schema(sub, f"{where}/{pointer_token(name)}")
+    elif key == "not":
+        _check_schema(value, where)
+    elif key == "dependentRequired":
+        if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                                  for v in value.values()):
+            raise SchemaError("'dependentRequired' must map names to arrays of names", where)
+    elif key == "not":
+        _check_schema(value, where)
+    elif key == "dependentRequired":
+        if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                                  for v in value.values()):
+            raise SchemaError("'dependentRequired' must map names to arrays of names", where)
+    elif key == "multipleOf":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise SchemaError(f"'multipleOf' must be a positive number, got {value!r}", where)
     elif key in ("prefixItems", "anyOf", "oneOf", "allOf"):
         if not isinstance(value, list) or not value:
             raise SchemaError(f"'{key}' must be a non-empty array of schemas", where)
@@ -157,7 +182,7 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
     elif key in NON_NEGATIVE_INTS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
             raise SchemaError(f"'{key}' must be a non-negative integer, got {value!r}", where)
-        if value > MAX_COUNT:
+        if value > MAX_COUNT and key.startswith("min"):
             raise SchemaError(f"'{key}' above {MAX_COUNT} would need that many automaton copies; not supported", where)
     elif key in NUMBERS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -167,8 +192,6 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
     elif key == "uniqueItems":
         if not isinstance(value, bool):
             raise SchemaError("'uniqueItems' must be a boolean", where)
-        if value and schema.get("maxItems", 2) > 1:
-            raise SchemaError("'uniqueItems: true' is not supported: it cannot be enforced exactly", where)
 
 
 def _anchor_index(node: Any, path: str, out: dict[str, tuple[Any, str]]) -> None:
@@ -221,8 +244,20 @@ def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, s
     _check_schema(schema, path)
     if isinstance(schema, bool):
         return schema, ctx, path
+    schema = _older_drafts(schema, path)
     check_keywords(schema, path)
-    own: dict = {k: v for k, v in schema.items() if k in SUPPORTED and k not in ("$ref", "allOf", "const", "oneOf")}
+    own: dict = {k: v for k, v in schema.items()
+                 if k in SUPPORTED and k not in ("$ref", "allOf", "const", "oneOf", "not")}
+    if own.get("format") not in SPEC_FORMATS:
+        own.pop("format", None)
+    for key in ("maxLength", "maxItems"):
+        if own.get(key, 0) > MAX_COUNT:
+            own[key] = MAX_COUNT
+    if "not" in schema:
+        negated = flatten(schema["not"], f"{path}/not", ctx.entering())[0]
+        own = merge(own, _negation(negated, f"{path}/not"), path)
+        if own is False:
+            return False, ctx, path
     if "const" in schema:
         own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
     result: Schema = own
@@ -244,6 +279,7 @@ def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, s
             flat, ctx, _ = flatten(part, f"{path}/oneOf/{i}", ctx.entering())
             branches.append(flat)
         from stdsl.compiler.json_validate import provably_disjoint
+        branches = _optional_discriminator(branches, ctx) or branches
         for i in range(len(branches)):
             for j in range(i + 1, len(branches)):
                 if not provably_disjoint(branches[i], branches[j], ctx):
@@ -251,6 +287,73 @@ def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, s
                                       "are supported", f"{path}/oneOf")
         result = merge(result, {"anyOf": branches}, path)
     return result, ctx, path
+
+
+def _optional_discriminator(branches: list[Schema], ctx: Context) -> list[Schema] | None:
+    """`oneOf` branches equal except for one optional property with pairwise disjoint schemas, made exact.
+
+    An instance lacking that property (or not an object) meets every branch alike, so it matches
+    none or several and is invalid; requiring the property (and an object) in each branch is exact.
+    """
+    from stdsl.compiler.json_validate import provably_disjoint
+    if len(branches) < 2 or not all(isinstance(b, dict) and isinstance(b.get("properties"), dict) for b in branches):
+        return None
+    for name in branches[0]["properties"]:
+        if not all(name in b["properties"] for b in branches):
+            continue
+        rests = {json.dumps({**b, "properties": {k: v for k, v in b["properties"].items() if k != name}},
+                            sort_keys=True, default=str) for b in branches}
+        if len(rests) != 1:
+            continue
+        values = [flatten(b["properties"][name], "#", ctx)[0] for b in branches]
+        if all(provably_disjoint(values[i], values[j], ctx)
+               for i in range(len(values)) for j in range(i + 1, len(values))):
+            return [merge(b, {"type": "object", "required": [name]}, "#") for b in branches]
+    return None
+
+
+def _older_drafts(schema: dict, path: str) -> dict:
+    """Draft 4-2019 spellings in their 2020-12 form: array `items` + `additionalItems` as `prefixItems` + `items`,
+    `dependencies` with array values as `dependentRequired`; `additionalItems` beside a schema `items` does nothing."""
+    if "additionalItems" not in schema and "dependencies" not in schema and not isinstance(schema.get("items"), list):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("items", "additionalItems", "dependencies")}
+    if isinstance(schema.get("items"), list):
+        if "prefixItems" in schema:
+            raise SchemaError("an array 'items' beside 'prefixItems' is ambiguous", f"{path}/items")
+        out["prefixItems"] = schema["items"]
+        out["items"] = schema.get("additionalItems", True)
+    elif "items" in schema:
+        out["items"] = schema["items"]
+    if "dependencies" in schema:
+        deps = schema["dependencies"]
+        if not isinstance(deps, dict) or not all(isinstance(v, list) for v in deps.values()):
+            raise SchemaError("'dependencies' with schema values (dependentSchemas) is not supported",
+                              f"{path}/dependencies")
+        out["dependentRequired"] = deps
+    if out.get("prefixItems") == []:
+        del out["prefixItems"]
+    return out
+
+
+def _negation(negated: Schema, path: str) -> Schema:
+    """The schema of instances that fail `negated` (flattened): a type test, a `required` list or a boolean."""
+    if negated is True or negated == {}:
+        return False
+    if negated is False:
+        return {}
+    if set(negated) == {"type"}:
+        types = negated["type"] if isinstance(negated["type"], list) else [negated["type"]]
+        kinds = kinds_of_types(list(TYPES[:-1])) - kinds_of_types(types)
+        if not kinds:
+            return False
+        return {"type": _merge_types([t for t in TYPES[:-1] if kinds_of_types([t]) <= kinds]
+                                     + (["integer"] if "integer" in kinds else []), list(TYPES[:-1]))}
+    if set(negated) == {"required"} and negated["required"]:
+        absent = [{"type": "object", "properties": {name: False}} for name in negated["required"]]
+        return absent[0] if len(absent) == 1 else {"type": "object", "anyOf": absent}
+    raise SchemaError("'not' is supported only around a type test, a `required` list or a boolean schema (its "
+                      "complement is not regular in general)", path)
 
 
 def merge(a: Schema, b: Schema, path: str) -> Schema:
@@ -274,10 +377,18 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
             out[key] = [v for v in mine if json_key(v) in keys]
         elif key == "required":
             out[key] = list(dict.fromkeys(list(mine) + list(value)))
-        elif key in ("minItems", "minLength", "minimum", "exclusiveMinimum"):
+        elif key in ("minItems", "minLength", "minimum", "exclusiveMinimum", "minProperties"):
             out[key] = max(mine, value)
-        elif key in ("maxItems", "maxLength", "maximum", "exclusiveMaximum"):
+        elif key in ("maxItems", "maxLength", "maximum", "exclusiveMaximum", "maxProperties"):
             out[key] = min(mine, value)
+        elif key == "multipleOf":
+            out[key] = _merge_multiples(mine, value, path)
+        elif key == "propertyNames":
+            out[key] = _conj(mine, value)
+        elif key == "dependentRequired":
+            out[key] = {n: list(dict.fromkeys(mine.get(n, []) + value.get(n, []))) for n in {**mine, **value}}
+        elif key == "patternProperties":
+            raise SchemaError("cannot merge two 'patternProperties' exactly", path)
         elif key == "uniqueItems":
             out[key] = mine or value
         elif key in ("pattern", "format"):
@@ -288,6 +399,10 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
             if len(pairs) > MAX_ANYOF_BRANCHES:
                 raise SchemaError(f"'anyOf' combination exceeds {MAX_ANYOF_BRANCHES} branches", path)
             out[key] = pairs
+    object_keys = ("properties", "additionalProperties", "patternProperties")
+    if any(k in a for k in object_keys) and any(k in b for k in object_keys) \
+            and ("patternProperties" in a or "patternProperties" in b):
+        raise SchemaError("cannot merge 'patternProperties' with another schema's properties exactly", path)
     if "properties" in b or "additionalProperties" in b or "properties" in a or "additionalProperties" in a:
         _merge_objects(out, a, b)
     if "items" in a or "items" in b or "prefixItems" in a or "prefixItems" in b:
@@ -304,6 +419,18 @@ def _conj(x: Schema, y: Schema) -> Schema:
     if x is False or y is False:
         return False
     return {"allOf": [x, y]}
+
+
+def _merge_multiples(x: Any, y: Any, path: str) -> Any:
+    """One `multipleOf` equivalent to two: equal ones, one dividing the other, or the lcm of integers."""
+    dx, dy = Decimal(repr(x)), Decimal(repr(y))
+    if dx % dy == 0:
+        return x
+    if dy % dx == 0:
+        return y
+    if dx == dx.to_integral_value() and dy == dy.to_integral_value():
+        return math.lcm(int(dx), int(dy))
+    raise SchemaError("cannot merge two fractional 'multipleOf' constraints exactly", path)
 
 
 def _merge_types(x: Any, y: Any) -> list[str]:

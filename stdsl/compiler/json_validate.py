@@ -67,16 +67,32 @@ def _string_conforms(value: str, flat: dict, path: str) -> bool:
 def _number_conforms(value: float, flat: dict) -> bool:
     number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     checks = (("minimum", lambda b: number >= b), ("maximum", lambda b: number <= b),
-              ("exclusiveMinimum", lambda b: number > b), ("exclusiveMaximum", lambda b: number < b))
+              ("exclusiveMinimum", lambda b: number > b), ("exclusiveMaximum", lambda b: number < b),
+              ("multipleOf", lambda b: number % b == 0))
     return all(check(Decimal(repr(flat[key]))) for key, check in checks if key in flat)
 
 
 def _object_conforms(value: dict, flat: dict, ctx: Context, path: str) -> bool:
+    from stdsl.compiler.json_schema_keys import name_matches, pattern_matcher
     props = flat.get("properties", {})
     extra = flat.get("additionalProperties", True)
     if any(name not in value for name in flat.get("required", [])):
         return False
-    return all(conforms(v, props.get(k, extra), ctx, f"{path}/properties") for k, v in value.items())
+    if not flat.get("minProperties", 0) <= len(value) <= flat.get("maxProperties", len(value)):
+        return False
+    if any(n not in value for k, names in flat.get("dependentRequired", {}).items() if k in value for n in names):
+        return False
+    names = flat.get("propertyNames", True)
+    if not all(conforms(k, names, ctx, f"{path}/propertyNames") for k in value):
+        return False
+    matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in flat.get("patternProperties", {})}
+    for k, v in value.items():
+        matched = [flat["patternProperties"][p] for p, m in matchers.items() if name_matches(m, k)]
+        if not all(conforms(v, s, ctx, f"{path}/patternProperties") for s in matched):
+            return False
+        if not conforms(v, props[k] if k in props else (True if matched else extra), ctx, f"{path}/properties"):
+            return False
+    return True
 
 
 def _array_conforms(value: list, flat: dict, ctx: Context, path: str) -> bool:
@@ -146,8 +162,13 @@ def provably_disjoint(a: Schema, b: Schema, ctx: Context) -> bool:
 
 
 def _discriminated(a: dict, b: dict, ctx: Context) -> bool:
-    """Both require a property whose two schemas are provably disjoint."""
+    """Both require a property whose two schemas are provably disjoint, or one requires a property the other forbids."""
     pa, pb = a.get("properties", {}), b.get("properties", {})
+    for one, other, props in ((a, b, pb), (b, a, pa)):
+        closed = other.get("additionalProperties", True) is False and not other.get("patternProperties")
+        for name in one.get("required", []):
+            if props.get(name) is False or (closed and name not in props):
+                return True
     for name in set(a.get("required", [])) & set(b.get("required", [])):
         if name in pa and name in pb:
             fa = flatten(pa[name], "#", ctx)[0]
