@@ -165,12 +165,6 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
         if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
                                                   for v in value.values()):
             raise SchemaError("'dependentRequired' must map names to arrays of names", where)
-    elif key == "not":
-        _check_schema(value, where)
-    elif key == "dependentRequired":
-        if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
-                                                  for v in value.values()):
-            raise SchemaError("'dependentRequired' must map names to arrays of names", where)
     elif key == "multipleOf":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise SchemaError(f"'multipleOf' must be a positive number, got {value!r}", where)
