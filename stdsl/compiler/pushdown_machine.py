@@ -129,6 +129,42 @@ class PushdownMachine:
         """Stack depth of a configuration."""
         return self._stack_depth[self._config_stack[config]]
 
+    def state_of(self, config: int) -> int:
+        """The automaton state of a configuration."""
+        return self._config_state[config]
+
+    def stack_id(self, config: int) -> int:
+        """The interned id of a configuration's stack: configurations with equal stacks share it."""
+        return self._config_stack[config]
+
+    def room(self, config: int) -> int:
+        """How many more return states the stack takes before the cap refuses a call."""
+        return self.max_depth - self.depth(config)
+
+    def stack_top(self, config: int, count: int) -> tuple[tuple[int, ...], bool]:
+        """The top `count` return states (bottom first) and whether nothing lies below them on the stack."""
+        stack = self._config_stack[config]
+        items: list[int] = []
+        while stack != EMPTY_STACK and len(items) < count:
+            items.append(self._stack_top[stack])
+            stack = self._stack_rest[stack]
+        return tuple(reversed(items)), stack == EMPTY_STACK
+
+    def resume(self, config: int, pops: int, pushed: tuple[int, ...], state: int) -> int:
+        """The configuration at `state` on config's stack less its top `pops` symbols plus `pushed`, settled.
+
+        This composes a run computed on a symbolic stack (Theorem 22) with a concrete one; the caller
+        checks the cap (the run's peak height against `room`).
+        """
+        stack = self._config_stack[config]
+        for _ in range(pops):
+            if stack == EMPTY_STACK:
+                raise ValueError(f"resume: cannot pop {pops} symbols from configuration {config}")
+            stack = self._stack_rest[stack]
+        for item in pushed:
+            stack = self._push(stack, item)
+        return self._settle(state, stack)
+
     def config_accepts(self, config: int) -> bool:
         """Whether the output may end at this configuration."""
         return self._accepting[self._config_state[config]] and self._stack_accepts[self._config_stack[config]]

@@ -1,10 +1,10 @@
-"""Rows on demand for a pushdown: every token's run from one concrete configuration, by the level pass.
+"""Rows on demand for a pushdown: every token's run from one configuration, by the level pass.
 
-The trie is walked level by level as for a DFA (Theorem 18(i)); a node's configuration is an
-interned id of the `PushdownMachine`, and each level steps only its distinct (configuration,
-byte) pairs, memoized across calls.  The run of a token depends on the stack only through the
-symbols it pops (Theorem 22), and the walk reads those from the concrete stack, so every row is
-exact: it equals stepping each token byte by byte.
+`pushdown_row` walks the trie level by level as for a DFA (Theorem 18(i)) from one concrete
+configuration: a node's configuration is an interned id of the `PushdownMachine`, and each level
+steps only its distinct (configuration, byte) pairs, memoized across calls; it is the exact
+reference.  `PushdownRows`, what decoding uses, composes the same rows from symbolic rows
+(`pushdown_context_rows`), walked once per state and top of stack (Theorem 22).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from stdsl.compiler.pushdown_machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
+from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES, ContextRows, ContextRowStats
 from stdsl.kernels.vocabulary import Vocabulary
 
 
@@ -42,18 +43,22 @@ def pushdown_row(machine: PushdownMachine, config: int, vocab: Vocabulary) -> np
 
 
 class PushdownRows:
-    """Rows of next configurations per configuration, computed on first use and kept in a small LRU.
+    """Rows of next configurations per configuration, composed from symbolic rows (Theorem 22) and kept in a small LRU.
 
-    A configuration carries its whole stack, so one is rarely met twice; the LRU only serves the
-    repeated asks of one step (the mask, then the singleton check after the advance).
+    The symbolic rows (`ContextRows`, bounded by `max_bytes`) are shared by every configuration
+    with the same state and top of stack, so the trie is walked once per such context; the
+    concrete LRU of `max_rows` only serves the repeated asks of one step (the mask, then the
+    singleton check after the advance).  Each row equals `pushdown_row` at its configuration.
     """
 
-    def __init__(self, machine: PushdownMachine, vocab: Vocabulary, max_rows: int = 4) -> None:
+    def __init__(self, machine: PushdownMachine, vocab: Vocabulary, max_rows: int = 4,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if max_rows < 1:
             raise StdslError(f"PushdownRows: max_rows must be at least 1, got {max_rows}")
         self.machine = machine
         self.vocab = vocab
         self.max_rows = max_rows
+        self.symbolic = ContextRows(machine, vocab, max_bytes)
         self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
 
     def next_states(self, config: int) -> np.ndarray:
@@ -62,7 +67,7 @@ class PushdownRows:
         if row is not None:
             self._rows.move_to_end(config)
             return row
-        row = pushdown_row(self.machine, config, self.vocab)
+        row = self.symbolic.next_states(config)
         row.flags.writeable = False
         self._rows[config] = row
         if len(self._rows) > self.max_rows:
@@ -76,9 +81,14 @@ class PushdownRows:
         return allowed
 
     @property
+    def stats(self) -> ContextRowStats:
+        """Lookups of the symbolic rows so far (hit rate, walks, concrete steps, evictions)."""
+        return self.symbolic.stats
+
+    @property
     def nbytes(self) -> int:
-        """Bytes held by the cached rows."""
-        return sum(r.nbytes for r in self._rows.values())
+        """Bytes held by the cached concrete rows and the symbolic rows."""
+        return sum(r.nbytes for r in self._rows.values()) + self.symbolic.nbytes
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -2,8 +2,10 @@
 
 Configuration ids of the `PushdownMachine` stand in for automaton states, so the forced planner
 (canonical split, forced spans across calls and returns), the boundary cover and the decode loop
-are reused unchanged; rows come from the pushdown level pass, and the budget rule is the sound
-byte-level bound of Proposition 2: a token is admitted only if 1 + need+(c') ≤ tokens left.
+are reused unchanged; rows are composed from symbolic rows walked once per state and top of stack
+(Theorem 22; shared by every request on the machine, eos and acceptance read from the concrete
+stack), and the budget rule is the sound byte-level bound of Proposition 2: a token is admitted
+only if 1 + need+(c') ≤ tokens left.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from stdsl.compiler.pushdown import PushdownGrammar
 from stdsl.compiler.pushdown_machine import PushdownMachine
 from stdsl.errors import GenerationError
+from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.budget import UNREACHABLE
@@ -71,12 +74,15 @@ class PushdownBudget:
 
 
 class PushdownTables:
-    """Per (grammar, vocabulary) state shared by every request: the machine, rows and planners."""
+    """Per (grammar, vocabulary) state shared by every request: the machine, rows and planners.
 
-    def __init__(self, machine: PushdownMachine, vocab: Vocabulary) -> None:
+    The symbolic rows behind `rows` are bounded by `max_row_bytes`.
+    """
+
+    def __init__(self, machine: PushdownMachine, vocab: Vocabulary, max_row_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.machine = machine
         self.vocab = vocab
-        self.rows = PushdownRows(machine, vocab)
+        self.rows = PushdownRows(machine, vocab, max_bytes=max_row_bytes)
         self.budget = PushdownBudget(machine)
         self._planners: dict[tuple[int, bool], tuple[Any, PushdownPlanner]] = {}
 

@@ -68,9 +68,15 @@ class ReferenceStepper:
         return config
 
 
-def assert_row_exact(machine: PushdownMachine, vocab: Vocabulary, config: int) -> None:
-    """Every token's entry in the row is the configuration byte-by-byte stepping reaches (or dead)."""
+def assert_row_exact(machine: PushdownMachine, vocab: Vocabulary, config: int,
+                     rows: PushdownRows | None = None) -> None:
+    """Every token's entry in the row is the configuration byte-by-byte stepping reaches (or dead).
+
+    With `rows`, the row they compose from symbolic rows must be the same.
+    """
     row = pushdown_row(machine, config, vocab)
+    if rows is not None:
+        assert np.array_equal(rows.next_states(config), row), machine.configuration(config)
     explicit = machine.configuration(config)
     oracle = ReferenceStepper(machine.grammar)
     for token, data in enumerate(vocab.token_bytes):
@@ -99,9 +105,11 @@ def test_rows_equal_stepping_on_every_configuration_up_to_depth_four() -> None:
                 seen.add(nxt)
                 queue.append(nxt)
     assert max(machine.depth(c) for c in seen) == 4
+    rows = PushdownRows(machine, vocab)
     for config in sorted(seen):
-        assert_row_exact(machine, vocab, config)
+        assert_row_exact(machine, vocab, config, rows)
     assert len(seen) >= 60
+    assert rows.stats.free_misses <= machine.grammar.num_states and rows.stats.context_misses > 0
 
 
 def test_row_cache_masks_eos_exactly_at_accepting_configurations() -> None:
@@ -142,8 +150,9 @@ def test_rows_equal_stepping_on_sampled_prefixes_with_smollm2(smollm2_tokenizer)
     vocab = vocabulary_of(smollm2_tokenizer)
     for schema, gold in recursive_tasks():
         machine = compile_recursive(schema).machine
+        rows = PushdownRows(machine, vocab)
         for config in sampled_configurations(machine, [gold], 8):
-            assert_row_exact(machine, vocab, config)
+            assert_row_exact(machine, vocab, config, rows)
 
 
 def test_rows_equal_stepping_on_sampled_prefixes_with_qwen() -> None:
@@ -152,5 +161,6 @@ def test_rows_equal_stepping_on_sampled_prefixes_with_qwen() -> None:
     vocab = qwen_vocabulary()
     for schema, gold in recursive_tasks():
         machine = compile_recursive(schema).machine
+        rows = PushdownRows(machine, vocab)
         for config in sampled_configurations(machine, [gold], 3):
-            assert_row_exact(machine, vocab, config)
+            assert_row_exact(machine, vocab, config, rows)

@@ -13,7 +13,7 @@ from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recur
 from stdsl.errors import BudgetError, CompileError, GenerationError
 from stdsl.runtime.constraint_state import vocabulary_of
 from stdsl.runtime.decode import generate
-from stdsl.runtime.pushdown_state import PushdownState
+from stdsl.runtime.pushdown_state import PushdownState, pushdown_tables
 
 TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
 FS_SCHEMA = {
@@ -53,6 +53,18 @@ def test_forced_span_decoder_equals_reference(tiny_model) -> None:
     slow = generate(tiny_model, "Tree", constraint, max_tokens=80, reference=True)
     assert fast.text == slow.text
     assert slow.stats.passes >= fast.stats.passes == fast.stats.sampled_tokens
+
+
+def test_a_second_request_reuses_the_symbolic_rows(tiny_model) -> None:
+    constraint = stdsl.compile(FS_SCHEMA)
+    first = generate(tiny_model, "Tree", constraint, max_tokens=60)
+    rows = pushdown_tables(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows
+    walks = rows.stats.free_misses + rows.stats.context_misses
+    assert walks > 0 and rows.symbolic.nbytes > 0
+    second = generate(tiny_model, "Tree", constraint, max_tokens=60)
+    assert second.text == first.text
+    assert rows.stats.free_misses + rows.stats.context_misses == walks
+    assert rows.stats.hit_rate > 0.5
 
 
 def feed(control: PushdownState, target: bytes) -> None:
