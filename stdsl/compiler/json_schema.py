@@ -62,10 +62,11 @@ from stdsl.compiler.json_strings import (
     string_not_in,
 )
 from stdsl.compiler.json_validate import conforms
+from stdsl.compiler.nfa import estimated_states
 from stdsl.errors import SchemaError
 
 ANY_VALUE_DEPTH = 3
-EMBED_ABOVE_NODES = 100_000
+EMBED_ABOVE_STATES = 20_000
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
                    "minProperties", "maxProperties", "dependentRequired")
@@ -150,12 +151,12 @@ class _Compiler:
         return ir.alt(*parts)
 
     def _compact(self, node: Node) -> Node:
-        """A large object/array node as its minimal automaton, so repeated copies stay small.
+        """A large node as its minimal automaton, so the copies a counted repeat makes stay small.
 
-        The IR is a tree to the NFA builder, and optional members or nested objects copy
-        sub-trees; embedding the minimized DFA of a big sub-tree bounds that growth.
+        The NFA builder shares a sub-node wherever it has one continuation; the items of an
+        array with `minItems`/`maxItems` have one per count, and the minimized DFA is the cheaper copy.
         """
-        if _tree_size(node, {}) <= EMBED_ABOVE_NODES:
+        if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
         from stdsl.compiler.automaton import build_automaton
         from stdsl.errors import EmptyLanguageError
@@ -179,10 +180,10 @@ class _Compiler:
         if name == "object":
             if not any(k in flat for k in OBJECT_KEYWORDS):
                 return self._any_object(ANY_VALUE_DEPTH)
-            return self._compact(self._object(flat, path, ctx))
+            return self._object(flat, path, ctx)
         if not any(k in flat for k in ARRAY_KEYWORDS):
             return self._any_array(ANY_VALUE_DEPTH)
-        return self._compact(self._array(flat, path, ctx))
+        return self._array(flat, path, ctx)
 
     def _object(self, flat: dict, path: str, ctx: Context) -> Node:
         """Declared members in schema order (optional ones may be absent), then additional members.
@@ -316,6 +317,8 @@ class _Compiler:
         item = self.value(flat.get("items", True), f"{path}/items", ctx)
         low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
         high = None if high is None else int(high)
+        if high is not None or low > 1:
+            item = self._compact(item)
         if high is not None and high < low:
             return ir.NOTHING
         k = len(prefix)
@@ -422,21 +425,6 @@ def _property_names(flat: dict, path: str, ctx: Context) -> Schema | None:
     """The `propertyNames` schema, or None when names are unconstrained."""
     names = flat.get("propertyNames")
     return None if names is None or names is True or names == {} else names
-
-
-def _tree_size(node: Node, memo: dict[int, int]) -> int:
-    """Nodes of the IR counted as a tree (shared sub-nodes counted at every use), in DAG time."""
-    key = id(node)
-    if key not in memo:
-        if isinstance(node, ir.ByteSet):
-            memo[key] = 1
-        elif isinstance(node, ir.Embedded):
-            memo[key] = len(node.accepting)
-        elif isinstance(node, ir.Repeat):
-            memo[key] = 1 + (node.max or node.min + 1) * _tree_size(node.item, memo)
-        else:
-            memo[key] = 1 + sum(_tree_size(item, memo) for item in node.items)
-    return memo[key]
 
 
 def canonical_scalar(value: Any) -> str:

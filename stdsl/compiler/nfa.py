@@ -5,13 +5,16 @@ repetition `x{m,n}` is expanded into copies: m required ones, then n-m optional 
 so that every epsilon closure stays small.  An alternation of plain byte strings (what a
 code point class such as `\\w` becomes after UTF-8 expansion, or a list of keywords) is
 built as a trie with shared suffixes, so its states stay few and nearly deterministic.
-The size is checked before building.
+The NFA is built back to front with fragments shared per (node, continuation), and its size
+is checked while building.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.errors import StateBudgetError
@@ -94,32 +97,74 @@ def _trie_template(node: ir.Alt) -> _TrieTemplate:
     return _TrieTemplate(tuple(edges), tuple(finals))
 
 
-def expanded_size(node: ir.Node) -> int:
-    """An upper bound on the NFA states the Thompson construction makes for `node` (repeats expanded)."""
-    if isinstance(node, ir.ByteSet):
-        return 1
-    if isinstance(node, ir.Embedded):
-        return 1 + len(node.accepting)
-    if isinstance(node, ir.Seq):
-        return sum(expanded_size(item) for item in node.items)
-    if isinstance(node, ir.Alt):
-        return 1 + sum(1 + expanded_size(item) for item in node.items)
-    copies = node.min + 1 if node.max is None else node.max
-    return 3 + max(copies, 1) * (1 + expanded_size(node.item))
+def estimated_states(node: ir.Node, repeats: dict[int, int] | None = None) -> int:
+    """About how many NFA states `node` needs: each distinct sub-node once, times the copies of counted repeats.
+
+    A fast refusal for hopeless expressions (nested counted repeats); the builder's own count is the exact guard.
+    """
+    repeats = {} if repeats is None else repeats
+    seen: set[int] = set()
+    total = 0
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ir.ByteSet):
+            total += 1
+        elif isinstance(current, ir.Embedded):
+            total += len(current.accepting)
+        elif isinstance(current, ir.Repeat):
+            if id(current) not in repeats:
+                copies = current.min + 1 if current.max is None else current.max
+                repeats[id(current)] = 1 + max(copies, 1) * (1 + estimated_states(current.item, repeats))
+            total += repeats[id(current)]
+        else:
+            total += 1
+            pending.extend(current.items)
+    return total
+
+
+def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
+    """Per DFA state (rows of a (n, 256) table, -1 dead), its moves grouped by target: (byte ranges, target)."""
+    table = np.asarray(transitions)
+    flat = table.reshape(-1)
+    boundary = np.ones(flat.size, dtype=bool)
+    boundary[1:] = flat[1:] != flat[:-1]
+    boundary[::256] = True
+    starts = np.flatnonzero(boundary)
+    ends = np.append(starts[1:], flat.size) - 1
+    live = flat[starts] >= 0
+    grouped: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(table.shape[0])]
+    for start, end, target in zip(starts[live].tolist(), ends[live].tolist(), flat[starts[live]].tolist()):
+        grouped[start >> 8].setdefault(target, []).append((start & 255, end & 255))
+    return [[(tuple(spans), target) for target, spans in by_target.items()] for by_target in grouped]
 
 
 class _Builder:
-    """Appends states to an `NFA`; `fragment(node, entry)` wires `node` from `entry` and returns its exit.
+    """Appends states to an `NFA` back to front: `entry(node, exit)` returns a state from which `node` leads to `exit`.
 
-    `entry` may already have outgoing edges; the returned exit is always a fresh state.
+    Fragments are memoized by (node, exit): a sub-expression shared in the IR and followed by
+    the same continuation (the optional members of an object all end where the object ends)
+    becomes one set of states instead of one copy per use, which keeps the NFA, and the subset
+    construction over it, linear in the IR's size.  A fragment only adds edges out of the
+    states it creates, so sharing its exit with other fragments is safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_states: int) -> None:
         self.nfa = NFA()
+        self.max_states = max_states
         self.set_index: dict[Ranges, int] = {}
         self.templates: dict[int, _TrieTemplate | None] = {}
+        self.memo: dict[tuple[int, int], int] = {}
+        self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
+        if len(self.nfa.eps) >= self.max_states:
+            raise StateBudgetError(
+                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
+                "repetitions such as x{m,n} or nest fewer of them")
         self.nfa.eps.append([])
         self.nfa.edges.append([])
         return len(self.nfa.eps) - 1
@@ -130,98 +175,93 @@ class _Builder:
             self.nfa.byte_sets.append(ranges)
         return index
 
-    def fragment(self, node: ir.Node, entry: int) -> int:
+    def entry(self, node: ir.Node, exit_state: int) -> int:
+        if isinstance(node, ir.Seq):
+            for item in reversed(node.items):
+                exit_state = self.entry(item, exit_state)
+            return exit_state
+        key = (id(node), exit_state)
+        found = self.memo.get(key)
+        if found is None:
+            found = self._build(node, exit_state)
+            self.memo[key] = found
+        return found
+
+    def _build(self, node: ir.Node, exit_state: int) -> int:
         nfa = self.nfa
         if isinstance(node, ir.ByteSet):
-            target = self.new_state()
-            nfa.edges[entry].append((self.byte_set_index(node.ranges), target))
-            return target
+            start = self.new_state()
+            nfa.edges[start].append((self.byte_set_index(node.ranges), exit_state))
+            return start
         if isinstance(node, ir.Embedded):
-            return self.embedded(node, entry)
-        if isinstance(node, ir.Seq):
-            for item in node.items:
-                entry = self.fragment(item, entry)
-            return entry
+            return self.embedded(node, exit_state)
         if isinstance(node, ir.Alt):
             if id(node) not in self.templates:
                 self.templates[id(node)] = _trie_template(node) if _is_byte_string_alt(node) else None
             template = self.templates[id(node)]
             if template is not None:
-                return self.trie(template, entry)
-            join = self.new_state()
+                return self.trie(template, exit_state)
+            start = self.new_state()
             for item in node.items:
-                branch = self.new_state()
-                nfa.eps[entry].append(branch)
-                nfa.eps[self.fragment(item, branch)].append(join)
-            return join
-        return self.repeat(node, entry)
+                nfa.eps[start].append(self.entry(item, exit_state))
+            return start
+        assert isinstance(node, ir.Repeat)
+        return self.repeat(node, exit_state)
 
-    def embedded(self, node: ir.Embedded, entry: int) -> int:
+    def embedded(self, node: ir.Embedded, exit_state: int) -> int:
         """Copy an already-compiled DFA in: one NFA state per DFA state, one byte edge per distinct target."""
         nfa = self.nfa
+        if id(node) not in self.embedded_edges:
+            self.embedded_edges[id(node)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
+                                             for out in _dfa_edges(node.transitions)]
+        base = len(nfa.eps)
         states = [self.new_state() for _ in range(len(node.accepting))]
-        exit_state = self.new_state()
-        nfa.eps[entry].append(states[0])
-        for q, row in enumerate(node.transitions.tolist()):
-            if node.accepting[q]:
-                nfa.eps[states[q]].append(exit_state)
-            by_target: dict[int, list[tuple[int, int]]] = {}
-            for byte, target in enumerate(row):
-                if target < 0:
-                    continue
-                spans = by_target.setdefault(target, [])
-                if spans and spans[-1][1] == byte - 1:
-                    spans[-1] = (spans[-1][0], byte)
-                else:
-                    spans.append((byte, byte))
-            for target, spans in by_target.items():
-                nfa.edges[states[q]].append((self.byte_set_index(tuple(spans)), states[target]))
-        return exit_state
+        for q, out in enumerate(self.embedded_edges[id(node)]):
+            nfa.edges[states[q]] = [(index, base + target) for index, target in out]
+        for q in np.flatnonzero(node.accepting).tolist():
+            nfa.eps[states[q]].append(exit_state)
+        return states[0]
 
-    def trie(self, template: _TrieTemplate, entry: int) -> int:
+    def trie(self, template: _TrieTemplate, exit_state: int) -> int:
         nfa = self.nfa
-        states = [entry] + [self.new_state() for _ in range(len(template.final) - 1)]
-        exit_state = self.new_state()
+        states = [self.new_state() for _ in range(len(template.final))]
         for local, out in enumerate(template.edges):
             state = states[local]
             for ranges, target in out:
                 nfa.edges[state].append((self.byte_set_index(ranges), states[target]))
             if template.final[local]:
                 nfa.eps[state].append(exit_state)
-        return exit_state
+        return states[0]
 
-    def repeat(self, node: ir.Repeat, entry: int) -> int:
+    def repeat(self, node: ir.Repeat, exit_state: int) -> int:
+        """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
         nfa = self.nfa
-        for _ in range(node.min):
-            entry = self.fragment(node.item, entry)
         if node.max is None:
             loop = self.new_state()
-            nfa.eps[entry].append(loop)
-            body = self.new_state()
-            nfa.eps[loop].append(body)
-            nfa.eps[self.fragment(node.item, body)].append(loop)
-            exit_state = self.new_state()
             nfa.eps[loop].append(exit_state)
-            return exit_state
-        exit_state = self.new_state()
-        for _ in range(node.max - node.min):
-            nfa.eps[entry].append(exit_state)
-            body = self.new_state()
-            nfa.eps[entry].append(body)
-            entry = self.fragment(node.item, body)
-        nfa.eps[entry].append(exit_state)
-        return exit_state
+            nfa.eps[loop].append(self.entry(node.item, loop))
+            after = loop
+        else:
+            after = exit_state
+            for _ in range(node.max - node.min):
+                optional = self.new_state()
+                nfa.eps[optional].append(exit_state)
+                nfa.eps[optional].append(self.entry(node.item, after))
+                after = optional
+        for _ in range(node.min):
+            after = self.entry(node.item, after)
+        return after
 
 
 def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES) -> NFA:
-    """The Thompson NFA of `node`; raises `StateBudgetError` if it would exceed `max_states` states."""
-    estimate = expanded_size(node)
+    """The Thompson NFA of `node`; raises `StateBudgetError` as soon as it would exceed `max_states` states."""
+    estimate = estimated_states(node)
     if estimate > max_states:
         raise StateBudgetError(
             f"the expression expands to about {estimate:,} NFA states (limit {max_states:,}); "
             "reduce counted repetitions such as x{m,n} or nest fewer of them")
-    builder = _Builder()
-    start = builder.new_state()
-    builder.nfa.start = start
-    builder.nfa.accept = builder.fragment(node, start)
+    builder = _Builder(max_states)
+    accept = builder.new_state()
+    builder.nfa.accept = accept
+    builder.nfa.start = builder.entry(node, accept)
     return builder.nfa
