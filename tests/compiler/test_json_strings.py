@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automaton import build_automaton
-from stdsl.compiler.json_formats import FORMATS, format_body
+from stdsl.compiler.json_formats import format_body
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.compiler.json_strings import json_string, string_not_in
 from stdsl.errors import SchemaError
@@ -127,7 +127,7 @@ FORMAT_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("name", sorted(FORMAT_CASES))
 def test_formats(name: str) -> None:
     good, bad = FORMAT_CASES[name]
     automaton = build_automaton(format_body(name))
