@@ -7,6 +7,7 @@ and every other reference is inlined by the ordinary schema compiler.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from stdsl.compiler import ir
@@ -103,45 +104,96 @@ def is_recursive_schema(schema: Any) -> bool:
     return bool(recursive_targets(schema))
 
 
-class _CallingCompiler(_Compiler):
-    """The schema compiler with every reference to a recursive target lowered to that target's call symbol."""
+MAX_NONTERMINALS = 256
+COMBINATORS = ("allOf", "anyOf", "oneOf")
 
-    def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node]) -> None:
+
+class _CallingCompiler(_Compiler):
+    """The schema compiler with every schema that mentions a recursive target at its top level lowered to a call.
+
+    A plain reference to a target calls the target's own nonterminal.  A schema that combines a
+    target with other keywords (`{"$ref": t, "maxItems": 1}`, an `anyOf` with a target among its
+    branches, an `allOf` part) gets a nonterminal of its own, keyed by its canonical JSON, whose
+    body inlines the target once; the target's inner references are calls again.
+    """
+
+    def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any) -> None:
         super().__init__(tokens)
-        self.calls = calls
+        self.targets = set(calls)
+        self.calls = dict(calls)
+        self.root = root
+        self.extra: dict[str, tuple[Schema, str]] = {}
 
     def value(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
-        """A call for a plain reference to a recursive target, else the ordinary lowering."""
-        if isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
-            _, target = resolve_ref(schema["$ref"], ctx, f"{path}/$ref")
-            if target in self.calls:
-                siblings = sorted(k for k in schema if k in SUPPORTED and k != "$ref")
-                if siblings:
-                    raise SchemaError(f"a recursive $ref ({target}) cannot be combined with {', '.join(siblings)}",
-                                      path)
-                return self.calls[target]
+        """A call for a schema that mentions a recursive target at its top level, else the ordinary lowering."""
+        if isinstance(schema, dict) and self._mentions_target(schema, ctx, path):
+            ref = schema.get("$ref")
+            if isinstance(ref, str) and not any(k in SUPPORTED and k != "$ref" for k in schema):
+                _, target = resolve_ref(ref, ctx, f"{path}/$ref")
+                if target in self.calls:
+                    return self.calls[target]
+            key = json.dumps(schema, sort_keys=True)
+            if key not in self.calls:
+                if len(self.calls) >= MAX_NONTERMINALS:
+                    raise SchemaError(f"more than {MAX_NONTERMINALS} recursive combinations of definitions", path)
+                self.calls[key] = call_symbol(len(self.calls))
+                self.extra[key] = (schema, path)
+            return self.calls[key]
         return super().value(schema, path, ctx)
+
+    def _mentions_target(self, schema: dict, ctx: Context, path: str) -> bool:
+        """Whether `schema` refers to a recursive target by `$ref` or through the parts of its combinators."""
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            try:
+                if resolve_ref(ref, ctx, f"{path}/$ref")[1] in self.targets:
+                    return True
+            except SchemaError:
+                return False
+        return any(isinstance(part, dict) and self._mentions_target(part, ctx, path)
+                   for key in COMBINATORS if isinstance(schema.get(key), list) for part in schema[key])
+
+    def body(self, schema: Schema, path: str) -> ir.Node:
+        """The inlined lowering of a nonterminal's schema (its own top-level mention is not a call)."""
+        return super().value(schema, path, Context(self.root))
 
 
 def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
                            whitespace: Whitespace | None = None) -> tuple[ir.Node, dict[str, ir.Node]]:
-    """The root's IR and each recursive target's body, with references to the targets lowered to `calls`."""
-    compiler = _CallingCompiler(_Tokens(whitespace), calls)
-    ctx = Context(schema)
+    """The root's IR and the body of each nonterminal: the recursive targets (`calls`), then combinations met.
+
+    References to the targets are lowered to `calls`; a combination gets the next call symbol,
+    and its body is keyed by its canonical JSON.
+    """
+    compiler = _CallingCompiler(_Tokens(whitespace), calls, schema)
     ws = compiler.tokens.ws
-    main = ir.seq(ws, compiler.value(schema, ROOT, ctx), ws)
+    main = ir.seq(ws, compiler.value(schema, ROOT, Context(schema)), ws)
     bodies = {}
     for target in calls:
-        node, _ = resolve_ref(target, ctx, target)
-        bodies[target] = super(_CallingCompiler, compiler).value(node, target, Context(schema))
+        node, _ = resolve_ref(target, Context(schema), target)
+        bodies[target] = compiler.body(node, target)
+    done: set[str] = set()
+    while len(done) < len(compiler.extra):
+        for key, (part, path) in list(compiler.extra.items()):
+            if key not in done:
+                done.add(key)
+                bodies[key] = compiler.body(part, path)
     return main, bodies
 
 
 def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = None,
                              max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH) -> PushdownGrammar:
-    """The pushdown grammar of a recursive JSON Schema: one nonterminal per target on a reference cycle."""
+    """The pushdown grammar of a recursive JSON Schema: one nonterminal per target on a reference cycle.
+
+    Schemas that combine a target with other keywords become nonterminals of their own.
+    """
     targets = recursive_targets(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     main, bodies = recursive_schema_to_ir(schema, calls, whitespace=whitespace)
-    definitions = [Definition(target, bodies[target]) for target in targets]
+    definitions = [Definition(_display_name(key), body) for key, body in bodies.items()]
     return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
+
+
+def _display_name(key: str) -> str:
+    """A nonterminal's name in messages: the target path, or a combination's JSON cut short."""
+    return key if key.startswith(ROOT) else (key if len(key) <= 80 else key[:77] + "...")

@@ -221,20 +221,25 @@ def _check_follow(grammar: PushdownGrammar) -> None:
 
 
 def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
-    """bn(q) (Proposition 2): least fixed point over byte moves and call edges; 0 on accepting states."""
+    """bn(q) (Proposition 2): least fixed point over byte moves and call edges; 0 on accepting states.
+
+    Byte moves are taken once per distinct (state, target) pair, so each round costs the number
+    of edges, not states x 256.
+    """
     num = grammar.num_states
+    table = grammar.byte_table
+    sources, _ = np.nonzero(table >= 0)
+    pairs = np.unique(sources.astype(np.int64) * num + table[table >= 0].astype(np.int64))
+    src, dst = pairs // num, pairs % num
     bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
-    targets = grammar.byte_table.astype(np.int64)
+    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
     for _ in range(num + 2):
-        padded = np.append(bn, UNREACHABLE)
-        by_byte = 1 + padded[np.where(targets < 0, num, targets)].min(axis=1)
-        by_call = np.full(num, UNREACHABLE, dtype=np.int64)
-        through = bn[grammar.starts[grammar.call_callee]] + bn[grammar.call_return]
-        np.minimum.at(by_call, grammar.call_state, through)
-        updated = np.where(grammar.accepting, 0, np.minimum(np.minimum(by_byte, by_call), UNREACHABLE))
-        if np.array_equal(updated, bn):
+        best = bn.copy()
+        np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
+        np.minimum.at(best, callers, np.minimum(bn[callee_starts] + bn[returns], UNREACHABLE))
+        if np.array_equal(best, bn):
             break
-        bn = updated
+        bn = best
     for n in list(range(1, len(grammar.names))) + [0]:
         if bn[grammar.starts[n]] >= UNREACHABLE:
             raise CompileError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses forever)")

@@ -143,6 +143,13 @@ ROOT_RECURSIVE = {"type": "object", "properties": {"v": {"type": "integer"}, "ki
 MUTUAL = {"$ref": "#/definitions/list", "definitions": {
     "list": {"type": "array", "items": {"$ref": "#/definitions/item"}, "maxItems": 3},
     "item": {"anyOf": [{"type": "string", "maxLength": 3}, {"$ref": "#/definitions/list"}, {"type": "null"}]}}}
+COMBINED = {"$ref": "#/definitions/list", "maxItems": 2, "definitions": {
+    "list": {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 0},
+                                                  {"$ref": "#/definitions/list", "minItems": 1},
+                                                  {"allOf": [{"$ref": "#/definitions/node"}]}]}},
+    "node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                              "kids": {"anyOf": [{"$ref": "#/definitions/list"}, {"type": "null"}]}},
+             "required": ["v"], "additionalProperties": False}}}
 trees = st.recursive(
     st.one_of(st.integers(-5, 5), st.none(), st.text(alphabet="ab", max_size=4)),
     lambda children: st.one_of(st.lists(children, max_size=4),
@@ -151,7 +158,7 @@ trees = st.recursive(
     max_leaves=12)
 
 
-@pytest.mark.parametrize("schema", [ROOT_RECURSIVE, MUTUAL], ids=["root", "mutual"])
+@pytest.mark.parametrize("schema", [ROOT_RECURSIVE, MUTUAL, COMBINED], ids=["root", "mutual", "combined"])
 @settings(max_examples=150, deadline=None)
 @given(value=trees)
 def test_recursive_schemas_accept_exactly_the_valid_documents(schema: dict, value: object) -> None:
@@ -176,3 +183,13 @@ def test_non_recursive_references_are_inlined() -> None:
               "$ref": "#/$defs/b"}
     assert recursive_targets(schema) == []
     assert recursive_targets(MUTUAL) == ["#/definitions/list", "#/definitions/item"]
+
+
+def test_a_target_combined_with_other_keywords_gets_its_own_nonterminal() -> None:
+    from stdsl.compiler.json_recursive import compile_recursive_schema
+
+    grammar = compile_recursive_schema(COMBINED)
+    assert len(grammar.names) > 1 + 2
+    machine = PushdownMachine(grammar)
+    assert machine.accepts(b"[[1],[]]") is False and machine.accepts(b"[[1],[[2]]]")
+    assert machine.accepts(b'[{"v":1,"kids":[[3]]}]') and not machine.accepts(b"[1,2,3]")
