@@ -10,6 +10,10 @@ compiler when it is available.
 
     python benchmarks/jsonschema_coverage.py ../shared/jsonschemabench/maskbench-sample --every 2
     python benchmarks/jsonschema_coverage.py --suite ../shared/json-schema-test-suite
+
+With `--peers llguidance,xgrammar` (their venv, see benchmarks/README.md) each schema is also
+compiled by the peers on the Qwen3.5 vocabulary, each in a forked worker under the same time
+limit, and the compile-time percentiles of every engine are reported side by side.
 """
 
 from __future__ import annotations
@@ -137,6 +141,51 @@ def run_one(schema: Any, tests: list[dict], limit: float, max_states: int) -> di
         parent.close()
 
 
+def _peer_compile(peer: Any, schema: Any, conn: Any) -> None:
+    """Worker: one peer's compile of the schema, timed (an exception is its refusal)."""
+    start = time.perf_counter()
+    try:
+        peer.compile(schema)
+        conn.send({"seconds": time.perf_counter() - start, "error": None})
+    except Exception as exc:  # noqa: BLE001 - a peer's refusal is whatever it raises
+        conn.send({"seconds": time.perf_counter() - start, "error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def run_peer(peer: Any, schema: Any, limit: float) -> dict:
+    """A peer's compile of one schema in a forked worker: {'seconds', 'error'} ('timeout' past the limit)."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    worker = ctx.Process(target=_peer_compile, args=(peer, schema, child), daemon=True)
+    worker.start()
+    child.close()
+    try:
+        if not parent.poll(limit):
+            return {"seconds": limit, "error": "timeout"}
+        return parent.recv()
+    except EOFError:
+        return {"seconds": limit, "error": "CRASH worker died"}
+    finally:
+        if worker.is_alive():
+            worker.kill()
+        worker.join()
+        parent.close()
+
+
+def load_peers(names: list[str]) -> dict[str, Any]:
+    """The named peers with their Qwen3.5 tokenizer structures built (once, before the workers fork)."""
+    from peers import load_qwen_vocab, make_peer
+
+    qwen = load_qwen_vocab()
+    out = {}
+    for name in names:
+        peer = make_peer(name, qwen.token_bytes, qwen.eos_id, qwen.encoding)
+        if name == "xgrammar":
+            peer.threads = 1
+        peer.build_tokenizer()
+        out[name] = peer
+    return out
+
+
 def source_of(name: str) -> str:
     """The MaskBench source folder of a file name (`Github_easy---o1.json` → Github_easy, `BFCL_simple_3` → BFCL)."""
     if "---" in name:
@@ -154,8 +203,10 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": at(0.50), "p90": at(0.90), "p95": at(0.95), "p99": at(0.99), "max": round(ordered[-1], 4)}
 
 
-def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: float, max_states: int) -> dict:
-    """The MaskBench table over (a sample of) the folder."""
+def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: float, max_states: int,
+                  peers: dict[str, Any] | None = None) -> dict:
+    """The MaskBench table over (a sample of) the folder, with the peers' compile times when given."""
+    peers = peers or {}
     files = sorted(folder.glob("*.json"))
     chosen = files[::every][:limit_files]
     rows = {}
@@ -164,6 +215,7 @@ def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: fl
         data = json.loads(path.read_text())
         row = run_one(data["schema"], data["tests"], timeout, max_states)
         row["source"] = source_of(path.name)
+        row["peers"] = {name: run_peer(peer, data["schema"], timeout) for name, peer in peers.items()}
         rows[path.name] = row
         if n % 50 == 0:
             print(f"  {n}/{len(chosen)} files, {time.time() - start:.0f}s", file=sys.stderr, flush=True)
@@ -178,9 +230,28 @@ def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: fl
             "totals": {k: totals.get(k, 0) for k in OUTCOMES},
             "per_source": {s: {k: c.get(k, 0) for k in OUTCOMES} for s, c in sorted(per_source.items())},
             "compile_seconds": _percentiles(compile_times),
+            "peer_compile": _peer_compile_table(rows, list(peers)),
             "pushdown_schemas": sum(r.get("engine") == "pushdown" for r in rows.values()),
             "schema_order_rescues": sum(r.get("schema_order_only", 0) for r in rows.values()),
             "compile_error_kinds": dict(errors.most_common(40)), "rows": rows}
+
+
+def _peer_compile_table(rows: dict, names: list[str]) -> dict:
+    """Per engine: schemas compiled, refused, timed out, and compile-time percentiles over the schemas it
+    compiled and over those every engine compiled."""
+    if not names:
+        return {}
+    ours = {f: r["seconds"] for f, r in rows.items() if r["outcome"] != "timeout" and r["outcome"] != "compile error"}
+    times = {"stdsl": ours} | {n: {f: r["peers"][n]["seconds"] for f, r in rows.items()
+                                   if r["peers"][n]["error"] is None} for n in names}
+    common = set.intersection(*(set(t) for t in times.values()))
+    table = {}
+    for name, by_file in times.items():
+        errors = [r["peers"][name]["error"] for r in rows.values()] if name != "stdsl" else []
+        table[name] = {"compiled": len(by_file), "timeout": sum(e == "timeout" for e in errors),
+                       "all": _percentiles(list(by_file.values())),
+                       "common": _percentiles([by_file[f] for f in common]), "common_files": len(common)}
+    return table
 
 
 def _error_kind(error: str) -> str:
@@ -242,7 +313,17 @@ def maskbench_markdown(result: dict, command: str) -> str:
         lines.append(f"| {source} | {total} | {c['passing']} | {100 * c['passing'] / max(total, 1):.1f}% | "
                      f"{c['compile error']} | {c['timeout']} | {c['validation error']} | {c['invalidation error']} |")
     p = result["compile_seconds"]
-    lines += ["", "Compile seconds (schemas that finished): " + ", ".join(f"{k} {v}" for k, v in p.items()),
+    lines += ["", "Compile seconds (schemas that finished): " + ", ".join(f"{k} {v}" for k, v in p.items())]
+    if result.get("peer_compile"):
+        lines += ["", "Compile seconds beside the peers (Qwen3.5 vocabulary, same schemas, same process, "
+                  f"{result['timeout_s']} s limit each; `common` = the schemas every engine compiled):\n",
+                  "| engine | compiled | timeout | p50 | p95 | p99 | max | common p50 | common p95 | common p99 |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, row in result["peer_compile"].items():
+            a, c = row["all"], row["common"]
+            lines.append(f"| {name} | {row['compiled']} | {row['timeout']} | {a.get('p50')} | {a.get('p95')} | "
+                         f"{a.get('p99')} | {a.get('max')} | {c.get('p50')} | {c.get('p95')} | {c.get('p99')} |")
+    lines += [
               f"\nSchemas compiled through the pushdown engine: {result['pushdown_schemas']}; valid instances "
               f"accepted only in schema order (not the instance's own): {result['schema_order_rescues']}.\n",
               "Most common compile errors:\n", "| count | reason |", "|---:|---|"]
@@ -277,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="run at most this many files")
     parser.add_argument("--timeout", type=float, default=10.0, help="compile limit per schema, seconds")
     parser.add_argument("--max-states", type=int, default=100_000)
+    parser.add_argument("--peers", default="", help="comma-separated peers to time too (llguidance,xgrammar)")
     parser.add_argument("--out", default=None,
                         help="results file stem (default benchmarks/results/jsonschema_coverage or jsonschema_suite)")
     args = parser.parse_args(argv)
@@ -286,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         text = suite_markdown(result, command)
         stem = Path(args.out) if args.out else RESULTS / "jsonschema_suite"
     else:
-        result = run_maskbench(Path(args.folder), args.every, args.limit, args.timeout, args.max_states)
+        peers = load_peers([n for n in args.peers.split(",") if n])
+        result = run_maskbench(Path(args.folder), args.every, args.limit, args.timeout, args.max_states, peers)
         text = maskbench_markdown(result, command)
         stem = Path(args.out) if args.out else RESULTS / "jsonschema_coverage"
     result["command"] = command
