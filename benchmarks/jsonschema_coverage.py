@@ -28,10 +28,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from stdsl.compiler.automaton import build_automaton
 from stdsl.compiler.json_order import dump_in_schema_order
-from stdsl.compiler.json_schema import schema_to_ir
-from stdsl.errors import EmptyLanguageError, SchemaError, StateBudgetError, StdslError
+from stdsl.errors import EmptyLanguageError, StdslError
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -42,18 +40,18 @@ OUTCOMES = ("passing", "compile error", "timeout", "validation error", "invalida
 
 
 def _compile(schema: Any, max_states: int) -> tuple[Any, str]:
-    """A matcher with `accepts(bytes)` for the schema, and which engine built it ('dfa' or 'pushdown')."""
+    """A matcher with `accepts(bytes)` for the schema, and which engine built it ('dfa' or 'pushdown').
+
+    The same routing as `stdsl.compile`: recursive schemas, and schemas too large for one DFA that
+    have definitions, go to the pushdown engine.
+    """
+    from stdsl.compiler.constraint import compile as compile_constraint
+
     try:
-        from stdsl.compiler.json_recursive import compile_recursive_schema, is_recursive_schema
-        from stdsl.compiler.pushdown_machine import PushdownMachine
-    except ImportError:
-        is_recursive_schema = None
-    if is_recursive_schema is not None and isinstance(schema, dict) and is_recursive_schema(schema):
-        return PushdownMachine(compile_recursive_schema(schema, max_states=max_states)), "pushdown"
-    try:
-        return build_automaton(schema_to_ir(schema), max_states), "dfa"
+        constraint = compile_constraint(schema, max_states=max_states)
     except EmptyLanguageError:
         return None, "dfa"
+    return constraint, "pushdown" if hasattr(constraint, "grammar") else "dfa"
 
 
 def _spellings(instance: Any, schema: Any) -> list[str]:
@@ -76,7 +74,7 @@ def _classify(schema: Any, tests: list[dict], max_states: int, conn: Any) -> Non
     start = time.perf_counter()
     try:
         matcher, engine = _compile(schema, max_states)
-    except (SchemaError, StateBudgetError) as exc:
+    except StdslError as exc:
         conn.send({"stage": "compiled", "error": f"{type(exc).__name__}: {exc}"[:300],
                    "seconds": time.perf_counter() - start})
         return

@@ -7,17 +7,17 @@ a Pydantic class).  Nothing downstream knows which front end produced the automa
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.compiler.automaton import Automaton, build_automaton
-from stdsl.compiler.json_recursive import is_recursive_schema
+from stdsl.compiler.json_recursive import ROOT, is_recursive_schema, reference_graph
 from stdsl.compiler.json_schema import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
 from stdsl.compiler.regex_parser import parse_regex
-from stdsl.errors import CompileError
+from stdsl.errors import CompileError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
 
@@ -95,7 +95,8 @@ def compile(
 ) -> Constraint | PushdownConstraint:
     """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class or a `Constraint` (returned as is).
 
-    A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64).
+    A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64),
+    and so does one too large for a single DFA whose definitions can each be a nonterminal.
     The last few compilations are kept, so calling `generate` in a loop with the same schema
     compiles it (and builds its tables) once.
     """
@@ -126,7 +127,15 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Const
         node = schema_to_ir(spec, whitespace=whitespace)
     elif isinstance(spec, dict) and is_recursive_schema(spec):
         return compile_recursive(spec, whitespace=whitespace, max_states=max_states)
-    elif isinstance(spec, (dict, bool)):
+    elif isinstance(spec, dict):
+        try:
+            automaton = build_automaton(schema_to_ir(spec, whitespace=whitespace), max_states=max_states)
+        except StateBudgetError:
+            if set(reference_graph(spec)) == {ROOT}:
+                raise
+            return compile_recursive(spec, whitespace=whitespace, max_states=max_states, outline=True)
+        return Constraint(automaton, "json_schema", spec, None, time.perf_counter() - start)
+    elif isinstance(spec, bool):
         kind, node = "json_schema", schema_to_ir(spec, whitespace=whitespace)
     elif isinstance(spec, str):
         raise CompileError(

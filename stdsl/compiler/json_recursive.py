@@ -194,6 +194,20 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
 
 
+def compile_outlined_schema(schema: dict, *, whitespace: Whitespace | None = None,
+                            max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH) -> PushdownGrammar:
+    """The pushdown grammar with every referenced definition a nonterminal, recursive or not.
+
+    For schemas whose single DFA is too large: a definition used at many places is compiled once
+    and called, so the automata stay the size of one definition each.
+    """
+    targets = [path for path in reference_graph(schema) if path != ROOT]
+    calls = {target: call_symbol(i) for i, target in enumerate(targets)}
+    main, bodies = recursive_schema_to_ir(schema, calls, whitespace=whitespace)
+    definitions = [Definition(_display_name(key), body) for key, body in bodies.items()]
+    return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
+
+
 def _display_name(key: str) -> str:
     """A nonterminal's name in messages: the target path, or a combination's JSON cut short."""
     return key if key.startswith(ROOT) else (key if len(key) <= 80 else key[:77] + "...")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.compiler.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.json_recursive import compile_recursive_schema
+from stdsl.compiler.json_recursive import compile_outlined_schema, compile_recursive_schema
 from stdsl.compiler.json_schema import Whitespace
 from stdsl.compiler.pushdown import MAX_DEPTH, PushdownGrammar
 from stdsl.compiler.pushdown_machine import PushdownMachine
@@ -53,8 +53,12 @@ class PushdownConstraint:
 
 
 def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, model_class: Any = None) -> PushdownConstraint:
-    """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint."""
+                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False) -> PushdownConstraint:
+    """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
+
+    With `outline`, every referenced definition is a nonterminal (for schemas too large for one DFA).
+    """
     began = time.perf_counter()
-    grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth)
+    build = compile_outlined_schema if outline else compile_recursive_schema
+    grammar = build(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth)
     return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)

@@ -42,3 +42,20 @@ def test_same_schema_compiles_once() -> None:
     assert stdsl.compile(schema, max_states=10_000) is not first
     assert stdsl.compile(stdsl.Regex("x+")) is stdsl.compile(stdsl.Regex("x+"))
     assert stdsl.compile(first) is first
+
+
+def test_a_schema_too_large_for_one_dfa_is_outlined_into_a_pushdown() -> None:
+    from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.compiler.pushdown_constraint import PushdownConstraint
+
+    item = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 6} for i in range(5)},
+            "additionalProperties": False}
+    schema = {"$defs": {"item": item},
+              "type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/item"} for i in range(12)},
+              "additionalProperties": False}
+    flat = compile_constraint(schema, max_states=200_000)
+    outlined = compile_constraint(schema, max_states=flat.num_states // 4)
+    assert isinstance(outlined, PushdownConstraint)
+    for text in ['{}', '{"p0":{"k1":"abc"},"p3":{}}', '{"p1":{"k0":"abcdef","k4":""},"p11":{"k2":"x"}}',
+                 '{"p0":{"k1":"abcdefg"}}', '{"p3":{},"p0":{}}', '{"p0":{"k9":""}}']:
+        assert outlined.accepts(text) == flat.accepts(text), text
