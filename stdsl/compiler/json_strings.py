@@ -163,54 +163,36 @@ def _outside(trie: dict) -> Node:
     return ir.alt(*parts)
 
 
-def restrict_to_plain_text(node: Node) -> Node:
+def restrict_to_plain_text(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
     """The language of `node` (UTF-8 text) minus strings containing `"`, `\\` or control characters.
 
     Those bytes are ASCII and never occur inside a multi-byte UTF-8 sequence, so deleting them
     from every byte set intersects exactly; the result spells each character raw inside a JSON string.
+    Sub-trees shared in `node` stay shared in the result (`memo`, by identity, may span several calls).
     """
+    memo = {} if memo is None else memo
+    found = memo.get(id(node))
+    if found is not None:
+        return found[1]
     if isinstance(node, ir.ByteSet):
         kept = [(max(a, lo), min(b, hi)) for a, b in node.ranges
                 for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)) if max(a, lo) <= min(b, hi)]
-        return ir.byte_set(kept)
-    if isinstance(node, ir.Seq):
-        return ir.seq(*(restrict_to_plain_text(i) for i in node.items))
-    if isinstance(node, ir.Alt):
-        return ir.alt(*(restrict_to_plain_text(i) for i in node.items))
-    if isinstance(node, ir.Repeat):
-        return ir.repeat(restrict_to_plain_text(node.item), node.min, node.max)
-    raise ValueError("an embedded automaton cannot be restricted to plain text")
+        result = ir.byte_set(kept)
+    elif isinstance(node, ir.Seq):
+        result = ir.seq(*(restrict_to_plain_text(i, memo) for i in node.items))
+    elif isinstance(node, ir.Alt):
+        result = ir.alt(*(restrict_to_plain_text(i, memo) for i in node.items))
+    elif isinstance(node, ir.Repeat):
+        result = ir.repeat(restrict_to_plain_text(node.item, memo), node.min, node.max)
+    else:
+        raise ValueError("an embedded automaton cannot be restricted to plain text")
+    memo[id(node)] = (node, result)
+    return result
 
 
 ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": ECMA_SPACE}
 ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
-
-
-def split_top_level(pattern: str) -> list[str]:
-    """The top-level `|` branches of a regex (outside groups and classes)."""
-    branches, depth, in_class, start, i = [], 0, False, 0, 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            if pattern[i + 1:i + 2] == "]" or pattern[i + 1:i + 3] == "^]":
-                i += 2 if pattern[i + 1] == "]" else 3
-                continue
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            branches.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    return branches + [pattern[start:]]
 
 
 def ecma_to_python(pattern: str, where: str) -> str:
@@ -244,14 +226,6 @@ def ecma_to_python(pattern: str, where: str) -> str:
     return "".join(out)
 
 
-def _ends_with_anchor(branch: str) -> bool:
-    """Whether the branch ends with an unescaped `$`."""
-    if not branch.endswith("$"):
-        return False
-    backslashes = len(branch[:-1]) - len(branch[:-1].rstrip("\\"))
-    return backslashes % 2 == 0
-
-
 @lru_cache(maxsize=256)
 def pattern_search(pattern: str, where: str, plain: bool) -> Node:
     """Strings in which the ECMA-262 `pattern` matches somewhere (JSON Schema: not anchored).
@@ -261,22 +235,16 @@ def pattern_search(pattern: str, where: str, plain: bool) -> Node:
     for the characters it keeps and rejects only escaped spellings inside the match.
     With `plain=True` it is the language of the decoded text itself (UTF-8).
     """
-    from stdsl.compiler.regex_parser import parse_regex
+    from stdsl.compiler.regex_parser import parse_anchored
 
-    anything = ir.star(ir.any_char() if plain else string_unit())
-    branches: list[Node] = []
-    for branch in split_top_level(pattern):
-        start = branch.startswith("^")
-        end = _ends_with_anchor(branch)
-        body = branch[1 if start else 0:len(branch) - 1 if end else len(branch)]
-        try:
-            node = parse_regex(ecma_to_python(body, where))
-        except RegexError as exc:
-            raise SchemaError(f"unsupported or invalid pattern {pattern!r}: {exc}", where) from exc
-        if not plain:
-            node = restrict_to_plain_text(node)
-        branches.append(ir.seq(ir.EMPTY if start else anything, node, ir.EMPTY if end else anything))
-    return ir.alt(*branches)
+    try:
+        parts = parse_anchored(ecma_to_python(pattern, where))
+    except RegexError as exc:
+        raise SchemaError(f"unsupported or invalid pattern {pattern!r}: {exc}", where) from exc
+    if plain:
+        return parts.search(ir.star(ir.any_char()))
+    shared: dict[int, tuple[Node, Node]] = {}
+    return parts.map(lambda part: restrict_to_plain_text(part, shared)).search(ir.star(string_unit()))
 
 
 MAX_PRODUCT_STATES = 200_000

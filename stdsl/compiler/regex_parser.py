@@ -3,7 +3,8 @@
 Supported: literals (any Unicode), escapes, character classes, `.`, `\\d \\w \\s \\D \\W \\S`
 with Python's Unicode semantics, greedy and lazy quantifiers (lazy read as greedy: the language
 is the same), alternation, plain / non-capturing / named groups, comments, and `^` / `$` at the
-very start / end.  Everything that is not a regular language or changes matching globally
+very start / end.  `parse_anchored` reads `^` / `$` anywhere, for search semantics (see
+`regex_anchors`).  Everything that is not a regular language or changes matching globally
 (lookaround, backreferences, word boundaries, inline flags, possessive and atomic forms) is
 refused with a `RegexError` naming the position.
 """
@@ -14,11 +15,13 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import cast
 
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.errors import RegexError
+from stdsl.compiler.regex_anchors import END, START, Anchor, AnchoredParts, split_anchors
+from stdsl.errors import CompileError, RegexError
 
 MAX_REPEAT_COUNT = 1000
 MAX_NESTING = 100
@@ -95,17 +98,20 @@ def _category(letter: str) -> Ranges:
 
 @dataclass
 class _Item:
-    """One parsed piece of a concatenation; `repeated` marks a quantified piece (for 'multiple repeat')."""
+    """One parsed piece of a concatenation; `repeated` marks a quantified piece (for 'multiple repeat'),
+    `assertion` a bare `^` / `$` (which cannot be quantified)."""
 
     node: ir.Node
     repeated: bool = False
+    assertion: bool = False
 
 
 class _Parser:
     """Recursive-descent parser over one pattern; `pos` is the index of the next unread character."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, anchors: bool = False) -> None:
         self.pattern = pattern
+        self.anchors = anchors
         self.pos = 0
         self.depth = 0
         self.group_names: set[str] = set()
@@ -118,7 +124,7 @@ class _Parser:
         return self.pattern[index] if index < len(self.pattern) else None
 
     def parse(self) -> ir.Node:
-        if self.peek() == "^":
+        if self.peek() == "^" and not self.anchors:
             self.pos += 1
         node = self.alternation()
         if self.pos < len(self.pattern):
@@ -142,7 +148,7 @@ class _Parser:
             elif char == "(" and self.peek(1) == "?" and self.peek(2) == "#":
                 self.skip_comment()
             else:
-                items.append(_Item(self.atom()))
+                items.append(_Item(self.atom(), assertion=char in "^$"))
         return ir.seq(*(item.node for item in items))
 
     def quantifier(self) -> tuple[int, int | None] | None:
@@ -186,7 +192,7 @@ class _Parser:
         return lo, hi
 
     def apply_quantifier(self, items: list[_Item], bounds: tuple[int, int | None], start: int) -> None:
-        if not items:
+        if not items or items[-1].assertion:
             raise self.error("nothing to repeat", start)
         if items[-1].repeated:
             raise self.error("multiple repeat", start)
@@ -216,8 +222,12 @@ class _Parser:
         if char == "\\":
             return self.escape(start)
         if char == "^":
+            if self.anchors:
+                return _anchor_leaf(START)
             raise self.error("anchor ^ is only supported at the start of the pattern", start)
         if char == "$":
+            if self.anchors:
+                return _anchor_leaf(END)
             if self.pos == len(self.pattern):
                 return ir.EMPTY
             raise self.error("anchor $ is only supported at the end of the pattern", start)
@@ -408,6 +418,11 @@ class _Parser:
         return self.pattern[begin:self.pos]
 
 
+def _anchor_leaf(anchor: Anchor) -> ir.Node:
+    """An anchor standing as an IR leaf in the parser's output; `split_anchors` removes every one."""
+    return cast(ir.Node, anchor)
+
+
 def _char(code: int) -> ir.Node:
     """One code point as its UTF-8 bytes (a lone surrogate has none: the empty language)."""
     if ir.SURROGATES[0] <= code <= ir.SURROGATES[1]:
@@ -423,3 +438,19 @@ def parse_regex(pattern: str) -> ir.Node:
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
     return _Parser(pattern).parse()
+
+
+def parse_anchored(pattern: str) -> AnchoredParts:
+    """Parse a Python `re` pattern whose `^` / `$` may stand anywhere, split by the anchors a match uses.
+
+    `^` asserts the text start and `$` the text end only (ECMA-262 without multiline; Python's `$`
+    would also hold before a final newline).  Raises `RegexError` like `parse_regex`, and also when
+    the anchors combine into an expression too deeply nested to compile.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
+    node = _Parser(pattern, anchors=True).parse()
+    try:
+        return split_anchors(node)
+    except CompileError as exc:
+        raise RegexError(str(exc), pattern, 0) from exc
