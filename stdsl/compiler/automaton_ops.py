@@ -8,8 +8,6 @@ field with it bounds the field exactly, without losing any string that could be 
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from stdsl.compiler.automaton import Automaton
@@ -65,31 +63,42 @@ def ends_before(literal: bytes) -> Automaton:
     return Automaton(*minimize(table, accepting))
 
 
-def intersect(a: Automaton, b: Automaton) -> Automaton:
-    """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs)."""
+def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Automaton:
+    """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs).
+
+    Raises StateBudgetError when more than `max_states` pairs are reachable.
+    """
+    from stdsl.errors import StateBudgetError
+
     ta, tb = a.transitions.astype(np.int64), b.transitions.astype(np.int64)
-    index: dict[tuple[int, int], int] = {(0, 0): 0}
-    pairs = [(0, 0)]
+    width = max(b.num_states, 1)
+    index: dict[int, int] = {0: 0}
+    pairs = [0]
     rows: list[np.ndarray] = []
-    queue = deque([0])
-    while queue:
-        pa, pb = pairs[queue.popleft()]
-        na, nb = ta[pa], tb[pb]
-        live = (na >= 0) & (nb >= 0)
+    head = 0
+    while head < len(pairs):
+        key = pairs[head]
+        head += 1
+        na, nb = ta[key // width], tb[key % width]
+        live = np.flatnonzero((na >= 0) & (nb >= 0))
         row = np.full(256, -1, dtype=np.int64)
-        for byte in np.flatnonzero(live):
-            key = (int(na[byte]), int(nb[byte]))
-            target = index.get(key)
-            if target is None:
-                target = index[key] = len(pairs)
-                pairs.append(key)
-                queue.append(target)
-            row[byte] = target
+        if live.size:
+            keys, inverse = np.unique(na[live] * width + nb[live], return_inverse=True)
+            targets = []
+            for pair in keys.tolist():
+                target = index.get(pair)
+                if target is None:
+                    target = index[pair] = len(pairs)
+                    pairs.append(pair)
+                targets.append(target)
+            row[live] = np.asarray(targets, dtype=np.int64)[inverse.reshape(-1)]
         rows.append(row)
-    accepting = np.array([bool(a.accepting[x] and b.accepting[y]) for x, y in pairs])
+        if max_states is not None and len(pairs) > max_states:
+            raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
+    accepting = np.array([bool(a.accepting[k // width] and b.accepting[k % width]) for k in pairs])
     return Automaton(*minimize(np.vstack(rows), accepting))
 
 
 def is_prefix_free(a: Automaton) -> bool:
-    """Whether no accepted string is a proper prefix of another (a trim automaton's accepting states have no live byte)."""
+    """Whether no accepted string is a proper prefix of another (no accepting state of the trim automaton reads on)."""
     return not bool((a.live_count[a.accepting] > 0).any())

@@ -257,14 +257,14 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
     construction) and embedded.  `plain=True` gives the decoded text's language of a single
     pattern or format instead (used to check instances).
     """
-    from stdsl.compiler.json_formats import FORMATS
+    from stdsl.compiler.json_formats import format_body, unsupported_format_message
 
     parts: list[Node] = []
     if "format" in schema:
-        if schema["format"] not in FORMATS:
-            raise SchemaError(f"format '{schema['format']}' is not supported (supported: {', '.join(FORMATS)})",
-                              f"{path}/format")
-        parts.append(FORMATS[schema["format"]]())
+        body = format_body(schema["format"], plain)
+        if body is None:
+            raise SchemaError(unsupported_format_message(schema["format"]), f"{path}/format")
+        parts.append(body)
     if "pattern" in schema:
         parts.append(pattern_search(schema["pattern"], f"{path}/pattern", plain))
     min_length, max_length = int(schema.get("minLength", 0)), schema.get("maxLength")
@@ -288,10 +288,9 @@ def _intersection(parts: list[Node], path: str) -> Node:
         automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
         product = automata[0]
         for other in automata[1:]:
-            if product.num_states * other.num_states > MAX_PRODUCT_STATES:
-                raise StateBudgetError(f"string constraints at {path} need more than {MAX_PRODUCT_STATES} "
-                                       "product states")
-            product = intersect(product, other)
+            product = intersect(product, other, MAX_PRODUCT_STATES)
     except EmptyLanguageError:
         return ir.NOTHING
+    except StateBudgetError as error:
+        raise StateBudgetError(f"string constraints at {path}: {error}") from error
     return ir.Embedded(product.transitions, product.accepting)
