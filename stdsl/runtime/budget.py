@@ -16,11 +16,21 @@ from stdsl.errors import BudgetError
 UNREACHABLE = np.iinfo(np.int32).max // 4
 
 
-class BudgetTable:
-    """need(q) for every automaton state, by vectorized Bellman–Ford over the token-step graph.
+def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (state, next state) pairs of a (num_states, k) step table with -1 for dead steps."""
+    num_states = table.shape[0]
+    rows, _ = np.nonzero(table >= 0)
+    pairs = np.unique(rows.astype(np.int64) * num_states + table[table >= 0].astype(np.int64))
+    return pairs // max(num_states, 1), pairs % max(num_states, 1)
 
-    `table` is the all-state token table (num_states, V) with -1 for dead tokens; `chain_tokens[q]`
-    is |φ(q)| (tokens of q's forced chain) and `chain_end[q]` the state after that chain.
+
+class BudgetTable:
+    """need(q) for every automaton state, by vectorized Bellman–Ford over a step graph.
+
+    `table` is a (num_states, k) step table with -1 for dead steps: the all-state token table
+    (exact need), or the byte table restricted to bytes that are tokens themselves (an upper
+    bound on need, since any path can be spelled one byte token at a time: still sound).
+    `chain_tokens[q]` is |φ(q)| (tokens of q's forced chain) and `chain_end[q]` the state after it.
     """
 
     def __init__(
@@ -34,10 +44,7 @@ class BudgetTable:
         self.accepting = np.asarray(accepting, dtype=bool)
         self.chain_tokens = np.asarray(chain_tokens, dtype=np.int64)
         self.chain_end = np.asarray(chain_end, dtype=np.int64)
-        target = np.where(table < 0, num_states, table.astype(np.int64))
-        adjacency = np.zeros((num_states, num_states + 1), dtype=bool)
-        adjacency[np.arange(num_states)[:, None], target] = True
-        source, dest = np.nonzero(adjacency[:, :num_states])
+        source, dest = step_edges(table)
         self.rounds = 0
         self.need = self._bellman_ford(num_states, source, dest)
         self._largest_cost: dict[int, int] = {}

@@ -203,7 +203,8 @@ class SharedTables:
         key = (id(tokenizer), healing)
         hit = self._planners.get(key)
         if hit is None or hit[0] is not tokenizer:
-            hit = self._planners[key] = (tokenizer, ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing))
+            planner = ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing)
+            hit = self._planners[key] = (tokenizer, planner)
         return hit[1]
 
     def budget(self, planner: ForcedPlanner) -> BudgetTable:
@@ -228,9 +229,24 @@ def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
     return hit
 
 
+MAX_BUDGET_TABLE_ENTRIES = 50_000_000
+
+
 def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
-    """need(q) for the automaton under the table policy, from the all-state token table."""
-    table = token_table(automaton, vocab)
+    """need(q) for the automaton under the table policy, from the all-state token table.
+
+    When states x vocabulary exceeds `MAX_BUDGET_TABLE_ENTRIES` the table is not built: need is
+    bounded from above over the byte moves whose byte is a token on its own (sound, a little early to close).
+    """
+    if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
+        table = token_table(automaton, vocab)
+    else:
+        byte_tokens = np.zeros(256, dtype=bool)
+        for token in vocab.token_bytes:
+            if token is not None and len(token) == 1:
+                byte_tokens[token[0]] = True
+        transitions = np.asarray(automaton.transitions)
+        table = np.where(byte_tokens[None, :], transitions, -1)
 
     def chain_of(state: int) -> tuple[int, int]:
         return planner.chain_token_count(state), planner.chain(state)[1]

@@ -148,3 +148,26 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
         assert np.array_equal(allowed, roomy.mask())
         token = int(rng.choice(np.flatnonzero(allowed).tolist()))
         assert free.advance(token) == roomy.advance(token)
+
+
+def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tiny_model, monkeypatch) -> None:
+    """Without the token table need is bounded over single-byte tokens: larger, never smaller, and still valid."""
+    import stdsl.runtime.constraint_state as constraint_state
+
+    vocab = vocabulary_of(tiny_model.tokenizer)
+    automaton = bounded_automata()[0]
+    exact = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
+                                                                              vocab.token_bytes, True))
+    monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 0)
+    monkeypatch.setattr(constraint_state, "_SHARED", {})
+    bound = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
+                                                                              vocab.token_bytes, True))
+    assert (bound.need >= exact.need).all() and (bound.need > exact.need).any()
+    control = ConstraintState(automaton, tiny_model.tokenizer, vocab, max_tokens=10**6)
+    control.start()
+    least = control.least_output_tokens
+    assert least is not None
+    for budget in range(least, least + 12):
+        out = generate(tiny_model, "Answer.", automaton, max_tokens=budget)
+        assert automaton.accepts(out.data), (budget, out.text)
+        assert len(out.tokens) <= budget
