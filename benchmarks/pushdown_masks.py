@@ -10,6 +10,7 @@ per step, the symbolic-row hit rate and cache bytes. Writes benchmarks/results/p
 
     python benchmarks/pushdown_masks.py                          # stdsl only (our venv)
     /tmp/peers/venv/bin/python benchmarks/pushdown_masks.py      # with llguidance beside it
+    python benchmarks/pushdown_masks.py --device                 # plus the device state vector section
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl  # noqa: E402,I001  (stdsl binds MKL before mlx.core loads)
+from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
 from stdsl.kernels.vocabulary import Vocabulary  # noqa: E402
@@ -115,6 +117,60 @@ def llguidance_peer() -> tuple[Any, str | None]:
         return None, repr(error)
 
 
+def device_section(tasks: list[dict[str, Any]], vocab: Vocabulary, encode: Any) -> dict[str, Any]:
+    """Per-step mask + advance time of the device state vector (`PushdownDevice`, MLX's default device) and table bytes.
+
+    Each gold answer is walked twice on one device table set (cold: rows uploaded as met; warm: all
+    uploaded); every step times `mask` then `advance`, both evaluated.
+    """
+    import mlx.core as mx
+
+    records, pooled = [], {"cold": [], "warm": []}
+    for task in tasks:
+        ids = encode(json.dumps(task["gold"], separators=(",", ":"), ensure_ascii=False))
+        machine = stdsl.compile(task["schema"]).machine
+        device = PushdownDevice(machine, vocab, PushdownRows(machine, vocab).symbolic)
+        times: dict[str, list[float]] = {"cold": [], "warm": []}
+        for phase in ("cold", "warm"):
+            vector = device.start()
+            for token in ids:
+                tick = time.perf_counter()
+                allowed = device.mask(vector)
+                vector = device.advance(vector, token)
+                mx.eval(allowed, vector)
+                times[phase].append(time.perf_counter() - tick)
+            assert np.array(device.mask(vector))[vocab.eos_ids].all()
+            pooled[phase] += times[phase]
+        stats = device.stats
+        records.append({"task": task["name"], "steps": len(ids), "cold": summary(times["cold"]),
+                        "warm": summary(times["warm"]), "device_bytes": device.nbytes,
+                        "free_rows": stats.free_uploads, "context_rows": stats.context_uploads,
+                        "host_token_steps": stats.host_steps})
+        print(json.dumps(records[-1]), flush=True)
+    total = {"task": "all", "steps": sum(r["steps"] for r in records), "cold": summary(pooled["cold"]),
+             "warm": summary(pooled["warm"]), **{key: sum(r[key] for r in records) for key in
+                                                 ("device_bytes", "free_rows", "context_rows", "host_token_steps")}}
+    return {"backend": str(mx.default_device()), "tasks": records + [total]}
+
+
+def render_device(section: dict[str, Any]) -> list[str]:
+    """The markdown lines of the device state vector section."""
+    lines = [f"## Device state vector ({section['backend']})", "",
+             "| task | steps | mask + advance cold median / p95 / mean ms | warm median / p95 / mean ms | "
+             "device tables | free + context rows | host token steps |", "|---|---|---|---|---|---|---|"]
+    for r in section["tasks"]:
+        lines.append(f"| {r['task']} | {r['steps']} | {r['cold']['median_ms']:.3f} / {r['cold']['p95_ms']:.2f} / "
+                     f"{r['cold']['mean_ms']:.2f} | {r['warm']['median_ms']:.3f} / {r['warm']['p95_ms']:.2f} / "
+                     f"{r['warm']['mean_ms']:.2f} | {r['device_bytes'] / 1e6:.2f} MB | {r['free_rows']} + "
+                     f"{r['context_rows']} | {r['host_token_steps']} |")
+    lines += ["", "`PushdownDevice`: the state as an int32 vector `[q, pointer, stack[0..63], S]`; each step is the "
+              "full-vocabulary mask (gathers over the uploaded free row of q and the context row of the top two "
+              "return states) and the advance (gathers, a masked stack write, eager returns), both evaluated. Cold: "
+              "rows computed on the CPU and uploaded as met; warm: the same answer again. Device tables: bytes of "
+              "every uploaded row, outcome table and grammar array.", ""]
+    return lines
+
+
 def render(report: dict[str, Any]) -> str:
     """The markdown report."""
     lines = [f"# Pushdown masks on Qwen3.5's vocabulary ({report['vocab_size']:,} ids)", "",
@@ -144,6 +200,8 @@ def render(report: dict[str, Any]) -> str:
               "`fill_next_token_bitmask` along the same tokens, same process.", ""]
     if report.get("llguidance_error"):
         lines += [f"llguidance was not measured: {report['llguidance_error']}", ""]
+    if report.get("device"):
+        lines += render_device(report["device"])
     lines += [f"Command: `{report['command']}`", ""]
     return "\n".join(lines)
 
@@ -153,6 +211,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", help="task names (default: all five)")
     parser.add_argument("--no-llguidance", action="store_true", help="skip llguidance even where it imports")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "pushdown_masks")
+    parser.add_argument("--device", action="store_true", help="also time the device state vector (PushdownDevice)")
     args = parser.parse_args()
     vocab = qwen_vocabulary()
     _ = vocab.levels
@@ -203,6 +262,8 @@ def main() -> None:
         "llguidance_error": peer_error,
         "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
     }
+    if args.device:
+        report["device"] = device_section(load_tasks(args.tasks), vocab, encoding.encode)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(render(report))
