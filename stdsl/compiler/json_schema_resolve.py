@@ -1,8 +1,9 @@
 """JSON Schema keyword checking, `$ref` resolution and exact `allOf` merging (shared by compiler and dumper).
 
 `flatten(schema, path, ctx)` turns one schema into a single dict of supported keywords with
-`$ref`, `allOf`, `const` and checked `oneOf` folded away (`$ref` siblings are an `allOf`, a
-provably disjoint `oneOf` is an `anyOf`); what cannot be merged exactly raises SchemaError.
+`$ref`, `allOf`, `const`, `not`, `oneOf`, `if`/`then`/`else` and `dependentSchemas` folded away
+(`$ref` siblings are an `allOf`; the logic keywords become exact `anyOf`s and negations, see
+`json_schema_logic`); what cannot be expressed exactly raises SchemaError.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -28,12 +30,14 @@ SUPPORTED = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
     "minItems", "maxItems", "uniqueItems", "$ref", "anyOf", "oneOf", "allOf", "minLength", "maxLength",
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "patternProperties", "propertyNames", "minProperties", "maxProperties", "not", "dependentRequired"})
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "not", "dependentRequired",
+    "if", "then", "else", "dependentSchemas"})
+LOGIC = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas"})
+FOLDED = LOGIC - {"anyOf"} | {"$ref", "const"}
 UNSUPPORTED = frozenset({
-    "if", "then", "else", "dependentSchemas", "dependencies", "contains", "minContains",
-    "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
-    "divisibleBy", "disallow", "extends"})
-CONSTRAINING_KEYWORDS = {k.lower(): k for k in SUPPORTED | UNSUPPORTED}
+    "contains", "minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef",
+    "$recursiveRef", "$recursiveAnchor", "divisibleBy", "disallow", "extends"})
+CONSTRAINING_KEYWORDS = {k.lower(): k for k in SUPPORTED | UNSUPPORTED | {"dependencies", "additionalItems"}}
 NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
 SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
@@ -47,23 +51,33 @@ KNOWN_METASCHEMAS = frozenset(
 MAX_COUNT = 1000
 MAX_ANYOF_BRANCHES = 256
 MAX_NESTING = 64
+INEXACT = "_inexact"
+
+
+class IgnoredKeywordWarning(UserWarning):
+    """An unknown keyword that looks like a misspelled constraint was ignored, as JSON Schema specifies."""
 
 
 @dataclass
 class Context:
-    """The document being compiled and the `$ref` targets entered on the current path (for cycles)."""
+    """The document being compiled and the `$ref` targets entered on the current path (for cycles).
+
+    `anchors` and `draft_neutral` (ids of subschemas found free of draft-dependent keywords) are
+    caches shared by every context of one document.
+    """
 
     root: Schema
     refs: tuple[str, ...] = ()
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    draft_neutral: set[int] = field(default_factory=set)
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
         if self.depth >= MAX_NESTING:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
-        return Context(self.root, refs, self.depth + 1, self.anchors)
+        return Context(self.root, refs, self.depth + 1, self.anchors, self.draft_neutral)
 
 
 def pointer_token(name: str) -> str:
@@ -113,10 +127,11 @@ def _check_schema(value: Any, path: str) -> None:
 
 
 def check_keywords(schema: dict, path: str) -> None:
-    """Refuse unsupported keywords, likely misspellings of known ones, and malformed keyword values.
+    """Refuse unsupported keywords and malformed keyword values; warn about likely misspellings.
 
-    Other unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored;
-    names starting with `x-` or `_` (`_format` in generated Kubernetes schemas) are never taken as misspellings.
+    Unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored; one
+    that looks like a misspelled constraint (`require`, `additonalProperties`) is ignored too, with
+    an `IgnoredKeywordWarning` naming it; names starting with `x-` or `_` are never taken as misspellings.
     """
     for key, value in schema.items():
         where = f"{path}/{pointer_token(key)}"
@@ -131,8 +146,9 @@ def check_keywords(schema: dict, path: str) -> None:
         elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
             close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
             if close:
-                raise SchemaError(f"unknown keyword '{key}' (did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?): "
-                                  "refused, not ignored", where)
+                warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "
+                              f"(did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?)", IgnoredKeywordWarning,
+                              stacklevel=2)
 
 
 def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
@@ -152,11 +168,11 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
     elif key == "required":
         if not isinstance(value, list) or any(not isinstance(n, str) for n in value) or len(set(value)) != len(value):
             raise SchemaError("'required' must be an array of distinct strings", where)
-    elif key in ("additionalProperties", "items", "propertyNames"):
+    elif key in ("additionalProperties", "items", "propertyNames", "if", "then", "else"):
         _check_schema(value, where)
-    elif key == "patternProperties":
+    elif key in ("patternProperties", "dependentSchemas"):
         if not isinstance(value, dict):
-            raise SchemaError("'patternProperties' must be an object", where)
+            raise SchemaError(f"'{key}' must be an object", where)
         for name, sub in value.items():
             _check_schema(sub, f"{where}/{pointer_token(name)}")
     elif key == "not":
@@ -229,29 +245,34 @@ def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
     return node, ref if ref != "#" else "#"
 
 
-def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, str]:
-    """One schema with `$ref`, `allOf`, `const` and `oneOf` folded into plain keywords (exactly).
+Negation = tuple[Schema, str, Context]
+
+
+def flatten(schema: Schema, path: str, ctx: Context,
+            negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
+    """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
 
     Returns the flattened schema, the context (references entered) and the path to report for
-    its keywords: the target's path when the schema is only a reference.
+    its keywords: the target's path when the schema is only a reference.  `not`s met here and in
+    `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
+    by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
     """
     _check_schema(schema, path)
     if isinstance(schema, bool):
         return schema, ctx, path
-    schema = _older_drafts(schema, path)
+    schema = older_drafts(schema, path)
     check_keywords(schema, path)
+    pending: list[Negation] = [] if negations is None else negations
     own: dict = {k: v for k, v in schema.items()
-                 if k in SUPPORTED and k not in ("$ref", "allOf", "const", "oneOf", "not")}
+                 if (k in SUPPORTED and k not in FOLDED) or k == INEXACT}
     if own.get("format") not in SPEC_FORMATS:
         own.pop("format", None)
     for key in ("maxLength", "maxItems"):
         if own.get(key, 0) > MAX_COUNT:
             own[key] = MAX_COUNT
+            own[INEXACT] = True
     if "not" in schema:
-        negated = flatten(schema["not"], f"{path}/not", ctx.entering())[0]
-        own = merge(own, _negation(negated, f"{path}/not"), path)
-        if own is False:
-            return False, ctx, path
+        pending.append((schema["not"], f"{path}/not", ctx))
     if "const" in schema:
         own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
     result: Schema = own
@@ -260,55 +281,30 @@ def flatten(schema: Schema, path: str, ctx: Context) -> tuple[Schema, Context, s
         if target_path in ctx.refs:
             cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
             raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
-        flat, ctx, flat_path = flatten(target, target_path, ctx.entering(target_path))
-        if not own and "allOf" not in schema and "oneOf" not in schema:
+        flat, ctx, flat_path = flatten(target, target_path, ctx.entering(target_path), pending)
+        if not own and not any(k in schema for k in LOGIC):
             path = flat_path
         result = merge(result, flat, path)
     for i, part in enumerate(schema.get("allOf", [])):
-        flat, ctx, _ = flatten(part, f"{path}/allOf/{i}", ctx.entering())
+        flat, ctx, _ = flatten(part, f"{path}/allOf/{i}", ctx.entering(), pending)
         result = merge(result, flat, f"{path}/allOf")
+    from stdsl.compiler import json_schema_logic as logic
     if "oneOf" in schema:
-        branches = []
-        for i, part in enumerate(schema["oneOf"]):
-            flat, ctx, _ = flatten(part, f"{path}/oneOf/{i}", ctx.entering())
-            branches.append(flat)
-        from stdsl.compiler.json_validate import provably_disjoint
-        branches = _optional_discriminator(branches, ctx) or branches
-        for i in range(len(branches)):
-            for j in range(i + 1, len(branches)):
-                if not provably_disjoint(branches[i], branches[j], ctx):
-                    raise SchemaError(f"'oneOf' branches {i} and {j} may overlap; only provably disjoint branches "
-                                      "are supported", f"{path}/oneOf")
-        result = merge(result, {"anyOf": branches}, path)
+        result = merge(result, logic.one_of_as_any_of(schema["oneOf"], f"{path}/oneOf", ctx), path)
+    if "if" in schema and ("then" in schema or "else" in schema):
+        result = merge(result, logic.conditional(schema, path, ctx), path)
+    for name, sub in schema.get("dependentSchemas", {}).items():
+        where = f"{path}/dependentSchemas/{pointer_token(name)}"
+        result = merge(result, logic.dependent_schema(name, sub, where, ctx), path)
+    if negations is None:
+        result = logic.apply_negations(result, pending, path)
     return result, ctx, path
 
 
-def _optional_discriminator(branches: list[Schema], ctx: Context) -> list[Schema] | None:
-    """`oneOf` branches equal except for one optional property with pairwise disjoint schemas, made exact.
-
-    An instance lacking that property (or not an object) meets every branch alike, so it matches
-    none or several and is invalid; requiring the property (and an object) in each branch is exact.
-    """
-    from stdsl.compiler.json_validate import provably_disjoint
-    if len(branches) < 2 or not all(isinstance(b, dict) and isinstance(b.get("properties"), dict) for b in branches):
-        return None
-    for name in branches[0]["properties"]:
-        if not all(name in b["properties"] for b in branches):
-            continue
-        rests = {json.dumps({**b, "properties": {k: v for k, v in b["properties"].items() if k != name}},
-                            sort_keys=True, default=str) for b in branches}
-        if len(rests) != 1:
-            continue
-        values = [flatten(b["properties"][name], "#", ctx)[0] for b in branches]
-        if all(provably_disjoint(values[i], values[j], ctx)
-               for i in range(len(values)) for j in range(i + 1, len(values))):
-            return [merge(b, {"type": "object", "required": [name]}, "#") for b in branches]
-    return None
-
-
-def _older_drafts(schema: dict, path: str) -> dict:
+def older_drafts(schema: dict, path: str) -> dict:
     """Draft 4-2019 spellings in their 2020-12 form: array `items` + `additionalItems` as `prefixItems` + `items`,
-    `dependencies` with array values as `dependentRequired`; `additionalItems` beside a schema `items` does nothing."""
+    `dependencies` as `dependentRequired` (array values) and `dependentSchemas` (schema values);
+    `additionalItems` beside a schema `items` does nothing."""
     if "additionalItems" not in schema and "dependencies" not in schema and not isinstance(schema.get("items"), list):
         return schema
     out = {k: v for k, v in schema.items() if k not in ("items", "additionalItems", "dependencies")}
@@ -321,33 +317,19 @@ def _older_drafts(schema: dict, path: str) -> dict:
         out["items"] = schema["items"]
     if "dependencies" in schema:
         deps = schema["dependencies"]
-        if not isinstance(deps, dict) or not all(isinstance(v, list) for v in deps.values()):
-            raise SchemaError("'dependencies' with schema values (dependentSchemas) is not supported",
-                              f"{path}/dependencies")
-        out["dependentRequired"] = deps
+        if not isinstance(deps, dict):
+            raise SchemaError("'dependencies' must be an object", f"{path}/dependencies")
+        for kind, keyword in ((list, "dependentRequired"), ((dict, bool), "dependentSchemas")):
+            part = {name: value for name, value in deps.items() if isinstance(value, kind)}
+            if part:
+                if keyword in schema:
+                    raise SchemaError(f"'dependencies' beside '{keyword}' is ambiguous", f"{path}/dependencies")
+                out[keyword] = part
+        if any(not isinstance(v, (list, dict, bool)) for v in deps.values()):
+            raise SchemaError("'dependencies' values must be arrays of names or schemas", f"{path}/dependencies")
     if out.get("prefixItems") == []:
         del out["prefixItems"]
     return out
-
-
-def _negation(negated: Schema, path: str) -> Schema:
-    """The schema of instances that fail `negated` (flattened): a type test, a `required` list or a boolean."""
-    if negated is True or negated == {}:
-        return False
-    if negated is False:
-        return {}
-    if set(negated) == {"type"}:
-        types = negated["type"] if isinstance(negated["type"], list) else [negated["type"]]
-        kinds = kinds_of_types(list(TYPES[:-1])) - kinds_of_types(types)
-        if not kinds:
-            return False
-        return {"type": _merge_types([t for t in TYPES[:-1] if kinds_of_types([t]) <= kinds]
-                                     + (["integer"] if "integer" in kinds else []), list(TYPES[:-1]))}
-    if set(negated) == {"required"} and negated["required"]:
-        absent = [{"type": "object", "properties": {name: False}} for name in negated["required"]]
-        return absent[0] if len(absent) == 1 else {"type": "object", "anyOf": absent}
-    raise SchemaError("'not' is supported only around a type test, a `required` list or a boolean schema (its "
-                      "complement is not regular in general)", path)
 
 
 def merge(a: Schema, b: Schema, path: str) -> Schema:
@@ -401,7 +383,27 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
         _merge_objects(out, a, b)
     if "items" in a or "items" in b or "prefixItems" in a or "prefixItems" in b:
         _merge_arrays(out, a, b)
+    _drop_empty_kinds(out)
+    if out.get("type") == []:
+        return {"enum": [], INEXACT: True} if out.get(INEXACT) else False
     return out
+
+
+def _drop_empty_kinds(out: dict) -> None:
+    """Remove from `type` a kind whose merged bounds contradict (minLength above maxLength, an empty interval)."""
+    empty = set()
+    for low, high, kinds in (("minLength", "maxLength", {"string"}), ("minItems", "maxItems", {"array"}),
+                             ("minProperties", "maxProperties", {"object"})):
+        if low in out and high in out and out[low] > out[high]:
+            empty |= kinds
+    lows = [(Decimal(repr(out[k])), k == "exclusiveMinimum") for k in ("minimum", "exclusiveMinimum") if k in out]
+    highs = [(Decimal(repr(out[k])), k == "exclusiveMaximum") for k in ("maximum", "exclusiveMaximum") if k in out]
+    if any(lo > hi or (lo == hi and (lx or hx)) for lo, lx in lows for hi, hx in highs):
+        empty |= {"integer", "fraction"}
+    if empty:
+        types = out.get("type", list(TYPES[:-1]))
+        kept = kinds_of_types(types if isinstance(types, list) else [types]) - empty
+        out["type"] = _merge_types(list(TYPES[:-1]), [t for t in TYPES if kinds_of_types([t]) <= kept])
 
 
 def _conj(x: Schema, y: Schema) -> Schema:
