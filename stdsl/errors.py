@@ -43,3 +43,7 @@ class BudgetError(StdslError):
 
 class GenerationError(StdslError):
     """Decoding reached a configuration with no admissible token; no invalid output is returned."""
+
+
+class CompileTimeError(CompileError):
+    """Compiling took longer than the time limit it was given (the constraint is refused, not half-built)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler.automaton import Automaton
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.minimize import minimize
 
 
@@ -93,6 +94,8 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
                 targets.append(target)
             row[live] = np.asarray(targets, dtype=np.int64)[inverse.reshape(-1)]
         rows.append(row)
+        if head & 1023 == 0:
+            check_deadline("intersection")
         if max_states is not None and len(pairs) > max_states:
             raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
     accepting = np.array([bool(a.accepting[k // width] and b.accepting[k % width]) for k in pairs])

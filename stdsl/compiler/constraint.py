@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.compiler.automaton import Automaton, build_automaton
+from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_recursive import ROOT, is_recursive_schema, reference_graph
 from stdsl.compiler.json_schema import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
@@ -20,6 +21,7 @@ from stdsl.compiler.regex_parser import parse_regex
 from stdsl.errors import CompileError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
+DEFAULT_MAX_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,11 @@ def compile(
     *,
     whitespace: Whitespace | None = None,
     max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float | None = DEFAULT_MAX_SECONDS,
 ) -> Constraint | PushdownConstraint:
     """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class or a `Constraint` (returned as is).
+
+    A compilation that passes `max_seconds` is refused with CompileTimeError (None: no limit).
 
     A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64),
     and so does one too large for a single DFA whose definitions can each be a nonterminal.
@@ -106,7 +111,8 @@ def compile(
     if key is not None and key in _COMPILED:
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
-    result = _compile(spec, whitespace, max_states)
+    with compile_deadline(max_seconds):
+        result = _compile(spec, whitespace, max_states)
     if key is not None:
         _COMPILED[key] = result
         if len(_COMPILED) > COMPILE_CACHE_SIZE:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.nfa import NFA
 from stdsl.errors import StateBudgetError
 
@@ -94,6 +95,8 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     rows: list[list[int]] = []
     index = 0
     while index < len(states):
+        if index & 255 == 0:
+            check_deadline("determinization")
         moves: dict[int, list[int]] = {}
         for nfa_state in states[index]:
             pairs = class_moves[nfa_state]

@@ -13,6 +13,7 @@ from collections import deque
 
 import numpy as np
 
+from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
 
@@ -121,7 +122,11 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
         members[number].add(state)
     waiting = list(range(len(members)))
     in_waiting = [True] * len(members)
+    rounds = 0
     while waiting:
+        rounds += 1
+        if rounds & 255 == 0:
+            check_deadline("minimization")
         splitter = waiting.pop()
         in_waiting[splitter] = False
         by_symbol: dict[int, list[int]] = {}

@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 MAX_NFA_STATES = 2_000_000
@@ -161,6 +162,8 @@ class _Builder:
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
+        if len(self.nfa.eps) & 4095 == 0:
+            check_deadline("NFA construction")
         if len(self.nfa.eps) >= self.max_states:
             raise StateBudgetError(
                 f"the expression needs more than {self.max_states:,} NFA states; reduce counted "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.minimize import minimize
 from stdsl.compiler.nfa import build_nfa
@@ -97,6 +98,7 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     tables: list[np.ndarray] = []
     accepts: list[np.ndarray] = []
     for name, body in zip(names, [main] + [d.body for d in definitions]):
+        check_deadline(f"the pushdown definition '{name}'")
         try:
             dfa = determinize(build_nfa(body), max_states, alphabet)
             table, accepting = minimize(dfa.table, dfa.accepting)

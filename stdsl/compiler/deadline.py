@@ -1,0 +1,35 @@
+"""A time limit on compilation: the long loops check it, so a huge constraint is refused instead of hanging."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from stdsl.errors import CompileTimeError
+
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("stdsl_compile_deadline", default=None)
+
+
+@contextmanager
+def compile_deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, `check_deadline` raises CompileTimeError once `seconds` have passed (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    if seconds <= 0:
+        raise ValueError(f"a compile time limit must be positive, got {seconds}")
+    token = _DEADLINE.set((time.perf_counter() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline(stage: str) -> None:
+    """Raise CompileTimeError if the current compile time limit has passed; `stage` says where it stopped."""
+    limit = _DEADLINE.get()
+    if limit is not None and time.perf_counter() > limit[0]:
+        raise CompileTimeError(f"compiling took longer than the {limit[1]:g} s limit (stopped in {stage}); "
+                               "simplify the constraint or raise max_seconds")

@@ -1,0 +1,36 @@
+"""A compile time limit refuses a constraint that takes too long, promptly, and leaves no limit behind."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from stdsl.compiler.constraint import Regex, compile
+from stdsl.compiler.deadline import check_deadline, compile_deadline
+from stdsl.errors import CompileError, CompileTimeError
+
+SLOW = "(a|b)*a(a|b){16}"
+
+
+def test_a_slow_compile_is_refused_soon_after_the_limit() -> None:
+    start = time.perf_counter()
+    with pytest.raises(CompileTimeError, match="0.2 s limit"):
+        compile(Regex(SLOW), max_seconds=0.2)
+    assert time.perf_counter() - start < 1.5
+
+
+def test_the_limit_is_a_compile_error_and_does_not_outlive_its_block() -> None:
+    assert issubclass(CompileTimeError, CompileError)
+    with compile_deadline(1e-9):
+        time.sleep(0.001)
+        with pytest.raises(CompileTimeError):
+            check_deadline("a test")
+    check_deadline("after the block")
+    assert compile(Regex("[ab]{3}"), max_seconds=5.0).accepts(b"aba")
+
+
+def test_a_limit_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        with compile_deadline(0):
+            pass
