@@ -7,8 +7,8 @@ a second as `max_seconds`, so a schema it cannot finish is refused rather than k
 rejected.  A valid instance is written compactly in its own key order (MaskBench keeps schema
 order; `dump_in_schema_order` is tried too and counted separately); an invalid instance counts as
 accepted if *any* of its compact spellings (own order, ASCII escapes, schema order) is accepted.
-Recursive schemas go through the pushdown
-compiler when it is available.
+Compilation goes through `stdsl.compile`, which routes recursive and oversized schemas to the
+pushdown engine.
 
     python benchmarks/jsonschema_coverage.py ../shared/jsonschemabench/maskbench-sample --every 2
     python benchmarks/jsonschema_coverage.py --suite ../shared/json-schema-test-suite
