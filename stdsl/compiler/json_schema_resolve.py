@@ -141,14 +141,33 @@ def check_keywords(schema: dict, path: str) -> None:
             raise SchemaError(f"keyword '{key}' is not supported: it cannot be enforced exactly", where)
         elif key == "$schema" and value not in KNOWN_METASCHEMAS:
             raise SchemaError(f"unknown meta-schema {value!r}: its vocabulary cannot be known", where)
-        elif key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#"):
-            raise SchemaError(f"embedded resources ({key} below the root) are not supported", where)
+        elif (key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#")
+              and _uses_base_uri(schema)):
+            raise SchemaError(f"embedded resources ({key} below the root) whose references resolve against it are "
+                              "not supported", where)
         elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
             close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
             if close:
                 warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "
                               f"(did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?)", IgnoredKeywordWarning,
                               stacklevel=2)
+
+
+BASE_DEPENDENT = ("$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")
+INSTANCE_DATA = ("enum", "const", "default", "examples")
+
+
+def _uses_base_uri(node: Any) -> bool:
+    """Whether a schema holds a reference or anchor anywhere inside (its meaning then depends on the base URI).
+
+    An `$id` below the root only changes the base URI, so a subschema without any is compiled as if it had none.
+    """
+    if isinstance(node, dict):
+        return any(key in BASE_DEPENDENT or (key not in INSTANCE_DATA and _uses_base_uri(value))
+                   for key, value in node.items())
+    if isinstance(node, list):
+        return any(_uses_base_uri(item) for item in node)
+    return False
 
 
 def _check_value(key: str, value: Any, where: str, schema: dict) -> None:

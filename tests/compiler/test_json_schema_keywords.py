@@ -214,3 +214,18 @@ def test_one_of_with_an_optional_discriminator_is_exact(instance: object) -> Non
     if valid:
         text = dump_in_schema_order(instance, schema)
         assert automaton.accepts(text.encode()), f"rejected valid {text}"
+
+
+def test_an_embedded_id_without_references_only_changes_the_base_uri() -> None:
+    inner = {"$id": "/properties/item", "type": "object", "properties": {"n": {"type": "integer", "minimum": 2}},
+             "required": ["n"]}
+    schema = {"type": "object", "properties": {"item": inner}}
+    automaton = build_automaton(schema_to_ir(schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [{}, {"item": {"n": 2}}, {"item": {"n": 1}}, {"item": {}}, {"item": {"n": 3, "x": None}}]:
+        text = json.dumps(value, separators=(",", ":"))
+        assert automaton.accepts(text.encode()) == validator.is_valid(value), text
+    with_ref = {"$defs": {"n": {"type": "integer"}},
+                "properties": {"item": {"$id": "item.json", "properties": {"n": {"$ref": "#/$defs/n"}}}}}
+    with pytest.raises(SchemaError, match="embedded resources"):
+        schema_to_ir(with_ref)
