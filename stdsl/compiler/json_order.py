@@ -1,7 +1,8 @@
 """Serialize an instance exactly the way `schema_to_ir` writes it: compact, keys in schema order.
 
 Object keys come in the compiler's order (declared `properties` in schema order, then
-`required` names not in `properties`, then the instance's other keys in its own order);
+`required` names not in `properties`, then the instance's other keys in its own order, each
+valued by the `patternProperties` it matches or `additionalProperties`);
 values under `const`/`enum` take the key order of the matching enum member; `$ref`, `allOf`
 and `anyOf` are followed as the compiler follows them.  Numbers are canonical (integral values
 without fraction, others positional), strings use `json.dumps(ensure_ascii=False)`.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from stdsl.compiler.json_schema import canonical_scalar
+from stdsl.compiler.json_schema_keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema_resolve import Context, Schema, flatten, json_key, merge
 from stdsl.compiler.json_validate import conforms
 
@@ -46,7 +48,14 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
         involved = dict.fromkeys([*deps, *(n for names in deps.values() for n in names)])
         declared = list(dict.fromkeys([*props, *(n for n in involved if n not in props), *flat.get("required", [])]))
         order = [k for k in declared if k in value] + [k for k in value if k not in declared]
-        members = [f"{canonical_scalar(k)}:{_dump(value[k], props.get(k, extra), path, ctx)}" for k in order]
+        patterns = flat.get("patternProperties", {})
+        matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
+        members = []
+        for k in order:
+            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, k)]
+            own = props.get(k, True if matched else extra)
+            member_schema = {"allOf": [own, *matched]} if matched else own
+            members.append(f"{canonical_scalar(k)}:{_dump(value[k], member_schema, path, ctx)}")
         return "{" + ",".join(members) + "}"
     if isinstance(value, list):
         prefix, items = flat.get("prefixItems", []), flat.get("items", True)

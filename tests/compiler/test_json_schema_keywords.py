@@ -229,3 +229,12 @@ def test_an_embedded_id_without_references_only_changes_the_base_uri() -> None:
                 "properties": {"item": {"$id": "item.json", "properties": {"n": {"$ref": "#/$defs/n"}}}}}
     with pytest.raises(SchemaError, match="embedded resources"):
         schema_to_ir(with_ref)
+
+
+def test_schema_order_follows_pattern_properties_into_their_values() -> None:
+    inner = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    schema = {"type": "object", "patternProperties": {"^x": inner}, "additionalProperties": {"type": "object"}}
+    value = {"x1": {"b": 2, "a": 1}, "y": {"b": 2, "a": 1}}
+    text = dump_in_schema_order(value, schema)
+    assert text == '{"x1":{"a":1,"b":2},"y":{"b":2,"a":1}}'
+    assert build_automaton(schema_to_ir(schema)).accepts(text.encode())
