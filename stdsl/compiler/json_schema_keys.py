@@ -96,14 +96,14 @@ def key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None,
     for choice in cartesian((True, False), repeat=len(matchers)):
         if not with_unmatched and not any(choice):
             continue
-        language: Automaton | None = universe
+        language, empty = universe, False
         for matcher, inside in zip(matchers.values(), choice):
             try:
                 language = intersect(language, matcher) if inside else complement_within(language, matcher)
             except EmptyLanguageError:
-                language = None
+                empty = True
                 break
-        if language is not None:
+        if not empty:
             key = ir.seq(QUOTE, ir.Embedded(language.transitions, language.accepting), QUOTE)
             out.append((key, [p for p, inside in zip(matchers, choice) if inside]))
     return out

@@ -16,6 +16,7 @@ or the name present and the schema met".  `json_schema_resolve.flatten` calls th
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -70,7 +71,15 @@ def typed(kinds: set[str] | frozenset[str], strict: bool = False) -> Schema:
     return out
 
 
-def union(parts: list[Schema]) -> Schema:
+def _typed_object(kinds: set[str] | frozenset[str], strict: bool) -> dict:
+    """`typed` for a non-empty set of kinds, which is always a schema object."""
+    base = typed(kinds, strict)
+    if not isinstance(base, dict):
+        raise ValueError(f"no schema object for the kinds {sorted(kinds)}")
+    return base
+
+
+def union(parts: Sequence[Schema]) -> Schema:
     """The exact disjunction of schemas (False parts dropped)."""
     kept = [p for p in parts if p is not False]
     if not kept:
@@ -140,7 +149,7 @@ def _keyword_failures(key: str, value: Any, flat: dict, own: frozenset[str], ctx
     kinds = own & (NUMBER_KINDS if kind == "number" else {kind})
     if not kinds:
         return []
-    base = typed(kinds, strict)
+    base = _typed_object(kinds, strict)
     if key in NUMBER_KEYWORDS:
         return [{**base, NUMBER_KEYWORDS[key]: value}]
     if key in ("minLength", "minItems"):
@@ -150,7 +159,7 @@ def _keyword_failures(key: str, value: Any, flat: dict, own: frozenset[str], ctx
     if key == "required":
         return [{**base, "properties": {name: False}} for name in value]
     if key == "properties":
-        out = []
+        out: list[Schema] = []
         for name, sub in value.items():
             sub_flat, sub_ctx, _ = flatten(sub, f"{where}/{name}", ctx.entering())
             failing = negation(sub_flat, sub_ctx, f"{where}/{name}")
@@ -179,7 +188,7 @@ def _keyword_failures(key: str, value: Any, flat: dict, own: frozenset[str], ctx
     raise SchemaError(f"cannot negate '{key}' exactly (its failure is not expressible as a schema)", where)
 
 
-def _items_failures(items: Schema, flat: dict, base: Schema, ctx: Context, where: str) -> list[Schema]:
+def _items_failures(items: Schema, flat: dict, base: dict, ctx: Context, where: str) -> list[Schema]:
     """Arrays with some item past the prefix failing `items`: exact only when `maxItems` bounds the positions."""
     item_flat, item_ctx, _ = flatten(items, where, ctx.entering())
     failing = negation(item_flat, item_ctx, where)
@@ -219,7 +228,7 @@ def outside_values(values: list[Any], kinds: frozenset[str], path: str, strict: 
 
 def _numbers_outside(values: list[Any], kinds: frozenset[str], strict: bool) -> Schema:
     """Numbers of `kinds` other than `values`: the open intervals between the sorted excluded values."""
-    base = typed(kinds, strict)
+    base = _typed_object(kinds, strict)
     ordered = sorted({Decimal(repr(v)) if isinstance(v, float) else Decimal(v): v for v in values}.items())
     if not ordered:
         return base
@@ -429,19 +438,20 @@ def _optional_discriminator(branches: list[Schema], ctx: Context) -> list[Schema
     none or several and is invalid; requiring the property (and an object) in each branch is exact.
     """
     from stdsl.compiler.json_validate import provably_disjoint
-    if len(branches) < 2 or not all(isinstance(b, dict) and isinstance(b.get("properties"), dict) for b in branches):
+    objects = [b for b in branches if isinstance(b, dict) and isinstance(b.get("properties"), dict)]
+    if len(branches) < 2 or len(objects) != len(branches):
         return None
-    for name in branches[0]["properties"]:
-        if not all(name in b["properties"] for b in branches):
+    for name in objects[0]["properties"]:
+        if not all(name in b["properties"] for b in objects):
             continue
         rests = {json.dumps({**b, "properties": {k: v for k, v in b["properties"].items() if k != name}},
-                            sort_keys=True, default=str) for b in branches}
+                            sort_keys=True, default=str) for b in objects}
         if len(rests) != 1:
             continue
-        values = [flatten(b["properties"][name], "#", ctx)[0] for b in branches]
+        values = [flatten(b["properties"][name], "#", ctx)[0] for b in objects]
         if all(provably_disjoint(values[i], values[j], ctx)
                for i in range(len(values)) for j in range(i + 1, len(values))):
-            return [merge(b, {"type": "object", "required": [name]}, "#") for b in branches]
+            return [merge(b, {"type": "object", "required": [name]}, "#") for b in objects]
     return None
 
 

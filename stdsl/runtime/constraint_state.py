@@ -98,7 +98,7 @@ class ConstraintState:
         row = self.rows.next_states(self.state)
         allowed = row >= 0
         if self.cover:
-            spans = self.vocab.lengths >= self.cover
+            spans = np.asarray(self.vocab.lengths) >= self.cover
             spans[list(self.cover_exempt)] = True
             allowed &= spans
         if self.budget is not None and self.remaining is not None:
