@@ -203,10 +203,11 @@ def render_masks(records: list[dict[str, Any]]) -> str:
     lines += table(["task", "steps", "stdsl mask ms (mean)", "stdsl mask ms (max)", "grammar tables",
                     "stdsl constraint memory (after the walk)", "configurations", "llguidance mask ms (mean)",
                     "llguidance compile malloc"], rows)
-    lines += ["", "stdsl computes each configuration's row by the exact level pass over the trie (every row is a "
-              "cache miss here: each step is a new configuration); its memory is the grammar tables plus the "
-              "interned configurations, memoized steps and the LRU of rows (4 rows of int32 per vocabulary: a "
-              "configuration is rarely met twice in a tree, so rows are not kept longer).", ""]
+    lines += ["", "stdsl composes each configuration's row from the free row of its state and, for the tokens that "
+              "pop what they did not push, the context row of its top two return states (Theorem 22; "
+              "`benchmarks/pushdown_masks.py` times that step alone); its memory is the grammar tables plus the "
+              "interned configurations, memoized steps, the cached symbolic rows and the LRU of 4 composed rows.",
+              ""]
     return "\n".join(lines)
 
 

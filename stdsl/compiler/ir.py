@@ -7,8 +7,9 @@ to UTF-8 byte sequences here, so everything downstream sees bytes only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, Union
+from typing import Any, Union
 
 MAX_UNICODE = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -25,21 +26,21 @@ class ByteSet:
 class Seq:
     """Concatenation; `Seq(())` is the empty string."""
 
-    items: tuple["Node", ...]
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Alt:
     """Alternation; `Alt(())` is the empty language."""
 
-    items: tuple["Node", ...]
+    items: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Repeat:
     """`item` repeated between `min` and `max` times (`max=None`: unbounded)."""
 
-    item: "Node"
+    item: Node
     min: int
     max: int | None
 
