@@ -58,14 +58,31 @@ def _compile(schema: Any, max_states: int, max_seconds: float) -> tuple[Any, str
 
 
 def _spellings(instance: Any, schema: Any) -> list[str]:
-    """Compact spellings of an instance: own key order (UTF-8, then ASCII escapes), then schema order."""
+    """Compact spellings of an instance: own key order (UTF-8, then ASCII escapes), then schema order.
+
+    The schema-order spelling counts only when it reads back as the very same JSON value, number
+    types included: `12345.0` respelled `12345` is another instance under draft 4 (not an integer there).
+    """
     out = [json.dumps(instance, separators=(",", ":"), ensure_ascii=False),
            json.dumps(instance, separators=(",", ":"))]
     try:
-        out.append(dump_in_schema_order(instance, schema))
+        ordered = dump_in_schema_order(instance, schema)
+        if strictly_equal(json.loads(ordered), instance):
+            out.append(ordered)
     except (StdslError, RecursionError, ValueError, TypeError):
         pass
     return list(dict.fromkeys(out))
+
+
+def strictly_equal(a: Any, b: Any) -> bool:
+    """JSON values equal with their number types (int vs float) and key sets, key order aside."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(strictly_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(strictly_equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
 
 
 def _accepts(matcher: Any, text: str) -> bool:
@@ -205,18 +222,25 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 
 def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: float, max_states: int,
-                  peers: dict[str, Any] | None = None) -> dict:
-    """The MaskBench table over (a sample of) the folder, with the peers' compile times when given."""
+                  peers: dict[str, Any] | None = None, only: set[str] | None = None,
+                  previous: dict | None = None) -> dict:
+    """The MaskBench table over (a sample of) the folder, with the peers' compile times when given.
+
+    With `only`, just those files are run and their rows replace the ones in `previous` (a result
+    of an earlier run), whose other rows are kept; the tables are then recomputed from all rows.
+    """
     peers = peers or {}
     files = sorted(folder.glob("*.json"))
-    chosen = files[::every][:limit_files]
-    rows = {}
+    chosen = files[::every][:limit_files] if only is None else [f for f in files if f.name in only]
+    rows = dict(previous["rows"]) if previous else {}
     start = time.time()
     for n, path in enumerate(chosen, 1):
         data = json.loads(path.read_text())
         row = run_one(data["schema"], data["tests"], timeout, max_states)
         row["source"] = source_of(path.name)
         row["peers"] = {name: run_peer(peer, data["schema"], timeout) for name, peer in peers.items()}
+        if previous and not peers and "peers" in rows.get(path.name, {}):
+            row["peers"] = rows[path.name]["peers"]
         rows[path.name] = row
         if n % 50 == 0:
             print(f"  {n}/{len(chosen)} files, {time.time() - start:.0f}s", file=sys.stderr, flush=True)
@@ -226,12 +250,15 @@ def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: fl
         per_source[r["source"]][r["outcome"]] += 1
     compile_times = [r["seconds"] for r in rows.values() if r["outcome"] != "timeout"]
     errors = Counter(_error_kind(r.get("error", "")) for r in rows.values() if r["outcome"] == "compile error")
-    return {"folder": str(folder), "files_in_folder": len(files), "files_run": len(chosen), "every": every,
-            "timeout_s": timeout, "max_states": max_states, "wall_s": round(time.time() - start, 1),
+    peer_names = list(peers) or sorted({n for r in rows.values() for n in r.get("peers", {})})
+    return {"folder": str(folder), "files_in_folder": len(files), "files_run": len(rows),
+            "every": previous["every"] if previous else every, "timeout_s": timeout, "max_states": max_states,
+            "wall_s": round(time.time() - start, 1) + (previous["wall_s"] if previous else 0),
+            "rerun_files": sorted(only) if only is not None else [],
             "totals": {k: totals.get(k, 0) for k in OUTCOMES},
             "per_source": {s: {k: c.get(k, 0) for k in OUTCOMES} for s, c in sorted(per_source.items())},
             "compile_seconds": _percentiles(compile_times),
-            "peer_compile": _peer_compile_table(rows, list(peers)),
+            "peer_compile": _peer_compile_table(rows, peer_names),
             "pushdown_schemas": sum(r.get("engine") == "pushdown" for r in rows.values()),
             "schema_order_rescues": sum(r.get("schema_order_only", 0) for r in rows.values()),
             "compile_error_kinds": dict(errors.most_common(40)), "rows": rows}
@@ -300,6 +327,8 @@ def maskbench_markdown(result: dict, command: str) -> str:
              f"Ran {n} of {result['files_in_folder']} files of `{result['folder']}` (every {result['every']}th), "
              f"{result['timeout_s']} s compile limit per schema, {result['max_states']} DFA states at most; "
              f"{result['wall_s']} s wall.\n",
+             *([f"Files run again with the code and rules of the second command and merged in: "
+                f"{', '.join(result['rerun_files'])}.\n"] if result.get("rerun_files") else []),
              "| engine | files | passing | share | compile error | timeout | validation error | invalidation error |",
              "|---|---:|---:|---:|---:|---:|---:|---:|",
              f"| stdsl (this run) | {n} | {t['passing']} | {100 * t['passing'] / max(n, 1):.1f}% | "
@@ -360,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="compile limit per schema, seconds")
     parser.add_argument("--max-states", type=int, default=100_000)
     parser.add_argument("--peers", default="", help="comma-separated peers to time too (llguidance,xgrammar)")
+    parser.add_argument("--rerun", default=None, metavar="NAMES",
+                        help="comma-separated file names to run again, merged into the existing results file")
     parser.add_argument("--out", default=None,
                         help="results file stem (default benchmarks/results/jsonschema_coverage or jsonschema_suite)")
     args = parser.parse_args(argv)
@@ -370,9 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         stem = Path(args.out) if args.out else RESULTS / "jsonschema_suite"
     else:
         peers = load_peers([n for n in args.peers.split(",") if n])
-        result = run_maskbench(Path(args.folder), args.every, args.limit, args.timeout, args.max_states, peers)
-        text = maskbench_markdown(result, command)
         stem = Path(args.out) if args.out else RESULTS / "jsonschema_coverage"
+        only = set(args.rerun.split(",")) if args.rerun else None
+        previous = json.loads(stem.with_suffix(".json").read_text()) if only is not None else None
+        if previous is not None:
+            command = previous["command"] + " (then " + command + ")"
+        result = run_maskbench(Path(args.folder), args.every, args.limit, args.timeout, args.max_states, peers,
+                               only, previous)
+        text = maskbench_markdown(result, command)
     result["command"] = command
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
