@@ -289,6 +289,17 @@ def make_peer(name: str, token_bytes: Sequence[bytes | None], eos_id: int, encod
     raise ValueError(f"unknown peer {name!r}; expected one of {', '.join(PEER_NAMES)}")
 
 
+def fill_times(peer: Peer, matcher: Any, ids: Sequence[int]) -> list[float]:
+    """Seconds of each full-vocabulary mask fill along `ids` (the matcher advances by each token after its fill)."""
+    times = []
+    for token in ids:
+        tick = time.perf_counter()
+        peer.fill(matcher)
+        times.append(time.perf_counter() - tick)
+        peer.advance(matcher, token)
+    return times
+
+
 def timed(fn: Any, *args: Any) -> tuple[Any, float]:
     """(fn(*args), seconds) measured with perf_counter."""
     start = time.perf_counter()

@@ -85,14 +85,9 @@ def walk_after(rows: PushdownRows, ids: list[int]) -> list[float]:
 
 def walk_llguidance(peer: Any, schema: dict, ids: list[int]) -> list[float]:
     """Per-step llguidance mask fill time along the same tokens."""
-    matcher = peer.compile(schema)
-    times = []
-    for token in ids:
-        tick = time.perf_counter()
-        peer.fill(matcher)
-        times.append(time.perf_counter() - tick)
-        peer.advance(matcher, token)
-    return times
+    from peers import fill_times
+
+    return fill_times(peer, peer.compile(schema), ids)
 
 
 def stats_record(rows: PushdownRows) -> dict[str, Any]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl  # noqa: E402,I001  (stdsl binds MKL before mlx.core loads)
 from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  # noqa: E402
-from peers import malloc_in_use, version_of  # noqa: E402
+from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
 from stdsl.runtime.pushdown_state import pushdown_tables  # noqa: E402
@@ -180,12 +180,7 @@ def qwen_mask_costs(tasks: list[Task], with_llguidance: bool) -> list[dict[str, 
             before = malloc_in_use()
             matcher = peer.compile(task.schema)
             record["llguidance_compile_bytes"] = malloc_in_use() - before
-            times = []
-            for token in ids:
-                tick = time.perf_counter()
-                peer.fill(matcher)
-                times.append(time.perf_counter() - tick)
-                peer.advance(matcher, token)
+            times = fill_times(peer, matcher, ids)
             record["llguidance_mask_ms_mean"] = 1000 * float(np.mean(times))
             record["llguidance_mask_ms_max"] = 1000 * float(np.max(times))
         out.append(record)

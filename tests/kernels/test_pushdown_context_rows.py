@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from stdsl.compiler.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown_machine import PushdownMachine
 from stdsl.kernels import pushdown_context_rows as context_rows_module
 from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
+from stdsl.kernels.pushdown_device import reachable_configurations
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.test_pushdown import expressions, nested_lists
@@ -50,18 +50,10 @@ def mixed_vocabulary(seed: int = 0, count: int = 300) -> Vocabulary:
 
 
 def reachable(machine: PushdownMachine, max_depth: int = 4, limit: int = 4000) -> list[int]:
-    """Every configuration of stack depth <= max_depth reachable byte by byte (breadth first)."""
-    seen = {machine.start}
-    queue = deque([machine.start])
-    while queue:
-        config = queue.popleft()
-        for byte in np.flatnonzero(machine.byte_row(config) >= 0).tolist():
-            nxt = machine.step_byte(config, byte)
-            if machine.depth(nxt) <= max_depth and nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-        assert len(seen) <= limit, "the grammar has too many configurations for this test"
-    return sorted(seen)
+    """Every configuration of stack depth <= max_depth reachable byte by byte (all of them, or the test fails)."""
+    configs = reachable_configurations(machine, max_depth, limit + 1)
+    assert len(configs) <= limit, "the grammar has too many configurations for this test"
+    return configs
 
 
 def assert_rows_equal(machine: PushdownMachine, vocab: Vocabulary, configs: list[int],
