@@ -16,6 +16,7 @@ from stdsl.kernels.rows import RowCache
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.budget import BudgetTable, build_budget_table, check_feasible
+from stdsl.runtime.identity_cache import IdentityCache
 from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 _VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
@@ -196,16 +197,12 @@ class SharedTables:
         self.vocab = vocab
         self.rows = RowCache(automaton, vocab)
         self._budget: BudgetTable | None = None
-        self._planners: dict[tuple[int, bool], tuple[Any, ForcedPlanner]] = {}
+        self._planners: IdentityCache[ForcedPlanner] = IdentityCache()
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> ForcedPlanner:
         """The forced planner for a tokenizer (its caches of stable tails and covers are shared too)."""
-        key = (id(tokenizer), healing)
-        hit = self._planners.get(key)
-        if hit is None or hit[0] is not tokenizer:
-            planner = ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing)
-            hit = self._planners[key] = (tokenizer, planner)
-        return hit[1]
+        return self._planners.get(
+            (tokenizer,), lambda: ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing), (healing,))
 
     def budget(self, planner: ForcedPlanner) -> BudgetTable:
         """The budget table, built on first use."""
@@ -214,19 +211,13 @@ class SharedTables:
         return self._budget
 
 
-_SHARED: dict[tuple[int, int], SharedTables] = {}
 MAX_SHARED = 32
+_SHARED: IdentityCache[SharedTables] = IdentityCache(MAX_SHARED)
 
 
 def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
     """The shared tables of an automaton under a vocabulary (kept for the last few constraints used)."""
-    key = (id(automaton), id(vocab))
-    hit = _SHARED.get(key)
-    if hit is None or hit.automaton is not automaton or hit.vocab is not vocab:
-        if len(_SHARED) >= MAX_SHARED:
-            _SHARED.pop(next(iter(_SHARED)))
-        hit = _SHARED[key] = SharedTables(automaton, vocab)
-    return hit
+    return _SHARED.get((automaton, vocab), lambda: SharedTables(automaton, vocab))
 
 
 MAX_BUDGET_TABLE_ENTRIES = 50_000_000

@@ -22,6 +22,7 @@ from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.budget import UNREACHABLE
 from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.identity_cache import IdentityCache
 from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 
@@ -84,31 +85,21 @@ class PushdownTables:
         self.vocab = vocab
         self.rows = PushdownRows(machine, vocab, max_bytes=max_row_bytes)
         self.budget = PushdownBudget(machine)
-        self._planners: dict[tuple[int, bool], tuple[Any, PushdownPlanner]] = {}
+        self._planners: IdentityCache[PushdownPlanner] = IdentityCache()
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> PushdownPlanner:
         """The forced planner for a tokenizer, built once."""
-        key = (id(tokenizer), healing)
-        hit = self._planners.get(key)
-        if hit is None or hit[0] is not tokenizer:
-            hit = self._planners[key] = (tokenizer, PushdownPlanner(self.machine, tokenizer, self.vocab.token_bytes,
-                                                                    healing))
-        return hit[1]
+        return self._planners.get(
+            (tokenizer,), lambda: PushdownPlanner(self.machine, tokenizer, self.vocab.token_bytes, healing), (healing,))
 
 
-_TABLES: dict[tuple[int, int], PushdownTables] = {}
 MAX_TABLES = 16
+_TABLES: IdentityCache[PushdownTables] = IdentityCache(MAX_TABLES)
 
 
 def pushdown_tables(machine: PushdownMachine, vocab: Vocabulary) -> PushdownTables:
     """The shared tables of a machine under a vocabulary (kept for the last few constraints used)."""
-    key = (id(machine), id(vocab))
-    hit = _TABLES.get(key)
-    if hit is None or hit.machine is not machine or hit.vocab is not vocab:
-        if len(_TABLES) >= MAX_TABLES:
-            _TABLES.pop(next(iter(_TABLES)))
-        hit = _TABLES[key] = PushdownTables(machine, vocab)
-    return hit
+    return _TABLES.get((machine, vocab), lambda: PushdownTables(machine, vocab))
 
 
 def machine_of(constraint: Any) -> PushdownMachine | None:
