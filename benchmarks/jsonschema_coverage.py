@@ -49,12 +49,13 @@ def _compile(schema: Any, max_states: int, max_seconds: float) -> tuple[Any, str
     have definitions, go to the pushdown engine.
     """
     from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.compiler.pushdown_constraint import PushdownConstraint
 
     try:
         constraint = compile_constraint(schema, max_states=max_states, max_seconds=max_seconds)
     except EmptyLanguageError:
         return None, "dfa"
-    return constraint, "pushdown" if hasattr(constraint, "grammar") else "dfa"
+    return constraint, "pushdown" if isinstance(constraint, PushdownConstraint) else "dfa"
 
 
 def _spellings(instance: Any, schema: Any) -> list[str]:

@@ -1,4 +1,4 @@
-"""Operations on compiled automata: intersection, and the exact "ends before this literal" language.
+"""Operations on compiled automata: intersection, step edges, and the exact "ends before this literal" language.
 
 A template field followed by literal text L must end exactly where L begins.  The strings
 f for which L first occurs in f·L at |f| form a regular language (Proposition 3 of the paper
@@ -100,6 +100,17 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
             raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
     accepting = np.array([bool(a.accepting[k // width] and b.accepting[k % width]) for k in pairs])
     return Automaton(*minimize(np.vstack(rows), accepting))
+
+
+def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (state, next state) pairs of a (num_states, k) step table with -1 for dead steps.
+
+    Shortest-path rounds over these cost the number of edges, not states x k.
+    """
+    num_states = table.shape[0]
+    rows, _ = np.nonzero(table >= 0)
+    pairs = np.unique(rows.astype(np.int64) * num_states + table[table >= 0].astype(np.int64))
+    return pairs // max(num_states, 1), pairs % max(num_states, 1)
 
 
 def is_prefix_free(a: Automaton) -> bool:

@@ -122,33 +122,32 @@ def compile(
 
 def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
-    model_class = None
+    if _is_pydantic_class(spec):
+        return _compile_schema(spec.model_json_schema(), spec, whitespace, max_states, start)
+    if isinstance(spec, (dict, bool)):
+        return _compile_schema(spec, None, whitespace, max_states, start)
     if isinstance(spec, Regex):
-        kind, node = "regex", parse_regex(spec.pattern)
-    elif _is_pydantic_class(spec):
-        model_class = spec
-        kind, spec = "json_schema", spec.model_json_schema()
-        if is_recursive_schema(spec):
-            return compile_recursive(spec, whitespace=whitespace, max_states=max_states, model_class=model_class)
-        node = schema_to_ir(spec, whitespace=whitespace)
-    elif isinstance(spec, dict) and is_recursive_schema(spec):
-        return compile_recursive(spec, whitespace=whitespace, max_states=max_states)
-    elif isinstance(spec, dict):
-        try:
-            automaton = build_automaton(schema_to_ir(spec, whitespace=whitespace), max_states=max_states)
-        except StateBudgetError:
-            if set(reference_graph(spec)) == {ROOT}:
-                raise
-            return compile_recursive(spec, whitespace=whitespace, max_states=max_states, outline=True)
-        return Constraint(automaton, "json_schema", spec, None, time.perf_counter() - start)
-    elif isinstance(spec, bool):
-        kind, node = "json_schema", schema_to_ir(spec, whitespace=whitespace)
-    elif isinstance(spec, str):
+        automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
+        return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
+    if isinstance(spec, str):
         raise CompileError(
             "a bare string is ambiguous as a constraint: pass stdsl.Regex(pattern) for a regular "
             "expression or a dict for a JSON Schema"
         )
-    else:
-        raise CompileError(f"cannot compile a constraint from {type(spec).__name__}")
-    automaton = build_automaton(node, max_states=max_states)
-    return Constraint(automaton, kind, spec, model_class, time.perf_counter() - start)
+    raise CompileError(f"cannot compile a constraint from {type(spec).__name__}")
+
+
+def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
+                    start: float) -> Constraint | PushdownConstraint:
+    """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses or when one
+    DFA would pass `max_states` and it has definitions to compile once each."""
+    if isinstance(schema, dict) and is_recursive_schema(schema):
+        return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+    try:
+        automaton = build_automaton(schema_to_ir(schema, whitespace=whitespace), max_states=max_states)
+    except StateBudgetError:
+        if not isinstance(schema, dict) or set(reference_graph(schema)) == {ROOT}:
+            raise
+        return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                 outline=True)
+    return Constraint(automaton, "json_schema", schema, model_class, time.perf_counter() - start)

@@ -182,26 +182,15 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
 
 
 def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = None,
-                             max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH) -> PushdownGrammar:
-    """The pushdown grammar of a recursive JSON Schema: one nonterminal per target on a reference cycle.
+                             max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH,
+                             outline: bool = False) -> PushdownGrammar:
+    """The pushdown grammar of a JSON Schema: one nonterminal per target on a reference cycle.
 
-    Schemas that combine a target with other keywords become nonterminals of their own.
+    Schemas that combine a target with other keywords become nonterminals of their own.  With
+    `outline`, every referenced definition is a nonterminal, recursive or not: for schemas whose
+    single DFA is too large, a definition used at many places is compiled once and called.
     """
-    targets = recursive_targets(schema)
-    calls = {target: call_symbol(i) for i, target in enumerate(targets)}
-    main, bodies = recursive_schema_to_ir(schema, calls, whitespace=whitespace)
-    definitions = [Definition(_display_name(key), body) for key, body in bodies.items()]
-    return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
-
-
-def compile_outlined_schema(schema: dict, *, whitespace: Whitespace | None = None,
-                            max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH) -> PushdownGrammar:
-    """The pushdown grammar with every referenced definition a nonterminal, recursive or not.
-
-    For schemas whose single DFA is too large: a definition used at many places is compiled once
-    and called, so the automata stay the size of one definition each.
-    """
-    targets = [path for path in reference_graph(schema) if path != ROOT]
+    targets = [path for path in reference_graph(schema) if path != ROOT] if outline else recursive_targets(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     main, bodies = recursive_schema_to_ir(schema, calls, whitespace=whitespace)
     definitions = [Definition(_display_name(key), body) for key, body in bodies.items()]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automaton_ops import step_edges
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.minimize import minimize
@@ -229,10 +230,7 @@ def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
     of edges, not states x 256.
     """
     num = grammar.num_states
-    table = grammar.byte_table
-    sources, _ = np.nonzero(table >= 0)
-    pairs = np.unique(sources.astype(np.int64) * num + table[table >= 0].astype(np.int64))
-    src, dst = pairs // num, pairs % num
+    src, dst = step_edges(grammar.byte_table)
     bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
     callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
     for _ in range(num + 2):

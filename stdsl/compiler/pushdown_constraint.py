@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.compiler.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.json_recursive import compile_outlined_schema, compile_recursive_schema
+from stdsl.compiler.json_recursive import compile_recursive_schema
 from stdsl.compiler.json_schema import Whitespace
 from stdsl.compiler.pushdown import MAX_DEPTH, PushdownGrammar
 from stdsl.compiler.pushdown_machine import PushdownMachine
@@ -59,6 +59,6 @@ def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max
     With `outline`, every referenced definition is a nonterminal (for schemas too large for one DFA).
     """
     began = time.perf_counter()
-    build = compile_outlined_schema if outline else compile_recursive_schema
-    grammar = build(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth)
+    grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
+                                       outline=outline)
     return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)

@@ -11,17 +11,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from stdsl.compiler.automaton_ops import step_edges
 from stdsl.errors import BudgetError
 
 UNREACHABLE = np.iinfo(np.int32).max // 4
-
-
-def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (state, next state) pairs of a (num_states, k) step table with -1 for dead steps."""
-    num_states = table.shape[0]
-    rows, _ = np.nonzero(table >= 0)
-    pairs = np.unique(rows.astype(np.int64) * num_states + table[table >= 0].astype(np.int64))
-    return pairs // max(num_states, 1), pairs % max(num_states, 1)
 
 
 class BudgetTable:
