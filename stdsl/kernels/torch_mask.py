@@ -1,0 +1,239 @@
+"""The mask in torch (D.2, D.6): admissible tokens as a `torch.bool` (B, V) tensor on the logits' device.
+
+Each row carries its own constraint.  DFA rows get their next states from the walk over the
+packed vocabulary in torch ops (`path="walk"`: the automata of the batch stacked with global state
+ids, one gather per byte position over the still-walking tokens, any torch device) or from rows
+on demand on the host (`path="rows"`, uploaded); the boundary cover, the budget mask of Theorem 21
+and eos-at-acceptance are then applied as tensor ops.  Rows the host already decided (a pushdown
+controller's mask, or the singleton of a forced token) are uploaded as they are.  Every path
+equals the token table and `ConstraintState.mask()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from stdsl.errors import StdslError
+from stdsl.kernels.token_table import DEAD, automaton_arrays, scaled_table
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.kernels.walk import walk_layout
+from stdsl.runtime.budget import UNREACHABLE, BudgetTable
+
+PATHS = ("walk", "rows")
+NO_BUDGET = UNREACHABLE
+
+
+@dataclass(frozen=True)
+class WalkRow:
+    """One DFA row of a batch: the sampling configuration `ConstraintState.mask()` reads.
+
+    `eos_allowed` is the controller's acceptance (no held-back bytes and an accepting state);
+    `cover`/`cover_exempt` the boundary cover; `remaining` and `budget` the budget mask (None: no budget).
+    """
+
+    automaton: Any
+    state: int
+    eos_allowed: bool
+    cover: int = 0
+    cover_exempt: frozenset[int] = field(default_factory=frozenset)
+    remaining: int | None = None
+    budget: BudgetTable | None = None
+
+
+Row = WalkRow | np.ndarray | int
+"""A batch row: a `WalkRow`, a host-decided bool (V,) mask, or a single forced token id."""
+
+
+@dataclass(frozen=True)
+class TorchVocabulary:
+    """A vocabulary's walk layout on one torch device: tokens by length, bytes position-major, lengths, eos."""
+
+    order: torch.Tensor
+    alive: tuple[int, ...]
+    position_bytes: tuple[torch.Tensor, ...]
+    lengths: torch.Tensor
+    eos_ids: torch.Tensor
+    size: int
+
+    @staticmethod
+    def of(vocab: Vocabulary, device: torch.device) -> TorchVocabulary:
+        """The device layout of `vocab`, made once per (vocabulary, device)."""
+
+        def build() -> TorchVocabulary:
+            layout = walk_layout(vocab)
+            return TorchVocabulary(
+                order=torch.as_tensor(layout.order, dtype=torch.long, device=device),
+                alive=tuple(int(n) for n in layout.alive.tolist()),
+                position_bytes=tuple(torch.as_tensor(p, dtype=torch.long, device=device)
+                                     for p in layout.position_bytes),
+                lengths=torch.as_tensor(vocab.walk_lengths, dtype=torch.int32, device=device),
+                eos_ids=torch.as_tensor(vocab.eos_ids, dtype=torch.long, device=device),
+                size=vocab.size,
+            )
+
+        return vocab.cached(f"torch_vocabulary:{device}", build)
+
+
+class TorchTables:
+    """The scaled transition tables of several automata stacked with global state ids, on one device.
+
+    Block i is automaton i with its states offset by `offsets[i]` (D.2's combined table); the
+    shared dead sink is the last block of 256.  Built per distinct set of automata and kept.
+    """
+
+    def __init__(self, automata: Sequence[Any], device: torch.device) -> None:
+        parts = [automaton_arrays(a)[0] for a in automata]
+        sizes = [int(t.shape[0]) for t in parts]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total = int(self.offsets[-1])
+        stacked = np.concatenate(
+            [np.where(t < 0, -1, t.astype(np.int64) + start) for t, start in zip(parts, self.offsets[:-1].tolist())])
+        self.num_states = total
+        self.sink = total * 256
+        self.scaled = torch.as_tensor(scaled_table(stacked).astype(np.int64), device=device)
+        self.device = device
+
+    def global_state(self, index: int, state: int) -> int:
+        """Global id of automaton `index`'s state `state`."""
+        return int(self.offsets[index]) + state
+
+
+_TABLES: dict[tuple[tuple[int, ...], str], tuple[tuple[Any, ...], TorchTables]] = {}
+MAX_TABLE_SETS = 8
+
+
+def torch_tables(automata: Sequence[Any], device: torch.device) -> TorchTables:
+    """The stacked tables of these automata (in this order) on `device`, kept for the last few sets."""
+    key = (tuple(id(a) for a in automata), str(device))
+    hit = _TABLES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], automata)):
+        return hit[1]
+    tables = TorchTables(automata, device)
+    _TABLES[key] = (tuple(automata), tables)
+    while len(_TABLES) > MAX_TABLE_SETS:
+        del _TABLES[next(iter(_TABLES))]
+    return tables
+
+
+def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: TorchVocabulary) -> torch.Tensor:
+    """Next global state of every token from each row's global state: (B, V) int64, -1 dead (specials, eos too).
+
+    At byte position i only the first `alive[i]` tokens of the length-sorted order still walk, so
+    a step is one add and one gather over them; tokens whose bytes end at i are set aside.
+    """
+    if states.numel() and (int(states.min()) < 0 or int(states.max()) >= tables.num_states):
+        raise StdslError(f"torch walk: states must lie in [0, {tables.num_states - 1}]")
+    rows = states.shape[0]
+    out = torch.full((rows, vocab.size), DEAD, dtype=torch.long, device=tables.device)
+    if not vocab.alive:
+        return out
+    current = (states.to(torch.long) * 256)[:, None].expand(rows, vocab.alive[0])
+    pieces: list[torch.Tensor] = []
+    for i, alive in enumerate(vocab.alive):
+        current = tables.scaled[current[:, :alive] + vocab.position_bytes[i][None, :]]
+        end = vocab.alive[i + 1] if i + 1 < len(vocab.alive) else 0
+        pieces.append(current[:, end:alive])
+    walked = torch.cat(pieces[::-1], dim=1)
+    out[:, vocab.order] = torch.where(walked == tables.sink, DEAD, walked // 256)
+    return out
+
+
+def _host_next_states(row: WalkRow, vocab: Vocabulary) -> np.ndarray:
+    """Row T[state, ·] from rows on demand (the cached row of the automaton's shared tables)."""
+    from stdsl.runtime.constraint_state import shared_tables
+
+    return shared_tables(row.automaton, vocab).rows.next_states(row.state)
+
+
+def _walk_rows_mask(rows: Sequence[WalkRow], vocab: Vocabulary, device: torch.device, path: str) -> torch.Tensor:
+    """Masks of DFA rows: next states by `path`, then cover, budget and eos as tensor ops ((B, V) bool)."""
+    device_vocab = TorchVocabulary.of(vocab, device)
+    automata = list({id(r.automaton): r.automaton for r in rows}.values())
+    index = {id(a): i for i, a in enumerate(automata)}
+    if path == "walk":
+        tables = torch_tables(automata, device)
+        states = torch.as_tensor([tables.global_state(index[id(r.automaton)], r.state) for r in rows],
+                                 dtype=torch.long, device=device)
+        next_global = walk_next_states_torch(tables, states, device_vocab)
+        offsets = torch.as_tensor(tables.offsets[[index[id(r.automaton)] for r in rows]], device=device)
+        next_states = torch.where(next_global >= 0, next_global - offsets[:, None], DEAD)
+    else:
+        host = np.stack([_host_next_states(r, vocab) for r in rows]).astype(np.int64)
+        next_states = torch.as_tensor(host, device=device)
+    allowed = next_states >= 0
+    covers = torch.as_tensor([r.cover for r in rows], dtype=torch.int32, device=device)
+    if any(r.cover for r in rows):
+        long_enough = device_vocab.lengths[None, :] >= covers[:, None]
+        for b, r in enumerate(rows):
+            if r.cover_exempt:
+                long_enough[b, torch.as_tensor(sorted(r.cover_exempt), dtype=torch.long, device=device)] = True
+        allowed &= long_enough
+    budgeted = [b for b, r in enumerate(rows) if r.budget is not None and r.remaining is not None]
+    if budgeted:
+        allowed[budgeted] &= _budget_mask([rows[b] for b in budgeted], next_states[budgeted], device)
+    eos_allowed = torch.as_tensor([r.eos_allowed for r in rows], dtype=torch.bool, device=device)
+    allowed[:, device_vocab.eos_ids] = eos_allowed[:, None]
+    return allowed
+
+
+def _budget_mask(rows: Sequence[WalkRow], next_states: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Theorem 21's M_r per row: cost(q, t) = 1 + |φ(q')| + need(end(q')) ≤ tokens left (dead tokens: False)."""
+    out = torch.zeros(next_states.shape, dtype=torch.bool, device=device)
+    for b, row in enumerate(rows):
+        assert row.budget is not None and row.remaining is not None
+        through = torch.as_tensor(_through(row.budget), device=device)
+        live = next_states[b] >= 0
+        cost = through[torch.where(live, next_states[b], 0)]
+        out[b] = live & (cost <= row.remaining)
+    return out
+
+
+def _through(budget: BudgetTable) -> np.ndarray:
+    """Per next state q': 1 + |φ(q')| + need(end(q')), clipped at UNREACHABLE (cached on the table)."""
+    cached = getattr(budget, "_torch_through", None)
+    if cached is None:
+        cached = np.minimum(1 + budget.chain_tokens + budget.need[budget.chain_end], UNREACHABLE)
+        budget._torch_through = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def batch_mask(rows: Sequence[Row], vocab: Vocabulary, device: torch.device | str, *,
+               width: int | None = None, path: str | None = None) -> torch.Tensor:
+    """Admissible tokens per row as a (B, width) `torch.bool` tensor on `device` (width defaults to V).
+
+    Columns past the vocabulary (logit padding) are never admissible.  `path`: 'walk' (the torch
+    walk) or 'rows' (rows on demand on the host); default 'walk' on an accelerator, 'rows' on the CPU.
+    """
+    device = torch.device(device)
+    path = path or ("rows" if device.type == "cpu" else "walk")
+    if path not in PATHS:
+        raise StdslError(f"torch mask: unknown path {path!r} ({', '.join(PATHS)})")
+    width = vocab.size if width is None else width
+    if width < vocab.size:
+        raise StdslError(f"torch mask: {width} logits cannot hold the vocabulary's {vocab.size} tokens")
+    out = torch.zeros((len(rows), width), dtype=torch.bool, device=device)
+    walk_rows = [b for b, r in enumerate(rows) if isinstance(r, WalkRow)]
+    if walk_rows:
+        out[walk_rows, : vocab.size] = _walk_rows_mask([rows[b] for b in walk_rows], vocab, device, path)  # type: ignore[misc]
+    host_rows = [b for b, r in enumerate(rows) if isinstance(r, np.ndarray)]
+    if host_rows:
+        host = np.stack([rows[b] for b in host_rows])  # type: ignore[misc]
+        if host.shape[1] != vocab.size:
+            raise StdslError(f"torch mask: a host mask has {host.shape[1]} entries, the vocabulary {vocab.size}")
+        out[host_rows, : vocab.size] = torch.as_tensor(host, dtype=torch.bool, device=device)
+    for b, r in enumerate(rows):
+        if isinstance(r, int | np.integer):
+            if not 0 <= int(r) < vocab.size:
+                raise StdslError(f"torch mask: forced token {int(r)} is outside the vocabulary (size {vocab.size})")
+            out[b, int(r)] = True
+    return out
+
+
+def apply_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """`logits` with every inadmissible entry set to -inf, in place (returned for chaining)."""
+    return logits.masked_fill_(~allowed, float("-inf"))
