@@ -1,186 +1,115 @@
-"""The constrained decode loop: mask, sample, then feed the sampled token with its forced span in one pass.
+"""Single requests as clients of the batch engine: `generate`, `stream` and `generate_batch` for one model.
 
-`generate` is the forced-span decoder of Theorem 19 (one model pass per sampled token);
-`reference=True` is the reference decoder that feeds every emitted token in its own pass, the
-oracle the forced-span decoder is tested against. `stream` yields text as it is decided.
+Each model gets one shared engine (`engine_for`), so calls from several threads decode in the
+same batch. `reference=True` feeds one token per pass (the oracle the forced-span decoder is
+tested against, Theorem 19).
 """
 
 from __future__ import annotations
 
-import codecs
-import time
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import mlx.core as mx
+from stdsl.errors import OptionError, StdslError
+from stdsl.runtime.engine import Engine
+from stdsl.runtime.generation import Generation
+from stdsl.runtime.options import DecodeOptions, check_prompt
+from stdsl.runtime.requests import Prompt, prepare_request, prompt_tokens
+from stdsl.runtime.row import RowHandle
 
-from stdsl.errors import GenerationError
-from stdsl.runtime.constraint_state import ConstraintState, vocabulary_of
-from stdsl.runtime.generation import Generation, Stats
-from stdsl.runtime.pushdown_state import PushdownState, machine_of
-from stdsl.runtime.sampling import SamplingParams, sample, seed_random
+__all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream"]
 
-Prompt = str | Sequence[Mapping[str, str]]
-
-
-@dataclass
-class _Event:
-    """One step of the loop: newly decided text, and the finished result on the last event."""
-
-    text: str
-    result: Generation | None = None
+_ENGINES: dict[int, tuple[Any, Engine]] = {}
+_ENGINES_LOCK = threading.Lock()
+DEFAULT_MAX_ROWS = 8
 
 
-def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:
-    """Token ids of the prompt: the chat template when the model has one and `chat`, else the raw text.
+def engine_for(model: Any) -> Engine:
+    """The model's shared engine (created on first use with `DEFAULT_MAX_ROWS` rows)."""
+    with _ENGINES_LOCK:
+        hit = _ENGINES.get(id(model))
+        if hit is None or hit[0] is not model:
+            hit = (model, Engine(model, max_rows=DEFAULT_MAX_ROWS))
+            _ENGINES[id(model)] = hit
+        return hit[1]
 
-    A str is one user message; a list of {"role", "content"} dicts is used as is.
+
+def _submit(engine: Engine, prompt: Prompt, constraint: Any, options: Mapping[str, Any]) -> RowHandle:
+    settings = DecodeOptions.of(**options)
+    check_prompt(prompt)
+    if settings.parallel_fields:
+        from stdsl.runtime.certified import submit_certified
+
+        return submit_certified(engine, prompt, constraint, settings)
+    return engine.submit_request(prepare_request(engine.model, prompt, constraint, settings))
+
+
+def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Generation:
+    """Decode one output under `constraint` and return it (options: see `DecodeOptions`)."""
+    return _submit(engine_for(model), prompt, constraint, options).result()
+
+
+class Stream:
+    """Text pieces of one output as they are decided; after the last piece, `generation` holds the result."""
+
+    def __init__(self, handle: RowHandle) -> None:
+        self.handle = handle
+        self.generation: Generation | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        for event in self.handle:
+            if event.result is not None:
+                self.generation = event.result
+            if event.text:
+                yield event.text
+
+    def result(self) -> Generation:
+        """The finished `Generation` (drains the stream if it is not finished)."""
+        for _ in self:
+            pass
+        return self.handle.result()
+
+    def cancel(self) -> None:
+        """Stop decoding this output (its row is freed at the next engine step)."""
+        self.handle.cancel()
+
+
+def stream(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Stream:
+    """Yield the output text piece by piece as it is decided (forced text included); options as `generate`."""
+    return Stream(_submit(engine_for(model), prompt, constraint, options))
+
+
+def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_rows: int | None = None,
+                   **defaults: Any) -> list[Generation | StdslError]:
+    """Decode many requests together; one `Generation` per request, in order, or the StdslError that request met.
+
+    Each request is a dict `{"prompt": ..., "constraint": ..., **options}`; `defaults` apply to every
+    request (a request's own options win). `max_rows` rows decode at once (default: the shared engine's).
     """
-    tokenizer = model.tokenizer
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    if chat and getattr(tokenizer, "chat_template", None):
-        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        if isinstance(rendered, str):
-            return list(tokenizer.encode(rendered))
-        return [int(t) for t in rendered]
-    text = prompt if isinstance(prompt, str) else "\n".join(str(m["content"]) for m in messages)
-    return list(tokenizer.encode(text))
-
-
-def _automaton_of(constraint: Any) -> Any:
-    """The byte automaton of a constraint (an Automaton, or anything with `.automaton`)."""
-    automaton = getattr(constraint, "automaton", constraint)
-    if not hasattr(automaton, "transitions") or not hasattr(automaton, "accepting"):
-        raise TypeError(f"expected an Automaton or a compiled Constraint, got {type(constraint).__name__}")
-    return automaton
-
-
-def _steps(
-    model: Any,
-    prompt: Prompt,
-    constraint: Any,
-    *,
-    max_tokens: int | None,
-    params: SamplingParams,
-    chat: bool,
-    reference: bool,
-    healing: bool,
-) -> Iterator[_Event]:
-    """The decode loop as a generator of decided text; the last event carries the Generation."""
-    began = time.perf_counter()
-    tokenizer = model.tokenizer
-    vocab = vocabulary_of(tokenizer)
-    machine = machine_of(constraint)
-    control: ConstraintState
-    if machine is not None:
-        control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=healing)
-    else:
-        control = ConstraintState(_automaton_of(constraint), tokenizer, vocab, max_tokens=max_tokens, healing=healing)
-    prompt_ids = prompt_tokens(model, prompt, chat)
-    stats = Stats(prompt_tokens=len(prompt_ids))
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    shown = 0
-
-    def flush() -> str:
-        nonlocal shown
-        decided = control.decided
-        piece = decoder.decode(decided[shown:])
-        shown = len(decided)
-        return piece
-
-    forced = control.start()
-    seed_random(params)
-    finish = "stop"
-    if not control.finished:
-        cache = model.make_cache()
-        logits = model.forward(prompt_ids + forced, cache)[-1]
-        stats.passes += 1
-        yield _Event(flush())
-        while True:
-            allowed = control.mask()
-            token = sample(logits, allowed, params)
-            stats.sampled_tokens += 1
-            feed = control.advance(token)
-            if not feed:
-                finish = "eos"
-                break
-            if control.finished:
-                finish = "stop" if control.planner.live_count[control.state] == 0 else "length"
-                break
-            if reference:
-                for single in feed:
-                    logits = model.forward([single], cache)[-1]
-                    stats.passes += 1
-            else:
-                logits = model.forward(feed, cache)[-1]
-                stats.passes += 1
-            mx.eval(logits)
-            yield _Event(flush())
-    tail = flush() + decoder.decode(b"", final=True)
-    if not control.accepting:
-        raise GenerationError("decoding ended outside an accepting state")
-    data = control.decided
-    stats.forced_tokens = control.forced_count
-    stats.emitted_tokens = len(control.tokens)
-    stats.seconds = time.perf_counter() - began
-    result = Generation(
-        text=data.decode("utf-8", errors="replace"),
-        tokens=list(control.tokens),
-        stats=stats,
-        accepted=control.accepting,
-        finish_reason=finish,
-        data=data,
-        parser=getattr(constraint, "parse", None),
-    )
-    yield _Event(tail, result)
-
-
-def generate(
-    model: Any,
-    prompt: Prompt,
-    constraint: Any,
-    *,
-    max_tokens: int | None = 256,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = None,
-    chat: bool = True,
-    reference: bool = False,
-    healing: bool = True,
-) -> Generation:
-    """Decode one output under `constraint` (an Automaton or compiled Constraint) and return it.
-
-    Every emitted token, sampled or forced, counts against `max_tokens`; BudgetError is raised
-    before decoding when no valid output fits. `reference=True` feeds one token per pass.
-    """
-    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    for event in _steps(
-        model, prompt, constraint, max_tokens=max_tokens, params=params, chat=chat, reference=reference, healing=healing
-    ):
-        if event.result is not None:
-            return event.result
-    raise GenerationError("the decode loop ended without a result")
-
-
-def stream(
-    model: Any,
-    prompt: Prompt,
-    constraint: Any,
-    *,
-    max_tokens: int | None = 256,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    seed: int | None = None,
-    chat: bool = True,
-    healing: bool = True,
-) -> Iterator[str]:
-    """Yield the output text piece by piece as the constraint and the model decide it (forced text included)."""
-    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    for event in _steps(
-        model, prompt, constraint, max_tokens=max_tokens, params=params, chat=chat, reference=False, healing=healing
-    ):
-        if event.text:
-            yield event.text
+    if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
+        raise OptionError("requests", f"requests must be a list of dicts, got {type(requests).__name__}")
+    engine = engine_for(model) if max_rows is None else Engine(model, max_rows=max_rows)
+    outcomes: list[Generation | StdslError | RowHandle] = []
+    for index, request in enumerate(requests):
+        try:
+            if not isinstance(request, Mapping):
+                raise OptionError("requests", f"requests[{index}] must be a dict, got {type(request).__name__}")
+            if "prompt" not in request:
+                raise OptionError("prompt", f"requests[{index}] has no 'prompt'")
+            options = {**defaults, **{k: v for k, v in request.items() if k not in ("prompt", "constraint")}}
+            outcomes.append(_submit(engine, request["prompt"], request.get("constraint"), options))
+        except StdslError as error:
+            outcomes.append(error)
+    results: list[Generation | StdslError] = []
+    for outcome in outcomes:
+        if isinstance(outcome, RowHandle):
+            try:
+                results.append(outcome.result())
+            except StdslError as error:
+                results.append(error)
+        else:
+            results.append(outcome)
+    if max_rows is not None:
+        engine.close()
+    return results

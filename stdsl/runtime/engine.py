@@ -1,0 +1,293 @@
+"""The batch engine: a running batch of rows, each with its own prompt, cache slot, constraint and sampler.
+
+Every step: sample all rows whose logits are ready (masks from each row's constraint state),
+advance their constraints (a sampled token plus its forced span, Theorem 19), drop finished and
+cancelled rows, then one model pass feeds every row at once (ragged feeds, `RowSlotsCache`). New
+rows are prefilled together in chunks, starting from the longest prefix the prompt cache holds,
+and join the running batch between steps. `submit` is thread-safe; a daemon thread steps the
+batch while there is work and exits when idle.
+
+Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
+single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: 8 positions cost ~2x one). Each
+step feeds at most `width` tokens per row, the width among the feed lengths that maximises tokens
+fed per unit of cost; longer feeds drip the rest in later steps (their row samples again only once
+its feed is empty), so one long forced literal does not pad every other row.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from stdsl.errors import StdslError
+from stdsl.runtime.batch_cache import RowSlotsCache
+from stdsl.runtime.batch_forward import forward_rows, make_row_caches
+from stdsl.runtime.options import DecodeOptions, check_prompt
+from stdsl.runtime.prompt_cache import PromptCache
+from stdsl.runtime.requests import RowRequest, prepare_request
+from stdsl.runtime.row import Row, RowHandle
+from stdsl.runtime.sampling import sample_rows
+
+TOKEN_COST = 1 / 7
+DEFAULT_PREFILL_CHUNK = 512
+IDLE_EXIT_SECONDS = 2.0
+
+
+def feed_width(lengths: Sequence[int]) -> int:
+    """The per-row token cap for one pass: the feed length maximising tokens fed per unit of pass cost."""
+    rows = len(lengths)
+    best, best_rate = 1, -1.0
+    for width in sorted(set(lengths)):
+        fed = sum(min(n, width) for n in lengths)
+        rate = fed / (1 + TOKEN_COST * rows * width)
+        if rate > best_rate:
+            best, best_rate = width, rate
+    return best
+
+
+class Engine:
+    """Steps many requests on one model together; `submit` returns a `RowHandle` at once.
+
+    `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of
+    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state.
+    """
+
+    def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+                 prompt_cache_bytes: int = 256 << 20) -> None:
+        from stdsl.runtime.option_values import integer
+
+        self.model = model
+        self.max_rows = integer("max_rows", max_rows, minimum=1)
+        self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
+        self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
+        self._waiting: list[Row] = []
+        self._rows: list[Row] = []
+        self._caches: list[RowSlotsCache] = []
+        self._logits: mx.array | None = None
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
+                         "forced_tokens": 0, "requests": 0}
+
+    # ------------------------------------------------------------------ the caller's side
+
+    def submit(self, prompt: Any, constraint: Any = None, **options: Any) -> RowHandle:
+        """Queue one request and return its handle; bad arguments and infeasible budgets raise here, before any pass."""
+        settings = DecodeOptions.of(**options)
+        check_prompt(prompt)
+        return self.submit_request(prepare_request(self.model, prompt, constraint, settings))
+
+    def submit_request(self, request: RowRequest) -> RowHandle:
+        """Queue a prepared request (prompt ids, started constraint state, options)."""
+        holder: list[Row] = []
+        handle = RowHandle(lambda: self._cancel(holder[0]))
+        row = Row(request.prompt_ids, request.control, request.options, request.parser, handle)
+        row.feed = list(request.prefix)
+        holder.append(row)
+        if request.control.finished:
+            row.complete("stop")
+            return handle
+        with self._lock:
+            if self._closed:
+                raise StdslError("the engine is closed")
+            self._waiting.append(row)
+            self.counters["requests"] += 1
+            self._lock.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="stdsl-engine", daemon=True)
+                self._thread.start()
+        return handle
+
+    def metrics(self) -> dict[str, int]:
+        """Counters of the engine's life: rows active and queued, passes, tokens, prompt cache use."""
+        with self._lock:
+            return {**self.counters, "rows_active": len(self._rows), "rows_queued": len(self._waiting),
+                    "prompt_cache_hits": self.prompt_cache.hits, "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
+                    "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
+                    "kv_bytes": sum(c.nbytes for c in self._caches)}
+
+    def close(self) -> None:
+        """Cancel every row and stop the decode thread."""
+        with self._lock:
+            self._closed = True
+            for row in self._waiting + self._rows:
+                row.cancelled = True
+            self._lock.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _cancel(self, row: Row) -> None:
+        with self._lock:
+            row.cancelled = True
+            self._lock.notify_all()
+
+    # ------------------------------------------------------------------ the decode thread
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._rows and not self._waiting:
+                    if self._closed or not self._lock.wait_for(
+                            lambda: bool(self._waiting) or self._closed, timeout=IDLE_EXIT_SECONDS):
+                        self._thread = None
+                        return
+            try:
+                self.step()
+            except Exception as error:  # a failed pass fails the rows it carried, never the thread
+                for row in self._rows:
+                    row.fail(error)
+                self._rows, self._caches, self._logits = [], [], None
+
+    def step(self) -> None:
+        """One engine step: admit and prefill waiting rows, sample ready rows, run one pass over the batch."""
+        with self._lock:
+            for row in [r for r in self._waiting if r.cancelled]:
+                self._waiting.remove(row)
+                row.cancel_now()
+            room = self.max_rows - len(self._rows)
+            admitted, self._waiting = self._waiting[:room], self._waiting[room:]
+        self._drop([i for i, r in enumerate(self._rows) if r.cancelled], cancelled=True)
+        if admitted:
+            self._admit(admitted)
+        self._sample()
+        if self._rows:
+            self._pass()
+
+    def _admit(self, rows: list[Row]) -> None:
+        """Prefill new rows together from their longest cached prefix and append them to the running batch."""
+        sequences = [row.prompt_ids + row.feed for row in rows]
+        caches = make_row_caches(self.model.net, 0)
+        starts: list[int] = []
+        for sequence in sequences:
+            hit = self.prompt_cache.lookup(sequence[:-1])
+            start = hit.length if hit is not None else 0
+            starts.append(start)
+            for layer, cache in enumerate(caches):
+                cache.append_rows([hit.layers[layer] if hit is not None else None], [start])
+        pending = [s[k:] for s, k in zip(sequences, starts)]
+        last: list[mx.array | None] = [None] * len(rows)
+        while any(pending):
+            chunk = [p[: self.prefill_chunk] for p in pending]
+            logits = forward_rows(self.model.net, caches, chunk)
+            mx.eval(logits, *[c.keys for c in caches], *[c.values for c in caches])
+            self.counters["passes"] += 1
+            for i, (row, piece) in enumerate(zip(rows, chunk)):
+                if piece:
+                    row.stats.passes += 1
+                    self.counters["prefilled_tokens"] += len(piece)
+                    pending[i] = pending[i][len(piece) :]
+                    if not pending[i]:
+                        last[i] = logits[i]
+        for i, (row, sequence) in enumerate(zip(rows, sequences)):
+            self.counters["prompt_tokens"] += len(row.prompt_ids)
+            self._remember(sequence, caches, i)
+            row.feed = []
+            row.publish()
+        for layer, cache in enumerate(caches):
+            if not self._caches:
+                self._caches = [RowSlotsCache() for _ in caches]
+            self._caches[layer].append_rows([cache.row(i) for i in range(len(rows))], cache.lengths)
+        ready = mx.stack([x for x in last if x is not None])
+        self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
+        self._rows += rows
+
+    def _remember(self, sequence: list[int], caches: list[RowSlotsCache], index: int) -> None:
+        """Store row `index`'s prefilled KV state in the prompt cache (copied out of the group's arrays)."""
+        if self.prompt_cache.max_bytes == 0:
+            return
+        layers = []
+        for cache in caches:
+            keys, values = cache.row(index)
+            layers.append((mx.contiguous(keys), mx.contiguous(values)))
+        mx.eval(*[a for kv in layers for a in kv])
+        self.prompt_cache.store(sequence, layers)
+
+    def _sample(self) -> None:
+        """Draw a token for every row whose feed is empty, advance its constraint, finish rows that are done."""
+        ready = [i for i, row in enumerate(self._rows) if not row.feed]
+        if not ready or self._logits is None:
+            return
+        finished: list[int] = []
+        masks: list[np.ndarray] = []
+        drawing: list[int] = []
+        for i in ready:
+            try:
+                masks.append(self._rows[i].control.mask())
+                drawing.append(i)
+            except Exception as error:
+                self._rows[i].fail(error)
+                finished.append(i)
+        if drawing:
+            width = int(self._logits.shape[-1])
+            allowed = np.zeros((len(drawing), width), dtype=bool)
+            for k, mask in enumerate(masks):
+                n = min(width, mask.shape[0])
+                allowed[k, :n] = mask[:n]
+            logits = self._logits[mx.array(drawing, dtype=mx.int32)]
+            try:
+                tokens = sample_rows(logits, allowed, [self._rows[i].sampler for i in drawing])
+            except Exception as error:
+                for i in drawing:
+                    self._rows[i].fail(error)
+                tokens = []
+                finished += drawing
+            for i, token in zip(drawing, tokens):
+                row = self._rows[i]
+                row.stats.sampled_tokens += 1
+                self.counters["sampled_tokens"] += 1
+                try:
+                    feed = row.control.advance(token)
+                except Exception as error:
+                    row.fail(error)
+                    finished.append(i)
+                    continue
+                row.publish()
+                if not feed:
+                    row.complete("eos")
+                    finished.append(i)
+                elif row.control.finished or row.stopped:
+                    live = row.control.planner.live_count[row.control.state]
+                    row.complete("stop" if live == 0 else "length")
+                    finished.append(i)
+                else:
+                    row.feed = list(feed)
+        self._drop(sorted(set(finished)))
+
+    def _pass(self) -> None:
+        """Feed every running row (up to the drip width) in one model pass and keep the last-position logits."""
+        lengths = [len(row.feed) if row.max_feed is None else min(len(row.feed), row.max_feed) for row in self._rows]
+        width = feed_width(lengths)
+        feeds = []
+        for row, n in zip(self._rows, lengths):
+            take = min(n, width)
+            feeds.append(row.feed[:take])
+            row.feed = row.feed[take:]
+            if take:
+                row.stats.passes += 1
+        logits = forward_rows(self.model.net, self._caches, feeds)
+        mx.eval(logits, *[c.keys for c in self._caches], *[c.values for c in self._caches])
+        self.counters["passes"] += 1
+        self._logits = logits
+
+    def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
+        """Remove rows from the running batch (and their cache slots and logits)."""
+        if not indices:
+            return
+        gone = set(indices)
+        if cancelled:
+            for i in gone:
+                self._rows[i].cancel_now()
+        keep = [i for i in range(len(self._rows)) if i not in gone]
+        self._rows = [self._rows[i] for i in keep]
+        for cache in self._caches:
+            cache.keep(keep)
+        if self._logits is not None:
+            self._logits = self._logits[mx.array(keep, dtype=mx.int32)] if keep else None
+        if not self._rows:
+            self._caches = []

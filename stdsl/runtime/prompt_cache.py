@@ -1,0 +1,146 @@
+"""A prompt cache: the KV state of token sequences already prefilled, found by longest exact prefix.
+
+Keys and values at position k depend only on tokens 0..k, so a stored sequence serves every
+prefix of itself: a new prompt that shares its first n tokens with a stored one starts from that
+entry's first n positions and prefills only the rest. Sequences live in a radix trie over token
+ids (edges labelled by token runs); entries are evicted least recently used to stay under a byte bound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+LayerKV = tuple[mx.array, mx.array]
+
+
+@dataclass
+class _Node:
+    """A trie node: children by first token of their edge label; `entry` when a stored sequence ends here."""
+
+    label: tuple[int, ...] = ()
+    children: dict[int, _Node] = field(default_factory=dict)
+    entry: tuple[int, ...] | None = None
+
+
+@dataclass
+class CacheHit:
+    """The longest stored prefix of a query: its length and each layer's (1, H, L, D) keys and values (L ≥ length)."""
+
+    length: int
+    layers: list[LayerKV]
+
+
+class PromptCache:
+    """Stored KV states by token sequence, bounded by `max_bytes` (0 disables the cache)."""
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.hits = 0
+        self.hit_tokens = 0
+        self._root = _Node()
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[LayerKV], int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, tokens: Sequence[int]) -> CacheHit | None:
+        """The stored sequence sharing the longest prefix with `tokens` (None when nothing is shared)."""
+        node, depth = self._root, 0
+        best: tuple[int, ...] | None = None
+        query = tuple(tokens)
+        while depth < len(query):
+            child = node.children.get(query[depth])
+            if child is None:
+                break
+            label = child.label
+            shared = 0
+            while shared < len(label) and depth + shared < len(query) and label[shared] == query[depth + shared]:
+                shared += 1
+            best = _any_entry(child)
+            depth += shared
+            if shared < len(label):
+                break
+            node = child
+        if best is None or depth == 0:
+            return None
+        self._entries.move_to_end(best)
+        self.hits += 1
+        self.hit_tokens += depth
+        return CacheHit(depth, self._entries[best][0])
+
+    def store(self, tokens: Sequence[int], layers: list[LayerKV]) -> None:
+        """Keep the KV state of `tokens` (each layer's (1, H, len, D) arrays), evicting old entries past the bound."""
+        key = tuple(tokens)
+        size = sum(int(k.nbytes + v.nbytes) for k, v in layers)
+        if not key or size > self.max_bytes:
+            return
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return
+        self._entries[key] = (layers, size)
+        self.nbytes += size
+        self._insert(key)
+        while self.nbytes > self.max_bytes:
+            oldest = next(iter(self._entries))
+            self._remove(oldest)
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        self._root = _Node()
+        self._entries.clear()
+        self.nbytes = 0
+
+    def _insert(self, key: tuple[int, ...]) -> None:
+        node, depth = self._root, 0
+        while depth < len(key):
+            child = node.children.get(key[depth])
+            if child is None:
+                node.children[key[depth]] = _Node(label=key[depth:], entry=key)
+                return
+            label = child.label
+            shared = 0
+            while shared < len(label) and depth + shared < len(key) and label[shared] == key[depth + shared]:
+                shared += 1
+            if shared < len(label):
+                split = _Node(label=label[:shared], children={label[shared]: child})
+                child.label = label[shared:]
+                node.children[key[depth]] = split
+                child = split
+            depth += shared
+            node = child
+        node.entry = key
+
+    def _remove(self, key: tuple[int, ...]) -> None:
+        _, size = self._entries.pop(key)
+        self.nbytes -= size
+        path: list[_Node] = [self._root]
+        node, depth = self._root, 0
+        while depth < len(key):
+            node = node.children[key[depth]]
+            depth += len(node.label)
+            path.append(node)
+        node.entry = None
+        for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+            if child.entry is None and not child.children:
+                del parent.children[child.label[0]]
+            elif child.entry is None and len(child.children) == 1:
+                (only,) = child.children.values()
+                only.label = child.label + only.label
+                parent.children[child.label[0]] = only
+            break_here = child.entry is not None or len(child.children) > 1
+            if break_here:
+                break
+
+
+def _any_entry(node: _Node) -> tuple[int, ...] | None:
+    """A stored sequence at or below `node` (every such sequence shares the path to `node`)."""
+    while node.entry is None:
+        if not node.children:
+            return None
+        node = next(iter(node.children.values()))
+    return node.entry

@@ -1,0 +1,97 @@
+"""Turn a caller's request into what a row needs: prompt token ids and a started constraint state.
+
+DFA and pushdown constraints both become a `ConstraintState` (the pushdown one is its subclass),
+the one row-state interface the engine steps: start, mask, advance, accepting, finished.
+Free text (no constraint) is the language of all UTF-8 text, so it gets the same budget and eos rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from stdsl.errors import OptionError
+from stdsl.runtime.constraint_state import ConstraintState, vocabulary_of
+from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.pushdown_state import PushdownState, machine_of
+
+Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]
+
+
+@dataclass
+class RowRequest:
+    """A request ready for the engine: prompt ids, the started constraint state, its forced prefix, options."""
+
+    prompt_ids: list[int]
+    control: ConstraintState
+    prefix: list[int]
+    options: DecodeOptions
+    parser: Callable[[str], Any] | None
+
+
+def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:
+    """Token ids of the prompt: ids as given, else the chat template when the model has one and `chat`, else the text.
+
+    A str is one user message; a list of {"role", "content"} dicts is used as is. An empty result
+    becomes the tokenizer's bos (or eos) token, so an empty prompt still decodes.
+    """
+    tokenizer = model.tokenizer
+    if not isinstance(prompt, str) and all(isinstance(t, int) for t in prompt) and len(prompt) > 0:
+        ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+        bad = [t for t in ids if not 0 <= t < model.vocab_size]
+        if bad:
+            raise OptionError("prompt", f"prompt token ids must lie in [0, {model.vocab_size}), got {bad[0]}")
+        return ids
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]  # type: ignore[arg-type]
+    if chat and getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = list(tokenizer.encode(rendered)) if isinstance(rendered, str) else [int(t) for t in rendered]
+    else:
+        text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in messages)
+        ids = list(tokenizer.encode(text))
+    if not ids:
+        start = tokenizer.bos_id if tokenizer.bos_id is not None else (tokenizer.eos_ids or (0,))[0]
+        ids = [int(start)]
+    return ids
+
+
+@cache
+def _free_text() -> Any:
+    """The automaton of all UTF-8 text (what an unconstrained request may emit)."""
+    from stdsl.compiler.constraint import Regex
+    from stdsl.compiler.constraint import compile as compile_constraint
+
+    return compile_constraint(Regex(r"[\s\S]*"))
+
+
+def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> ConstraintState:
+    """The row state of a compiled constraint (DFA or pushdown) for this model's tokenizer."""
+    tokenizer = model.tokenizer
+    vocab = vocabulary_of(tokenizer)
+    machine = machine_of(compiled)
+    if machine is not None:
+        return PushdownState(machine, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
+    automaton = getattr(compiled, "automaton", compiled)
+    return ConstraintState(automaton, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
+
+
+def compiled_constraint(constraint: Any) -> Any:
+    """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through)."""
+    if constraint is None:
+        return _free_text()
+    if hasattr(constraint, "transitions") and hasattr(constraint, "accepting"):
+        return constraint
+    from stdsl.compiler.constraint import compile as compile_constraint
+
+    return compile_constraint(constraint)
+
+
+def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
+    """Render the prompt, compile the constraint and start its state (BudgetError here when nothing fits)."""
+    compiled = compiled_constraint(constraint)
+    control = constraint_state(model, compiled, options)
+    prefix = control.start()
+    parser = (lambda text: text) if constraint is None else getattr(compiled, "parse", None)
+    return RowRequest(prompt_tokens(model, prompt, options.chat), control, prefix, options, parser)

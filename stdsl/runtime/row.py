@@ -1,0 +1,168 @@
+"""One request in the batch engine: its prompt, constraint state, sampler, feed queue, text events and handle.
+
+A row is owned by the engine's decode thread; the caller only holds its `RowHandle`, which
+yields `Event`s (newly decided text, the finished `Generation` last) and can cancel the row.
+"""
+
+from __future__ import annotations
+
+import codecs
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.generation import Generation, Stats
+from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.sampling import RowSampler
+
+
+@dataclass(frozen=True)
+class Event:
+    """Output text newly decided by one step, and the finished `Generation` on a row's last event."""
+
+    text: str
+    result: Generation | None = None
+
+
+_END = object()
+
+
+class RowHandle:
+    """The caller's side of a submitted request: iterate its events, wait for its result, or cancel it."""
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        self._events: queue.Queue[Any] = queue.Queue()
+        self._cancel = cancel
+        self._result: Generation | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+
+    def __iter__(self) -> Iterator[Event]:
+        """Events until the row finishes; raises the row's error (a StdslError) if it failed or was cancelled."""
+        while True:
+            item = self._events.get()
+            if item is _END:
+                if self._error is not None:
+                    raise self._error
+                return
+            yield item
+
+    def result(self, timeout: float | None = None) -> Generation:
+        """The finished `Generation` (blocks); raises the row's StdslError, or GenerationError on timeout."""
+        if not self._done.wait(timeout):
+            raise GenerationError(f"no result within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        """Ask the engine to free this row at its next step; iteration then ends with `Cancelled`."""
+        self._cancel()
+
+    @property
+    def done(self) -> bool:
+        """Whether the row has finished, failed or been cancelled."""
+        return self._done.is_set()
+
+    def _emit(self, event: Event) -> None:
+        self._events.put(event)
+
+    def _finish(self, result: Generation | None, error: BaseException | None) -> None:
+        self._result, self._error = result, error
+        self._done.set()
+        self._events.put(_END)
+
+
+class Row:
+    """The engine's side of a request: everything it needs between steps.
+
+    `feed` holds the tokens still to be fed before the next sample (a sampled token and its
+    forced span; in drip mode the rest waits here); `cache_index` is its slot in the running batch.
+    """
+
+    def __init__(self, prompt_ids: list[int], control: ConstraintState, options: DecodeOptions,
+                 parser: Callable[[str], Any] | None, handle: RowHandle) -> None:
+        self.prompt_ids = prompt_ids
+        self.control = control
+        self.options = options
+        self.parser = parser
+        self.handle = handle
+        self.sampler = RowSampler(options.sampling)
+        self.began = time.perf_counter()
+        self.stats = Stats(prompt_tokens=len(prompt_ids))
+        self.feed: list[int] = []
+        self.cancelled = False
+        self.finish_reason: str | None = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._shown_bytes = 0
+        self._text = ""
+        self._sent = 0
+        self._stop_at: int | None = None
+
+    @property
+    def max_feed(self) -> int | None:
+        """Most tokens this row feeds in one pass (1 in reference mode)."""
+        return 1 if self.options.reference else None
+
+    def publish(self) -> None:
+        """Send the text decided since the last event (held back where it could still start a stop string)."""
+        decided = self.control.decided
+        self._text += self._decoder.decode(decided[self._shown_bytes :])
+        self._shown_bytes = len(decided)
+        stops = self.options.stop
+        if stops and self._stop_at is None:
+            hits = [i for i in (self._text.find(s) for s in stops) if i >= 0]
+            if hits:
+                self._stop_at = min(hits)
+                self.finish_reason = "stop"
+        end = len(self._text) if self._stop_at is None else self._stop_at
+        if stops and self._stop_at is None:
+            end -= max(len(s) for s in stops) - 1
+        if end > self._sent:
+            self.handle._emit(Event(self._text[self._sent : end]))
+            self._sent = end
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop string has appeared in the text."""
+        return self._stop_at is not None
+
+    def complete(self, finish_reason: str) -> None:
+        """Finish the row: flush the text, build its `Generation`, and hand it to the caller."""
+        control = self.control
+        self._text += self._decoder.decode(control.decided[self._shown_bytes :], final=True)
+        self._shown_bytes = len(control.decided)
+        if self._stop_at is None and not control.accepting:
+            self.fail(GenerationError("decoding ended outside an accepting state"))
+            return
+        text = self._text if self._stop_at is None else self._text[: self._stop_at]
+        if len(text) > self._sent:
+            self.handle._emit(Event(text[self._sent :]))
+            self._sent = len(text)
+        stats = self.stats
+        stats.forced_tokens = control.forced_count
+        stats.emitted_tokens = len(control.tokens)
+        stats.seconds = time.perf_counter() - self.began
+        data = control.decided if self._stop_at is None else text.encode("utf-8")
+        result = Generation(text=text, tokens=list(control.tokens), stats=stats, accepted=True,
+                            finish_reason=self.finish_reason or finish_reason, data=data, parser=self.parser)
+        self.handle._emit(Event("", result))
+        self.handle._finish(result, None)
+
+    def fail(self, error: BaseException) -> None:
+        """End the row with `error` (wrapped in GenerationError unless it is already one of ours)."""
+        if not isinstance(error, StdslError):
+            wrapped = GenerationError(f"internal error while decoding: {type(error).__name__}: {error}")
+            wrapped.__cause__ = error
+            error = wrapped
+        self.handle._finish(None, error)
+
+    def cancel_now(self) -> None:
+        """End the row as cancelled."""
+        self.handle._finish(None, Cancelled("the request was cancelled before it finished"))
