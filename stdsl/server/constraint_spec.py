@@ -1,0 +1,117 @@
+"""A request's output constraint as plain JSON (the cache key), and its compilation.
+
+A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
+`regex` (`pattern`), `choice` (`choices`), `program` (`source`, `arguments`) or `tools`
+(`syntax`, `tools`, `choice`, `parallel`, `content`: a spec or null).  Its canonical text
+(sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
+compiler, so it runs in a worker process, off the decode loop.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.compiler.automaton import build_automaton
+from stdsl.compiler.constraint import Constraint, Regex
+from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.pushdown_constraint import PushdownConstraint
+from stdsl.errors import CompileError, SchemaError
+from stdsl.server.call_syntax import SYNTAXES, ToolSpec
+from stdsl.server.reply_grammar import reply_ir
+
+Spec = Mapping[str, Any]
+Compiled = Constraint | PushdownConstraint
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+def canonical_text(spec: Spec) -> str:
+    """The cache key of a spec: its JSON with sorted keys and no insignificant whitespace."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Deadline:
+    """The time left of one build, handed to each nested `compile` as its own limit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return max(self.end - time.perf_counter(), 1e-3)
+
+
+def _schema(schema: Any, strict: bool, deadline: _Deadline) -> Compiled:
+    """A JSON Schema compiled exactly, or refused naming the keyword; non-strict falls back to any object."""
+    try:
+        return compile_constraint(schema, max_seconds=deadline.left())
+    except SchemaError:
+        if strict:
+            raise
+        return compile_constraint(ANY_OBJECT, max_seconds=deadline.left())
+
+
+def _arguments_ir(deadline: _Deadline) -> Any:
+    """Lowers a tool's parameter schema to an embedded DFA (compiled and cached by `stdsl.compile`)."""
+
+    def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
+        try:
+            compiled = compile_constraint(dict(schema), max_seconds=deadline.left())
+        except SchemaError as error:
+            raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
+        if isinstance(compiled, PushdownConstraint):
+            raise SchemaError("a recursive schema cannot type the arguments of a tool call", path)
+        automaton = compiled.automaton
+        return ir.Embedded(automaton.transitions, automaton.accepting)
+
+    return lower
+
+
+def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
+    """The IR of a response format used next to tools (a DFA), or None for free text."""
+    if spec is None:
+        return None
+    compiled = build(spec, deadline)
+    if isinstance(compiled, PushdownConstraint):
+        raise SchemaError("a recursive response format cannot be combined with tools", "#")
+    return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+
+
+def build(spec: Spec, deadline: _Deadline) -> Compiled:
+    """The compiled constraint of `spec` within `deadline`."""
+    kind = spec.get("kind")
+    start = time.perf_counter()
+    if kind == "json_schema":
+        return _schema(spec["schema"], bool(spec.get("strict", True)), deadline)
+    if kind == "json_object":
+        return compile_constraint(ANY_OBJECT, max_seconds=deadline.left())
+    if kind == "regex":
+        return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
+    if kind == "choice":
+        with compile_deadline(deadline.left()):
+            automaton = build_automaton(ir.alt(*(ir.literal(str(c)) for c in spec["choices"])))
+        return Constraint(automaton, "choice", list(spec["choices"]), None, time.perf_counter() - start)
+    if kind == "program":
+        from stdsl.compiler.stc.program import Program
+
+        program = Program(spec["source"], "<request program>")
+        with compile_deadline(deadline.left()):
+            return program.constraint(program.arguments(spec.get("arguments") or {}))
+    if kind == "tools":
+        syntax = SYNTAXES[spec["syntax"]]
+        tools = [ToolSpec(t["name"], t["parameters"]) for t in spec["tools"]]
+        content = _content_ir(spec.get("content"), deadline)
+        node = reply_ir(tools, syntax, _arguments_ir(deadline), choice=spec["choice"],
+                        parallel=bool(spec["parallel"]), content=content)
+        with compile_deadline(deadline.left()):
+            automaton = build_automaton(node)
+        return Constraint(automaton, "tools", dict(spec), None, time.perf_counter() - start)
+    raise CompileError(f"unknown constraint kind {kind!r}")
+
+
+def build_constraint(spec: Spec, max_seconds: float) -> Compiled:
+    """Compile `spec` within `max_seconds` (CompileTimeError past it)."""
+    return build(spec, _Deadline(max_seconds))
