@@ -16,8 +16,10 @@ bind_blas()
 
 from stdsl.errors import (  # noqa: E402
     BudgetError,
+    Cancelled,
     CompileError,
     GenerationError,
+    OptionError,
     RegexError,
     SchemaError,
     StdslError,
@@ -69,4 +71,6 @@ __all__ = [
     "SchemaError",
     "BudgetError",
     "GenerationError",
+    "OptionError",
+    "Cancelled",
 ]

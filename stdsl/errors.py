@@ -47,3 +47,15 @@ class GenerationError(StdslError):
 
 class CompileTimeError(CompileError):
     """Compiling took longer than the time limit it was given (the constraint is refused, not half-built)."""
+
+
+class OptionError(StdslError):
+    """A decoding option or prompt that is not allowed; `argument` names it, the message says what is allowed."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+
+class Cancelled(StdslError):
+    """The request was cancelled before it finished."""

@@ -2,21 +2,37 @@
 
 The rule is mlx_lm's `make_sampler` (log-probabilities, then top-p, then top-k, then a
 categorical draw at temperature), applied after the constraint mask sets disallowed tokens to -inf.
+`RowSampler` keeps one random key per row, so a row's draws depend only on its seed and its own
+logits, never on the other rows of a batch; `sample_rows` draws for a whole batch.
 """
 
 from __future__ import annotations
 
+import math
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import GenerationError
+from stdsl.runtime.option_values import integer, real, refuse
+
+GREEDY_BELOW = 1e-5
+"""Temperatures below this are greedy: the draw would be the argmax anyway, and 1/T stays far from float32 overflow
+(log-probabilities times 1/T are finite for any log-probability above -3e33)."""
+TEMPERATURE_RANGE = "a finite number >= 0 (0, or anything below 1e-5, is greedy)"
+TOP_P_RANGE = "a number in (0, 1] (1 keeps every token)"
+MAX_SEED = 2**64 - 1
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to pick a token: `temperature == 0` is greedy; `top_p` in (0, 1) and `top_k > 0` filter."""
+    """How to pick a token: `temperature < GREEDY_BELOW` is greedy; `top_p` < 1 and `top_k > 0` filter.
+
+    Bad values raise OptionError naming the argument; the fields hold plain Python numbers.
+    """
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -24,17 +40,22 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0.0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0.0 <= self.top_p <= 1.0:
-            raise ValueError(f"top_p must lie in [0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        temperature = real("temperature", self.temperature, TEMPERATURE_RANGE)
+        if not (math.isfinite(temperature) and temperature >= 0.0):
+            raise refuse("temperature", self.temperature, TEMPERATURE_RANGE)
+        top_p = real("top_p", self.top_p, TOP_P_RANGE)
+        if not 0.0 < top_p <= 1.0:
+            raise refuse("top_p", self.top_p, TOP_P_RANGE)
+        object.__setattr__(self, "temperature", temperature)
+        object.__setattr__(self, "top_p", top_p)
+        object.__setattr__(self, "top_k", integer("top_k", self.top_k, minimum=0))
+        if self.seed is not None:
+            object.__setattr__(self, "seed", integer("seed", self.seed, minimum=0, maximum=MAX_SEED))
 
     @property
     def greedy(self) -> bool:
         """True when the argmax is taken (no randomness)."""
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_BELOW
 
 
 def seed_random(params: SamplingParams) -> None:
@@ -44,12 +65,16 @@ def seed_random(params: SamplingParams) -> None:
 
 
 def apply_top_p(logprobs: mx.array, top_p: float) -> mx.array:
-    """Nucleus filter: keep the smallest set of most likely tokens holding `top_p` of the mass (mlx_lm's rule)."""
+    """Nucleus filter: keep the smallest set of most likely tokens holding `top_p` of the mass (mlx_lm's rule).
+
+    The most likely token is always kept, also when `top_p` rounds to 0 in float32.
+    """
     sorted_logprobs = mx.sort(logprobs, axis=-1)
     sorted_probs = mx.exp(sorted_logprobs.astype(mx.float32))
     mass_above = mx.cumsum(sorted_probs, axis=-1, reverse=True, inclusive=False)
     total_mass = mass_above[..., :1] + sorted_probs[..., :1]
     num_dropped = (mass_above >= top_p * total_mass).sum(axis=-1, keepdims=True)
+    num_dropped = mx.minimum(num_dropped, logprobs.shape[-1] - 1)
     threshold = mx.take_along_axis(sorted_logprobs, num_dropped, axis=-1)
     return mx.where(logprobs < threshold, -float("inf"), logprobs)
 
@@ -63,34 +88,114 @@ def apply_top_k(logprobs: mx.array, top_k: int) -> mx.array:
     return mx.put_along_axis(logprobs, drop, mx.array(-float("inf"), logprobs.dtype), axis=-1)
 
 
-def mask_logits(logits: mx.array, allowed: np.ndarray) -> mx.array:
-    """Logits with every token outside `allowed` set to -inf; ids beyond `allowed` (padding) are disallowed."""
-    width = logits.shape[-1]
-    if allowed.shape[0] < width:
-        allowed = np.concatenate([allowed, np.zeros(width - allowed.shape[0], dtype=bool)])
-    elif allowed.shape[0] > width:
-        if allowed[width:].any():
+def _fit_mask(allowed: np.ndarray, width: int) -> np.ndarray:
+    """`allowed` (..., V) cut or padded to the model's `width` logits; padding ids are never allowed."""
+    have = allowed.shape[-1]
+    if have < width:
+        padding = np.zeros(allowed.shape[:-1] + (width - have,), dtype=bool)
+        allowed = np.concatenate([allowed, padding], axis=-1)
+    elif have > width:
+        if allowed[..., width:].any():
             raise GenerationError(f"the constraint allows token ids beyond the model's {width} logits")
-        allowed = allowed[:width]
-    if not allowed.any():
+        allowed = allowed[..., :width]
+    if not allowed.any(axis=-1).all():
         raise GenerationError("no token is admissible at this step (the constraint and budget leave nothing)")
-    return mx.where(mx.array(allowed), logits, mx.array(-float("inf"), logits.dtype))
+    return allowed
+
+
+def mask_logits(logits: mx.array, allowed: np.ndarray) -> mx.array:
+    """Logits with every token outside `allowed` set to -inf; ids beyond `allowed` (padding) are disallowed.
+
+    Works on one position (V,) with a (V,) mask, or on rows (B, V) with a (B, V) mask.
+    """
+    fitted = _fit_mask(allowed, logits.shape[-1])
+    return mx.where(mx.array(fitted), logits, mx.array(-float("inf"), logits.dtype))
+
+
+def _tempered_draw(masked: mx.array, params: SamplingParams, key: mx.array | None) -> mx.array:
+    """A categorical draw from masked logits (1, V) under top-p, top-k and temperature (lazy, shape (1,)).
+
+    Tokens filtered to -inf stay -inf after scaling, even when 1/T rounds to 0 in float32 (huge T:
+    the draw is then uniform over the kept tokens, the limit of softmax(logits/T)).
+    """
+    logprobs = masked - mx.logsumexp(masked, axis=-1, keepdims=True)
+    if params.top_p < 1.0:
+        logprobs = apply_top_p(logprobs, params.top_p)
+    if params.top_k > 0:
+        logprobs = apply_top_k(logprobs, params.top_k)
+    scaled = mx.where(logprobs == -float("inf"), logprobs, logprobs * (1.0 / params.temperature))
+    return mx.random.categorical(scaled, key=key)
+
+
+def _checked(token: int, allowed: np.ndarray, where: str) -> int:
+    """`token`, after asserting it lies inside the mask (a draw outside it is a bug, never returned)."""
+    if not (0 <= token < allowed.shape[-1] and allowed[token]):
+        raise GenerationError(f"sampler drew token {token} outside the mask{where}")
+    return token
 
 
 def sample(logits: mx.array, allowed: np.ndarray, params: SamplingParams) -> int:
-    """One token id drawn from `logits` (1-D, one position) restricted to `allowed`.
+    """One token id drawn from `logits` (1-D, one position) restricted to `allowed`, with MLX's global generator.
 
     Draws use shape (1, V), as mlx_lm's generate loop does, so a seed gives mlx_lm's token.
     """
     masked = mask_logits(logits.astype(mx.float32), allowed)[None]
     if params.greedy:
-        return int(np.asarray(mx.argmax(masked, axis=-1))[0])
-    logprobs = masked - mx.logsumexp(masked, axis=-1, keepdims=True)
-    if 0.0 < params.top_p < 1.0:
-        logprobs = apply_top_p(logprobs, params.top_p)
-    if params.top_k > 0:
-        logprobs = apply_top_k(logprobs, params.top_k)
-    token = int(np.asarray(mx.random.categorical(logprobs * (1.0 / params.temperature)))[0])
-    if not allowed[token]:
-        raise GenerationError(f"sampler drew token {token} outside the mask")
-    return token
+        token = int(np.asarray(mx.argmax(masked, axis=-1))[0])
+    else:
+        token = int(np.asarray(_tempered_draw(masked, params, None))[0])
+    return _checked(token, allowed, "")
+
+
+class RowSampler:
+    """One row's sampling rule with its own random key: its draws depend only on its seed and its logits.
+
+    A seed gives the same draws every run; no seed takes a fresh key from the OS. Each draw splits the key.
+    """
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self._key = mx.random.key(params.seed if params.seed is not None else secrets.randbits(64))
+
+    @property
+    def greedy(self) -> bool:
+        """True when this row takes the masked argmax (no key is consumed)."""
+        return self.params.greedy
+
+    @property
+    def key(self) -> mx.array:
+        """The row's current random key (lazy until the draw that moved it is evaluated)."""
+        return self._key
+
+    def take_key(self) -> mx.array:
+        """The key for the next draw; the row's own key moves on."""
+        keys = mx.random.split(self._key)
+        self._key = keys[0]
+        return keys[1]
+
+    def draw(self, logits: mx.array, allowed: np.ndarray) -> int:
+        """One token from `logits` (V,) restricted to `allowed` (V,) bool."""
+        return sample_rows(logits[None], allowed[None], [self])[0]
+
+
+def sample_rows(logits: mx.array, allowed: np.ndarray, samplers: Sequence[RowSampler]) -> list[int]:
+    """One token per row of `logits` (B, V) under `allowed` (B, V) bool, row i drawn by `samplers[i]`.
+
+    Greedy rows share one argmax; each sampled row is drawn on its own (1, V) slice with its own key,
+    so a row gives the same draws alone or inside any batch. Everything is evaluated in one sync.
+    """
+    rows = logits.shape[0]
+    if len(samplers) != rows or allowed.shape[0] != rows:
+        raise GenerationError(f"{rows} logit rows, {allowed.shape[0]} mask rows and {len(samplers)} samplers differ")
+    masked = mask_logits(logits.astype(mx.float32), allowed)
+    greedy = [i for i, sampler in enumerate(samplers) if sampler.greedy]
+    drawn = [i for i, sampler in enumerate(samplers) if not sampler.greedy]
+    argmax = mx.argmax(masked[mx.array(greedy)], axis=-1) if greedy else mx.zeros((0,), dtype=mx.uint32)
+    draws = [_tempered_draw(masked[i : i + 1], samplers[i].params, samplers[i].take_key()) for i in drawn]
+    mx.eval(argmax, *draws, *(samplers[i].key for i in drawn))
+    tokens = [0] * rows
+    for i, token in zip(greedy, np.asarray(argmax).tolist()):
+        tokens[i] = int(token)
+    for i, token_array in zip(drawn, draws):
+        tokens[i] = int(np.asarray(token_array)[0])
+    return [_checked(token, allowed[i], f" (row {i})") for i, token in enumerate(tokens)]

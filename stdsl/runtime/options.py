@@ -1,0 +1,107 @@
+"""Decoding options as one frozen, validated value, and the check of a prompt's shape.
+
+Every bad option or prompt raises OptionError naming the argument, before any model pass, so a
+typo or a wrong type never surfaces as a foreign exception from deep inside decoding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import numbers
+import reprlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from stdsl.errors import OptionError
+from stdsl.runtime.option_values import boolean, integer, refuse
+from stdsl.runtime.sampling import SamplingParams
+
+FLAGS = ("chat", "healing", "parallel_fields", "reference")
+PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None} messages, or a list of token ids"
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What one request asks of decoding; build it with `DecodeOptions.of(**options)` to refuse unknown names.
+
+    `max_tokens` counts every emitted token (None: no limit); `stop` ends a free-text row before any of
+    its strings; `reference=True` feeds one token per pass (the oracle decoder).
+    """
+
+    max_tokens: int | None = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    chat: bool = True
+    healing: bool = True
+    parallel_fields: bool = False
+    stop: tuple[str, ...] = ()
+    reference: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None:
+            object.__setattr__(self, "max_tokens", integer("max_tokens", self.max_tokens, minimum=0))
+        sampling = SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
+        for name in ("temperature", "top_p", "top_k", "seed"):
+            object.__setattr__(self, name, getattr(sampling, name))
+        for name in FLAGS:
+            object.__setattr__(self, name, boolean(name, getattr(self, name)))
+        object.__setattr__(self, "stop", stop_strings(self.stop))
+
+    @classmethod
+    def of(cls, **options: Any) -> DecodeOptions:
+        """The options given by keyword; an unknown name is refused with the closest known one suggested."""
+        known = [f.name for f in fields(cls)]
+        for name in options:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise OptionError(name, f"unknown option {name!r}{hint}; the options are {', '.join(known)}")
+        return cls(**options)
+
+    @property
+    def sampling(self) -> SamplingParams:
+        """The sampling rule these options ask for."""
+        return SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
+
+
+def stop_strings(stop: Any) -> tuple[str, ...]:
+    """`stop` as a tuple of non-empty strings: one str is one stop string, else a sequence of them."""
+    allowed = "a non-empty str or a list of non-empty str"
+    if isinstance(stop, str):
+        stop = (stop,)
+    if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
+        raise refuse("stop", stop, allowed)
+    return tuple(stop)
+
+
+def check_prompt(prompt: Any, vocab_size: int | None = None) -> None:
+    """Refuse a prompt that is not a str, chat messages or token ids (ids below `vocab_size` when given).
+
+    An empty str is a valid prompt; an empty list is neither messages nor ids and is refused.
+    """
+    if isinstance(prompt, str):
+        return
+    if not isinstance(prompt, (list, tuple)) or not prompt:
+        raise refuse("prompt", prompt, PROMPT_SHAPES)
+    if all(isinstance(item, Mapping) for item in prompt):
+        for index, message in enumerate(prompt):
+            _check_message(index, message)
+        return
+    limit = f" below {vocab_size}" if vocab_size is not None else ""
+    for index, token in enumerate(prompt):
+        if isinstance(token, bool) or not isinstance(token, numbers.Integral):
+            raise OptionError("prompt", f"prompt[{index}] is {reprlib.repr(token)}; prompt must be {PROMPT_SHAPES}")
+        if int(token) < 0 or (vocab_size is not None and int(token) >= vocab_size):
+            raise OptionError("prompt", f"prompt[{index}] is token id {token}; token ids must be >= 0{limit}")
+
+
+def _check_message(index: int, message: Mapping[Any, Any]) -> None:
+    """Refuse a chat message without a str role and a str (or None) content."""
+    role, content = message.get("role"), message.get("content")
+    if not isinstance(role, str):
+        raise OptionError("prompt", f"prompt[{index}] needs a str 'role', got {reprlib.repr(role)}")
+    if "content" not in message or not (content is None or isinstance(content, str)):
+        raise OptionError("prompt", f"prompt[{index}] needs a str (or None) 'content', got {reprlib.repr(content)}")
