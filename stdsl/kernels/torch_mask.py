@@ -3,8 +3,9 @@
 Each row carries its own constraint.  DFA rows get their next states from the walk over the
 packed vocabulary in torch ops (`path="walk"`: the automata of the batch stacked with global state
 ids, one gather per byte position over the still-walking tokens, any torch device) or from rows
-on demand on the host (`path="rows"`, uploaded); the boundary cover, the budget mask of Theorem 21
-and eos-at-acceptance are then applied as tensor ops.  Rows the host already decided (a pushdown
+on demand on the host (`path="rows"`, uploaded); the budget mask of Theorem 21, the boundary
+cover (a host token mask that yields where it would leave nothing) and eos-at-acceptance are
+then applied as tensor ops.  Rows the host already decided (a pushdown
 controller's mask, or the singleton of a forced token) are uploaded as they are.  Every path
 equals the token table and `ConstraintState.mask()`.
 """
@@ -12,7 +13,7 @@ equals the token table and `ConstraintState.mask()`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,15 +33,16 @@ NO_BUDGET = UNREACHABLE
 class WalkRow:
     """One DFA row of a batch: the sampling configuration `ConstraintState.mask()` reads.
 
-    `eos_allowed` is the controller's acceptance (no held-back bytes and an accepting state);
-    `cover`/`cover_exempt` the boundary cover; `remaining` and `budget` the budget mask (None: no budget).
+    `accepting` is the controller's acceptance (no held-back bytes and an accepting state);
+    `cover` the boundary cover's token mask (bool (V,), None: any token) and `cover_eos` whether
+    it lets the output end; `remaining` and `budget` the budget mask (None: no budget).
     """
 
     automaton: Any
     state: int
-    eos_allowed: bool
-    cover: int = 0
-    cover_exempt: frozenset[int] = field(default_factory=frozenset)
+    accepting: bool
+    cover: np.ndarray | None = None
+    cover_eos: bool = True
     remaining: int | None = None
     budget: BudgetTable | None = None
 
@@ -166,18 +168,21 @@ def _walk_rows_mask(rows: Sequence[WalkRow], vocab: Vocabulary, device: torch.de
         host = np.stack([_host_next_states(r, vocab) for r in rows]).astype(np.int64)
         next_states = torch.as_tensor(host, device=device)
     allowed = next_states >= 0
-    covers = torch.as_tensor([r.cover for r in rows], dtype=torch.int32, device=device)
-    if any(r.cover for r in rows):
-        long_enough = device_vocab.lengths[None, :] >= covers[:, None]
-        for b, r in enumerate(rows):
-            if r.cover_exempt:
-                long_enough[b, torch.as_tensor(sorted(r.cover_exempt), dtype=torch.long, device=device)] = True
-        allowed &= long_enough
     budgeted = [b for b, r in enumerate(rows) if r.budget is not None and r.remaining is not None]
     if budgeted:
         allowed[budgeted] &= _budget_mask([rows[b] for b in budgeted], next_states[budgeted], device)
-    eos_allowed = torch.as_tensor([r.eos_allowed for r in rows], dtype=torch.bool, device=device)
-    allowed[:, device_vocab.eos_ids] = eos_allowed[:, None]
+    ending = torch.as_tensor([r.accepting for r in rows], dtype=torch.bool, device=device)
+    covered_rows = [b for b, r in enumerate(rows) if r.cover is not None]
+    if covered_rows:
+        cover = torch.as_tensor(np.stack([rows[b].cover for b in covered_rows]), dtype=torch.bool,  # type: ignore[misc]
+                                device=device)
+        cover_eos = torch.as_tensor([rows[b].cover_eos for b in covered_rows], dtype=torch.bool, device=device)
+        before, ends = allowed[covered_rows], ending[covered_rows]
+        covered = before & cover
+        binding = covered.any(dim=1) | (ends & cover_eos)
+        allowed[covered_rows] = torch.where(binding[:, None], covered, before)
+        ending[covered_rows] = torch.where(binding, ends & cover_eos, ends)
+    allowed[:, device_vocab.eos_ids] = ending[:, None]
     return allowed
 
 

@@ -35,15 +35,16 @@ def oracle_mask(table: np.ndarray, row: WalkRow, vocab: Vocabulary) -> np.ndarra
     """The mask `ConstraintState.mask()` computes, from the token table row."""
     next_states = table[row.state]
     allowed = next_states >= 0
-    if row.cover:
-        spans = vocab.lengths >= row.cover
-        spans[list(row.cover_exempt)] = True
-        allowed &= spans
     if row.budget is not None and row.remaining is not None:
         within = row.budget.admits(row.state, next_states, row.remaining)
         if within is not None:
             allowed &= within
-    allowed[vocab.eos_ids] = row.eos_allowed
+    ending = row.accepting
+    if row.cover is not None:
+        covered = allowed & row.cover
+        if covered.any() or (ending and row.cover_eos):
+            allowed, ending = covered, ending and row.cover_eos
+    allowed[vocab.eos_ids] = ending
     return allowed
 
 
@@ -72,11 +73,12 @@ def test_batch_mask_equals_the_oracle_over_rows_with_different_automata(first, s
     for _ in range(data.draw(st.integers(1, 5))):
         which = data.draw(st.integers(0, 1))
         state = data.draw(st.integers(0, dfas[which].num_states - 1))
-        cover = data.draw(st.integers(0, 3))
-        exempt = frozenset(data.draw(st.lists(st.integers(0, vocab.size - 1), max_size=2))) if cover else frozenset()
+        cover = None
+        if data.draw(st.booleans()):
+            cover = np.asarray(data.draw(st.lists(st.booleans(), min_size=vocab.size, max_size=vocab.size)))
         remaining = data.draw(st.one_of(st.none(), st.integers(0, 6)))
-        rows.append(WalkRow(dfas[which], state, data.draw(st.booleans()), cover, exempt, remaining,
-                            budgets[which] if remaining is not None else None))
+        rows.append(WalkRow(dfas[which], state, data.draw(st.booleans()), cover, data.draw(st.booleans()),
+                            remaining, budgets[which] if remaining is not None else None))
     want = np.stack([oracle_mask(tables[0 if r.automaton is dfas[0] else 1], r, vocab) for r in rows])
     for path in ("walk", "rows"):
         got = batch_mask(rows, vocab, CPU, path=path)

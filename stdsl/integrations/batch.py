@@ -1,0 +1,70 @@
+"""The constrained rows of an engine's batch: one `StepwiseConstraint` per batch index, kept across reordering.
+
+Engines keep a persistent batch whose rows come and go: vLLM reports requests removed, added
+(with a live reference to the request's output token list) and moved (one way, or swapped), in
+that order.  This registry follows those updates, takes each row's new tokens before the step,
+and masks the step's logits for the constrained rows in one `batch_mask` (unconstrained rows untouched).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from stdsl.integrations.stepwise import StepwiseConstraint
+from stdsl.kernels.torch_mask import apply_mask, batch_mask
+from stdsl.kernels.vocabulary import Vocabulary
+
+
+@dataclass
+class BatchRow:
+    """A constrained request in the batch: its controller and the engine's running list of its output tokens."""
+
+    steps: StepwiseConstraint
+    output_tokens: list[int]
+
+
+class BatchConstraints:
+    """Constrained rows by batch index; `path` picks the torch mask path (None: by device)."""
+
+    def __init__(self, vocab: Vocabulary, path: str | None = None) -> None:
+        self.vocab = vocab
+        self.path = path
+        self.rows: dict[int, BatchRow] = {}
+
+    def remove(self, index: int) -> None:
+        """The request at `index` left the batch (a no-op for an unconstrained one)."""
+        self.rows.pop(index, None)
+
+    def add(self, index: int, steps: StepwiseConstraint | None, output_tokens: list[int]) -> None:
+        """A request took `index` (replacing whatever was there); `steps` None for an unconstrained request."""
+        if steps is None:
+            self.rows.pop(index, None)
+        else:
+            self.rows[index] = BatchRow(steps, output_tokens)
+
+    def move(self, source: int, target: int, swap: bool) -> None:
+        """The request at `source` now sits at `target`; with `swap` the one at `target` moves to `source`."""
+        moving = self.rows.pop(source, None)
+        other = self.rows.pop(target, None)
+        if moving is not None:
+            self.rows[target] = moving
+        if swap and other is not None:
+            self.rows[source] = other
+
+    def sync(self) -> None:
+        """Take every row's tokens appended since the last step."""
+        for row in self.rows.values():
+            row.steps.sync(row.output_tokens)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        """Mask the constrained rows of `logits` (B, width) in place and return it."""
+        if not self.rows:
+            return logits
+        indices = sorted(i for i in self.rows if i < logits.shape[0])
+        allowed = batch_mask([self.rows[i].steps.row() for i in indices], self.vocab, logits.device,
+                             width=int(logits.shape[1]), path=self.path)
+        index = torch.as_tensor(indices, dtype=torch.long, device=logits.device)
+        logits[index] = apply_mask(logits[index], allowed)
+        return logits

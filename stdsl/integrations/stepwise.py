@@ -1,0 +1,158 @@
+"""One constrained output driven one token per engine step (transformers' and vLLM's generate loops).
+
+stdsl's own loop feeds a sampled token and its forced span in one pass; an engine's loop appends
+exactly one token per step, so here the controller's plan is queued and spent a token at a time:
+after a forced prefix or span the mask is the singleton of the next forced token, and only when the
+queue is empty is the controller's mask (`ConstraintState.mask()`) asked for.  The engine has already
+appended the sampled token when the plan is made, so the planner runs without healing (a healed plan
+would replace that token).  An output the controller finishes before the engine's budget is closed
+by a forced eos.  The sampled steps' masks are exactly those of `stdsl.generate(..., healing=False)`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from stdsl.errors import GenerationError, StdslError
+from stdsl.kernels.torch_mask import Row, WalkRow
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.generation import Generation, Stats
+from stdsl.runtime.pushdown_state import PushdownState, machine_of
+from stdsl.runtime.tokenizer import Tokenizer
+
+
+def controller_for(constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> ConstraintState:
+    """The per-request controller of a compiled constraint (pushdown or DFA), planning without healing."""
+    machine = machine_of(constraint)
+    if machine is not None:
+        return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=False)
+    automaton = getattr(constraint, "automaton", None)
+    if automaton is None or not hasattr(automaton, "transitions"):
+        raise StdslError(f"expected a compiled constraint (stdsl.compile), got {type(constraint).__name__}")
+    return ConstraintState(automaton, tokenizer, vocab, max_tokens=max_tokens, healing=False)
+
+
+class StepwiseConstraint:
+    """A controller, the queue of tokens it decided that the engine has not yet emitted, and step counts.
+
+    `row()` is what the engine's next token must satisfy; `accept(token)` takes the token the
+    engine appended.  After eos (sampled or forced) the output is `done` and later tokens (an
+    engine's padding of finished rows) are ignored.
+    """
+
+    def __init__(self, constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> None:
+        self.constraint = constraint
+        self.vocab = vocab
+        self.control = controller_for(constraint, tokenizer, vocab, max_tokens)
+        self.queue: deque[int] = deque(self.control.start())
+        self.eos_id = int(vocab.eos_ids[0]) if vocab.eos_ids.size else -1
+        self.done = False
+        self.eos_sampled = False
+        self.error: GenerationError | None = None
+        self.stats = Stats()
+        self.emitted = 0
+
+    @property
+    def forced(self) -> int | None:
+        """The token the next step must take (a queued forced token, or eos once the controller finished), else None."""
+        if self.done:
+            return self.eos_id
+        if self.queue:
+            return self.queue[0]
+        if self.control.finished:
+            return self.eos_id
+        return None
+
+    def row(self) -> Row:
+        """The next step's batch row for `torch_mask.batch_mask`: a forced token, a DFA `WalkRow` or a host mask.
+
+        A controller that can go no further (a pushdown at its nesting cap) records its
+        GenerationError in `error` and the output is ended by eos: never an invalid continuation.
+        """
+        forced = self.forced
+        if forced is None and isinstance(self.control, PushdownState):
+            try:
+                return self.control.mask()
+            except GenerationError as error:
+                self.error, self.done = error, True
+                forced = self.eos_id
+        if forced is not None:
+            if forced < 0:
+                raise GenerationError("the output is finished but the vocabulary has no eos token to end it")
+            return forced
+        control = self.control
+        cover = control.cover
+        return WalkRow(control.automaton, control.state, control.accepting,
+                       None if cover is None else control.planner.cover_mask(cover),
+                       True if cover is None else cover.eos, control.remaining, control.budget)
+
+    def mask(self) -> np.ndarray:
+        """The next step's mask on the host (bool (V,)): the singleton of a forced token, else the controller's."""
+        forced = self.forced
+        if forced is None:
+            return self.control.mask()
+        allowed = np.zeros(self.vocab.size, dtype=bool)
+        allowed[forced] = True
+        return allowed
+
+    def accept(self, token: int) -> None:
+        """Take the token the engine appended; GenerationError if it is not the one the constraint forced."""
+        if self.done:
+            return
+        self.stats.passes += 1
+        forced = self.forced
+        if forced is not None:
+            if token != forced:
+                raise GenerationError(f"the engine appended token {token} where the constraint forced {forced}")
+            if self.queue:
+                self.queue.popleft()
+            else:
+                self.done = True
+            return
+        self.stats.sampled_tokens += 1
+        feed = self.control.advance(token)
+        if not feed:
+            self.done = self.eos_sampled = True
+            return
+        if feed[0] != token:
+            raise GenerationError(f"the plan after token {token} replaced it; engine steps need healing off")
+        self.queue.extend(feed[1:])
+
+    def sync(self, output_tokens: list[int]) -> None:
+        """Take every token of the engine's running output list not seen yet."""
+        for token in output_tokens[self.emitted:]:
+            self.accept(int(token))
+        self.emitted = len(output_tokens)
+
+    @property
+    def finish_reason(self) -> str:
+        """As `stdsl.generate`: 'eos' (sampled), 'stop' (the constraint admits nothing more), 'length' (budget)."""
+        if self.eos_sampled:
+            return "eos"
+        return "stop" if self.control.planner.live_count[self.control.state] == 0 else "length"
+
+    def generation(self, prompt_tokens: int = 0) -> Generation:
+        """The finished output as `stdsl.generate` returns it (GenerationError when it is not in the language)."""
+        control = self.control
+        if self.error is not None:
+            raise self.error
+        if not control.accepting or self.queue:
+            raise GenerationError("decoding ended outside an accepting state (the engine stopped the output early)")
+        stats = self.stats
+        stats.prompt_tokens = prompt_tokens
+        stats.forced_tokens = control.forced_count
+        stats.emitted_tokens = len(control.tokens)
+        data = control.decided
+        return Generation(
+            text=data.decode("utf-8", errors="replace"),
+            tokens=list(control.tokens),
+            stats=stats,
+            accepted=True,
+            finish_reason=self.finish_reason,
+            data=data,
+            parser=getattr(self.constraint, "parse", None),
+        )
