@@ -77,11 +77,17 @@ COMPILE_CACHE_SIZE = 32
 
 
 def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int) -> tuple[Any, ...] | None:
-    """What identifies a compilation: the schema's canonical JSON, the pattern, or the class itself."""
+    """What identifies a compilation: the schema's canonical JSON, the pattern, or the class itself.
+
+    A schema that is not plain JSON (json.dumps would turn its key 1 into "1") has no key, so it is
+    compiled, and refused, rather than matched to the JSON schema it resembles.
+    """
     if isinstance(spec, (dict, bool)):
         try:
             text = json.dumps(spec, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError):
+            return None
+        if json.loads(text) != spec:
             return None
         return ("schema", text, whitespace, max_states)
     if isinstance(spec, Regex) or _is_pydantic_class(spec):

@@ -133,6 +133,7 @@ def check_keywords(schema: dict, path: str) -> None:
     that looks like a misspelled constraint (`require`, `additonalProperties`) is ignored too, with
     an `IgnoredKeywordWarning` naming it; names starting with `x-` or `_` are never taken as misspellings.
     """
+    _check_string_keys(schema, path)
     for key, value in schema.items():
         where = f"{path}/{pointer_token(key)}"
         if key in SUPPORTED:
@@ -170,8 +171,31 @@ def _uses_base_uri(node: Any) -> bool:
     return False
 
 
+def _check_string_keys(node: dict, path: str) -> None:
+    """Refuse an object key that is not a string (a Python dict that is no JSON object)."""
+    for key in node:
+        if not isinstance(key, str):
+            raise SchemaError(f"object keys must be strings, got {key!r} ({type(key).__name__})", path)
+
+
+def _check_instance_keys(value: Any, path: str) -> None:
+    """Refuse a non-string object key anywhere inside an `enum` or `const` value."""
+    pending = [(value, path)]
+    while pending:
+        node, where = pending.pop()
+        if isinstance(node, dict):
+            _check_string_keys(node, where)
+            pending.extend((item, f"{where}/{pointer_token(key)}") for key, item in node.items())
+        elif isinstance(node, list):
+            pending.extend((item, f"{where}/{index}") for index, item in enumerate(node))
+
+
 def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
     """Validate the value of one supported keyword."""
+    if isinstance(value, dict) and key not in ("enum", "const"):
+        _check_string_keys(value, where)
+    if key in ("enum", "const"):
+        _check_instance_keys(value, where)
     if key == "type":
         names = value if isinstance(value, list) else [value]
         if not names or any(n not in TYPES for n in names) or len(set(map(str, names))) != len(names):
@@ -228,6 +252,7 @@ def _anchor_index(node: Any, path: str, out: dict[str, tuple[Any, str]]) -> None
     if isinstance(node, dict):
         if isinstance(node.get("$anchor"), str):
             out.setdefault(node["$anchor"], (node, path))
+        _check_string_keys(node, path)
         for key, value in node.items():
             if key not in ("enum", "const", "default", "examples"):
                 _anchor_index(value, f"{path}/{pointer_token(key)}", out)
