@@ -1,0 +1,373 @@
+"""The OpenAI-compatible HTTP server (FastAPI): every request is one or more rows of the running batch.
+
+Endpoints: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /health and
+GET /metrics.  The handlers only translate HTTP to engine work (`request_plan`) and engine
+events back to OpenAI bodies or server-sent event chunks; errors are OpenAI error bodies with a
+4xx status, and 429 with Retry-After once `max_rows + max_queue` requests are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from stdsl.errors import StdslError
+from stdsl.runtime.engine import Engine
+from stdsl.runtime.row import RowHandle
+from stdsl.server.chat_render import CallMemory
+from stdsl.server.constraint_cache import ConstraintCache
+from stdsl.server.errors import RequestError, from_stdsl_error, overloaded
+from stdsl.server.metrics import Metrics
+from stdsl.server.protocol import (
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Completion,
+    CompletionChoice,
+    CompletionRequest,
+    Delta,
+    FunctionCall,
+    ModelCard,
+    ModelList,
+    ReplyMessage,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+from stdsl.server.reply_reader import ReplyReader, ReplyUpdate
+from stdsl.server.request_plan import Plan, chat_plan, completion_plan
+from stdsl.server.rows import ChoiceResult, read_choice
+
+OPEN_PATHS = ("/health",)
+
+
+@dataclass
+class ServerState:
+    """What the handlers share: the model and its engine, the constraint cache, metrics and limits."""
+
+    model: Any
+    engine: Any
+    cache: ConstraintCache
+    model_name: str
+    api_key: str | None = None
+    max_queue: int = 64
+    metrics: Metrics = field(default_factory=Metrics)
+    memory: CallMemory = field(default_factory=CallMemory)
+    in_flight: int = 0
+
+    @property
+    def capacity(self) -> int:
+        """Requests admitted at once before the server answers 429."""
+        return int(self.engine.max_rows) + self.max_queue
+
+
+def _error_response(error: RequestError) -> JSONResponse:
+    headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _validation_error(error: RequestValidationError) -> RequestError:
+    """A body that does not fit its model: a 400 naming the first offending field."""
+    first = error.errors()[0] if error.errors() else {}
+    location = [str(p) for p in first.get("loc", ()) if p != "body"]
+    param = ".".join(location) or None
+    if first.get("type") == "json_invalid":
+        return RequestError(f"the body is not valid JSON: {first.get('msg')}", code="invalid_json")
+    message = f"{param}: {first.get('msg')}" if param else str(first.get("msg", "invalid request body"))
+    return RequestError(message, param=param, code="invalid_value")
+
+
+class GuardMiddleware:
+    """ASGI middleware: the bearer token check (when an API key is set) and request counts by path and status."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        key = self.state.api_key
+        if key is not None and path not in OPEN_PATHS:
+            given = dict(scope.get("headers", ())).get(b"authorization", b"")
+            if not hmac.compare_digest(given, f"Bearer {key}".encode()):
+                error = RequestError("a valid API key is required: Authorization: Bearer <key>", status=401,
+                                     kind="authentication_error", code="invalid_api_key")
+                self.state.metrics.request(path, 401)
+                await _error_response(error)(scope, receive, send)
+                return
+        status = [500]
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+                self.state.metrics.request(path, status[0])
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
+def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
+               max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
+               model_name: str | None = None) -> FastAPI:
+    """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)`)."""
+    state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
+                        cache=ConstraintCache(cache_bytes, compile_seconds), model_name=model_name or model.name,
+                        api_key=api_key, max_queue=max_queue)
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.cache.close()
+
+    app = FastAPI(title="stdsl", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.server = state
+    app.add_middleware(GuardMiddleware, state=state)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return _error_response(_validation_error(error))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
+        return _error_response(RequestError(str(error.detail), status=error.status_code, kind=kind))
+
+    @app.exception_handler(StdslError)
+    async def _library(request: Request, error: StdslError) -> JSONResponse:
+        return _error_response(from_stdsl_error(error))
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> ModelList:
+        return ModelList(data=[ModelCard(id=state.model_name)])
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        text = state.metrics.render(state.engine.metrics(), state.cache.stats, state.cache.max_bytes)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(body: ChatCompletionRequest) -> Response:
+        plan = chat_plan(body, state.model, state.memory)
+        return await _serve(state, plan, body.stream, _include_usage(body), chat=True)
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(body: CompletionRequest) -> Response:
+        plan = completion_plan(body, state.model)
+        return await _serve(state, plan, body.stream, _include_usage(body), chat=False)
+
+    return app
+
+
+def _include_usage(body: Any) -> bool:
+    return bool(body.stream_options and body.stream_options.include_usage)
+
+
+def _param_of(spec: dict[str, Any] | None) -> str:
+    kind = (spec or {}).get("kind")
+    return {"tools": "tools", "program": "program"}.get(str(kind), "response_format")
+
+
+async def _submit(state: ServerState, plan: Plan) -> list[tuple[int, RowHandle]]:
+    """Compile the plan's constraint (cached, off the loop) and submit every choice; (prompt index, handle) pairs."""
+    try:
+        compiled = await state.cache.get(plan.spec) if plan.spec is not None else None
+    except StdslError as error:
+        raise from_stdsl_error(error, _param_of(plan.spec)) from None
+    handles: list[tuple[int, RowHandle]] = []
+    try:
+        for index, prompt in enumerate(plan.prompts):
+            for k in range(plan.n):
+                options = dict(plan.options)
+                if options.get("seed") is not None:
+                    options["seed"] = options["seed"] + k
+                handle = await asyncio.to_thread(state.engine.submit, prompt, compiled, **options)
+                handles.append((index, handle))
+    except StdslError as error:
+        for _, handle in handles:
+            handle.cancel()
+        raise from_stdsl_error(error, _param_of(plan.spec)) from None
+    return handles
+
+
+def _reader(plan: Plan) -> ReplyReader:
+    return ReplyReader(plan.syntax, plan.parameters, plan.reader_stops)
+
+
+def _finish_reason(result: ChoiceResult) -> str:
+    if result.reader.end is not None:
+        return result.reader.end
+    reason = result.generation.finish_reason if result.generation is not None else "stop"
+    if reason == "length":
+        return "length"
+    return "tool_calls" if result.calls else "stop"
+
+
+def _completion_tokens(state: ServerState, result: ChoiceResult) -> int:
+    if result.generation is not None and result.reader.end is None:
+        return int(result.generation.stats.emitted_tokens)
+    return len(state.model.tokenizer.encode(result.reader.text))
+
+
+def _tool_calls(state: ServerState, result: ChoiceResult) -> list[ToolCall] | None:
+    calls = []
+    for call in result.calls:
+        tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
+        state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
+        calls.append(tool_call)
+    return calls or None
+
+
+def _program_content(result: ChoiceResult) -> str:
+    """A program's typed result as JSON (Pydantic values dumped)."""
+    parsed = result.generation.value if result.generation is not None else {}
+    return json.dumps({k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in parsed.items()},
+                      ensure_ascii=False, default=str)
+
+
+async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bool, chat: bool) -> Response:
+    """Admit the request (or 429), run its rows, and answer with one body or a stream of chunks."""
+    if state.in_flight >= state.capacity:
+        raise overloaded(state.in_flight)
+    state.in_flight += 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            state.in_flight -= 1
+
+    try:
+        handles = await _submit(state, plan)
+        if stream:
+            chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        results = await asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles))
+    finally:
+        if not stream:
+            release()
+    return JSONResponse(_body(state, plan, results, chat).model_dump(exclude_none=False))
+
+
+def _usage(state: ServerState, plan: Plan, results: list[ChoiceResult]) -> Usage:
+    prompt = sum(len(p) for p in plan.prompts)
+    completion = sum(_completion_tokens(state, r) for r in results)
+    state.metrics.completed(completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+
+
+def _body(state: ServerState, plan: Plan, results: list[ChoiceResult], chat: bool) -> ChatCompletion | Completion:
+    usage = _usage(state, plan, results)
+    guarded = sum(1 for r in results if r.reader.end == "repetition")
+    state.metrics.guard_cancels += guarded
+    if not chat:
+        choices = [CompletionChoice(index=i, text=r.reader.content, finish_reason=_finish_reason(r))
+                   for i, r in enumerate(results)]
+        return Completion(id=f"cmpl-{uuid.uuid4().hex}", model=state.model_name, choices=choices, usage=usage)
+    chat_choices = []
+    for i, result in enumerate(results):
+        content: str | None = _program_content(result) if plan.program else result.reader.content
+        calls = _tool_calls(state, result)
+        if calls and not content:
+            content = None
+        chat_choices.append(ChatChoice(index=i, message=ReplyMessage(content=content, tool_calls=calls),
+                                       finish_reason=_finish_reason(result)))
+    return ChatCompletion(id=f"chatcmpl-{uuid.uuid4().hex}", model=state.model_name, choices=chat_choices,
+                          usage=usage)
+
+
+def _sse(payload: Any) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+async def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
+                         chat: bool, release: Callable[[], None]) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE]."""
+    ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    created = int(time.time())
+    outbox: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def chunk(index: int, delta: Delta | None = None, text: str = "", finish: str | None = None) -> str:
+        if chat:
+            choice = {"index": index, "delta": (delta or Delta()).model_dump(exclude_none=True),
+                      "finish_reason": finish, "logprobs": None}
+            body = ChatCompletionChunk(id=ident, created=created, model=state.model_name, choices=[])
+            return _sse(body.model_dump(exclude_none=True) | {"choices": [choice]})
+        return _sse(Completion(id=ident, created=created, model=state.model_name,
+                               choices=[CompletionChoice(index=index, text=text, finish_reason=finish)]).model_dump())
+
+    async def run(index: int, handle: RowHandle) -> ChoiceResult:
+        calls_sent = 0
+
+        async def send(update: ReplyUpdate) -> None:
+            nonlocal calls_sent
+            if update.content and not plan.program:
+                await outbox.put(chunk(index, Delta(content=update.content), update.content))
+            for call in update.calls:
+                tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
+                state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
+                delta = ToolCallDelta(index=calls_sent, id=tool_call.id, function=tool_call.function)
+                await outbox.put(chunk(index, Delta(tool_calls=[delta])))
+                calls_sent += 1
+
+        if chat:
+            await outbox.put(chunk(index, Delta(role="assistant", content="")))
+        result = await read_choice(handle, _reader(plan), send)
+        if plan.program:
+            await outbox.put(chunk(index, Delta(content=_program_content(result))))
+        await outbox.put(chunk(index, finish=_finish_reason(result)))
+        return result
+
+    async def run_all() -> list[ChoiceResult]:
+        try:
+            return list(await asyncio.gather(*(run(i, h) for i, (_, h) in enumerate(handles))))
+        finally:
+            await outbox.put(None)
+
+    task = asyncio.ensure_future(run_all())
+    try:
+        while True:
+            item = await outbox.get()
+            if item is None:
+                break
+            yield item
+        try:
+            results = await task
+        except StdslError as error:
+            yield _sse(from_stdsl_error(error).body())
+            return
+        usage = _usage(state, plan, results)
+        state.metrics.guard_cancels += sum(1 for r in results if r.reader.end == "repetition")
+        if include_usage:
+            usage_chunk: Any = (ChatCompletionChunk(id=ident, created=created, model=state.model_name, choices=[],
+                                                    usage=usage) if chat else
+                                Completion(id=ident, created=created, model=state.model_name, choices=[],
+                                           usage=usage))
+            yield _sse(usage_chunk.model_dump())
+        yield "data: [DONE]\n\n"
+    finally:
+        if not task.done():
+            task.cancel()
+            for _, handle in handles:
+                handle.cancel()
+        release()

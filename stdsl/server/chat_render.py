@@ -1,0 +1,102 @@
+"""Chat messages (with tools) rendered to prompt text through the model's own chat template, sandboxed.
+
+Tools reach the model through the template when it takes a `tools` variable, else as a
+Hermes-style system prompt.  An assistant turn that carried tool calls is re-rendered as the exact
+text the model wrote (its free text, then each call in the call syntax), so the next request's
+prompt repeats the previous one token for token and the prompt cache serves it.  Tool results go
+to templates that know the `tool` role as is, else as a user turn in `<tool_response>` tags.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from stdsl.server.call_syntax import CALL_SEPARATOR, CallSyntax
+from stdsl.server.protocol import AssistantMessage, Content, Message, SystemMessage, Tool, ToolMessage
+
+HERMES_SYSTEM = (
+    "You may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> "
+    "XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>"
+)
+MEMORY_SIZE = 4096
+
+
+class CallMemory:
+    """The exact text of the calls this server returned, by call id (bounded), for verbatim re-rendering."""
+
+    def __init__(self, size: int = MEMORY_SIZE) -> None:
+        self.size = size
+        self._texts: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+
+    def remember(self, call_id: str, name: str, arguments: str, text: str) -> None:
+        self._texts[call_id] = (name, arguments, text)
+        while len(self._texts) > self.size:
+            self._texts.popitem(last=False)
+
+    def text(self, call_id: str, name: str, arguments: str, syntax: CallSyntax) -> str:
+        """The call as the model wrote it when the client sent it back unchanged, else written afresh."""
+        kept = self._texts.get(call_id)
+        if kept is not None and kept[:2] == (name, arguments):
+            return kept[2]
+        return syntax.render(name, arguments)
+
+
+def content_text(content: Content | None) -> str:
+    """A message's content as one string (text parts joined)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.text for part in content)
+
+
+def _template_takes_tools(template: str) -> bool:
+    return re.search(r"\btools\b", template) is not None
+
+
+def _template_knows_tool_role(template: str) -> bool:
+    return re.search(r"""['"]tool['"]""", template) is not None
+
+
+def tool_definitions(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """The tools as the OpenAI API (and Hugging Face templates) write them."""
+    return [tool.model_dump(exclude_none=True) for tool in tools]
+
+
+def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, syntax: CallSyntax,
+                  template: str, memory: CallMemory) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Plain role/content dicts for the template, and the extra template variables (`tools`)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": content_text(message.content)})
+        elif isinstance(message, AssistantMessage):
+            calls = [memory.text(c.id, c.function.name, c.function.arguments, syntax) for c in message.tool_calls or ()]
+            out.append({"role": "assistant", "content": content_text(message.content) + CALL_SEPARATOR.join(calls)})
+        elif isinstance(message, ToolMessage):
+            if _template_knows_tool_role(template):
+                out.append({"role": "tool", "content": content_text(message.content),
+                            "tool_call_id": message.tool_call_id})
+            else:
+                out.append({"role": "user",
+                            "content": f"<tool_response>\n{content_text(message.content)}\n</tool_response>"})
+        else:
+            out.append({"role": "user", "content": content_text(message.content)})
+    variables: dict[str, Any] = {}
+    if tools:
+        if _template_takes_tools(template):
+            variables["tools"] = tool_definitions(tools)
+        else:
+            listing = "\n".join(json.dumps(t) for t in tool_definitions(tools))
+            system = HERMES_SYSTEM.format(tools=listing)
+            if out and out[0]["role"] == "system":
+                out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + system}
+            else:
+                out.insert(0, {"role": "system", "content": system})
+    return out, variables

@@ -1,0 +1,93 @@
+"""Compiled constraints cached by canonical spec text, bounded by bytes, compiled off the decode loop.
+
+Compiles run in a worker process (the compiler never imports MLX), so a slow schema never holds
+the interpreter lock the decode thread needs; each has a time limit and is refused past it.
+Concurrent requests for the same spec share one compile.  Least recently used entries go first
+once the automata held pass `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from stdsl.errors import CompileTimeError
+from stdsl.server.constraint_spec import Compiled, Spec, build_constraint, canonical_text
+
+GRACE_SECONDS = 5.0
+
+
+@dataclass
+class CacheStats:
+    """What the cache has done: entries and bytes held, compiles, hits, evictions, compile seconds."""
+
+    entries: int = 0
+    bytes: int = 0
+    compiles: int = 0
+    hits: int = 0
+    evictions: int = 0
+    compile_seconds: float = 0.0
+
+
+def _size(compiled: Any) -> int:
+    return int(getattr(compiled, "nbytes", 0))
+
+
+class ConstraintCache:
+    """Compiled constraints by canonical spec text; `await get(spec)` compiles on a miss within `compile_seconds`."""
+
+    def __init__(self, max_bytes: int = 64 << 20, compile_seconds: float = 30.0, workers: int = 1) -> None:
+        self.max_bytes = max_bytes
+        self.compile_seconds = compile_seconds
+        self.stats = CacheStats()
+        self._entries: OrderedDict[str, Compiled] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[Compiled]] = {}
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def close(self) -> None:
+        """Stop the compile workers."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def get(self, spec: Spec) -> Compiled:
+        """The compiled constraint of `spec`: from the cache, from a compile already running, or compiled now."""
+        key = canonical_text(spec)
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return self._entries[key]
+        if key not in self._pending:
+            self._pending[key] = asyncio.ensure_future(self._compile(key, spec))
+        waiter = self._pending[key]
+        try:
+            return await asyncio.shield(waiter)
+        finally:
+            if waiter.done():
+                self._pending.pop(key, None)
+
+    async def _compile(self, key: str, spec: Spec) -> Compiled:
+        began = time.perf_counter()
+        job: Future[Compiled] = self._pool.submit(build_constraint, dict(spec), self.compile_seconds)
+        try:
+            compiled = await asyncio.wait_for(asyncio.wrap_future(job), self.compile_seconds + GRACE_SECONDS)
+        except TimeoutError:
+            raise CompileTimeError(f"compiling the constraint took longer than {self.compile_seconds:g} s") from None
+        finally:
+            self.stats.compile_seconds += time.perf_counter() - began
+        self.stats.compiles += 1
+        self._entries[key] = compiled
+        self._evict()
+        return compiled
+
+    def _evict(self) -> None:
+        """Drop least recently used entries until the bytes held fit (the newest entry always stays)."""
+        total = sum(_size(c) for c in self._entries.values())
+        while total > self.max_bytes and len(self._entries) > 1:
+            _, dropped = self._entries.popitem(last=False)
+            total -= _size(dropped)
+            self.stats.evictions += 1
+        self.stats.entries, self.stats.bytes = len(self._entries), total

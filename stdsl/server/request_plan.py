@@ -1,0 +1,242 @@
+"""Translate a chat or text completion request into engine work: prompt ids, a constraint spec, options.
+
+Exactly one source may constrain the output: `response_format`, a vLLM extra (`guided_json`,
+`guided_regex`, `guided_choice`, `structured_outputs`) or a `.stc` `program`; `tools` then wrap it
+in the reply grammar.  Everything the request asks that cannot be honoured exactly is a 400
+naming the field, decided here before any engine work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stdsl.runtime.chat_template import render_chat_template
+from stdsl.runtime.tokenizer import CHATML_TEMPLATE
+from stdsl.server.call_syntax import CallSyntax, syntax_of_template
+from stdsl.server.chat_render import CallMemory, chat_messages
+from stdsl.server.errors import RequestError
+from stdsl.server.protocol import (
+    MAX_STOP,
+    ChatCompletionRequest,
+    CompletionRequest,
+    NamedToolChoice,
+    ResponseFormatJsonObject,
+    ResponseFormatJsonSchema,
+    UserMessage,
+    _Sampling,
+)
+
+DEFAULT_CONTEXT = 4096
+DEFAULT_MAX_TOKENS = 1024
+COMPLETION_MAX_TOKENS = 16
+
+
+@dataclass
+class Plan:
+    """What the server submits for one request: a prompt per choice group, the constraint, options, how to read."""
+
+    prompts: list[list[int]]
+    spec: dict[str, Any] | None
+    options: dict[str, Any]
+    n: int
+    syntax: CallSyntax | None = None
+    parameters: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    reader_stops: tuple[str, ...] = ()
+    program: bool = False
+
+
+def context_length(model: Any) -> int:
+    """The model's context window in tokens (its config's max_position_embeddings)."""
+    size = getattr(getattr(model.net, "args", None), "max_position_embeddings", None)
+    return int(size) if size else DEFAULT_CONTEXT
+
+
+def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as error:
+            raise RequestError(f"{param} is not valid JSON: {error}", param=param) from None
+    if not isinstance(schema, (dict, bool)):
+        raise RequestError(f"{param} must be a JSON Schema (an object or a boolean)", param=param)
+    return {"kind": "json_schema", "schema": schema, "strict": strict}
+
+
+def _grammar_refused(param: str) -> RequestError:
+    return RequestError(f"{param}: context-free grammars in EBNF/Lark are not supported; use a JSON Schema, "
+                        "a regex or a .stc program (field 'program')", param=param, code="unsupported_grammar")
+
+
+def _choice_spec(choices: Sequence[str], param: str) -> dict[str, Any]:
+    if not choices:
+        raise RequestError(f"{param} needs at least one choice", param=param)
+    return {"kind": "choice", "choices": list(choices)}
+
+
+def output_spec(request: _Sampling, response_format: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The constraint the request asks for (None: free text) and the field that asked for it."""
+    found: list[tuple[dict[str, Any], str]] = []
+    if isinstance(response_format, ResponseFormatJsonSchema):
+        strict = response_format.json_schema.strict is not False
+        found.append((_schema_spec(response_format.json_schema.schema_, strict, "response_format"),
+                      "response_format"))
+    elif isinstance(response_format, ResponseFormatJsonObject):
+        found.append(({"kind": "json_object"}, "response_format"))
+    if request.guided_json is not None:
+        found.append((_schema_spec(request.guided_json, True, "guided_json"), "guided_json"))
+    if request.guided_regex is not None:
+        found.append(({"kind": "regex", "pattern": request.guided_regex}, "guided_regex"))
+    if request.guided_choice is not None:
+        found.append((_choice_spec(request.guided_choice, "guided_choice"), "guided_choice"))
+    if request.guided_grammar is not None:
+        raise _grammar_refused("guided_grammar")
+    outputs = request.structured_outputs
+    if outputs is not None:
+        if outputs.grammar is not None:
+            raise _grammar_refused("structured_outputs.grammar")
+        if outputs.json_ is not None:
+            found.append((_schema_spec(outputs.json_, True, "structured_outputs.json"), "structured_outputs"))
+        if outputs.regex is not None:
+            found.append(({"kind": "regex", "pattern": outputs.regex}, "structured_outputs"))
+        if outputs.choice is not None:
+            found.append((_choice_spec(outputs.choice, "structured_outputs.choice"), "structured_outputs"))
+        if outputs.json_object:
+            found.append(({"kind": "json_object"}, "structured_outputs"))
+    if request.program is not None:
+        found.append(({"kind": "program", "source": request.program.source,
+                       "arguments": request.program.arguments}, "program"))
+    if len(found) > 1:
+        names = ", ".join(sorted({param for _, param in found}))
+        raise RequestError(f"give one output constraint, not several ({names})", param=found[1][1])
+    return found[0] if found else (None, None)
+
+
+def _refuse_unsupported(request: _Sampling) -> None:
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(request, name):
+            raise RequestError(f"{name} is not supported by this server (only 0)", param=name,
+                               code="unsupported_parameter")
+    if request.logprobs:
+        raise RequestError("logprobs are not supported by this server", param="logprobs",
+                           code="unsupported_parameter")
+
+
+def _stops(request: _Sampling) -> tuple[str, ...]:
+    stop = request.stop
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    if len(stops) > MAX_STOP or not all(stops):
+        raise RequestError(f"stop takes at most {MAX_STOP} non-empty strings", param="stop")
+    return stops
+
+
+def _options(request: _Sampling, max_tokens: int | None, default: int, prompt_len: int, context: int,
+             prompt_param: str) -> dict[str, Any]:
+    if prompt_len >= context:
+        raise RequestError(f"the prompt has {prompt_len} tokens; this model's context is {context} tokens",
+                           param=prompt_param, code="context_length_exceeded")
+    room = context - prompt_len
+    if max_tokens is None:
+        max_tokens = min(default, room)
+    elif max_tokens > room:
+        raise RequestError(f"max_tokens {max_tokens} plus the prompt's {prompt_len} tokens exceed this model's "
+                           f"context of {context} tokens", param="max_tokens", code="context_length_exceeded")
+    return {"max_tokens": max_tokens, "temperature": request.temperature, "top_p": request.top_p,
+            "top_k": max(request.top_k, 0), "seed": request.seed, "chat": False}
+
+
+def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None, syntax: CallSyntax) -> dict[str, Any]:
+    choice = request.tool_choice
+    named = choice.function.name if isinstance(choice, NamedToolChoice) else None
+    names = [tool.function.name for tool in request.tools or ()]
+    if named is not None and named not in names:
+        raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice")
+    tools = [{"name": t.function.name, "parameters": t.function.parameters} for t in request.tools or ()]
+    return {"kind": "tools", "syntax": syntax.name, "tools": tools, "choice": named or choice or "auto",
+            "parallel": request.parallel_tool_calls, "content": content}
+
+
+def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) -> Plan:
+    """The engine work of a chat completion request."""
+    _refuse_unsupported(request)
+    if request.top_logprobs:
+        raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
+    if request.tool_choice is not None and not request.tools:
+        raise RequestError("tool_choice is only allowed when tools are given", param="tool_choice")
+    spec, _ = output_spec(request, request.response_format)
+    if request.tools and spec is not None and spec["kind"] == "program":
+        raise RequestError("a program cannot be combined with tools", param="program")
+    tokenizer = model.tokenizer
+    template = tokenizer.chat_template or CHATML_TEMPLATE
+    syntax = syntax_of_template(tokenizer.chat_template)
+    messages = list(request.messages)
+    if spec is not None and spec["kind"] == "program":
+        messages += _program_messages(spec)
+    plain, variables = chat_messages(messages, request.tools, syntax, template, memory)
+    text = render_chat_template(template, plain, add_generation_prompt=True, bos_token=tokenizer.bos_token,
+                                eos_token=tokenizer.eos_token, **variables)
+    prompt = list(tokenizer.encode(text))
+    stops = _stops(request)
+    max_tokens = request.max_completion_tokens or request.max_tokens
+    options = _options(request, max_tokens, DEFAULT_MAX_TOKENS, len(prompt), context_length(model), "messages")
+    plan = Plan([prompt], spec, options, request.n, program=spec is not None and spec["kind"] == "program")
+    if request.tools:
+        plan.spec = _tools_spec(request, spec, syntax)
+        plan.syntax = syntax
+        plan.parameters = {t.function.name: t.function.parameters for t in request.tools}
+        plan.reader_stops = stops
+    elif spec is None:
+        options["stop"] = stops
+    return plan
+
+
+def _program_messages(spec: Mapping[str, Any]) -> list[UserMessage]:
+    """The program's own prompt messages (placeholders filled from its arguments), appended to the chat."""
+    from stdsl.compiler.stc.program import Program
+    from stdsl.server.protocol import SystemMessage
+
+    program = Program(spec["source"], "<request program>")
+    out: list[Any] = []
+    for message in program.messages(program.arguments(spec.get("arguments") or {})):
+        role = message["role"]
+        out.append(SystemMessage(role="system", content=message["content"]) if role == "system"
+                   else UserMessage(role="user", content=message["content"]))
+    return out
+
+
+def completion_plan(request: CompletionRequest, model: Any) -> Plan:
+    """The engine work of a text completion request (each prompt of a list is its own group of choices)."""
+    _refuse_unsupported(request)
+    for name, refused in (("echo", request.echo), ("suffix", request.suffix is not None),
+                          ("best_of", (request.best_of or 1) > 1)):
+        if refused:
+            raise RequestError(f"{name} is not supported by this server", param=name, code="unsupported_parameter")
+    spec, _ = output_spec(request, request.response_format)
+    if spec is not None and spec["kind"] == "program":
+        raise RequestError("programs run through /v1/chat/completions", param="program")
+    prompt = request.prompt
+    if isinstance(prompt, str):
+        prompts = [model.tokenizer.encode(prompt)]
+    elif prompt and all(isinstance(p, int) for p in prompt):
+        prompts = [[int(t) for t in prompt]]
+        bad = [t for t in prompts[0] if not 0 <= t < model.vocab_size]
+        if bad:
+            raise RequestError(f"prompt token id {bad[0]} is outside [0, {model.vocab_size})", param="prompt")
+    else:
+        prompts = [model.tokenizer.encode(str(p)) for p in prompt]
+    if not prompts:
+        raise RequestError("prompt must not be an empty list", param="prompt")
+    prompts = [p or [_start_token(model)] for p in prompts]
+    context = context_length(model)
+    options = _options(request, request.max_tokens, COMPLETION_MAX_TOKENS, max(len(p) for p in prompts), context,
+                       "prompt")
+    if spec is None:
+        options["stop"] = _stops(request)
+    return Plan(prompts, spec, options, request.n)
+
+
+def _start_token(model: Any) -> int:
+    tokenizer = model.tokenizer
+    return int(tokenizer.bos_id if tokenizer.bos_id is not None else (tokenizer.eos_ids or (0,))[0])
