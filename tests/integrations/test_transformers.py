@@ -1,0 +1,170 @@
+"""The transformers processor: valid outputs on SmolLM2 (loaded from its GGUF) and stdsl's own masks at every step.
+
+The oracle for the masks is stdsl's decode loop replayed on the tokens transformers chose: a
+fresh controller (healing off) masks at each sampling configuration and feeds the sampled token
+with its forced span; the processor must give exactly that mask where the engine sampled, and
+the singleton of the forced token everywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import LogitsProcessor, LogitsProcessorList
+
+import stdsl
+from stdsl.errors import BudgetError, StdslError
+from stdsl.integrations.stepwise import controller_for
+from stdsl.integrations.transformers import StdslLogitsProcessor, generate, prompt_ids, stdsl_tokenizer
+from stdsl.runtime.constraint_state import vocabulary_of
+
+EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
+TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
+EMAIL = stdsl.Regex(r"[a-z]{1,12}@[a-z]{2,10}\.(com|org)")
+TREE = {
+    "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                       "required": ["v", "kids"], "additionalProperties": False}},
+    "$ref": "#/$defs/node",
+}
+
+
+class MaskRecorder(LogitsProcessor):
+    """Runs after the stdsl processor and keeps, per step, which entries of each row were left finite."""
+
+    def __init__(self) -> None:
+        self.masks: list[np.ndarray] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.masks.append(torch.isfinite(scores).numpy().copy())
+        return scores
+
+
+def replay_masks(constraint, hf_tokenizer, tokens: list[int], max_new_tokens: int) -> list[np.ndarray]:
+    """The mask each engine step must have: stdsl's loop on `tokens` (its masks where it samples, else singletons)."""
+    tokenizer = stdsl_tokenizer(hf_tokenizer)
+    vocab = vocabulary_of(tokenizer)
+    control = controller_for(stdsl.compile(constraint), tokenizer, vocab, max_new_tokens)
+
+    def singleton(token: int) -> np.ndarray:
+        mask = np.zeros(vocab.size, dtype=bool)
+        mask[token] = True
+        return mask
+
+    feed = control.start()
+    masks = [singleton(t) for t in feed]
+    position = len(feed)
+    while position < len(tokens):
+        if control.finished:
+            masks.append(singleton(int(vocab.eos_ids[0])))
+            break
+        masks.append(control.mask())
+        feed = control.advance(tokens[position])
+        if not feed:
+            break
+        assert feed[0] == tokens[position]
+        masks += [singleton(t) for t in feed[1:]]
+        position += len(feed)
+    return masks
+
+
+def run_with_recorder(model, hf_tokenizer, prompt: str, constraint, max_new_tokens: int):
+    """model.generate with the stdsl processor and a recorder behind it: (output tokens, recorded masks, processor)."""
+    processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=max_new_tokens)
+    recorder = MaskRecorder()
+    ids = torch.tensor([prompt_ids(hf_tokenizer, prompt)])
+    eos = int(processor.vocab.eos_ids[0])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+                         logits_processor=LogitsProcessorList([processor, recorder]), eos_token_id=eos,
+                         pad_token_id=eos)
+    return out[0, ids.shape[1]:].tolist(), [m[0] for m in recorder.masks], processor, out
+
+
+@pytest.mark.skipif(not TASKS, reason="../shared/tasks/extraction is not present")
+@pytest.mark.parametrize("task", TASKS)
+def test_extraction_tasks_are_valid_and_masks_are_stdsl_masks(task: str, hf_smollm2) -> None:
+    model, hf_tokenizer = hf_smollm2
+    spec = json.loads((EXTRACTION / f"{task}.json").read_text())
+    prompt = spec["prompts"][2].format(source=spec["source"], schema=json.dumps(spec["schema"]))
+    tokens, masks, processor, out = run_with_recorder(model, hf_tokenizer, prompt, spec["schema"], 160)
+    result = processor.finish(out)[0]
+    jsonschema.validate(json.loads(result.text), spec["schema"], format_checker=jsonschema.FormatChecker())
+    assert result.stats.forced_tokens > 0
+    expected = replay_masks(spec["schema"], hf_tokenizer, tokens, 160)
+    assert len(masks) == len(expected) == len(tokens)
+    for step, (got, want) in enumerate(zip(masks, expected)):
+        assert np.array_equal(got[: want.shape[0]], want), f"step {step}"
+        assert not got[want.shape[0]:].any()
+
+
+def test_generate_returns_stdsls_generation(hf_smollm2) -> None:
+    model, hf_tokenizer = hf_smollm2
+    result = generate(model, hf_tokenizer, "Write the email address of Ana at example.com.", EMAIL, max_new_tokens=20)
+    assert stdsl.compile(EMAIL).accepts(result.text)
+    assert result.value == result.text
+    assert result.stats.emitted_tokens == len(result.tokens) <= 20
+    assert result.stats.passes == result.stats.emitted_tokens + (result.finish_reason != "length")
+
+
+def test_recursive_schema_under_sampling_stays_valid(hf_smollm2) -> None:
+    model, hf_tokenizer = hf_smollm2
+    for seed in range(3):
+        result = generate(model, hf_tokenizer, "A small tree as JSON.", TREE, max_new_tokens=40,
+                          temperature=1.0, top_k=20, seed=seed)
+        jsonschema.validate(json.loads(result.text), TREE)
+        assert len(result.tokens) <= 40
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(hf_smollm2):
+    """A seeded 2-layer random-weight llama over SmolLM2's vocabulary in torch (fast, arbitrary outputs)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2)
+    return LlamaForCausalLM(config).eval(), hf_smollm2[1]
+
+
+@settings(max_examples=12, deadline=None)
+@given(budget=st.integers(1, 30), seed=st.integers(0, 2**16))
+def test_every_budget_gives_a_valid_output_or_refuses_before_decoding(tiny_hf, budget: int, seed: int) -> None:
+    model, hf_tokenizer = tiny_hf
+    constraint = stdsl.compile(EMAIL)
+    try:
+        result = generate(model, hf_tokenizer, "email", constraint, max_new_tokens=budget, temperature=1.0, seed=seed)
+    except BudgetError:
+        assert budget < 6
+        return
+    assert constraint.accepts(result.text)
+    assert len(result.tokens) <= budget
+
+
+def test_rows_with_different_constraints_in_one_batch(tiny_hf) -> None:
+    model, hf_tokenizer = tiny_hf
+    constraints = [EMAIL, TREE, stdsl.Regex(r"(yes|no)")]
+    processor = StdslLogitsProcessor(constraints, hf_tokenizer, max_new_tokens=30)
+    ids = torch.tensor([prompt_ids(hf_tokenizer, "answer")] * 3)
+    torch.manual_seed(1)
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=None, max_new_tokens=30,
+                         logits_processor=LogitsProcessorList([processor]), eos_token_id=2, pad_token_id=2)
+    texts = [g.text for g in processor.finish(out)]
+    assert stdsl.compile(EMAIL).accepts(texts[0])
+    jsonschema.validate(json.loads(texts[1]), TREE)
+    assert texts[2] in ("yes", "no")
+
+
+def test_a_constraint_list_must_match_the_batch(tiny_hf) -> None:
+    model, hf_tokenizer = tiny_hf
+    processor = StdslLogitsProcessor([EMAIL, EMAIL], hf_tokenizer, max_new_tokens=10)
+    ids = torch.tensor([prompt_ids(hf_tokenizer, "answer")])
+    with pytest.raises(StdslError, match="2 constraints for a batch of 1"):
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10,
+                       logits_processor=LogitsProcessorList([processor]), pad_token_id=2)
