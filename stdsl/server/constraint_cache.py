@@ -13,11 +13,12 @@ import multiprocessing
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from stdsl.errors import CompileTimeError
-from stdsl.server.constraint_spec import Compiled, Spec, build_constraint, canonical_text
+from stdsl.errors import CompileError, CompileTimeError
+from stdsl.server.constraint_spec import Compiled, Outcome, Spec, build_outcome, canonical_text
 
 GRACE_SECONDS = 5.0
 
@@ -34,6 +35,17 @@ class CacheStats:
     compile_seconds: float = 0.0
 
 
+class UnsupportedSchema(CompileError):
+    """A schema refused by the compiler (the message names the keyword and its schema path)."""
+
+
+REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
 def _size(compiled: Any) -> int:
     return int(getattr(compiled, "nbytes", 0))
 
@@ -47,7 +59,8 @@ class ConstraintCache:
         self.stats = CacheStats()
         self._entries: OrderedDict[str, Compiled] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Compiled]] = {}
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self.workers = workers
+        self._pool = _new_pool(workers)
 
     def close(self) -> None:
         """Stop the compile workers."""
@@ -69,15 +82,36 @@ class ConstraintCache:
             if waiter.done():
                 self._pending.pop(key, None)
 
-    async def _compile(self, key: str, spec: Spec) -> Compiled:
-        began = time.perf_counter()
-        job: Future[Compiled] = self._pool.submit(build_constraint, dict(spec), self.compile_seconds)
+    async def _once(self, spec: Spec) -> Outcome:
+        job: Future[Outcome] = self._pool.submit(build_outcome, dict(spec), self.compile_seconds)
         try:
-            compiled = await asyncio.wait_for(asyncio.wrap_future(job), self.compile_seconds + GRACE_SECONDS)
+            return await asyncio.wait_for(asyncio.wrap_future(job), self.compile_seconds + GRACE_SECONDS)
         except TimeoutError:
             raise CompileTimeError(f"compiling the constraint took longer than {self.compile_seconds:g} s") from None
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = _new_pool(self.workers)
+            raise
+
+    async def _run(self, spec: Spec) -> Outcome:
+        """One compile in the worker; a pool broken by a crashed worker is replaced and the compile retried once."""
+        try:
+            return await self._once(spec)
+        except BrokenProcessPool:
+            pass
+        try:
+            return await self._once(spec)
+        except BrokenProcessPool:
+            raise CompileError("the compile worker stopped while compiling this constraint") from None
+
+    async def _compile(self, key: str, spec: Spec) -> Compiled:
+        began = time.perf_counter()
+        try:
+            compiled, error_class, message = await self._run(spec)
         finally:
             self.stats.compile_seconds += time.perf_counter() - began
+        if compiled is None:
+            raise REFUSALS.get(error_class or "", CompileError)(message)
         self.stats.compiles += 1
         self._entries[key] = compiled
         self._evict()

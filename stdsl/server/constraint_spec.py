@@ -20,7 +20,7 @@ from stdsl.compiler.constraint import Constraint, Regex
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown_constraint import PushdownConstraint
-from stdsl.errors import CompileError, SchemaError
+from stdsl.errors import CompileError, SchemaError, StdslError
 from stdsl.server.call_syntax import SYNTAXES, ToolSpec
 from stdsl.server.reply_grammar import reply_ir
 
@@ -115,3 +115,18 @@ def build(spec: Spec, deadline: _Deadline) -> Compiled:
 def build_constraint(spec: Spec, max_seconds: float) -> Compiled:
     """Compile `spec` within `max_seconds` (CompileTimeError past it)."""
     return build(spec, _Deadline(max_seconds))
+
+
+Outcome = tuple[Compiled | None, str | None, str]
+"""(compiled, None, "") on success, else (None, error class name, message): exceptions with extra
+constructor arguments do not cross a process boundary, so the worker returns them as text."""
+
+
+def build_outcome(spec: Spec, max_seconds: float) -> Outcome:
+    """`build_constraint` for a worker process: a refusal comes back as its class name and message."""
+    try:
+        return build_constraint(spec, max_seconds), None, ""
+    except StdslError as error:
+        return None, type(error).__name__, str(error)
+    except (ValueError, TypeError, KeyError, RecursionError) as error:
+        return None, "CompileError", f"cannot compile this constraint: {type(error).__name__}: {error}"

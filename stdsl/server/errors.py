@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stdsl.errors import BudgetError, Cancelled, CompileError, CompileTimeError, OptionError, SchemaError, StdslError
+from stdsl.server.constraint_cache import UnsupportedSchema
 from stdsl.server.protocol import ErrorBody, ErrorDetail
 
 
@@ -40,7 +41,7 @@ def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestErro
         return RequestError(str(error), param="max_tokens", code="max_tokens_too_small")
     if isinstance(error, CompileTimeError):
         return RequestError(str(error), param=param, code="constraint_compile_timeout")
-    if isinstance(error, SchemaError):
+    if isinstance(error, (SchemaError, UnsupportedSchema)):
         return RequestError(str(error), param=param, code="unsupported_schema")
     if isinstance(error, CompileError):
         return RequestError(str(error), param=param, code="invalid_constraint")
