@@ -57,7 +57,7 @@ class ProgramResult(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The field values as a plain dict (Pydantic instances dumped to dicts)."""
-        return {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in self._values.items()}
+        return {k: v.model_dump(mode="json", by_alias=True) if hasattr(v, "model_dump") else v for k, v in self._values.items()}
 
     def __repr__(self) -> str:
         return f"ProgramResult({self._values!r})"

@@ -88,6 +88,12 @@ class RecursiveProgramConstraint(PushdownConstraint):
 
         return Template.read(self.parts, text)
 
+    def render(self, values: Mapping[str, Any]) -> str:
+        """The output text that carries `values` (the inverse of `parse`)."""
+        from stdsl.compiler.stc.template import Template
+
+        return Template.render(self.parts, values)
+
 
 def json_value_length(text: str) -> int:
     """Characters of the one JSON value `text` starts with (how a recursive field's end is found)."""

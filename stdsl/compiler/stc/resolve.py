@@ -22,6 +22,7 @@ from stdsl.compiler.stc.types import (
     RecordType,
     TextType,
     UnionType,
+    enum_texts,
 )
 
 BUILTIN_TYPES = ("str", "line", "text", "int", "float", "number", "bool", "date", "time", "datetime", "list", "json")
@@ -110,10 +111,13 @@ class TypeResolver:
             if _is_pydantic_class(obj):
                 return PydanticType(obj)
             if isinstance(obj, type) and issubclass(obj, enum.Enum):
-                values = tuple(str(m.value) for m in obj)
-                if not values:
+                if not list(obj):
                     raise expr.pos.error(f"enum {name} has no members")
-                return EnumType(values, obj)
+                try:
+                    texts, values = enum_texts(obj)
+                except ValueError as exc:
+                    raise expr.pos.error(f"enum {name}: {exc}") from None
+                return EnumType(texts, obj, values)
             raise expr.pos.error(f"{name} is a {type(obj).__name__}, not a Pydantic class or an Enum")
         if name not in BUILTIN_TYPES:
             known = list(self.declared) + list(self.scope) + list(BUILTIN_TYPES)

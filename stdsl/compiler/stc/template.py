@@ -9,6 +9,7 @@ field's end.  Reading a result back therefore needs no second grammar: only the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from stdsl.compiler.automaton_ops import is_prefix_free
 from stdsl.compiler.stc.bounding import bounded_by
 from stdsl.compiler.stc.recursion import is_recursive, json_value_length
 from stdsl.compiler.stc.syntax import FieldDecl, Pos, ProgramError, parse_hole
-from stdsl.compiler.stc.types import FieldType
+from stdsl.compiler.stc.types import FieldType, json_text
 from stdsl.errors import CompileError
 
 
@@ -146,8 +147,19 @@ class Template:
         return {s.decl.name: s.kind for s in self.segments if isinstance(s, Hole)}
 
     def render_literals(self, args: Mapping[str, Any], render: Any) -> list[str | Hole]:
-        """The segments with literal templates filled from `args` (holes left as they are)."""
-        return [render(s.template, args) if isinstance(s, Literal) else s for s in self.segments]
+        """The segments with literal templates filled from `args` (holes left as they are).
+
+        Literals that render to nothing are dropped and neighbours merged, so two fields that end up
+        adjacent get the adjacency check.
+        """
+        parts: list[str | Hole] = []
+        for segment in self.segments:
+            part = render(segment.template, args) if isinstance(segment, Literal) else segment
+            if isinstance(part, str) and parts and isinstance(parts[-1], str):
+                parts[-1] += part
+            elif part != "":
+                parts.append(part)
+        return parts
 
     def to_ir(self, parts: list[str | Hole], hole_ir: Callable[[FieldType], ir.Node | None] | None = None) -> ir.Node:
         """One IR for the whole output; raises `ProgramError` where a field's end would be ambiguous.
@@ -202,14 +214,26 @@ class Template:
                 end = len(text)
             if end < 0:
                 raise ValueError(f"field {part.decl.name} is not followed by {after!r}")
-            values[part.decl.name] = part.kind.read(text[pos:end])
+            values[part.decl.name] = _read_hole(part.kind, text[pos:end])
             pos = end
         return values
 
     @staticmethod
     def render(parts: list[str | Hole], values: Mapping[str, Any]) -> str:
         """The output text for given field values (the inverse of `read`)."""
-        return "".join(p if isinstance(p, str) else p.kind.render(values[p.decl.name]) for p in parts)
+        return "".join(p if isinstance(p, str) else _render_hole(p.kind, values[p.decl.name]) for p in parts)
+
+
+def _read_hole(kind: FieldType, text: str) -> Any:
+    """A field's value: a recursive field is written as the JSON of its type (the pushdown's language)."""
+    if is_recursive(kind):
+        return kind.from_json(json.loads(text))
+    return kind.read(text)
+
+
+def _render_hole(kind: FieldType, value: Any) -> str:
+    """A field's text (the inverse of `_read_hole`)."""
+    return json_text(kind, value) if is_recursive(kind) else kind.render(value)
 
 
 def _ends_by_itself(hole: Hole) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,6 +19,9 @@ from stdsl.compiler import ir
 from stdsl.compiler.automaton import Automaton, build_automaton
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.compiler.regex_parser import parse_regex
+
+
+FINITE_NUMBER = parse_regex(r"-?(?:0|[1-9][0-9]{0,199})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?")
 
 
 class FieldType:
@@ -127,6 +131,12 @@ class NumberType(FieldType):
             out["maximum"] = self.hi
         return out
 
+    def text_ir(self) -> ir.Node:
+        """Unbounded numbers are kept finite: at most 200 integer digits and a two-digit exponent."""
+        if self.lo is not None or self.hi is not None:
+            return schema_to_ir(self.schema())
+        return FINITE_NUMBER
+
     def read(self, text: str) -> float:
         return float(text)
 
@@ -177,25 +187,58 @@ class FormatType(FieldType):
 
 @dataclass(eq=False)
 class EnumType(FieldType):
-    """One of a fixed set of strings; read back as the string or as a member of a Python `Enum`."""
+    """One of a fixed set of values; read back as the string or as a member of a Python `Enum`.
+
+    `values` are the template texts (a string member as is, any other member as its JSON text);
+    `json_values` the members' JSON values (the schema inside records), when they are not the texts.
+    """
 
     values: tuple[str, ...] = ()
     enum_class: type[enum.Enum] | None = None
+    json_values: tuple[Any, ...] = ()
 
     def text_ir(self) -> ir.Node:
         return ir.alt(*(ir.literal(v) for v in self.values))
 
     def schema(self) -> dict[str, Any]:
-        return {"enum": list(self.values)}
+        return {"enum": list(self.json_values or self.values)}
 
     def read(self, text: str) -> Any:
-        return self.enum_class(text) if self.enum_class is not None else text
+        if self.enum_class is None:
+            return text
+        return list(self.enum_class)[self.values.index(text)]
 
     def render(self, value: Any) -> str:
-        return str(value.value if isinstance(value, enum.Enum) else value)
+        if self.enum_class is not None and isinstance(value, self.enum_class):
+            return self.values[list(self.enum_class).index(value)]
+        return str(value)
 
     def from_json(self, value: Any) -> Any:
-        return self.read(value)
+        return self.enum_class(value) if self.enum_class is not None else value
+
+
+def enum_texts(enum_class: type[enum.Enum]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Template texts and JSON values of an `Enum`'s members; ValueError for a member that is not a JSON scalar
+    or two members written alike."""
+    texts: list[str] = []
+    values: list[Any] = []
+    for member in enum_class:
+        value = member.value
+        if isinstance(value, str):
+            text = value
+        elif value is None or isinstance(value, (bool, int, float)):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"member {member.name} has the value {value}, which JSON cannot write")
+            text = json.dumps(value)
+        else:
+            raise ValueError(f"member {member.name} has a {type(value).__name__} value; "
+                             "an Enum field needs string, number, bool or None values")
+        if text in texts:
+            raise ValueError(f"members {list(enum_class)[texts.index(text)].name} and {member.name} "
+                             f"are both written {text!r}")
+        texts.append(text)
+        values.append(value)
+    return tuple(texts), tuple(values)
 
 
 @dataclass(eq=False)
@@ -234,7 +277,10 @@ class ListType(FieldType):
         return out
 
     def read(self, text: str) -> list[Any]:
-        return [self.item.read(part) for part in text.split(self.sep)] if text else []
+        """Items split on `sep` (no item contains it); the empty text is no item unless at least one is required."""
+        if not text and self.min_items == 0:
+            return []
+        return [self.item.read(part) for part in text.split(self.sep)]
 
     def render(self, value: Any) -> str:
         return self.sep.join(self.item.render(v) for v in value)
@@ -259,22 +305,42 @@ class RecordType(FieldType):
         }
 
     @cached_property
-    def model(self) -> Any:
-        """A Pydantic model class with this record's fields (built once)."""
+    def attribute_names(self) -> dict[str, str]:
+        """JSON key → Python attribute name: the key itself, or a renamed one where Pydantic reserves the key
+        (a leading underscore, the `model_` prefix, a `BaseModel` attribute)."""
         import pydantic
 
-        spec = {k: (Any, None if optional else ...) for k, (_, optional) in self.fields.items()}
-        return pydantic.create_model(self.name, **spec)  # type: ignore[call-overload]
+        names: dict[str, str] = {}
+        for key in self.fields:
+            name = key.lstrip("_") or "field"
+            if name.startswith("model_") or hasattr(pydantic.BaseModel, name):
+                name = "field_" + name
+            while name in names.values() or (name != key and name in self.fields):
+                name += "_"
+            names[key] = name
+        return names
+
+    @cached_property
+    def model(self) -> Any:
+        """A Pydantic model class with this record's fields (built once); every field is aliased by its JSON key."""
+        import pydantic
+
+        spec = {
+            self.attribute_names[k]: (Any, pydantic.Field(None if optional else ..., alias=k))
+            for k, (_, optional) in self.fields.items()
+        }
+        config = pydantic.ConfigDict(populate_by_name=True, protected_namespaces=())
+        return pydantic.create_model(self.name, __config__=config, **spec)  # type: ignore[call-overload]
 
     def read(self, text: str) -> Any:
         return self.from_json(json.loads(text))
 
     def render(self, value: Any) -> str:
-        data = value.model_dump(exclude_none=True) if hasattr(value, "model_dump") else dict(value)
+        data = value.model_dump(exclude_none=True, by_alias=True) if hasattr(value, "model_dump") else dict(value)
         parts = []
         for key, (kind, _) in self.fields.items():
             if key in data:
-                parts.append(json.dumps(key) + ":" + _json_text(kind, data[key]))
+                parts.append(json.dumps(key) + ":" + json_text(kind, data[key]))
         return "{" + ",".join(parts) + "}"
 
     def from_json(self, value: Any) -> Any:
@@ -316,7 +382,7 @@ class JsonType(FieldType):
         return self.inner.from_json(json.loads(text))
 
     def render(self, value: Any) -> str:
-        return _json_text(self.inner, value)
+        return json_text(self.inner, value)
 
     def from_json(self, value: Any) -> Any:
         return self.inner.from_json(value)
@@ -349,14 +415,14 @@ class UnionType(FieldType):
         raise ValueError(f"{value!r} fits no option of the union")
 
 
-def _json_text(kind: FieldType, value: Any) -> str:
+def json_text(kind: FieldType, value: Any) -> str:
     """Compact JSON of `value` as the type's schema lays it out (records in field order)."""
     if isinstance(kind, (RecordType, PydanticType)):
         return kind.render(value)
     if isinstance(kind, ListType):
-        return "[" + ",".join(_json_text(kind.item, v) for v in value) + "]"
+        return "[" + ",".join(json_text(kind.item, v) for v in value) + "]"
     if isinstance(kind, JsonType):
-        return _json_text(kind.inner, value)
+        return json_text(kind.inner, value)
     if isinstance(value, enum.Enum):
         value = value.value
     if hasattr(value, "isoformat"):
