@@ -192,3 +192,35 @@ def test_token_ids_are_checked_against_the_vocabulary_when_given() -> None:
     check_prompt([0, 49151], vocab_size=49152)
     with pytest.raises(OptionError, match="49152"):
         check_prompt([0, 49152], vocab_size=49152)
+
+
+@pytest.mark.parametrize(
+    "prompt,options,argument",
+    [
+        ("hi", {"temperature": -1}, "temperature"),
+        ("hi", {"temperature": math.nan}, "temperature"),
+        ("hi", {"top_p": 2}, "top_p"),
+        ("hi", {"top_k": -1}, "top_k"),
+        ("hi", {"max_tokens": "10"}, "max_tokens"),
+        ("hi", {"seed": "x"}, "seed"),
+        ("hi", {"temprature": 0.5}, "temprature"),
+        (None, {}, "prompt"),
+        ([1, "a"], {}, "prompt"),
+    ],
+)
+def test_generate_refuses_bad_arguments_before_any_model_pass(tiny_model, prompt: Any, options: dict, argument: str) -> None:
+    import stdsl
+    from stdsl.runtime.decode import engine_for
+
+    passes = engine_for(tiny_model).metrics()["passes"]
+    with pytest.raises(OptionError) as caught:
+        stdsl.generate(tiny_model, prompt, {"type": "integer"}, **options)
+    assert caught.value.argument == argument
+    assert engine_for(tiny_model).metrics()["passes"] == passes
+
+
+def test_an_empty_prompt_decodes_without_the_chat_template(tiny_model) -> None:
+    import stdsl
+
+    result = stdsl.generate(tiny_model, "", {"type": "integer"}, chat=False, max_tokens=8)
+    assert result.text and result.finish_reason in ("stop", "length", "eos")
