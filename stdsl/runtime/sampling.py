@@ -58,12 +58,6 @@ class SamplingParams:
         return self.temperature < GREEDY_BELOW
 
 
-def seed_random(params: SamplingParams) -> None:
-    """Seed MLX's global generator when a seed is given, as `mlx_lm` callers do with `mx.random.seed`."""
-    if params.seed is not None:
-        mx.random.seed(int(params.seed))
-
-
 def apply_top_p(logprobs: mx.array, top_p: float) -> mx.array:
     """Nucleus filter: keep the smallest set of most likely tokens holding `top_p` of the mass (mlx_lm's rule).
 
