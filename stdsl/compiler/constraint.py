@@ -102,7 +102,8 @@ def compile(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
 ) -> Constraint | PushdownConstraint:
-    """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class or a `Constraint` (returned as is).
+    """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class, a `Program` or `@program` function
+    (its output under the declared parameter defaults) or a `Constraint` (returned as is).
 
     A compilation that passes `max_seconds` is refused with CompileTimeError (None: no limit).
 
@@ -113,6 +114,10 @@ def compile(
     """
     if isinstance(spec, (Constraint, PushdownConstraint)):
         return spec
+    program_constraint = getattr(spec, "program_constraint", None)
+    if callable(program_constraint):
+        compiled: Constraint | PushdownConstraint = program_constraint()
+        return compiled
     key = _cache_key(spec, whitespace, max_states)
     if key is not None and key in _COMPILED:
         _COMPILED.move_to_end(key)

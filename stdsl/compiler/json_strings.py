@@ -190,6 +190,35 @@ def restrict_to_plain_text(node: Node, memo: dict[int, tuple[Node, Node]] | None
     return result
 
 
+def escaped_spelling(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
+    """The language of `node` (UTF-8 text) as JSON string content: `"`, `\\` and control characters spelled
+    with every JSON escape of theirs, other characters raw.
+
+    Those characters are ASCII and never occur inside a multi-byte UTF-8 sequence, so replacing them
+    in every byte set is exact for them; other characters keep only their raw spelling.
+    """
+    memo = {} if memo is None else memo
+    found = memo.get(id(node))
+    if found is not None:
+        return found[1]
+    if isinstance(node, ir.ByteSet):
+        kept = [(max(a, lo), min(b, hi)) for a, b in node.ranges
+                for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)) if max(a, lo) <= min(b, hi)]
+        special = tuple((max(a, lo), min(b, hi)) for a, b in node.ranges
+                        for lo, hi in FORBIDDEN_RAW if max(a, lo) <= min(b, hi))
+        result = ir.alt(ir.byte_set(kept), string_unit(special)) if special else ir.byte_set(kept)
+    elif isinstance(node, ir.Seq):
+        result = ir.seq(*(escaped_spelling(i, memo) for i in node.items))
+    elif isinstance(node, ir.Alt):
+        result = ir.alt(*(escaped_spelling(i, memo) for i in node.items))
+    elif isinstance(node, ir.Repeat):
+        result = ir.repeat(escaped_spelling(node.item, memo), node.min, node.max)
+    else:
+        raise ValueError("an embedded automaton cannot be spelled as JSON string content")
+    memo[id(node)] = (node, result)
+    return result
+
+
 ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": ECMA_SPACE}
 ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
@@ -231,8 +260,8 @@ def pattern_search(pattern: str, where: str, plain: bool) -> Node:
     """Strings in which the ECMA-262 `pattern` matches somewhere (JSON Schema: not anchored).
 
     With `plain=False` the result is a JSON string body: the characters outside the match may
-    be spelled any JSON way, the matched part must be written raw (no escapes), which is exact
-    for the characters it keeps and rejects only escaped spellings inside the match.
+    be spelled any JSON way; inside the match `"`, `\\` and control characters take their escapes and
+    every other character is written raw, which rejects only escaped spellings of ordinary characters.
     With `plain=True` it is the language of the decoded text itself (UTF-8).
     """
     from stdsl.compiler.regex_parser import parse_anchored
@@ -244,7 +273,7 @@ def pattern_search(pattern: str, where: str, plain: bool) -> Node:
     if plain:
         return parts.search(ir.star(ir.any_char()))
     shared: dict[int, tuple[Node, Node]] = {}
-    return parts.map(lambda part: restrict_to_plain_text(part, shared)).search(ir.star(string_unit()))
+    return parts.map(lambda part: escaped_spelling(part, shared)).search(ir.star(string_unit()))
 
 
 MAX_PRODUCT_STATES = 200_000

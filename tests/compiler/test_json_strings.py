@@ -91,6 +91,19 @@ def test_pattern_outside_the_match_allows_escapes() -> None:
     assert not automaton.accepts(b'"\\u0061b"')
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["^\\\\[nt]$", '^"$', "^a\nb$", "^a\tb$", "^[^a]$", '"x', "^\\W+$", "[\\x00-\\x1f]"]),
+       st.lists(st.text(alphabet='ab"\\\n\tnt\x01x', max_size=5), max_size=15))
+def test_pattern_needing_quote_backslash_or_control_characters(pattern: str, values: list[str]) -> None:
+    """Issue 15 item 7: the match may hold `"`, `\\` or control characters; they are spelled with their escapes."""
+    automaton = _automaton("special:" + pattern, lambda: schema_to_ir({"type": "string", "pattern": pattern}))
+    for value in values:
+        expected = re.search(pattern, value) is not None
+        for spelling in _spellings(value) | {json.dumps(value, ensure_ascii=False)}:
+            if "\\u" not in spelling or not expected:
+                assert automaton.accepts(spelling.encode()) == expected, (pattern, value, spelling)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(alphabet="ab\u00e9\n", max_size=6), max_size=10))
 def test_pattern_with_length_bounds_is_intersected(values: list[str]) -> None:

@@ -79,3 +79,27 @@ def test_budget_too_small_is_reported(tiny_model) -> None:
     prog = Program(REVIEW, "review.stc")
     with pytest.raises(stcon.BudgetError):
         prog.run(tiny_model, {"text": "x"}, max_tokens=5)
+
+
+def test_generate_takes_a_program_and_a_program_function(tiny_model) -> None:
+    """Issue 15 item 7: `stdsl.generate(constraint=...)` accepts a `Program` and a `@program` function."""
+    prog = Program('param label = "Count"\noutput """{{ label }}: {count: int(1..3)}"""', "count.stc")
+    result = stcon.generate(tiny_model, "Count to three.", constraint=prog, max_tokens=20, temperature=1.0, seed=1)
+    assert result.text.startswith("Count: ")
+    assert 1 <= result.value["count"] <= 3
+
+    @stcon.program
+    def pick():
+        '''
+        output """Pick: {choice: "red" | "blue"}"""
+        '''
+
+    assert stcon.compile(pick) is pick.program.constraint({})
+    result = stcon.generate(tiny_model, "Pick a colour.", constraint=pick, max_tokens=20)
+    assert result.value["choice"] in ("red", "blue")
+
+
+def test_a_program_with_required_parameters_is_refused_as_a_bare_constraint() -> None:
+    prog = Program('param text: str\nuser """{{ text }}"""\noutput """{a: int}"""', "p.stc")
+    with pytest.raises(stcon.CompileError, match="parameters text have no default"):
+        stcon.compile(prog)

@@ -143,6 +143,14 @@ class Program:
                 self._compiled[key] = ProgramConstraint(automaton, parts, time.perf_counter() - start)
         return self._compiled[key]
 
+    def program_constraint(self) -> ProgramConstraint | RecursiveProgramConstraint:
+        """The output constraint under the declared defaults (what `stdsl.compile(program)` returns)."""
+        missing = [name for name, (_, default, _) in self.syntax.params.items() if default is None]
+        if missing:
+            raise ProgramError(f"{self.source}: parameters {', '.join(missing)} have no default; compile the program "
+                               "with its arguments: program.constraint({...}), or call program.run(model, {...})")
+        return self.constraint(self.arguments({}))
+
     def run(self, model: Any, args: Mapping[str, Any] | None = None, **options: Any) -> ProgramResult:
         """Decode the program's output with `model` and return its typed fields."""
         from stdsl.runtime.api import generate
@@ -187,7 +195,14 @@ def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
                 prog = Program(text, source, scope, list(signature.parameters))
             return prog.run(model, dict(bound.arguments), **{**defaults, **options})
 
+        def program_constraint() -> ProgramConstraint | RecursiveProgramConstraint:
+            if static is None:
+                raise ProgramError(f"{source}: this @program function builds its program when called; call it "
+                                   "with model= instead of passing it as a constraint")
+            return static.program_constraint()
+
         call.program = static  # type: ignore[attr-defined]
+        call.program_constraint = program_constraint  # type: ignore[attr-defined]
         return call
 
     return wrap(fn) if fn is not None else wrap
