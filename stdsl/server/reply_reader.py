@@ -96,7 +96,7 @@ class ReplyReader:
         if call_start is not None and self.syntax is not None:
             _, calls = self.syntax.parse(self.text[call_start:], self.parameters)
             update.calls = self._accept(calls[len(self.calls):])
-        if self.guard and self.end is None and not final and ends_in_loop(self.text):
+        if self.guard and call_start is None and self.end is None and not final and ends_in_loop(self.text):
             self.end = REPETITION
         update.end = self.end
         return update
