@@ -165,6 +165,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from stdsl.server.serve import serve
+
+    serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key)
+    return 0
+
+
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("schema", nargs="?", help="a JSON Schema file")
     parser.add_argument("--schema", dest="schema_option", metavar="FILE", help="a JSON Schema file (same as the positional)")
@@ -211,6 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("serve", help="serve a model through an OpenAI-compatible HTTP API (docs/serving.md)")
+    p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: local only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-rows", type=int, default=8, help="requests decoded together in the running batch")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
+    p.set_defaults(func=cmd_serve)
     return parser
 
 
