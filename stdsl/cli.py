@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stdsl.compiler.source_file import read_source
 from stdsl.errors import StdslError
 
 
@@ -25,9 +26,7 @@ def _load_spec(args: argparse.Namespace) -> Any:
         raise StdslError("give a JSON Schema file or --regex PATTERN")
     path = Path(args.schema)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StdslError(f"{path}: no such file") from None
+        return json.loads(read_source(path))
     except json.JSONDecodeError as exc:
         raise StdslError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
 
@@ -85,7 +84,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         report["cut_states"] = int(constraint.automaton.cut_states.sum())
         machine = constraint.automaton
     if args.example:
-        report["forced_byte_share"] = round(forced_byte_share(machine, Path(args.example).read_bytes().strip()), 4)
+        report["forced_byte_share"] = round(forced_byte_share(machine, read_source(args.example).encode("utf-8").strip()), 4)
     if args.json:
         print(json.dumps(report))
     else:
@@ -115,7 +114,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import stdsl
 
     if args.prompt_file:
-        prompt = Path(args.prompt_file).read_text(encoding="utf-8")
+        prompt = read_source(args.prompt_file)
     elif args.prompt is not None:
         prompt = args.prompt
     else:
@@ -157,7 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from stdsl.compiler.stc.program import Program
 
     prog = Program.from_file(args.file)
-    result = prog.run(stdsl.load(args.model), _parse_sets(args.set), max_tokens=args.max_tokens,
+    arguments = prog.arguments(_parse_sets(args.set))
+    prog.messages(arguments)
+    prog.constraint(arguments)  # program mistakes are reported before a model is loaded
+    result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,
                       temperature=args.temperature, seed=args.seed)
     print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     if args.stats:

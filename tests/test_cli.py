@@ -91,3 +91,38 @@ def test_compile_recursive_schema(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert 0 < report["forced_byte_share"] < 1
     code, _, err = run(capsys, "analyze", str(schema))
     assert code == 2 and "recursive" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "fragment"),
+    [
+        (b'output """x: {a: int}\xff"""', "p.stc:1:22:", "not UTF-8"),
+        (b'user """a\n  {{ 1/0 }}"""\noutput """{x: int}"""', "p.stc:2:3:", "ZeroDivisionError"),
+        (b'output """{% if %}{x: int}"""', "p.stc:1:11:", "Jinja syntax error"),
+        (b'user """{{ name }}"""\noutput """{x: int}"""', "p.stc:1:9:", "'name' is undefined"),
+        (b'output """x: {a: str(..1000000000)}"""', "p.stc:1:15:", "NFA states"),
+        (b'type A = {b: B}\ntype B = {a: A}\noutput """{x: A}"""', "p.stc:1:1:", "no finite expansion"),
+        (b'type V = "a" | "b"\nuser """hi"""\noutput """{x: V}\n"""\nparam', "p.stc:5:6:", "expected a name"),
+    ],
+)
+def test_run_errors_are_located_without_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  content: bytes, where: str, fragment: str) -> None:
+    """Issue 15 item 6: program mistakes give FILE:LINE:COL and exit 2 before any model is loaded."""
+    program = tmp_path / "p.stc"
+    program.write_bytes(content)
+    code, _, err = run(capsys, "run", str(program))
+    assert code == 2 and "Traceback" not in err
+    assert f"{program.parent}/{where}" in err and fragment in err, err
+
+
+def test_files_that_cannot_be_read_are_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "run", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+    code, _, err = run(capsys, "run", str(tmp_path / "missing.stc"))
+    assert code == 2 and "missing.stc: no such file" in err
+    code, _, err = run(capsys, "compile", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+    schema = tmp_path / "s.json"
+    schema.write_bytes(b'{"type":\n "str\xe9"}')
+    code, _, err = run(capsys, "compile", str(schema))
+    assert code == 2 and "s.json:2:6: not UTF-8" in err

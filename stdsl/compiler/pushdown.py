@@ -28,6 +28,14 @@ UNREACHABLE = np.iinfo(np.int64).max // 4
 MAIN = "<root>"
 
 
+class DefinitionError(CompileError):
+    """A recursive definition that cannot be compiled; `definition` names it."""
+
+    def __init__(self, message: str, definition: str) -> None:
+        self.definition = definition
+        super().__init__(message)
+
+
 def call_symbol(index: int) -> ir.Node:
     """The IR leaf for a call of definition `index` (the private symbol 256 + index)."""
     if index < 0:
@@ -139,8 +147,8 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
     called = set(grammar.call_callee.tolist())
     for n in sorted(called):
         if grammar.accepting[grammar.starts[n]]:
-            raise CompileError(f"definition '{grammar.names[n]}' matches the empty string; a recursive "
-                               "definition must read at least one byte")
+            raise DefinitionError(f"definition '{grammar.names[n]}' matches the empty string; a recursive "
+                                  "definition must read at least one byte", grammar.names[n])
     first = np.zeros((count, 256), dtype=bool)
     done = [False] * count
 
@@ -242,5 +250,6 @@ def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
         bn = best
     for n in list(range(1, len(grammar.names))) + [0]:
         if bn[grammar.starts[n]] >= UNREACHABLE:
-            raise CompileError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses forever)")
+            raise DefinitionError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses "
+                                  "forever)", grammar.names[n])
     return bn

@@ -9,28 +9,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, UndefinedError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 from stdsl.compiler.automaton import Automaton, build_automaton
 from stdsl.compiler.constraint import Constraint
-from stdsl.compiler.stc.recursion import RecursiveHoles, RecursiveProgramConstraint
+from stdsl.compiler.source_file import read_source
+from stdsl.compiler.stc.jinja_text import render_text
+from stdsl.compiler.stc.recursion import RecursiveHoles, RecursiveProgramConstraint, is_recursive
 from stdsl.compiler.stc.resolve import TypeResolver
 from stdsl.compiler.stc.syntax import ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
-
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-
-
-def render_text(template: str, args: Mapping[str, Any], where: str = "template") -> str:
-    """Fill `{{ ... }}` placeholders from `args` in Jinja2's sandbox; a missing argument is a clear error."""
-    try:
-        return _ENV.from_string(template).render(**args)
-    except UndefinedError as exc:
-        raise ProgramError(f"{where}: {exc.message}; pass it as an argument") from None
-    except TemplateError as exc:
-        raise ProgramError(f"{where}: {exc}") from None
-
+from stdsl.errors import CompileError
 
 class ProgramResult(Mapping[str, Any]):
     """A program's typed result: one attribute per field, plus `.text` and `.stats`; a read-only mapping."""
@@ -96,12 +83,7 @@ class Program:
     @classmethod
     def from_file(cls, path: str | Path, scope: Mapping[str, Any] | None = None) -> Program:
         """Load a `.stc` file."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProgramError(f"cannot read {path}: {exc.strerror}") from None
-        return cls(text, str(path), scope)
+        return cls(read_source(path), str(path), scope)
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -121,7 +103,7 @@ class Program:
     def messages(self, args: Mapping[str, Any]) -> list[dict[str, str]]:
         """The prompt messages with placeholders filled."""
         return [
-            {"role": m.role, "content": render_text(m.template, args, f"{self.source}:{m.pos.line}")}
+            {"role": m.role, "content": render_text(m.template, args, m.pos)}
             for m in self.syntax.messages
         ]
 
@@ -130,18 +112,38 @@ class Program:
 
         With a recursive declared type in a field, it is a pushdown constraint (nesting capped at 64).
         """
-        parts = self.template.render_literals(args or {}, lambda t, a: render_text(t, a, f"{self.source} output"))
+        parts = self.template.render_literals(args or {}, render_text)
         key = tuple(p if isinstance(p, str) else "\0" + p.decl.name for p in parts)
         if key not in self._compiled:
-            start = time.perf_counter()
-            if self.resolver.recursive:
-                holes = RecursiveHoles(self.resolver.recursive)
-                main = self.template.to_ir(parts, holes.hole_ir)
-                self._compiled[key] = RecursiveProgramConstraint(main, holes, parts)
-            else:
-                automaton = build_automaton(self.template.to_ir(parts))
-                self._compiled[key] = ProgramConstraint(automaton, parts, time.perf_counter() - start)
+            try:
+                self._compiled[key] = self._compile(parts)
+            except ProgramError:
+                raise
+            except CompileError as exc:
+                raise self._locate(exc, parts) from None
         return self._compiled[key]
+
+    def _compile(self, parts: list[str | Hole]) -> ProgramConstraint | RecursiveProgramConstraint:
+        start = time.perf_counter()
+        if self.resolver.recursive:
+            holes = RecursiveHoles(self.resolver.recursive)
+            main = self.template.to_ir(parts, holes.hole_ir)
+            return RecursiveProgramConstraint(main, holes, parts)
+        automaton = build_automaton(self.template.to_ir(parts))
+        return ProgramConstraint(automaton, parts, time.perf_counter() - start)
+
+    def _locate(self, error: CompileError, parts: list[str | Hole]) -> ProgramError:
+        """`error` at the declared type or field it comes from (else at the output block)."""
+        definition = getattr(error, "definition", None)
+        if definition in self.syntax.types:
+            return self.syntax.types[definition][1].error(f"type {definition}: {error}")
+        for part in parts:
+            if isinstance(part, Hole) and not is_recursive(part.kind):
+                try:
+                    part.kind.automaton
+                except CompileError as own:
+                    return part.decl.pos.error(f"field {part.decl.name}: {own}")
+        return self.syntax.output_pos.error(str(error))
 
     def program_constraint(self) -> ProgramConstraint | RecursiveProgramConstraint:
         """The output constraint under the declared defaults (what `stdsl.compile(program)` returns)."""

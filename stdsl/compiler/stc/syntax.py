@@ -143,9 +143,14 @@ def _expected(names: set[str]) -> str:
     return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
 
 
-def _lark_error(exc: Exception, source: str, line_offset: int, col_offset: int) -> ProgramError:
+def _lark_error(exc: Exception, text: str, source: str, line_offset: int, col_offset: int) -> ProgramError:
     line = getattr(exc, "line", 0) or 0
     column = getattr(exc, "column", 0) or 0
+    at_end = isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END")
+    if at_end or line <= 0:
+        stripped = text.rstrip()
+        line = stripped.count("\n") + 1
+        column = len(stripped) - stripped.rfind("\n")
     col = column + (col_offset if line == 1 else 0)
     line += line_offset
     if isinstance(exc, UnexpectedToken):
@@ -243,7 +248,7 @@ def parse_hole(text: str, source: str, line: int, column: int) -> FieldDecl:
     try:
         tree: Any = _parser().parse(text, start="hole")
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:
-        raise _lark_error(exc, source, line - 1, column - 1) from None
+        raise _lark_error(exc, text, source, line - 1, column - 1) from None
     builder = _Builder(source, line - 1, column - 1)
     name, type_node = tree.children
     return FieldDecl(str(name), builder.type_expr(type_node), builder.pos(name))
@@ -259,7 +264,7 @@ def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
     try:
         tree: Any = _parser().parse(text, start="program")
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:
-        raise _lark_error(exc, source, 0, 0) from None
+        raise _lark_error(exc, text, source, 0, 0) from None
     builder = _Builder(source)
     types: dict[str, tuple[TypeExpr, Pos]] = {}
     params: dict[str, tuple[str | None, Any, Pos]] = {}
@@ -283,18 +288,22 @@ def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
             )
         elif item.data == "message":
             role, block = item.children
-            messages.append(Message(str(role), _block_text(str(block)), pos))
+            messages.append(Message(str(role), _block_text(str(block)), _block_start(block, source)))
         elif item.data == "output":
             if output is not None:
                 raise pos.error(f"a program has one output block (the first is at line {output[1].line})")
             block = item.children[0]
-            body, start = str(block)[3:-3], Pos(source, block.line or 0, (block.column or 0) + 3)
-            if body.startswith("\n"):
-                body, start = body[1:], Pos(source, start.line + 1, 1)
-            output = (body[:-1] if body.endswith("\n") else body, start)
+            output = (_block_text(str(block)), _block_start(block, source))
     if output is None:
         raise ProgramError('the program has no output """...""" block', source, 1, 1)
     return ProgramSyntax(source, types, params, messages, output[0], output[1])
+
+
+def _block_start(block: Token, source: str) -> Pos:
+    """Where the text of an output or message block begins (after the quotes and a dropped leading newline)."""
+    if str(block)[3:4] == "\n":
+        return Pos(source, (block.line or 0) + 1, 1)
+    return Pos(source, block.line or 0, (block.column or 0) + 3)
 
 
 def _block_text(block: str) -> str:

@@ -154,7 +154,7 @@ class Template:
         """
         parts: list[str | Hole] = []
         for segment in self.segments:
-            part = render(segment.template, args) if isinstance(segment, Literal) else segment
+            part = render(segment.template, args, segment.pos) if isinstance(segment, Literal) else segment
             if isinstance(part, str) and parts and isinstance(parts[-1], str):
                 parts[-1] += part
             elif part != "":

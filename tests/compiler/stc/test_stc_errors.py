@@ -58,3 +58,34 @@ def test_missing_argument_is_named() -> None:
         prog.arguments({})
     with pytest.raises(ProgramError, match="'name' is undefined"):
         prog.messages({})
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "fragment"),
+    [
+        ('output """{{ 1/0 }} {x: int}"""', 1, 11, "ZeroDivisionError"),
+        ('output """\nab\n  {{ x.y }}: {x: int}"""', 3, 3, "'x' is undefined"),
+        ('output """a {% if %}{x: int}"""', 1, 13, "Jinja syntax error"),
+        ('user """\nhello\n {{ name }}"""\noutput """{x: int}"""', 3, 2, "'name' is undefined"),
+        ('output """{x: int}\n {{ "".__class__ }}"""', 2, 2, "SecurityError"),
+        ('output """x: {a: int} {b: text(..100000000)}"""', 1, 24, "NFA states"),
+        ('type A = {b: B}\ntype B = {a: A}\noutput """{x: A}"""', 1, 1, "type A: definition 'A' has no finite"),
+        ('type V = "a" | "b"\nuser """hi"""\noutput """{v: V}"""\ntype', 4, 5, "expected a name"),
+    ],
+)
+def test_jinja_and_compile_errors_are_located(text: str, line: int, column: int, fragment: str) -> None:
+    """Issue 15 item 6: Jinja errors, state budgets and recursive definitions point at FILE:LINE:COL."""
+    with pytest.raises(ProgramError) as info:
+        prog = Program(text, "t.stc")
+        prog.messages({})
+        prog.constraint({})
+    err = info.value
+    assert fragment in str(err), str(err)
+    assert (err.line, err.column) == (line, column), str(err)
+
+
+def test_a_message_may_follow_a_type_declaration() -> None:
+    prog = Program('type V = "a" | "b"\nuser """hi"""\ntype W = {user: V, system: int}\nsystem """s"""\n'
+                   'output """{user: W}"""', "t.stc")
+    assert [m.role for m in prog.syntax.messages] == ["user", "system"]
+    assert prog.constraint({}).accepts('{"user":"a","system":3}')

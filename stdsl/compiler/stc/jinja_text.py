@@ -1,0 +1,64 @@
+"""Fill `{{ ... }}` placeholders in Jinja2's sandbox; every Jinja error becomes a `ProgramError` at FILE:LINE:COL.
+
+Jinja reports lines only, so the column is found in the template text: the placeholder that names
+a missing argument, else the first tag on the reported line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from stdsl.compiler.stc.syntax import Pos, ProgramError
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
+_TAG = re.compile(r"\{\{|\{%|\{#")
+
+
+def render_text(template: str, args: Mapping[str, Any], start: Pos) -> str:
+    """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error."""
+    try:
+        return _ENV.from_string(template).render(**args)
+    except TemplateSyntaxError as exc:
+        raise _located(template, start, exc.lineno, None, f"Jinja syntax error: {exc.message}") from None
+    except UndefinedError as exc:
+        name = re.match(r"'([^']+)' is undefined", exc.message or "")
+        message = f"{exc.message}; pass it as an argument" if name else f"Jinja error: {exc.message}"
+        raise _located(template, start, _template_line(exc), name.group(1) if name else None, message) from None
+    except Exception as exc:  # a runtime error inside an expression (1/0, a sandbox refusal, a bad filter)
+        raise _located(template, start, _template_line(exc), None,
+                       f"Jinja error: {type(exc).__name__}: {exc}") from None
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line Jinja's rewritten traceback points at (its frames are named `<template>`)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _located(template: str, start: Pos, line: int | None, name: str | None, message: str) -> ProgramError:
+    """A ProgramError at the tag naming `name` (or the first tag on `line`, or the first tag) of `template`."""
+    offset = None
+    if name is not None:
+        found = re.search(r"\{[{%][^}]*?\b" + re.escape(name) + r"\b", template)
+        offset = found.start() if found else None
+    if offset is None:
+        line_start = 0
+        if line is not None:
+            for _ in range(line - 1):
+                line_start = template.find("\n", line_start) + 1 if "\n" in template[line_start:] else line_start
+        found = _TAG.search(template, line_start)
+        offset = found.start() if found else line_start
+    before = template[:offset]
+    newlines = before.count("\n")
+    column = (start.column + offset) if newlines == 0 else offset - before.rfind("\n")
+    return ProgramError(message, start.source, start.line + newlines, column)
