@@ -16,9 +16,12 @@ its feed is empty), so one long forced literal does not pad every other row.
 
 from __future__ import annotations
 
+import atexit
 import threading
-from collections.abc import Sequence
-from typing import Any
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import mlx.core as mx
 import numpy as np
@@ -32,9 +35,21 @@ from stdsl.runtime.requests import RowRequest, prepare_request
 from stdsl.runtime.row import Row, RowHandle
 from stdsl.runtime.sampling import sample_rows
 
+T = TypeVar("T")
+
 TOKEN_COST = 1 / 7
 DEFAULT_PREFILL_CHUNK = 512
 IDLE_EXIT_SECONDS = 2.0
+
+
+_LIVE: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_engines() -> None:
+    """Stop every decode thread before the interpreter tears MLX down (a running step would abort the process)."""
+    for engine in list(_LIVE):
+        engine.close()
 
 
 def feed_width(lengths: Sequence[int]) -> int:
@@ -65,12 +80,14 @@ class Engine:
         self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
         self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
         self._waiting: list[Row] = []
+        self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
         self._rows: list[Row] = []
         self._caches: list[RowSlotsCache] = []
         self._logits: mx.array | None = None
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        _LIVE.add(self)
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
                          "forced_tokens": 0, "requests": 0}
 
@@ -86,7 +103,8 @@ class Engine:
         """Queue a prepared request (prompt ids, started constraint state, options)."""
         holder: list[Row] = []
         handle = RowHandle(lambda: self._cancel(holder[0]))
-        row = Row(request.prompt_ids, request.control, request.options, request.parser, handle)
+        row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
+                  until=request.until, max_samples=request.max_samples)
         row.feed = list(request.prefix)
         holder.append(row)
         if request.control.finished:
@@ -98,10 +116,24 @@ class Engine:
             self._waiting.append(row)
             self.counters["requests"] += 1
             self._lock.notify_all()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="stdsl-engine", daemon=True)
-                self._thread.start()
+            self._start_thread()
         return handle
+
+    def call(self, work: Callable[[], T]) -> T:
+        """Run `work` on the decode thread between two steps and return its result (model work off the batch)."""
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise StdslError("the engine is closed")
+            self._calls.append((work, future))
+            self._lock.notify_all()
+            self._start_thread()
+        return future.result()
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="stdsl-engine", daemon=True)
+            self._thread.start()
 
     def metrics(self) -> dict[str, int]:
         """Counters of the engine's life: rows active and queued, passes, tokens, prompt cache use."""
@@ -132,9 +164,9 @@ class Engine:
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._rows and not self._waiting:
+                if not self._rows and not self._waiting and not self._calls:
                     if self._closed or not self._lock.wait_for(
-                            lambda: bool(self._waiting) or self._closed, timeout=IDLE_EXIT_SECONDS):
+                            lambda: bool(self._waiting or self._calls) or self._closed, timeout=IDLE_EXIT_SECONDS):
                         self._thread = None
                         return
             try:
@@ -146,6 +178,13 @@ class Engine:
 
     def step(self) -> None:
         """One engine step: admit and prefill waiting rows, sample ready rows, run one pass over the batch."""
+        with self._lock:
+            calls, self._calls = self._calls, []
+        for work, future in calls:
+            try:
+                future.set_result(work())
+            except BaseException as error:  # handed to the caller, who raises it
+                future.set_exception(error)
         with self._lock:
             for row in [r for r in self._waiting if r.cancelled]:
                 self._waiting.remove(row)

@@ -14,7 +14,7 @@ class Stats:
 
     `sampled_tokens` counts every draw from the model (an eos draw included); `forced_tokens`
     counts emitted tokens the constraint decided (healed replacements included); `emitted_tokens`
-    is the output length in tokens (eos excluded).
+    is the output length in tokens (eos excluded); `rounds` counts certification rounds (0: not certified).
     """
 
     passes: int = 0
@@ -23,6 +23,7 @@ class Stats:
     prompt_tokens: int = 0
     seconds: float = 0.0
     emitted_tokens: int = 0
+    rounds: int = 0
 
     @property
     def passes_per_token(self) -> float:
@@ -42,6 +43,7 @@ class Stats:
             "forced_tokens": self.forced_tokens,
             "output_tokens": self.emitted_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "rounds": self.rounds,
             "seconds": round(self.seconds, 4),
         }
 

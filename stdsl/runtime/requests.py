@@ -22,13 +22,19 @@ Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]
 
 @dataclass
 class RowRequest:
-    """A request ready for the engine: prompt ids, the started constraint state, its forced prefix, options."""
+    """A request ready for the engine: prompt ids, the started constraint state, its forced prefix, options.
+
+    A draft (certified decoding) also has `until`, which ends the row early once its state says
+    the block is done, and `max_samples`, a cap on draws; such a row may end outside acceptance.
+    """
 
     prompt_ids: list[int]
     control: ConstraintState
     prefix: list[int]
     options: DecodeOptions
     parser: Callable[[str], Any] | None
+    until: Callable[[ConstraintState], bool] | None = None
+    max_samples: int | None = None
 
 
 def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:

@@ -87,8 +87,11 @@ class Row:
     """
 
     def __init__(self, prompt_ids: list[int], control: ConstraintState, options: DecodeOptions,
-                 parser: Callable[[str], Any] | None, handle: RowHandle) -> None:
+                 parser: Callable[[str], Any] | None, handle: RowHandle,
+                 until: Callable[[ConstraintState], bool] | None = None, max_samples: int | None = None) -> None:
         self.prompt_ids = prompt_ids
+        self.until = until
+        self.max_samples = max_samples
         self.control = control
         self.options = options
         self.parser = parser
@@ -130,15 +133,24 @@ class Row:
 
     @property
     def stopped(self) -> bool:
-        """Whether a stop string has appeared in the text."""
-        return self._stop_at is not None
+        """Whether the row must end here: a stop string appeared, or a draft reached its block's end or draw cap."""
+        if self._stop_at is not None:
+            return True
+        if self.until is not None and self.until(self.control):
+            return True
+        return self.max_samples is not None and self.stats.sampled_tokens >= self.max_samples
+
+    @property
+    def partial(self) -> bool:
+        """Whether this row may end outside an accepting state (a draft)."""
+        return self.until is not None or self.max_samples is not None
 
     def complete(self, finish_reason: str) -> None:
         """Finish the row: flush the text, build its `Generation`, and hand it to the caller."""
         control = self.control
         self._text += self._decoder.decode(control.decided[self._shown_bytes :], final=True)
         self._shown_bytes = len(control.decided)
-        if self._stop_at is None and not control.accepting:
+        if self._stop_at is None and not control.accepting and not self.partial:
             self.fail(GenerationError("decoding ended outside an accepting state"))
             return
         text = self._text if self._stop_at is None else self._text[: self._stop_at]

@@ -1,0 +1,97 @@
+"""Independent blocks of an automaton's language, for certified parallel drafts (Lemma 12, D.5).
+
+A cut state that no run visits twice splits every accepted string at one place, so the language
+is a product of one piece per pair of consecutive such cuts. Pieces with a single forced path are
+literal text (keys, punctuation, template text); maximal runs of the other pieces are blocks
+(values, fields). The values of an object whose keys are all required, nested objects included,
+and the fields of a template separated by literal text come out as blocks this way; anything
+optional or repeated between two literals stays inside one block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stdsl.compiler.minimize import bfs_distances, successor_lists
+
+END = -1
+
+
+@dataclass(frozen=True)
+class Block:
+    """One independent piece: drafted from `entry`, done once a run reaches `exit` (END: the end of the output).
+
+    `literal` is the forced text between the previous block's exit and `entry` (the draft's context).
+    """
+
+    entry: int
+    exit: int
+    literal: bytes
+
+
+def single_visit_cuts(automaton: Any) -> list[int]:
+    """Cut states no accepting run visits twice, in the order every run meets them."""
+    table = np.asarray(automaton.transitions)
+    cuts = np.flatnonzero(np.asarray(automaton.cut_states)).tolist()
+    if not cuts:
+        return []
+    indptr, indices = successor_lists(table)
+    distance = bfs_distances(indptr, indices, np.array([0]))
+    single = []
+    for cut in cuts:
+        successors = indices[indptr[cut] : indptr[cut + 1]]
+        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
+            continue
+        single.append(cut)
+    return sorted(single, key=lambda c: int(distance[c]))
+
+
+def block_plan(automaton: Any) -> list[Block]:
+    """The blocks of the automaton's language in output order (fewer than two: nothing to draft in parallel)."""
+    table = np.asarray(automaton.transitions)
+    accepting = np.asarray(automaton.accepting)
+    cuts = single_visit_cuts(automaton)
+    if not cuts or cuts[0] != 0:
+        return []
+    blocks: list[Block] = []
+    literal = pending_literal = b""
+    entry: int | None = None
+    for here, there in zip(cuts, cuts[1:] + [END]):
+        live = np.flatnonzero(table[here] >= 0)
+        forced = there != END and len(live) == 1 and not accepting[here] and table[here, live[0]] == there
+        if forced:
+            if entry is not None:
+                blocks.append(Block(entry, here, pending_literal))
+                entry, literal = None, b""
+            literal += bytes([int(live[0])])
+        elif entry is None:
+            entry, pending_literal = here, literal
+    if entry is not None and (table[entry] >= 0).any():
+        blocks.append(Block(entry, END, pending_literal))
+    return blocks
+
+
+class BlockWatch:
+    """Follows a draft's decided bytes from its block's entry and says when the block's exit has been reached."""
+
+    def __init__(self, automaton: Any, block: Block, start_offset: int = 0, state: int | None = None) -> None:
+        self.table = np.asarray(automaton.transitions)
+        self.block = block
+        self.state = block.entry if state is None else state
+        self.offset = start_offset
+        self.exit_offset: int | None = None
+
+    def done(self, decided: bytes) -> bool:
+        """Whether `decided` (the row's output bytes from `start_offset` on) has reached the block's exit."""
+        if self.exit_offset is not None:
+            return True
+        while self.offset < len(decided) and self.state >= 0:
+            self.state = int(self.table[self.state, decided[self.offset]])
+            self.offset += 1
+            if self.state >= 0 and self.state == self.block.exit:
+                self.exit_offset = self.offset
+                return True
+        return False

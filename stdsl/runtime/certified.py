@@ -1,0 +1,513 @@
+"""Certified block-parallel decoding (Theorem 23, D.5): draft independent blocks at once, then verify in one pass.
+
+A round: (1) a wave drafts, as rows of the batch engine, the block the certified output is in
+(continued from its exact configuration), every later block without a draft (from its entry, the
+literal before it as context) and every later block whose draft failed last round (from its first
+failing position, with the model's choice there). (2) The drafts are assembled into one document
+and replayed through the constraint under the forced-span policy, recording the configuration
+before every sampled position. (3) One pass over the replayed tokens, on the cache of the certified
+prefix, gives the logits at every position; a position is accepted iff its token is the masked
+argmax there. The accepted prefix, extended by the argmax at the first rejected position (or after
+the last), is certified. Every round certifies at least one sampled token, so greedy outputs equal
+sequential greedy decoding (in exact arithmetic); after `MAX_ROUNDS` the rest decodes sequentially.
+
+Sampling at temperature > 0 is not certified (the test is for the argmax): such requests, pushdown
+constraints and languages with fewer than two blocks decode sequentially, as `generate` does.
+"""
+
+from __future__ import annotations
+
+import codecs
+import copy
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models.cache import make_prompt_cache
+
+from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.runtime.blocks import END, Block, BlockWatch, block_plan
+from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.engine import Engine
+from stdsl.runtime.generation import Generation, Stats
+from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.planner import Window
+from stdsl.runtime.pushdown_state import machine_of
+from stdsl.runtime.requests import RowRequest, compiled_constraint, constraint_state, prepare_request, prompt_tokens
+from stdsl.runtime.row import Event, RowHandle
+
+FIRST_WAVE_SAMPLES = 24
+CONTINUATION_SAMPLES = 96
+MAX_ROUNDS = 24
+LOOKAHEAD_BYTES = 64
+
+
+def fork(control: ConstraintState) -> ConstraintState:
+    """An independent copy of a row state (shared tables, its own log), so a replay never touches the original."""
+    twin = copy.copy(control)
+    twin.window = Window(control.window.text, list(control.window.starts), list(control.window.tokens))
+    twin.committed = bytearray(control.committed)
+    twin.tokens = list(control.tokens)
+    return twin
+
+
+def unbudgeted(control: ConstraintState) -> ConstraintState:
+    """A fork without the token budget (drafts are capped by draws instead; the replay applies the budget)."""
+    twin = fork(control)
+    twin.budget, twin.remaining, twin.max_tokens = None, None, None
+    return twin
+
+
+def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
+    """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
+    control = unbudgeted(template)
+    control.state, control.pending, control.window = state, b"", Window()
+    control.cover, control.cover_exempt = 0, frozenset()
+    control.committed, control.tokens, control.forced_count, control.finished = bytearray(), [], 0, False
+    plan = control.planner.plan(control.window, state, b"", None)
+    return control, control._take(plan, sampled=False) + control._take_singletons()
+
+
+def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:
+    """The highest-scoring admissible token (the sequential greedy choice)."""
+    width = min(len(logits), len(allowed))
+    return int(np.argmax(np.where(allowed[:width], logits[:width], -np.inf)))
+
+
+@dataclass
+class Draft:
+    """A block's draft: bytes from the block's entry (cut at its exit when reached) and its tokens by offset."""
+
+    data: bytes
+    tokens: dict[int, int]
+    complete: bool
+
+
+@dataclass
+class _Job:
+    """One wave row: which block it drafts, the row request, how to read its result back into a Draft."""
+
+    block: int
+    request: RowRequest
+    watch: BlockWatch
+    origin: int
+    base: list[int]
+    frontier: bool = False
+
+
+@dataclass
+class _Replay:
+    """The assembled draft replayed from the certified configuration: tokens to feed and the sampled steps."""
+
+    feed: list[int] = field(default_factory=list)
+    steps: list[tuple[int, np.ndarray, int, int]] = field(default_factory=list)
+    finished: bool = False
+
+
+class _Prefix:
+    """The KV cache of the certified output (used on the engine thread only): feed for all-position logits, trim."""
+
+    def __init__(self, engine: Engine, prompt: list[int]) -> None:
+        """Start from the longest cached prefix of `prompt`, prefill the rest and store it for the wave rows."""
+        self.net = engine.model.net
+        self.cache = make_prompt_cache(self.net)
+        hit = engine.prompt_cache.lookup(prompt[:-1])
+        self.length = 0
+        if hit is not None:
+            for layer, (keys, values) in zip(self.cache, hit.layers):
+                layer.keys = mx.array(keys[..., : hit.length, :])
+                layer.values = mx.array(values[..., : hit.length, :])
+                layer.offset = hit.length
+            self.length = hit.length
+        self.last = self.feed(prompt[self.length :])[-1]
+        kept = [(mx.contiguous(layer.keys[..., : self.length, :]), mx.contiguous(layer.values[..., : self.length, :]))
+                for layer in self.cache]
+        mx.eval(*[a for pair in kept for a in pair])
+        engine.prompt_cache.store(prompt, kept)
+
+    def feed(self, tokens: list[int]) -> np.ndarray:
+        """Float32 logits (len(tokens), V) after appending `tokens` in one pass (`last`: the final row)."""
+        out = np.asarray(self.net(mx.array([tokens], dtype=mx.int32), cache=self.cache)[0].astype(mx.float32))
+        self.length += len(tokens)
+        self.last = out[-1]
+        return out
+
+    def trim(self, count: int, last: np.ndarray) -> None:
+        """Drop the last `count` positions; `last` is the logits row after what remains."""
+        for layer in self.cache:
+            layer.trim(count)
+        self.length -= count
+        self.last = last
+
+
+class CertifiedDecoder:
+    """One request decoded by certified block-parallel rounds on an engine (on its own driver thread)."""
+
+    def __init__(self, engine: Engine, prompt_ids: list[int], compiled: Any, blocks: list[Block],
+                 options: DecodeOptions, handle: RowHandle) -> None:
+        self.engine = engine
+        self.prompt_ids = prompt_ids
+        self.blocks = blocks
+        self.options = options
+        self.handle = handle
+        self.parser = getattr(compiled, "parse", None)
+        self.control = constraint_state(engine.model, compiled, options)
+        self.pending = prompt_ids + self.control.start()
+        self.automaton = self.control.automaton
+        self.vocab = self.control.vocab
+        self.stats = Stats(prompt_tokens=len(prompt_ids))
+        self.rounds = 0
+        self.drafts: dict[int, Draft] = {}
+        self.continuations: dict[int, _Job] = {}
+        self.frontier_draft: Draft | None = None
+        self.finish_reason = "stop"
+        self.cancelled = False
+        self.began = time.perf_counter()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._shown = 0
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> None:
+        """Decode to the end, publishing certified text as it grows; the handle gets the result or the error."""
+        try:
+            if self.control.finished:
+                self._complete()
+                return
+            self.prefix = self.engine.call(lambda: _Prefix(self.engine, self.prompt_ids))
+            self.stats.passes += 1
+            self.pending = self.pending[len(self.prompt_ids) :]
+            while not self.control.finished:
+                if self.cancelled:
+                    raise Cancelled("the request was cancelled before it finished")
+                if self.rounds >= MAX_ROUNDS:
+                    self._finish_sequentially()
+                    return
+                self._round()
+                self._publish()
+            self._complete()
+        except BaseException as error:  # handed to the caller through the handle
+            self.handle._finish(None, error if isinstance(error, StdslError) else _internal(error))
+
+    def _round(self) -> None:
+        self.rounds += 1
+        self._wave()
+        document, starts, candidates, ended = self._assemble()
+        replay = self._replay(document, starts, candidates, ended)
+        feed = replay.feed
+        before = self.prefix.last
+        logits = self.engine.call(lambda: self.prefix.feed(feed)) if feed else None
+        if feed:
+            self.stats.passes += 1
+
+        def scores(at: int) -> np.ndarray:
+            return logits[at] if logits is not None and at >= 0 else before
+
+        rejected, choice = len(replay.steps), -1
+        for k, (at, allowed, token, _) in enumerate(replay.steps):
+            best = masked_argmax(scores(at), allowed)
+            if best != token:
+                rejected, choice = k, best
+                break
+        self.stats.sampled_tokens += min(rejected + 1, len(replay.steps))
+        self._plan_continuations(replay, rejected, scores, starts)
+        if rejected < len(replay.steps):
+            keep = replay.steps[rejected][0] + 1
+            self.engine.call(lambda: self.prefix.trim(len(feed) - keep, scores(keep - 1)))
+            for _, _, token, _ in replay.steps[:rejected]:
+                self.control.advance(token)
+        else:
+            for _, _, token, _ in replay.steps:
+                self.control.advance(token)
+            if self.control.finished:
+                last = replay.steps[-1][2] if replay.steps else -1
+                self.finish_reason = "eos" if last >= 0 and self.vocab.eos[last] else self._end_reason()
+                return
+            choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
+            self.stats.sampled_tokens += 1
+        self.pending = []
+        self._take(choice)
+
+    def _take(self, token: int) -> None:
+        """Commit the certified argmax `token` at the current configuration."""
+        feed = self.control.advance(token)
+        if not feed:
+            self.finish_reason = "eos"
+            return
+        self.pending = list(feed)
+        if self.control.finished:
+            self.finish_reason = self._end_reason()
+        entered = self._visits(bytes(self.control.decided))
+        for index in list(self.drafts):
+            if self.blocks[index].entry in entered:
+                del self.drafts[index]
+        for index in list(self.continuations):
+            if self.blocks[index].entry in entered:
+                del self.continuations[index]
+
+    def _end_reason(self) -> str:
+        return "stop" if self.control.planner.live_count[self.control.state] == 0 else "length"
+
+    def _visits(self, data: bytes) -> dict[int, int]:
+        """Offset of the first visit of each state on the run over `data` (cut states are visited once)."""
+        table = self.automaton.transitions
+        state, seen = 0, {0: 0}
+        for offset, byte in enumerate(data):
+            state = int(table[state, byte])
+            if state < 0:
+                break
+            seen.setdefault(state, offset + 1)
+        return seen
+
+    def _frontier(self) -> tuple[int | None, int]:
+        """The block the certified output is inside (None: in a literal) and the first block not yet entered."""
+        visited = self._visits(bytes(self.control.decided))
+        entered = [i for i, b in enumerate(self.blocks) if b.entry in visited]
+        if entered:
+            last = entered[-1]
+            exit_state = self.blocks[last].exit
+            if exit_state == END or exit_state not in visited:
+                return last, last + 1
+            return None, last + 1
+        return None, 0
+
+    # ------------------------------------------------------------------ wave
+
+    def _wave(self) -> None:
+        """Draft, as engine rows of one wave: the frontier block, later blocks without drafts, and continuations.
+
+        The wave lasts as long as its lead row (the frontier block, else the next block): the other
+        rows stop when it ends, keep what they drafted, and resume from there in the next wave.
+        """
+        frontier, upcoming = self._frontier()
+        options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
+        jobs: list[_Job] = []
+        if frontier is not None:
+            control = unbudgeted(self.control)
+            data = bytes(control.decided)
+            watch = BlockWatch(self.automaton, self.blocks[frontier], len(data), self.automaton.step(0, data))
+            jobs.append(_Job(frontier, RowRequest(self.prompt_ids + control.tokens, control, [], options, None),
+                             watch, 0, self.prompt_ids, frontier=True))
+        for index in range(upcoming, len(self.blocks)):
+            if index in self.continuations:
+                jobs.append(self.continuations.pop(index))
+            elif index not in self.drafts:
+                block = self.blocks[index]
+                control, forced = start_at(self.control, block.entry)
+                context = self.prompt_ids + self.engine.model.tokenizer.encode(
+                    block.literal.decode("utf-8", errors="replace"))
+                jobs.append(_Job(index, RowRequest(context, control, forced, options, None), BlockWatch(
+                    self.automaton, block), 0, context))
+        self.frontier_draft = None
+        if not jobs:
+            return
+        lead: list[RowHandle] = []
+        for k, job in enumerate(jobs):
+            job.request.until = _until(job.watch, None if k == 0 else lead)
+            job.request.max_samples = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
+        handles = [self.engine.submit_request(jobs[0].request)]
+        lead.append(handles[0])
+        handles += [self.engine.submit_request(job.request) for job in jobs[1:]]
+        passes = 0
+        for job, handle in zip(jobs, handles):
+            result = handle.result()
+            passes = max(passes, result.stats.passes)
+            job.watch.done(result.data)
+            self._keep(job, result)
+        self.stats.passes += passes
+
+    def _keep(self, job: _Job, result: Generation) -> None:
+        """Record a wave row's draft; an unfinished one is resumed from where it stopped in the next wave."""
+        offsets = np.cumsum([0] + [len(self.vocab.token_bytes[t] or b"") for t in result.tokens])
+        end = job.watch.exit_offset
+        data = result.data if end is None else result.data[:end]
+        complete = end is not None or (job.watch.block.exit == END and result.finish_reason in ("eos", "stop"))
+        tokens = {int(o) - job.origin: t for o, t in zip(offsets[:-1], result.tokens) if o >= job.origin}
+        draft = Draft(data[job.origin :], tokens, complete)
+        if job.frontier:
+            self.frontier_draft = draft
+            return
+        self.drafts[job.block] = draft
+        control = job.request.control
+        if not complete and not control.finished:
+            resumed = fork(control)
+            request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None)
+            self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
+
+    def _plan_continuations(self, replay: _Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
+        """For each later block whose draft fails after the first rejection, continue it next wave from its first failure."""
+        failed_block = replay.steps[rejected][3] if rejected < len(replay.steps) else None
+        seen: set[int] = set()
+        options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
+        control: ConstraintState | None = None
+        for k, (at, allowed, token, block) in enumerate(replay.steps):
+            if control is None:
+                control = unbudgeted(self.control)
+            if k > rejected and block is not None and block != failed_block and block not in seen:
+                best = masked_argmax(scores(at), allowed)
+                if best != token and block in starts:
+                    seen.add(block)
+                    fork_state = fork(control)
+                    feed = fork_state.advance(best)
+                    if feed and not fork_state.finished:
+                        origin = starts[block]
+                        watch = BlockWatch(self.automaton, self.blocks[block], len(fork_state.decided),
+                                           self.automaton.step(0, bytes(fork_state.decided)))
+                        sequence = self.prompt_ids + fork_state.tokens[: len(fork_state.tokens) - len(feed)]
+                        request = RowRequest(sequence, fork_state, list(feed), options, None)
+                        self.continuations[block] = _Job(block, request, watch, origin, self.prompt_ids)
+                        self.drafts.pop(block, None)
+            control.advance(token)
+
+    # ------------------------------------------------------------------ replay
+
+    def _assemble(self) -> tuple[bytes, dict[int, int], dict[int, int], bool]:
+        """The draft document (absolute output bytes), each block's start offset, candidate tokens by offset, and
+        whether the document reaches the end of the output."""
+        frontier, upcoming = self._frontier()
+        candidates: dict[int, int] = {}
+        starts: dict[int, int] = {}
+        if frontier is not None and self.frontier_draft is not None:
+            document = self.frontier_draft.data
+            candidates.update(self.frontier_draft.tokens)
+            starts[frontier] = 0
+            complete = self.frontier_draft.complete
+            need_literal = True
+        else:
+            decided = bytes(self.control.decided)
+            state = self.automaton.step(0, decided)
+            document = decided + self.automaton.forced_chain(state)
+            chain_end = self.automaton.chain_end(state)
+            complete = upcoming < len(self.blocks) and chain_end == self.blocks[upcoming].entry
+            need_literal = False
+            if upcoming == len(self.blocks):
+                return document, starts, candidates, self._ends_here(chain_end)
+        index = upcoming
+        while complete and index < len(self.blocks):
+            if need_literal:
+                document += self.blocks[index].literal
+            need_literal = True
+            draft = self.drafts.get(index)
+            if draft is None:
+                return document, starts, candidates, False
+            starts[index] = len(document)
+            candidates.update({len(document) + o: t for o, t in draft.tokens.items()})
+            document += draft.data
+            complete = draft.complete
+            index += 1
+        if not complete:
+            return document, starts, candidates, False
+        last = self.blocks[-1]
+        if last.exit == END:
+            return document, starts, candidates, True
+        document += self.automaton.forced_chain(last.exit)
+        return document, starts, candidates, self._ends_here(self.automaton.chain_end(last.exit))
+
+    def _ends_here(self, state: int) -> bool:
+        return bool(self.automaton.accepting[state]) and not (np.asarray(self.automaton.transitions[state]) >= 0).any()
+
+    def _replay(self, document: bytes, starts: dict[int, int], candidates: dict[int, int], ended: bool) -> _Replay:
+        """Drive a fork of the certified state through the document, taking the draft's token at each sampled position."""
+        replay = fork(self.control)
+        out = _Replay(feed=list(self.pending))
+        block_at = sorted(((o, b) for b, o in starts.items()), reverse=True)
+        tokenizer = self.engine.model.tokenizer
+        while not replay.finished:
+            allowed = replay.mask()
+            offset = len(replay.committed)
+            token = candidates.get(offset)
+            if token is not None and not self._fits(token, document, offset, allowed):
+                token = None
+            if token is None and offset < len(document):
+                piece = document[offset : offset + LOOKAHEAD_BYTES].decode("utf-8", errors="ignore")
+                guess = tokenizer.encode(piece)[:1] if piece else []
+                token = guess[0] if guess and self._fits(guess[0], document, offset, allowed) else None
+            if token is None and offset >= len(document) and ended:
+                eos = [t for t in self.vocab.eos_ids if allowed[t]]
+                token = eos[0] if eos else None
+            if token is None:
+                break
+            block = next((b for o, b in block_at if o <= offset), None)
+            out.steps.append((len(out.feed) - 1, allowed, token, block))
+            feed = replay.advance(token)
+            if not feed:
+                out.finished = True
+                break
+            out.feed += feed
+        return out
+
+    def _fits(self, token: int, document: bytes, offset: int, allowed: np.ndarray) -> bool:
+        spelled = self.vocab.token_bytes[token]
+        return bool(allowed[token]) and spelled is not None and document[offset : offset + len(spelled)] == spelled
+
+    # ------------------------------------------------------------------ results
+
+    def _publish(self) -> None:
+        decided = bytes(self.control.decided)
+        piece = self._decoder.decode(decided[self._shown :])
+        self._shown = len(decided)
+        if piece:
+            self.handle._emit(Event(piece))
+
+    def _complete(self) -> None:
+        control = self.control
+        if not control.accepting:
+            raise GenerationError("decoding ended outside an accepting state")
+        self._publish()
+        tail = self._decoder.decode(b"", final=True)
+        if tail:
+            self.handle._emit(Event(tail))
+        stats = self.stats
+        stats.forced_tokens = control.forced_count
+        stats.rounds = self.rounds
+        stats.emitted_tokens = len(control.tokens)
+        stats.seconds = time.perf_counter() - self.began
+        data = bytes(control.decided)
+        result = Generation(text=data.decode("utf-8", errors="replace"), tokens=list(control.tokens), stats=stats,
+                            accepted=True, finish_reason=self.finish_reason, data=data, parser=self.parser)
+        self.handle._emit(Event("", result))
+        self.handle._finish(result, None)
+
+    def _finish_sequentially(self) -> None:
+        """After `MAX_ROUNDS`, decode the rest as one ordinary engine row from the certified state."""
+        fed = self.prompt_ids + self.control.tokens[: len(self.control.tokens) - len(self.pending)]
+        request = RowRequest(fed, self.control, list(self.pending), self.options, self.parser)
+        result = self.engine.submit_request(request).result()
+        result.stats.passes += self.stats.passes
+        result.stats.prompt_tokens = len(self.prompt_ids)
+        result.stats.sampled_tokens += self.stats.sampled_tokens
+        result.stats.rounds = self.rounds
+        self.handle._emit(Event("", result))
+        self.handle._finish(result, None)
+
+
+def _until(watch: BlockWatch, lead: list[RowHandle] | None) -> Any:
+    """A draft row's stop rule: its block's exit reached, or (for a row that is not the lead) the lead row done."""
+    if lead is None:
+        return lambda control: watch.done(bytes(control.decided))
+    return lambda control: watch.done(bytes(control.decided)) or (bool(lead) and lead[0].done)
+
+
+def _internal(error: BaseException) -> GenerationError:
+    wrapped = GenerationError(f"internal error in certified decoding: {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped
+
+
+def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
+    """Decode with certified parallel fields where that is exact (greedy, a DFA with two or more blocks), else as usual."""
+    compiled = compiled_constraint(constraint)
+    blocks = [] if machine_of(compiled) is not None or not options.sampling.greedy else block_plan(
+        getattr(compiled, "automaton", compiled))
+    if len(blocks) < 2:
+        return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
+    holder: list[CertifiedDecoder] = []
+    handle = RowHandle(lambda: setattr(holder[0], "cancelled", True))
+    decoder = CertifiedDecoder(engine, prompt_tokens(engine.model, prompt, options.chat), compiled, blocks,
+                               options, handle)
+    holder.append(decoder)
+    threading.Thread(target=decoder.run, name="stdsl-certified", daemon=True).start()
+    return handle
