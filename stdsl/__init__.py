@@ -28,7 +28,8 @@ from stdsl.errors import (  # noqa: E402
 if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
     from stdsl.compiler.stc.program import Program, ProgramResult, program
-    from stdsl.runtime.api import generate, stream
+    from stdsl.runtime.api import Stream, generate, generate_batch, stream
+    from stdsl.runtime.engine import Engine
     from stdsl.runtime.models import Model, load
 
 _LAZY = {
@@ -42,6 +43,9 @@ _LAZY = {
     "Model": "stdsl.runtime.models",
     "generate": "stdsl.runtime.api",
     "stream": "stdsl.runtime.api",
+    "generate_batch": "stdsl.runtime.api",
+    "Stream": "stdsl.runtime.api",
+    "Engine": "stdsl.runtime.engine",
 }
 
 
@@ -65,6 +69,9 @@ __all__ = [
     "Model",
     "generate",
     "stream",
+    "generate_batch",
+    "Stream",
+    "Engine",
     "StdslError",
     "CompileError",
     "RegexError",
