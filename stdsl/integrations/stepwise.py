@@ -39,8 +39,8 @@ def controller_for(constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max
 class StepwiseConstraint:
     """A controller, the queue of tokens it decided that the engine has not yet emitted, and step counts.
 
-    `row()` is what the engine's next token must satisfy; `accept(token)` takes the token the
-    engine appended.  After eos (sampled or forced) the output is `done` and later tokens (an
+    `start()` plans the forced prefix; `row()` is what the engine's next token must satisfy;
+    `accept(token)` takes the token the engine appended.  After eos (sampled or forced) the output is `done` and later tokens (an
     engine's padding of finished rows) are ignored.
     """
 
@@ -48,13 +48,21 @@ class StepwiseConstraint:
         self.constraint = constraint
         self.vocab = vocab
         self.control = controller_for(constraint, tokenizer, vocab, max_tokens)
-        self.queue: deque[int] = deque(self.control.start())
+        self.queue: deque[int] = deque()
         self.eos_id = int(vocab.eos_ids[0]) if vocab.eos_ids.size else -1
         self.done = False
         self.eos_sampled = False
-        self.error: GenerationError | None = None
+        self.error: StdslError | None = None
         self.stats = Stats()
         self.emitted = 0
+
+    def start(self) -> None:
+        """Plan the forced prefix (BudgetError when no valid output fits in the budget)."""
+        self.queue.extend(self.control.start())
+
+    def fail(self, error: StdslError) -> None:
+        """End the output with eos at the next step, keeping `error` for `generation()` to raise."""
+        self.error, self.done = error, True
 
     @property
     def forced(self) -> int | None:
@@ -78,7 +86,7 @@ class StepwiseConstraint:
             try:
                 return self.control.mask()
             except GenerationError as error:
-                self.error, self.done = error, True
+                self.fail(error)
                 forced = self.eos_id
         if forced is not None:
             if forced < 0:
@@ -123,10 +131,12 @@ class StepwiseConstraint:
         self.queue.extend(feed[1:])
 
     def sync(self, output_tokens: list[int]) -> None:
-        """Take every token of the engine's running output list not seen yet."""
+        """Take every token of the engine's running output list not seen yet (up to a -1 placeholder)."""
         for token in output_tokens[self.emitted:]:
+            if token < 0:
+                break
             self.accept(int(token))
-        self.emitted = len(output_tokens)
+            self.emitted += 1
 
     @property
     def finish_reason(self) -> str:

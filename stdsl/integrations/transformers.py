@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
@@ -66,8 +66,10 @@ class StdslLogitsProcessor(LogitsProcessor):
         if self.per_row and len(self.constraints) != rows:
             raise StdslError(f"StdslLogitsProcessor: {len(self.constraints)} constraints for a batch of {rows} rows")
         for b in range(rows):
-            constraint = self.constraints[b if self.per_row else 0]
-            self.batch.add(b, StepwiseConstraint(constraint, self.tokenizer, self.vocab, self.max_new_tokens), [])
+            steps = StepwiseConstraint(self.constraints[b if self.per_row else 0], self.tokenizer, self.vocab,
+                                       self.max_new_tokens)
+            steps.start()
+            self.batch.add(b, steps, [])
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Take each row's newest token, then mask `scores` (B, V) in place."""
@@ -80,7 +82,7 @@ class StdslLogitsProcessor(LogitsProcessor):
             for b, row in self.batch.rows.items():
                 row.output_tokens[:] = input_ids[b, self.prompt_length:].tolist()
             self.batch.sync()
-        return self.batch.apply(scores)
+        return cast(torch.FloatTensor, self.batch.apply(scores))
 
     def steps(self, row: int = 0) -> StepwiseConstraint:
         """The controller of batch row `row` (after generation: its output and counts)."""
