@@ -286,7 +286,7 @@ class CertifiedDecoder:
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
         jobs: list[_Job] = []
         if frontier is not None:
-            control = unbudgeted(self.control)
+            control = fork(self.control)
             data = bytes(control.decided)
             watch = BlockWatch(self.automaton, self.blocks[frontier], len(data), self.automaton.step(0, data))
             jobs.append(_Job(frontier, RowRequest(self.prompt_ids + control.tokens, control, [], options, None),
@@ -305,9 +305,11 @@ class CertifiedDecoder:
         if not jobs:
             return
         lead: list[RowHandle] = []
+        left = self.control.remaining
         for k, job in enumerate(jobs):
             job.request.until = _until(job.watch, None if k == 0 else lead)
-            job.request.max_samples = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
+            cap = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
+            job.request.max_samples = cap if left is None else max(1, min(cap, left))
         handles = [self.engine.submit_request(jobs[0].request)]
         lead.append(handles[0])
         handles += [self.engine.submit_request(job.request) for job in jobs[1:]]
@@ -345,7 +347,7 @@ class CertifiedDecoder:
         control: ConstraintState | None = None
         for k, (at, allowed, token, block) in enumerate(replay.steps):
             if control is None:
-                control = unbudgeted(self.control)
+                control = fork(self.control)
             if k > rejected and block is not None and block != failed_block and block not in seen:
                 best = masked_argmax(scores(at), allowed)
                 if best != token and block in starts:
