@@ -156,14 +156,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     from stdsl.compiler.stc.program import Program
 
     prog = Program.from_file(args.file)
+    if args.input or args.output:
+        return _run_dataset(prog, args)
     arguments = prog.arguments(_parse_sets(args.set))
     prog.messages(arguments)
     prog.constraint(arguments)  # program mistakes are reported before a model is loaded
     result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,
-                      temperature=args.temperature, seed=args.seed)
+                      temperature=args.temperature, seed=args.seed, parallel_fields=args.parallel_fields)
     print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     if args.stats:
         print(json.dumps(result.stats.as_dict()), file=sys.stderr)
+    return 0
+
+
+def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
+    """`stcon run FILE --input data.jsonl --output results.jsonl`: one record per line, resumable."""
+    import stdsl
+    from stdsl.runtime.program_runs import Progress, finished_lines, run_dataset
+
+    if not (args.input and args.output):
+        raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl --output results.jsonl")
+    if args.set:
+        raise StdslError("--set cannot be combined with --input: each input line holds the program's arguments")
+    source = Path(args.input)
+    if not source.is_file():
+        raise StdslError(f"--input {source}: no such file")
+    total = sum(1 for line in source.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+    skipped = len(finished_lines(Path(args.output)))
+    progress = Progress(max(total - skipped, 0))
+    written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
+                             max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                             parallel_fields=args.parallel_fields)
+    progress.close()
+    print(f"{written} lines written to {args.output} ({skipped} already there, {progress.errors} errors)",
+          file=sys.stderr)
     return 0
 
 
@@ -219,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
+    p.add_argument("--input", metavar="DATA.jsonl", help="run once per line (a JSON object of arguments)")
+    p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
+                   "a rerun skips the lines already there")
+    p.add_argument("--parallel-fields", action="store_true", help="certified parallel drafts of independent fields")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("serve", help="serve a model through an OpenAI-compatible HTTP API (docs/serving.md)")

@@ -18,7 +18,7 @@ from stdsl.runtime.options import DecodeOptions, check_prompt
 from stdsl.runtime.requests import Prompt, prepare_request, prompt_tokens
 from stdsl.runtime.row import RowHandle
 
-__all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream"]
+__all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream", "submit"]
 
 _ENGINES: dict[int, tuple[Any, Engine]] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -35,7 +35,8 @@ def engine_for(model: Any) -> Engine:
         return hit[1]
 
 
-def _submit(engine: Engine, prompt: Prompt, constraint: Any, options: Mapping[str, Any]) -> RowHandle:
+def submit(engine: Engine, prompt: Prompt, constraint: Any, **options: Any) -> RowHandle:
+    """Queue one request on `engine` (certified parallel fields when asked for) and return its handle."""
     settings = DecodeOptions.of(**options)
     check_prompt(prompt)
     if settings.parallel_fields:
@@ -47,7 +48,7 @@ def _submit(engine: Engine, prompt: Prompt, constraint: Any, options: Mapping[st
 
 def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Generation:
     """Decode one output under `constraint` and return it (options: see `DecodeOptions`)."""
-    return _submit(engine_for(model), prompt, constraint, options).result()
+    return submit(engine_for(model), prompt, constraint, **options).result()
 
 
 class Stream:
@@ -77,7 +78,7 @@ class Stream:
 
 def stream(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Stream:
     """Yield the output text piece by piece as it is decided (forced text included); options as `generate`."""
-    return Stream(_submit(engine_for(model), prompt, constraint, options))
+    return Stream(submit(engine_for(model), prompt, constraint, **options))
 
 
 def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_rows: int | None = None,
@@ -98,7 +99,7 @@ def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_row
             if "prompt" not in request:
                 raise OptionError("prompt", f"requests[{index}] has no 'prompt'")
             options = {**defaults, **{k: v for k, v in request.items() if k not in ("prompt", "constraint")}}
-            outcomes.append(_submit(engine, request["prompt"], request.get("constraint"), options))
+            outcomes.append(submit(engine, request["prompt"], request.get("constraint"), **options))
         except StdslError as error:
             outcomes.append(error)
     results: list[Generation | StdslError] = []

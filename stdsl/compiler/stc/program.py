@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,13 @@ class Program:
         result = generate(model, messages or "", constraint=constraint, chat=bool(messages), **options)
         return ProgramResult(constraint.parse(result.text), result.text, result.stats)
 
+    def map(self, inputs: Iterable[Mapping[str, Any]], *, model: Any, **options: Any) -> list[Any]:
+        """Run the program on every argument dict together (one batch); a `ProgramResult` per input, in order,
+        or the StdslError that input met (a failure loses nothing else)."""
+        from stdsl.runtime.program_runs import map_program
+
+        return map_program(self, inputs, model, **options)
+
 
 def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
     """Decorator: the function's docstring (or returned string) is a program; its parameters are the variables.
@@ -203,6 +210,13 @@ def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
                                    "with model= instead of passing it as a constraint")
             return static.program_constraint()
 
+        def map_inputs(inputs: Iterable[Mapping[str, Any]], *, model: Any, **options: Any) -> list[Any]:
+            if static is None:
+                raise ProgramError(f"{source}: this @program function builds its program when called; "
+                                   "map needs a docstring program")
+            return static.map(inputs, model=model, **{**defaults, **options})
+
+        call.map = map_inputs  # type: ignore[attr-defined]
         call.program = static  # type: ignore[attr-defined]
         call.program_constraint = program_constraint  # type: ignore[attr-defined]
         return call
