@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from stdsl.runtime.blas import bind_blas
-
-bind_blas()
-
-from stdsl.errors import (  # noqa: E402
+from stdsl.errors import (
     BudgetError,
     Cancelled,
     CompileError,
