@@ -3,6 +3,8 @@
 It owns one output: at each step it gives the mask of admissible tokens (live walks, the
 boundary cover, eos exactly at accepting states, the budget mask of Theorem 21) and, given the
 sampled token, the tokens to feed in the next pass (the planner's canonical plan, Theorem 20).
+The boundary cover yields to the budget and to liveness: where it would leave no admissible
+token, the mask is taken without it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.budget import BudgetTable, build_budget_table, check_feasible
 from stdsl.runtime.identity_cache import IdentityCache
-from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.runtime.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 _VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
 
@@ -47,6 +49,8 @@ class ConstraintState:
     with a budget, `least_output_tokens` is then need(c1) counted from the start.
     """
 
+    cover: BoundaryCover | None = None
+
     def __init__(
         self,
         automaton: Any,
@@ -70,8 +74,7 @@ class ConstraintState:
         self.remaining: int | None = max_tokens
         self.state = 0
         self.pending = b""
-        self.cover = 0
-        self.cover_exempt: frozenset[int] = frozenset()
+        self.cover = None
         self.window = Window()
         self.committed = bytearray()
         self.tokens: list[int] = []
@@ -98,15 +101,16 @@ class ConstraintState:
             raise GenerationError("the output is finished; no further token is admissible")
         row = self.rows.next_states(self.state)
         allowed = row >= 0
-        if self.cover:
-            spans = np.asarray(self.vocab.lengths) >= self.cover
-            spans[list(self.cover_exempt)] = True
-            allowed &= spans
         if self.budget is not None and self.remaining is not None:
             within = self.budget.admits(self.state, row, self.remaining)
             if within is not None:
                 allowed &= within
-        allowed[self.vocab.eos_ids] = self.accepting
+        ending = self.accepting
+        if self.cover:
+            covered = allowed & self.planner.cover_mask(self.cover)
+            if covered.any() or (ending and self.cover.eos):
+                allowed, ending = covered, ending and self.cover.eos
+        allowed[self.vocab.eos_ids] = ending
         return allowed
 
     def least_tokens(self, plan: Plan) -> int:
@@ -142,8 +146,8 @@ class ConstraintState:
                 raise GenerationError(f"eos token {token} sampled outside an accepting state")
             self.finished = True
             return []
-        if self.cover and self.vocab.lengths[token] < self.cover and token not in self.cover_exempt:
-            raise GenerationError(f"token {token} is shorter than the boundary cover {self.cover}")
+        if self.cover and not self.planner.cover_mask(self.cover)[token] and not self.mask()[token]:
+            raise GenerationError(f"token {token} breaks the tokenizer's split of the forced text {self.pending!r}")
         return self._take(self._plan_after(token), sampled=True) + self._take_singletons()
 
     def _plan_after(self, token: int) -> Plan:
@@ -158,8 +162,8 @@ class ConstraintState:
     def _take_singletons(self) -> list[int]:
         """Take every next token the mask leaves no choice about, without asking the model.
 
-        A sampling configuration whose mask admits a single token (e.g. a held-back `":` that no
-        admissible token can extend) is forced: the policy commits it, so it rides in the same
+        A sampling configuration whose mask admits a single token (e.g. a held-back `":` that the
+        tokenizer splits off whatever digit follows) is forced: the policy commits it, so it rides in the same
         pass as what came before. An accepting state whose only admissible token is eos ends here.
         """
         tokens: list[int] = []
@@ -181,7 +185,7 @@ class ConstraintState:
         self.committed += self.planner.spell(tokens)
         self.forced_count += len(tokens) - (1 if sampled else 0)
         self.state, self.pending, self.window = plan.state, plan.pending, plan.window
-        self.cover, self.cover_exempt = plan.cover, plan.cover_exempt
+        self.cover = plan.cover
         if self.remaining is not None:
             self.remaining -= len(tokens)
         if plan.finished or self.remaining == 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -150,6 +150,27 @@ class Tokenizer:
             ids.insert(0, self.bos_id)
         return ids
 
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Token ids of `text` read as output: special-token text is spelled with ordinary tokens.
+
+        A model never writes a special token as text (its vocabulary bytes are None), so the
+        canonical split of generated or forced output is this encoding, not `encode`'s, which
+        turns "<|im_end|>" into the special id. Added tokens that are not special stay whole.
+        """
+        if self.hf is not None:
+            return list(self._ordinary_hf.encode(text, add_special_tokens=False).ids)
+        if self.nfc:
+            text = unicodedata.normalize("NFC", text)
+        return list(self.tiktoken.encode_ordinary(text))
+
+    @cached_property
+    def _ordinary_hf(self) -> HFTokenizer:
+        """A copy of the `tokenizers` backend that encodes special-token text as ordinary text."""
+        assert self.hf is not None
+        ordinary = HFTokenizer.from_str(self.hf.to_str())
+        ordinary.encode_special_tokens = True
+        return ordinary
+
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` (special tokens included; invalid UTF-8 becomes U+FFFD)."""
         ids = [int(i) for i in ids]
@@ -188,24 +209,30 @@ class Tokenizer:
 
     @cached_property
     def _special_regex(self) -> re.Pattern[str] | None:
-        if not self.special_tokens:
+        return _alternation(self.special_tokens)
+
+    @cached_property
+    def _ordinary_added_regex(self) -> re.Pattern[str] | None:
+        """Added tokens that `encode_ordinary` still keeps whole: the ones that are not special."""
+        if self.hf is None:
             return None
-        contents = sorted(self.special_tokens, key=len, reverse=True)
-        return re.compile("|".join(re.escape(c) for c in contents))
+        return _alternation(t.content for t in self.hf.get_added_tokens_decoder().values() if not t.special)
 
     @cached_property
     def _pattern_regex(self) -> Any:
         return regex.compile(self.pattern) if self.pattern else None
 
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+    def pre_tokenize(self, text: str, ordinary: bool = False) -> list[tuple[int, int]]:
         """Pre-token blocks of `text` as (start, end) BYTE offsets into `text.encode()`.
 
-        Special-token text is its own block (as `encode` treats it); BPE never merges across blocks.
+        Special-token text is its own block (as `encode` treats it), or with `ordinary` plain text
+        (as `encode_ordinary` treats it); BPE never merges across blocks.
         """
         spans: list[tuple[int, int]] = []
         position = 0
         byte_position = 0
-        matches = self._special_regex.finditer(text) if self._special_regex else ()
+        whole = self._ordinary_added_regex if ordinary else self._special_regex
+        matches = whole.finditer(text) if whole else ()
         for match in matches:
             segment = text[position : match.start()]
             spans.extend(self._segment_spans(segment, byte_position))
@@ -266,6 +293,12 @@ class Tokenizer:
             eos_token=self.eos_token,
             **variables,
         )
+
+
+def _alternation(contents: Iterable[str]) -> re.Pattern[str] | None:
+    """A regex matching any of `contents`, longest first (None when there are none)."""
+    ordered = sorted(set(contents), key=len, reverse=True)
+    return re.compile("|".join(re.escape(c) for c in ordered)) if ordered else None
 
 
 def _gguf_metadata(path_or_metadata: Any) -> Mapping[str, Any]:
