@@ -242,3 +242,62 @@ def batch_mask(rows: Sequence[Row], vocab: Vocabulary, device: torch.device | st
 def apply_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """`logits` with every inadmissible entry set to -inf, in place (returned for chaining)."""
     return logits.masked_fill_(~allowed, float("-inf"))
+
+
+def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
+    """Self-check of the torch walk on `device` against the token table; returns the rows checked.
+
+    A random byte vocabulary with multibyte tokens, specials and eos; two random automata (a small
+    one and one past int16 ids) stacked in one batch, budget and cover rows included.  Raises
+    StdslError on the first mismatch.
+    """
+    from stdsl.kernels.token_table import token_table_rows
+    from stdsl.runtime.budget import build_budget_table
+
+    device = torch.device(device)
+    rng = np.random.default_rng(seed)
+    alphabet = np.asarray([0x22, 0x61, 0x62, 0x7B, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0x00], dtype=np.uint8)
+    tokens: list[bytes | None] = [bytes(rng.choice(alphabet, size=int(rng.integers(1, 9))).tolist())
+                                  for _ in range(700)]
+    tokens += [None, None, b"\xc3\xa9"]
+    vocab = Vocabulary(tokens, eos_ids=[700])
+    rows: list[Row] = []
+    expected: list[np.ndarray] = []
+    for num_states in (37, 33000):
+        transitions = np.full((num_states, 256), -1, dtype=np.int32)
+        live = rng.random((num_states, alphabet.shape[0])) < 0.8
+        transitions[:, alphabet] = np.where(live, rng.integers(0, num_states, size=live.shape), -1)
+        automaton = _Automaton(transitions, rng.random(num_states) < 0.4)
+        states = rng.integers(0, num_states, size=4).tolist()
+        table = token_table_rows(transitions, states, vocab, automaton.accepting).astype(np.int64)
+        budget = None
+        if num_states == 37:
+            full = token_table_rows(transitions, range(num_states), vocab, automaton.accepting)
+            budget = build_budget_table(full, automaton.accepting, lambda q: (0, q))
+        for i, state in enumerate(states):
+            cover = rng.random(vocab.size) < 0.5 if i == 1 else None
+            remaining = 3 if budget is not None and i == 2 else None
+            row = WalkRow(automaton, state, bool(automaton.accepting[state]), cover, True, remaining,
+                          budget if remaining is not None else None)
+            allowed = table[i] >= 0
+            if remaining is not None and budget is not None:
+                allowed &= _through(budget)[np.where(allowed, table[i], 0)] <= remaining
+            if cover is not None and ((allowed & cover).any() or row.accepting):
+                allowed = allowed & cover
+            allowed[vocab.eos_ids] = row.accepting
+            rows.append(row)
+            expected.append(allowed)
+    got = batch_mask(rows, vocab, device, path="walk").cpu().numpy()
+    want = np.stack(expected)
+    if not np.array_equal(got, want):
+        bad = np.argwhere(got != want)[0]
+        raise StdslError(f"torch mask on {device}: row {bad[0]} token {bad[1]} differs from the token table")
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class _Automaton:
+    """A bare (transitions, accepting) pair with the attributes the tables read."""
+
+    transitions: np.ndarray
+    accepting: np.ndarray

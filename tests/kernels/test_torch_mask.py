@@ -18,6 +18,7 @@ from stdsl.kernels.torch_mask import (
     WalkRow,
     apply_mask,
     batch_mask,
+    check_torch_mask,
     torch_tables,
     walk_next_states_torch,
 )
@@ -138,3 +139,14 @@ def test_torch_walk_equals_the_table_on_the_qwen_vocabulary(qwen) -> None:
             expected.append(oracle_mask(table, row, qwen))
     got = batch_mask(rows, qwen, CPU, path="walk")
     assert np.array_equal(got.numpy(), np.stack(expected))
+
+
+def test_the_self_check_passes_on_the_cpu_and_catches_a_wrong_walk(monkeypatch) -> None:
+    assert check_torch_mask("cpu") == 8
+    import stdsl.kernels.torch_mask as torch_mask
+
+    original = torch_mask.walk_next_states_torch
+    monkeypatch.setattr(torch_mask, "walk_next_states_torch",
+                        lambda *args: torch.roll(original(*args), 1, dims=1))
+    with pytest.raises(StdslError, match="differs from the token table"):
+        check_torch_mask("cpu")
