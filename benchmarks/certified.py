@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import stdsl  # noqa: F401  (binds MKL before MLX loads)
+import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
 

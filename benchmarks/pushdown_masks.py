@@ -29,7 +29,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-import stdsl  # noqa: E402,I001  (stdsl binds MKL before mlx.core loads)
+import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
 from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402

@@ -28,7 +28,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-import stdsl  # noqa: E402,I001  (stdsl binds MKL before mlx.core loads)
+import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
 from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  # noqa: E402
 from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402

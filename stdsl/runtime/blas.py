@@ -74,8 +74,8 @@ def bind_blas() -> str | None:
         return None
     if "mlx.core" in sys.modules:
         _warn_once(
-            "stdsl: mlx.core was imported before stdsl, so MLX keeps its slow reference BLAS; "
-            "import stdsl first for fast CPU matmuls"
+            "stdsl: mlx.core was imported before stdsl.runtime, so MLX keeps its slow reference BLAS; "
+            "import stdsl.runtime (or call stdsl.load) first for fast CPU matmuls"
         )
         return None
     library = find_mkl()

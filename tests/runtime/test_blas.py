@@ -16,7 +16,7 @@ linux_x86 = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() != "x86_64", reason="the BLAS binding is for Linux x86_64"
 )
 
-# Loads blas.py by path (not through `import stdsl`, whose __init__ binds on its own), so each
+# Loads blas.py by path (not through `import stdsl.runtime`, whose __init__ binds on its own), so each
 # subprocess decides for itself whether MLX gets MKL.
 PROBE = """
 import importlib.util, json, sys, time, warnings
@@ -67,7 +67,7 @@ def test_binding_is_idempotent_and_makes_fp32_matmul_fast():
 def test_binding_after_mlx_core_is_a_noop_that_warns_once():
     late = probe("late", reps=1)
     assert late["first"] is None and late["second"] is None
-    assert len(late["warnings"]) == 1 and "import stdsl first" in late["warnings"][0]
+    assert len(late["warnings"]) == 1 and "import stdsl.runtime" in late["warnings"][0]
 
 
 def test_bind_is_a_noop_off_linux_x86(monkeypatch):
