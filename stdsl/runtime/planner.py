@@ -31,6 +31,9 @@ MAX_LOOKAHEAD_BYTES = 64
 
 MAX_CACHED_COVERS = 4096
 
+MAX_BRANCHES = 16
+"""Choices after a forced chain up to which the cover looks one character further."""
+
 PUNCTUATION = frozenset(bytes([b]) for b in b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 """ASCII punctuation: characters that extend a punctuation block in the regex pre-tokenizers."""
 
@@ -58,6 +61,20 @@ class Window:
     tokens: list[int] = field(default_factory=list)
     forced_end: int = 0
     spanned: bool = False
+
+
+@dataclass(frozen=True)
+class Lookahead:
+    """A continuation the boundary cover tries: `text`, and the prefix lengths [cut_from, cut_to) of
+    it where a token that stops short of the tokenizer's token over it is cut (the bytes after the
+    first character up to the next choice are decided by the constraint). `chained`: forced bytes follow;
+    `extended`: longer lookaheads through the choice after it exist (its own split there is provisional)."""
+
+    text: bytes
+    cut_from: int
+    cut_to: int
+    chained: bool
+    extended: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,7 +187,7 @@ class ForcedPlanner:
         self._missing_bytes = set(missing)
         self._tail_cache: dict[tuple[bytes, int], bool] = {}
         self._chain_cache: dict[int, tuple[bytes, int]] = {}
-        self._lookahead_cache: dict[int, tuple[tuple[bytes, int], ...]] = {}
+        self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._bytes_at: dict[int, np.ndarray] = {}
@@ -272,29 +289,37 @@ class ForcedPlanner:
 
     # ------------------------------------------------------------------ the boundary cover
 
-    def lookaheads(self, state: int) -> tuple[tuple[bytes, int], ...]:
-        """What may follow `state`, as far as a split can depend on it, with where the constraint
-        starts deciding it: each next character with the forced chain after it (up to
-        MAX_LOOKAHEAD_BYTES; decided after the character), b"" when the output may end here, and
-        after a punctuation character that nothing forces on from, each punctuation character
-        that may follow it (punctuation runs are one pre-token block, where BPE merges reach furthest;
-        decided only after the chain that follows)."""
+    def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
+        """What may follow `state`, as far as a split can depend on it (b"" when the output may end here):
+
+        each next character with the forced chain after it (up to MAX_LOOKAHEAD_BYTES); after a
+        punctuation character that nothing forces on from, each punctuation character that may follow
+        it (punctuation runs are one pre-token block, where BPE merges reach furthest); after a chain
+        that ends at a choice of at most MAX_BRANCHES characters (an enum's values), each of them with
+        its own chain, so a token that stops inside the tokenizer's token over the chain can be cut.
+        """
         hit = self._lookahead_cache.get(state)
         if hit is not None:
             return hit
-        found: dict[bytes, int] = {}
+        found: dict[bytes, Lookahead] = {}
         if self.automaton.accepting[state]:
-            found[b""] = 0
+            found[b""] = Lookahead(b"", 0, 0, False)
         for data, after in self._next_steps(state):
-            chain = self.chain(after)[0]
-            found.setdefault(data + chain[:MAX_LOOKAHEAD_BYTES], len(data))
-            if chain or data not in PUNCTUATION:
-                continue
-            for more, beyond in self._next_steps(after):
-                if more in PUNCTUATION:
-                    text = data + more + self.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
-                    found.setdefault(text, len(text))
-        result = tuple(found.items())
+            chain = self.chain(after)[0][:MAX_LOOKAHEAD_BYTES]
+            text = data + chain
+            choices = self._next_steps(self.chain(after)[1]) if chain and len(chain) < MAX_LOOKAHEAD_BYTES else []
+            extended = 0 < len(choices) <= MAX_BRANCHES
+            found.setdefault(text, Lookahead(text, len(data), len(text), bool(chain), extended))
+            if extended:
+                for more, beyond in choices:
+                    longer = text + more + self.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
+                    found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
+            elif not chain and data in PUNCTUATION:
+                for more, beyond in self._next_steps(after):
+                    if more in PUNCTUATION:
+                        longer = data + more + self.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
+                        found.setdefault(longer, Lookahead(longer, len(longer), len(longer), False))
+        result = tuple(found.values())
         self._lookahead_cache[state] = result
         return result
 
@@ -319,12 +344,13 @@ class ForcedPlanner:
         and those continuations stay admitted after it (`_spanned_block`). None also when no
         lookahead extends the fed tokens (an earlier sampled token already left the tokenizer's split).
         """
-        if not pending and window.forced_end == 0:
+        light = not pending and window.forced_end == 0
+        if light and not any(ahead.chained for ahead in self.lookaheads(end_state)):
             return None
         key = (window.text + pending, tuple(window.tokens), len(pending), end_state)
         if key in self._cover_cache:
             return self._cover_cache[key]
-        cover = self._compute_cover(window, pending, end_state)
+        cover = self._chained_cover(window, end_state) if light else self._compute_cover(window, pending, end_state)
         if len(self._cover_cache) >= MAX_CACHED_COVERS:
             self._cover_cache.clear()
         self._cover_cache[key] = cover
@@ -342,7 +368,8 @@ class ForcedPlanner:
         cut: set[int] = set()
         kept: list[bytes] = []
         eos = False
-        for lookahead, decided in self.lookaheads(end_state):
+        for ahead in self.lookaheads(end_state):
+            lookahead = ahead.text
             data = block + lookahead
             canonical = self.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
             if canonical[: len(fed)] != fed:
@@ -354,9 +381,11 @@ class ForcedPlanner:
                 if width <= len(pending):
                     short.add(token)
                     continue
-                following.add(token)
+                if not ahead.extended:
+                    following.add(token)
                 rest = pending + lookahead
-                cut.update(self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + decided, width))
+                stop = min(width, len(pending) + ahead.cut_to)
+                cut.update(self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + ahead.cut_from, stop))
             if lookahead:
                 after.add(lookahead[0])
                 kept.append(lookahead)
@@ -387,6 +416,35 @@ class ForcedPlanner:
                 if not any(spelled[: len(x)] == x[: len(spelled)] for x in starting):
                     off.add(token)
         return off
+
+    def _chained_cover(self, window: Window, end_state: int) -> BoundaryCover | None:
+        """The cover where nothing forced is open yet but forced bytes may follow the next character:
+        only the tokens that stop inside the tokenizer's token over those bytes and the choice after
+        them are cut (healing re-splits the rest); None when there are none."""
+        block = window.text
+        fed = list(window.tokens)
+        if valid_utf8_prefix(block) != len(block) or self.spell(fed) != block:
+            return None
+        cut: set[int] = set()
+        following: set[int] = set()
+        for ahead in self.lookaheads(end_state):
+            if not ahead.chained or ahead.cut_to <= ahead.cut_from:
+                continue
+            data = block + ahead.text
+            canonical = self.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
+            if canonical[: len(fed)] != fed or len(canonical) == len(fed):
+                continue
+            token = canonical[len(fed)]
+            width = len(self.token_bytes[token] or b"")
+            if not ahead.extended:
+                following.add(token)
+            if width >= ahead.cut_to:
+                cut.update(self.by_bytes.get(ahead.text[:k], -1) for k in range(ahead.cut_from, ahead.cut_to))
+        excluded = cut - following - {-1}
+        if not excluded:
+            return None
+        live = frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist())
+        return BoundaryCover(0, frozenset(), live, True, frozenset(excluded), live)
 
     def _spanned_block(self, window: Window, pending: bytes) -> bool:
         """Whether the last fed token spelled a whole held-back one-token block, so D.3's continuations
