@@ -168,3 +168,20 @@ def test_a_constraint_list_must_match_the_batch(tiny_hf) -> None:
     with pytest.raises(StdslError, match="2 constraints for a batch of 1"):
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10,
                        logits_processor=LogitsProcessorList([processor]), pad_token_id=2)
+
+
+@pytest.mark.parametrize("constraint", [TREE, EMAIL], ids=["recursive", "regex"])
+def test_sampled_masks_equal_stdsls_for_recursive_and_regular_constraints(tiny_hf, constraint) -> None:
+    model, hf_tokenizer = tiny_hf
+    processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=40)
+    recorder = MaskRecorder()
+    ids = torch.tensor([prompt_ids(hf_tokenizer, "go")])
+    torch.manual_seed(3)
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=None, max_new_tokens=40,
+                         logits_processor=LogitsProcessorList([processor, recorder]), eos_token_id=2, pad_token_id=2)
+    tokens = out[0, ids.shape[1]:].tolist()
+    expected = replay_masks(constraint, hf_tokenizer, tokens, 40)
+    assert len(recorder.masks) == len(expected) == len(tokens)
+    for step, (got, want) in enumerate(zip(recorder.masks, expected)):
+        assert np.array_equal(got[0], want), f"step {step}"
+    assert stdsl.compile(constraint).accepts(processor.finish(out)[0].text)
