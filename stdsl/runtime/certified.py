@@ -21,7 +21,7 @@ import codecs
 import copy
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mlx.core as mx
@@ -48,7 +48,7 @@ LOOKAHEAD_BYTES = 64
 def fork(control: ConstraintState) -> ConstraintState:
     """An independent copy of a row state (shared tables, its own log), so a replay never touches the original."""
     twin = copy.copy(control)
-    twin.window = Window(control.window.text, list(control.window.starts), list(control.window.tokens))
+    twin.window = replace(control.window, starts=list(control.window.starts), tokens=list(control.window.tokens))
     twin.committed = bytearray(control.committed)
     twin.tokens = list(control.tokens)
     return twin
@@ -65,7 +65,7 @@ def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, li
     """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
     control = unbudgeted(template)
     control.state, control.pending, control.window = state, b"", Window()
-    control.cover, control.cover_exempt = 0, frozenset()
+    control.cover = None
     control.committed, control.tokens, control.forced_count, control.finished = bytearray(), [], 0, False
     plan = control.planner.plan(control.window, state, b"", None)
     return control, control._take(plan, sampled=False) + control._take_singletons()
@@ -103,7 +103,7 @@ class _Replay:
     """The assembled draft replayed from the certified configuration: tokens to feed and the sampled steps."""
 
     feed: list[int] = field(default_factory=list)
-    steps: list[tuple[int, np.ndarray, int, int]] = field(default_factory=list)
+    steps: list[tuple[int, np.ndarray, int, int | None]] = field(default_factory=list)
     finished: bool = False
 
 
