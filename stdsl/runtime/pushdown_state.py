@@ -131,8 +131,7 @@ class PushdownState(ConstraintState):
         self.remaining = max_tokens
         self.state = machine.start
         self.pending = b""
-        self.cover = 0
-        self.cover_exempt = frozenset()
+        self.cover = None
         self.window = Window()
         self.committed = bytearray()
         self.tokens = []
