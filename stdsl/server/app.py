@@ -272,7 +272,8 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
 def _usage(state: ServerState, plan: Plan, results: list[ChoiceResult]) -> Usage:
     prompt = sum(len(p) for p in plan.prompts)
     completion = sum(_completion_tokens(state, r) for r in results)
-    state.metrics.completed(completion)
+    forced = sum(r.generation.stats.forced_tokens for r in results if r.generation is not None)
+    state.metrics.completed(completion, forced)
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 

@@ -38,15 +38,18 @@ class Metrics:
         self._lock = threading.Lock()
         self.http: Counter[tuple[str, int]] = Counter()
         self.completion_tokens = 0
+        self.completion_forced_tokens = 0
         self.guard_cancels = 0
 
     def request(self, endpoint: str, status: int) -> None:
         with self._lock:
             self.http[(endpoint, status)] += 1
 
-    def completed(self, tokens: int) -> None:
+    def completed(self, tokens: int, forced: int) -> None:
+        """Count a reply's tokens, `forced` of them decided by its constraint without a model pass."""
         with self._lock:
             self.completion_tokens += tokens
+            self.completion_forced_tokens += forced
 
     def render(self, engine: Mapping[str, Any], cache: CacheStats, cache_limit: int) -> str:
         """The exposition text: request counts, engine counters and gauges, grammar cache, memory."""
@@ -59,10 +62,12 @@ class Metrics:
 
         with self._lock:
             http = sorted(self.http.items())
-            completion, guards = self.completion_tokens, self.guard_cancels
+            completion, forced, guards = self.completion_tokens, self.completion_forced_tokens, self.guard_cancels
         metric("http_requests_total", "counter", "HTTP requests by endpoint and status",
                [(f'{{endpoint="{e}",status="{s}"}}', n) for (e, s), n in http])
         metric("completion_tokens_total", "counter", "tokens returned to clients", [("", completion)])
+        metric("completion_forced_tokens_total", "counter", "returned tokens the constraints forced (no pass)",
+               [("", forced)])
         metric("guard_cancels_total", "counter", "replies cancelled for repeating a call or looping", [("", guards)])
         for key, text in ENGINE_COUNTERS.items():
             metric(f"{key}_total", "counter", text, [("", engine.get(key, 0))])
