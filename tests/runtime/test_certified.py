@@ -129,3 +129,24 @@ def test_certified_equals_sequential_on_smollm2(smollm2, name) -> None:
         sequential = generate(smollm2, prompt, schema, max_tokens=300)
         certified = generate(smollm2, prompt, schema, max_tokens=300, parallel_fields=True)
         assert certified.tokens == sequential.tokens or agrees(smollm2, prompt, schema, 300, certified.tokens)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.stc")), ids=lambda p: p.stem)
+def test_certified_equals_sequential_on_example_programs(tiny_model, path) -> None:
+    from stdsl.compiler.stc.program import Program
+
+    program = Program.from_file(path)
+    args = program.arguments({name: "A short test input." for name in program.syntax.params})
+    constraint = program.constraint(args)
+    automaton = getattr(constraint, "automaton", None)
+    if automaton is None or len(block_plan(automaton)) < 2:
+        pytest.skip(f"{path.name} has no independent fields (recursive, or one block)")
+    messages = program.messages(args)
+    sequential = generate(tiny_model, messages, constraint, max_tokens=120)
+    certified = generate(tiny_model, messages, constraint, max_tokens=120, parallel_fields=True)
+    assert certified.stats.rounds >= 1
+    assert certified.tokens == sequential.tokens or agrees(tiny_model, messages, constraint, 120, certified.tokens)
+    assert constraint.parse(certified.text) is not None
