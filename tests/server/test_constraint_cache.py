@@ -1,0 +1,58 @@
+"""The compiled-constraint cache: keyed by canonical spec text, one compile per spec even when requested together,
+bounded by bytes, refusals and time limits come back from the worker process as our errors."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from stdsl.errors import CompileTimeError
+from stdsl.server.constraint_cache import ConstraintCache, UnsupportedSchema
+
+FIELDS_96 = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "fields" / "fields_96.json"
+
+
+def _schema(i: int) -> dict:
+    return {"kind": "json_schema", "strict": True, "schema": {
+        "type": "object", "properties": {f"k{i}": {"type": "integer"}, "name": {"type": "string"}},
+        "required": [f"k{i}", "name"]}}
+
+
+def test_one_compile_per_spec_and_eviction_by_bytes() -> None:
+    async def run() -> ConstraintCache:
+        cache = ConstraintCache(max_bytes=1_000_000, compile_seconds=60)
+        try:
+            first = await asyncio.gather(*(cache.get(_schema(0)) for _ in range(4)))
+            assert all(c is first[0] for c in first) and cache.stats.compiles == 1
+            reordered = json.loads(json.dumps(_schema(0)["schema"], sort_keys=True))
+            assert await cache.get({**_schema(0), "schema": reordered}) is first[0]
+            for i in range(1, 6):
+                await cache.get(_schema(i))
+            assert cache.stats.bytes <= cache.max_bytes and cache.stats.evictions > 0
+            assert cache.stats.entries < 6 and cache.stats.compiles == 6
+        finally:
+            cache.close()
+        return cache
+
+    cache = asyncio.run(run())
+    assert cache.stats.hits >= 1 and cache.stats.compile_seconds > 0
+
+
+def test_refusals_and_time_limits_are_our_errors() -> None:
+    async def run() -> None:
+        cache = ConstraintCache(compile_seconds=0.05)
+        try:
+            with pytest.raises(UnsupportedSchema, match="unevaluatedProperties"):
+                await cache.get({"kind": "json_schema", "strict": True, "schema": {"unevaluatedProperties": False}})
+            schema = json.loads(FIELDS_96.read_text())["schema"]
+            with pytest.raises(CompileTimeError):
+                await cache.get({"kind": "json_schema", "strict": True, "schema": schema})
+            fallback = await cache.get({"kind": "json_schema", "strict": False,
+                                        "schema": {"unevaluatedProperties": False}})
+            assert fallback.accepts('{"any":[1]}')
+        finally:
+            cache.close()
+
+    asyncio.run(run())
