@@ -381,9 +381,11 @@ class ForcedPlanner:
                 if width <= len(pending):
                     short.add(token)
                     continue
+                rest = pending + lookahead
                 if not ahead.extended:
                     following.add(token)
-                rest = pending + lookahead
+                    if width >= len(rest):
+                        following.update(self._prefix_tokens(rest, len(pending)))
                 stop = min(width, len(pending) + ahead.cut_to)
                 cut.update(self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + ahead.cut_from, stop))
             if lookahead:
@@ -436,15 +438,23 @@ class ForcedPlanner:
                 continue
             token = canonical[len(fed)]
             width = len(self.token_bytes[token] or b"")
-            if not ahead.extended:
-                following.add(token)
-            if width >= ahead.cut_to:
+            if ahead.extended:
+                continue
+            following.add(token)
+            if width >= len(ahead.text):
+                following.update(self._prefix_tokens(ahead.text, 0))
+            elif width >= ahead.cut_to:
                 cut.update(self.by_bytes.get(ahead.text[:k], -1) for k in range(ahead.cut_from, ahead.cut_to))
         excluded = cut - following - {-1}
         if not excluded:
             return None
         live = frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist())
         return BoundaryCover(0, frozenset(), live, True, frozenset(excluded), live)
+
+    def _prefix_tokens(self, data: bytes, held: int) -> set[int]:
+        """Vocabulary tokens that spell a prefix of `data` longer than `held` bytes: where the tokenizer's
+        token reaches the end of a lookahead, the split there is not known, so none of them is cut."""
+        return {self.by_bytes[data[:k]] for k in range(held + 1, len(data) + 1) if data[:k] in self.by_bytes}
 
     def _spanned_block(self, window: Window, pending: bytes) -> bool:
         """Whether the last fed token spelled a whole held-back one-token block, so D.3's continuations
