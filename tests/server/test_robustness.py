@@ -158,3 +158,18 @@ def test_api_key_is_required_when_set(tiny_model) -> None:
         assert good.status_code == 200 and json.loads(good.text)["choices"]
         assert httpx.get(url.removesuffix("/v1") + "/health").status_code == 200
         assert httpx.get(url.removesuffix("/v1") + "/metrics").status_code == 401
+
+
+def test_the_chat_template_stays_sandboxed(tiny_model) -> None:
+    import dataclasses
+
+    from stdsl.runtime.models import Model
+
+    escape = "{{ ''.__class__.__mro__[1].__subclasses__() }}{% for m in messages %}{{ m.content }}{% endfor %}"
+    tokenizer = dataclasses.replace(tiny_model.tokenizer, chat_template=escape)
+    model = Model(net=tiny_model.net, tokenizer=tokenizer, name="unsafe-template")
+    with running_server(model) as url:
+        response = httpx.post(url + "/chat/completions", json=BASE, timeout=60)
+        assert response.status_code == 400
+        message = response.json()["error"]["message"]
+        assert message.startswith("chat template") and "is unsafe" in message, message
