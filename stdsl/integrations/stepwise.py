@@ -40,8 +40,8 @@ class StepwiseConstraint:
     """A controller, the queue of tokens it decided that the engine has not yet emitted, and step counts.
 
     `start()` plans the forced prefix; `row()` is what the engine's next token must satisfy;
-    `accept(token)` takes the token the engine appended.  After eos (sampled or forced) the output is `done` and later tokens (an
-    engine's padding of finished rows) are ignored.
+    `accept(token)` takes the token the engine appended.  After eos (sampled or forced) the
+    output is `done` and later tokens (an engine's padding of finished rows) are ignored.
     """
 
     def __init__(self, constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> None:

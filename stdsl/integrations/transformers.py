@@ -116,7 +116,7 @@ def prompt_ids(hf_tokenizer: Any, prompt: Prompt, chat: bool = True) -> list[int
 def generate(hf_model: Any, hf_tokenizer: Any, prompt: Prompt, constraint: Any, *, max_new_tokens: int = 256,
              temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
              chat: bool = True, path: str | None = None, **generate_options: Any) -> Generation:
-    """One output of a transformers model under `constraint`, as `stdsl.generate` returns it (`.text`, `.value`, `.stats`).
+    """One output of a transformers model under `constraint`, as `stdsl.generate` returns it (.text, .value, .stats).
 
     Greedy when `temperature` is 0; else sampling with top-p/top-k after the mask.
     """
