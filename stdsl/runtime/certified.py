@@ -112,8 +112,11 @@ class _Prefix:
 
     def __init__(self, engine: Engine, prompt: list[int]) -> None:
         """Start from the longest cached prefix of `prompt`, prefill the rest and store it for the wave rows."""
+        self.engine = engine
         self.net = engine.model.net
         self.cache = make_prompt_cache(self.net)
+        self.tokens = list(prompt)
+        self.stored: list[int] | None = None
         hit = engine.prompt_cache.lookup(prompt[:-1])
         self.length = 0
         if hit is not None:
@@ -122,16 +125,26 @@ class _Prefix:
                 layer.values = mx.array(values[..., : hit.length, :])
                 layer.offset = hit.length
             self.length = hit.length
+        self.tokens = list(prompt[: self.length])
         self.last = self.feed(prompt[self.length :])[-1]
+        self.share()
+
+    def share(self) -> None:
+        """Put the certified prefix in the engine's prompt cache (replacing the previous one), so wave rows start
+        from it and prefill only what follows."""
         kept = [(mx.contiguous(layer.keys[..., : self.length, :]), mx.contiguous(layer.values[..., : self.length, :]))
                 for layer in self.cache]
         mx.eval(*[a for pair in kept for a in pair])
-        engine.prompt_cache.store(prompt, kept)
+        if self.stored is not None:
+            self.engine.prompt_cache.discard(self.stored)
+        self.stored = list(self.tokens)
+        self.engine.prompt_cache.store(self.stored, kept)
 
     def feed(self, tokens: list[int]) -> np.ndarray:
         """Float32 logits (len(tokens), V) after appending `tokens` in one pass (`last`: the final row)."""
         out = np.asarray(self.net(mx.array([tokens], dtype=mx.int32), cache=self.cache)[0].astype(mx.float32))
         self.length += len(tokens)
+        self.tokens += tokens
         self.last = out[-1]
         return out
 
@@ -140,6 +153,7 @@ class _Prefix:
         for layer in self.cache:
             layer.trim(count)
         self.length -= count
+        del self.tokens[len(self.tokens) - count :]
         self.last = last
 
 
@@ -216,7 +230,12 @@ class CertifiedDecoder:
         self._plan_continuations(replay, rejected, scores, starts)
         if rejected < len(replay.steps):
             keep = replay.steps[rejected][0] + 1
-            self.engine.call(lambda: self.prefix.trim(len(feed) - keep, scores(keep - 1)))
+
+            def trim_and_share() -> None:
+                self.prefix.trim(len(feed) - keep, scores(keep - 1))
+                self.prefix.share()
+
+            self.engine.call(trim_and_share)
             for _, _, token, _ in replay.steps[:rejected]:
                 self.control.advance(token)
         else:
@@ -228,6 +247,8 @@ class CertifiedDecoder:
                 return
             choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
             self.stats.sampled_tokens += 1
+            if feed:
+                self.engine.call(self.prefix.share)
         self.pending = []
         self._take(choice)
 

@@ -89,6 +89,12 @@ class PromptCache:
             oldest = next(iter(self._entries))
             self._remove(oldest)
 
+    def discard(self, tokens: Sequence[int]) -> None:
+        """Forget the entry stored for exactly `tokens`, if any."""
+        key = tuple(tokens)
+        if key in self._entries:
+            self._remove(key)
+
     def clear(self) -> None:
         """Drop every entry."""
         self._root = _Node()
