@@ -6,6 +6,7 @@ states, not |Q|·|V|. A row is computed on first use; a fetched mask is a dictio
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -39,9 +40,14 @@ class RowCache:
         self.vocab = vocab
         self.max_rows = max_rows
         self._rows: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(next states, mask) of a state, from the cache or computed now."""
+        """(next states, mask) of a state, from the cache or computed now (one thread at a time: rows are shared)."""
+        with self._lock:
+            return self._row_locked(state)
+
+    def _row_locked(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         row = self._rows.get(state)
         if row is not None:
             self._rows.move_to_end(state)
