@@ -257,14 +257,21 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
             released = True
             state.in_flight -= 1
 
+    streaming = False
     try:
         handles = await _submit(state, plan)
         if stream:
             chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
+            streaming = True
             return StreamingResponse(chunks, media_type="text/event-stream")
-        results = await asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles))
+        try:
+            results = await asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles))
+        except BaseException:
+            for _, handle in handles:
+                handle.cancel()
+            raise
     finally:
-        if not stream:
+        if not streaming:
             release()
     return JSONResponse(_body(state, plan, results, chat).model_dump(exclude_none=False))
 
@@ -301,9 +308,13 @@ def _sse(payload: Any) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-async def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
-                         chat: bool, release: Callable[[], None]) -> AsyncIterator[str]:
-    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE]."""
+def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
+                   chat: bool, release: Callable[[], None]) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE].
+
+    The rows are read by a task started here, which frees the request's slot when they end even if the
+    body is never read (a client gone before the first chunk); reading the body and leaving early cancels them.
+    """
     ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
     created = int(time.time())
     outbox: asyncio.Queue[str | None] = asyncio.Queue()
@@ -344,31 +355,36 @@ async def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int
             return list(await asyncio.gather(*(run(i, h) for i, (_, h) in enumerate(handles))))
         finally:
             await outbox.put(None)
+            release()
 
     task = asyncio.ensure_future(run_all())
-    try:
-        while True:
-            item = await outbox.get()
-            if item is None:
-                break
-            yield item
+
+    async def body() -> AsyncIterator[str]:
         try:
-            results = await task
-        except StdslError as error:
-            yield _sse(from_stdsl_error(error).body())
-            return
-        usage = _usage(state, plan, results)
-        state.metrics.guard_cancels += sum(1 for r in results if r.reader.end == "repetition")
-        if include_usage:
-            usage_chunk: Any = (ChatCompletionChunk(id=ident, created=created, model=state.model_name, choices=[],
-                                                    usage=usage) if chat else
-                                Completion(id=ident, created=created, model=state.model_name, choices=[],
-                                           usage=usage))
-            yield _sse(usage_chunk.model_dump())
-        yield "data: [DONE]\n\n"
-    finally:
-        if not task.done():
-            task.cancel()
-            for _, handle in handles:
-                handle.cancel()
-        release()
+            while True:
+                item = await outbox.get()
+                if item is None:
+                    break
+                yield item
+            try:
+                results = await task
+            except StdslError as error:
+                yield _sse(from_stdsl_error(error).body())
+                return
+            usage = _usage(state, plan, results)
+            state.metrics.guard_cancels += sum(1 for r in results if r.reader.end == "repetition")
+            if include_usage:
+                usage_chunk: Any = (ChatCompletionChunk(id=ident, created=created, model=state.model_name,
+                                                        choices=[], usage=usage) if chat else
+                                    Completion(id=ident, created=created, model=state.model_name, choices=[],
+                                               usage=usage))
+                yield _sse(usage_chunk.model_dump())
+            yield "data: [DONE]\n\n"
+        finally:
+            if not task.done():
+                task.cancel()
+                for _, handle in handles:
+                    handle.cancel()
+            release()
+
+    return body()

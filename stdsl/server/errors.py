@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from stdsl.errors import BudgetError, Cancelled, CompileError, CompileTimeError, OptionError, SchemaError, StdslError
+from stdsl.errors import (
+    BudgetError,
+    Cancelled,
+    CompileError,
+    CompileTimeError,
+    GenerationError,
+    OptionError,
+    SchemaError,
+    StdslError,
+)
 from stdsl.server.constraint_cache import UnsupportedSchema
 from stdsl.server.protocol import ErrorBody, ErrorDetail
 
@@ -32,7 +41,8 @@ def overloaded(waiting: int, retry_after: int = 1) -> RequestError:
 
 
 def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestError:
-    """The HTTP answer for an error the library raised while preparing a request (a 4xx, never a 5xx)."""
+    """The HTTP answer for an error the library raised: a 4xx for anything the request did; a 500 only when
+    decoding itself failed (a fault of ours, never of the request)."""
     if isinstance(error, RequestError):
         return error
     if isinstance(error, OptionError):
@@ -45,6 +55,8 @@ def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestErro
         return RequestError(str(error), param=param, code="unsupported_schema")
     if isinstance(error, CompileError):
         return RequestError(str(error), param=param, code="invalid_constraint")
+    if isinstance(error, GenerationError):
+        return RequestError(f"decoding failed: {error}", status=500, kind="server_error", code="generation_failed")
     if isinstance(error, Cancelled):
         return RequestError(str(error), status=499, code="cancelled")
     return RequestError(str(error), param=param, code="invalid_request")
