@@ -56,7 +56,8 @@ class PushdownGrammar:
 
     `byte_table[q, b]` is q's own move (-1 none); call edge e goes from `call_state[e]` to the
     callee `call_callee[e]` and returns to `call_return[e]`; `call_of_byte[q, b]` is the call edge
-    whose callee starts with b (-1 none); `bn[q]` the shortest completion of q's nonterminal.
+    whose callee starts with b (-1 none); `bn[q]` the shortest completion of q's nonterminal, and
+    `bn_within[min(d, len - 1), q]` the shortest one that nests at most d calls deeper (UNREACHABLE if none).
     """
 
     def __init__(self, names: Sequence[str], starts: np.ndarray, owner: np.ndarray, byte_table: np.ndarray,
@@ -78,6 +79,7 @@ class PushdownGrammar:
         self.has_successor: np.ndarray = np.asarray((byte_table >= 0).any(axis=1))
         self.has_successor[call_state] = True
         self.bn = _shortest_completions(self)
+        self.bn_within = _completions_within_depth(self)
 
     @property
     def num_states(self) -> int:
@@ -88,7 +90,8 @@ class PushdownGrammar:
     def nbytes(self) -> int:
         """Bytes held by the grammar's tables."""
         arrays = (self.starts, self.owner, self.byte_table, self.accepting, self.call_state, self.call_callee,
-                  self.call_return, self.first, self.call_of_byte, self.follow, self.has_successor, self.bn)
+                  self.call_return, self.first, self.call_of_byte, self.follow, self.has_successor, self.bn,
+                  self.bn_within)
         return sum(int(a.nbytes) for a in arrays)
 
     def __repr__(self) -> str:
@@ -253,3 +256,40 @@ def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
             raise DefinitionError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses "
                                   "forever)", grammar.names[n])
     return bn
+
+
+def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
+    """bn over states for completions that nest at most `room` calls deeper (the row of `bn_within`)."""
+    levels = grammar.bn_within
+    return levels[min(max(room, 0), len(levels) - 1)]
+
+
+def _completions_within_depth(grammar: PushdownGrammar) -> np.ndarray:
+    """bn_d(q) for d = 0, 1, ... until it stops changing (at most max_depth): shortest completions of q's nonterminal
+    whose calls nest at most d deeper; a call costs bn_{d-1} of its callee, none is possible at d = 0.
+
+    With the stack capped, a configuration at depth D completes iff bn_{cap-D}(q) and bn_{cap-i+1} of the i-th
+    return state are all finite, which is how the machine keeps every started output completable at the cap.
+    """
+    src, dst = step_edges(grammar.byte_table)
+    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
+    levels: list[np.ndarray] = []
+    for depth in range(grammar.max_depth + 1):
+        check_deadline("the pushdown depth table")
+        call_cost = (np.full(len(callers), UNREACHABLE, dtype=np.int64) if depth == 0
+                     else levels[-1][callee_starts])
+        bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
+        for _ in range(grammar.num_states + 2):
+            best = bn.copy()
+            np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
+            np.minimum.at(best, callers, np.minimum(call_cost + bn[returns], UNREACHABLE))
+            if np.array_equal(best, bn):
+                break
+            bn = best
+        if levels and np.array_equal(bn, levels[-1]):
+            break
+        levels.append(bn)
+    table = np.stack(levels)
+    if table[-1][grammar.starts[0]] >= UNREACHABLE:
+        raise CompileError(f"every output nests deeper than the stack cap of {grammar.max_depth}")
+    return table

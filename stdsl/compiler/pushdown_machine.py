@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.pushdown import PushdownGrammar
+from stdsl.compiler.pushdown import UNREACHABLE, PushdownGrammar
 
 DEAD = -1
 EMPTY_STACK = 0
@@ -39,6 +39,8 @@ class PushdownMachine:
     state; refused when the stack is full); else, if q accepts, pop and retry b at the return
     state (lazy).  After a move, while the state accepts with no successor and σ is not empty,
     pop (eager).  A configuration accepts when its state and every return state on σ accept.
+    A move into a configuration that cannot complete within the cap (need+ unreachable) is refused too,
+    so at the cap only continuations that can still close are admitted.
     """
 
     start: int = 0
@@ -50,7 +52,7 @@ class PushdownMachine:
         self._call_of_byte = grammar.call_of_byte.tolist()
         self._accepting = grammar.accepting.tolist()
         self._final = (grammar.accepting & ~grammar.has_successor).tolist()
-        self._bn = grammar.bn.tolist()
+        self._bn_within = grammar.bn_within.tolist()
         self._starts = grammar.starts.tolist()
         self._callee = grammar.call_callee.tolist()
         self._return = grammar.call_return.tolist()
@@ -82,7 +84,8 @@ class PushdownMachine:
             self._stack_top.append(state)
             self._stack_rest.append(stack)
             self._stack_depth.append(self._stack_depth[stack] + 1)
-            self._stack_need.append(self._stack_need[stack] + self._bn[state])
+            room = self.max_depth - self._stack_depth[stack]
+            self._stack_need.append(min(self._stack_need[stack] + self._bn_at(room, state), UNREACHABLE))
             self._stack_accepts.append(self._stack_accepts[stack] and self._accepting[state])
         return found
 
@@ -163,15 +166,29 @@ class PushdownMachine:
             stack = self._stack_rest[stack]
         for item in pushed:
             stack = self._push(stack, item)
-        return self._settle(state, stack)
+        return self._alive(self._settle(state, stack))
 
     def config_accepts(self, config: int) -> bool:
         """Whether the output may end at this configuration."""
         return self._accepting[self._config_state[config]] and self._stack_accepts[self._config_stack[config]]
 
+    def _bn_at(self, room: int, state: int) -> int:
+        """bn of `state` for completions nesting at most `room` calls deeper."""
+        return self._bn_within[min(room, len(self._bn_within) - 1)][state]
+
     def need(self, config: int) -> int:
-        """need+(c) of Proposition 2: bn(q) plus the bn of every return state on the stack (bytes)."""
-        return self._bn[self._config_state[config]] + self._stack_need[self._config_stack[config]]
+        """need+(c) of Proposition 2 under the cap: the shortest byte completion of `config` (UNREACHABLE: none).
+
+        bn of the state with the room left above the stack, plus, for each return state, its bn with the
+        room it will have once popped.
+        """
+        stack = self._config_stack[config]
+        own = self._bn_at(self.max_depth - self._stack_depth[stack], self._config_state[config])
+        return min(own + self._stack_need[stack], UNREACHABLE)
+
+    def _alive(self, config: int) -> int:
+        """`config`, or DEAD when it cannot complete within the cap."""
+        return config if config >= 0 and self.need(config) < UNREACHABLE else DEAD
 
     def needs(self, configs: np.ndarray) -> np.ndarray:
         """need+ for an array of configuration ids (DEAD entries give 0)."""
@@ -195,7 +212,7 @@ class PushdownMachine:
         key = config * 256 + byte
         found = self._steps.get(key)
         if found is None:
-            found = self._consume(self._config_state[config], self._config_stack[config], byte)
+            found = self._alive(self._consume(self._config_state[config], self._config_stack[config], byte))
             if len(self._steps) >= MAX_MEMOIZED_STEPS:
                 self._steps.clear()
                 self._rows.clear()

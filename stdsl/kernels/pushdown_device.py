@@ -1,7 +1,8 @@
 """The pushdown state on the device (Appendix D.4): an int32 vector `[q, pointer, stack[0..63], S]`; gathers mask it.
 
-`S` is the sum of bn over the return states on the stack, so need+(c) = bn(q) + S (Proposition 2;
-bn is clipped at BN_CAP bytes, past any budget, so S fits int32); slots at and above the pointer
+`S` is the sum over the return states on the stack of their bn with the room each has once popped, so
+need+(c) = bn(q) at the room above the stack + S (Proposition 2 under the cap; bn is clipped at BN_CAP bytes,
+past any budget, so S fits int32, and need+ >= BN_CAP marks a configuration that cannot close); slots at and above the pointer
 hold 0, so equal configurations have equal vectors; q = -1 marks a dead vector.  The tables are
 the symbolic rows `ContextRows` computes on the CPU, each uploaded once as met: per state q a
 *free* row over the vocabulary (an outcome code per token, or a slot for the tokens that need
@@ -40,7 +41,7 @@ class DeviceOutcomes:
 
     `final` is the state after eager returns through the token's own pushes; `falls` marks outcomes
     that end at a final state with nothing of their own pushed (eager returns continue into the
-    stack); `pushed_bn` is the bn of the pushed return states, summed.
+    stack).
     """
 
     live: mx.array
@@ -50,13 +51,12 @@ class DeviceOutcomes:
     final: mx.array
     falls: mx.array
     peak: mx.array
-    pushed_bn: mx.array
 
     @property
     def nbytes(self) -> int:
         """Device bytes of the outcome arrays."""
         return sum(int(a.nbytes) for a in (self.live, self.pops, self.pushed, self.count, self.final, self.falls,
-                                            self.peak, self.pushed_bn))
+                                            self.peak))
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class PushdownDevice:
         self.symbolic = symbolic if symbolic is not None else ContextRows(machine, vocab)
         grammar = machine.grammar
         self._final_host = np.asarray(grammar.accepting & ~grammar.has_successor)
-        self._bn_host = np.minimum(np.asarray(grammar.bn, dtype=np.int64), BN_CAP)
+        self._bn_host = np.minimum(np.asarray(grammar.bn_within, dtype=np.int64), BN_CAP)
         self.bn = mx.array(self._bn_host.astype(np.int32))
         self.final = mx.array(self._final_host)
         self.accepting = mx.array(np.asarray(grammar.accepting))
@@ -149,7 +149,9 @@ class PushdownDevice:
         state, stack = self.machine.configuration(config)
         vector[Q], vector[POINTER] = state, len(stack)
         vector[STACK:STACK + len(stack)] = stack
-        vector[SUM] = int(self._bn_host[list(stack)].sum()) if stack else 0
+        levels = len(self._bn_host) - 1
+        vector[SUM] = sum(int(self._bn_host[min(self.machine.max_depth - slot, levels), item])
+                          for slot, item in enumerate(stack))
         return mx.array(vector)
 
     def start(self) -> mx.array:
@@ -178,15 +180,13 @@ class PushdownDevice:
         lengths = np.zeros(count, dtype=np.int32)
         final = np.zeros(count, dtype=np.int32)
         peak = np.full(count, NEVER, dtype=np.int32)
-        pushed_bn = np.zeros(count, dtype=np.int32)
         for index, (popped, state, pushed, top) in enumerate(settled, start=FIRST_OUTCOME):
             pops[index], lengths[index], final[index], peak[index] = popped, len(pushed), state, top
             pushed_table[index, :len(pushed)] = pushed
-            pushed_bn[index] = int(self._bn_host[list(pushed)].sum()) if pushed else 0
         live = np.arange(count) >= FIRST_OUTCOME
         falls = live & (lengths == 0) & self._final_host[final]
         return DeviceOutcomes(mx.array(live), mx.array(pops), mx.array(pushed_table), mx.array(lengths),
-                              mx.array(final), mx.array(falls), mx.array(peak), mx.array(pushed_bn))
+                              mx.array(final), mx.array(falls), mx.array(peak))
 
     def _store(self, key: tuple[Any, ...], row: DeviceRow) -> DeviceRow:
         self._rows[key] = row
@@ -251,7 +251,7 @@ class PushdownDevice:
         """Per outcome code of a row at this vector: live within the cap and, given `remaining`, within the budget."""
         budget = mx.array(NEVER if remaining is None else remaining, dtype=mx.int32)
         return _admitted_outcomes(vector, self.bn, self.final, self._max_depth, budget, outcomes.live, outcomes.pops,
-                                  outcomes.count, outcomes.final, outcomes.falls, outcomes.peak, outcomes.pushed_bn)
+                                  outcomes.count, outcomes.final, outcomes.falls, outcomes.peak, outcomes.pushed)
 
     def _host_results(self, vector: mx.array, tokens: tuple[int, ...]) -> list[int]:
         config = self.config_of(vector)
@@ -309,14 +309,20 @@ class PushdownDevice:
                                pushed)
 
 
+def _bn_at(bn: mx.array, max_depth: mx.array, height: mx.array, state: mx.array) -> mx.array:
+    """bn of `state` (any shape) with the room left above a stack of `height` (rows of `bn` are rooms 0, 1, ...)."""
+    return bn[mx.clip(max_depth - height, 0, bn.shape[0] - 1), state]
+
+
 def _admitted_outcomes_math(vector: mx.array, bn: mx.array, final: mx.array, max_depth: mx.array, budget: mx.array,
                             live: mx.array, pops: mx.array, count: mx.array, state: mx.array, falls: mx.array,
-                            peak: mx.array, pushed_bn: mx.array) -> mx.array:
-    """Per outcome: live, within the cap (peak <= room) and within the budget (1 + need+ of the settled result)."""
+                            peak: mx.array, pushed: mx.array) -> mx.array:
+    """Per outcome: live, within the cap (peak <= room), able to close (need+ < BN_CAP) and within the budget
+    (1 + need+ of the settled result)."""
     slots = mx.arange(STACK_SLOTS, dtype=mx.int32)
     pointer = vector[POINTER]
     stack = vector[STACK:SUM]
-    below_bn = mx.where(slots < pointer, bn[stack], 0)
+    below_bn = mx.where(slots < pointer, _bn_at(bn, max_depth, slots, stack), 0)
     cumulative = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(below_bn)])
     stops = (slots == 0) | ~final[stack]
     base = pointer - pops
@@ -324,8 +330,12 @@ def _admitted_outcomes_math(vector: mx.array, bn: mx.array, final: mx.array, max
     landing = mx.max(mx.where((slots[None, :] < base[:, None]) & stops[None, :], slots[None, :], -1), axis=1)
     settled = mx.where(returns, stack[mx.maximum(landing, 0)], state)
     height = mx.where(returns, landing, base + count)
-    need = bn[settled] + cumulative[mx.clip(mx.minimum(height, base), 0, STACK_SLOTS)] + pushed_bn
-    return live & (peak <= max_depth - pointer) & (1 + need <= budget)
+    columns = mx.arange(pushed.shape[1], dtype=mx.int32)[None, :]
+    pushed_bn = mx.sum(mx.where(columns < count[:, None],
+                                _bn_at(bn, max_depth, base[:, None] + columns, pushed), 0), axis=1)
+    need = (_bn_at(bn, max_depth, height, settled) + cumulative[mx.clip(mx.minimum(height, base), 0, STACK_SLOTS)]
+            + pushed_bn)
+    return live & (peak <= max_depth - pointer) & (need < BN_CAP) & (1 + need <= budget)
 
 
 def _settled_vector_math(vector: mx.array, bn: mx.array, final: mx.array, max_depth: mx.array, live: mx.array,
@@ -345,8 +355,8 @@ def _settled_vector_math(vector: mx.array, bn: mx.array, final: mx.array, max_de
     state = mx.where(returns, stack[mx.maximum(landing, 0)], state)
     height = mx.where(returns, landing, top)
     stack = mx.where(slots < height, stack, 0)
-    total = mx.sum(mx.where(slots < height, bn[stack], 0))
-    alive = live & (peak <= max_depth - pointer)
+    total = mx.sum(mx.where(slots < height, _bn_at(bn, max_depth, slots, stack), 0))
+    alive = live & (peak <= max_depth - pointer) & (_bn_at(bn, max_depth, height, state) + total < BN_CAP)
     head = mx.stack([state, height]).astype(mx.int32)
     settled = mx.concatenate([head, stack.astype(mx.int32), total.astype(mx.int32)[None]])
     dead = mx.concatenate([mx.array([DEAD], dtype=mx.int32), mx.zeros(VECTOR_SIZE - 1, dtype=mx.int32)])

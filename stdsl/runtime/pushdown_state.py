@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl.compiler.pushdown import PushdownGrammar
 from stdsl.compiler.pushdown_machine import PushdownMachine
-from stdsl.errors import GenerationError
+from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
@@ -149,6 +149,32 @@ class PushdownState(ConstraintState):
         return GenerationError(
             f"no admissible token at nesting depth {self.depth} (cap {self.automaton.max_depth}); "
             "the output cannot be completed within the stack cap and budget")
+
+    def start(self) -> list[int]:
+        """As `ConstraintState.start`; the BudgetError says that the pushdown's least budget is a bound."""
+        try:
+            return super().start()
+        except BudgetError:
+            least = self.least_output_tokens
+            if least is None or least >= UNREACHABLE:
+                raise
+            raise BudgetError(
+                f"no valid output fits in max_tokens={self.max_tokens} under the pushdown budget rule: it admits a "
+                f"first token from {least} tokens on. This is an upper bound on the shortest valid output, which may "
+                "need fewer tokens (Proposition 2 counts the shortest completion in bytes; tokens may span several)"
+            ) from None
+
+    def least_tokens(self, plan: Plan) -> int:
+        """Tokens that suffice after `plan` under the budget rule: its own plus need+ (bytes) of its configuration,
+        or, when that does not fit, the least 1 + need+ over the tokens admissible there (the tightest one-step
+        bound of Proposition 2: the budget mask there is not empty)."""
+        loose = super().least_tokens(plan)
+        if self.budget is None or self.remaining is None or loose <= self.remaining:
+            return loose
+        if not plan.pending and self.automaton.config_accepts(plan.state):
+            return len(plan.tokens)
+        cost = self.budget.cost(self.rows.next_states(plan.state))
+        return min(loose, len(plan.tokens) + int(cost.min()))
 
     def mask(self) -> np.ndarray:
         """Admissible tokens; GenerationError when none is (never an invalid output)."""

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 import stdsl
@@ -98,7 +99,7 @@ def test_nesting_to_64_works_and_the_65th_level_is_refused(tiny_model) -> None:
     assert control.finished and control.accepting
 
 
-def test_a_configuration_with_no_admissible_token_raises(tiny_model) -> None:
+def test_at_the_cap_only_continuations_that_can_close_are_admitted(tiny_model) -> None:
     tokenizer = tiny_model.tokenizer
     schema = {"$ref": "#/$defs/n", "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1,
                                                      "maxItems": 1}}}
@@ -107,11 +108,54 @@ def test_a_configuration_with_no_admissible_token_raises(tiny_model) -> None:
     chain = {"$ref": "#/$defs/n", "$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "array", "prefixItems": [
         {"$ref": "#/$defs/n"}, {"type": "null"}], "items": False, "minItems": 2}]}}}
     constraint = compile_recursive(chain, max_depth=3)
+    assert constraint.machine.step(constraint.machine.start, b"[[") >= 0
+    assert constraint.machine.step(constraint.machine.start, b"[[[") < 0
     control = PushdownState(constraint.machine, tokenizer, vocabulary_of(tokenizer))
     control.start()
-    with pytest.raises(GenerationError, match="no admissible token at nesting depth 3"):
-        for token in tokenizer.encode("[[["):
-            control.advance(token)
+    feed(control, b"[")
+    bracket = next(t for t, b in enumerate(tokenizer.token_bytes) if b == b"[")
+    assert control.mask()[bracket]
+    control.advance(bracket)
+    assert control.decided == b"[[null,null],null]"  # a third `[` could not close: the rest is forced
+    assert control.finished and control.accepting
+
+
+DEEP_SCHEMA = {"$ref": "#/$defs/v", "$defs": {"v": {"anyOf": [
+    {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/v"}, "minItems": 1}]}}}
+
+
+def adversarial_tokens(control: PushdownState, tokenizer, steps: int = 3000) -> None:
+    """Open with the admissible token of most `[` while one is admitted, then close with the most `]`."""
+    token_bytes = tokenizer.token_bytes
+    opening = np.array([b.count(b"[") if b"]" not in b else 0 for b in token_bytes])
+    closing = np.array([b.count(b"]") if b"[" not in b else 0 for b in token_bytes])
+    closing_phase = False
+    for _ in range(steps):
+        if control.finished:
+            return
+        allowed = control.mask()
+        closing_phase = closing_phase or not (allowed & (opening > 0)).any()
+        score = np.where(allowed, 1 + 1000 * (closing if closing_phase else opening), 0)
+        control.advance(int(np.argmax(score)))
+    raise AssertionError("the adversary did not finish")
+
+
+@pytest.mark.parametrize("max_tokens", [None, 90, 300])
+def test_an_adversary_pushing_past_the_cap_still_ends_valid(tiny_model, max_tokens: int | None) -> None:
+    """Issue 15 item 3: after 80 `[` asked for, decoding never dead-ends at the 64-level cap."""
+    tokenizer = tiny_model.tokenizer
+    constraint = stdsl.compile(DEEP_SCHEMA)
+    control = PushdownState(constraint.machine, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
+    control.start()
+    adversarial_tokens(control, tokenizer)
+    text = control.decided.decode()
+    assert control.accepting and constraint.accepts(text)
+    assert text.count("[") <= constraint.machine.max_depth - 1
+    if max_tokens is None:
+        assert text.count("[") == constraint.machine.max_depth - 1
+    jsonschema.validate(json.loads(text), DEEP_SCHEMA)
+    if max_tokens is not None:
+        assert len(control.tokens) <= max_tokens
 
 
 def test_budgets_from_the_first_feasible_one_up_are_valid(tiny_model) -> None:
@@ -159,3 +203,39 @@ def test_a_recursive_program_type_compiles_to_the_pushdown_and_decodes(tiny_mode
     assert result.stats.passes == result.stats.sampled_tokens
     assert result.text.startswith("Tree: {") and result.text.endswith("\nDone.")
     assert result["tree"].name
+
+
+def fewest_tokens(machine, vocab, limit: int) -> int:
+    """The fewest tokens of any valid output: breadth-first search over configurations with the real token rows."""
+    rows = pushdown_tables(machine, vocab).rows
+    frontier, seen = {machine.start}, {machine.start}
+    for length in range(limit + 1):
+        if any(machine.config_accepts(c) for c in frontier):
+            return length
+        following: set[int] = set()
+        for config in frontier:
+            row = rows.next_states(config)
+            following.update(int(c) for c in np.unique(row[row >= 0]))
+        frontier = following - seen
+        seen |= frontier
+    raise AssertionError(f"no valid output within {limit} tokens")
+
+
+def test_the_budget_error_is_a_bound_as_tight_as_the_one_step_rule(tiny_model) -> None:
+    """Issue 15 item 3: the least budget is the first at which Proposition 2's mask admits a token, and says it is
+    a bound (between the true shortest output and the old count in bytes); that budget decodes a valid output."""
+    tokenizer = tiny_model.tokenizer
+    vocab = vocabulary_of(tokenizer)
+    constraint = stdsl.compile(FS_SCHEMA)
+    loose = PushdownState(constraint.machine, tokenizer, vocab, max_tokens=10**6)
+    loose.start()
+    tight = PushdownState(constraint.machine, tokenizer, vocab, max_tokens=3)
+    with pytest.raises(BudgetError, match="upper bound on the shortest valid output"):
+        tight.start()
+    least = tight.least_output_tokens
+    assert least is not None and fewest_tokens(constraint.machine, vocab, least) <= least < loose.least_output_tokens
+    with pytest.raises(BudgetError, match=f"from {least} tokens on"):
+        generate(tiny_model, "Tree", constraint, max_tokens=least - 1)
+    out = generate(tiny_model, "Tree", constraint, max_tokens=least)
+    jsonschema.validate(json.loads(out.text), FS_SCHEMA)
+    assert len(out.tokens) <= least
