@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.errors import SchemaError
+from stdsl.errors import SchemaError, StdslError
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 CALL_SEPARATOR = "\n"
@@ -69,27 +69,28 @@ class HermesSyntax:
         start = reply.find(CALL_OPEN)
         content = reply if start < 0 else reply[:start]
         calls: list[ParsedCall] = []
-        while start >= 0:
-            end = reply.find(CALL_CLOSE, start)
-            if end < 0:
-                break
-            text = reply[start:end + len(CALL_CLOSE)]
+        tail = "\n" + CALL_CLOSE
+        while start >= 0 and reply.startswith(CALL_OPEN + "\n", start):
             try:
-                call = json.loads(text[len(CALL_OPEN):-len(CALL_CLOSE)])
-                name = str(call["name"])
-                arguments = json.dumps(call["arguments"])
+                call, end = _DECODER.raw_decode(reply, start + len(CALL_OPEN) + 1)
+                name, arguments = str(call["name"]), json.dumps(call["arguments"])
             except (ValueError, KeyError, TypeError):
                 break
+            if not reply.startswith(tail, end):
+                break
+            text = reply[start: end + len(tail)]
             head = self.head(name)
             if text.startswith(head) and text.endswith(self.tail()):
-                arguments = text[len(head):-len(self.tail())]
+                arguments = text[len(head): -len(self.tail())]
             calls.append(ParsedCall(name, arguments, text))
-            start = reply.find(CALL_OPEN, end)
+            start = reply.find(CALL_OPEN, end + len(tail))
         return content, calls
 
 
-_PARAMETER = re.compile(r"<parameter=([^>\n]*)>\n(.*?)\n</parameter>\n", re.DOTALL)
-_FUNCTION = re.compile(r"<tool_call>\n<function=([^>\n]*)>\n(.*?)</function>\n</tool_call>", re.DOTALL)
+_DECODER = json.JSONDecoder()
+_FUNCTION_HEAD = re.compile(r"<tool_call>\n<function=([^>\n]*)>\n")
+_PARAMETER_HEAD = re.compile(r"<parameter=([^>\n]*)>\n")
+_FUNCTION_TAIL = f"</function>\n{CALL_CLOSE}"
 
 
 class QwenXmlSyntax:
@@ -129,7 +130,12 @@ class QwenXmlSyntax:
 
     def render(self, name: str, arguments: str) -> str:
         """The text of a call from its JSON arguments (strings raw, other values as compact JSON)."""
-        values = json.loads(arguments) if arguments else {}
+        try:
+            values = json.loads(arguments) if arguments else {}
+        except ValueError:
+            values = None
+        if not isinstance(values, dict):
+            raise StdslError(f"the arguments of a {name!r} tool call are not a JSON object: {arguments[:80]!r}")
         lines = [f"{CALL_OPEN}\n<function={name}>\n"]
         for key, value in values.items():
             shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
@@ -142,19 +148,37 @@ class QwenXmlSyntax:
         start = reply.find(CALL_OPEN)
         content = reply if start < 0 else reply[:start]
         calls: list[ParsedCall] = []
-        position = start
-        while position >= 0:
-            match = _FUNCTION.match(reply, position)
-            if match is None:
+        while start >= 0:
+            call = _read_xml_call(reply, start, tools)
+            if call is None:
                 break
-            properties = tools.get(match.group(1), {}).get("properties", {})
-            values: dict[str, Any] = {}
-            for parameter in _PARAMETER.finditer(match.group(2)):
-                key, raw = parameter.group(1), parameter.group(2)
-                values[key] = raw if _is_string(properties.get(key)) else _json_or_text(raw)
-            calls.append(ParsedCall(match.group(1), json.dumps(values), match.group(0)))
-            position = reply.find(CALL_OPEN, match.end())
+            calls.append(call)
+            start = reply.find(CALL_OPEN, start + len(call.text))
         return content, calls
+
+
+def _read_xml_call(reply: str, start: int, tools: Mapping[str, Mapping[str, Any]]) -> ParsedCall | None:
+    """The complete call at `start`, read in the grammar's order (a value ends at the first `</parameter>`,
+    which it cannot contain), or None when the call is cut or malformed."""
+    head = _FUNCTION_HEAD.match(reply, start)
+    if head is None:
+        return None
+    name, position = head.group(1), head.end()
+    properties = tools.get(name, {}).get("properties", {})
+    values: dict[str, Any] = {}
+    while True:
+        if reply.startswith(_FUNCTION_TAIL, position):
+            end = position + len(_FUNCTION_TAIL)
+            return ParsedCall(name, json.dumps(values), reply[start:end])
+        key = _PARAMETER_HEAD.match(reply, position)
+        if key is None:
+            return None
+        close = reply.find("</parameter>\n", key.end())
+        if close < 0 or reply[close - 1] != "\n":
+            return None
+        raw = reply[key.end(): close - 1]
+        values[key.group(1)] = raw if _is_string(properties.get(key.group(1))) else _json_or_text(raw)
+        position = close + len("</parameter>\n")
 
 
 def _is_plain_string(schema: Any) -> bool:

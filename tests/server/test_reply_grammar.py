@@ -131,3 +131,16 @@ def test_syntax_follows_the_chat_template() -> None:
     assert syntax_of_template(None).name == "hermes"
     assert syntax_of_template("{{ '<tool_call>\\n<function=' + name }}").name == "qwen_xml"
     assert canonical_text({"b": 1, "a": [2]}) == canonical_text({"a": [2], "b": 1})
+
+
+@pytest.mark.parametrize("value", ["</tool_call>", "x</function>\n</tool_call> y", "<tool_call>\n{", "a\n</parameter"])
+def test_values_that_look_like_tags_are_read_back(value: str) -> None:
+    for name in ("hermes", "qwen_xml"):
+        syntax = SYNTAXES[name]
+        constraint = build_constraint(_spec(name), 60)
+        reply = "ok " + syntax.render("search", json.dumps({"query": value, "limit": 2}, separators=(",", ":")))
+        reply += "\n" + syntax.render("get_weather", '{"city":"Oslo"}')
+        assert constraint.accepts(reply), (name, reply)
+        content, calls = syntax.parse(reply, PARAMETERS)
+        assert content == "ok "
+        assert [json.loads(c.arguments) for c in calls] == [{"query": value, "limit": 2}, {"city": "Oslo"}]
