@@ -310,8 +310,8 @@ class CertifiedDecoder:
             control = fork(self.control)
             data = bytes(control.decided)
             watch = BlockWatch(self.automaton, self.blocks[frontier], len(data), self.automaton.step(0, data))
-            jobs.append(_Job(frontier, RowRequest(self.prompt_ids + control.tokens, control, [], options, None),
-                             watch, 0, self.prompt_ids, frontier=True))
+            request = RowRequest(self.prompt_ids + control.tokens, control, [], options, None, remember=False)
+            jobs.append(_Job(frontier, request, watch, 0, self.prompt_ids, frontier=True))
         for index in range(upcoming, len(self.blocks)):
             if index in self.continuations:
                 jobs.append(self.continuations.pop(index))
@@ -320,8 +320,8 @@ class CertifiedDecoder:
                 control, forced = start_at(self.control, block.entry)
                 context = self.prompt_ids + self.engine.model.tokenizer.encode(
                     block.literal.decode("utf-8", errors="replace"))
-                jobs.append(_Job(index, RowRequest(context, control, forced, options, None), BlockWatch(
-                    self.automaton, block), 0, context))
+                request = RowRequest(context, control, forced, options, None, remember=False)
+                jobs.append(_Job(index, request, BlockWatch(self.automaton, block), 0, context))
         self.frontier_draft = None
         if not jobs:
             return
@@ -357,7 +357,7 @@ class CertifiedDecoder:
         control = job.request.control
         if not complete and not control.finished:
             resumed = fork(control)
-            request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None)
+            request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None, remember=False)
             self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
 
     def _plan_continuations(self, replay: _Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
@@ -380,7 +380,7 @@ class CertifiedDecoder:
                         watch = BlockWatch(self.automaton, self.blocks[block], len(fork_state.decided),
                                            self.automaton.step(0, bytes(fork_state.decided)))
                         sequence = self.prompt_ids + fork_state.tokens[: len(fork_state.tokens) - len(feed)]
-                        request = RowRequest(sequence, fork_state, list(feed), options, None)
+                        request = RowRequest(sequence, fork_state, list(feed), options, None, remember=False)
                         self.continuations[block] = _Job(block, request, watch, origin, self.prompt_ids)
                         self.drafts.pop(block, None)
             control.advance(token)

@@ -104,7 +104,7 @@ class Engine:
         holder: list[Row] = []
         handle = RowHandle(lambda: self._cancel(holder[0]))
         row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
-                  until=request.until, max_samples=request.max_samples)
+                  until=request.until, max_samples=request.max_samples, remember=request.remember)
         row.feed = list(request.prefix)
         holder.append(row)
         if request.control.finished:
@@ -199,7 +199,11 @@ class Engine:
             self._pass()
 
     def _admit(self, rows: list[Row]) -> None:
-        """Prefill new rows together from their longest cached prefix and append them to the running batch."""
+        """Prefill new rows together from their longest cached prefix and append them to the running batch.
+
+        Chunks are at most `prefill_chunk` wide and follow the drip rule, so one long prompt among short
+        ones is prefilled alone after the short ones instead of padding them all.
+        """
         sequences = [row.prompt_ids + row.feed for row in rows]
         caches = make_row_caches(self.model.net, 0)
         starts: list[int] = []
@@ -212,7 +216,8 @@ class Engine:
         pending = [s[k:] for s, k in zip(sequences, starts)]
         last: list[mx.array | None] = [None] * len(rows)
         while any(pending):
-            chunk = [p[: self.prefill_chunk] for p in pending]
+            width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
+            chunk = [p[:width] for p in pending]
             logits = forward_rows(self.model.net, caches, chunk)
             mx.eval(logits, *[c.keys for c in caches], *[c.values for c in caches])
             self.counters["passes"] += 1
@@ -225,7 +230,8 @@ class Engine:
                         last[i] = logits[i]
         for i, (row, sequence) in enumerate(zip(rows, sequences)):
             self.counters["prompt_tokens"] += len(row.prompt_ids)
-            self._remember(sequence, caches, i)
+            if row.remember:
+                self._remember(sequence, caches, i)
             row.feed = []
             row.publish()
         for layer, cache in enumerate(caches):

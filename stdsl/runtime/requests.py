@@ -26,6 +26,7 @@ class RowRequest:
 
     A draft (certified decoding) also has `until`, which ends the row early once its state says
     the block is done, and `max_samples`, a cap on draws; such a row may end outside acceptance.
+    `remember=False` keeps the row's prefilled prompt out of the prompt cache (drafts share theirs otherwise).
     """
 
     prompt_ids: list[int]
@@ -35,6 +36,7 @@ class RowRequest:
     parser: Callable[[str], Any] | None
     until: Callable[[ConstraintState], bool] | None = None
     max_samples: int | None = None
+    remember: bool = True
 
 
 def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:

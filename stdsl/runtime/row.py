@@ -88,8 +88,10 @@ class Row:
 
     def __init__(self, prompt_ids: list[int], control: ConstraintState, options: DecodeOptions,
                  parser: Callable[[str], Any] | None, handle: RowHandle,
-                 until: Callable[[ConstraintState], bool] | None = None, max_samples: int | None = None) -> None:
+                 until: Callable[[ConstraintState], bool] | None = None, max_samples: int | None = None,
+                 remember: bool = True) -> None:
         self.prompt_ids = prompt_ids
+        self.remember = remember
         self.until = until
         self.max_samples = max_samples
         self.control = control
