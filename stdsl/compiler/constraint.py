@@ -16,6 +16,7 @@ from stdsl.compiler.automaton import Automaton, build_automaton
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_recursive import ROOT, is_recursive_schema, reference_graph
 from stdsl.compiler.json_schema import Whitespace, schema_to_ir
+from stdsl.compiler.pydantic_schema import pydantic_schema
 from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
 from stdsl.compiler.regex_parser import parse_regex
 from stdsl.errors import CompileError, StateBudgetError
@@ -134,7 +135,7 @@ def compile(
 def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
-        return _compile_schema(spec.model_json_schema(), spec, whitespace, max_states, start)
+        return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start)
     if isinstance(spec, (dict, bool)):
         return _compile_schema(spec, None, whitespace, max_states, start)
     if isinstance(spec, Regex):

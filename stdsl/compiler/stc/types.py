@@ -80,7 +80,9 @@ class TextType(FieldType):
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "string"}
         if self.pattern is not None:
-            out["pattern"] = f"^(?:{self.pattern})$"
+            from stdsl.compiler.pydantic_schema import rust_pattern_as_ecma
+
+            out["pattern"] = rust_pattern_as_ecma(f"^(?:{self.pattern})$")
         if self.min_length:
             out["minLength"] = self.min_length
         if self.max_length is not None:
@@ -355,7 +357,9 @@ class PydanticType(FieldType):
     model_class: Any = None
 
     def schema(self) -> dict[str, Any]:
-        return dict(self.model_class.model_json_schema())
+        from stdsl.compiler.pydantic_schema import pydantic_schema
+
+        return pydantic_schema(self.model_class)
 
     def read(self, text: str) -> Any:
         return self.model_class.model_validate_json(text)
