@@ -86,7 +86,9 @@ class BoundaryCover:
     (it spells a continuation whose split does not extend the fed tokens, or it ends inside the
     tokenizer's next token where the constraint decides those bytes). `eos`: the output may end
     here with the block's split canonical. Every byte in `live` keeps some token that starts with
-    it, so the cover never makes an output unreachable (its lookahead is finite; BPE's is not).
+    it, so the cover never makes an output unreachable (its lookahead is finite; BPE's is not);
+    after a spanned block, bytes whose split the cover offered as a longer token one step before are
+    not in it (that token was the way there).
     """
 
     held: int
@@ -367,12 +369,15 @@ class ForcedPlanner:
         following: set[int] = set()
         cut: set[int] = set()
         kept: list[bytes] = []
+        offered: set[int] = set()
         eos = False
         for ahead in self.lookaheads(end_state):
             lookahead = ahead.text
             data = block + lookahead
             canonical = self.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
             if canonical[: len(fed)] != fed:
+                if spanned and self._starts_shorter(canonical, fed, longer=True):
+                    offered.update(lookahead[:1])
                 if not (spanned and self._starts_shorter(canonical, fed)):
                     continue
             elif len(canonical) > len(fed):
@@ -400,9 +405,9 @@ class ForcedPlanner:
         if not (short or after or eos):
             return None
         excluded = (cut - following - {-1}) | self._off_lookahead(len(pending), after, kept)
-        open_bytes = not short and not spanned
-        live = frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist()) if open_bytes else frozenset()
-        return BoundaryCover(len(pending), frozenset(short), frozenset(after), eos, frozenset(excluded), live)
+        live = frozenset() if short else frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist())
+        return BoundaryCover(len(pending), frozenset(short), frozenset(after), eos, frozenset(excluded),
+                             live - offered)
 
     def _off_lookahead(self, held: int, after: set[int], kept: list[bytes]) -> set[int]:
         """Tokens longer than `held` that spell no kept lookahead's start (ASCII first bytes whose
@@ -470,11 +475,14 @@ class ForcedPlanner:
             state = self.automaton.step(state, bytes([byte]))
         return end
 
-    def _starts_shorter(self, canonical: Sequence[int], fed: Sequence[int]) -> bool:
-        """Whether `canonical` agrees with `fed` up to its last token and starts that one shorter."""
+    def _starts_shorter(self, canonical: Sequence[int], fed: Sequence[int], longer: bool = False) -> bool:
+        """Whether `canonical` agrees with `fed` up to its last token and starts that one shorter
+        (`longer`: longer, i.e. the spanning token the cover offered in its place one step before)."""
         last = len(fed) - 1
-        return (len(canonical) > last and list(canonical[:last]) == list(fed[:last])
-                and len(self.token_bytes[canonical[last]] or b"") < len(self.token_bytes[fed[last]] or b""))
+        if len(canonical) <= last or list(canonical[:last]) != list(fed[:last]):
+            return False
+        ours, theirs = len(self.token_bytes[fed[last]] or b""), len(self.token_bytes[canonical[last]] or b"")
+        return theirs > ours if longer else theirs < ours
 
     def cover_mask(self, cover: BoundaryCover) -> np.ndarray:
         """The tokens a boundary cover admits (bool (V,); eos ids excluded: see `BoundaryCover.eos`)."""
