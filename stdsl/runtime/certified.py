@@ -40,6 +40,7 @@ from stdsl.runtime.requests import RowRequest, compiled_constraint, constraint_s
 from stdsl.runtime.row import Event, RowHandle
 
 FIRST_WAVE_SAMPLES = 24
+WAVE_ROWS = 4
 CONTINUATION_SAMPLES = 96
 MAX_ROUNDS = 24
 LOOKAHEAD_BYTES = 64
@@ -174,6 +175,7 @@ class CertifiedDecoder:
         self.vocab = self.control.vocab
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.rounds = 0
+        self.wave_rows = WAVE_ROWS
         self.drafts: dict[int, Draft] = {}
         self.continuations: dict[int, _Job] = {}
         self.frontier_draft: Draft | None = None
@@ -313,6 +315,8 @@ class CertifiedDecoder:
             request = RowRequest(self.prompt_ids + control.tokens, control, [], options, None, remember=False)
             jobs.append(_Job(frontier, request, watch, 0, self.prompt_ids, frontier=True))
         for index in range(upcoming, len(self.blocks)):
+            if len(jobs) >= self.wave_rows:
+                break
             if index in self.continuations:
                 jobs.append(self.continuations.pop(index))
             elif index not in self.drafts:
