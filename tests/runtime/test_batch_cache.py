@@ -1,0 +1,98 @@
+"""Row slots and the prompt cache: ragged batched passes equal one sequence at a time; the trie finds the longest prefix.
+
+Oracles: mlx-lm's own single-sequence KVCache for the logits, brute force for the longest common prefix.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.llama import Model as LlamaModel
+from mlx_lm.models.llama import ModelArgs
+
+from stdsl.runtime.batch_forward import forward_rows, make_row_caches
+from stdsl.runtime.prompt_cache import PromptCache
+
+VOCAB = 97
+
+
+@pytest.fixture(scope="module")
+def net():
+    args = ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+                     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=VOCAB,
+                     rope_theta=10000.0, rope_traditional=True, tie_word_embeddings=True)
+    mx.random.seed(3)
+    model = LlamaModel(args)
+    mx.eval(model.parameters())
+    return model
+
+
+feeds = st.lists(st.lists(st.integers(0, VOCAB - 1), min_size=0, max_size=6), min_size=1, max_size=4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(feeds, min_size=1, max_size=5), drop=st.integers(0, 3))
+def test_ragged_passes_equal_single_sequences(net, steps, drop) -> None:
+    rows = max(len(step) for step in steps)
+    caches = make_row_caches(net, rows)
+    alone = [make_prompt_cache(net) for _ in range(rows)]
+    alive = list(range(rows))
+    for number, step in enumerate(steps):
+        feed = [step[i] if i < len(step) else [] for i in range(len(alive))]
+        if not any(feed):
+            continue
+        got = np.asarray(forward_rows(net, caches, feed))
+        for slot, (row, tokens) in enumerate(zip(alive, feed)):
+            if tokens:
+                want = np.asarray(net(mx.array([tokens]), cache=alone[row])[0, -1].astype(mx.float32))
+                assert np.allclose(got[slot], want, atol=1e-4), (number, row)
+        if number == 1 and len(alive) > 1:
+            keep = [i for i in range(len(alive)) if i != drop % len(alive)]
+            for cache in caches:
+                cache.keep(keep)
+            alive = [alive[i] for i in keep]
+    for layer, cache in enumerate(caches):
+        for slot, row in enumerate(alive):
+            assert cache.lengths[slot] == alone[row][layer].offset
+            if cache.keys is not None and cache.lengths[slot]:
+                keys, _ = cache.row(slot)
+                want = alone[row][layer].keys[..., : cache.lengths[slot], :]
+                assert keys.shape == want.shape and np.allclose(np.asarray(keys), np.asarray(want), atol=1e-4)
+
+
+sequences = st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=8), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(stored=sequences, query=st.lists(st.integers(0, 5), min_size=0, max_size=9))
+def test_prompt_cache_finds_the_longest_common_prefix(stored, query) -> None:
+    cache = PromptCache(max_bytes=1 << 30)
+    for sequence in stored:
+        kv = mx.array(np.array(sequence, dtype=np.float32).reshape(1, 1, -1, 1))
+        cache.store(sequence, [(kv, kv)])
+    best = max((next((i for i, (a, b) in enumerate(zip(s, query)) if a != b), min(len(s), len(query)))
+                for s in stored), default=0)
+    hit = cache.lookup(query)
+    if best == 0:
+        assert hit is None
+        return
+    assert hit is not None and hit.length == best
+    keys = np.asarray(hit.layers[0][0]).reshape(-1)
+    assert keys[:best].tolist() == query[:best]
+
+
+@settings(max_examples=40, deadline=None)
+@given(stored=sequences, budget=st.integers(8, 40))
+def test_prompt_cache_stays_under_its_byte_bound(stored, budget) -> None:
+    cache = PromptCache(max_bytes=budget)
+    for sequence in stored:
+        kv = mx.array(np.zeros((1, 1, len(sequence), 1), dtype=np.float32))
+        cache.store(sequence, [(kv, kv)])
+        assert cache.nbytes <= budget
+    for sequence in stored:
+        cache.discard(sequence)
+    assert cache.nbytes == 0 and len(cache) == 0 and cache.lookup(stored[0]) is None
