@@ -1,6 +1,7 @@
 """The tool reply grammar: every reply it accepts parses into free text and calls whose arguments validate."""
 from __future__ import annotations
 
+import functools
 import json
 import random
 
@@ -25,6 +26,12 @@ SEARCH = {"name": "search", "parameters": {
     "required": ["query", "limit"]}}
 TOOLS = [WEATHER, SEARCH]
 PARAMETERS = {t["name"]: t["parameters"] for t in TOOLS}
+
+
+@functools.cache
+def _auto(syntax: str):
+    """The auto reply constraint of TOOLS, compiled once per syntax."""
+    return build_constraint(_spec(syntax), 60)
 
 
 def _spec(syntax: str, choice: str = "auto", parallel: bool = True, content: dict | None = None) -> dict:
@@ -76,7 +83,7 @@ def test_rendered_calls_are_accepted_and_read_back(city: str, limit: int, query:
         syntax = SYNTAXES[name]
         if name == "qwen_xml" and any("</parameter>" in v or "\n" in v for v in (city, query)):
             continue
-        constraint = build_constraint(_spec(name), 60)
+        constraint = _auto(name)
         first = syntax.render("get_weather", json.dumps({"city": city}, separators=(",", ":")))
         second = syntax.render("search", json.dumps({"query": query, "limit": limit}, separators=(",", ":")))
         free = prose.replace("<", "")
@@ -137,7 +144,7 @@ def test_syntax_follows_the_chat_template() -> None:
 def test_values_that_look_like_tags_are_read_back(value: str) -> None:
     for name in ("hermes", "qwen_xml"):
         syntax = SYNTAXES[name]
-        constraint = build_constraint(_spec(name), 60)
+        constraint = _auto(name)
         reply = "ok " + syntax.render("search", json.dumps({"query": value, "limit": 2}, separators=(",", ":")))
         reply += "\n" + syntax.render("get_weather", '{"city":"Oslo"}')
         assert constraint.accepts(reply), (name, reply)
