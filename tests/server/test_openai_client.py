@@ -178,3 +178,19 @@ def test_text_completions(client) -> None:
     regex = client.completions.create(model="m", prompt="Code:", max_tokens=8, temperature=0,
                                       extra_body={"guided_regex": "[A-Z]{4}"})
     assert len(regex.choices[0].text) == 4 and regex.choices[0].text.isupper()
+
+
+def test_a_required_call_closes_under_every_feasible_budget(client) -> None:
+    named = {"type": "function", "function": {"name": "search"}}
+    feasible = []
+    for budget in range(8, 60, 2):
+        try:
+            reply = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=named,
+                                                   max_tokens=budget, temperature=1.0, seed=budget)
+        except openai.BadRequestError as error:
+            assert not feasible and error.body["code"] == "max_tokens_too_small"
+            continue
+        feasible.append(budget)
+        _check_calls(reply.choices[0].message, {"search"})
+        assert reply.usage.completion_tokens <= budget
+    assert len(feasible) > 5
