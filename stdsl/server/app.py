@@ -126,14 +126,18 @@ class GuardMiddleware:
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
                model_name: str | None = None) -> FastAPI:
-    """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)`)."""
+    """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
+    shutdown)."""
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=ConstraintCache(cache_bytes, compile_seconds), model_name=model_name or model.name,
                         api_key=api_key, max_queue=max_queue)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         state.cache.close()
+        if engine is None:
+            state.engine.close()
 
     app = FastAPI(title="stdsl", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.server = state
