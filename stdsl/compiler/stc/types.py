@@ -11,6 +11,7 @@ import datetime as dt
 import enum
 import json
 import math
+from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -143,7 +144,12 @@ class NumberType(FieldType):
         return float(text)
 
     def render(self, value: Any) -> str:
-        return json.dumps(value)
+        """JSON's spelling, or the plain decimal one where the language has no room for that exponent."""
+        text = json.dumps(value)
+        if self.automaton.accepts(text.encode("utf-8")):
+            return text
+        plain = format(Decimal(repr(float(value))), "f")
+        return plain[:-2] if plain.endswith(".0") and not self.automaton.accepts(plain.encode("utf-8")) else plain
 
 
 @dataclass(eq=False)
@@ -167,7 +173,11 @@ class FormatType(FieldType):
     format: str = "date"
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string", "format": self.format}
+        """RFC 3339 less what Python's `datetime` cannot hold (year 0000, leap seconds)."""
+        from stdsl.compiler.pydantic_schema import NO_LEAP_SECOND_DATETIME, NO_LEAP_SECOND_TIME, NOT_YEAR_ZERO
+
+        pattern = {"date": NOT_YEAR_ZERO, "time": NO_LEAP_SECOND_TIME}.get(self.format, NO_LEAP_SECOND_DATETIME)
+        return {"type": "string", "format": self.format, "pattern": pattern}
 
     def text_ir(self) -> ir.Node:
         node = schema_to_ir(self.schema())
@@ -413,7 +423,10 @@ class UnionType(FieldType):
 
     def render(self, value: Any) -> str:
         for option in self.options:
-            text = option.render(value)
+            try:
+                text = option.render(value)
+            except (ValueError, TypeError, AttributeError, KeyError):
+                continue  # the value is not of this option's type
             if option.automaton.accepts(text.encode("utf-8")):
                 return text
         raise ValueError(f"{value!r} fits no option of the union")
