@@ -15,27 +15,16 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from itertools import pairwise
 from typing import Any, Protocol
 
 import numpy as np
 
 from stdsl.errors import GenerationError
+from stdsl.runtime.boundary_cover import BoundaryCover, BoundaryCovers, valid_utf8_prefix
 
 MAX_CODEPOINT_SCAN = 70_000
-
-
-MAX_LOOKAHEAD_BYTES = 64
-"""How much of the forced chain after a next character the boundary cover looks at."""
-
-MAX_CACHED_COVERS = 4096
-
-MAX_BRANCHES = 16
-"""Choices after a forced chain up to which the cover looks one character further."""
-
-PUNCTUATION = frozenset(bytes([b]) for b in b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-"""ASCII punctuation: characters that extend a punctuation block in the regex pre-tokenizers."""
 
 
 class PreTokenizingTokenizer(Protocol):
@@ -64,42 +53,6 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Lookahead:
-    """A continuation the boundary cover tries: `text`, and the prefix lengths [cut_from, cut_to) of
-    it where a token that stops short of the tokenizer's token over it is cut (the bytes after the
-    first character up to the next choice are decided by the constraint). `chained`: forced bytes follow;
-    `extended`: longer lookaheads through the choice after it exist (its own split there is provisional)."""
-
-    text: bytes
-    cut_from: int
-    cut_to: int
-    chained: bool
-    extended: bool = False
-
-
-@dataclass(frozen=True)
-class BoundaryCover:
-    """The next tokens that keep the open block's split canonical (the boundary cover of D.3).
-
-    With `held` forced bytes held back, a token of at most `held` bytes is admitted iff it is in
-    `short`; a longer one iff its byte at offset `held` is in `after` and it is not in `excluded`
-    (it spells a continuation whose split does not extend the fed tokens, or it ends inside the
-    tokenizer's next token where the constraint decides those bytes). `eos`: the output may end
-    here with the block's split canonical. Every byte in `live` keeps some token that starts with
-    it, so the cover never makes an output unreachable (its lookahead is finite; BPE's is not);
-    after a spanned block, bytes whose split the cover offered as a longer token one step before are
-    not in it (that token was the way there).
-    """
-
-    held: int
-    short: frozenset[int]
-    after: frozenset[int]
-    eos: bool
-    excluded: frozenset[int] = frozenset()
-    live: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True)
 class Plan:
     """What to feed after one sampling step, and the configuration the next step samples at.
 
@@ -118,15 +71,6 @@ class Plan:
     decided: bytes
     window: Window
     finished: bool
-
-
-def valid_utf8_prefix(data: bytes) -> int:
-    """Length of the longest prefix of `data` that is valid UTF-8."""
-    try:
-        data.decode("utf-8")
-        return len(data)
-    except UnicodeDecodeError as error:
-        return error.start
 
 
 def _char_class(ch: str) -> str:
@@ -189,10 +133,7 @@ class ForcedPlanner:
         self._missing_bytes = set(missing)
         self._tail_cache: dict[tuple[bytes, int], bool] = {}
         self._chain_cache: dict[int, tuple[bytes, int]] = {}
-        self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
-        self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
-        self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
-        self._bytes_at: dict[int, np.ndarray] = {}
+        self.covers = BoundaryCovers(self)
 
     # ------------------------------------------------------------------ helpers
 
@@ -291,180 +232,13 @@ class ForcedPlanner:
 
     # ------------------------------------------------------------------ the boundary cover
 
-    def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
-        """What may follow `state`, as far as a split can depend on it (b"" when the output may end here):
-
-        each next character with the forced chain after it (up to MAX_LOOKAHEAD_BYTES); after a
-        punctuation character that nothing forces on from, each punctuation character that may follow
-        it (punctuation runs are one pre-token block, where BPE merges reach furthest); after a chain
-        that ends at a choice of at most MAX_BRANCHES characters (an enum's values), each of them with
-        its own chain, so a token that stops inside the tokenizer's token over the chain can be cut.
-        """
-        hit = self._lookahead_cache.get(state)
-        if hit is not None:
-            return hit
-        found: dict[bytes, Lookahead] = {}
-        if self.automaton.accepting[state]:
-            found[b""] = Lookahead(b"", 0, 0, False)
-        for data, after in self._next_steps(state):
-            chain = self.chain(after)[0][:MAX_LOOKAHEAD_BYTES]
-            text = data + chain
-            choices = self._next_steps(self.chain(after)[1]) if chain and len(chain) < MAX_LOOKAHEAD_BYTES else []
-            extended = 0 < len(choices) <= MAX_BRANCHES
-            found.setdefault(text, Lookahead(text, len(data), len(text), bool(chain), extended))
-            if extended:
-                for more, beyond in choices:
-                    longer = text + more + self.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
-                    found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
-            elif not chain and data in PUNCTUATION:
-                for more, beyond in self._next_steps(after):
-                    if more in PUNCTUATION:
-                        longer = data + more + self.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
-                        found.setdefault(longer, Lookahead(longer, len(longer), len(longer), False))
-        result = tuple(found.values())
-        self._lookahead_cache[state] = result
-        return result
-
-    def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
-        """(character bytes, state after them) for each of `next_characters(state)` the automaton admits."""
-        out = []
-        for ch in self.next_characters(state):
-            data = ch.encode("utf-8")
-            after = self.automaton.step(state, data)
-            if after >= 0:
-                out.append((data, after))
-        return out
-
     def boundary_cover(self, window: Window, pending: bytes, end_state: int) -> BoundaryCover | None:
-        """The boundary cover at a sampling configuration, or None when the open block holds no forced byte.
+        """The boundary cover at a sampling configuration (see `BoundaryCovers.at`)."""
+        return self.covers.at(window, pending, end_state)
 
-        The open block is the window (from a stable boundary, Theorem 20(i)) plus the held-back
-        bytes. For every lookahead x of the chain end, the tokenizer's split of block + x is taken;
-        where it extends the fed tokens, its next token is what the cover admits. D.3's rule then
-        applies: when the held-back block is one vocabulary token and the split starts it with a
-        shorter token only for some continuations, the model must span the block with one token,
-        and those continuations stay admitted after it (`_spanned_block`). None also when no
-        lookahead extends the fed tokens (an earlier sampled token already left the tokenizer's split).
-        """
-        light = not pending and window.forced_end == 0
-        if light and not any(ahead.chained for ahead in self.lookaheads(end_state)):
-            return None
-        key = (window.text + pending, tuple(window.tokens), len(pending), end_state)
-        if key in self._cover_cache:
-            return self._cover_cache[key]
-        cover = self._chained_cover(window, end_state) if light else self._compute_cover(window, pending, end_state)
-        if len(self._cover_cache) >= MAX_CACHED_COVERS:
-            self._cover_cache.clear()
-        self._cover_cache[key] = cover
-        return cover
-
-    def _compute_cover(self, window: Window, pending: bytes, end_state: int) -> BoundaryCover | None:
-        block = window.text + pending
-        fed = list(window.tokens)
-        if valid_utf8_prefix(block) != len(block) or self.spell(fed) != window.text:
-            return None
-        spanned = self._spanned_block(window, pending)
-        short: set[int] = set()
-        after: set[int] = set()
-        following: set[int] = set()
-        cut: set[int] = set()
-        kept: list[bytes] = []
-        offered: set[int] = set()
-        eos = False
-        for ahead in self.lookaheads(end_state):
-            lookahead = ahead.text
-            data = block + lookahead
-            canonical = self.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
-            if canonical[: len(fed)] != fed:
-                if spanned and self._starts_shorter(canonical, fed, longer=True):
-                    offered.update(lookahead[:1])
-                if not (spanned and self._starts_shorter(canonical, fed)):
-                    continue
-            elif len(canonical) > len(fed):
-                token = canonical[len(fed)]
-                width = len(self.token_bytes[token] or b"")
-                if width <= len(pending):
-                    short.add(token)
-                    continue
-                rest = pending + lookahead
-                if not ahead.extended:
-                    following.add(token)
-                    if width >= len(rest):
-                        following.update(self._prefix_tokens(rest, len(pending)))
-                stop = min(width, len(pending) + ahead.cut_to)
-                cut.update(self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + ahead.cut_from, stop))
-            if lookahead:
-                after.add(lookahead[0])
-                kept.append(lookahead)
-            else:
-                eos = eos or not pending
-        whole = self.by_bytes.get(pending) if pending else None
-        shorter = {t for t in short if len(self.token_bytes[t] or b"") < len(pending)}
-        if whole is not None and shorter and (after or short - shorter):
-            short = (short - shorter) | {whole}
-        if not (short or after or eos):
-            return None
-        excluded = (cut - following - {-1}) | self._off_lookahead(len(pending), after, kept)
-        live = frozenset() if short else frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist())
-        return BoundaryCover(len(pending), frozenset(short), frozenset(after), eos, frozenset(excluded),
-                             live - offered)
-
-    def _off_lookahead(self, held: int, after: set[int], kept: list[bytes]) -> set[int]:
-        """Tokens longer than `held` that spell no kept lookahead's start (ASCII first bytes whose
-        lookaheads all continue with decided bytes; any token agrees with a lookahead that does not)."""
-        off: set[int] = set()
-        firsts = self._byte_at(held)
-        for byte in after:
-            starting = [x for x in kept if x[0] == byte]
-            if byte >= 0x80 or any(len(x) == 1 for x in starting):
-                continue
-            for token in np.flatnonzero((firsts == byte) & (self._lengths > held)).tolist():
-                spelled = (self.token_bytes[token] or b"")[held:]
-                if not any(spelled[: len(x)] == x[: len(spelled)] for x in starting):
-                    off.add(token)
-        return off
-
-    def _chained_cover(self, window: Window, end_state: int) -> BoundaryCover | None:
-        """The cover where nothing forced is open yet but forced bytes may follow the next character:
-        only the tokens that stop inside the tokenizer's token over those bytes and the choice after
-        them are cut (healing re-splits the rest); None when there are none."""
-        block = window.text
-        fed = list(window.tokens)
-        if valid_utf8_prefix(block) != len(block) or self.spell(fed) != block:
-            return None
-        cut: set[int] = set()
-        following: set[int] = set()
-        for ahead in self.lookaheads(end_state):
-            if not ahead.chained or ahead.cut_to <= ahead.cut_from:
-                continue
-            data = block + ahead.text
-            canonical = self.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
-            if canonical[: len(fed)] != fed or len(canonical) == len(fed):
-                continue
-            token = canonical[len(fed)]
-            width = len(self.token_bytes[token] or b"")
-            if ahead.extended:
-                continue
-            following.add(token)
-            if width >= len(ahead.text):
-                following.update(self._prefix_tokens(ahead.text, 0))
-            elif width >= ahead.cut_to:
-                cut.update(self.by_bytes.get(ahead.text[:k], -1) for k in range(ahead.cut_from, ahead.cut_to))
-        excluded = cut - following - {-1}
-        if not excluded:
-            return None
-        live = frozenset(np.flatnonzero(self.transitions[end_state] >= 0).tolist())
-        return BoundaryCover(0, frozenset(), live, True, frozenset(excluded), live)
-
-    def _prefix_tokens(self, data: bytes, held: int) -> set[int]:
-        """Vocabulary tokens that spell a prefix of `data` longer than `held` bytes: where the tokenizer's
-        token reaches the end of a lookahead, the split there is not known, so none of them is cut."""
-        return {self.by_bytes[data[:k]] for k in range(held + 1, len(data) + 1) if data[:k] in self.by_bytes}
-
-    def _spanned_block(self, window: Window, pending: bytes) -> bool:
-        """Whether the last fed token spelled a whole held-back one-token block, so D.3's continuations
-        that the tokenizer would have started with a shorter token are admitted after it."""
-        return not pending and window.spanned and bool(window.tokens)
+    def cover_mask(self, cover: BoundaryCover) -> np.ndarray:
+        """The tokens a boundary cover admits (see `BoundaryCovers.mask`)."""
+        return self.covers.mask(cover)
 
     def _forced_prefix(self, state: int, data: bytes) -> int:
         """The end of the last byte of `data` that the automaton forces when read from `state` (0: none)."""
@@ -474,51 +248,6 @@ class ForcedPlanner:
                 end = i + 1
             state = self.automaton.step(state, bytes([byte]))
         return end
-
-    def _starts_shorter(self, canonical: Sequence[int], fed: Sequence[int], longer: bool = False) -> bool:
-        """Whether `canonical` agrees with `fed` up to its last token and starts that one shorter
-        (`longer`: longer, i.e. the spanning token the cover offered in its place one step before)."""
-        last = len(fed) - 1
-        if len(canonical) <= last or list(canonical[:last]) != list(fed[:last]):
-            return False
-        ours, theirs = len(self.token_bytes[fed[last]] or b""), len(self.token_bytes[canonical[last]] or b"")
-        return theirs > ours if longer else theirs < ours
-
-    def cover_mask(self, cover: BoundaryCover) -> np.ndarray:
-        """The tokens a boundary cover admits (bool (V,); eos ids excluded: see `BoundaryCover.eos`)."""
-        hit = self._cover_masks.get(cover)
-        if hit is not None:
-            return hit
-        lengths = self._lengths
-        allowed = np.zeros(len(self.token_bytes), dtype=bool)
-        allowed[list(cover.short)] = True
-        byte_ok = np.zeros(257, dtype=bool)
-        byte_ok[list(cover.after)] = True
-        allowed |= (lengths > cover.held) & byte_ok[self._byte_at(cover.held)]
-        allowed[list(cover.excluded)] = False
-        firsts = self._byte_at(cover.held)
-        for byte in cover.live:
-            starting = (firsts == byte) & (lengths > cover.held)
-            if not allowed[starting].any():
-                allowed |= starting
-        if len(self._cover_masks) >= MAX_CACHED_COVERS // 16:
-            self._cover_masks.clear()
-        self._cover_masks[cover] = allowed
-        return allowed
-
-    @cached_property
-    def _lengths(self) -> np.ndarray:
-        return np.fromiter((len(b or b"") for b in self.token_bytes), dtype=np.int64, count=len(self.token_bytes))
-
-    def _byte_at(self, offset: int) -> np.ndarray:
-        """Each token's byte at `offset` (256 where the token is shorter), cached per offset."""
-        hit = self._bytes_at.get(offset)
-        if hit is None:
-            hit = np.fromiter(
-                ((b[offset] if b is not None and len(b) > offset else 256) for b in self.token_bytes),
-                dtype=np.int64, count=len(self.token_bytes))
-            self._bytes_at[offset] = hit
-        return hit
 
     # ------------------------------------------------------------------ the policy
 
@@ -574,7 +303,7 @@ class ForcedPlanner:
             healed=healed,
             state=next_state,
             pending=pending_bytes,
-            cover=None if finished else self.boundary_cover(new_window, pending_bytes, end_state),
+            cover=None if finished else self.covers.at(new_window, pending_bytes, end_state),
             end_state=end_state,
             decided=s[y_start:],
             window=new_window,
