@@ -19,7 +19,6 @@ ENGINE_COUNTERS = {
     "prompt_tokens": "prompt tokens of admitted requests",
     "prefilled_tokens": "prompt tokens actually prefilled (not served by the prompt cache)",
     "sampled_tokens": "tokens sampled from the model",
-    "forced_tokens": "tokens the constraints forced without a pass",
     "prompt_cache_hits": "prompts that started from a cached prefix",
     "prompt_cache_hit_tokens": "prompt tokens served by the prompt cache",
 }
