@@ -93,7 +93,7 @@ def main() -> int:
         print(rows[-1], flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "recursive_budget_bound.json").write_text(json.dumps({"command": COMMAND, "rows": rows}, indent=2))
-    lines = [f"# Pushdown least budget against the true shortest output (SmolLM2 vocabulary)\n", f"`{COMMAND}`\n",
+    lines = ["# Pushdown least budget against the true shortest output (SmolLM2 vocabulary)\n", f"`{COMMAND}`\n",
              "| task | before (bytes bound) | now (one-step bound) | true shortest | gap now |",
              "|---|---|---|---|---|"]
     lines += [f"| {r['task']} | {r['bytes_bound']} | {r['one_step_bound']} | {r['true_shortest']} | {r['gap']} |"

@@ -84,7 +84,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         report["cut_states"] = int(constraint.automaton.cut_states.sum())
         machine = constraint.automaton
     if args.example:
-        report["forced_byte_share"] = round(forced_byte_share(machine, read_source(args.example).encode("utf-8").strip()), 4)
+        example = read_source(args.example).encode("utf-8").strip()
+        report["forced_byte_share"] = round(forced_byte_share(machine, example), 4)
     if args.json:
         print(json.dumps(report))
     else:

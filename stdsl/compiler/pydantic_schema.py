@@ -78,8 +78,8 @@ def rust_pattern_as_ecma(pattern: str) -> str:
         if char == "\\" and i + 1 < len(pattern):
             letter = pattern[i + 1]
             if letter in "DWbB" or (letter in "dw" and negated) or (letter == "S" and in_class):
-                raise PatternRefused(f"\\{letter} in {pattern!r} means a Unicode class (to Pydantic and Python) that cannot be "
-                                     "enforced exactly inside JSON; write an explicit class such as [^a-z]")
+                raise PatternRefused(f"\\{letter} in {pattern!r} means a Unicode class (to Pydantic and Python) that "
+                                     "cannot be enforced exactly inside JSON; write an explicit class such as [^a-z]")
             if letter == "s":
                 out.append(RUST_SPACE if in_class else f"[{RUST_SPACE}]")
             elif letter == "S":

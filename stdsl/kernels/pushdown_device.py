@@ -2,8 +2,8 @@
 
 `S` is the sum over the return states on the stack of their bn with the room each has once popped, so
 need+(c) = bn(q) at the room above the stack + S (Proposition 2 under the cap; bn is clipped at BN_CAP bytes,
-past any budget, so S fits int32, and need+ >= BN_CAP marks a configuration that cannot close); slots at and above the pointer
-hold 0, so equal configurations have equal vectors; q = -1 marks a dead vector.  The tables are
+past any budget, so S fits int32, and need+ >= BN_CAP marks a configuration that cannot close); slots at and
+above the pointer hold 0, so equal configurations have equal vectors; q = -1 marks a dead vector.  The tables are
 the symbolic rows `ContextRows` computes on the CPU, each uploaded once as met: per state q a
 *free* row over the vocabulary (an outcome code per token, or a slot for the tokens that need
 the stack), per (q, top two return states, shallow) a *context* row of codes over those tokens,

@@ -19,6 +19,7 @@ from stdsl.compiler.stc.syntax import ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError
 
+
 class ProgramResult(Mapping[str, Any]):
     """A program's typed result: one attribute per field, plus `.text` and `.stats`; a read-only mapping."""
 
@@ -44,7 +45,8 @@ class ProgramResult(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The field values as a plain dict (Pydantic instances dumped to dicts)."""
-        return {k: v.model_dump(mode="json", by_alias=True) if hasattr(v, "model_dump") else v for k, v in self._values.items()}
+        return {k: v.model_dump(mode="json", by_alias=True) if hasattr(v, "model_dump") else v
+                for k, v in self._values.items()}
 
     def __repr__(self) -> str:
         return f"ProgramResult({self._values!r})"

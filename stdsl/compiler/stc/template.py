@@ -8,8 +8,8 @@ field's end.  Reading a result back therefore needs no second grammar: only the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 

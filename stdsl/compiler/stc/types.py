@@ -11,8 +11,8 @@ import datetime as dt
 import enum
 import json
 import math
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
@@ -20,7 +20,6 @@ from stdsl.compiler import ir
 from stdsl.compiler.automaton import Automaton, build_automaton
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.compiler.regex_parser import parse_regex
-
 
 FINITE_NUMBER = parse_regex(r"-?(?:0|[1-9][0-9]{0,199})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?")
 

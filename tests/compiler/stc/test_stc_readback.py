@@ -81,7 +81,8 @@ def test_enums_with_non_string_values_read_back() -> None:
     assert (value.l, value.m) == (Level.LOW, Mixed.OFF)
     assert nested.render({"a": value}) == text
     mixed = constraint_of("{a: Mixed}", {"Mixed": Mixed})
-    assert [mixed.parse(t)["a"] for t in ("1", "name", "false", "0.5")] == [Mixed.ONE, Mixed.NAME, Mixed.OFF, Mixed.HALF]
+    texts = ("1", "name", "false", "0.5")
+    assert [mixed.parse(t)["a"] for t in texts] == [Mixed.ONE, Mixed.NAME, Mixed.OFF, Mixed.HALF]
 
 
 def test_enum_members_written_alike_are_refused() -> None:
