@@ -17,7 +17,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.json_recursive import recursive_schema_to_ir
 from stdsl.compiler.pushdown import Definition, call_symbol, compile_pushdown
 from stdsl.compiler.pushdown_constraint import PushdownConstraint
-from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType
+from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
 
 DEFS = "#/$defs/"
 
@@ -59,14 +59,15 @@ class RecursiveHoles:
         self.names = sorted(declared)
         self.defs = {name: declared[name].schema() for name in self.names}
         self.calls = {DEFS + name: call_symbol(i) for i, name in enumerate(self.names)}
-        _, self.bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls)
+        _, bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls)
+        self.bodies = {name: finite_numbers(body) for name, body in bodies.items()}
 
     def hole_ir(self, kind: FieldType) -> ir.Node | None:
         """The IR of a recursive hole (None for an ordinary one)."""
         if not is_recursive(kind):
             return None
         main, _ = recursive_schema_to_ir({**kind.schema(), "$defs": self.defs}, self.calls)
-        return main
+        return finite_numbers(main)
 
     def definitions(self) -> list[Definition]:
         """The nonterminals, in call-symbol order."""

@@ -99,3 +99,13 @@ def test_floats_stay_finite(text: str) -> None:
     alone = constraint_of("{a: float}")
     assert not alone.accepts(text)
     assert alone.accepts("1.5e99") and alone.accepts("-" + "9" * 200 + ".5e-99")
+
+
+def test_floats_inside_json_stay_finite() -> None:
+    record = constraint_of("{a: {x: float, y: list[number](..3)}}")
+    assert not record.accepts('{"x":1.1e999,"y":[]}') and not record.accepts('{"x":1,"y":[1e400]}')
+    assert record.accepts('{"x":1e99,"y":[2.5e-10]}')
+    assert not constraint_of("{a: json(float)}").accepts("1" + "0" * 300)
+    tree = constraint_of("{a: T}", decls="type T = {v: float, k: list[T](..2)}\n")
+    assert not tree.accepts('{"v":1,"k":[{"v":1e999,"k":[]}]}')
+    assert tree.parse('{"v":1e99,"k":[{"v":2,"k":[]}]}')["a"].k[0].v == 2.0
