@@ -22,10 +22,11 @@ from stdsl.compiler.json_numbers import DIGIT, NONZERO_DIGIT, NUMBER
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.compiler.regex_parser import parse_regex
 
+assert isinstance(NUMBER, ir.Seq)
 _INTEGER_PART, _EXPONENT_PART = NUMBER.items[1], NUMBER.items[-1]
 _FINITE_INTEGER_PART = ir.alt(ir.literal("0"), ir.seq(NONZERO_DIGIT, ir.repeat(DIGIT, 0, 199)))
-_FINITE_EXPONENT_PART = ir.optional(ir.seq(ir.byte_set([(0x45, 0x45), (0x65, 0x65)]),
-                                           ir.optional(ir.byte_set([(0x2B, 0x2B), (0x2D, 0x2D)])), ir.repeat(DIGIT, 1, 2)))
+_SIGN = ir.optional(ir.byte_set([(0x2B, 0x2B), (0x2D, 0x2D)]))
+_FINITE_EXPONENT_PART = ir.optional(ir.seq(ir.byte_set([(0x45, 0x45), (0x65, 0x65)]), _SIGN, ir.repeat(DIGIT, 1, 2)))
 
 
 def finite_numbers(node: ir.Node, memo: dict[int, ir.Node] | None = None) -> ir.Node:
