@@ -293,12 +293,10 @@ class Engine:
                     finished.append(i)
                     continue
                 row.publish()
-                if not feed:
-                    row.complete("eos")
-                    finished.append(i)
-                elif row.control.finished or row.stopped:
+                if not feed or row.control.finished or row.stopped:
                     live = row.control.planner.live_count[row.control.state]
-                    row.complete("stop" if live == 0 else "length")
+                    row.complete("eos" if not feed else "stop" if live == 0 else "length")
+                    self.counters["forced_tokens"] += row.control.forced_count
                     finished.append(i)
                 else:
                     row.feed = list(feed)
