@@ -291,10 +291,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     model = load()
-    from stdsl.runtime.decode import generate
+    from stdsl.runtime.options import DecodeOptions
+    from stdsl.runtime.requests import compiled_constraint, constraint_state
 
     for _, _, schema in extraction_jobs()[::3]:
-        generate(model, "Warm the constraint tables.", schema, max_tokens=args.job_tokens)
+        constraint_state(model, compiled_constraint(schema), DecodeOptions.of(max_tokens=args.job_tokens)).start()
     sections = args.sections.split(",")
     report: dict[str, Any] = {"command": "python benchmarks/batch.py " + " ".join(sys.argv[1:]),
                               "model": "SmolLM2-135M-Instruct fp32 (embedded GGUF)"}
