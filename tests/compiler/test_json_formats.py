@@ -127,11 +127,12 @@ def jsonschema_verdict(name: str, text: str) -> bool | None:
 
 def validator_stricter(name: str, text: str) -> bool:
     """Where jsonschema rejects what both the RFC and the JSON-Schema-Test-Suite accept (the suite is followed):
-    IPvFuture `V` (rfc3987 takes `v` only), IP literals in IRIs (`rfc3987-syntax`, the checker of jsonschema's
-    format-nongpl extra, rejects `http://[::1]`), 4-digit template prefixes and varnames starting with `%`
+    IPvFuture `V` (rfc3987 takes `v` only), IP literals and characters beyond U+FFFF in IRIs (`rfc3987-syntax`,
+    the checker of jsonschema's format-nongpl extra, rejects `http://[::1]` and `a\U0001f600`, which RFC 3987's
+    ucschar includes), 4-digit template prefixes and varnames starting with `%`
     (uri_template), a `0` followed by a digit anywhere in a relative pointer's integer (jsonschema's loop)."""
     if name in ("iri", "iri-reference"):
-        return "[" in text
+        return "[" in text or any(ord(c) > 0xFFFF for c in text)
     if name in ("uri", "uri-reference"):
         return "[V" in text
     if name == "uri-template":
