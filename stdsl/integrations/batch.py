@@ -26,7 +26,11 @@ class BatchRow:
 
 
 class BatchConstraints:
-    """Constrained rows by batch index; `path` picks the torch mask path (None: by device)."""
+    """Constrained rows by batch index; `path` picks the torch mask path (None: by device).
+
+    On the 'rows' path (the CPU default) each row is its controller's own host mask (row cache,
+    budget shortcut), uploaded in one copy; on the 'walk' path DFA rows are walked on the device.
+    """
 
     def __init__(self, vocab: Vocabulary, path: str | None = None) -> None:
         self.vocab = vocab
@@ -63,8 +67,11 @@ class BatchConstraints:
         if not self.rows:
             return logits
         indices = sorted(i for i in self.rows if i < logits.shape[0])
-        allowed = batch_mask([self.rows[i].steps.row() for i in indices], self.vocab, logits.device,
+        on_host = (self.path or ("rows" if logits.device.type == "cpu" else "walk")) == "rows"
+        allowed = batch_mask([self.rows[i].steps.row(host=on_host) for i in indices], self.vocab, logits.device,
                              width=int(logits.shape[1]), path=self.path)
-        index = torch.as_tensor(indices, dtype=torch.long, device=logits.device)
-        logits[index] = apply_mask(logits[index], allowed)
-        return logits
+        if len(indices) < logits.shape[0]:
+            full = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+            full[torch.as_tensor(indices, dtype=torch.long, device=logits.device)] = allowed
+            allowed = full
+        return apply_mask(logits, allowed)

@@ -75,14 +75,16 @@ class StepwiseConstraint:
             return self.eos_id
         return None
 
-    def row(self) -> Row:
+    def row(self, host: bool = False) -> Row:
         """The next step's batch row for `torch_mask.batch_mask`: a forced token, a DFA `WalkRow` or a host mask.
 
-        A controller that can go no further (a pushdown at its nesting cap) records its
-        GenerationError in `error` and the output is ended by eos: never an invalid continuation.
+        `host` asks for the controller's own mask (numpy, with its row cache and budget shortcut)
+        instead of a `WalkRow`; pushdown rows are always host masks.  A controller that can go no
+        further (a pushdown at its nesting cap) records its GenerationError in `error` and the
+        output is ended by eos: never an invalid continuation.
         """
         forced = self.forced
-        if forced is None and isinstance(self.control, PushdownState):
+        if forced is None and (host or isinstance(self.control, PushdownState)):
             try:
                 return self.control.mask()
             except GenerationError as error:
@@ -100,11 +102,11 @@ class StepwiseConstraint:
 
     def mask(self) -> np.ndarray:
         """The next step's mask on the host (bool (V,)): the singleton of a forced token, else the controller's."""
-        forced = self.forced
-        if forced is None:
-            return self.control.mask()
+        row = self.row(host=True)
+        if isinstance(row, np.ndarray):
+            return row
         allowed = np.zeros(self.vocab.size, dtype=bool)
-        allowed[forced] = True
+        allowed[int(row)] = True  # type: ignore[arg-type]
         return allowed
 
     def accept(self, token: int) -> None:

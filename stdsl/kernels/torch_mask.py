@@ -191,20 +191,21 @@ def _budget_mask(rows: Sequence[WalkRow], next_states: torch.Tensor, device: tor
     out = torch.zeros(next_states.shape, dtype=torch.bool, device=device)
     for b, row in enumerate(rows):
         assert row.budget is not None and row.remaining is not None
-        through = torch.as_tensor(_through(row.budget), device=device)
+        through = _through(row.budget, device)
         live = next_states[b] >= 0
         cost = through[torch.where(live, next_states[b], 0)]
         out[b] = live & (cost <= row.remaining)
     return out
 
 
-def _through(budget: BudgetTable) -> np.ndarray:
-    """Per next state q': 1 + |φ(q')| + need(end(q')), clipped at UNREACHABLE (cached on the table)."""
-    cached = getattr(budget, "_torch_through", None)
-    if cached is None:
-        cached = np.minimum(1 + budget.chain_tokens + budget.need[budget.chain_end], UNREACHABLE)
-        budget._torch_through = cached  # type: ignore[attr-defined]
-    return cached
+def _through(budget: BudgetTable, device: torch.device) -> torch.Tensor:
+    """Per next state q': 1 + |φ(q')| + need(end(q')), clipped at UNREACHABLE; on `device`, cached on the table."""
+    cached: dict[str, torch.Tensor] = budget.__dict__.setdefault("_torch_through", {})
+    hit = cached.get(str(device))
+    if hit is None:
+        through = np.minimum(1 + budget.chain_tokens + budget.need[budget.chain_end], UNREACHABLE)
+        hit = cached[str(device)] = torch.as_tensor(through, device=device)
+    return hit
 
 
 def batch_mask(rows: Sequence[Row], vocab: Vocabulary, device: torch.device | str, *,
@@ -221,27 +222,28 @@ def batch_mask(rows: Sequence[Row], vocab: Vocabulary, device: torch.device | st
     width = vocab.size if width is None else width
     if width < vocab.size:
         raise StdslError(f"torch mask: {width} logits cannot hold the vocabulary's {vocab.size} tokens")
-    out = torch.zeros((len(rows), width), dtype=torch.bool, device=device)
-    walk_rows = [b for b, r in enumerate(rows) if isinstance(r, WalkRow)]
+    host = np.zeros((len(rows), width), dtype=bool)
+    walk_rows = []
+    for b, row in enumerate(rows):
+        if isinstance(row, WalkRow):
+            walk_rows.append(b)
+        elif isinstance(row, np.ndarray):
+            if row.shape != (vocab.size,):
+                raise StdslError(f"torch mask: a host mask has {row.shape[0]} entries, the vocabulary {vocab.size}")
+            host[b, : vocab.size] = row
+        else:
+            if not 0 <= int(row) < vocab.size:
+                raise StdslError(f"torch mask: forced token {int(row)} is outside the vocabulary (size {vocab.size})")
+            host[b, int(row)] = True
+    out = torch.from_numpy(host).to(device)
     if walk_rows:
         out[walk_rows, : vocab.size] = _walk_rows_mask([rows[b] for b in walk_rows], vocab, device, path)  # type: ignore[misc]
-    host_rows = [b for b, r in enumerate(rows) if isinstance(r, np.ndarray)]
-    if host_rows:
-        host = np.stack([rows[b] for b in host_rows])  # type: ignore[misc]
-        if host.shape[1] != vocab.size:
-            raise StdslError(f"torch mask: a host mask has {host.shape[1]} entries, the vocabulary {vocab.size}")
-        out[host_rows, : vocab.size] = torch.as_tensor(host, dtype=torch.bool, device=device)
-    for b, r in enumerate(rows):
-        if isinstance(r, int | np.integer):
-            if not 0 <= int(r) < vocab.size:
-                raise StdslError(f"torch mask: forced token {int(r)} is outside the vocabulary (size {vocab.size})")
-            out[b, int(r)] = True
     return out
 
 
 def apply_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """`logits` with every inadmissible entry set to -inf, in place (returned for chaining)."""
-    return logits.masked_fill_(~allowed, float("-inf"))
+    return logits.masked_fill_(allowed.logical_not(), float("-inf"))
 
 
 def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
@@ -281,7 +283,7 @@ def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
                           budget if remaining is not None else None)
             allowed = table[i] >= 0
             if remaining is not None and budget is not None:
-                allowed &= _through(budget)[np.where(allowed, table[i], 0)] <= remaining
+                allowed &= _through(budget, torch.device("cpu")).numpy()[np.where(allowed, table[i], 0)] <= remaining
             if cover is not None and ((allowed & cover).any() or row.accepting):
                 allowed = allowed & cover
             allowed[vocab.eos_ids] = row.accepting

@@ -28,6 +28,8 @@ from stdsl.runtime.constraint_state import vocabulary_of
 EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
 TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
 EMAIL = stdsl.Regex(r"[a-z]{1,12}@[a-z]{2,10}\.(com|org)")
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"}},
+          "required": ["name", "age"], "additionalProperties": False}
 TREE = {
     "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
                                                          "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
@@ -170,10 +172,11 @@ def test_a_constraint_list_must_match_the_batch(tiny_hf) -> None:
                        logits_processor=LogitsProcessorList([processor]), pad_token_id=2)
 
 
-@pytest.mark.parametrize("constraint", [TREE, EMAIL], ids=["recursive", "regex"])
-def test_sampled_masks_equal_stdsls_for_recursive_and_regular_constraints(tiny_hf, constraint) -> None:
+@pytest.mark.parametrize("path", ["rows", "walk"])
+@pytest.mark.parametrize("constraint", [TREE, EMAIL, PERSON], ids=["recursive", "regex", "schema"])
+def test_sampled_masks_equal_stdsls_for_recursive_and_regular_constraints(tiny_hf, constraint, path) -> None:
     model, hf_tokenizer = tiny_hf
-    processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=40)
+    processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=40, path=path)
     recorder = MaskRecorder()
     ids = torch.tensor([prompt_ids(hf_tokenizer, "go")])
     torch.manual_seed(3)
