@@ -147,3 +147,17 @@ def _validates(model_class: type[BaseModel], text: str) -> bool:
     except pydantic.ValidationError:
         return False
     return True
+
+
+class Node(BaseModel):
+    at: NaiveDatetime
+    when: dt.time
+    kids: list[Node] = Field(max_length=2)
+
+
+def test_a_recursive_model_on_the_pushdown_generates_only_what_validates() -> None:
+    constraint = stdsl.compile(Node)
+    assert isinstance(constraint, PushdownConstraint)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        Node.model_validate_json(random_accepted(constraint.machine, rng).decode("utf-8"))
