@@ -188,3 +188,47 @@ def test_llm_end_to_end_on_smollm2(smollm2_hf_folder, monkeypatch) -> None:
         assert len(completion.token_ids) <= max_tokens
         if spec is not None:
             assert compiled_constraint(spec).accepts(completion.text), completion.text
+
+
+@pytest.mark.slow
+def test_openai_server_with_the_processor(smollm2_hf_folder) -> None:
+    """`vllm serve MODEL --logits-processors stdsl.integrations.vllm:StdslLogitsProcessor` (the engine in its own
+    process): the spec as JSON text in vllm_xargs, valid under a tight max_tokens, a bad spec refused with 400."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_hf_folder),
+               "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
+               "--dtype", "float32", "--logits-processors", "stdsl.integrations.vllm:StdslLogitsProcessor"]
+    server = subprocess.Popen(command, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(2)
+        spec = {"kind": "json_schema", "schema": PERSON}
+        reply = httpx.post(f"{base}/v1/chat/completions", timeout=300, json={
+            "model": str(smollm2_hf_folder), "messages": [{"role": "user", "content": "Invent a person."}],
+            "max_tokens": 12, "temperature": 0.7, "vllm_xargs": {"stdsl": json.dumps(spec)}}).json()
+        jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), PERSON)
+        assert reply["usage"]["completion_tokens"] <= 12
+        bad = httpx.post(f"{base}/v1/completions", timeout=60, json={
+            "model": str(smollm2_hf_folder), "prompt": "x", "max_tokens": 4,
+            "vllm_xargs": {"stdsl": json.dumps({"kind": "regex", "pattern": "("})}})
+        assert bad.status_code == 400 and "stdsl constraint" in bad.text
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
