@@ -23,17 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
-
 import jsonschema
 import mlx.core as mx
 import numpy as np
 from mlx_lm.generate import BatchGenerator
 
-from stdsl.runtime.batch_forward import forward_rows, make_row_caches
-from stdsl.runtime.engine import TOKEN_COST, Engine
-from stdsl.runtime.models import load
-from stdsl.runtime.requests import prompt_tokens
+import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
+from stdsl.runtime.batch.engine import TOKEN_COST, Engine
+from stdsl.runtime.batch.forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.requests import prompt_tokens
+from stdsl.runtime.model.loading import load
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACTION = ROOT / ".." / "shared" / "tasks" / "extraction"
@@ -158,9 +157,9 @@ def mask_paths(model: Any, steps: int) -> dict[str, Any]:
     from stdsl.compiler.constraint import compile as compile_constraint
     from stdsl.kernels.combined import CombinedTable
     from stdsl.kernels.walk import walk_next_states
-    from stdsl.runtime.constraint_state import vocabulary_of
+    from stdsl.runtime.batch.requests import constraint_state
+    from stdsl.runtime.control.constraint_state import vocabulary_of
     from stdsl.runtime.options import DecodeOptions
-    from stdsl.runtime.requests import constraint_state
 
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)
@@ -295,8 +294,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     model = load()
+    from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
     from stdsl.runtime.options import DecodeOptions
-    from stdsl.runtime.requests import compiled_constraint, constraint_state
 
     for _, _, schema in extraction_jobs()[::3]:
         constraint_state(model, compiled_constraint(schema), DecodeOptions.of(max_tokens=args.job_tokens)).start()

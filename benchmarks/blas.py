@@ -23,7 +23,7 @@ import json, statistics, sys, time
 import stdsl
 from stdsl.runtime.blas import bound_blas
 import mlx.core as mx
-from stdsl.runtime.models import load
+from stdsl.runtime.model.loading import load
 
 def timed(fn, reps):
     fn()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"
 from engine_oracle import sequential_greedy  # noqa: E402
 
 from stdsl.runtime.decode import generate  # noqa: E402
-from stdsl.runtime.models import load  # noqa: E402
+from stdsl.runtime.model.loading import load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACTION = ROOT / ".." / "shared" / "tasks" / "extraction"
@@ -76,7 +76,8 @@ def main() -> None:
     cert = sum(r["certified_passes"] for r in rows)
     summary = {"outputs": len(rows), "identical": sum(r["identical"] for r in rows),
                "sequential_passes": seq, "certified_passes": cert, "pass_ratio": seq / cert,
-               "rounds_max": max(r["rounds"] for r in rows), "rounds_median": statistics.median(r["rounds"] for r in rows),
+               "rounds_max": max(r["rounds"] for r in rows),
+               "rounds_median": statistics.median(r["rounds"] for r in rows),
                "sequential_seconds": sum(r["sequential_seconds"] for r in rows),
                "certified_seconds": sum(r["certified_seconds"] for r in rows)}
     report = {"command": "python benchmarks/certified.py " + " ".join(sys.argv[1:]),
@@ -85,7 +86,8 @@ def main() -> None:
     (RESULTS / "certified.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = ["# Certified block-parallel decoding vs sequential greedy (SmolLM2-135M fp32, CPU)", "",
              f"Command: `{report['command']}`", "",
-             "| task | prompt | identical | passes seq / cert | rounds | seconds seq / cert |", "|---|---|---|---|---|---|"]
+             "| task | prompt | identical | passes seq / cert | rounds | seconds seq / cert |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         same = "yes" if r["identical"] else f"no (near-tie margin {r['near_tie_margin']:.2e})"
         lines.append(f"| {r['task']} | {r['prompt']} | {same} | {r['sequential_passes']} / {r['certified_passes']} | "
@@ -93,7 +95,8 @@ def main() -> None:
     s = summary
     lines += ["", f"All {s['outputs']} outputs: {s['identical']} identical; passes {s['sequential_passes']} -> "
               f"{s['certified_passes']} ({s['pass_ratio']:.2f}x fewer); rounds max {s['rounds_max']}, median "
-              f"{s['rounds_median']}; decode wall time {s['sequential_seconds']:.1f} s -> {s['certified_seconds']:.1f} s.",
+              f"{s['rounds_median']}; decode wall time {s['sequential_seconds']:.1f} s -> "
+              f"{s['certified_seconds']:.1f} s.",
               ""]
     (RESULTS / "certified.md").write_text("\n".join(lines))
 

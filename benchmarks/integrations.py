@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     import vllm
 
     from stdsl.integrations.gguf_folder import write_transformers_folder
-    from stdsl.runtime.models import embedded_gguf_path
+    from stdsl.runtime.model.loading import embedded_gguf_path
 
     write_transformers_folder(embedded_gguf_path(), args.folder)
     engines = []

@@ -89,7 +89,7 @@ def build_mlx_folder(folder: Path) -> Path:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from stdsl.runtime.models import embedded_gguf_path, load_gguf
+    from stdsl.runtime.model.loading import embedded_gguf_path, load_gguf
 
     model = load_gguf(embedded_gguf_path(), quantized=False)
     folder.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
     from stdsl.compiler.stc.program import Program, ProgramResult, program
     from stdsl.runtime.api import Stream, generate, generate_batch, stream
-    from stdsl.runtime.engine import Engine
-    from stdsl.runtime.models import Model, load
+    from stdsl.runtime.batch.engine import Engine
+    from stdsl.runtime.model.loading import Model, load
 
 _LAZY = {
     "compile": "stdsl.compiler.constraint",
@@ -35,13 +35,13 @@ _LAZY = {
     "Program": "stdsl.compiler.stc.program",
     "ProgramResult": "stdsl.compiler.stc.program",
     "program": "stdsl.compiler.stc.program",
-    "load": "stdsl.runtime.models",
-    "Model": "stdsl.runtime.models",
+    "load": "stdsl.runtime.model.loading",
+    "Model": "stdsl.runtime.model.loading",
     "generate": "stdsl.runtime.api",
     "stream": "stdsl.runtime.api",
     "generate_batch": "stdsl.runtime.api",
     "Stream": "stdsl.runtime.api",
-    "Engine": "stdsl.runtime.engine",
+    "Engine": "stdsl.runtime.batch.engine",
 }
 
 

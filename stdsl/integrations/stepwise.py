@@ -19,10 +19,10 @@ import numpy as np
 from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.torch_mask import Row, WalkRow
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.control.constraint_state import ConstraintState
+from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
 from stdsl.runtime.generation import Generation, Stats
-from stdsl.runtime.pushdown_state import PushdownState, machine_of
-from stdsl.runtime.tokenizer import Tokenizer
+from stdsl.runtime.model.tokenizer import Tokenizer
 
 
 def controller_for(constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> ConstraintState:

@@ -24,10 +24,10 @@ from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.errors import GenerationError, StdslError
 from stdsl.integrations.batch import BatchConstraints
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.constraint_state import vocabulary_of
+from stdsl.runtime.control.constraint_state import vocabulary_of
+from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.generation import Generation
-from stdsl.runtime.identity_cache import IdentityCache
-from stdsl.runtime.tokenizer import Tokenizer
+from stdsl.runtime.model.tokenizer import Tokenizer
 
 Prompt = str | Sequence[Mapping[str, str]]
 _TOKENIZERS: IdentityCache[Tokenizer] = IdentityCache(8)

@@ -29,8 +29,8 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 from stdsl.errors import StdslError
 from stdsl.integrations.batch import BatchConstraints
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.constraint_state import vocabulary_of
-from stdsl.runtime.tokenizer import Tokenizer
+from stdsl.runtime.control.constraint_state import vocabulary_of
+from stdsl.runtime.model.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

@@ -23,7 +23,7 @@ from stdsl.errors import StdslError
 from stdsl.kernels.token_table import DEAD, automaton_arrays, scaled_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.kernels.walk import walk_layout
-from stdsl.runtime.budget import UNREACHABLE, BudgetTable
+from stdsl.runtime.control.budget import UNREACHABLE, BudgetTable
 
 PATHS = ("walk", "rows")
 NO_BUDGET = UNREACHABLE
@@ -147,7 +147,7 @@ def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: Tor
 
 def _host_next_states(row: WalkRow, vocab: Vocabulary) -> np.ndarray:
     """Row T[state, ·] from rows on demand (the cached row of the automaton's shared tables)."""
-    from stdsl.runtime.constraint_state import shared_tables
+    from stdsl.runtime.control.constraint_state import shared_tables
 
     return shared_tables(row.automaton, vocab).rows.next_states(row.state)
 
@@ -254,7 +254,7 @@ def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
     StdslError on the first mismatch.
     """
     from stdsl.kernels.token_table import token_table_rows
-    from stdsl.runtime.budget import build_budget_table
+    from stdsl.runtime.control.budget import build_budget_table
 
     device = torch.device(device)
     rng = np.random.default_rng(seed)

@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from stdsl.errors import OptionError, StdslError
-from stdsl.runtime.engine import Engine
+from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.batch.requests import Prompt, prepare_request, prompt_tokens
+from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.options import DecodeOptions, check_prompt
-from stdsl.runtime.requests import Prompt, prepare_request, prompt_tokens
-from stdsl.runtime.row import RowHandle
 
 __all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream", "submit"]
 
@@ -40,7 +40,7 @@ def submit(engine: Engine, prompt: Prompt, constraint: Any, **options: Any) -> R
     settings = DecodeOptions.of(**options)
     check_prompt(prompt)
     if settings.parallel_fields:
-        from stdsl.runtime.certified import submit_certified
+        from stdsl.runtime.certified.drafts import submit_certified
 
         return submit_certified(engine, prompt, constraint, settings)
     return engine.submit_request(prepare_request(engine.model, prompt, constraint, settings))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from stdsl.errors import OptionError
+from stdsl.runtime.batch.sampling import SamplingParams
 from stdsl.runtime.option_values import boolean, integer, refuse
-from stdsl.runtime.sampling import SamplingParams
 
 FLAGS = ("chat", "healing", "parallel_fields", "reference")
 PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None} messages, or a list of token ids"

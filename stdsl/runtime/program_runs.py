@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from stdsl.errors import OptionError, StdslError
+from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.decode import engine_for, generate_batch, submit
 from stdsl.runtime.generation import Generation
-from stdsl.runtime.row import RowHandle
 
 POLL_SECONDS = 0.01
 

@@ -25,8 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stdsl.errors import StdslError
-from stdsl.runtime.engine import Engine
-from stdsl.runtime.row import RowHandle
+from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.batch.row import RowHandle
 from stdsl.server.chat_render import CallMemory
 from stdsl.server.constraint_cache import ConstraintCache
 from stdsl.server.errors import RequestError, from_stdsl_error, overloaded

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.runtime.chat_template import render_chat_template
-from stdsl.runtime.tokenizer import CHATML_TEMPLATE
+from stdsl.runtime.model.chat_template import render_chat_template
+from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.call_syntax import CallSyntax, syntax_of_template
 from stdsl.server.chat_render import CallMemory, chat_messages
 from stdsl.server.errors import RequestError

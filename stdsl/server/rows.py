@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.errors import Cancelled
+from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.generation import Generation
-from stdsl.runtime.row import Event, RowHandle
 from stdsl.server.call_syntax import ParsedCall
 from stdsl.server.reply_reader import ReplyReader
 

@@ -10,7 +10,7 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted."""
     import uvicorn
 
-    from stdsl.runtime.models import load
+    from stdsl.runtime.model.loading import load
     from stdsl.server.app import create_app
 
     if not 0 < port < 65536:

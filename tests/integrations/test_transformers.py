@@ -23,7 +23,7 @@ import stdsl
 from stdsl.errors import BudgetError, StdslError
 from stdsl.integrations.stepwise import controller_for
 from stdsl.integrations.transformers import StdslLogitsProcessor, generate, prompt_ids, stdsl_tokenizer
-from stdsl.runtime.constraint_state import vocabulary_of
+from stdsl.runtime.control.constraint_state import vocabulary_of
 
 EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
 TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []

@@ -23,7 +23,7 @@ from stdsl.kernels.torch_mask import (
     walk_next_states_torch,
 )
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.budget import build_budget_table
+from stdsl.runtime.control.budget import build_budget_table
 
 CPU = torch.device("cpu")
 

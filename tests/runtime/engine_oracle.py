@@ -13,8 +13,8 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import make_prompt_cache
 
+from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prompt_tokens
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.requests import compiled_constraint, constraint_state, prompt_tokens
 
 NEAR_TIE = 1e-4
 

@@ -1,4 +1,4 @@
-"""Row slots and the prompt cache: ragged batched passes equal one sequence at a time; the trie finds the longest prefix.
+"""Row slots and the prompt cache: ragged batched passes equal one sequence at a time; the trie finds longest prefixes.
 
 Oracles: mlx-lm's own single-sequence KVCache for the logits, brute force for the longest common prefix.
 """
@@ -14,8 +14,8 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.models.llama import Model as LlamaModel
 from mlx_lm.models.llama import ModelArgs
 
-from stdsl.runtime.batch_forward import forward_rows, make_row_caches
-from stdsl.runtime.prompt_cache import PromptCache
+from stdsl.runtime.batch.forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.prompt_cache import PromptCache
 
 VOCAB = 97
 

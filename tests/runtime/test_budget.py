@@ -14,9 +14,9 @@ from stdsl.compiler.automaton import build_automaton, compile_regex
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.errors import BudgetError
 from stdsl.kernels.token_table import token_table
-from stdsl.runtime.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.runtime.control.planner import ForcedPlanner
 from stdsl.runtime.decode import generate
-from stdsl.runtime.planner import ForcedPlanner
 
 BOUNDED_SCHEMA = {
     "type": "object",
@@ -152,8 +152,8 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
 
 def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tiny_model, monkeypatch) -> None:
     """Without the token table need is bounded over single-byte tokens: larger, never smaller, and still valid."""
-    import stdsl.runtime.constraint_state as constraint_state
-    from stdsl.runtime.identity_cache import IdentityCache
+    import stdsl.runtime.control.constraint_state as constraint_state
+    from stdsl.runtime.control.identity_cache import IdentityCache
 
     vocab = vocabulary_of(tiny_model.tokenizer)
     automaton = bounded_automata()[0]

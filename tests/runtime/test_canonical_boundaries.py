@@ -1,7 +1,7 @@
 """At every boundary between forced and sampled text the emitted tokens are the tokenizer's own split (Theorem 20, D.3).
 
 Oracle: `Tokenizer.encode_ordinary` of the output (special-token text spelled as ordinary text),
-compared stretch by stretch by `stdsl.runtime.canonical_check`: a stretch that holds a forced byte
+compared stretch by stretch by `stdsl.runtime.control.canonical_check`: a stretch that holds a forced byte
 may differ only by D.3's cover ("spanned"). Three drivers of the controller: a document (teacher
 forcing with the tokenizer's own tokens: then even the sampled stretches must agree), random
 admissible tokens, and the greedy choices of a tiny random-weight model. Tokenizers: SmolLM2's and
@@ -23,8 +23,8 @@ from json_documents import compact, random_instance
 import stdsl
 from stdsl.compiler.automaton import build_automaton
 from stdsl.compiler.json_schema import schema_to_ir
-from stdsl.runtime.canonical_check import boundary_differences, differences, forced_bytes
-from stdsl.runtime.constraint_state import ConstraintState, vocabulary_of
+from stdsl.runtime.control.canonical_check import boundary_differences, differences, forced_bytes
+from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
 
 EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
@@ -40,7 +40,7 @@ def load_task(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def qwen_tokenizer():
-    from stdsl.runtime.tokenizer import Tokenizer
+    from stdsl.runtime.model.tokenizer import Tokenizer
 
     return Tokenizer.qwen()
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automaton import build_automaton, compile_regex
 from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.errors import BudgetError
-from stdsl.runtime.blocks import END, block_plan, single_visit_cuts
+from stdsl.runtime.certified.blocks import END, block_plan, single_visit_cuts
 from stdsl.runtime.decode import generate
 
 EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"

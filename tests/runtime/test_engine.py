@@ -13,8 +13,8 @@ from engine_oracle import agrees, sequential_greedy
 
 from stdsl.compiler.automaton import compile_regex
 from stdsl.errors import BudgetError, Cancelled, OptionError, StdslError
+from stdsl.runtime.batch.engine import Engine, feed_width
 from stdsl.runtime.decode import generate_batch
-from stdsl.runtime.engine import Engine, feed_width
 
 TREE = {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}, "$ref": "#/$defs/n"}
 REQUESTS = [

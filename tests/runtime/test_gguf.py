@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stdsl.runtime.gguf import GGMLType, GGUFError, GGUFFile
-from stdsl.runtime.gguf_model import module_path, pack_codes, quantized_parts
+from stdsl.runtime.model.gguf import GGMLType, GGUFError, GGUFFile
+from stdsl.runtime.model.gguf_model import module_path, pack_codes, quantized_parts
 
 # ----------------------------------------------------------------------------- ggml reference loops
 

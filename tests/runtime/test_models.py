@@ -8,9 +8,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from stdsl.runtime import models
-from stdsl.runtime.gguf_model import model_args
-from stdsl.runtime.models import EMBEDDED_INSTALL, ModelLoadError, load
+from stdsl.runtime.model import loading as models
+from stdsl.runtime.model.gguf_model import model_args
+from stdsl.runtime.model.loading import EMBEDDED_INSTALL, ModelLoadError, load
 
 
 def greedy(model, prompt_ids: list[int], steps: int) -> list[int]:

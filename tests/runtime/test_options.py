@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.errors import OptionError, StdslError
+from stdsl.runtime.batch.sampling import SamplingParams
 from stdsl.runtime.options import DecodeOptions, check_prompt
-from stdsl.runtime.sampling import SamplingParams
 
 NAMES = [f.name for f in fields(DecodeOptions)]
 FLAGS = ("chat", "healing", "parallel_fields", "reference")

@@ -17,8 +17,8 @@ from json_documents import compact, random_instance
 from stdsl.compiler import ir
 from stdsl.compiler.automaton import build_automaton, compile_regex
 from stdsl.compiler.json_schema import schema_to_ir
-from stdsl.runtime.constraint_state import ConstraintState, shared_tables, vocabulary_of
-from stdsl.runtime.planner import (
+from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.runtime.control.planner import (
     ForcedPlanner,
     Window,
     lead_byte_representatives,
@@ -38,7 +38,7 @@ def load_task(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def qwen_tokenizer():
-    from stdsl.runtime.tokenizer import Tokenizer
+    from stdsl.runtime.model.tokenizer import Tokenizer
 
     return Tokenizer.qwen()
 

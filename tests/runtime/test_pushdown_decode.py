@@ -12,9 +12,9 @@ import pytest
 import stdsl
 from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
 from stdsl.errors import BudgetError, CompileError, GenerationError
-from stdsl.runtime.constraint_state import vocabulary_of
+from stdsl.runtime.control.constraint_state import vocabulary_of
+from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.decode import generate
-from stdsl.runtime.pushdown_state import PushdownState, pushdown_tables
 
 TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
 FS_SCHEMA = {

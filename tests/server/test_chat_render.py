@@ -2,8 +2,8 @@
 prompt, tool results in the role the template knows; the round-trip prompt extends the first one."""
 from __future__ import annotations
 
-from stdsl.runtime.chat_template import render_chat_template
-from stdsl.runtime.tokenizer import CHATML_TEMPLATE
+from stdsl.runtime.model.chat_template import render_chat_template
+from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.call_syntax import SYNTAXES
 from stdsl.server.chat_render import CallMemory, chat_messages
 from stdsl.server.protocol import ChatCompletionRequest

@@ -163,7 +163,7 @@ def test_api_key_is_required_when_set(tiny_model) -> None:
 def test_the_chat_template_stays_sandboxed(tiny_model) -> None:
     import dataclasses
 
-    from stdsl.runtime.models import Model
+    from stdsl.runtime.model.loading import Model
 
     escape = "{{ ''.__class__.__mro__[1].__subclasses__() }}{% for m in messages %}{{ m.content }}{% endfor %}"
     tokenizer = dataclasses.replace(tiny_model.tokenizer, chat_template=escape)

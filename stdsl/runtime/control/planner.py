@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from stdsl.errors import GenerationError
-from stdsl.runtime.boundary_cover import BoundaryCover, BoundaryCovers, valid_utf8_prefix
+from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers, valid_utf8_prefix
 
 MAX_CODEPOINT_SCAN = 70_000
 

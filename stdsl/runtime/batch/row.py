@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.errors import Cancelled, GenerationError, StdslError
-from stdsl.runtime.constraint_state import ConstraintState
+from stdsl.runtime.batch.sampling import RowSampler
+from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.sampling import RowSampler
 
 
 @dataclass(frozen=True)

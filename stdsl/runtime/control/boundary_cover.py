@@ -19,7 +19,7 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from stdsl.runtime.planner import ForcedPlanner, Window
+    from stdsl.runtime.control.planner import ForcedPlanner, Window
 
 MAX_LOOKAHEAD_BYTES = 64
 """How much of the forced chain after a next character the boundary cover looks at."""

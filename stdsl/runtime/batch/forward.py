@@ -14,7 +14,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
 from stdsl.errors import StdslError
-from stdsl.runtime.batch_cache import RowSlotsCache
+from stdsl.runtime.batch.row_slots import RowSlotsCache
 
 
 class UnsupportedModelError(StdslError):
@@ -22,7 +22,7 @@ class UnsupportedModelError(StdslError):
 
 
 def make_row_caches(net: Any, rows: int = 0) -> list[RowSlotsCache]:
-    """One `RowSlotsCache` per attention layer holding `rows` empty rows; refuses models whose mlx-lm cache is not a plain KVCache."""
+    """One `RowSlotsCache` per attention layer holding `rows` empty rows (models with other caches are refused)."""
     from mlx_lm.models.cache import make_prompt_cache
 
     layers = make_prompt_cache(net)

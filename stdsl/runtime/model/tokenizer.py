@@ -18,8 +18,8 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from stdsl.errors import StdslError
 from stdsl.kernels.vocab_sources import gpt2_unicode_to_byte
-from stdsl.runtime.chat_template import render_chat_template
-from stdsl.runtime.gguf_tokenizer import hf_tokenizer_from_gguf
+from stdsl.runtime.model.chat_template import render_chat_template
+from stdsl.runtime.model.gguf_tokenizer import hf_tokenizer_from_gguf
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
@@ -307,6 +307,6 @@ def _gguf_metadata(path_or_metadata: Any) -> Mapping[str, Any]:
     metadata = getattr(path_or_metadata, "metadata", None)
     if isinstance(metadata, Mapping):
         return metadata
-    from stdsl.runtime.gguf import GGUFFile
+    from stdsl.runtime.model.gguf import GGUFFile
 
     return GGUFFile(path_or_metadata).metadata

@@ -16,7 +16,7 @@ import numpy as np
 from mlx_lm.models.llama import Model as LlamaModel
 from mlx_lm.models.llama import ModelArgs
 
-from stdsl.runtime.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
+from stdsl.runtime.model.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
 
 GROUP_SIZE = 32
 SUPPORTED_ARCHITECTURES = ("llama",)

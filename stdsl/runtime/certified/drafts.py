@@ -18,64 +18,36 @@ constraints and languages with fewer than two blocks decode sequentially, as `ge
 from __future__ import annotations
 
 import codecs
-import copy
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import make_prompt_cache
 
 from stdsl.errors import Cancelled, GenerationError, StdslError
-from stdsl.runtime.blocks import END, Block, BlockWatch, block_plan
-from stdsl.runtime.constraint_state import ConstraintState
-from stdsl.runtime.engine import Engine
+from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.batch.requests import (
+    RowRequest,
+    compiled_constraint,
+    constraint_state,
+    prepare_request,
+    prompt_tokens,
+)
+from stdsl.runtime.batch.row import Event, RowHandle
+from stdsl.runtime.certified.blocks import END, Block, BlockWatch, block_plan
+from stdsl.runtime.certified.forks import fork, masked_argmax, start_at
+from stdsl.runtime.certified.prefix import CertifiedPrefix
+from stdsl.runtime.control.constraint_state import ConstraintState
+from stdsl.runtime.control.pushdown_state import machine_of
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.planner import Window
-from stdsl.runtime.pushdown_state import machine_of
-from stdsl.runtime.requests import RowRequest, compiled_constraint, constraint_state, prepare_request, prompt_tokens
-from stdsl.runtime.row import Event, RowHandle
 
 FIRST_WAVE_SAMPLES = 24
 WAVE_ROWS = 4
 CONTINUATION_SAMPLES = 96
 MAX_ROUNDS = 24
 LOOKAHEAD_BYTES = 64
-
-
-def fork(control: ConstraintState) -> ConstraintState:
-    """An independent copy of a row state (shared tables, its own log), so a replay never touches the original."""
-    twin = copy.copy(control)
-    twin.window = replace(control.window, starts=list(control.window.starts), tokens=list(control.window.tokens))
-    twin.committed = bytearray(control.committed)
-    twin.tokens = list(control.tokens)
-    return twin
-
-
-def unbudgeted(control: ConstraintState) -> ConstraintState:
-    """A fork without the token budget (drafts are capped by draws instead; the replay applies the budget)."""
-    twin = fork(control)
-    twin.budget, twin.remaining, twin.max_tokens = None, None, None
-    return twin
-
-
-def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
-    """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
-    control = unbudgeted(template)
-    control.state, control.pending, control.window = state, b"", Window()
-    control.cover = None
-    control.committed, control.tokens, control.forced_count, control.finished = bytearray(), [], 0, False
-    plan = control.planner.plan(control.window, state, b"", None)
-    return control, control._take(plan, sampled=False) + control._take_singletons()
-
-
-def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:
-    """The highest-scoring admissible token (the sequential greedy choice)."""
-    width = min(len(logits), len(allowed))
-    return int(np.argmax(np.where(allowed[:width], logits[:width], -np.inf)))
 
 
 @dataclass
@@ -106,56 +78,6 @@ class _Replay:
     feed: list[int] = field(default_factory=list)
     steps: list[tuple[int, np.ndarray, int, int | None]] = field(default_factory=list)
     finished: bool = False
-
-
-class _Prefix:
-    """The KV cache of the certified output (used on the engine thread only): feed for all-position logits, trim."""
-
-    def __init__(self, engine: Engine, prompt: list[int]) -> None:
-        """Start from the longest cached prefix of `prompt`, prefill the rest and store it for the wave rows."""
-        self.engine = engine
-        self.net = engine.model.net
-        self.cache = make_prompt_cache(self.net)
-        self.tokens = list(prompt)
-        self.stored: list[int] | None = None
-        hit = engine.prompt_cache.lookup(prompt[:-1])
-        self.length = 0
-        if hit is not None:
-            for layer, (keys, values) in zip(self.cache, hit.layers):
-                layer.keys = mx.array(keys[..., : hit.length, :])
-                layer.values = mx.array(values[..., : hit.length, :])
-                layer.offset = hit.length
-            self.length = hit.length
-        self.tokens = list(prompt[: self.length])
-        self.last = self.feed(prompt[self.length :])[-1]
-        self.share()
-
-    def share(self) -> None:
-        """Put the certified prefix in the engine's prompt cache (replacing the previous one), so wave rows start
-        from it and prefill only what follows."""
-        kept = [(mx.contiguous(layer.keys[..., : self.length, :]), mx.contiguous(layer.values[..., : self.length, :]))
-                for layer in self.cache]
-        mx.eval(*[a for pair in kept for a in pair])
-        if self.stored is not None:
-            self.engine.prompt_cache.discard(self.stored)
-        self.stored = list(self.tokens)
-        self.engine.prompt_cache.store(self.stored, kept)
-
-    def feed(self, tokens: list[int]) -> np.ndarray:
-        """Float32 logits (len(tokens), V) after appending `tokens` in one pass (`last`: the final row)."""
-        out = np.asarray(self.net(mx.array([tokens], dtype=mx.int32), cache=self.cache)[0].astype(mx.float32))
-        self.length += len(tokens)
-        self.tokens += tokens
-        self.last = out[-1]
-        return out
-
-    def trim(self, count: int, last: np.ndarray) -> None:
-        """Drop the last `count` positions; `last` is the logits row after what remains."""
-        for layer in self.cache:
-            layer.trim(count)
-        self.length -= count
-        del self.tokens[len(self.tokens) - count :]
-        self.last = last
 
 
 class CertifiedDecoder:
@@ -193,7 +115,7 @@ class CertifiedDecoder:
             if self.control.finished:
                 self._complete()
                 return
-            self.prefix = self.engine.call(lambda: _Prefix(self.engine, self.prompt_ids))
+            self.prefix = self.engine.call(lambda: CertifiedPrefix(self.engine, self.prompt_ids))
             self.stats.passes += 1
             self.pending = self.pending[len(self.prompt_ids) :]
             while not self.control.finished:
@@ -365,7 +287,7 @@ class CertifiedDecoder:
             self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
 
     def _plan_continuations(self, replay: _Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
-        """For each later block whose draft fails after the first rejection, continue it next wave from its first failure."""
+        """Continue each later block whose draft fails after the first rejection from its first failure, next wave."""
         failed_block = replay.steps[rejected][3] if rejected < len(replay.steps) else None
         seen: set[int] = set()
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
@@ -437,7 +359,7 @@ class CertifiedDecoder:
         return bool(self.automaton.accepting[state]) and not (np.asarray(self.automaton.transitions[state]) >= 0).any()
 
     def _replay(self, document: bytes, starts: dict[int, int], candidates: dict[int, int], ended: bool) -> _Replay:
-        """Drive a fork of the certified state through the document, taking the draft's token at each sampled position."""
+        """Drive a fork of the certified state through the document, taking the draft's token at each sampled step."""
         replay = fork(self.control)
         out = _Replay(feed=list(self.pending))
         block_at = sorted(((o, b) for b, o in starts.items()), reverse=True)
@@ -525,7 +447,7 @@ def _internal(error: BaseException) -> GenerationError:
 
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
-    """Decode with certified parallel fields where that is exact (greedy, a DFA with two or more blocks), else as usual."""
+    """Decode with certified parallel fields where exact (greedy, a DFA with two or more blocks), else as usual."""
     compiled = compiled_constraint(constraint)
     blocks = [] if machine_of(compiled) is not None or not options.sampling.greedy else block_plan(
         getattr(compiled, "automaton", compiled))

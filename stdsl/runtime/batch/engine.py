@@ -27,13 +27,13 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import StdslError
-from stdsl.runtime.batch_cache import RowSlotsCache
-from stdsl.runtime.batch_forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.prompt_cache import PromptCache
+from stdsl.runtime.batch.requests import RowRequest, prepare_request
+from stdsl.runtime.batch.row import Row, RowHandle
+from stdsl.runtime.batch.row_slots import RowSlotsCache
+from stdsl.runtime.batch.sampling import sample_rows
 from stdsl.runtime.options import DecodeOptions, check_prompt
-from stdsl.runtime.prompt_cache import PromptCache
-from stdsl.runtime.requests import RowRequest, prepare_request
-from stdsl.runtime.row import Row, RowHandle
-from stdsl.runtime.sampling import sample_rows
 
 T = TypeVar("T")
 
@@ -139,7 +139,8 @@ class Engine:
         """Counters of the engine's life: rows active and queued, passes, tokens, prompt cache use."""
         with self._lock:
             return {**self.counters, "rows_active": len(self._rows), "rows_queued": len(self._waiting),
-                    "prompt_cache_hits": self.prompt_cache.hits, "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
+                    "prompt_cache_hits": self.prompt_cache.hits,
+                    "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
                     "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
                     "kv_bytes": sum(c.nbytes for c in self._caches)}
 

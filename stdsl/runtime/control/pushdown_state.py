@@ -20,10 +20,10 @@ from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.budget import UNREACHABLE
-from stdsl.runtime.constraint_state import ConstraintState
-from stdsl.runtime.identity_cache import IdentityCache
-from stdsl.runtime.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.runtime.control.budget import UNREACHABLE
+from stdsl.runtime.control.constraint_state import ConstraintState
+from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.runtime.control.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 
 class _NoAutomaton:

@@ -17,9 +17,9 @@ from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.budget import BudgetTable, build_budget_table, check_feasible
-from stdsl.runtime.identity_cache import IdentityCache
-from stdsl.runtime.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.runtime.control.budget import BudgetTable, build_budget_table, check_feasible
+from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.runtime.control.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 _VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
 

@@ -53,7 +53,7 @@ class RowSlotsCache:
         return self.keys[..., :end, :], self.values[..., :end, :]
 
     def make_mask(self, width: int, return_array: bool = False, **_: Any) -> mx.array:
-        """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t (padded queries see garbage, never NaN)."""
+        """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t (padding sees garbage, never NaN)."""
         end = max(self.lengths, default=0) + width
         limit = self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None]
         return (mx.arange(end, dtype=mx.int32)[None, None, :] <= limit[:, :, None])[:, None]

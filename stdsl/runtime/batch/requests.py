@@ -13,9 +13,9 @@ from functools import cache
 from typing import Any
 
 from stdsl.errors import OptionError
-from stdsl.runtime.constraint_state import ConstraintState, vocabulary_of
+from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.pushdown_state import PushdownState, machine_of
 
 Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]
 

@@ -1,0 +1,1 @@
+"""Certified block-parallel decoding (Theorem 23): blocks of the language, drafts, certification."""

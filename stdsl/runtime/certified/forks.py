@@ -1,0 +1,43 @@
+"""Copies of a row state for certified decoding: forks that share tables, drafts placed at a block's entry."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import numpy as np
+
+from stdsl.runtime.control.constraint_state import ConstraintState
+from stdsl.runtime.control.planner import Window
+
+
+def fork(control: ConstraintState) -> ConstraintState:
+    """An independent copy of a row state (shared tables, its own log), so a replay never touches the original."""
+    twin = copy.copy(control)
+    twin.window = replace(control.window, starts=list(control.window.starts), tokens=list(control.window.tokens))
+    twin.committed = bytearray(control.committed)
+    twin.tokens = list(control.tokens)
+    return twin
+
+
+def unbudgeted(control: ConstraintState) -> ConstraintState:
+    """A fork without the token budget (drafts are capped by draws instead; the replay applies the budget)."""
+    twin = fork(control)
+    twin.budget, twin.remaining, twin.max_tokens = None, None, None
+    return twin
+
+
+def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
+    """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
+    control = unbudgeted(template)
+    control.state, control.pending, control.window = state, b"", Window()
+    control.cover = None
+    control.committed, control.tokens, control.forced_count, control.finished = bytearray(), [], 0, False
+    plan = control.planner.plan(control.window, state, b"", None)
+    return control, control._take(plan, sampled=False) + control._take_singletons()
+
+
+def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:
+    """The highest-scoring admissible token (the sequential greedy choice)."""
+    width = min(len(logits), len(allowed))
+    return int(np.argmax(np.where(allowed[:width], logits[:width], -np.inf)))

@@ -1,0 +1,1 @@
+"""Per-row constraint control: the row state (DFA or pushdown), forced planner and boundary cover, budgets."""
