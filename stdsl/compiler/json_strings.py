@@ -10,13 +10,13 @@ unit is exactly one Unicode scalar, so `minLength`/`maxLength` count units.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from stdsl.compiler import ir
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_numbers import fixed_width_range
-from stdsl.errors import RegexError, SchemaError
+from stdsl.errors import CompileError, RegexError, SchemaError
 
 QUOTE = ir.literal('"')
 SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
@@ -163,6 +163,34 @@ def _outside(trie: dict) -> Node:
     return ir.alt(*parts)
 
 
+PLAIN_TEXT_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF))
+
+
+def _map_byte_sets(node: Node, leaf: Callable[[ir.ByteSet], Node], memo: dict[int, tuple[Node, Node]],
+                   what: str) -> Node:
+    """`node` with every byte set replaced by `leaf(byte set)`; shared sub-trees stay shared (`memo`, by identity)."""
+    found = memo.get(id(node))
+    if found is not None:
+        return found[1]
+    if isinstance(node, ir.ByteSet):
+        result = leaf(node)
+    elif isinstance(node, ir.Seq):
+        result = ir.seq(*(_map_byte_sets(i, leaf, memo, what) for i in node.items))
+    elif isinstance(node, ir.Alt):
+        result = ir.alt(*(_map_byte_sets(i, leaf, memo, what) for i in node.items))
+    elif isinstance(node, ir.Repeat):
+        result = ir.repeat(_map_byte_sets(node.item, leaf, memo, what), node.min, node.max)
+    else:
+        raise CompileError(f"an embedded automaton cannot be {what}")
+    memo[id(node)] = (node, result)
+    return result
+
+
+def _clipped(ranges: Sequence[tuple[int, int]], allowed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of byte `ranges` inside the `allowed` ranges."""
+    return [(max(a, lo), min(b, hi)) for a, b in ranges for lo, hi in allowed if max(a, lo) <= min(b, hi)]
+
+
 def restrict_to_plain_text(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
     """The language of `node` (UTF-8 text) minus strings containing `"`, `\\` or control characters.
 
@@ -170,24 +198,8 @@ def restrict_to_plain_text(node: Node, memo: dict[int, tuple[Node, Node]] | None
     from every byte set intersects exactly; the result spells each character raw inside a JSON string.
     Sub-trees shared in `node` stay shared in the result (`memo`, by identity, may span several calls).
     """
-    memo = {} if memo is None else memo
-    found = memo.get(id(node))
-    if found is not None:
-        return found[1]
-    if isinstance(node, ir.ByteSet):
-        kept = [(max(a, lo), min(b, hi)) for a, b in node.ranges
-                for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)) if max(a, lo) <= min(b, hi)]
-        result = ir.byte_set(kept)
-    elif isinstance(node, ir.Seq):
-        result = ir.seq(*(restrict_to_plain_text(i, memo) for i in node.items))
-    elif isinstance(node, ir.Alt):
-        result = ir.alt(*(restrict_to_plain_text(i, memo) for i in node.items))
-    elif isinstance(node, ir.Repeat):
-        result = ir.repeat(restrict_to_plain_text(node.item, memo), node.min, node.max)
-    else:
-        raise ValueError("an embedded automaton cannot be restricted to plain text")
-    memo[id(node)] = (node, result)
-    return result
+    return _map_byte_sets(node, lambda leaf: ir.byte_set(_clipped(leaf.ranges, PLAIN_TEXT_RANGES)),
+                          {} if memo is None else memo, "restricted to plain text")
 
 
 def escaped_spelling(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
@@ -197,26 +209,13 @@ def escaped_spelling(node: Node, memo: dict[int, tuple[Node, Node]] | None = Non
     Those characters are ASCII and never occur inside a multi-byte UTF-8 sequence, so replacing them
     in every byte set is exact for them; other characters keep only their raw spelling.
     """
-    memo = {} if memo is None else memo
-    found = memo.get(id(node))
-    if found is not None:
-        return found[1]
-    if isinstance(node, ir.ByteSet):
-        kept = [(max(a, lo), min(b, hi)) for a, b in node.ranges
-                for lo, hi in ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF)) if max(a, lo) <= min(b, hi)]
-        special = tuple((max(a, lo), min(b, hi)) for a, b in node.ranges
-                        for lo, hi in FORBIDDEN_RAW if max(a, lo) <= min(b, hi))
-        result = ir.alt(ir.byte_set(kept), string_unit(special)) if special else ir.byte_set(kept)
-    elif isinstance(node, ir.Seq):
-        result = ir.seq(*(escaped_spelling(i, memo) for i in node.items))
-    elif isinstance(node, ir.Alt):
-        result = ir.alt(*(escaped_spelling(i, memo) for i in node.items))
-    elif isinstance(node, ir.Repeat):
-        result = ir.repeat(escaped_spelling(node.item, memo), node.min, node.max)
-    else:
-        raise ValueError("an embedded automaton cannot be spelled as JSON string content")
-    memo[id(node)] = (node, result)
-    return result
+
+    def spell(leaf: ir.ByteSet) -> Node:
+        kept = ir.byte_set(_clipped(leaf.ranges, PLAIN_TEXT_RANGES))
+        special = tuple(_clipped(leaf.ranges, FORBIDDEN_RAW))
+        return ir.alt(kept, string_unit(special)) if special else kept
+
+    return _map_byte_sets(node, spell, {} if memo is None else memo, "spelled as JSON string content")
 
 
 ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
