@@ -8,7 +8,7 @@ and join the running batch between steps. `submit` is thread-safe; a daemon thre
 batch while there is work and exits when idle.
 
 Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
-single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: 8 positions cost ~2x one). Each
+single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: least squares gives 0.096). Each
 step feeds at most `width` tokens per row, the width among the feed lengths that maximises tokens
 fed per unit of cost; longer feeds drip the rest in later steps (their row samples again only once
 its feed is empty), so one long forced literal does not pad every other row.
@@ -37,7 +37,7 @@ from stdsl.runtime.options import DecodeOptions, check_prompt
 
 T = TypeVar("T")
 
-TOKEN_COST = 1 / 7
+TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512
 IDLE_EXIT_SECONDS = 2.0
 
