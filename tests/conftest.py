@@ -1,15 +1,23 @@
 """Shared fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from stdsl.runtime.blas import bind_blas
 
 bind_blas()
 
 TINY_SEED = 0
+
+# CI runs property tests on a fixed seed, so a red run means a regression, not a lucky draw;
+# locally they explore new examples every run.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
