@@ -50,6 +50,7 @@ def _close_engines() -> None:
     """Stop every decode thread before the interpreter tears MLX down (a running step would abort the process)."""
     for engine in list(_LIVE):
         engine.close()
+        engine.release()
 
 
 def feed_width(lengths: Sequence[int]) -> int:
@@ -86,6 +87,7 @@ class Engine:
         self._logits: mx.array | None = None
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._closed = False
         _LIVE.add(self)
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
@@ -133,6 +135,7 @@ class Engine:
     def _start_thread(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="stdsl-engine", daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [self._thread]
             self._thread.start()
 
     def metrics(self) -> dict[str, int]:
@@ -151,9 +154,16 @@ class Engine:
             for row in self._waiting + self._rows:
                 row.cancelled = True
             self._lock.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join()
+
+    def release(self) -> None:
+        """Drop the KV state this engine holds (running rows and the prompt cache) after `close`."""
+        with self._lock:
+            self._rows, self._caches, self._logits = [], [], None
+            self.prompt_cache.clear()
 
     def _cancel(self, row: Row) -> None:
         with self._lock:

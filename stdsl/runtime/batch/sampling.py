@@ -149,7 +149,8 @@ class RowSampler:
 
     def __init__(self, params: SamplingParams) -> None:
         self.params = params
-        self._key = mx.random.key(params.seed if params.seed is not None else secrets.randbits(64))
+        self._seed = params.seed if params.seed is not None else secrets.randbits(64)
+        self._key: mx.array | None = None
 
     @property
     def greedy(self) -> bool:
@@ -158,12 +159,15 @@ class RowSampler:
 
     @property
     def key(self) -> mx.array:
-        """The row's current random key (lazy until the draw that moved it is evaluated)."""
+        """The row's current random key, made on first use (on the thread that draws: building a sampler on a
+        caller's thread does no MLX work there, so no thread but the engine's holds MLX state)."""
+        if self._key is None:
+            self._key = mx.random.key(self._seed)
         return self._key
 
     def take_key(self) -> mx.array:
         """The key for the next draw; the row's own key moves on."""
-        keys = mx.random.split(self._key)
+        keys = mx.random.split(self.key)
         self._key = keys[0]
         return keys[1]
 

@@ -17,6 +17,7 @@ constraints and languages with fewer than two blocks decode sequentially, as `ge
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import threading
 import time
@@ -433,6 +434,25 @@ class CertifiedDecoder:
         self.handle._finish(result, None)
 
 
+_DRIVERS: list[tuple[threading.Thread, CertifiedDecoder]] = []
+_DRIVERS_LOCK = threading.Lock()
+EXIT_JOIN_SECONDS = 30.0
+
+
+@atexit.register
+def _stop_drivers() -> None:
+    """Cancel and join the driver threads still running at exit (before the engines close), so none outlives MLX."""
+    with _DRIVERS_LOCK:
+        drivers = list(_DRIVERS)
+    for _, decoder in drivers:
+        decoder.cancelled = True
+    for thread, _ in drivers:
+        thread.join(EXIT_JOIN_SECONDS)
+    with _DRIVERS_LOCK:
+        _DRIVERS.clear()
+    drivers.clear()
+
+
 def _until(watch: BlockWatch, lead: list[RowHandle] | None) -> Any:
     """A draft row's stop rule: its block's exit reached, or (for a row that is not the lead) the lead row done."""
     if lead is None:
@@ -458,5 +478,8 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     decoder = CertifiedDecoder(engine, prompt_tokens(engine.model, prompt, options.chat), compiled, blocks,
                                options, handle)
     holder.append(decoder)
-    threading.Thread(target=decoder.run, name="stdsl-certified", daemon=True).start()
+    driver = threading.Thread(target=decoder.run, name="stdsl-certified", daemon=True)
+    with _DRIVERS_LOCK:
+        _DRIVERS[:] = [(t, d) for t, d in _DRIVERS if t.is_alive()] + [(driver, decoder)]
+    driver.start()
     return handle
