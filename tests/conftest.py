@@ -22,20 +22,21 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-def _exit_with(status: int) -> None:
+def _exit_with(config: pytest.Config, status: int) -> None:
+    config.get_terminal_writer().flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """End the process with pytest's own status once the session is over.
+    """End the process with pytest's own status once the session is over (its summary flushed first).
 
     With torch importable (transformers imports it under mlx-lm), the interpreter's teardown after
     MLX work on the engine thread sometimes aborts ("terminate called without an active exception")
-    after every test has run and reported; that abort is not a test result. Listed in issue notes.
+    after every test has run and reported; that abort is not a test result.
     """
-    atexit.register(_exit_with, int(exitstatus))
+    atexit.register(_exit_with, session.config, int(exitstatus))
 
 
 @pytest.fixture(scope="session")
