@@ -133,8 +133,9 @@ class CertifiedDecoder:
 
     def _round(self) -> None:
         self.rounds += 1
-        self._wave()
-        document, starts, candidates, ended = self._assemble()
+        frontier, upcoming = self._frontier()
+        self._wave(frontier, upcoming)
+        document, starts, candidates, ended = self._assemble(frontier, upcoming)
         replay = self._replay(document, starts, candidates, ended)
         feed = replay.feed
         before = self.prefix.last
@@ -222,13 +223,12 @@ class CertifiedDecoder:
 
     # ------------------------------------------------------------------ wave
 
-    def _wave(self) -> None:
+    def _wave(self, frontier: int | None, upcoming: int) -> None:
         """Draft, as engine rows of one wave: the frontier block, later blocks without drafts, and continuations.
 
         The wave lasts as long as its lead row (the frontier block, else the next block): the other
         rows stop when it ends, keep what they drafted, and resume from there in the next wave.
         """
-        frontier, upcoming = self._frontier()
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
         jobs: list[_Job] = []
         if frontier is not None:
@@ -314,10 +314,9 @@ class CertifiedDecoder:
 
     # ------------------------------------------------------------------ replay
 
-    def _assemble(self) -> tuple[bytes, dict[int, int], dict[int, int], bool]:
+    def _assemble(self, frontier: int | None, upcoming: int) -> tuple[bytes, dict[int, int], dict[int, int], bool]:
         """The draft document (absolute output bytes), each block's start offset, candidate tokens by offset, and
-        whether the document reaches the end of the output."""
-        frontier, upcoming = self._frontier()
+        whether the document reaches the end of the output (`_frontier()` of this round's certified output)."""
         candidates: dict[int, int] = {}
         starts: dict[int, int] = {}
         if frontier is not None and self.frontier_draft is not None:
