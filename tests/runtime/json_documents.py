@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
+
+
+def load_task(name: str) -> dict:
+    """One shared extraction task (schema, prompts, source, gold); skips the test when ../shared lacks it."""
+    path = EXTRACTION / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"shared extraction task {path} is not available")
+    return json.loads(path.read_text())
 
 STRING_PIECES = (
     list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_documents import compact, random_instance
+from json_documents import compact, load_task, random_instance
 
 import stdsl
 from stdsl.compiler.automaton import build_automaton
@@ -26,16 +25,8 @@ from stdsl.compiler.json_schema import schema_to_ir
 from stdsl.runtime.control.canonical_check import boundary_differences, differences, forced_bytes
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
 
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 SPECIAL_TEXT = ("<|im_end|>", "a<|im_start|>b", "<|endoftext|>")
-
-
-def load_task(name: str) -> dict:
-    path = EXTRACTION / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared extraction task {path} is not available")
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")

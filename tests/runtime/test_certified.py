@@ -14,6 +14,7 @@ import pytest
 from engine_oracle import agrees, sequential_greedy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_documents import load_task
 
 from stdsl.compiler.automaton import build_automaton, compile_regex
 from stdsl.compiler.json_schema import schema_to_ir
@@ -21,15 +22,11 @@ from stdsl.errors import BudgetError
 from stdsl.runtime.certified.blocks import END, block_plan, single_visit_cuts
 from stdsl.runtime.decode import generate
 
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 
 
 def task_prompts(name: str) -> tuple[dict, list[str]]:
-    path = EXTRACTION / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared extraction task {path} is not available")
-    task = json.loads(path.read_text())
+    task = load_task(name)
     prompts = [p.format(schema=json.dumps(task["schema"]), source=task["source"]) for p in task["prompts"]]
     return task["schema"], prompts
 

@@ -7,12 +7,10 @@ test_canonical_boundaries.py.
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 
 import pytest
-from json_documents import compact, random_instance
+from json_documents import compact, load_task, random_instance
 
 from stdsl.compiler import ir
 from stdsl.compiler.automaton import build_automaton, compile_regex
@@ -25,15 +23,7 @@ from stdsl.runtime.control.planner import (
     valid_utf8_prefix,
 )
 
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
-
-
-def load_task(name: str) -> dict:
-    path = EXTRACTION / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared extraction task {path} is not available")
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
