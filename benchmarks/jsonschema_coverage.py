@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from stdsl.compiler.json_order import dump_in_schema_order
+from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.errors import EmptyLanguageError, StdslError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def _compile(schema: Any, max_states: int, max_seconds: float) -> tuple[Any, str
     have definitions, go to the pushdown engine.
     """
     from stdsl.compiler.constraint import compile as compile_constraint
-    from stdsl.compiler.pushdown_constraint import PushdownConstraint
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
 
     try:
         constraint = compile_constraint(schema, max_states=max_states, max_seconds=max_seconds)

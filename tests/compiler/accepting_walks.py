@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.automaton import Automaton
-from stdsl.compiler.pushdown_machine import PushdownMachine
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.pushdown.machine import PushdownMachine
 
 
 def distances(automaton: Automaton) -> np.ndarray:

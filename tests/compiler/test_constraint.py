@@ -46,7 +46,7 @@ def test_same_schema_compiles_once() -> None:
 
 def test_a_schema_too_large_for_one_dfa_is_outlined_into_a_pushdown() -> None:
     from stdsl.compiler.constraint import compile as compile_constraint
-    from stdsl.compiler.pushdown_constraint import PushdownConstraint
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
 
     item = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 6} for i in range(5)},
             "additionalProperties": False}

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.pushdown_constraint import compile_recursive
-from stdsl.compiler.pushdown_machine import PushdownMachine
+from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels import pushdown_context_rows as context_rows_module
 from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
 from stdsl.kernels.pushdown_device import reachable_configurations
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
-from tests.compiler.test_pushdown import expressions, nested_lists
+from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 
 TREE = {"$ref": "#/$defs/node", "$defs": {"node": {
     "type": "object",

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.pushdown_machine import DEAD
+from stdsl.compiler.pushdown.machine import DEAD
 from stdsl.errors import StdslError
 from stdsl.kernels.pushdown_device import (
     POINTER,
@@ -20,7 +20,7 @@ from stdsl.kernels.pushdown_device import (
 )
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
-from tests.compiler.test_pushdown import nested_lists
+from tests.compiler.pushdown.test_pushdown import nested_lists
 from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
 
 
@@ -117,7 +117,7 @@ def test_random_walks_keep_the_vector_and_the_machine_in_lockstep(case: tuple[st
 
 
 def test_sampled_prefixes_of_gold_documents_with_smollm2(smollm2_tokenizer) -> None:
-    from stdsl.compiler.pushdown_constraint import compile_recursive
+    from stdsl.compiler.pushdown.constraint import compile_recursive
     from stdsl.runtime.control.constraint_state import vocabulary_of
 
     vocab = vocabulary_of(smollm2_tokenizer)

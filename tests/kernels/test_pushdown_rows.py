@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stdsl.compiler.pushdown import PushdownGrammar
-from stdsl.compiler.pushdown_constraint import compile_recursive
-from stdsl.compiler.pushdown_machine import PushdownMachine
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
+from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
-from tests.compiler.test_pushdown import expressions, nested_lists
+from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 
 Config = tuple[int, tuple[int, ...]]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stdsl
-from stdsl.compiler.pushdown_constraint import PushdownConstraint, compile_recursive
+from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
 from stdsl.errors import BudgetError, CompileError, GenerationError
 from stdsl.runtime.control.constraint_state import vocabulary_of
 from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automaton import Automaton
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.errors import CompileError, SchemaError
 from stdsl.server.call_syntax import SYNTAXES, syntax_of_template
 from stdsl.server.constraint_spec import build_constraint, canonical_text

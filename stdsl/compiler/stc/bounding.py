@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automaton_ops import ends_before, intersect
+from stdsl.compiler.automata.ops import ends_before, intersect
 from stdsl.compiler.stc.types import FieldType
 from stdsl.errors import CompileError
 

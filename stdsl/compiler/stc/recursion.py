@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.json_recursive import recursive_schema_to_ir
-from stdsl.compiler.pushdown import Definition, call_symbol, compile_pushdown
-from stdsl.compiler.pushdown_constraint import PushdownConstraint
+from stdsl.compiler.json_schema.recursive import recursive_schema_to_ir
+from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
 
 DEFS = "#/$defs/"

@@ -150,7 +150,7 @@ class TypeResolver:
                 raise expr.pos.error(f"{name} takes a length range or a /regex/, not both")
             pattern = regexes[0].pattern if regexes else None
             if pattern is not None:
-                from stdsl.compiler.regex_parser import parse_regex
+                from stdsl.compiler.regex.parser import parse_regex
 
                 try:
                     parse_regex(pattern)

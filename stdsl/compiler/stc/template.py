@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.automaton_ops import is_prefix_free
+from stdsl.compiler.automata.ops import is_prefix_free
 from stdsl.compiler.stc.bounding import bounded_by
 from stdsl.compiler.stc.recursion import is_recursive, json_value_length
 from stdsl.compiler.stc.syntax import FieldDecl, Pos, ProgramError, parse_hole

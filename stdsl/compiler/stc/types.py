@@ -17,10 +17,10 @@ from functools import cached_property
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.automaton import Automaton, build_automaton
-from stdsl.compiler.json_numbers import DIGIT, NONZERO_DIGIT, NUMBER
-from stdsl.compiler.json_schema import schema_to_ir
-from stdsl.compiler.regex_parser import parse_regex
+from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.json_schema.numbers import DIGIT, NONZERO_DIGIT, NUMBER
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.regex.parser import parse_regex
 
 assert isinstance(NUMBER, ir.Seq)
 _INTEGER_PART, _EXPONENT_PART = NUMBER.items[1], NUMBER.items[-1]
@@ -107,7 +107,7 @@ class TextType(FieldType):
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "string"}
         if self.pattern is not None:
-            from stdsl.compiler.pydantic_schema import rust_pattern_as_ecma
+            from stdsl.compiler.json_schema.pydantic import rust_pattern_as_ecma
 
             out["pattern"] = rust_pattern_as_ecma(f"^(?:{self.pattern})$")
         if self.min_length:
@@ -194,7 +194,7 @@ class FormatType(FieldType):
 
     def schema(self) -> dict[str, Any]:
         """RFC 3339 less what Python's `datetime` cannot hold (year 0000, leap seconds)."""
-        from stdsl.compiler.pydantic_schema import NO_LEAP_SECOND_DATETIME, NO_LEAP_SECOND_TIME, NOT_YEAR_ZERO
+        from stdsl.compiler.json_schema.pydantic import NO_LEAP_SECOND_DATETIME, NO_LEAP_SECOND_TIME, NOT_YEAR_ZERO
 
         pattern = {"date": NOT_YEAR_ZERO, "time": NO_LEAP_SECOND_TIME}.get(self.format, NO_LEAP_SECOND_DATETIME)
         return {"type": "string", "format": self.format, "pattern": pattern}
@@ -387,7 +387,7 @@ class PydanticType(FieldType):
     model_class: Any = None
 
     def schema(self) -> dict[str, Any]:
-        from stdsl.compiler.pydantic_schema import pydantic_schema
+        from stdsl.compiler.json_schema.pydantic import pydantic_schema
 
         return pydantic_schema(self.model_class)
 
@@ -395,7 +395,7 @@ class PydanticType(FieldType):
         return self.model_class.model_validate_json(text)
 
     def render(self, value: Any) -> str:
-        from stdsl.compiler.json_order import dump_in_schema_order
+        from stdsl.compiler.json_schema.order import dump_in_schema_order
 
         return dump_in_schema_order(value.model_dump(mode="json"), self.schema())
 

@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.pushdown_constraint import PushdownConstraint
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.stc.program import Program
 from stdsl.compiler.stc.syntax import ProgramError
 from tests.compiler.accepting_walks import distances, random_accepted

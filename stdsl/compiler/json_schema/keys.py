@@ -1,0 +1,134 @@
+"""Property-name languages for `patternProperties` and `propertyNames`, as exact key automata.
+
+When a schema constrains names by pattern, undeclared keys are written *plain* (every character
+raw, no escapes; names containing `"`, `\\` or control characters are not produced), so that the
+decoded name is the spelled bytes and "matches the pattern" and its complement are exact regular
+languages.  Undeclared keys fall into classes by the set of patterns they match; each class is a
+key automaton (quotes included) paired with the pattern schemas its values must satisfy.
+"""
+
+from __future__ import annotations
+
+from itertools import product as cartesian
+
+import numpy as np
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.ops import intersect
+from stdsl.compiler.json_schema.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.errors import EmptyLanguageError, SchemaError
+
+MAX_PATTERNS = 4
+PLAIN_NAME = restrict_to_plain_text(ir.star(ir.any_char()))
+
+
+def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
+    """The minimal automaton of L(universe) minus L(excluded) (product with the completed `excluded`)."""
+    tu, te = universe.transitions.astype(np.int64), excluded.transitions.astype(np.int64)
+    index = {(0, 0): 0}
+    pairs = [(0, 0)]
+    rows = []
+    i = 0
+    while i < len(pairs):
+        pu, pe = pairs[i]
+        i += 1
+        row = np.full(256, -1, dtype=np.int64)
+        for byte in np.flatnonzero(tu[pu] >= 0):
+            key = (int(tu[pu, byte]), int(te[pe, byte]) if pe >= 0 else -1)
+            target = index.get(key)
+            if target is None:
+                target = index[key] = len(pairs)
+                pairs.append(key)
+            row[byte] = target
+        rows.append(row)
+    accepting = np.array([bool(universe.accepting[u]) and not (e >= 0 and excluded.accepting[e]) for u, e in pairs])
+    return Automaton(*minimize(np.vstack(rows), accepting))
+
+
+def pattern_matcher(pattern: str, where: str) -> Automaton:
+    """Decoded names (UTF-8) in which the ECMA-262 `pattern` matches somewhere."""
+    try:
+        return build_automaton(pattern_search(pattern, where, True))
+    except EmptyLanguageError:
+        return _empty()
+
+
+def _empty() -> Automaton:
+    """The automaton of the empty language."""
+    return Automaton(np.full((1, 256), -1, dtype=np.int64), np.zeros(1, dtype=bool))
+
+
+def name_matches(matcher: Automaton, name: str) -> bool:
+    """Whether a property name is in a matcher's language."""
+    return matcher.accepts(name.encode("utf-8"))
+
+
+def _names(names: list[str]) -> Automaton:
+    if not names:
+        return _empty()
+    return build_automaton(ir.alt(*(ir.literal(n) for n in names)))
+
+
+def key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None, with_unmatched: bool,
+                where: str) -> list[tuple[ir.Node, list[str]]]:
+    """The undeclared-key classes: (quoted key IR, the patterns it matches), each class non-empty.
+
+    A key is plain text, not a declared name, in `names_body`'s language when given, and matches
+    exactly the listed patterns; the class matching none is included when `with_unmatched`.
+    """
+    if len(patterns) > MAX_PATTERNS:
+        raise SchemaError(f"more than {MAX_PATTERNS} patternProperties are not supported "
+                          "(the key classes grow as 2^n)", where)
+    universe = build_automaton(PLAIN_NAME)
+    if names_body is not None:
+        try:
+            universe = intersect(universe, build_automaton(names_body))
+        except EmptyLanguageError:
+            return []
+    try:
+        universe = complement_within(universe, _names(declared))
+    except EmptyLanguageError:
+        return []
+    matchers = {p: pattern_matcher(p, f"{where}/{p}") for p in patterns}
+    out = []
+    for choice in cartesian((True, False), repeat=len(matchers)):
+        if not with_unmatched and not any(choice):
+            continue
+        language, empty = universe, False
+        for matcher, inside in zip(matchers.values(), choice):
+            try:
+                language = intersect(language, matcher) if inside else complement_within(language, matcher)
+            except EmptyLanguageError:
+                empty = True
+                break
+        if not empty:
+            key = ir.seq(QUOTE, ir.Embedded(language.transitions, language.accepting), QUOTE)
+            out.append((key, [p for p, inside in zip(matchers, choice) if inside]))
+    return out
+
+
+def names_body(schema: dict, where: str) -> ir.Node | None:
+    """The decoded-text language of a `propertyNames` schema's string keywords, or None if it has none."""
+    keys = {k: v for k, v in schema.items() if k in ("minLength", "maxLength", "pattern", "format")}
+    return _plain_body(keys, where) if keys else None
+
+
+def _plain_body(keys: dict, where: str) -> ir.Node:
+    """Plain decoded text satisfying the string keywords (each decoded character counts once)."""
+    parts = []
+    for key in ("pattern", "format"):
+        if key in keys:
+            parts.append(string_body({key: keys[key]}, where, plain=True))
+    low, high = int(keys.get("minLength", 0)), keys.get("maxLength")
+    if low or high is not None:
+        parts.append(ir.repeat(ir.any_char(), low, None if high is None else int(high)))
+    try:
+        automata = [build_automaton(p) for p in parts]
+    except EmptyLanguageError:
+        return ir.NOTHING
+    result = automata[0]
+    for other in automata[1:]:
+        result = intersect(result, other)
+    return ir.Embedded(result.transitions, result.accepting)

@@ -1,0 +1,505 @@
+"""JSON Schema keyword checking, `$ref` resolution and exact `allOf` merging (shared by compiler and dumper).
+
+`flatten(schema, path, ctx)` turns one schema into a single dict of supported keywords with
+`$ref`, `allOf`, `const`, `not`, `oneOf`, `if`/`then`/`else` and `dependentSchemas` folded away
+(`$ref` siblings are an `allOf`; the logic keywords become exact `anyOf`s and negations, see
+`logic.py`); what cannot be expressed exactly raises SchemaError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+from urllib.parse import unquote
+
+from stdsl.errors import SchemaError
+
+Schema = dict | bool
+TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+KINDS = ("null", "boolean", "object", "array", "string", "integer", "fraction")
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$anchor", "$dynamicAnchor",
+    "$vocabulary", "$defs", "definitions", "discriminator"})
+SUPPORTED = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "minItems", "maxItems", "uniqueItems", "$ref", "anyOf", "oneOf", "allOf", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "not", "dependentRequired",
+    "if", "then", "else", "dependentSchemas"})
+LOGIC = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas"})
+FOLDED = LOGIC - {"anyOf"} | {"$ref", "const"}
+UNSUPPORTED = frozenset({
+    "contains", "minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef",
+    "$recursiveRef", "$recursiveAnchor", "divisibleBy", "disallow", "extends"})
+CONSTRAINING_KEYWORDS = {k.lower(): k for k in SUPPORTED | UNSUPPORTED | {"dependencies", "additionalItems"}}
+NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex", "color", "host-name", "ip-address", "utc-millisec"})
+NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+KNOWN_METASCHEMAS = frozenset(
+    f"{scheme}://json-schema.org/{name}{end}" for scheme in ("http", "https") for end in ("", "#")
+    for name in ("draft/2020-12/schema", "draft/2019-09/schema", "draft-07/schema", "draft-06/schema",
+                 "draft-04/schema"))
+MAX_COUNT = 1000
+MAX_ANYOF_BRANCHES = 256
+MAX_NESTING = 64
+INEXACT = "_inexact"
+
+
+class IgnoredKeywordWarning(UserWarning):
+    """An unknown keyword that looks like a misspelled constraint was ignored, as JSON Schema specifies."""
+
+
+@dataclass
+class Context:
+    """The document being compiled and the `$ref` targets entered on the current path (for cycles).
+
+    `anchors` and `draft_neutral` (ids of subschemas found free of draft-dependent keywords) are
+    caches shared by every context of one document.
+    """
+
+    root: Schema
+    refs: tuple[str, ...] = ()
+    depth: int = 0
+    anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    draft_neutral: set[int] = field(default_factory=set)
+
+    def entering(self, ref_path: str | None = None) -> Context:
+        """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
+        if self.depth >= MAX_NESTING:
+            raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
+        refs = self.refs + (ref_path,) if ref_path else self.refs
+        return Context(self.root, refs, self.depth + 1, self.anchors, self.draft_neutral)
+
+
+def pointer_token(name: str) -> str:
+    """Escape one JSON pointer segment (`~` and `/`)."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def json_key(value: Any) -> str:
+    """A key equal for JSON-equal values (1 == 1.0, true != 1, object key order ignored)."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return [type(v).__name__, v]
+        if isinstance(v, (int, float)):
+            return ["num", str(Decimal(repr(v)).normalize()) if isinstance(v, float) else str(Decimal(v))]
+        if isinstance(v, list):
+            return ["arr", [norm(i) for i in v]]
+        return ["obj", sorted((k, norm(x)) for k, x in v.items())]
+    return json.dumps(norm(value), sort_keys=True)
+
+
+def kinds_of_value(value: Any) -> set[str]:
+    """The kind of one JSON value: a JSON type, with numbers split into integer and fraction."""
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return {"integer"}
+    if isinstance(value, float):
+        return {"fraction"}
+    if isinstance(value, str):
+        return {"string"}
+    return {"array"} if isinstance(value, list) else {"object"}
+
+
+def kinds_of_types(types: list[str]) -> set[str]:
+    """The kinds a `type` list admits."""
+    out: set[str] = set()
+    for t in types:
+        out |= {"integer", "fraction"} if t == "number" else {t}
+    return out
+
+
+def _check_schema(value: Any, path: str) -> None:
+    if not isinstance(value, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, got {type(value).__name__}", path)
+
+
+def check_keywords(schema: dict, path: str) -> None:
+    """Refuse unsupported keywords and malformed keyword values; warn about likely misspellings.
+
+    Unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored; one
+    that looks like a misspelled constraint (`require`, `additonalProperties`) is ignored too, with
+    an `IgnoredKeywordWarning` naming it; names starting with `x-` or `_` are never taken as misspellings.
+    """
+    _check_string_keys(schema, path)
+    for key, value in schema.items():
+        where = f"{path}/{pointer_token(key)}"
+        if key in SUPPORTED:
+            _check_value(key, value, where, schema)
+        elif key in UNSUPPORTED:
+            raise SchemaError(f"keyword '{key}' is not supported: it cannot be enforced exactly", where)
+        elif key == "$schema" and value not in KNOWN_METASCHEMAS:
+            raise SchemaError(f"unknown meta-schema {value!r}: its vocabulary cannot be known", where)
+        elif (key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#")
+              and _uses_base_uri(schema)):
+            raise SchemaError(f"embedded resources ({key} below the root) whose references resolve against it are "
+                              "not supported", where)
+        elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
+            close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
+            if close:
+                warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "
+                              f"(did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?)", IgnoredKeywordWarning,
+                              stacklevel=2)
+
+
+BASE_DEPENDENT = ("$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")
+INSTANCE_DATA = ("enum", "const", "default", "examples")
+
+
+def _uses_base_uri(node: Any) -> bool:
+    """Whether a schema holds a reference or anchor anywhere inside (its meaning then depends on the base URI).
+
+    An `$id` below the root only changes the base URI, so a subschema without any is compiled as if it had none.
+    """
+    if isinstance(node, dict):
+        return any(key in BASE_DEPENDENT or (key not in INSTANCE_DATA and _uses_base_uri(value))
+                   for key, value in node.items())
+    if isinstance(node, list):
+        return any(_uses_base_uri(item) for item in node)
+    return False
+
+
+def _check_string_keys(node: dict, path: str) -> None:
+    """Refuse an object key that is not a string (a Python dict that is no JSON object)."""
+    for key in node:
+        if not isinstance(key, str):
+            raise SchemaError(f"object keys must be strings, got {key!r} ({type(key).__name__})", path)
+
+
+def _check_instance_keys(value: Any, path: str) -> None:
+    """Refuse a non-string object key anywhere inside an `enum` or `const` value."""
+    pending = [(value, path)]
+    while pending:
+        node, where = pending.pop()
+        if isinstance(node, dict):
+            _check_string_keys(node, where)
+            pending.extend((item, f"{where}/{pointer_token(key)}") for key, item in node.items())
+        elif isinstance(node, list):
+            pending.extend((item, f"{where}/{index}") for index, item in enumerate(node))
+
+
+def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
+    """Validate the value of one supported keyword."""
+    if isinstance(value, dict) and key not in ("enum", "const"):
+        _check_string_keys(value, where)
+    if key in ("enum", "const"):
+        _check_instance_keys(value, where)
+    if key == "type":
+        names = value if isinstance(value, list) else [value]
+        if not names or any(n not in TYPES for n in names) or len(set(map(str, names))) != len(names):
+            raise SchemaError(f"'type' must be one of {', '.join(TYPES)} or a list of distinct ones, got {value!r}",
+                              where)
+    elif key == "enum" and not isinstance(value, list):
+        raise SchemaError("'enum' must be an array", where)
+    elif key == "properties":
+        if not isinstance(value, dict):
+            raise SchemaError("'properties' must be an object", where)
+        for name, sub in value.items():
+            _check_schema(sub, f"{where}/{pointer_token(name)}")
+    elif key == "required":
+        if not isinstance(value, list) or any(not isinstance(n, str) for n in value) or len(set(value)) != len(value):
+            raise SchemaError("'required' must be an array of distinct strings", where)
+    elif key in ("additionalProperties", "items", "propertyNames", "if", "then", "else"):
+        _check_schema(value, where)
+    elif key in ("patternProperties", "dependentSchemas"):
+        if not isinstance(value, dict):
+            raise SchemaError(f"'{key}' must be an object", where)
+        for name, sub in value.items():
+            _check_schema(sub, f"{where}/{pointer_token(name)}")
+    elif key == "not":
+        _check_schema(value, where)
+    elif key == "dependentRequired":
+        if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                                  for v in value.values()):
+            raise SchemaError("'dependentRequired' must map names to arrays of names", where)
+    elif key == "multipleOf":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise SchemaError(f"'multipleOf' must be a positive number, got {value!r}", where)
+    elif key in ("prefixItems", "anyOf", "oneOf", "allOf"):
+        if not isinstance(value, list) or not value:
+            raise SchemaError(f"'{key}' must be a non-empty array of schemas", where)
+        for i, sub in enumerate(value):
+            _check_schema(sub, f"{where}/{i}")
+    elif key in NON_NEGATIVE_INTS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+            raise SchemaError(f"'{key}' must be a non-negative integer, got {value!r}", where)
+        if value > MAX_COUNT and key.startswith("min"):
+            raise SchemaError(f"'{key}' above {MAX_COUNT} would need that many automaton copies; not supported", where)
+    elif key in NUMBERS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SchemaError(f"'{key}' must be a number, got {value!r}", where)
+    elif key in ("pattern", "format", "$ref") and not isinstance(value, str):
+        raise SchemaError(f"'{key}' must be a string", where)
+    elif key == "uniqueItems":
+        if not isinstance(value, bool):
+            raise SchemaError("'uniqueItems' must be a boolean", where)
+
+
+def _anchor_index(node: Any, path: str, out: dict[str, tuple[Any, str]]) -> None:
+    """Collect `$anchor` names of the document."""
+    if isinstance(node, dict):
+        if isinstance(node.get("$anchor"), str):
+            out.setdefault(node["$anchor"], (node, path))
+        _check_string_keys(node, path)
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                _anchor_index(value, f"{path}/{pointer_token(key)}", out)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _anchor_index(value, f"{path}/{i}", out)
+
+
+def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
+    """The schema a local reference (`#`, `#/json/pointer`, `#anchor`) points to, and its path."""
+    root_id = ctx.root.get("$id") if isinstance(ctx.root, dict) else None
+    base = root_id.split("#")[0] if isinstance(root_id, str) else ""
+    if base and ref.startswith(base):
+        ref = ref[len(base):] or "#"
+    if not ref.startswith("#"):
+        raise SchemaError(f"only references inside the document are supported, got '{ref}'", where)
+    fragment = unquote(ref[1:])
+    if fragment and not fragment.startswith("/"):
+        if not ctx.anchors:
+            _anchor_index(ctx.root, "#", ctx.anchors)
+        if fragment not in ctx.anchors:
+            raise SchemaError(f"reference '{ref}' names no $anchor in the document", where)
+        return ctx.anchors[fragment]
+    node: Any = ctx.root
+    for token in fragment.split("/")[1:] if fragment else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise SchemaError(f"reference '{ref}' does not resolve in the document", where)
+    _check_schema(node, ref)
+    return node, ref if ref != "#" else "#"
+
+
+Negation = tuple[Schema, str, Context]
+
+
+def flatten(schema: Schema, path: str, ctx: Context,
+            negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
+    """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
+
+    Returns the flattened schema, the context (references entered) and the path to report for
+    its keywords: the target's path when the schema is only a reference.  `not`s met here and in
+    `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
+    by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
+    """
+    _check_schema(schema, path)
+    if isinstance(schema, bool):
+        return schema, ctx, path
+    schema = older_drafts(schema, path)
+    check_keywords(schema, path)
+    pending: list[Negation] = [] if negations is None else negations
+    own: dict = {k: v for k, v in schema.items()
+                 if (k in SUPPORTED and k not in FOLDED) or k == INEXACT}
+    if own.get("format") not in SPEC_FORMATS:
+        own.pop("format", None)
+    for key in ("maxLength", "maxItems"):
+        if own.get(key, 0) > MAX_COUNT:
+            own[key] = MAX_COUNT
+            own[INEXACT] = True
+    if "not" in schema:
+        pending.append((schema["not"], f"{path}/not", ctx))
+    if "const" in schema:
+        own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
+    result: Schema = own
+    if "$ref" in schema:
+        target, target_path = resolve_ref(schema["$ref"], ctx, f"{path}/$ref")
+        if target_path in ctx.refs:
+            cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
+            raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
+        flat, ctx, flat_path = flatten(target, target_path, ctx.entering(target_path), pending)
+        if not own and not any(k in schema for k in LOGIC):
+            path = flat_path
+        result = merge(result, flat, path)
+    for i, part in enumerate(schema.get("allOf", [])):
+        flat, ctx, _ = flatten(part, f"{path}/allOf/{i}", ctx.entering(), pending)
+        result = merge(result, flat, f"{path}/allOf")
+    from stdsl.compiler.json_schema import logic
+    if "oneOf" in schema:
+        result = merge(result, logic.one_of_as_any_of(schema["oneOf"], f"{path}/oneOf", ctx), path)
+    if "if" in schema and ("then" in schema or "else" in schema):
+        result = merge(result, logic.conditional(schema, path, ctx), path)
+    for name, sub in schema.get("dependentSchemas", {}).items():
+        where = f"{path}/dependentSchemas/{pointer_token(name)}"
+        result = merge(result, logic.dependent_schema(name, sub, where, ctx), path)
+    if negations is None:
+        result = logic.apply_negations(result, pending, path)
+    return result, ctx, path
+
+
+def older_drafts(schema: dict, path: str) -> dict:
+    """Draft 4-2019 spellings in their 2020-12 form: array `items` + `additionalItems` as `prefixItems` + `items`,
+    `dependencies` as `dependentRequired` (array values) and `dependentSchemas` (schema values);
+    `additionalItems` beside a schema `items` does nothing."""
+    if "additionalItems" not in schema and "dependencies" not in schema and not isinstance(schema.get("items"), list):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("items", "additionalItems", "dependencies")}
+    if isinstance(schema.get("items"), list):
+        if "prefixItems" in schema:
+            raise SchemaError("an array 'items' beside 'prefixItems' is ambiguous", f"{path}/items")
+        out["prefixItems"] = schema["items"]
+        out["items"] = schema.get("additionalItems", True)
+    elif "items" in schema:
+        out["items"] = schema["items"]
+    if "dependencies" in schema:
+        deps = schema["dependencies"]
+        if not isinstance(deps, dict):
+            raise SchemaError("'dependencies' must be an object", f"{path}/dependencies")
+        for kind, keyword in ((list, "dependentRequired"), ((dict, bool), "dependentSchemas")):
+            part = {name: value for name, value in deps.items() if isinstance(value, kind)}
+            if part:
+                if keyword in schema:
+                    raise SchemaError(f"'dependencies' beside '{keyword}' is ambiguous", f"{path}/dependencies")
+                out[keyword] = part
+        if any(not isinstance(v, (list, dict, bool)) for v in deps.values()):
+            raise SchemaError("'dependencies' values must be arrays of names or schemas", f"{path}/dependencies")
+    if out.get("prefixItems") == []:
+        del out["prefixItems"]
+    return out
+
+
+def merge(a: Schema, b: Schema, path: str) -> Schema:
+    """The exact conjunction of two flattened schemas, or SchemaError when it is not expressible."""
+    if a is False or b is False:
+        return False
+    if a is True or a == {}:
+        return b if b is not True else {}
+    if b is True or b == {}:
+        return a
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+            continue
+        mine = out[key]
+        if key == "type":
+            out[key] = _merge_types(mine, value)
+        elif key == "enum":
+            keys = {json_key(v) for v in value}
+            out[key] = [v for v in mine if json_key(v) in keys]
+        elif key == "required":
+            out[key] = list(dict.fromkeys(list(mine) + list(value)))
+        elif key in ("minItems", "minLength", "minimum", "exclusiveMinimum", "minProperties"):
+            out[key] = max(mine, value)
+        elif key in ("maxItems", "maxLength", "maximum", "exclusiveMaximum", "maxProperties"):
+            out[key] = min(mine, value)
+        elif key == "multipleOf":
+            out[key] = _merge_multiples(mine, value, path)
+        elif key == "propertyNames":
+            out[key] = _conj(mine, value)
+        elif key == "dependentRequired":
+            out[key] = {n: list(dict.fromkeys(mine.get(n, []) + value.get(n, []))) for n in {**mine, **value}}
+        elif key == "patternProperties":
+            raise SchemaError("cannot merge two 'patternProperties' exactly", path)
+        elif key == "uniqueItems":
+            out[key] = mine or value
+        elif key in ("pattern", "format"):
+            if mine != value:
+                raise SchemaError(f"cannot merge two different '{key}' constraints exactly", path)
+        elif key == "anyOf":
+            pairs = [{"allOf": [x, y]} for x in mine for y in value]
+            if len(pairs) > MAX_ANYOF_BRANCHES:
+                raise SchemaError(f"'anyOf' combination exceeds {MAX_ANYOF_BRANCHES} branches", path)
+            out[key] = pairs
+    object_keys = ("properties", "additionalProperties", "patternProperties")
+    if any(k in a for k in object_keys) and any(k in b for k in object_keys) \
+            and ("patternProperties" in a or "patternProperties" in b):
+        raise SchemaError("cannot merge 'patternProperties' with another schema's properties exactly", path)
+    if "properties" in b or "additionalProperties" in b or "properties" in a or "additionalProperties" in a:
+        _merge_objects(out, a, b)
+    if "items" in a or "items" in b or "prefixItems" in a or "prefixItems" in b:
+        _merge_arrays(out, a, b)
+    _drop_empty_kinds(out)
+    if out.get("type") == []:
+        return {"enum": [], INEXACT: True} if out.get(INEXACT) else False
+    return out
+
+
+def _drop_empty_kinds(out: dict) -> None:
+    """Remove from `type` a kind whose merged bounds contradict (minLength above maxLength, an empty interval)."""
+    empty = set()
+    for low, high, kinds in (("minLength", "maxLength", {"string"}), ("minItems", "maxItems", {"array"}),
+                             ("minProperties", "maxProperties", {"object"})):
+        if low in out and high in out and out[low] > out[high]:
+            empty |= kinds
+    lows = [(Decimal(repr(out[k])), k == "exclusiveMinimum") for k in ("minimum", "exclusiveMinimum") if k in out]
+    highs = [(Decimal(repr(out[k])), k == "exclusiveMaximum") for k in ("maximum", "exclusiveMaximum") if k in out]
+    if any(lo > hi or (lo == hi and (lx or hx)) for lo, lx in lows for hi, hx in highs):
+        empty |= {"integer", "fraction"}
+    if empty:
+        types = out.get("type", list(TYPES[:-1]))
+        kept = kinds_of_types(types if isinstance(types, list) else [types]) - empty
+        out["type"] = _merge_types(list(TYPES[:-1]), [t for t in TYPES if kinds_of_types([t]) <= kept])
+
+
+def _conj(x: Schema, y: Schema) -> Schema:
+    """A lazily merged conjunction of two raw sub-schemas."""
+    if x is True or x == {}:
+        return y
+    if y is True or y == {}:
+        return x
+    if x is False or y is False:
+        return False
+    return {"allOf": [x, y]}
+
+
+def _merge_multiples(x: Any, y: Any, path: str) -> Any:
+    """One `multipleOf` equivalent to two: equal ones, one dividing the other, or the lcm of integers."""
+    dx, dy = Decimal(repr(x)), Decimal(repr(y))
+    if dx % dy == 0:
+        return x
+    if dy % dx == 0:
+        return y
+    if dx == dx.to_integral_value() and dy == dy.to_integral_value():
+        return math.lcm(int(dx), int(dy))
+    raise SchemaError("cannot merge two fractional 'multipleOf' constraints exactly", path)
+
+
+def _merge_types(x: Any, y: Any) -> list[str]:
+    kinds = kinds_of_types(x if isinstance(x, list) else [x]) & kinds_of_types(y if isinstance(y, list) else [y])
+    out: list[str] = [t for t in ("null", "boolean", "object", "array", "string") if t in kinds]
+    if {"integer", "fraction"} <= kinds:
+        out.append("number")
+    elif "integer" in kinds:
+        out.append("integer")
+    return out
+
+
+def _merge_objects(out: dict, a: dict, b: dict) -> None:
+    """Properties of both sides; a key declared on one side only meets the other's additionalProperties."""
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    props = {}
+    for name in list(pa) + [n for n in pb if n not in pa]:
+        props[name] = _conj(pa.get(name, aa), pb.get(name, ab))
+    out["properties"] = props
+    out["additionalProperties"] = _conj(aa, ab)
+
+
+def _merge_arrays(out: dict, a: dict, b: dict) -> None:
+    """Positional items of both sides; a position beyond one side's prefix meets its `items`."""
+    xa, xb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items", True), b.get("items", True)
+    length = max(len(xa), len(xb))
+    prefix = [_conj(xa[i] if i < len(xa) else ia, xb[i] if i < len(xb) else ib) for i in range(length)]
+    if prefix:
+        out["prefixItems"] = prefix
+    out["items"] = _conj(ia, ib)

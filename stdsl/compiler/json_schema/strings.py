@@ -1,0 +1,324 @@
+"""JSON strings (RFC 8259) as byte-level IR, counted and compared by decoded character.
+
+A *string unit* is one decoded character in any spelling JSON allows: the raw UTF-8 of a
+Unicode scalar (except `"`, `\\` and controls below U+0020), a short escape (`\\" \\\\ \\/ \\b
+\\f \\n \\r \\t`), `\\uXXXX` (hex digits in either case) for a BMP scalar, or a surrogate pair
+`\\uD8xx\\uDCxx` for a character above U+FFFF.  Lone surrogate escapes are rejected: every
+unit is exactly one Unicode scalar, so `minLength`/`maxLength` count units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+
+from stdsl.compiler import ir
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.numbers import fixed_width_range
+from stdsl.errors import CompileError, RegexError, SchemaError
+
+QUOTE = ir.literal('"')
+SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
+                 0x09: "\\t"}
+FORBIDDEN_RAW = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+HIGH_SURROGATES = (0xD800, 0xDBFF)
+LOW_SURROGATES = (0xDC00, 0xDFFF)
+ALL_CHARS = ((0, ir.MAX_UNICODE),)
+
+
+def _intersect(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
+
+
+def _subtract(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = list(ranges)
+    for h_lo, h_hi in holes:
+        nxt: list[tuple[int, int]] = []
+        for a, b in out:
+            if b < h_lo or a > h_hi:
+                nxt.append((a, b))
+                continue
+            if a < h_lo:
+                nxt.append((a, h_lo - 1))
+            if b > h_hi:
+                nxt.append((h_hi + 1, b))
+        out = nxt
+    return out
+
+
+def _hex4(lo: int, hi: int) -> Node:
+    """`\\u` and four hex digits (either case) whose value is in lo..hi."""
+    return ir.seq(ir.literal("\\u"), fixed_width_range(lo, hi, 4, 16))
+
+
+def _surrogate_pairs(lo: int, hi: int) -> list[Node]:
+    """Escaped surrogate pairs spelling the supplementary code points lo..hi."""
+    out: list[Node] = []
+    first_high = 0xD800 + ((lo - 0x10000) >> 10)
+    last_high = 0xD800 + ((hi - 0x10000) >> 10)
+    lo_low, hi_low = 0xDC00 + (lo & 0x3FF), 0xDC00 + (hi & 0x3FF)
+    if first_high == last_high:
+        return [ir.seq(_hex4(first_high, first_high), _hex4(lo_low, hi_low))]
+    out.append(ir.seq(_hex4(first_high, first_high), _hex4(lo_low, 0xDFFF)))
+    if last_high - first_high >= 2:
+        out.append(ir.seq(_hex4(first_high + 1, last_high - 1), _hex4(0xDC00, 0xDFFF)))
+    out.append(ir.seq(_hex4(last_high, last_high), _hex4(0xDC00, hi_low)))
+    return out
+
+
+def _any_unit() -> Node:
+    """Every JSON string unit, factored so that shared tails appear once (a near-minimal DFA)."""
+    tail = ir.byte_set([(0x80, 0xBF)])
+    hex_digit = ir.byte_set([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+    two = ir.byte_set([(0xC2, 0xDF)])
+    three = ir.alt(ir.seq(ir.literal(b"\xe0"), ir.byte_set([(0xA0, 0xBF)])),
+                   ir.seq(ir.byte_set([(0xE1, 0xEC), (0xEE, 0xEF)]), tail),
+                   ir.seq(ir.literal(b"\xed"), ir.byte_set([(0x80, 0x9F)])))
+    four = ir.seq(ir.alt(ir.seq(ir.literal(b"\xf0"), ir.byte_set([(0x90, 0xBF)])),
+                         ir.seq(ir.byte_set([(0xF1, 0xF3)]), tail),
+                         ir.seq(ir.literal(b"\xf4"), ir.byte_set([(0x80, 0x8F)]))), tail)
+    d_upper, d_lower = ir.byte_set([(0x44, 0x44), (0x64, 0x64)]), ir.byte_set([(0x30, 0x37)])
+    plain_hex = ir.seq(ir.alt(ir.seq(ir.byte_set([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63),
+                                                   (0x65, 0x66)]), hex_digit), ir.seq(d_upper, d_lower)),
+                       hex_digit, hex_digit)
+    pair = ir.seq(d_upper, ir.byte_set([(0x38, 0x39), (0x41, 0x42), (0x61, 0x62)]), hex_digit, hex_digit,
+                  ir.literal("\\u"), d_upper, ir.byte_set([(0x43, 0x46), (0x63, 0x66)]), hex_digit, hex_digit)
+    escape = ir.seq(ir.literal("\\"), ir.alt(ir.byte_set((ord(c), ord(c)) for c in '"\\/bfnrt'),
+                                             ir.seq(ir.literal("u"), ir.alt(plain_hex, pair))))
+    ascii_raw = ir.byte_set([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
+    return ir.alt(ascii_raw, ir.seq(ir.alt(four, three, two), tail), escape)
+
+
+@lru_cache(maxsize=1024)
+def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
+    """One JSON string unit (any spelling) whose decoded character lies in the code point ranges."""
+    if ranges == ALL_CHARS:
+        return _any_unit()
+    scalars = _subtract(ranges, [(0xD800, 0xDFFF)])
+    parts: list[Node] = []
+    raw = _subtract(scalars, FORBIDDEN_RAW)
+    if raw:
+        parts.append(ir.codepoints(raw))
+    for cp, text in SHORT_ESCAPES.items():
+        if _intersect(scalars, cp, cp):
+            parts.append(ir.literal(text))
+    for a, b in _intersect(scalars, 0, 0xFFFF):
+        parts.append(_hex4(a, b))
+    for a, b in _intersect(scalars, 0x10000, ir.MAX_UNICODE):
+        parts.extend(_surrogate_pairs(a, b))
+    return ir.alt(*parts)
+
+
+def unit_for_char(char: str) -> Node:
+    """Every JSON spelling of one character."""
+    cp = ord(char)
+    return string_unit(((cp, cp),))
+
+
+def unit_except(chars: Iterable[str]) -> Node:
+    """One JSON string unit whose decoded character is none of `chars`."""
+    holes = sorted((ord(c), ord(c)) for c in chars)
+    return string_unit(tuple(_subtract(ALL_CHARS, holes)))
+
+
+def json_string(min_length: int = 0, max_length: int | None = None) -> Node:
+    """A quoted JSON string whose decoded length (in characters) is within min..max."""
+    return ir.seq(QUOTE, ir.repeat(string_unit(), min_length, max_length), QUOTE)
+
+
+def string_literal(value: str) -> Node:
+    """The canonical compact spelling of one string (raw UTF-8, escapes only where JSON requires them)."""
+    return ir.literal(canonical_string(value))
+
+
+def canonical_string(value: str) -> str:
+    """The spelling `json.dumps(value, ensure_ascii=False)` gives, which `string_literal` accepts."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def string_not_in(names: Iterable[str]) -> Node:
+    """A quoted JSON string (any spelling) whose decoded value is none of `names`.
+
+    Built as a trie over decoded characters: at each trie node the next unit either leaves the
+    trie (then anything may follow) or follows a child; the string may end unless the node is a name.
+    """
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = {}
+    return ir.seq(QUOTE, _outside(trie), QUOTE)
+
+
+def _outside(trie: dict) -> Node:
+    """Unit sequences that do not spell any name stored under this trie node."""
+    any_rest = ir.star(string_unit())
+    children = [c for c in trie if c is not None]
+    parts: list[Node] = [] if None in trie else [ir.EMPTY]
+    parts.append(ir.seq(unit_except(children), any_rest))
+    for ch in children:
+        parts.append(ir.seq(unit_for_char(ch), _outside(trie[ch])))
+    return ir.alt(*parts)
+
+
+PLAIN_TEXT_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xFF))
+
+
+def _map_byte_sets(node: Node, leaf: Callable[[ir.ByteSet], Node], memo: dict[int, tuple[Node, Node]],
+                   what: str) -> Node:
+    """`node` with every byte set replaced by `leaf(byte set)`; shared sub-trees stay shared (`memo`, by identity)."""
+    found = memo.get(id(node))
+    if found is not None:
+        return found[1]
+    if isinstance(node, ir.ByteSet):
+        result = leaf(node)
+    elif isinstance(node, ir.Seq):
+        result = ir.seq(*(_map_byte_sets(i, leaf, memo, what) for i in node.items))
+    elif isinstance(node, ir.Alt):
+        result = ir.alt(*(_map_byte_sets(i, leaf, memo, what) for i in node.items))
+    elif isinstance(node, ir.Repeat):
+        result = ir.repeat(_map_byte_sets(node.item, leaf, memo, what), node.min, node.max)
+    else:
+        raise CompileError(f"an embedded automaton cannot be {what}")
+    memo[id(node)] = (node, result)
+    return result
+
+
+def _clipped(ranges: Sequence[tuple[int, int]], allowed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of byte `ranges` inside the `allowed` ranges."""
+    return [(max(a, lo), min(b, hi)) for a, b in ranges for lo, hi in allowed if max(a, lo) <= min(b, hi)]
+
+
+def restrict_to_plain_text(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
+    """The language of `node` (UTF-8 text) minus strings containing `"`, `\\` or control characters.
+
+    Those bytes are ASCII and never occur inside a multi-byte UTF-8 sequence, so deleting them
+    from every byte set intersects exactly; the result spells each character raw inside a JSON string.
+    Sub-trees shared in `node` stay shared in the result (`memo`, by identity, may span several calls).
+    """
+    return _map_byte_sets(node, lambda leaf: ir.byte_set(_clipped(leaf.ranges, PLAIN_TEXT_RANGES)),
+                          {} if memo is None else memo, "restricted to plain text")
+
+
+def escaped_spelling(node: Node, memo: dict[int, tuple[Node, Node]] | None = None) -> Node:
+    """The language of `node` (UTF-8 text) as JSON string content: `"`, `\\` and control characters spelled
+    with every JSON escape of theirs, other characters raw.
+
+    Those characters are ASCII and never occur inside a multi-byte UTF-8 sequence, so replacing them
+    in every byte set is exact for them; other characters keep only their raw spelling.
+    """
+
+    def spell(leaf: ir.ByteSet) -> Node:
+        kept = ir.byte_set(_clipped(leaf.ranges, PLAIN_TEXT_RANGES))
+        special = tuple(_clipped(leaf.ranges, FORBIDDEN_RAW))
+        return ir.alt(kept, string_unit(special)) if special else kept
+
+    return _map_byte_sets(node, spell, {} if memo is None else memo, "spelled as JSON string content")
+
+
+ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+ECMA_CLASSES = {"d": "0-9", "w": "A-Za-z0-9_", "s": ECMA_SPACE}
+ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def ecma_to_python(pattern: str, where: str) -> str:
+    """Rewrite ECMA-262 `\\d \\w \\s .` (ASCII digits/word, ECMA spaces, no line terminators) for Python `re`."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            letter = pattern[i + 1]
+            if letter.lower() in ECMA_CLASSES:
+                body = ECMA_CLASSES[letter.lower()]
+                if in_class and letter.isupper():
+                    raise SchemaError(f"negated class escape \\{letter} inside [...] is not supported", where)
+                out.append(body if in_class else f"[{'^' if letter.isupper() else ''}{body}]")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            if pattern[i + 1:i + 2] == "]" or pattern[i + 1:i + 3] == "^]":
+                raise SchemaError("empty or negated-empty character classes ([] / [^]) are not supported", where)
+            in_class = True
+        elif char == ".":
+            out.append(ECMA_DOT)
+            i += 1
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def pattern_search(pattern: str, where: str, plain: bool) -> Node:
+    """Strings in which the ECMA-262 `pattern` matches somewhere (JSON Schema: not anchored).
+
+    With `plain=False` the result is a JSON string body: the characters outside the match may
+    be spelled any JSON way; inside the match `"`, `\\` and control characters take their escapes and
+    every other character is written raw, which rejects only escaped spellings of ordinary characters.
+    With `plain=True` it is the language of the decoded text itself (UTF-8).
+    """
+    from stdsl.compiler.regex.parser import parse_anchored
+
+    try:
+        parts = parse_anchored(ecma_to_python(pattern, where))
+    except RegexError as exc:
+        raise SchemaError(f"unsupported or invalid pattern {pattern!r}: {exc}", where) from exc
+    if plain:
+        return parts.search(ir.star(ir.any_char()))
+    shared: dict[int, tuple[Node, Node]] = {}
+    return parts.map(lambda part: escaped_spelling(part, shared)).search(ir.star(string_unit()))
+
+
+MAX_PRODUCT_STATES = 200_000
+
+
+def string_body(schema: dict, path: str, plain: bool = False) -> Node:
+    """The characters between the quotes of a string satisfying minLength/maxLength/pattern/format.
+
+    Each keyword gives one language; two or more are intersected as automata (product
+    construction) and embedded.  `plain=True` gives the decoded text's language of a single
+    pattern or format instead (used to check instances).
+    """
+    from stdsl.compiler.json_schema.formats import format_body, unsupported_format_message
+
+    parts: list[Node] = []
+    if "format" in schema:
+        body = format_body(schema["format"], plain)
+        if body is None:
+            raise SchemaError(unsupported_format_message(schema["format"]), f"{path}/format")
+        parts.append(body)
+    if "pattern" in schema:
+        parts.append(pattern_search(schema["pattern"], f"{path}/pattern", plain))
+    min_length, max_length = int(schema.get("minLength", 0)), schema.get("maxLength")
+    if not parts or min_length > 0 or max_length is not None:
+        unit = ir.any_char() if plain else string_unit()
+        parts.append(ir.repeat(unit, min_length, None if max_length is None else int(max_length)))
+    if len(parts) == 1:
+        return parts[0]
+    if plain:
+        raise ValueError("plain string languages are checked one keyword at a time")
+    return _intersection(parts, path)
+
+
+def _intersection(parts: list[Node], path: str) -> Node:
+    """The intersection of several string-body languages, as an embedded minimal automaton."""
+    from stdsl.compiler.automata.automaton import build_automaton
+    from stdsl.compiler.automata.ops import intersect
+    from stdsl.errors import EmptyLanguageError, StateBudgetError
+
+    try:
+        automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
+        product = automata[0]
+        for other in automata[1:]:
+            product = intersect(product, other, MAX_PRODUCT_STATES)
+    except EmptyLanguageError:
+        return ir.NOTHING
+    except StateBudgetError as error:
+        raise StateBudgetError(f"string constraints at {path}: {error}") from error
+    return ir.Embedded(product.transitions, product.accepting)

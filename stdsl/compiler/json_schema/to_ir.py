@@ -1,0 +1,481 @@
+"""JSON Schema (draft 2020-12 core) → byte-level IR, exactly: every accepted text is a valid instance.
+
+`schema_to_ir(schema)` accepts compact JSON (no whitespace) unless a `Whitespace` option
+allows bounded whitespace between tokens.  Objects are written with declared properties in
+schema order (then `required` names not in `properties`, then any additional keys);
+`json_order.dump_in_schema_order` writes an instance in exactly that form.
+
+Choices that keep the language regular and exact:
+- An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose
+  arrays/objects nest at most `ANY_VALUE_DEPTH` (3) levels; deeper values are not produced.
+- Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
+  the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
+  full RFC 8259 grammar.
+- `const`/`enum` values are written compactly in their own key order, strings in their
+  canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers without fraction.
+- Additional keys are any JSON string (any spelling) whose decoded value differs from every
+  declared name.  Lone surrogate escapes are never accepted.
+- `format` is an assertion (see `formats.py`); `pattern` matches anywhere in the decoded
+  string, with the matched part written without escapes (see `strings.pattern_search`);
+  length bounds, `pattern` and `format` on one string are intersected as automata.
+- `oneOf` compiles as a union only when its branches are provably disjoint (different kinds,
+  different enum values, non-overlapping numeric bounds, or a required discriminator property
+  with disjoint schemas); `allOf` and `$ref` siblings are merged keyword by keyword.
+- `minLength`/`minItems` above 1000 are refused (that many copies); `maxLength`/`maxItems` above
+  1000 are lowered to 1000 (longer valid strings and arrays are not produced).
+Everything else that constrains instances is refused with a SchemaError naming the keyword path,
+and so is an unknown keyword that looks like a misspelled constraint (`minimun`); other unknown
+keywords are annotations in JSON Schema and are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from itertools import product
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.numbers import (
+    NUMBER,
+    decimal_in_range,
+    integer_bounds,
+    integer_in_range,
+)
+from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
+from stdsl.compiler.json_schema.multiple import multiple_of
+from stdsl.compiler.json_schema.resolve import (
+    Context,
+    Schema,
+    flatten,
+    json_key,
+    merge,
+    pointer_token,
+)
+from stdsl.compiler.json_schema.strings import (
+    QUOTE,
+    json_string,
+    string_body,
+    string_literal,
+    string_not_in,
+)
+from stdsl.compiler.json_schema.validate import conforms
+from stdsl.compiler.automata.nfa import estimated_states
+from stdsl.errors import SchemaError
+
+ANY_VALUE_DEPTH = 3
+EMBED_ABOVE_STATES = 20_000
+ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
+OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                   "minProperties", "maxProperties", "dependentRequired")
+MAX_DEPENDENT_PROPERTIES = 6
+MAX_UNIQUE_VALUES = 24
+ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
+
+
+@dataclass(frozen=True)
+class Whitespace:
+    """Bounded optional whitespace: up to `max_run` of `chars` in every gap between tokens (and around the value)."""
+
+    max_run: int = 2
+    chars: str = " \n\t\r"
+
+    def __post_init__(self) -> None:
+        if self.max_run < 0 or not self.chars or any(c not in " \n\t\r" for c in self.chars):
+            raise ValueError("Whitespace needs max_run >= 0 and chars drawn from space, \\n, \\t, \\r")
+
+
+class _Tokens:
+    """The punctuation of JSON with the chosen whitespace in each gap."""
+
+    def __init__(self, whitespace: Whitespace | None) -> None:
+        if whitespace is None or whitespace.max_run == 0:
+            self.ws: Node = ir.EMPTY
+        else:
+            self.ws = ir.repeat(ir.byte_set((ord(c), ord(c)) for c in whitespace.chars), 0, whitespace.max_run)
+        ws = self.ws
+        self.comma = ir.seq(ws, ir.literal(","), ws)
+        self.colon = ir.seq(ws, ir.literal(":"), ws)
+        self.open_object, self.close_object = ir.seq(ir.literal("{"), ws), ir.seq(ws, ir.literal("}"))
+        self.open_array, self.close_array = ir.seq(ir.literal("["), ws), ir.seq(ws, ir.literal("]"))
+        self.empty_object = ir.seq(ir.literal("{"), ws, ir.literal("}"))
+        self.empty_array = ir.seq(ir.literal("["), ws, ir.literal("]"))
+
+
+def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None) -> Node:
+    """The byte-level IR of the JSON texts valid against `schema` (compact unless `whitespace` is given).
+
+    Raises SchemaError (with the JSON pointer of the offending keyword) for invalid schemas and
+    for constraints that cannot be enforced exactly.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
+    compiler = _Compiler(_Tokens(whitespace))
+    node = compiler.value(schema, "#", Context(schema))
+    return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
+
+
+class _Compiler:
+    """Lowers flattened schemas to IR nodes, sharing the token and generic-value nodes."""
+
+    def __init__(self, tokens: _Tokens) -> None:
+        self.tokens = tokens
+        self.string = json_string()
+        self._any = lru_cache(maxsize=None)(self._any_value)
+
+    def value(self, schema: Schema, path: str, ctx: Context) -> Node:
+        """The IR of one (sub)schema."""
+        flat, ctx, path = flatten(schema, path, ctx.entering())
+        if flat is False:
+            return ir.NOTHING
+        if flat is True or not flat:
+            return self._any(ANY_VALUE_DEPTH)
+        if "anyOf" in flat:
+            rest = {k: v for k, v in flat.items() if k != "anyOf"}
+            branches = []
+            for i, branch in enumerate(flat["anyOf"]):
+                branch_flat, branch_ctx, _ = flatten(branch, f"{path}/anyOf/{i}", ctx.entering())
+                branches.append(self.value(merge(rest, branch_flat, path), path, branch_ctx))
+            return ir.alt(*branches)
+        if "enum" in flat:
+            rest = {k: v for k, v in flat.items() if k != "enum"}
+            return ir.alt(*(self.const(v) for v in flat["enum"] if conforms(v, rest, ctx, path)))
+        types = flat.get("type", list(ALL_TYPES))
+        types = types if isinstance(types, list) else [types]
+        parts = []
+        for name in ALL_TYPES + ("integer",):
+            if name in types and not (name == "integer" and "number" in types):
+                parts.append(self._typed(name, flat, path, ctx))
+        return ir.alt(*parts)
+
+    def _compact(self, node: Node) -> Node:
+        """A large node as its minimal automaton, so the copies a counted repeat makes stay small.
+
+        The NFA builder shares a sub-node wherever it has one continuation; the items of an
+        array with `minItems`/`maxItems` have one per count, and the minimized DFA is the cheaper copy.
+        """
+        if estimated_states(node) <= EMBED_ABOVE_STATES:
+            return node
+        from stdsl.compiler.automata.automaton import build_automaton
+        from stdsl.errors import EmptyLanguageError
+        try:
+            automaton = build_automaton(node)
+        except EmptyLanguageError:
+            return ir.NOTHING
+        return ir.Embedded(automaton.transitions, automaton.accepting)
+
+    def _typed(self, name: str, flat: dict, path: str, ctx: Context) -> Node:
+        if name == "null":
+            return ir.literal("null")
+        if name == "boolean":
+            return ir.alt(ir.literal("true"), ir.literal("false"))
+        if name == "string":
+            if any(k in flat for k in ("minLength", "maxLength", "pattern", "format")):
+                return ir.seq(QUOTE, string_body(flat, path), QUOTE)
+            return self.string
+        if name in ("number", "integer"):
+            return _number(name, flat, path)
+        if name == "object":
+            if not any(k in flat for k in OBJECT_KEYWORDS):
+                return self._any_object(ANY_VALUE_DEPTH)
+            return self._object(flat, path, ctx)
+        if not any(k in flat for k in ARRAY_KEYWORDS):
+            return self._any_array(ANY_VALUE_DEPTH)
+        return self._array(flat, path, ctx)
+
+    def _object(self, flat: dict, path: str, ctx: Context) -> Node:
+        """Declared members in schema order (optional ones may be absent), then additional members.
+
+        The body is (non-empty ordered choice of declared members, then extras) or, when every
+        declared member is optional, extras alone; the extras tail appears at most twice.
+        """
+        if flat.get("dependentRequired"):
+            return self._dependent_objects(flat, path, ctx)
+        t = self.tokens
+        props: dict = flat.get("properties", {})
+        required = flat.get("required", [])
+        extra_schema = flat.get("additionalProperties", True)
+        patterns: dict = flat.get("patternProperties", {})
+        names = _property_names(flat, path, ctx)
+        declared = list(props) + [n for n in required if n not in props]
+        matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
+        members: list[tuple[Node, bool]] = []
+        for name in declared:
+            where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
+            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name)]
+            own = props.get(name, extra_schema if not matched else True)
+            allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
+            value = self.value({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
+            if value == ir.NOTHING:
+                if name in required:
+                    return ir.NOTHING
+                continue
+            members.append((ir.seq(string_literal(name), t.colon, value), name in required))
+        extra = self._extra_members(flat, declared, names, path, ctx)
+        extras_after = ir.star(ir.seq(t.comma, extra))
+        first, after, nullable = ir.NOTHING, ir.EMPTY, True
+        for member, is_required in reversed(members):
+            if is_required:
+                first, after = ir.seq(member, after), ir.seq(t.comma, member, after)
+                nullable = False
+            else:
+                first = ir.alt(ir.seq(member, after), first)
+                after = ir.seq(ir.optional(ir.seq(t.comma, member)), after)
+        body = ir.seq(first, extras_after)
+        if nullable:
+            body = ir.alt(body, ir.seq(extra, extras_after))
+        full = ir.seq(t.open_object, body, t.close_object)
+        low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
+        if high is not None and int(high) < low:
+            return ir.NOTHING
+        if high == 0:
+            return t.empty_object
+        required_count = sum(1 for _, is_required in members if is_required)
+        if high is not None and (extra != ir.NOTHING or len(members) > int(high)):
+            if extra == ir.NOTHING and required_count > int(high):
+                return ir.NOTHING
+            raise SchemaError("'maxProperties' above 0 is supported only when it cannot be exceeded "
+                              "(no additional properties and at most that many declared)", f"{path}/maxProperties")
+        if low > max(required_count, 1):
+            raise SchemaError("'minProperties' above 1 is supported only when the required properties reach it",
+                              f"{path}/minProperties")
+        return ir.alt(full, t.empty_object) if nullable and low == 0 else full
+
+    def _dependent_objects(self, flat: dict, path: str, ctx: Context) -> Node:
+        """`dependentRequired` as a union over the presence patterns of the properties it involves.
+
+        Undeclared names involved are declared with the `additionalProperties` schema (so written before other extras).
+        """
+        deps: dict = flat["dependentRequired"]
+        props: dict = flat.get("properties", {})
+        required = list(flat.get("required", []))
+        involved = list(dict.fromkeys([*deps, *(n for names in deps.values() for n in names)]))
+        undeclared = [n for n in involved if n not in props]
+        if undeclared and flat.get("patternProperties"):
+            raise SchemaError(f"'dependentRequired' on undeclared properties ({', '.join(undeclared[:3])}) beside "
+                              "'patternProperties' is not supported", f"{path}/dependentRequired")
+        props = {**props, **{n: flat.get("additionalProperties", True) for n in undeclared}}
+        optional = [n for n in involved if n not in required]
+        if len(optional) > MAX_DEPENDENT_PROPERTIES:
+            raise SchemaError(f"'dependentRequired' involving more than {MAX_DEPENDENT_PROPERTIES} optional "
+                              "properties is not supported (2^n presence patterns)", f"{path}/dependentRequired")
+        rest = {k: v for k, v in flat.items() if k != "dependentRequired"}
+        variants = []
+        for choice in product((True, False), repeat=len(optional)):
+            present = set(required) | {n for n, keep in zip(optional, choice) if keep}
+            if all(set(deps[name]) <= present for name in deps if name in present):
+                absent = {n: False for n, keep in zip(optional, choice) if not keep}
+                variant = {**rest, "required": required + [n for n in optional if n in present],
+                           "properties": {**props, **absent}}
+                variants.append(self._object(variant, path, ctx))
+        return ir.alt(*variants)
+
+    def _extra_members(self, flat: dict, declared: list[str], names: Schema | None, path: str, ctx: Context) -> Node:
+        """Undeclared members: keys outside `properties`, valued by the patterns they match or additionalProperties."""
+        t = self.tokens
+        extra_schema = flat.get("additionalProperties", True)
+        patterns: dict = flat.get("patternProperties", {})
+        extra_where = f"{path}/additionalProperties"
+        if not patterns and names is None:
+            if extra_schema is False:
+                return ir.NOTHING
+            return ir.seq(string_not_in(declared), t.colon, self.value(extra_schema, extra_where, ctx))
+        names_flat = flatten(names, f"{path}/propertyNames", ctx)[0] if names is not None else True
+        if names_flat is False:
+            return ir.NOTHING
+        if names_flat is not True and names_flat:
+            unsupported = sorted(set(names_flat) - {"type", "minLength", "maxLength", "pattern", "format", "enum"})
+            if unsupported:
+                raise SchemaError(f"'propertyNames' with {', '.join(unsupported)} is not supported",
+                                  f"{path}/propertyNames")
+            types = names_flat.get("type", "string")
+            if "string" not in (types if isinstance(types, list) else [types]):
+                return ir.NOTHING
+            if "enum" in names_flat:
+                if patterns:
+                    raise SchemaError("'propertyNames' enum with patternProperties is not supported", path)
+                keys = [v for v in names_flat["enum"] if isinstance(v, str) and v not in declared
+                        and conforms(v, names_flat, ctx, f"{path}/propertyNames")]
+                value = self.value(extra_schema, extra_where, ctx)
+                return ir.alt(*(ir.seq(string_literal(k), t.colon, value) for k in keys))
+        body = names_body(names_flat, f"{path}/propertyNames") if isinstance(names_flat, dict) else None
+        with_unmatched = extra_schema is not False
+        members = []
+        for key, matched in key_classes(patterns, declared, body, with_unmatched, f"{path}/patternProperties"):
+            schema = {"allOf": [patterns[p] for p in matched]} if matched else extra_schema
+            members.append(ir.seq(key, t.colon, self.value(schema, f"{path}/patternProperties", ctx)))
+        return ir.alt(*members)
+
+    def _array(self, flat: dict, path: str, ctx: Context) -> Node:
+        """Positional `prefixItems`, then `items`, with the length within minItems..maxItems."""
+        if flat.get("uniqueItems") and flat.get("maxItems", 2) > 1:
+            return self._unique_array(flat, path, ctx)
+        t = self.tokens
+        prefix = [self.value(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
+        item = self.value(flat.get("items", True), f"{path}/items", ctx)
+        low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
+        high = None if high is None else int(high)
+        if high is not None or low > 1:
+            item = self._compact(item)
+        if high is not None and high < low:
+            return ir.NOTHING
+        k = len(prefix)
+        tail_low = max(low - k, 0)
+        tail_high = None if high is None else high - k
+        if tail_high is not None and tail_high < 0:
+            tail = ir.NOTHING
+        else:
+            tail = ir.repeat(ir.seq(t.comma, item), tail_low, tail_high)
+        rest = tail
+        for j in range(k - 1, 0, -1):
+            stop = ir.EMPTY if low <= j and (high is None or j <= high) else ir.NOTHING
+            rest = ir.alt(stop, ir.seq(t.comma, prefix[j], rest)) if high is None or j < high else stop
+        if k:
+            first = ir.seq(prefix[0], rest) if high is None or high >= 1 else ir.NOTHING
+        else:
+            first_low = max(low - 1, 0)
+            first_high = None if high is None else high - 1
+            first = ir.seq(item, ir.repeat(ir.seq(t.comma, item), first_low, first_high)) \
+                if high is None or high >= 1 else ir.NOTHING
+        empty = t.empty_array if low == 0 else ir.NOTHING
+        return ir.alt(ir.seq(t.open_array, first, t.close_array), empty)
+
+    def _unique_array(self, flat: dict, path: str, ctx: Context) -> Node:
+        """`uniqueItems` over a small finite item set: distinct items written in the order the set lists them.
+
+        Each value occurs at most once and in enumeration order, so every accepted array is unique;
+        the same values in another order are valid but not produced.
+        """
+        t = self.tokens
+        where = f"{path}/uniqueItems"
+        if flat.get("prefixItems"):
+            raise SchemaError("'uniqueItems: true' with 'prefixItems' is not supported", where)
+        items, items_ctx, items_path = flatten(flat.get("items", True), f"{path}/items", ctx.entering())
+        if items is False:
+            values: list = []
+        elif isinstance(items, dict) and "enum" in items:
+            values = items["enum"]
+        elif isinstance(items, dict) and set(items) == {"type"} and set(_as_list(items["type"])) <= {"boolean", "null"}:
+            values = [v for v in (True, False, None) if conforms(v, items, items_ctx, items_path)]
+        else:
+            raise SchemaError("'uniqueItems: true' is supported only for items from a finite set (enum, const, "
+                              "boolean, null): uniqueness over an open item language is not regular", where)
+        values = [v for v in {json_key(v): v for v in values}.values() if conforms(v, items, items_ctx, items_path)]
+        if len(values) > MAX_UNIQUE_VALUES:
+            raise SchemaError(f"'uniqueItems: true' over more than {MAX_UNIQUE_VALUES} values is not supported", where)
+        low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
+        if low > 1 or (high is not None and int(high) < len(values)):
+            if low > len(values):
+                return ir.NOTHING
+            raise SchemaError("'uniqueItems: true' with minItems above 1 or maxItems below the number of values is "
+                              "not supported", where)
+        nodes = [self.const(v) for v in values]
+        first, after = ir.NOTHING, ir.EMPTY
+        for node in reversed(nodes):
+            first = ir.alt(ir.seq(node, after), first)
+            after = ir.seq(ir.optional(ir.seq(t.comma, node)), after)
+        full = ir.seq(t.open_array, first, t.close_array)
+        return full if low == 1 else ir.alt(full, t.empty_array)
+
+    def const(self, value: Any) -> Node:
+        """One JSON value written compactly (canonical strings and numbers, its own key order)."""
+        t = self.tokens
+        if isinstance(value, dict):
+            if not value:
+                return t.empty_object
+            members = [ir.seq(string_literal(k), t.colon, self.const(v)) for k, v in value.items()]
+            body = [members[0]] + [ir.seq(t.comma, m) for m in members[1:]]
+            return ir.seq(t.open_object, *body, t.close_object)
+        if isinstance(value, list):
+            if not value:
+                return t.empty_array
+            items = [self.const(v) for v in value]
+            body = [items[0]] + [ir.seq(t.comma, i) for i in items[1:]]
+            return ir.seq(t.open_array, *body, t.close_array)
+        return ir.literal(canonical_scalar(value))
+
+    def _any_value(self, depth: int) -> Node:
+        """A generic JSON value whose containers nest at most `depth` levels."""
+        scalars = ir.alt(ir.literal("null"), ir.literal("true"), ir.literal("false"), NUMBER, self.string)
+        if depth == 0:
+            return scalars
+        return ir.alt(scalars, self._any_object(depth), self._any_array(depth))
+
+    def _any_object(self, depth: int) -> Node:
+        """Any object whose member values are generic values of depth `depth - 1`."""
+        t = self.tokens
+        member = ir.seq(self.string, t.colon, self._any(depth - 1))
+        return ir.alt(t.empty_object, ir.seq(t.open_object, member, ir.star(ir.seq(t.comma, member)), t.close_object))
+
+    def _any_array(self, depth: int) -> Node:
+        """Any array whose items are generic values of depth `depth - 1`."""
+        t = self.tokens
+        inner = self._any(depth - 1)
+        return ir.alt(t.empty_array, ir.seq(t.open_array, inner, ir.star(ir.seq(t.comma, inner)), t.close_array))
+
+
+def _as_list(value: Any) -> list:
+    """A keyword value that may be one item or a list, as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def _property_names(flat: dict, path: str, ctx: Context) -> Schema | None:
+    """The `propertyNames` schema, or None when names are unconstrained."""
+    names = flat.get("propertyNames")
+    return None if names is None or names is True or names == {} else names
+
+
+def canonical_scalar(value: Any) -> str:
+    """The compact spelling of a JSON scalar: integral numbers without fraction, others positional."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer():
+            return str(int(value))
+        return format(Decimal(repr(value)), "f")
+    if isinstance(value, str):
+        from stdsl.compiler.json_schema.strings import canonical_string
+        return canonical_string(value)
+    raise SchemaError(f"not a JSON value: {value!r}", "#")
+
+
+MAX_BOUND_DIGITS = 60
+
+
+def _bound(flat: dict, key: str, path: str) -> Decimal | None:
+    """A numeric bound as an exact decimal; bounds with very many fraction digits are refused."""
+    if key not in flat:
+        return None
+    value = Decimal(repr(flat[key]))
+    if -int(value.as_tuple().exponent) > MAX_BOUND_DIGITS:
+        raise SchemaError(f"'{key}' has more than {MAX_BOUND_DIGITS} fraction digits; not supported", f"{path}/{key}")
+    return value
+
+
+def _number(name: str, flat: dict, path: str) -> Node:
+    """Integers (canonical, exact bounds) or numbers (full grammar, or exponent-free when bounded)."""
+    lo, lo_x, hi, hi_x = None, False, None, False
+    for key, exclusive in (("minimum", False), ("exclusiveMinimum", True)):
+        b = _bound(flat, key, path)
+        if b is not None and (lo is None or b > lo or (b == lo and exclusive)):
+            lo, lo_x = b, exclusive
+    for key, exclusive in (("maximum", False), ("exclusiveMaximum", True)):
+        b = _bound(flat, key, path)
+        if b is not None and (hi is None or b < hi or (b == hi and exclusive)):
+            hi, hi_x = b, exclusive
+    multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
+    if name == "integer":
+        int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
+        node = integer_in_range(int_lo, int_hi)
+        return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
+    if multiple is not None:
+        return multiple_of(decimal_in_range(lo, lo_x, hi, hi_x), multiple, False, f"{path}/multipleOf")
+    if lo is None and hi is None:
+        return NUMBER
+    return decimal_in_range(lo, lo_x, hi, hi_x)

@@ -1,0 +1,64 @@
+"""A compiled recursive constraint: the pushdown grammar, its machine, and how to read the output back."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.json_schema.recursive import compile_recursive_schema
+from stdsl.compiler.json_schema.to_ir import Whitespace
+from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
+from stdsl.compiler.pushdown.machine import PushdownMachine
+
+
+@dataclass
+class PushdownConstraint:
+    """A recursive constraint (nesting capped at `grammar.max_depth`); `machine` is shared by every request."""
+
+    grammar: PushdownGrammar
+    kind: str
+    source: Any = None
+    compile_seconds: float = 0.0
+    model_class: Any = None
+    machine: PushdownMachine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.machine = PushdownMachine(self.grammar)
+
+    @property
+    def num_states(self) -> int:
+        """States of all nonterminal DFAs together."""
+        return self.grammar.num_states
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the grammar tables and the machine's interned configurations hold now."""
+        return self.machine.nbytes
+
+    def accepts(self, data: bytes | str) -> bool:
+        """Whether the whole of `data` is an output this constraint allows."""
+        return self.machine.accepts(data.encode("utf-8") if isinstance(data, str) else data)
+
+    def parse(self, text: str) -> Any:
+        """A validated Pydantic instance, parsed JSON for a schema constraint, else the text."""
+        if self.model_class is not None:
+            return self.model_class.model_validate_json(text)
+        return json.loads(text) if self.kind == "json_schema" else text
+
+    def __repr__(self) -> str:
+        return f"PushdownConstraint({self.kind}, nonterminals={len(self.grammar.names)}, states={self.num_states})"
+
+
+def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
+                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False) -> PushdownConstraint:
+    """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
+
+    With `outline`, every referenced definition is a nonterminal (for schemas too large for one DFA).
+    """
+    began = time.perf_counter()
+    grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
+                                       outline=outline)
+    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)

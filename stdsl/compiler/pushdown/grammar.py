@@ -1,0 +1,295 @@
+"""Recursive grammars as pushdown automata (Appendix C.12): one DFA per nonterminal over bytes and call symbols.
+
+Definitions on a cycle of the reference graph become nonterminals; a call of definition i is
+the private symbol 256 + i (`call_symbol(i)` in the IR).  Every body is compiled with the
+ordinary regex pipeline over the widened alphabet; the bodies are then laid out in one global
+state space.  The two L(1) conditions of C.12 are checked here, and the shortest-completion
+lengths bn(q) of Proposition 2 are computed for the budget rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.ops import step_edges
+from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.errors import CompileError, EmptyLanguageError
+
+CALL_BASE = 256
+MAX_DEPTH = 64
+UNREACHABLE = np.iinfo(np.int64).max // 4
+MAIN = "<root>"
+
+
+class DefinitionError(CompileError):
+    """A recursive definition that cannot be compiled; `definition` names it."""
+
+    def __init__(self, message: str, definition: str) -> None:
+        self.definition = definition
+        super().__init__(message)
+
+
+def call_symbol(index: int) -> ir.Node:
+    """The IR leaf for a call of definition `index` (the private symbol 256 + index)."""
+    if index < 0:
+        raise ValueError(f"call index must be non-negative, got {index}")
+    return ir.ByteSet(((CALL_BASE + index, CALL_BASE + index),))
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A named recursive definition; its body may contain `call_symbol(i)` leaves for definition i."""
+
+    name: str
+    body: ir.Node
+
+
+class PushdownGrammar:
+    """Nonterminal DFAs laid out in one state space (nonterminal 0 is the root body, never called).
+
+    `byte_table[q, b]` is q's own move (-1 none); call edge e goes from `call_state[e]` to the
+    callee `call_callee[e]` and returns to `call_return[e]`; `call_of_byte[q, b]` is the call edge
+    whose callee starts with b (-1 none); `bn[q]` the shortest completion of q's nonterminal, and
+    `bn_within[min(d, len - 1), q]` the shortest one that nests at most d calls deeper (UNREACHABLE if none).
+    """
+
+    def __init__(self, names: Sequence[str], starts: np.ndarray, owner: np.ndarray, byte_table: np.ndarray,
+                 accepting: np.ndarray, call_state: np.ndarray, call_callee: np.ndarray,
+                 call_return: np.ndarray, max_depth: int = MAX_DEPTH) -> None:
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        self.names = list(names)
+        self.starts = starts
+        self.owner = owner
+        self.byte_table = byte_table
+        self.accepting = accepting
+        self.call_state, self.call_callee, self.call_return = call_state, call_callee, call_return
+        self.max_depth = max_depth
+        self.first = _first_sets(self)
+        self.call_of_byte = _call_of_byte(self)
+        self.follow = _follow_sets(self)
+        _check_follow(self)
+        self.has_successor: np.ndarray = np.asarray((byte_table >= 0).any(axis=1))
+        self.has_successor[call_state] = True
+        self.bn = _shortest_completions(self)
+        self.bn_within = _completions_within_depth(self)
+
+    @property
+    def num_states(self) -> int:
+        """States of all nonterminals together."""
+        return int(self.byte_table.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the grammar's tables."""
+        arrays = (self.starts, self.owner, self.byte_table, self.accepting, self.call_state, self.call_callee,
+                  self.call_return, self.first, self.call_of_byte, self.follow, self.has_successor, self.bn,
+                  self.bn_within)
+        return sum(int(a.nbytes) for a in arrays)
+
+    def __repr__(self) -> str:
+        return f"PushdownGrammar(nonterminals={self.names}, states={self.num_states}, bytes={self.nbytes})"
+
+
+def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_states: int = DEFAULT_MAX_STATES,
+                     max_depth: int = MAX_DEPTH) -> PushdownGrammar:
+    """Compile a root body and recursive definitions (bodies calling each other) to a pushdown grammar.
+
+    Raises CompileError naming the definitions when a body is empty, left-recursive, matches the
+    empty string, or breaks an L(1) condition.
+    """
+    alphabet = CALL_BASE + len(definitions)
+    names = [MAIN] + [d.name for d in definitions]
+    tables: list[np.ndarray] = []
+    accepts: list[np.ndarray] = []
+    for name, body in zip(names, [main] + [d.body for d in definitions]):
+        check_deadline(f"the pushdown definition '{name}'")
+        try:
+            dfa = determinize(build_nfa(body), max_states, alphabet)
+            table, accepting = minimize(dfa.table, dfa.accepting)
+        except EmptyLanguageError as error:
+            raise CompileError(f"definition '{name}' matches nothing: {error}") from error
+        tables.append(table[:, dfa.byte_class])
+        accepts.append(accepting)
+    offsets = np.cumsum([0] + [len(t) for t in tables])
+    total = int(offsets[-1])
+    byte_table = np.full((total, 256), -1, dtype=np.int32)
+    owner = np.zeros(total, dtype=np.int32)
+    call_state: list[int] = []
+    call_callee: list[int] = []
+    call_return: list[int] = []
+    for index, (table, off) in enumerate(zip(tables, offsets[:-1])):
+        rows = slice(int(off), int(off) + len(table))
+        byte_table[rows] = np.where(table[:, :CALL_BASE] >= 0, table[:, :CALL_BASE] + off, -1)
+        owner[rows] = index
+        states, columns = np.nonzero(table[:, CALL_BASE:] >= 0)
+        for q, column in zip(states.tolist(), columns.tolist()):
+            call_state.append(int(off) + q)
+            call_callee.append(column + 1)
+            call_return.append(int(off) + int(table[q, CALL_BASE + column]))
+    return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts),
+                           np.array(call_state, dtype=np.int32), np.array(call_callee, dtype=np.int32),
+                           np.array(call_return, dtype=np.int32), max_depth)
+
+
+def _calls_at(grammar: PushdownGrammar, state: int) -> list[int]:
+    """The call edges leaving `state`."""
+    return np.flatnonzero(grammar.call_state == state).tolist()
+
+
+def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
+    """first(N) per nonterminal (bool (C, 256)); refuses left recursion and definitions that match ε."""
+    count = len(grammar.names)
+    called = set(grammar.call_callee.tolist())
+    for n in sorted(called):
+        if grammar.accepting[grammar.starts[n]]:
+            raise DefinitionError(f"definition '{grammar.names[n]}' matches the empty string; a recursive "
+                                  "definition must read at least one byte", grammar.names[n])
+    first = np.zeros((count, 256), dtype=bool)
+    done = [False] * count
+
+    def visit(n: int, path: tuple[int, ...]) -> np.ndarray:
+        if n in path:
+            cycle = " -> ".join(grammar.names[m] for m in path[path.index(n):] + (n,))
+            raise CompileError(f"left recursion: {cycle} can call itself before reading a byte")
+        if not done[n]:
+            start = int(grammar.starts[n])
+            first[n] = grammar.byte_table[start] >= 0
+            for edge in _calls_at(grammar, start):
+                first[n] |= visit(int(grammar.call_callee[edge]), path + (n,))
+            done[n] = True
+        return first[n]
+
+    for n in range(count):
+        visit(n, ())
+    return first
+
+
+def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
+    """call_of_byte (Q, 256) after checking L(1) condition 1: call firsts disjoint from own bytes and each other."""
+    table = np.full(grammar.byte_table.shape, -1, dtype=np.int32)
+    for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
+        first = grammar.first[callee]
+        clash_own = first & (grammar.byte_table[q] >= 0)
+        clash_call = first & (table[q] >= 0)
+        name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
+        if clash_own.any():
+            byte = int(np.flatnonzero(clash_own)[0])
+            raise CompileError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte {byte!r} "
+                               f"({chr(byte)!r}), which '{name}' itself can also read there")
+        if clash_call.any():
+            byte = int(np.flatnonzero(clash_call)[0])
+            other = grammar.names[grammar.call_callee[table[q, byte]]]
+            raise CompileError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both start "
+                               f"with byte {byte!r} ({chr(byte)!r})")
+        table[q, first] = edge
+    return table
+
+
+def _own_live(grammar: PushdownGrammar, state: int) -> np.ndarray:
+    """Bytes `state` reads itself or by a call (bool (256,)), without returning."""
+    return (grammar.byte_table[state] >= 0) | (grammar.call_of_byte[state] >= 0)
+
+
+def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:
+    """follow(N) per nonterminal: bytes that may come right after N returns (least fixed point)."""
+    count = len(grammar.names)
+    follow = np.zeros((count, 256), dtype=bool)
+    live_at_return = [_own_live(grammar, int(r)) for r in grammar.call_return]
+    changed = True
+    while changed:
+        changed = False
+        for edge, callee in enumerate(grammar.call_callee.tolist()):
+            ret = int(grammar.call_return[edge])
+            after = live_at_return[edge]
+            if grammar.accepting[ret]:
+                after = after | follow[grammar.owner[ret]]
+            merged = follow[callee] | after
+            if not np.array_equal(merged, follow[callee]):
+                follow[callee] = merged
+                changed = True
+    return follow
+
+
+def _check_follow(grammar: PushdownGrammar) -> None:
+    """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set."""
+    called = set(grammar.call_callee.tolist())
+    for q in np.flatnonzero(grammar.accepting).tolist():
+        n = int(grammar.owner[q])
+        if n not in called:
+            continue
+        clash = _own_live(grammar, q) & grammar.follow[n]
+        if clash.any():
+            byte = int(np.flatnonzero(clash)[0])
+            callers = sorted({grammar.names[grammar.owner[s]] for s, c in
+                              zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
+            raise CompileError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte {byte!r} "
+                               f"({chr(byte)!r}), which may also follow it in {', '.join(callers)}")
+
+
+def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
+    """bn(q) (Proposition 2): least fixed point over byte moves and call edges; 0 on accepting states.
+
+    Byte moves are taken once per distinct (state, target) pair, so each round costs the number
+    of edges, not states x 256.
+    """
+    num = grammar.num_states
+    src, dst = step_edges(grammar.byte_table)
+    bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
+    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
+    for _ in range(num + 2):
+        best = bn.copy()
+        np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
+        np.minimum.at(best, callers, np.minimum(bn[callee_starts] + bn[returns], UNREACHABLE))
+        if np.array_equal(best, bn):
+            break
+        bn = best
+    for n in list(range(1, len(grammar.names))) + [0]:
+        if bn[grammar.starts[n]] >= UNREACHABLE:
+            raise DefinitionError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses "
+                                  "forever)", grammar.names[n])
+    return bn
+
+
+def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
+    """bn over states for completions that nest at most `room` calls deeper (the row of `bn_within`)."""
+    levels = grammar.bn_within
+    return levels[min(max(room, 0), len(levels) - 1)]
+
+
+def _completions_within_depth(grammar: PushdownGrammar) -> np.ndarray:
+    """bn_d(q) for d = 0, 1, ... until it stops changing (at most max_depth): shortest completions of q's nonterminal
+    whose calls nest at most d deeper; a call costs bn_{d-1} of its callee, none is possible at d = 0.
+
+    With the stack capped, a configuration at depth D completes iff bn_{cap-D}(q) and bn_{cap-i+1} of the i-th
+    return state are all finite, which is how the machine keeps every started output completable at the cap.
+    """
+    src, dst = step_edges(grammar.byte_table)
+    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
+    levels: list[np.ndarray] = []
+    for depth in range(grammar.max_depth + 1):
+        check_deadline("the pushdown depth table")
+        call_cost = (np.full(len(callers), UNREACHABLE, dtype=np.int64) if depth == 0
+                     else levels[-1][callee_starts])
+        bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
+        for _ in range(grammar.num_states + 2):
+            best = bn.copy()
+            np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
+            np.minimum.at(best, callers, np.minimum(call_cost + bn[returns], UNREACHABLE))
+            if np.array_equal(best, bn):
+                break
+            bn = best
+        if levels and np.array_equal(bn, levels[-1]):
+            break
+        levels.append(bn)
+    table = np.stack(levels)
+    if table[-1][grammar.starts[0]] >= UNREACHABLE:
+        raise CompileError(f"every output nests deeper than the stack cap of {grammar.max_depth}")
+    return table

@@ -1,0 +1,1 @@
+"""Regular expressions: the Python `re` syntax parsed to IR, with anchors."""

@@ -1,0 +1,144 @@
+"""Trim and minimization keep the language, leave a trim automaton, and leave no two equivalent states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.automaton import compile_regex
+from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import EmptyLanguageError
+
+
+def _with_dead(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Complete a partial DFA with an explicit dead state (the last one)."""
+    dead = len(table)
+    complete = np.where(table < 0, dead, table)
+    complete = np.vstack([complete, np.full((1, table.shape[1]), dead)])
+    return complete, np.append(accepting, False)
+
+
+def distinguishable_pairs(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Table-filling (Myhill–Nerode marking): `marked[p, q]` iff some word separates p and q."""
+    complete, accept = _with_dead(table, accepting)
+    columns = np.unique(complete, axis=1)
+    marked = accept[:, None] != accept[None, :]
+    while True:
+        spread = marked.copy()
+        for column in columns.T:
+            spread |= marked[column[:, None], column[None, :]]
+        if (spread == marked).all():
+            return marked[:-1, :-1]
+        marked = spread
+
+
+def same_language(table_a: np.ndarray, accept_a: np.ndarray, table_b: np.ndarray, accept_b: np.ndarray) -> bool:
+    """Product-automaton search over the two tables (same alphabet) for a separating word."""
+    complete_a, acc_a = _with_dead(table_a, accept_a)
+    complete_b, acc_b = _with_dead(table_b, accept_b)
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack:
+        p, q = stack.pop()
+        if acc_a[p] != acc_b[q]:
+            return False
+        for pair in set(zip(complete_a[p].tolist(), complete_b[q].tolist())):
+            if pair not in seen:
+                seen.add(pair)
+                stack.append(pair)
+    return True
+
+
+def _is_trim(table: np.ndarray, accepting: np.ndarray) -> bool:
+    forward = {0}
+    stack = [0]
+    while stack:
+        for target in table[stack.pop()].tolist():
+            if target >= 0 and target not in forward:
+                forward.add(target)
+                stack.append(target)
+    alive = set(np.flatnonzero(accepting).tolist())
+    changed = True
+    while changed:
+        changed = False
+        for state in range(len(table)):
+            if state not in alive and any(t in alive for t in table[state].tolist() if t >= 0):
+                alive.add(state)
+                changed = True
+    return len(forward) == len(table) == len(alive)
+
+
+PATTERNS = [
+    "(a|b)*abb", "a*|b*", "(ab|a)(bc|c)", "(a|ab)(c|bcd)(d*)", r"[a-c]{0,5}x?", "(?:aa|aaa)*",
+    r"\d+(\.\d*)?|\.\d+", r'\{"k":(?:"[a-z]*"|[0-9]{1,3})\}', "é|e\u0301|ü+", r"(a|b)*a(a|b){3}", "",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_minimized_automaton_is_minimal_trim_and_same_language(pattern: str) -> None:
+    dfa = determinize(build_nfa(parse_regex(pattern)))
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    assert same_language(table, accepting, dfa.table, dfa.accepting)
+    assert _is_trim(table, accepting)
+    marked = distinguishable_pairs(table, accepting)
+    assert marked[~np.eye(len(table), dtype=bool)].all()
+    automaton = compile_regex(pattern)
+    assert automaton.num_states == len(table)
+    assert same_language(automaton.transitions.astype(np.int64), automaton.accepting,
+                         dfa.byte_table().astype(np.int64), dfa.accepting)
+
+
+@st.composite
+def random_tables(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    num_states = draw(st.integers(1, 10))
+    num_symbols = draw(st.integers(1, 3))
+    table = np.array(draw(st.lists(
+        st.lists(st.integers(-1, num_states - 1), min_size=num_symbols, max_size=num_symbols),
+        min_size=num_states, max_size=num_states)), dtype=np.int64).reshape(num_states, num_symbols)
+    accepting = np.array(draw(st.lists(st.booleans(), min_size=num_states, max_size=num_states)))
+    return table, accepting
+
+
+@settings(max_examples=400, deadline=None)
+@given(random_tables())
+def test_minimize_random_tables(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    table, accepting = dfa
+    try:
+        small, small_accepting = minimize(table, accepting)
+    except EmptyLanguageError:
+        assert not _reachable_accepting(table, accepting)
+        return
+    assert same_language(small, small_accepting, table, accepting)
+    assert _is_trim(small, small_accepting)
+    marked = distinguishable_pairs(small, small_accepting)
+    assert marked[~np.eye(len(small), dtype=bool)].all()
+    again, again_accepting = minimize(small, small_accepting)
+    assert np.array_equal(again, small) and np.array_equal(again_accepting, small_accepting)
+
+
+def _reachable_accepting(table: np.ndarray, accepting: np.ndarray) -> bool:
+    seen, stack = {0}, [0]
+    while stack:
+        state = stack.pop()
+        if accepting[state]:
+            return True
+        for target in table[state].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return False
+
+
+def test_trim_drops_unreachable_and_dead_end_states() -> None:
+    table = np.array([[1, 2], [3, -1], [2, 2], [-1, -1], [0, 3]])
+    accepting = np.array([False, False, False, True, False])
+    trimmed, trimmed_accepting = trim(table, accepting)
+    assert trimmed.tolist() == [[1, -1], [2, -1], [-1, -1]]
+    assert trimmed_accepting.tolist() == [False, False, True]
+    with pytest.raises(EmptyLanguageError):
+        trim(table, np.zeros(5, dtype=bool))

@@ -1,0 +1,151 @@
+"""JSON strings: every json.dumps spelling is accepted, broken strings are not, lengths count characters."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.json_schema.formats import format_body
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.json_schema.strings import json_string, string_not_in
+from stdsl.errors import SchemaError
+
+scalar_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_CACHE: dict = {}
+
+
+def _automaton(key: str, build):
+    if key not in _CACHE:
+        _CACHE[key] = build_automaton(build())
+    return _CACHE[key]
+
+
+def _spellings(value: str) -> set[str]:
+    """json.dumps both ways, plus every character as an uppercase \\u escape."""
+    upper = "".join(f"\\u{ord(c):04X}" if ord(c) < 0x10000 else json.dumps(c)[1:-1].upper().replace("\\U", "\\u")
+                    for c in value)
+    return {json.dumps(value), json.dumps(value, ensure_ascii=False), f'"{upper}"'}
+
+
+@settings(max_examples=300, deadline=None)
+@given(scalar_text)
+def test_every_spelling_is_accepted(value: str) -> None:
+    automaton = _automaton("any", json_string)
+    for text in _spellings(value):
+        assert automaton.accepts(text.encode("utf-8")), text
+
+
+@settings(max_examples=200, deadline=None)
+@given(scalar_text, st.integers(0, 6), st.integers(0, 6))
+def test_length_counts_characters(value: str, low: int, extra: int) -> None:
+    automaton = _automaton(f"len{low},{low + extra}", lambda: json_string(low, low + extra))
+    for text in _spellings(value):
+        assert automaton.accepts(text.encode("utf-8")) == (low <= len(value) <= low + extra), text
+
+
+BROKEN = ['"\x00"', '"\x1f"', '"a\nb"', '"\\x41"', '"\\u12"', '"\\u12G4"', '"\\ud800"', '"\\udc00"',
+          '"\\ud800\\u0041"', '"abc', 'abc"', '"\\"', '"\\a"', "'a'", '"\\U0041"']
+
+
+@pytest.mark.parametrize("text", BROKEN)
+def test_broken_strings_are_rejected(text: str) -> None:
+    assert not _automaton("any", json_string).accepts(text.encode("utf-8"))
+
+
+def test_invalid_utf8_is_rejected() -> None:
+    automaton = _automaton("any", json_string)
+    for data in (b'"\xff"', b'"\xc0\x80"', b'"\xed\xa0\x80"', b'"\xe2\x82"', b'"\xf4\x90\x80\x80"'):
+        assert not automaton.accepts(data)
+
+
+names = st.lists(st.text(alphabet="ab\u00e9\U0001F600\"", max_size=3), max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(names, st.lists(st.text(alphabet="ab\u00e9\U0001F600\"", max_size=4), max_size=10))
+def test_string_not_in_excludes_every_spelling(excluded: list[str], candidates: list[str]) -> None:
+    automaton = build_automaton(string_not_in(excluded))
+    for value in candidates + excluded:
+        for text in _spellings(value):
+            assert automaton.accepts(text.encode("utf-8")) == (value not in excluded), (excluded, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["ab", "^ab", "ab$", "^a.c$", "a|^b", "[0-9]{2}", "^(x|yz)+$", "\\d+x", "a\\.b"]),
+       st.lists(st.text(alphabet="abcxyz0129.", max_size=6), max_size=15))
+def test_pattern_is_a_search_on_plain_text(pattern: str, values: list[str]) -> None:
+    automaton = build_automaton(schema_to_ir({"type": "string", "pattern": pattern}))
+    for value in values:
+        expected = re.search(pattern, value) is not None
+        assert automaton.accepts(json.dumps(value).encode()) == expected, (pattern, value)
+
+
+def test_pattern_outside_the_match_allows_escapes() -> None:
+    automaton = build_automaton(schema_to_ir({"type": "string", "pattern": "^ab"}))
+    assert automaton.accepts(b'"ab\\n\\u00e9"')
+    assert not automaton.accepts(b'"\\u0061b"')
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["^\\\\[nt]$", '^"$', "^a\nb$", "^a\tb$", "^[^a]$", '"x', "^\\W+$", "[\\x00-\\x1f]"]),
+       st.lists(st.text(alphabet='ab"\\\n\tnt\x01x', max_size=5), max_size=15))
+def test_pattern_needing_quote_backslash_or_control_characters(pattern: str, values: list[str]) -> None:
+    """Issue 15 item 7: the match may hold `"`, `\\` or control characters; they are spelled with their escapes."""
+    automaton = _automaton("special:" + pattern, lambda: schema_to_ir({"type": "string", "pattern": pattern}))
+    ecma = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern  # ECMA's `$` never matches before a final \n
+    for value in values:
+        expected = re.search(ecma, value) is not None
+        for spelling in _spellings(value) | {json.dumps(value, ensure_ascii=False)}:
+            if "\\u" not in spelling or not expected:
+                assert automaton.accepts(spelling.encode()) == expected, (pattern, value, spelling)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet="ab\u00e9\n", max_size=6), max_size=10))
+def test_pattern_with_length_bounds_is_intersected(values: list[str]) -> None:
+    automaton = _automaton("pattern+len", lambda: schema_to_ir({"type": "string", "pattern": "^a", "minLength": 2,
+                                                                "maxLength": 4}))
+    for value in values:
+        expected = value.startswith("a") and 2 <= len(value) <= 4
+        assert automaton.accepts(json.dumps(value).encode()) == expected, value
+
+
+def test_format_with_pattern_is_intersected() -> None:
+    automaton = build_automaton(schema_to_ir({"type": "string", "format": "date", "pattern": "^2024"}))
+    assert automaton.accepts(b'"2024-02-29"')
+    assert not automaton.accepts(b'"2023-01-01"') and not automaton.accepts(b'"2024"')
+
+
+def test_bad_pattern_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError) as info:
+        schema_to_ir({"properties": {"p": {"type": "string", "pattern": "(?<=a)b"}}})
+    assert info.value.path == "#/properties/p/pattern"
+
+
+FORMAT_CASES = {
+    "date": (["2024-02-29", "2000-02-29", "1999-12-31"],
+             ["2023-02-29", "1900-02-29", "2024-13-01", "2024-04-31", "24-01-01"]),
+    "time": (["23:59:60Z", "12:00:00.5+01:00", "00:00:00z"], ["24:00:00Z", "12:00:00", "12:60:00Z", "22:59:60Z"]),
+    "date-time": (["2024-01-01T00:00:00Z", "2024-01-01t10:10:10.1-05:30"],
+                  ["2024-01-01 00:00:00Z", "2024-01-01T00:00Z"]),
+    "email": (["a@b.co", "first.last+tag@example-site.org"], ["a@", "@b", "a..b@c", "a@-b.com", "a b@c"]),
+    "uuid": (["123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-abcd-ef0123456789"], ["123e4567e89b12d3"]),
+    "uri": (["https://example.com/a?b#c", "urn:isbn:0451450523", "http://[::1]:80/"], ["/relative", "http://a:b/"]),
+    "ipv4": (["0.0.0.0", "255.255.255.255"], ["256.0.0.1", "01.2.3.4", "1.2.3"]),
+    "ipv6": (["::", "::1", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4", "fe80::"], ["1:2:3:4:5:6:7:8:9", ":::", "1::2::3"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMAT_CASES))
+def test_formats(name: str) -> None:
+    good, bad = FORMAT_CASES[name]
+    automaton = build_automaton(format_body(name))
+    for text in good:
+        assert automaton.accepts(text.encode()), (name, text)
+    for text in bad:
+        assert not automaton.accepts(text.encode()), (name, text)
