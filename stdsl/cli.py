@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stdsl.compiler.source_file import read_source
+from stdsl.compiler.stc.source_file import read_source
 from stdsl.errors import StdslError
 
 
@@ -62,7 +62,7 @@ def forced_byte_share(machine: Any, data: bytes) -> float:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
-    from stdsl.compiler.pushdown_constraint import PushdownConstraint
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
 
     constraint = compile_constraint(_load_spec(args), max_states=args.max_states)
     vocab = _vocab_size(args.vocab)
@@ -97,7 +97,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
-    from stdsl.compiler.pushdown_constraint import PushdownConstraint
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
     from stdsl.theory.analyze import analyze_automaton, render_analysis
 
     constraint = compile_constraint(_load_spec(args))

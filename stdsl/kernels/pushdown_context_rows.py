@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.pushdown_machine import DEAD, PushdownMachine
+from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.vocabulary import Vocabulary
 

@@ -21,7 +21,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from stdsl.compiler.pushdown_machine import DEAD, PushdownMachine
+from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
 from stdsl.kernels.pushdown_rows import PushdownRows
@@ -437,7 +437,7 @@ def check_pushdown_device(seed: int = 0) -> int:
     multibyte tokens, a special and eos: every configuration to depth 4, masks (with and without
     a budget) and advances against `PushdownRows` and the machine.  Raises StdslError on the first mismatch.
     """
-    from stdsl.compiler.pushdown_constraint import compile_recursive
+    from stdsl.compiler.pushdown.constraint import compile_recursive
 
     schema = {"$ref": "#/$defs/n", "$defs": {"n": {"anyOf": [
         {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}}}

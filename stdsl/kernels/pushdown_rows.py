@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from stdsl.compiler.pushdown_machine import DEAD, PushdownMachine
+from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES, ContextRows, ContextRowStats
 from stdsl.kernels.vocabulary import Vocabulary

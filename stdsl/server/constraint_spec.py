@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.automaton import build_automaton
+from stdsl.compiler.automata.automaton import build_automaton
 from stdsl.compiler.constraint import Constraint, Regex
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
-from stdsl.compiler.pushdown_constraint import PushdownConstraint
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.errors import CompileError, SchemaError, StdslError
 from stdsl.server.call_syntax import SYNTAXES, ToolSpec
 from stdsl.server.reply_grammar import reply_ir

@@ -31,7 +31,7 @@ MAX_LISTED_VALUES = 16
 
 
 class AutomatonLike(Protocol):
-    """The part of `stdsl.compiler.automaton.Automaton` the analysis reads."""
+    """The part of `stdsl.compiler.automata.automaton.Automaton` the analysis reads."""
 
     transitions: np.ndarray
     accepting: np.ndarray

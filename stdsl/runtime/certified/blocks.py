@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.minimize import bfs_distances, successor_lists
+from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
 
 END = -1
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stdsl.compiler.automaton_ops import step_edges
+from stdsl.compiler.automata.ops import step_edges
 from stdsl.errors import BudgetError
 
 UNREACHABLE = np.iinfo(np.int32).max // 4

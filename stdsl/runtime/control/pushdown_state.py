@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.pushdown import PushdownGrammar
-from stdsl.compiler.pushdown_machine import PushdownMachine
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
+from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_rows import PushdownRows
