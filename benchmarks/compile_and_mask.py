@@ -176,7 +176,7 @@ class OurEngine:
 
     def compile(self, schema: dict) -> Any:
         """Schema -> Automaton through the compiler itself (stdsl.compile would return its cached result)."""
-        from stdsl.compiler.automata.automaton import build_automaton
+        from stdsl.compiler.automata.build import build_automaton
         from stdsl.compiler.json_schema.to_ir import schema_to_ir
 
         return build_automaton(schema_to_ir(schema))

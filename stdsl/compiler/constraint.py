@@ -12,12 +12,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import ROOT, is_recursive_schema, reference_graph
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
-from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import CompileError, StateBudgetError
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint, Regex
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary

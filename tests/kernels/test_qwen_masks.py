@@ -28,7 +28,7 @@ def qwen():
 
 @pytest.fixture(scope="module", params=["person", "enum"])
 def automaton(request):
-    from stdsl.compiler.automata.automaton import compile_regex
+    from stdsl.compiler.automata.build import compile_regex
 
     return compile_regex({"person": person_regex, "enum": enum_regex}[request.param]())
 
@@ -64,7 +64,7 @@ def test_walks_and_rows_equal_the_table(qwen, automaton) -> None:
 
 
 def test_combined_table_on_qwen(qwen) -> None:
-    from stdsl.compiler.automata.automaton import compile_regex
+    from stdsl.compiler.automata.build import compile_regex
 
     first, second = compile_regex(person_regex()), compile_regex(enum_regex())
     combined = CombinedTable.from_automata([first, second])

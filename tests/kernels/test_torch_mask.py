@@ -127,7 +127,7 @@ def qwen():
 
 
 def test_torch_walk_equals_the_table_on_the_qwen_vocabulary(qwen) -> None:
-    from stdsl.compiler.automata.automaton import compile_regex
+    from stdsl.compiler.automata.build import compile_regex
 
     person, enum = compile_regex(person_regex()), compile_regex(enum_regex())
     rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import build_automaton, compile_regex
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import BudgetError
 from stdsl.kernels.token_table import token_table

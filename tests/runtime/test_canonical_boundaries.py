@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from json_documents import compact, load_task, random_instance
 
 import stdsl
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.runtime.control.canonical_check import boundary_differences, differences, forced_bytes
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_documents import load_task
 
-from stdsl.compiler.automata.automaton import build_automaton, compile_regex
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import BudgetError
 from stdsl.runtime.certified.blocks import END, block_plan, single_visit_cuts

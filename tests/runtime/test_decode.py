@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import build_automaton, compile_regex
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import StdslError
 from stdsl.runtime.decode import generate, prompt_tokens, stream

@@ -11,7 +11,7 @@ import threading
 import pytest
 from engine_oracle import agrees, sequential_greedy
 
-from stdsl.compiler.automata.automaton import compile_regex
+from stdsl.compiler.automata.build import compile_regex
 from stdsl.errors import BudgetError, Cancelled, OptionError, StdslError
 from stdsl.runtime.batch.engine import Engine, feed_width
 from stdsl.runtime.decode import generate_batch

@@ -13,7 +13,7 @@ import pytest
 from json_documents import compact, load_task, random_instance
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import build_automaton, compile_regex
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
 from stdsl.runtime.control.planner import (

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.errors import CompileError
 from stdsl.server.not_containing import not_containing
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.automata.nfa import NFA
+from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.deadline import check_deadline
 
 
 def _kmp_failure(literal: bytes) -> list[int]:

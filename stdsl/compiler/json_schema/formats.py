@@ -43,7 +43,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.formats_uri import (

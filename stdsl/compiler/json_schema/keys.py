@@ -14,10 +14,11 @@ from itertools import product as cartesian
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.json_schema.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body
-from stdsl.compiler.automata.minimize import minimize
 from stdsl.errors import EmptyLanguageError, SchemaError
 
 MAX_PATTERNS = 4

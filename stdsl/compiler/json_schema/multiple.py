@@ -13,9 +13,10 @@ from decimal import Decimal
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
-from stdsl.compiler.automata.ops import intersect
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.ops import intersect
 from stdsl.errors import EmptyLanguageError, SchemaError
 
 MAX_MODULUS = 5000

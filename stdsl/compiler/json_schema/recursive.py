@@ -12,8 +12,8 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, resolve_ref
+from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, Definition, PushdownGrammar, call_symbol, compile_pushdown
 from stdsl.errors import SchemaError
 

@@ -308,7 +308,7 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
 
 def _intersection(parts: list[Node], path: str) -> Node:
     """The intersection of several string-body languages, as an embedded minimal automaton."""
-    from stdsl.compiler.automata.automaton import build_automaton
+    from stdsl.compiler.automata.build import build_automaton
     from stdsl.compiler.automata.ops import intersect
     from stdsl.errors import EmptyLanguageError, StateBudgetError
 

@@ -37,15 +37,16 @@ from itertools import product
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
+from stdsl.compiler.json_schema.multiple import multiple_of
 from stdsl.compiler.json_schema.numbers import (
     NUMBER,
     decimal_in_range,
     integer_bounds,
     integer_in_range,
 )
-from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
-from stdsl.compiler.json_schema.multiple import multiple_of
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -62,7 +63,6 @@ from stdsl.compiler.json_schema.strings import (
     string_not_in,
 )
 from stdsl.compiler.json_schema.validate import conforms
-from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.errors import SchemaError
 
 ANY_VALUE_DEPTH = 3
@@ -158,7 +158,7 @@ class _Compiler:
         """
         if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
-        from stdsl.compiler.automata.automaton import build_automaton
+        from stdsl.compiler.automata.build import build_automaton
         from stdsl.errors import EmptyLanguageError
         try:
             automaton = build_automaton(node)

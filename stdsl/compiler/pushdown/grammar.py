@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.ops import step_edges
-from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.ops import step_edges
+from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256

@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint
-from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.jinja_text import render_text
 from stdsl.compiler.stc.recursion import RecursiveHoles, RecursiveProgramConstraint, is_recursive
 from stdsl.compiler.stc.resolve import TypeResolver
+from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.syntax import ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError

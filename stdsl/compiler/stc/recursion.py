@@ -15,8 +15,8 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.json_schema.recursive import recursive_schema_to_ir
-from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
 from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
 
 DEFS = "#/$defs/"

@@ -17,7 +17,8 @@ from functools import cached_property
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.numbers import DIGIT, NONZERO_DIGIT, NUMBER
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton, build_automaton, compile_regex
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 LITERALS = ["a", "b", "c", "é", "中", "😀", "\\.", "\\*", "\\\\", "-", " ", "0", "7", "_", "\\n", "\\t",

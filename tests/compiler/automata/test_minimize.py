@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import compile_regex
+from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import build_automaton
-from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.nfa import build_nfa, estimated_states
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 
 
 def _object_schema(count: int) -> dict:

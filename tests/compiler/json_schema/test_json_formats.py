@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import Automaton, build_automaton
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.formats import (
     DEFINED_FORMATS,
     FORMATS,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, schema_to_ir
 from stdsl.errors import SchemaError

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.ir import to_pattern
-from stdsl.compiler.json_schema.order import dump_in_schema_order
-from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.json_schema.logic import string_complement_pattern
+from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.resolve import IgnoredKeywordWarning
 from stdsl.compiler.json_schema.strings import pattern_search
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
 
 SAMPLE = Path(__file__).resolve().parents[3] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError, StateBudgetError

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import build_automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.formats import format_body
-from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.json_schema.strings import json_string, string_not_in
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import SchemaError
 
 scalar_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)

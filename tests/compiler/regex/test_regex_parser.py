@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import compile_regex
+from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.regex.parser import MAX_REPEAT_COUNT, category_ranges, parse_regex
 from stdsl.errors import CompileError, RegexError
 

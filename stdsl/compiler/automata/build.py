@@ -1,0 +1,25 @@
+"""The compile pipeline from IR to a minimal trim `Automaton`: Thompson NFA, subset DFA, minimization."""
+
+from __future__ import annotations
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.regex.parser import parse_regex
+
+
+def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
+    """The minimal trim byte automaton of an IR expression: Thompson NFA → subset DFA → trim → minimize.
+
+    Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
+    """
+    dfa = determinize(build_nfa(node), max_states)
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    return Automaton(table[:, dfa.byte_class], accepting)
+
+
+def compile_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
+    """The minimal byte automaton of a Python `re` pattern matched whole (like `re.fullmatch`) on UTF-8."""
+    return build_automaton(parse_regex(pattern), max_states)
