@@ -1,8 +1,11 @@
 """The byte automaton every constraint compiles to, and the derived tables the runtime reads.
 
-An `Automaton` is a DFA over bytes: `transitions[q, b]` is the next state (-1 dead), the
-start is state 0.  Derived tables (live bytes, forced bytes and chains, cut states, shortest
-accepted suffix) are computed on first use and cached.
+An `Automaton` is a DFA over bytes stored over byte equivalence classes: `byte_class[b]` is the
+class of byte `b` and `class_transitions[q, c]` the next state on any byte of class `c` (-1 dead);
+the start is state 0.  Classes are the distinct columns of the 256-column table, numbered in the
+order of their first byte, so equal automata have equal tables.  Derived tables (live bytes,
+forced bytes and chains, cut states, shortest accepted suffix) read the class form and are
+computed on first use and cached.
 """
 
 from __future__ import annotations
@@ -16,10 +19,28 @@ from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, s
 INT16_MAX_STATES = 32767
 
 
+def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same 256-column table as `(class_table, byte_class)` with one class per distinct column.
+
+    Returns `(classes, byte_class)` where classes are numbered by their first byte, so that the
+    result depends only on the expanded table.
+    """
+    unique_columns, column_of_class = np.unique(class_table, axis=1, return_inverse=True)
+    column_of_byte = np.asarray(column_of_class).reshape(-1)[byte_class]
+    columns, first_byte, relabel = np.unique(column_of_byte, return_index=True, return_inverse=True)
+    order = np.argsort(first_byte, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    classes = unique_columns[:, columns[order]]
+    return classes, rank[relabel].astype(np.uint8)
+
+
 class Automaton:
-    """A DFA over bytes with start state 0; built from a (num_states, 256) table and an accepting mask.
+    """A DFA over bytes with start state 0: a byte-class map, a states × classes table and an accepting mask.
 
     The table is stored as int16 when the states fit (≤ 32767), else int32; -1 is the dead state.
+    `Automaton(transitions, accepting)` takes a (num_states, 256) table and finds the classes;
+    `Automaton.from_classes(class_table, accepting, byte_class)` takes the class form directly.
     """
 
     start: int = 0
@@ -28,6 +49,29 @@ class Automaton:
         table = np.asarray(transitions)
         if table.ndim != 2 or table.shape[1] != 256 or table.shape[0] < 1:
             raise ValueError(f"transitions must have shape (num_states >= 1, 256), got {table.shape}")
+        self._store(table, accepting, np.arange(256))
+
+    @classmethod
+    def from_classes(cls, class_table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Automaton:
+        """The automaton whose 256-column table is `class_table[:, byte_class]`.
+
+        `class_table` is (num_states, num_classes); `byte_class` gives each of the 256 bytes a
+        column.  Equal columns are merged and unused ones dropped.
+        """
+        table = np.asarray(class_table)
+        classes = np.asarray(byte_class)
+        if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+            raise ValueError(f"class_table must have shape (num_states >= 1, num_classes >= 1), got {table.shape}")
+        if classes.shape != (256,) or not np.issubdtype(classes.dtype, np.integer):
+            raise ValueError(f"byte_class must be 256 integers, got shape {classes.shape} of {classes.dtype}")
+        if int(classes.min()) < 0 or int(classes.max()) >= table.shape[1]:
+            raise ValueError(f"byte_class entries must lie in 0..{table.shape[1] - 1}")
+        automaton = cls.__new__(cls)
+        automaton._store(table, accepting, classes)
+        return automaton
+
+    def _store(self, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> None:
+        """Validate, merge equal columns and keep the read-only class form."""
         if not np.issubdtype(table.dtype, np.integer):
             raise TypeError(f"transitions must be integers, got {table.dtype}")
         num_states = table.shape[0]
@@ -37,32 +81,58 @@ class Automaton:
         accept = np.asarray(accepting)
         if accept.shape != (num_states,):
             raise ValueError(f"accepting must have shape ({num_states},), got {accept.shape}")
+        classes, canonical_byte_class = canonical_classes(table, byte_class)
         dtype = np.int16 if num_states <= INT16_MAX_STATES else np.int32
-        self.transitions: np.ndarray = np.array(table, dtype=dtype, order="C")
+        self.class_transitions: np.ndarray = np.ascontiguousarray(classes, dtype=dtype)
+        self.byte_class: np.ndarray = canonical_byte_class
         self.accepting: np.ndarray = np.array(accept, dtype=bool)
-        self.transitions.setflags(write=False)
-        self.accepting.setflags(write=False)
+        for array in (self.class_transitions, self.byte_class, self.accepting):
+            array.setflags(write=False)
 
     @property
     def num_states(self) -> int:
         """Number of states (rows of the table)."""
-        return int(self.transitions.shape[0])
+        return int(self.class_transitions.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes (columns of the table)."""
+        return int(self.class_transitions.shape[1])
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """The (num_states, 256) table, expanded afresh on each call: for tests and oracles, not hot paths."""
+        return self.class_transitions[:, self.byte_class]
+
+    @cached_property
+    def class_size(self) -> np.ndarray:
+        """Number of bytes in each class."""
+        return np.bincount(self.byte_class, minlength=self.num_classes)
+
+    @cached_property
+    def class_first_byte(self) -> np.ndarray:
+        """The smallest byte of each class (increasing, since classes are numbered by first byte)."""
+        return np.unique(self.byte_class, return_index=True)[1]
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the transition table and the accepting mask."""
-        return int(self.transitions.nbytes + self.accepting.nbytes)
+        """Bytes held by the class table, the byte-class map and the accepting mask."""
+        return int(self.class_transitions.nbytes + self.byte_class.nbytes + self.accepting.nbytes)
 
     def __repr__(self) -> str:
         return f"Automaton(states={self.num_states}, bytes={self.nbytes})"
 
+    def next_state(self, state: int, byte: int) -> int:
+        """The state after reading one byte from a live `state` (-1 dead)."""
+        return int(self.class_transitions[state, self.byte_class[byte]])
+
     def step(self, state: int, data: bytes) -> int:
         """The state after reading `data` from `state` (-1 once dead)."""
-        table = self.transitions
+        table, byte_class = self.class_transitions, self.byte_class
         for byte in data:
             if state < 0:
                 return -1
-            state = int(table[state, byte])
+            state = int(table[state, byte_class[byte]])
         return state
 
     def accepts(self, data: bytes) -> bool:
@@ -73,17 +143,17 @@ class Automaton:
     @cached_property
     def live_count(self) -> np.ndarray:
         """Number of bytes with a live (non-dead) transition, per state."""
-        return np.count_nonzero(self.transitions >= 0, axis=1)
+        return (self.class_transitions >= 0).astype(np.int64) @ self.class_size
 
     def live_bytes(self, state: int) -> bytes:
         """The bytes with a live transition from `state`, in increasing order."""
-        return bytes(np.flatnonzero(self.transitions[state] >= 0).tolist())
+        return bytes(np.flatnonzero(self.class_transitions[state][self.byte_class] >= 0).tolist())
 
     @cached_property
     def forced_byte(self) -> np.ndarray:
         """Per state: the unique live byte if the state is forced (not accepting, one live byte), else -1."""
         forced = ~self.accepting & (self.live_count == 1)
-        first_live = np.argmax(self.transitions >= 0, axis=1)
+        first_live = self.class_first_byte[np.argmax(self.class_transitions >= 0, axis=1)]
         return np.where(forced, first_live, -1).astype(np.int16)
 
     def _follow_forced(self, state: int) -> tuple[bytes, int]:
@@ -95,7 +165,7 @@ class Automaton:
             seen.add(state)
             byte = int(forced[state])
             out.append(byte)
-            state = int(self.transitions[state, byte])
+            state = self.next_state(state, byte)
         return bytes(out), state
 
     def forced_chain(self, state: int) -> bytes:
@@ -109,12 +179,12 @@ class Automaton:
     @cached_property
     def min_bytes_to_accept(self) -> np.ndarray:
         """Per state: the length of the shortest accepted suffix in bytes (-1 if none exists)."""
-        indptr, indices = predecessor_lists(self.transitions)
+        indptr, indices = predecessor_lists(self.class_transitions)
         return bfs_distances(indptr, indices, np.flatnonzero(self.accepting)).astype(np.int32)
 
     def is_trim(self) -> bool:
         """Whether every state is reachable from the start and can reach an accepting state."""
-        forward = bfs_distances(*successor_lists(self.transitions), np.array([self.start]))
+        forward = bfs_distances(*successor_lists(self.class_transitions), np.array([self.start]))
         return bool((forward >= 0).all() and (self.min_bytes_to_accept >= 0).all())
 
     @cached_property
@@ -125,7 +195,7 @@ class Automaton:
         dominators are computed with the Cooper–Harvey–Kennedy iteration.  A cut state on a
         cycle may be visited more than once; Lemma 12's factorization needs single visits.
         """
-        return _cut_states(self.transitions, self.accepting)
+        return _cut_states(self.class_transitions, self.accepting)
 
 
 def _cut_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:

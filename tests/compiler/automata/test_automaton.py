@@ -237,7 +237,7 @@ def test_step_accepts_and_repr() -> None:
     assert automaton.step(-1, b"") == -1
     assert automaton.accepts(b"a") and automaton.accepts(b"abb") and not automaton.accepts(b"")
     assert repr(automaton) == f"Automaton(states={automaton.num_states}, bytes={automaton.nbytes})"
-    assert automaton.nbytes == automaton.num_states * 256 * 2 + automaton.num_states
+    assert automaton.nbytes == automaton.num_states * automaton.num_classes * 2 + 256 + automaton.num_states
     assert automaton.start == 0
 
 
