@@ -60,7 +60,7 @@ from stdsl.compiler.json_schema.formats_uri import (
     uri_template,
 )
 from stdsl.compiler.json_schema.numbers import digit_class, fixed_width_range
-from stdsl.compiler.json_schema.strings import string_unit
+from stdsl.compiler.json_schema.string_units import string_unit
 
 HOSTNAME_MAX_CHARS = 63
 

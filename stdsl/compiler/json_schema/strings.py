@@ -1,10 +1,9 @@
 """JSON strings (RFC 8259) as byte-level IR, counted and compared by decoded character.
 
-A *string unit* is one decoded character in any spelling JSON allows: the raw UTF-8 of a
-Unicode scalar (except `"`, `\\` and controls below U+0020), a short escape (`\\" \\\\ \\/ \\b
-\\f \\n \\r \\t`), `\\uXXXX` (hex digits in either case) for a BMP scalar, or a surrogate pair
-`\\uD8xx\\uDCxx` for a character above U+FFFF.  Lone surrogate escapes are rejected: every
-unit is exactly one Unicode scalar, so `minLength`/`maxLength` count units.
+A string is a sequence of *string units* (`string_units.py`): one decoded character in any
+spelling JSON allows, never a lone surrogate escape, so `minLength`/`maxLength` count units.
+Here: whole strings, names and their complements, `pattern` searches and the intersection of
+the length, `pattern` and `format` languages of one string.
 """
 
 from __future__ import annotations
@@ -14,112 +13,15 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.numbers import fixed_width_range
-from stdsl.errors import CompileError, RegexError, SchemaError
+from stdsl.compiler.json_schema.formats import format_body, unsupported_format_message
+from stdsl.compiler.json_schema.string_units import FORBIDDEN_RAW, string_unit, unit_except, unit_for_char
+from stdsl.compiler.regex.parser import parse_anchored
+from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
 
 QUOTE = ir.literal('"')
-SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
-                 0x09: "\\t"}
-FORBIDDEN_RAW = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
-HIGH_SURROGATES = (0xD800, 0xDBFF)
-LOW_SURROGATES = (0xDC00, 0xDFFF)
-ALL_CHARS = ((0, ir.MAX_UNICODE),)
-
-
-def _intersect(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
-
-
-def _subtract(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = list(ranges)
-    for h_lo, h_hi in holes:
-        nxt: list[tuple[int, int]] = []
-        for a, b in out:
-            if b < h_lo or a > h_hi:
-                nxt.append((a, b))
-                continue
-            if a < h_lo:
-                nxt.append((a, h_lo - 1))
-            if b > h_hi:
-                nxt.append((h_hi + 1, b))
-        out = nxt
-    return out
-
-
-def _hex4(lo: int, hi: int) -> Node:
-    """`\\u` and four hex digits (either case) whose value is in lo..hi."""
-    return ir.seq(ir.literal("\\u"), fixed_width_range(lo, hi, 4, 16))
-
-
-def _surrogate_pairs(lo: int, hi: int) -> list[Node]:
-    """Escaped surrogate pairs spelling the supplementary code points lo..hi."""
-    out: list[Node] = []
-    first_high = 0xD800 + ((lo - 0x10000) >> 10)
-    last_high = 0xD800 + ((hi - 0x10000) >> 10)
-    lo_low, hi_low = 0xDC00 + (lo & 0x3FF), 0xDC00 + (hi & 0x3FF)
-    if first_high == last_high:
-        return [ir.seq(_hex4(first_high, first_high), _hex4(lo_low, hi_low))]
-    out.append(ir.seq(_hex4(first_high, first_high), _hex4(lo_low, 0xDFFF)))
-    if last_high - first_high >= 2:
-        out.append(ir.seq(_hex4(first_high + 1, last_high - 1), _hex4(0xDC00, 0xDFFF)))
-    out.append(ir.seq(_hex4(last_high, last_high), _hex4(0xDC00, hi_low)))
-    return out
-
-
-def _any_unit() -> Node:
-    """Every JSON string unit, factored so that shared tails appear once (a near-minimal DFA)."""
-    tail = ir.byte_set([(0x80, 0xBF)])
-    hex_digit = ir.byte_set([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
-    two = ir.byte_set([(0xC2, 0xDF)])
-    three = ir.alt(ir.seq(ir.literal(b"\xe0"), ir.byte_set([(0xA0, 0xBF)])),
-                   ir.seq(ir.byte_set([(0xE1, 0xEC), (0xEE, 0xEF)]), tail),
-                   ir.seq(ir.literal(b"\xed"), ir.byte_set([(0x80, 0x9F)])))
-    four = ir.seq(ir.alt(ir.seq(ir.literal(b"\xf0"), ir.byte_set([(0x90, 0xBF)])),
-                         ir.seq(ir.byte_set([(0xF1, 0xF3)]), tail),
-                         ir.seq(ir.literal(b"\xf4"), ir.byte_set([(0x80, 0x8F)]))), tail)
-    d_upper, d_lower = ir.byte_set([(0x44, 0x44), (0x64, 0x64)]), ir.byte_set([(0x30, 0x37)])
-    plain_hex = ir.seq(ir.alt(ir.seq(ir.byte_set([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63),
-                                                   (0x65, 0x66)]), hex_digit), ir.seq(d_upper, d_lower)),
-                       hex_digit, hex_digit)
-    pair = ir.seq(d_upper, ir.byte_set([(0x38, 0x39), (0x41, 0x42), (0x61, 0x62)]), hex_digit, hex_digit,
-                  ir.literal("\\u"), d_upper, ir.byte_set([(0x43, 0x46), (0x63, 0x66)]), hex_digit, hex_digit)
-    escape = ir.seq(ir.literal("\\"), ir.alt(ir.byte_set((ord(c), ord(c)) for c in '"\\/bfnrt'),
-                                             ir.seq(ir.literal("u"), ir.alt(plain_hex, pair))))
-    ascii_raw = ir.byte_set([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
-    return ir.alt(ascii_raw, ir.seq(ir.alt(four, three, two), tail), escape)
-
-
-@lru_cache(maxsize=1024)
-def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
-    """One JSON string unit (any spelling) whose decoded character lies in the code point ranges."""
-    if ranges == ALL_CHARS:
-        return _any_unit()
-    scalars = _subtract(ranges, [(0xD800, 0xDFFF)])
-    parts: list[Node] = []
-    raw = _subtract(scalars, FORBIDDEN_RAW)
-    if raw:
-        parts.append(ir.codepoints(raw))
-    for cp, text in SHORT_ESCAPES.items():
-        if _intersect(scalars, cp, cp):
-            parts.append(ir.literal(text))
-    for a, b in _intersect(scalars, 0, 0xFFFF):
-        parts.append(_hex4(a, b))
-    for a, b in _intersect(scalars, 0x10000, ir.MAX_UNICODE):
-        parts.extend(_surrogate_pairs(a, b))
-    return ir.alt(*parts)
-
-
-def unit_for_char(char: str) -> Node:
-    """Every JSON spelling of one character."""
-    cp = ord(char)
-    return string_unit(((cp, cp),))
-
-
-def unit_except(chars: Iterable[str]) -> Node:
-    """One JSON string unit whose decoded character is none of `chars`."""
-    holes = sorted((ord(c), ord(c)) for c in chars)
-    return string_unit(tuple(_subtract(ALL_CHARS, holes)))
 
 
 def json_string(min_length: int = 0, max_length: int | None = None) -> Node:
@@ -263,8 +165,6 @@ def pattern_search(pattern: str, where: str, plain: bool) -> Node:
     every other character is written raw, which rejects only escaped spellings of ordinary characters.
     With `plain=True` it is the language of the decoded text itself (UTF-8).
     """
-    from stdsl.compiler.regex.parser import parse_anchored
-
     try:
         parts = parse_anchored(ecma_to_python(pattern, where))
     except RegexError as exc:
@@ -285,8 +185,6 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
     construction) and embedded.  `plain=True` gives the decoded text's language of a single
     pattern or format instead (used to check instances).
     """
-    from stdsl.compiler.json_schema.formats import format_body, unsupported_format_message
-
     parts: list[Node] = []
     if "format" in schema:
         body = format_body(schema["format"], plain)
@@ -308,10 +206,6 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
 
 def _intersection(parts: list[Node], path: str) -> Node:
     """The intersection of several string-body languages, as an embedded minimal automaton."""
-    from stdsl.compiler.automata.build import build_automaton
-    from stdsl.compiler.automata.ops import intersect
-    from stdsl.errors import EmptyLanguageError, StateBudgetError
-
     try:
         automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
         product = automata[0]

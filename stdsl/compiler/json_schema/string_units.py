@@ -1,0 +1,116 @@
+"""One decoded character of a JSON string in every spelling JSON allows (a *string unit*), as byte-level IR.
+
+A unit is the raw UTF-8 of a Unicode scalar (except `"`, `\\` and controls below U+0020), a short
+escape, `\\uXXXX` for a BMP scalar, or an escaped surrogate pair for a character above U+FFFF; lone
+surrogate escapes are never units.  The string languages (`strings.py`) and the formats
+(`formats.py`) both build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+from stdsl.compiler import ir
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.numbers import fixed_width_range
+
+SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
+                 0x09: "\\t"}
+FORBIDDEN_RAW = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+ALL_CHARS = ((0, ir.MAX_UNICODE),)
+
+
+def _intersect(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
+
+
+def _subtract(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = list(ranges)
+    for h_lo, h_hi in holes:
+        nxt: list[tuple[int, int]] = []
+        for a, b in out:
+            if b < h_lo or a > h_hi:
+                nxt.append((a, b))
+                continue
+            if a < h_lo:
+                nxt.append((a, h_lo - 1))
+            if b > h_hi:
+                nxt.append((h_hi + 1, b))
+        out = nxt
+    return out
+
+
+def _hex4(lo: int, hi: int) -> Node:
+    """`\\u` and four hex digits (either case) whose value is in lo..hi."""
+    return ir.seq(ir.literal("\\u"), fixed_width_range(lo, hi, 4, 16))
+
+
+def _surrogate_pairs(lo: int, hi: int) -> list[Node]:
+    """Escaped surrogate pairs spelling the supplementary code points lo..hi."""
+    out: list[Node] = []
+    first_high = 0xD800 + ((lo - 0x10000) >> 10)
+    last_high = 0xD800 + ((hi - 0x10000) >> 10)
+    lo_low, hi_low = 0xDC00 + (lo & 0x3FF), 0xDC00 + (hi & 0x3FF)
+    if first_high == last_high:
+        return [ir.seq(_hex4(first_high, first_high), _hex4(lo_low, hi_low))]
+    out.append(ir.seq(_hex4(first_high, first_high), _hex4(lo_low, 0xDFFF)))
+    if last_high - first_high >= 2:
+        out.append(ir.seq(_hex4(first_high + 1, last_high - 1), _hex4(0xDC00, 0xDFFF)))
+    out.append(ir.seq(_hex4(last_high, last_high), _hex4(0xDC00, hi_low)))
+    return out
+
+
+def _any_unit() -> Node:
+    """Every JSON string unit, factored so that shared tails appear once (a near-minimal DFA)."""
+    tail = ir.byte_set([(0x80, 0xBF)])
+    hex_digit = ir.byte_set([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+    two = ir.byte_set([(0xC2, 0xDF)])
+    three = ir.alt(ir.seq(ir.literal(b"\xe0"), ir.byte_set([(0xA0, 0xBF)])),
+                   ir.seq(ir.byte_set([(0xE1, 0xEC), (0xEE, 0xEF)]), tail),
+                   ir.seq(ir.literal(b"\xed"), ir.byte_set([(0x80, 0x9F)])))
+    four = ir.seq(ir.alt(ir.seq(ir.literal(b"\xf0"), ir.byte_set([(0x90, 0xBF)])),
+                         ir.seq(ir.byte_set([(0xF1, 0xF3)]), tail),
+                         ir.seq(ir.literal(b"\xf4"), ir.byte_set([(0x80, 0x8F)]))), tail)
+    d_upper, d_lower = ir.byte_set([(0x44, 0x44), (0x64, 0x64)]), ir.byte_set([(0x30, 0x37)])
+    plain_hex = ir.seq(ir.alt(ir.seq(ir.byte_set([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63),
+                                                   (0x65, 0x66)]), hex_digit), ir.seq(d_upper, d_lower)),
+                       hex_digit, hex_digit)
+    pair = ir.seq(d_upper, ir.byte_set([(0x38, 0x39), (0x41, 0x42), (0x61, 0x62)]), hex_digit, hex_digit,
+                  ir.literal("\\u"), d_upper, ir.byte_set([(0x43, 0x46), (0x63, 0x66)]), hex_digit, hex_digit)
+    escape = ir.seq(ir.literal("\\"), ir.alt(ir.byte_set((ord(c), ord(c)) for c in '"\\/bfnrt'),
+                                             ir.seq(ir.literal("u"), ir.alt(plain_hex, pair))))
+    ascii_raw = ir.byte_set([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)])
+    return ir.alt(ascii_raw, ir.seq(ir.alt(four, three, two), tail), escape)
+
+
+@lru_cache(maxsize=1024)
+def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
+    """One JSON string unit (any spelling) whose decoded character lies in the code point ranges."""
+    if ranges == ALL_CHARS:
+        return _any_unit()
+    scalars = _subtract(ranges, [(0xD800, 0xDFFF)])
+    parts: list[Node] = []
+    raw = _subtract(scalars, FORBIDDEN_RAW)
+    if raw:
+        parts.append(ir.codepoints(raw))
+    for cp, text in SHORT_ESCAPES.items():
+        if _intersect(scalars, cp, cp):
+            parts.append(ir.literal(text))
+    for a, b in _intersect(scalars, 0, 0xFFFF):
+        parts.append(_hex4(a, b))
+    for a, b in _intersect(scalars, 0x10000, ir.MAX_UNICODE):
+        parts.extend(_surrogate_pairs(a, b))
+    return ir.alt(*parts)
+
+
+def unit_for_char(char: str) -> Node:
+    """Every JSON spelling of one character."""
+    cp = ord(char)
+    return string_unit(((cp, cp),))
+
+
+def unit_except(chars: Iterable[str]) -> Node:
+    """One JSON string unit whose decoded character is none of `chars`."""
+    holes = sorted((ord(c), ord(c)) for c in chars)
+    return string_unit(tuple(_subtract(ALL_CHARS, holes)))
