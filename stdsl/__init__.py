@@ -23,18 +23,19 @@ from stdsl.errors import (
 
 if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
-    from stdsl.compiler.stc.program import Program, ProgramResult, program
+    from stdsl.programs import Program, program
     from stdsl.runtime.api import Stream, generate, generate_batch, stream
     from stdsl.runtime.batch.engine import Engine
     from stdsl.runtime.model.loading import Model, load
+    from stdsl.runtime.program_result import ProgramResult
 
 _LAZY = {
     "compile": "stdsl.compiler.constraint",
     "Regex": "stdsl.compiler.constraint",
     "Constraint": "stdsl.compiler.constraint",
-    "Program": "stdsl.compiler.stc.program",
-    "ProgramResult": "stdsl.compiler.stc.program",
-    "program": "stdsl.compiler.stc.program",
+    "Program": "stdsl.programs",
+    "ProgramResult": "stdsl.runtime.program_result",
+    "program": "stdsl.programs",
     "load": "stdsl.runtime.model.loading",
     "Model": "stdsl.runtime.model.loading",
     "generate": "stdsl.runtime.api",

@@ -154,7 +154,7 @@ def _parse_sets(items: Sequence[str]) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import stdsl
-    from stdsl.compiler.stc.program import Program
+    from stdsl.programs import Program
 
     prog = Program.from_file(args.file)
     if args.input or args.output:

@@ -1,8 +1,9 @@
-"""Running a program over many inputs: `Program.map` and `stcon run --input data.jsonl --output results.jsonl`.
+"""Running a compiled program on a model: one input (`Program.run`), many together (`Program.map`),
+a dataset (`stcon run --input data.jsonl --output results.jsonl`).
 
-Every input becomes a row of the batch engine. A dataset run writes one JSON line per input as
-soon as it is done (`{"line": n, "result": {...}}` or `{"line": n, "error": "..."}`), and a rerun
-skips the lines already in the output, so an interrupted run loses nothing and repeats nothing.
+Every input of `map` or a dataset becomes a row of the batch engine. A dataset run writes one JSON
+line per input as soon as it is done (`{"line": n, "result": {...}}` or `{"line": n, "error": "..."}`),
+and a rerun skips the lines already in the output, so an interrupted run loses nothing and repeats nothing.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.errors import OptionError, StdslError
 from stdsl.runtime.batch.row import RowHandle
-from stdsl.runtime.decode import engine_for, generate_batch, submit
+from stdsl.runtime.decode import engine_for, generate, generate_batch, submit
 from stdsl.runtime.generation import Generation
+from stdsl.runtime.program_result import ProgramResult
 
 POLL_SECONDS = 0.01
 
 
-def _request(program: Any, arguments: Any) -> dict[str, Any]:
+def _request(program: CompiledProgram, arguments: Any) -> dict[str, Any]:
     """One engine request for a program's arguments (ProgramError for missing or bad arguments)."""
     if not isinstance(arguments, Mapping):
         raise OptionError("inputs", f"each input must be a dict of program arguments, got {type(arguments).__name__}")
@@ -33,14 +36,21 @@ def _request(program: Any, arguments: Any) -> dict[str, Any]:
     return {"prompt": messages or "", "constraint": constraint, "chat": bool(messages)}
 
 
-def _typed(request: Mapping[str, Any], generation: Generation) -> Any:
+def _typed(request: Mapping[str, Any], generation: Generation) -> ProgramResult:
     """The typed result of one finished request."""
-    from stdsl.compiler.stc.program import ProgramResult
-
     return ProgramResult(request["constraint"].parse(generation.text), generation.text, generation.stats)
 
 
-def map_program(program: Any, inputs: Iterable[Any], model: Any, **options: Any) -> list[Any]:
+def run_program(program: CompiledProgram, model: Any, arguments: Mapping[str, Any] | None = None,
+                **options: Any) -> ProgramResult:
+    """Decode `program`'s output for `arguments` with `model` and read its typed fields back."""
+    request = _request(program, arguments or {})
+    generation = generate(model, request["prompt"], request["constraint"], chat=request["chat"], **options)
+    return _typed(request, generation)
+
+
+def map_program(program: CompiledProgram, inputs: Iterable[Any], model: Any,
+                **options: Any) -> list[ProgramResult | StdslError]:
     """One `ProgramResult` per input, in order, decoded together; an input that fails gets its StdslError instead."""
     requests: list[dict[str, Any] | StdslError] = []
     for arguments in inputs:
@@ -50,7 +60,7 @@ def map_program(program: Any, inputs: Iterable[Any], model: Any, **options: Any)
             requests.append(error)
     ready = [r for r in requests if not isinstance(r, StdslError)]
     outcomes = iter(generate_batch(model, [{**r, **options} for r in ready]))
-    results: list[Any] = []
+    results: list[ProgramResult | StdslError] = []
     for request in requests:
         if isinstance(request, StdslError):
             results.append(request)
@@ -106,8 +116,9 @@ class Progress:
         self.stream.flush()
 
 
-def run_dataset(program: Any, model: Any, input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], *,
-                progress: Callable[[bool], None] | None = None, **options: Any) -> tuple[int, int]:
+def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathLike[str],
+                output_path: str | os.PathLike[str], *, progress: Callable[[bool], None] | None = None,
+                **options: Any) -> tuple[int, int]:
     """Run `program` on every JSON line of `input_path`, appending records to `output_path` as they finish.
 
     Returns (lines written now, lines skipped because the output already had them). A line that is

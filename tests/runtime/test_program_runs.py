@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import stdsl
-from stdsl.compiler.stc.program import Program, ProgramResult
 from stdsl.errors import StdslError
+from stdsl.programs import Program
+from stdsl.runtime.program_result import ProgramResult
 from stdsl.runtime.program_runs import finished_lines, run_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,15 +6,29 @@ type must already have that property, or the program is refused with the reason.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.ops import ends_before, intersect
-from stdsl.compiler.stc.types import FieldType
 from stdsl.errors import CompileError
 
 
-def bounded_by(kind: FieldType, literal: bytes, what: str) -> ir.Node:
+class FieldLanguage(Protocol):
+    """What bounding reads of a field type (`stc.types.FieldType`, which imports this module)."""
+
+    @property
+    def free_text(self) -> bool: ...
+
+    @property
+    def automaton(self) -> Automaton: ...
+
+    def text_ir(self) -> ir.Node: ...
+
+
+def bounded_by(kind: FieldLanguage, literal: bytes, what: str) -> ir.Node:
     """The language of `kind` restricted so that the first `literal` after the value marks its end."""
     if not literal:
         return kind.text_ir()
@@ -22,9 +36,8 @@ def bounded_by(kind: FieldType, literal: bytes, what: str) -> ir.Node:
     bounded = intersect(own, ends_before(literal))
     if kind.free_text:
         return ir.Embedded(bounded.transitions, bounded.accepting)
-    same = bounded.num_states == own.num_states and np.array_equal(bounded.transitions, own.transitions) and np.array_equal(
-        bounded.accepting, own.accepting
-    )
+    same = (bounded.num_states == own.num_states and np.array_equal(bounded.transitions, own.transitions)
+            and np.array_equal(bounded.accepting, own.accepting))
     if not same:
         raise CompileError(
             f"{what} could itself contain the text that follows it ({literal.decode('utf-8', 'replace')!r}), "

@@ -8,15 +8,13 @@ JSON lowering of its schema with each `TypeRef` as a call of that declared type'
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.json_schema.recursive import recursive_schema_to_ir
-from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
+from stdsl.compiler.pushdown.grammar import Definition, call_symbol
 from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
 
 DEFS = "#/$defs/"
@@ -72,28 +70,6 @@ class RecursiveHoles:
     def definitions(self) -> list[Definition]:
         """The nonterminals, in call-symbol order."""
         return [Definition(name, self.bodies[DEFS + name]) for name in self.names]
-
-
-class RecursiveProgramConstraint(PushdownConstraint):
-    """A program call's constraint when a field's type is recursive: a pushdown, read back by position."""
-
-    def __init__(self, main: ir.Node, holes: RecursiveHoles, parts: list[Any]) -> None:
-        began = time.perf_counter()
-        grammar = compile_pushdown(main, holes.definitions())
-        super().__init__(grammar, "program", compile_seconds=time.perf_counter() - began)
-        self.parts = parts
-
-    def parse(self, text: str) -> dict[str, Any]:
-        """Field values of an accepted output, read by position."""
-        from stdsl.compiler.stc.template import Template
-
-        return Template.read(self.parts, text)
-
-    def render(self, values: Mapping[str, Any]) -> str:
-        """The output text that carries `values` (the inverse of `parse`)."""
-        from stdsl.compiler.stc.template import Template
-
-        return Template.render(self.parts, values)
 
 
 def json_value_length(text: str) -> int:

@@ -22,6 +22,7 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.numbers import DIGIT, NONZERO_DIGIT, NUMBER
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
+from stdsl.compiler.stc.bounding import bounded_by
 
 assert isinstance(NUMBER, ir.Seq)
 _INTEGER_PART, _EXPONENT_PART = NUMBER.items[1], NUMBER.items[-1]
@@ -290,8 +291,6 @@ class ListType(FieldType):
 
     def item_ir(self) -> ir.Node:
         """The item language, bounded so that an item can never contain the separator."""
-        from stdsl.compiler.stc.bounding import bounded_by
-
         return bounded_by(self.item, self.sep.encode("utf-8"), f"an item of list[{type(self.item).__name__}]")
 
     def text_ir(self) -> ir.Node:

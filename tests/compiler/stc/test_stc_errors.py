@@ -6,13 +6,13 @@ import enum
 
 import pytest
 
-from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.syntax import ProgramError
 
 
 def error_of(text: str, scope: dict | None = None) -> ProgramError:
     with pytest.raises(ProgramError) as info:
-        Program(text, "t.stc", scope).constraint({})
+        CompiledProgram(text, "t.stc", scope).constraint({})
     return info.value
 
 
@@ -53,7 +53,7 @@ def test_error_positions(text: str, line: int, column: int, fragment: str) -> No
 
 
 def test_missing_argument_is_named() -> None:
-    prog = Program('param name: str\nuser """hello {{ name }}"""\noutput """{x: int}"""', "t.stc")
+    prog = CompiledProgram('param name: str\nuser """hello {{ name }}"""\noutput """{x: int}"""', "t.stc")
     with pytest.raises(ProgramError, match="parameter name has no value"):
         prog.arguments({})
     with pytest.raises(ProgramError, match="'name' is undefined"):
@@ -76,7 +76,7 @@ def test_missing_argument_is_named() -> None:
 def test_jinja_and_compile_errors_are_located(text: str, line: int, column: int, fragment: str) -> None:
     """Issue 15 item 6: Jinja errors, state budgets and recursive definitions point at FILE:LINE:COL."""
     with pytest.raises(ProgramError) as info:
-        prog = Program(text, "t.stc")
+        prog = CompiledProgram(text, "t.stc")
         prog.messages({})
         prog.constraint({})
     err = info.value
@@ -85,7 +85,7 @@ def test_jinja_and_compile_errors_are_located(text: str, line: int, column: int,
 
 
 def test_a_message_may_follow_a_type_declaration() -> None:
-    prog = Program('type V = "a" | "b"\nuser """hi"""\ntype W = {user: V, system: int}\nsystem """s"""\n'
+    prog = CompiledProgram('type V = "a" | "b"\nuser """hi"""\ntype W = {user: V, system: int}\nsystem """s"""\n'
                    'output """{user: W}"""', "t.stc")
     assert [m.role for m in prog.syntax.messages] == ["user", "system"]
     assert prog.constraint({}).accepts('{"user":"a","system":3}')

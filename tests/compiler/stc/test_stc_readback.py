@@ -6,12 +6,12 @@ import enum
 
 import pytest
 
-from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.syntax import ProgramError
 
 
 def constraint_of(output: str, scope: dict | None = None, args: dict | None = None, decls: str = ""):
-    return Program(f'{decls}output """{output}"""', "t.stc", scope).constraint(args or {})
+    return CompiledProgram(f'{decls}output """{output}"""', "t.stc", scope).constraint(args or {})
 
 
 def test_empty_text_is_one_empty_item_when_an_item_is_required() -> None:
@@ -24,7 +24,7 @@ def test_empty_text_is_one_empty_item_when_an_item_is_required() -> None:
 
 
 def test_jinja_text_that_renders_empty_between_fields_gets_the_adjacency_check() -> None:
-    prog = Program('param sep = ""\noutput """{a: "x" | "xy"}{{ sep }}{b: "y" | "z"}"""', "t.stc")
+    prog = CompiledProgram('param sep = ""\noutput """{a: "x" | "xy"}{{ sep }}{b: "y" | "z"}"""', "t.stc")
     with pytest.raises(ProgramError, match="followed directly by field b"):
         prog.constraint({"sep": ""})
     spaced = prog.constraint({"sep": "-"})

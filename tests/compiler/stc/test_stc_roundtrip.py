@@ -7,7 +7,7 @@ import datetime as dt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.program import CompiledProgram
 
 LITERALS = st.sampled_from(["\n", ": ", " | ", "\nNext: ", ", then ", ";", " -> ", "\n- "])
 SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
@@ -44,7 +44,7 @@ def field_and_value(draw: st.DrawFn) -> tuple[str, object]:
 def test_render_accept_read(fields: list[tuple[str, tuple[str, object]]], tail: str) -> None:
     template = "".join(f"{lit}{{f{i}: {decl}}}" for i, (lit, (decl, _)) in enumerate(fields)) + tail
     text = f'output """{template}"""'
-    prog = Program(text, "gen.stc")
+    prog = CompiledProgram(text, "gen.stc")
     constraint = prog.constraint({})
     values = {f"f{i}": value for i, (_, (_, value)) in enumerate(fields)}
     # Free text must not contain the literal after it; skip values the bound excludes on purpose.

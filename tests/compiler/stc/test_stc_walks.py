@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.compiler.stc.program import Program
+from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.syntax import ProgramError
 from tests.compiler.accepting_walks import distances, random_accepted
 
@@ -62,7 +62,7 @@ def programs(draw: st.DrawFn) -> tuple[str, bool]:
 def test_accepted_strings_read_back_and_render_again(program: tuple[str, bool], seed: int) -> None:
     text, canonical = program
     try:
-        constraint = Program(text, "gen.stc", {"Level": Level}).constraint({})
+        constraint = CompiledProgram(text, "gen.stc", {"Level": Level}).constraint({})
     except ProgramError:
         return  # refused at compile time, with a position
     rng = np.random.default_rng(seed)
