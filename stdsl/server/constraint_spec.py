@@ -95,9 +95,9 @@ def build(spec: Spec, deadline: _Deadline) -> Compiled:
             automaton = build_automaton(ir.alt(*(ir.literal(str(c)) for c in spec["choices"])))
         return Constraint(automaton, "choice", list(spec["choices"]), None, time.perf_counter() - start)
     if kind == "program":
-        from stdsl.compiler.stc.program import Program
+        from stdsl.compiler.stc.program import CompiledProgram
 
-        program = Program(spec["source"], "<request program>")
+        program = CompiledProgram(spec["source"], "<request program>")
         with compile_deadline(deadline.left()):
             return program.constraint(program.arguments(spec.get("arguments") or {}))
     if kind == "tools":
