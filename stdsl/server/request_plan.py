@@ -194,10 +194,10 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) ->
 
 def _program_messages(spec: Mapping[str, Any]) -> list[UserMessage]:
     """The program's own prompt messages (placeholders filled from its arguments), appended to the chat."""
-    from stdsl.compiler.stc.program import Program
+    from stdsl.compiler.stc.program import CompiledProgram
     from stdsl.server.protocol import SystemMessage
 
-    program = Program(spec["source"], "<request program>")
+    program = CompiledProgram(spec["source"], "<request program>")
     out: list[Any] = []
     for message in program.messages(program.arguments(spec.get("arguments") or {})):
         role = message["role"]
