@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import stdsl as stcon
-from stdsl.compiler.stc.program import Program
+from stdsl.programs import Program
 
 REVIEW = '''
 param text: str
