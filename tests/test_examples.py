@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stdsl.compiler.stc.program import Program
+from stdsl.programs import Program
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
