@@ -189,7 +189,7 @@ def test_the_recursive_tasks_produce_valid_trees_on_smollm2(smollm2) -> None:
 
 
 def test_a_recursive_program_type_compiles_to_the_pushdown_and_decodes(tiny_model) -> None:
-    from stdsl.compiler.stc.program import Program
+    from stdsl.programs import Program
 
     prog = Program('type Node = {name: str(1..6), kids: list[Node](0..2)}\noutput """Tree: {tree: Node}\nDone."""')
     constraint = prog.constraint({})
