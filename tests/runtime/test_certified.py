@@ -140,9 +140,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.stc")), ids=lambda p: p.stem)
 def test_certified_equals_sequential_on_example_programs(tiny_model, path) -> None:
-    from stdsl.compiler.stc.program import Program
+    from stdsl.compiler.stc.program import CompiledProgram
 
-    program = Program.from_file(path)
+    program = CompiledProgram.from_file(path)
     args = program.arguments({name: "A short test input." for name in program.syntax.params})
     constraint = program.constraint(args)
     automaton = getattr(constraint, "automaton", None)
