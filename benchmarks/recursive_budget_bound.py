@@ -30,13 +30,13 @@ COMMAND = "python benchmarks/recursive_budget_bound.py"
 def constraints() -> list[tuple[str, Any]]:
     """(name, compiled constraint) for the recursive tasks and the tree example program."""
     import stdsl
-    from stdsl.compiler.stc.program import Program
+    from stdsl.compiler.stc.program import CompiledProgram
 
     out = []
     for path in sorted((SHARED / "tasks" / "recursive").glob("*.json")):
         data = json.loads(path.read_text())
         out.append((data["name"], stdsl.compile(data["schema"])))
-    tree = Program.from_file(ROOT / "examples" / "tree.stc")
+    tree = CompiledProgram.from_file(ROOT / "examples" / "tree.stc")
     out.append(("tree.stc", tree.constraint({"text": "x"})))
     return out
 
