@@ -1,1 +1,1 @@
-"""The `.stc` program language: Lark grammar, type resolution, output templates, `Program`."""
+"""The `.stc` program language: Lark grammar, type resolution, output templates, `CompiledProgram`."""
