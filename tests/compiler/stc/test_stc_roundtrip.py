@@ -17,7 +17,8 @@ SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1
 def field_and_value(draw: st.DrawFn) -> tuple[str, object]:
     kind = draw(st.sampled_from(["enum", "int", "str", "bool", "date", "list", "record", "number"]))
     if kind == "enum":
-        values = draw(st.lists(st.sampled_from(["red", "green", "blue", "amber", "grey"]), min_size=1, max_size=4, unique=True))
+        colours = st.sampled_from(["red", "green", "blue", "amber", "grey"])
+        values = draw(st.lists(colours, min_size=1, max_size=4, unique=True))
         return " | ".join(f'"{v}"' for v in values), draw(st.sampled_from(values))
     if kind == "int":
         lo = draw(st.integers(-500, 500))
