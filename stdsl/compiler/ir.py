@@ -15,34 +15,82 @@ MAX_UNICODE = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 
 
-@dataclass(frozen=True)
-class ByteSet:
+class _Structural:
+    """Structural equality with the hash computed once per node.
+
+    Nodes are immutable trees that front ends compare and deduplicate often (`alt` drops repeated
+    branches); a cached hash makes each comparison of unequal nodes O(1) instead of a deep walk.
+    """
+
+    _TAG = 0
+
+    def _fields(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self._TAG, self._fields()))
+            object.__setattr__(self, "_hash", cached)
+        return int(cached)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self) or hash(self) != hash(other):
+            return False
+        assert isinstance(other, _Structural)
+        return self._fields() == other._fields()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the cached hash (an embedded automaton hashes by identity, which another process changes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
+@dataclass(frozen=True, eq=False)
+class ByteSet(_Structural):
     """One byte from a set, given as sorted, disjoint, inclusive ranges of byte values."""
 
     ranges: tuple[tuple[int, int], ...]
+    _TAG = 1
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.ranges
 
 
-@dataclass(frozen=True)
-class Seq:
+@dataclass(frozen=True, eq=False)
+class Seq(_Structural):
     """Concatenation; `Seq(())` is the empty string."""
 
     items: tuple[Node, ...]
+    _TAG = 2
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.items
 
 
-@dataclass(frozen=True)
-class Alt:
+@dataclass(frozen=True, eq=False)
+class Alt(_Structural):
     """Alternation; `Alt(())` is the empty language."""
 
     items: tuple[Node, ...]
+    _TAG = 3
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.items
 
 
-@dataclass(frozen=True)
-class Repeat:
+@dataclass(frozen=True, eq=False)
+class Repeat(_Structural):
     """`item` repeated between `min` and `max` times (`max=None`: unbounded)."""
 
     item: Node
     min: int
     max: int | None
+    _TAG = 4
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.item, self.min, self.max)
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +109,7 @@ Node = Union[ByteSet, Seq, Alt, Repeat, Embedded]
 
 EMPTY: Node = Seq(())
 NOTHING: Node = Alt(())
+_SINGLE_BYTES = tuple(ByteSet(((b, b),)) for b in range(256))
 
 
 def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -99,13 +148,12 @@ def seq(*items: Node) -> Node:
 
 def alt(*items: Node) -> Node:
     """Alternation, flattening nested alternations and dropping empty languages and duplicates."""
-    flat: list[Node] = []
+    flat: dict[Node, None] = {}
     for item in items:
         parts = item.items if isinstance(item, Alt) else (item,)
         for part in parts:
-            if part not in flat:
-                flat.append(part)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+            flat.setdefault(part)
+    return next(iter(flat)) if len(flat) == 1 else Alt(tuple(flat))
 
 
 def repeat(item: Node, lo: int, hi: int | None) -> Node:
@@ -136,7 +184,9 @@ def plus(item: Node) -> Node:
 def literal(text: str | bytes) -> Node:
     """The exact string (UTF-8 encoded when given as `str`)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    return seq(*(ByteSet(((b, b),)) for b in data)) if data else EMPTY
+    if len(data) == 1:
+        return _SINGLE_BYTES[data[0]]
+    return Seq(tuple(_SINGLE_BYTES[b] for b in data)) if data else EMPTY
 
 
 def _utf8_ranges(lo: int, hi: int) -> list[list[tuple[int, int]]]:
