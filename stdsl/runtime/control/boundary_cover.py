@@ -11,10 +11,12 @@ output unreachable: every live byte keeps a token where its lookahead cannot vou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from stdsl.runtime.control.characters import lead_byte_representatives
+from stdsl.runtime.control.token_spellings import NO_BYTE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -88,7 +90,6 @@ class BoundaryCovers:
         self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
-        self._bytes_at: dict[int, np.ndarray] = {}
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
         """What may follow `state`, as far as a split can depend on it (b"" when the output may end here):
@@ -103,13 +104,20 @@ class BoundaryCovers:
         if hit is not None:
             return hit
         found: dict[bytes, Lookahead] = {}
+        steps: dict[int, list[tuple[bytes, int]]] = {}
+
+        def next_steps(origin: int) -> list[tuple[bytes, int]]:
+            if origin not in steps:
+                steps[origin] = self._next_steps(origin)
+            return steps[origin]
+
         if self.planner.automaton.accepting[state]:
             found[b""] = Lookahead(b"", 0, 0, False)
-        for data, after in self._next_steps(state):
+        for data, after in next_steps(state):
             whole, chain_end = self.planner.chain(after)
             chain = whole[:MAX_LOOKAHEAD_BYTES]
             text = data + chain
-            choices = self._next_steps(chain_end) if chain and len(whole) <= MAX_LOOKAHEAD_BYTES else []
+            choices = next_steps(chain_end) if chain and len(whole) <= MAX_LOOKAHEAD_BYTES else []
             extended = 0 < len(choices) <= MAX_BRANCHES
             found.setdefault(text, Lookahead(text, len(data), len(text), bool(chain), extended))
             if extended:
@@ -117,7 +125,7 @@ class BoundaryCovers:
                     longer = text + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
                     found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
             elif not chain and data in PUNCTUATION:
-                for more, beyond in self._next_steps(after):
+                for more, beyond in next_steps(after):
                     if more in PUNCTUATION:
                         longer = data + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
                         found.setdefault(longer, Lookahead(longer, len(longer), len(longer), False))
@@ -128,11 +136,16 @@ class BoundaryCovers:
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
         """(character bytes, state after them) for each of `next_characters(state)` the automaton admits."""
         out = []
-        for ch in self.planner.next_characters(state):
-            data = ch.encode("utf-8")
-            after = self.planner.automaton.step(state, data)
-            if after >= 0:
-                out.append((data, after))
+        row = self.planner.transitions[state]
+        for byte in np.flatnonzero(row >= 0).tolist():
+            if byte < 0x80:
+                out.append((bytes([byte]), int(row[byte])))
+                continue
+            for ch in lead_byte_representatives(byte):
+                data = ch.encode("utf-8")
+                after = self.planner.automaton.step(int(row[byte]), data[1:])
+                if after >= 0:
+                    out.append((data, after))
         return out
 
     def at(self, window: Window, pending: bytes, end_state: int) -> BoundaryCover | None:
@@ -174,7 +187,7 @@ class BoundaryCovers:
         for ahead in self.lookaheads(end_state):
             lookahead = ahead.text
             data = block + lookahead
-            canonical = self.planner.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
+            canonical = self.planner.splits.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
             if canonical[: len(fed)] != fed:
                 if spanned and self._starts_shorter(canonical, fed, longer=True):
                     offered.update(lookahead[:1])
@@ -214,8 +227,11 @@ class BoundaryCovers:
         lookaheads all continue with decided bytes; any token agrees with a lookahead that does not)."""
         off: set[int] = set()
         firsts = self._byte_at(held)
+        by_first: dict[int, list[bytes]] = {}
+        for x in kept:
+            by_first.setdefault(x[0], []).append(x)
         for byte in after:
-            starting = [x for x in kept if x[0] == byte]
+            starting = by_first.get(byte, [])
             if byte >= 0x80 or any(len(x) == 1 for x in starting):
                 continue
             for token in np.flatnonzero((firsts == byte) & (self._lengths > held)).tolist():
@@ -238,7 +254,7 @@ class BoundaryCovers:
             if not ahead.chained or ahead.cut_to <= ahead.cut_from:
                 continue
             data = block + ahead.text
-            canonical = self.planner.tokenizer.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
+            canonical = self.planner.splits.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
                 continue
             token = canonical[len(fed)]
@@ -280,33 +296,30 @@ class BoundaryCovers:
         hit = self._cover_masks.get(cover)
         if hit is not None:
             return hit
-        lengths = self._lengths
+        firsts = self._byte_at(cover.held)
+        longer = firsts != NO_BYTE
         allowed = np.zeros(len(self.token_bytes), dtype=bool)
         allowed[list(cover.short)] = True
-        byte_ok = np.zeros(257, dtype=bool)
+        byte_ok = np.zeros(NO_BYTE + 1, dtype=bool)
         byte_ok[list(cover.after)] = True
-        allowed |= (lengths > cover.held) & byte_ok[self._byte_at(cover.held)]
+        allowed |= byte_ok[firsts]
         allowed[list(cover.excluded)] = False
-        firsts = self._byte_at(cover.held)
-        for byte in cover.live:
-            starting = (firsts == byte) & (lengths > cover.held)
-            if not allowed[starting].any():
-                allowed |= starting
+        if cover.live:
+            kept = np.zeros(NO_BYTE + 1, dtype=bool)
+            kept[firsts[allowed & longer]] = True
+            bare = np.zeros(NO_BYTE + 1, dtype=bool)
+            bare[list(cover.live)] = True
+            bare &= ~kept
+            allowed |= longer & bare[firsts]
         if len(self._cover_masks) >= MAX_CACHED_COVERS // 16:
             self._cover_masks.clear()
         self._cover_masks[cover] = allowed
         return allowed
 
-    @cached_property
+    @property
     def _lengths(self) -> np.ndarray:
-        return np.fromiter((len(b or b"") for b in self.token_bytes), dtype=np.int64, count=len(self.token_bytes))
+        return self.planner.spellings.lengths
 
     def _byte_at(self, offset: int) -> np.ndarray:
-        """Each token's byte at `offset` (256 where the token is shorter), cached per offset."""
-        hit = self._bytes_at.get(offset)
-        if hit is None:
-            hit = np.fromiter(
-                ((b[offset] if b is not None and len(b) > offset else 256) for b in self.token_bytes),
-                dtype=np.int64, count=len(self.token_bytes))
-            self._bytes_at[offset] = hit
-        return hit
+        """Each token's byte at `offset` (NO_BYTE where the token is shorter), shared by the tokenizer's grammars."""
+        return self.planner.spellings.byte_at(offset)

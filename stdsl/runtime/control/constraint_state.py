@@ -15,10 +15,10 @@ import numpy as np
 
 from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
-from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import BudgetTable, build_budget_table, check_feasible
+from stdsl.runtime.control.budget import BudgetTable, check_feasible
 from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.runtime.control.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
 from stdsl.runtime.control.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
 _VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
@@ -81,7 +81,8 @@ class ConstraintState:
         self.forced_count = 0
         self.finished = False
         self.started = False
-        self.least_output_tokens: int | None = None
+        self._start_plans: tuple[Plan, Plan] | None = None
+        self._least_output_tokens: int | None = None
 
     # ------------------------------------------------------------------ queries
 
@@ -117,7 +118,21 @@ class ConstraintState:
         """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
         if self.budget is None:
             return len(plan.tokens)
-        return len(plan.tokens) + int(self.budget.need[plan.state])
+        return len(plan.tokens) + self.budget.need_at(plan.state)
+
+    def _fits(self, plan: Plan) -> bool:
+        """Whether a valid ending still fits in the tokens left if `plan` is taken now."""
+        assert self.remaining is not None
+        if self.budget is None:
+            return len(plan.tokens) <= self.remaining
+        return self.budget.fits(plan.state, len(plan.tokens), self.remaining)
+
+    @property
+    def least_output_tokens(self) -> int | None:
+        """need(c1) counted from the start: the fewest tokens of a valid output (None before a budgeted start)."""
+        if self._least_output_tokens is None and self._start_plans is not None:
+            self._least_output_tokens = min(self.least_tokens(plan) for plan in self._start_plans)
+        return self._least_output_tokens
 
     # ------------------------------------------------------------------ moves
 
@@ -128,12 +143,21 @@ class ConstraintState:
         self.started = True
         plan = self.planner.plan(self.window, 0, b"", None)
         if self.remaining is not None:
-            fallback = self.planner.table_plan(self.window, 0, None)
-            self.least_output_tokens = min(self.least_tokens(plan), self.least_tokens(fallback))
-            check_feasible(self.least_output_tokens, self.remaining)
-            if self.least_tokens(plan) > self.remaining:
-                plan = fallback
+            plan = self._budgeted_start(plan)
         return self._take(plan, sampled=False) + self._take_singletons()
+
+    def _budgeted_start(self, plan: Plan) -> Plan:
+        """The first plan under the budget: the canonical one, else the chain split on its own when only that
+        fits (the least output length is counted only when asked, or to report that nothing fits)."""
+        assert self.remaining is not None
+        fallback = self.planner.table_plan(self.window, 0, None)
+        self._start_plans = (plan, fallback)
+        fits = self._fits(plan)
+        if not fits and not self._fits(fallback):
+            least = self.least_output_tokens
+            assert least is not None
+            check_feasible(least, self.remaining)
+        return plan if fits else fallback
 
     def advance(self, token: int) -> list[int]:
         """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
@@ -153,9 +177,9 @@ class ConstraintState:
     def _plan_after(self, token: int) -> Plan:
         """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
         plan = self.planner.plan(self.window, self.state, self.pending, token)
-        if self.remaining is not None and self.least_tokens(plan) > self.remaining:
+        if self.remaining is not None and not self._fits(plan):
             plan = self.planner.table_plan(self.window, self.state, token)
-            if self.least_tokens(plan) > self.remaining:
+            if not self._fits(plan):
                 raise GenerationError(f"token {token} leaves no valid ending within the budget")
         return plan
 
@@ -228,22 +252,17 @@ MAX_BUDGET_TABLE_ENTRIES = 50_000_000
 
 
 def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
-    """need(q) for the automaton under the table policy, from the all-state token table.
+    """need(q) for the automaton under the table policy, solved on demand over token rows (exact).
 
-    When states x vocabulary exceeds `MAX_BUDGET_TABLE_ENTRIES` the table is not built: need is
-    bounded from above over the byte moves whose byte is a token on its own (sound, a little early to close).
+    When states x vocabulary exceeds `MAX_BUDGET_TABLE_ENTRIES` need is bounded from above over the
+    byte moves whose byte is a token on its own instead (sound, a little early to close). Either
+    way the table starts with the byte bound of `chain_bound`, which settles every question far
+    from the limit, so a new grammar's first mask walks no token row for its budget.
     """
+    chain_end, chain_bytes = forced_chains(planner.transitions, automaton.accepting, planner.chain)
+    bound = chain_bound(automaton, vocab, chain_end, chain_bytes)
     if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
-        table = token_table(automaton, vocab)
+        successors = row_successors(automaton, vocab)
     else:
-        byte_tokens = np.zeros(256, dtype=bool)
-        for token in vocab.token_bytes:
-            if token is not None and len(token) == 1:
-                byte_tokens[token[0]] = True
-        transitions = np.asarray(automaton.transitions)
-        table = np.where(byte_tokens[None, :], transitions, -1)
-
-    def chain_of(state: int) -> tuple[int, int]:
-        return planner.chain_token_count(state), planner.chain(state)[1]
-
-    return build_budget_table(table, np.asarray(automaton.accepting), chain_of)
+        successors = byte_token_successors(automaton, vocab)
+    return BudgetTable(np.asarray(automaton.accepting), successors, chain_end, planner.chain_token_count, bound)

@@ -12,10 +12,8 @@ own split" is `encode_ordinary`: `encode` with special-token text spelled as ord
 
 from __future__ import annotations
 
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -23,8 +21,12 @@ import numpy as np
 
 from stdsl.errors import GenerationError
 from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers, valid_utf8_prefix
+from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character
+from stdsl.runtime.control.split_memo import SplitMemo
+from stdsl.runtime.control.token_spellings import TokenSpellings
 
-MAX_CODEPOINT_SCAN = 70_000
+MAX_CACHED_TAILS = 4096
+"""Stable-tail answers kept per planner (the cache is emptied when full)."""
 
 
 class PreTokenizingTokenizer(Protocol):
@@ -73,36 +75,6 @@ class Plan:
     finished: bool
 
 
-def _char_class(ch: str) -> str:
-    """The class a regex pre-tokenizer distinguishes a character by (letter, mark, number, space, other)."""
-    if ch.isspace():
-        return "space"
-    category = unicodedata.category(ch)
-    return category[0] if category[0] in "LMN" else "other"
-
-
-@cache
-def lead_byte_representatives(lead: int) -> tuple[str, ...]:
-    """One character per pre-tokenizer class among the characters whose UTF-8 starts with `lead`."""
-    if 0xC2 <= lead <= 0xDF:
-        first, last = max((lead & 0x1F) << 6, 0x80), ((lead & 0x1F) << 6) | 0x3F
-    elif 0xE0 <= lead <= 0xEF:
-        first, last = max((lead & 0x0F) << 12, 0x800), ((lead & 0x0F) << 12) | 0xFFF
-    elif 0xF0 <= lead <= 0xF4:
-        first, last = max((lead & 0x07) << 18, 0x10000), min(((lead & 0x07) << 18) | 0x3FFFF, 0x10FFFF)
-    else:
-        return ()
-    found: dict[str, str] = {}
-    for code in range(first, min(last, first + MAX_CODEPOINT_SCAN) + 1):
-        if 0xD800 <= code <= 0xDFFF:
-            continue
-        ch = chr(code)
-        found.setdefault(_char_class(ch), ch)
-        if len(found) == 5:
-            break
-    return tuple(found.values())
-
-
 class ForcedPlanner:
     """The canonical policy of Theorem 20 for one automaton and one tokenizer.
 
@@ -123,14 +95,10 @@ class ForcedPlanner:
         self.healing = healing
         self.transitions = np.asarray(automaton.transitions)
         self.live_count = np.count_nonzero(self.transitions >= 0, axis=1)
-        self.by_bytes: dict[bytes, int] = {}
-        for i, b in enumerate(token_bytes):
-            if b:
-                self.by_bytes.setdefault(bytes(b), i)
-        self.longest_token = max((len(b) for b in self.by_bytes), default=1)
-        missing = [b for b in range(256) if bytes([b]) not in self.by_bytes]
-        self.byte_tokens = {b: self.by_bytes.get(bytes([b]), -1) for b in range(256)}
-        self._missing_bytes = set(missing)
+        self.spellings = TokenSpellings.of(token_bytes)
+        self.splits = SplitMemo.of(tokenizer)
+        self.by_bytes = self.spellings.by_bytes
+        self.longest_token = self.spellings.longest_token
         self._tail_cache: dict[tuple[bytes, int], bool] = {}
         self._chain_cache: dict[int, tuple[bytes, int]] = {}
         self.covers = BoundaryCovers(self)
@@ -180,7 +148,7 @@ class ForcedPlanner:
     def _encode_block(self, block: bytes) -> list[int]:
         """The tokenizer's split of one pre-token block, or (when that does not spell the bytes, as
         under Unicode normalization) the longest vocabulary tokens that do, left to right."""
-        tokens = self.tokenizer.encode_ordinary(block.decode("utf-8"))
+        tokens = self.splits.encode_ordinary(block.decode("utf-8"))
         if self.spell(tokens) == block:
             return tokens
         out: list[int] = []
@@ -199,9 +167,10 @@ class ForcedPlanner:
 
     def _byte_token(self, byte: int) -> int:
         """The single-byte token of `byte`; GenerationError if the vocabulary has none."""
-        if byte in self._missing_bytes:
+        token = self.spellings.byte_tokens[byte]
+        if token < 0:
             raise GenerationError(f"byte {byte:#04x} has no single-byte token to spell forced text")
-        return self.byte_tokens[byte]
+        return token
 
     def stable_tail(self, tail: bytes, end_state: int) -> bool:
         """The stable-tail test (Theorem 20(ii)): every byte allowed at `end_state` starts a new block.
@@ -214,21 +183,23 @@ class ForcedPlanner:
         if hit is not None:
             return hit
         text = tail.decode("utf-8")
-        result = True
-        live = np.flatnonzero(self.transitions[end_state] >= 0)
-        if any(byte >= 0x80 and not lead_byte_representatives(int(byte)) for byte in live):
-            result = False
-        else:
-            result = all(len(tail) in self.boundaries(text + ch) for ch in self.next_characters(end_state))
+        live = np.flatnonzero(self.transitions[end_state] >= 0).tolist()
+        result = all(byte < 0x80 or starts_a_character(byte) for byte in live) and all(
+            len(tail) in self.boundaries(text + ch) for ch in self._characters_after(live))
+        if len(self._tail_cache) >= MAX_CACHED_TAILS:
+            self._tail_cache.clear()
         self._tail_cache[key] = result
         return result
 
     def next_characters(self, state: int) -> list[str]:
         """Characters that may follow `state`: every live ASCII byte, one per class per live lead byte."""
-        out: list[str] = []
-        for byte in np.flatnonzero(self.transitions[state] >= 0).tolist():
-            out.extend((chr(byte),) if byte < 0x80 else lead_byte_representatives(byte))
-        return out
+        return list(self._characters_after(np.flatnonzero(self.transitions[state] >= 0).tolist()))
+
+    @staticmethod
+    def _characters_after(live: list[int]) -> Iterator[str]:
+        """`next_characters` of a state with these live bytes, one at a time (a lead byte's are found when reached)."""
+        for byte in live:
+            yield from (chr(byte),) if byte < 0x80 else lead_byte_representatives(byte)
 
     # ------------------------------------------------------------------ the boundary cover
 

@@ -20,7 +20,7 @@ from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import UNREACHABLE
+from stdsl.runtime.control.budget import UNREACHABLE, check_feasible
 from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
@@ -62,6 +62,10 @@ class PushdownBudget:
     def __init__(self, machine: PushdownMachine) -> None:
         self.machine = machine
         self.need = _Need(machine)
+
+    def need_at(self, config: int) -> int:
+        """need+(config): the bytes of its shortest completion, which bound its tokens from above."""
+        return self.machine.need(int(config))
 
     def cost(self, row: np.ndarray) -> np.ndarray:
         """1 + need+(c') per token (UNREACHABLE where the token is refused)."""
@@ -138,7 +142,8 @@ class PushdownState(ConstraintState):
         self.forced_count = 0
         self.finished = False
         self.started = False
-        self.least_output_tokens = None
+        self._start_plans = None
+        self._least_output_tokens = None
 
     @property
     def depth(self) -> int:
@@ -175,6 +180,22 @@ class PushdownState(ConstraintState):
             return len(plan.tokens)
         cost = self.budget.cost(self.rows.next_states(plan.state))
         return min(loose, len(plan.tokens) + int(cost.min()))
+
+    def _fits(self, plan: Plan) -> bool:
+        """Whether `least_tokens(plan)` fits in the tokens left (it reads them, so it is counted now)."""
+        assert self.remaining is not None
+        return self.least_tokens(plan) <= self.remaining
+
+    def _budgeted_start(self, plan: Plan) -> Plan:
+        """As `ConstraintState._budgeted_start`, with the least output length counted now: the budget rule's
+        tightening depends on the tokens left, which the forced prefix then spends."""
+        assert self.remaining is not None
+        fallback = self.planner.table_plan(self.window, 0, None)
+        self._start_plans = (plan, fallback)
+        least = self.least_output_tokens
+        assert least is not None
+        check_feasible(least, self.remaining)
+        return fallback if self.least_tokens(plan) > self.remaining else plan
 
     def mask(self) -> np.ndarray:
         """Admissible tokens; GenerationError when none is (never an invalid output)."""

@@ -1,0 +1,94 @@
+"""The step graphs need is counted over, from the automaton and the packed vocabulary (no all-state token table).
+
+Exact: a state's successors are the distinct states its live tokens reach, read from its row on
+demand (one level pass from that root, Theorem 18), only for the states a budget question
+reaches. Bound: the byte moves whose byte is a token on its own. Every budget also starts with a
+cheap upper bound on need over those byte moves, counting each forced chain's bytes as its
+tokens (a chain of n bytes is never split into more than n tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from stdsl.compiler.automata.ops import step_edges
+from stdsl.kernels.rows import row_next_states
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.runtime.control.budget import UNREACHABLE, NeedBound, Successors, distinct_states, relax, table_successors
+
+
+def single_byte_tokens(vocab: Vocabulary) -> np.ndarray:
+    """bool (256,): bytes that are a token on their own (eos and specials never are), once per vocabulary."""
+
+    def build() -> np.ndarray:
+        ones = np.flatnonzero(vocab.walk_lengths == 1)
+        out = np.zeros(256, dtype=bool)
+        out[vocab.data[vocab.offsets[ones]]] = True
+        return out
+
+    return vocab.cached("single_byte_tokens", build)
+
+
+def byte_token_steps(automaton: Any, vocab: Vocabulary) -> np.ndarray:
+    """(num_states, k) next states over the byte classes that hold a single-byte token (-1 dead)."""
+    byte_class = np.asarray(automaton.byte_class)
+    classes = np.unique(byte_class[single_byte_tokens(vocab)])
+    return np.asarray(automaton.class_transitions)[:, classes]
+
+
+def byte_token_successors(automaton: Any, vocab: Vocabulary) -> Successors:
+    """Successors over single-byte tokens: need over them bounds the exact need from above."""
+    return table_successors(byte_token_steps(automaton, vocab))
+
+
+def row_successors(automaton: Any, vocab: Vocabulary) -> Successors:
+    """Successors over every token: the distinct live entries of the state's row, computed on demand."""
+    num_states = int(automaton.num_states)
+
+    def successors(state: int) -> np.ndarray:
+        row = row_next_states(automaton, state, vocab)
+        return distinct_states(row[row >= 0], num_states)
+
+    return successors
+
+
+def forced_chains(
+    transitions: np.ndarray, accepting: np.ndarray, chain_of: Callable[[int], tuple[bytes, int]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per state: the end of its forced chain and the chain's length in bytes, for all states at once.
+
+    A state is forced when it is not accepting and has one live byte; chains are followed one byte
+    per round for every state together. A chain that is still forced after as many rounds as there
+    are states runs into a forced cycle (an untrimmed automaton); `chain_of` gives those.
+    """
+    num_states = transitions.shape[0]
+    live = transitions >= 0
+    forced = ~np.asarray(accepting, dtype=bool) & (live.sum(axis=1) == 1)
+    step = np.where(forced, transitions[np.arange(num_states), live.argmax(axis=1)], -1).astype(np.int64)
+    end = np.arange(num_states, dtype=np.int64)
+    length = np.zeros(num_states, dtype=np.int64)
+    active = forced.copy()
+    for _ in range(num_states):
+        if not active.any():
+            break
+        end[active] = step[end[active]]
+        length[active] += 1
+        active &= forced[end]
+    for state in np.flatnonzero(active).tolist():
+        chain, end[state] = chain_of(state)
+        length[state] = len(chain)
+    return end, length
+
+
+def chain_bound(automaton: Any, vocab: Vocabulary, chain_end: np.ndarray, chain_bytes: np.ndarray) -> NeedBound:
+    """An upper bound on need for every state: shortest paths over single-byte tokens, chains counted in bytes."""
+    accepting = np.asarray(automaton.accepting, dtype=bool)
+    source, after = step_edges(byte_token_steps(automaton, vocab))
+    keep = ~accepting[source]
+    need = np.where(accepting, 0, UNREACHABLE).astype(np.int64)
+    relax(need, np.flatnonzero(~accepting), source[keep], chain_end[after[keep]], 1 + chain_bytes[after[keep]])
+    through = np.minimum(1 + chain_bytes + need[chain_end], UNREACHABLE)
+    return NeedBound(need, through)

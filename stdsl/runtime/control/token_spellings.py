@@ -1,0 +1,73 @@
+"""What the forced planner and the boundary cover read about a tokenizer's token bytes, built once per tokenizer.
+
+Every grammar decoded with a tokenizer shares these (token by bytes, single-byte tokens, each
+token's length and its byte at an offset), so a new grammar's first mask builds none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+import numpy as np
+
+from stdsl.runtime.control.identity_cache import IdentityCache
+
+NO_BYTE = 256
+"""`byte_at`'s value for a token shorter than the offset."""
+
+MAX_SPELLINGS = 8
+
+
+class TokenSpellings:
+    """Lookups over `token_bytes` (token id -> bytes, None for specials) shared by every grammar.
+
+    `by_bytes` maps bytes to the first token that spells them, `byte_tokens[b]` is the
+    single-byte token of byte b (-1 when there is none), `longest_token` the longest spelling.
+    """
+
+    def __init__(self, token_bytes: Sequence[bytes | None]) -> None:
+        self.token_bytes = token_bytes
+        self.by_bytes: dict[bytes, int] = {}
+        for i, b in enumerate(token_bytes):
+            if b:
+                self.by_bytes.setdefault(bytes(b), i)
+        self.longest_token = max((len(b) for b in self.by_bytes), default=1)
+        self.byte_tokens = [self.by_bytes.get(bytes([b]), -1) for b in range(256)]
+        self._bytes_at: dict[int, np.ndarray] = {}
+
+    @staticmethod
+    def of(token_bytes: Sequence[bytes | None]) -> TokenSpellings:
+        """The spellings of a token list, built once per list object (kept for the last few tokenizers)."""
+        return _SPELLINGS.get((token_bytes,), lambda: TokenSpellings(token_bytes))
+
+    @cached_property
+    def _packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(all token bytes concatenated, start offset of each token)."""
+        lengths = self.lengths
+        starts = np.zeros(lengths.shape[0], dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        data = np.frombuffer(b"".join(b or b"" for b in self.token_bytes), dtype=np.uint8)
+        return data, starts
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """Each token's length in bytes (0 for specials)."""
+        return np.fromiter((len(b or b"") for b in self.token_bytes), dtype=np.int64, count=len(self.token_bytes))
+
+    def byte_at(self, offset: int) -> np.ndarray:
+        """Each token's byte at `offset` (NO_BYTE where the token is shorter), cached per offset (at most
+        one more than the longest token's length: every offset past it reads NO_BYTE alike)."""
+        offset = min(offset, self.longest_token)
+        hit = self._bytes_at.get(offset)
+        if hit is None:
+            data, starts = self._packed
+            longer = self.lengths > offset
+            hit = np.full(self.lengths.shape[0], NO_BYTE, dtype=np.int16)
+            hit[longer] = data[starts[longer] + offset]
+            hit.flags.writeable = False
+            self._bytes_at[offset] = hit
+        return hit
+
+
+_SPELLINGS: IdentityCache[TokenSpellings] = IdentityCache(MAX_SPELLINGS)
