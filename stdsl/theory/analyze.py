@@ -33,8 +33,11 @@ MAX_LISTED_VALUES = 16
 class AutomatonLike(Protocol):
     """The part of `stdsl.compiler.automata.automaton.Automaton` the analysis reads."""
 
-    transitions: np.ndarray
-    accepting: np.ndarray
+    @property
+    def transitions(self) -> np.ndarray: ...
+
+    @property
+    def accepting(self) -> np.ndarray: ...
 
 
 def _text(data: bytes) -> str:
