@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.ir import to_pattern
-from stdsl.compiler.json_schema.logic import string_complement_pattern
+from stdsl.compiler.json_schema.complement import string_complement_pattern
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.resolve import IgnoredKeywordWarning
 from stdsl.compiler.json_schema.strings import pattern_search
