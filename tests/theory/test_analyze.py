@@ -118,7 +118,7 @@ def test_cut_states_are_the_states_on_every_accepting_run(automaton: TableAutoma
 
 
 def test_a_template_with_an_enum_free_text_and_a_boolean() -> None:
-    compiler = pytest.importorskip("stdsl.compiler.automata.automaton", reason="the compiler's automaton is not available")
+    compiler = pytest.importorskip("stdsl.compiler.automata.build", reason="the compiler's automaton is not available")
     automaton = compiler.compile_regex(
         r'\{"color":"(red|green|blue)","tags":\[("(big|small)",)*\],"name":"[a-z]*","ok":(true|false)\}'
     )
@@ -135,7 +135,7 @@ def test_a_template_with_an_enum_free_text_and_a_boolean() -> None:
 def _compile_schema(schema: dict):
     try:
         json_schema = importlib.import_module("stdsl.compiler.json_schema.to_ir")
-        automaton_module = importlib.import_module("stdsl.compiler.automata.automaton")
+        automaton_module = importlib.import_module("stdsl.compiler.automata.build")
     except ImportError as missing:
         pytest.skip(f"the JSON Schema compiler is not available yet ({missing})")
     return automaton_module.build_automaton(json_schema.schema_to_ir(schema))
