@@ -1,59 +1,70 @@
 """Automaton tables as the kernels use them: `WalkTable` (one table prepared once for walks) and
 `CombinedTable` (D.2: block i is automaton i with its states offset to global ids, so one kernel
-launch serves rows under different constraints).
+launch serves rows under different constraints).  Both hold the class form: a byte→class map and
+states × classes; a stack of automata takes as classes the distinct tuples of their classes.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import StdslError
-from stdsl.kernels.token_table import automaton_arrays, scaled_table, state_dtype
+from stdsl.kernels.token_table import ScaledTable, class_arrays, state_dtype
+
+
+def stacked_classes(parts: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """One class table for automata stacked with global ids: (class_transitions, byte_class).
+
+    `parts` are (class table, byte_class) per automaton; the stacked classes are the distinct
+    tuples (class_1[b], ..., class_n[b]) over the 256 bytes.
+    """
+    keys = np.stack([np.asarray(byte_class, dtype=np.int64) for _, byte_class in parts], axis=1)
+    tuples, byte_class = np.unique(keys, axis=0, return_inverse=True)
+    total = sum(int(table.shape[0]) for table, _ in parts)
+    out = np.empty((total, tuples.shape[0]), dtype=state_dtype(total))
+    for i, ((table, _), start) in enumerate(zip(parts, offsets)):
+        block = table[:, tuples[:, i]].astype(np.int64)
+        out[start : start + table.shape[0]] = np.where(block < 0, -1, block + start)
+    return out, np.asarray(byte_class).reshape(-1).astype(np.uint8)
 
 
 class CombinedTable:
-    """Concatenated transition tables with global state ids; `offset(i)` is automaton i's state 0."""
+    """Concatenated class tables with global state ids; `offset(i)` is automaton i's state 0."""
 
     def __init__(
-        self, transitions: np.ndarray, accepting: np.ndarray, offsets: np.ndarray
+        self, class_transitions: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray, offsets: np.ndarray
     ) -> None:
-        self.transitions = transitions
+        self.class_transitions = class_transitions
+        self.byte_class = byte_class
         self.accepting = accepting
         self.offsets = offsets
-        self._walk_table: Any = None
 
     @classmethod
     def from_automata(cls, automata: Sequence[Any]) -> CombinedTable:
-        """Stack automata (objects with .transitions/.accepting, or (transitions, accepting) pairs)."""
+        """Stack automata (objects with the class form or .transitions/.accepting, or (transitions, accepting) pairs)."""
         if not automata:
             raise StdslError("CombinedTable: no automata given")
-        parts = [
-            automaton_arrays(*a) if isinstance(a, tuple) else automaton_arrays(a)
-            for a in automata
-        ]
-        sizes = np.asarray([t.shape[0] for t, _ in parts], dtype=np.int64)
+        parts = [class_arrays(*a) if isinstance(a, tuple) else class_arrays(a) for a in automata]
+        sizes = np.asarray([t.shape[0] for t, _, _ in parts], dtype=np.int64)
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        total = int(offsets[-1])
-        dtype = state_dtype(total)
-        transitions = np.empty((total, 256), dtype=dtype)
-        for (table, _), start in zip(parts, offsets[:-1].tolist()):
-            block = table.astype(np.int64)
-            transitions[start : start + table.shape[0]] = np.where(
-                block < 0, -1, block + start
-            )
-        accepting = np.concatenate([acc for _, acc in parts])
-        return cls(transitions, accepting, offsets)
+        table, byte_class = stacked_classes([(t, b) for t, b, _ in parts], offsets[:-1].tolist())
+        accepting = np.concatenate([acc for _, _, acc in parts])
+        return cls(table, byte_class, accepting, offsets)
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """The (num_states, 256) table, expanded afresh: for tests and oracles."""
+        return self.class_transitions[:, self.byte_class]
 
     @property
     def num_states(self) -> int:
         """Total number of global states."""
-        return int(self.transitions.shape[0])
+        return int(self.class_transitions.shape[0])
 
     @property
     def num_automata(self) -> int:
@@ -79,61 +90,81 @@ class CombinedTable:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the combined table and accepting vector."""
-        return self.transitions.nbytes + self.accepting.nbytes + self.offsets.nbytes
+        """Bytes of the combined class table, byte map, accepting vector and offsets."""
+        return int(self.class_transitions.nbytes + self.byte_class.nbytes + self.accepting.nbytes + self.offsets.nbytes)
 
 
-@dataclass
 class WalkTable:
-    """An automaton table (one or several automata with global ids) prepared once for walks."""
+    """An automaton table (one or several automata with global ids) in class form, prepared once for walks.
 
-    transitions: np.ndarray
-    accepting: np.ndarray
-    scaled: np.ndarray = field(init=False, repr=False)
-    _device: dict[str, mx.array] = field(default_factory=dict, init=False, repr=False)
+    `WalkTable(transitions, accepting)` takes a (Q, 256) table and finds its classes;
+    `WalkTable.of(x)` reads an automaton's class form and keeps the result in a cache keyed by x.
+    """
 
-    def __post_init__(self) -> None:
-        self.transitions, self.accepting = automaton_arrays(
-            self.transitions, self.accepting
-        )
-        self.transitions = self.transitions.astype(
-            state_dtype(self.num_states), copy=False
-        )
-        self.scaled = scaled_table(self.transitions)
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
+        classes, byte_class, accept = class_arrays(transitions, accepting)
+        self._prepare(classes, byte_class, accept)
+
+    def _prepare(self, classes: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> None:
+        self.class_transitions: np.ndarray = classes.astype(state_dtype(classes.shape[0]), copy=False)
+        self.byte_class: np.ndarray = byte_class
+        self.accepting: np.ndarray = accepting
+        self.scaled = ScaledTable.of(self.class_transitions, byte_class)
+
+    @classmethod
+    def from_classes(cls, class_transitions: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> WalkTable:
+        """A walk table from the class form directly (no 256-column table is made)."""
+        table = cls.__new__(cls)
+        table._prepare(np.asarray(class_transitions), np.asarray(byte_class), np.asarray(accepting, dtype=bool))
+        return table
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """The (num_states, 256) table, expanded afresh: for tests and oracles."""
+        return self.class_transitions[:, self.byte_class]
 
     @property
     def num_states(self) -> int:
         """Number of (global) states."""
-        return int(self.transitions.shape[0])
+        return int(self.class_transitions.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes."""
+        return int(self.class_transitions.shape[1])
 
     @property
     def sink(self) -> int:
-        """The scaled dead state: `num_states * 256`."""
-        return self.num_states * 256
+        """The scaled dead state."""
+        return self.scaled.sink
 
-    def device(self, name: str) -> mx.array:
-        """MLX copy of `table` (flat, -1 dead) or `accepting`, made once."""
-        if name not in self._device:
-            source = {
-                "table": self.transitions.reshape(-1),
-                "accepting": self.accepting,
-            }[name]
-            self._device[name] = mx.array(source)
-        return self._device[name]
+    def next_state(self, state: int, byte: int) -> int:
+        """One step: the class table at (state, class of byte)."""
+        return int(self.class_transitions[state, self.byte_class[byte]])
 
     @staticmethod
     def of(table: Any) -> WalkTable:
-        """The WalkTable of an automaton, CombinedTable or (transitions, accepting)-bearing object, cached on it."""
+        """The WalkTable of an automaton, CombinedTable or (transitions, accepting)-bearing object, cached by it.
+
+        The cache is keyed weakly by the object, which is never written to.
+        """
         if isinstance(table, WalkTable):
             return table
-        cached = getattr(table, "_walk_table", None)
-        if isinstance(cached, WalkTable):
-            return cached
         if isinstance(table, np.ndarray):
             return WalkTable(table, np.zeros(table.shape[0], dtype=bool))
-        prepared = WalkTable(table.transitions, table.accepting)
         try:
-            table._walk_table = prepared
-        except (AttributeError, TypeError):
+            cached = _WALK_TABLES.get(table)
+        except TypeError:
+            cached = None
+        if cached is not None:
+            return cached
+        classes, byte_class, accepting = class_arrays(table)
+        prepared = WalkTable.from_classes(classes, byte_class, accepting)
+        try:
+            _WALK_TABLES[table] = prepared
+        except TypeError:
             pass
         return prepared
+
+
+_WALK_TABLES: weakref.WeakKeyDictionary[Any, WalkTable] = weakref.WeakKeyDictionary()

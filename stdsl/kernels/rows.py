@@ -1,13 +1,17 @@
 """Rows on demand (D.6): the token table's row for one state, by the level pass from that root.
 
-`RowCache` keeps only the automaton and a bounded LRU of rows, so memory follows the visited
-states, not |Q|·|V|. A row is computed on first use; a fetched mask is a dictionary hit.
+`RowCache` keeps only the automaton and a bounded LRU of compact rows, so memory follows the
+visited states, not |Q|·|V|.  A row is computed on first use and stored as the state most tokens
+reach plus the exceptions (sorted token ids and their states): inside a string almost every token
+leads back to the same state, and at a structural state almost every token is dead.  Masks and
+next-state rows are expanded from it on request.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,6 +20,8 @@ from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
 from stdsl.kernels.token_table import DEAD, root_row, state_dtype
 from stdsl.kernels.vocabulary import Vocabulary
+
+MODE_SAMPLE_STRIDE = 61
 
 
 def row_next_states(table: Any, state: int, vocab: Vocabulary) -> np.ndarray:
@@ -30,8 +36,59 @@ def row_next_states(table: Any, state: int, vocab: Vocabulary) -> np.ndarray:
     )
 
 
+@dataclass(frozen=True)
+class CompactRow:
+    """One state's row: `default` for every token but `tokens` (sorted ids), which go to `states` (-1 dead).
+
+    Eos and specials are always exceptions when the default is live (they never walk).
+    """
+
+    default: int
+    tokens: np.ndarray
+    states: np.ndarray
+
+    @staticmethod
+    def of(row: np.ndarray) -> CompactRow:
+        """The compact form of a full row; the default is the most frequent state of a strided sample."""
+        sample = row[::MODE_SAMPLE_STRIDE].astype(np.int64) + 1
+        default = int(np.argmax(np.bincount(sample))) - 1 if sample.size else DEAD
+        tokens = np.flatnonzero(row != default).astype(np.int32)
+        states = row[tokens]
+        tokens.flags.writeable = False
+        states.flags.writeable = False
+        return CompactRow(default, tokens, states)
+
+    def next_states(self, size: int, dtype: np.dtype) -> np.ndarray:
+        """The full row (V,) of next states."""
+        out = np.full(size, self.default, dtype=dtype)
+        out[self.tokens] = self.states
+        return out
+
+    def live(self, size: int) -> np.ndarray:
+        """bool (V,): tokens with a live walk."""
+        if self.default < 0:
+            out = np.zeros(size, dtype=bool)
+            out[self.tokens[self.states >= 0]] = True
+        else:
+            out = np.ones(size, dtype=bool)
+            out[self.tokens[self.states < 0]] = False
+        return out
+
+    def next_state(self, token_id: int) -> int:
+        """The next state of one token (binary search in the exceptions)."""
+        at = int(np.searchsorted(self.tokens, token_id))
+        if at < self.tokens.shape[0] and int(self.tokens[at]) == token_id:
+            return int(self.states[at])
+        return self.default
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the exceptions."""
+        return int(self.tokens.nbytes + self.states.nbytes)
+
+
 class RowCache:
-    """Masks and next states per automaton state, computed on first use and kept in a bounded LRU."""
+    """Masks and next states per automaton state, computed on first use and kept compact in a bounded LRU."""
 
     def __init__(self, automaton: Any, vocab: Vocabulary, max_rows: int = 256) -> None:
         if max_rows < 1:
@@ -39,38 +96,36 @@ class RowCache:
         self.table = WalkTable.of(automaton)
         self.vocab = vocab
         self.max_rows = max_rows
-        self._rows: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._dtype = state_dtype(self.table.num_states)
+        self._rows: OrderedDict[int, CompactRow] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(next states, mask) of a state, from the cache or computed now (one thread at a time: rows are shared)."""
+    def row(self, state: int) -> CompactRow:
+        """The compact row of a state, from the cache or computed now (one thread at a time: rows are shared)."""
         with self._lock:
-            return self._row_locked(state)
-
-    def _row_locked(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        row = self._rows.get(state)
-        if row is not None:
-            self._rows.move_to_end(state)
+            row = self._rows.get(state)
+            if row is not None:
+                self._rows.move_to_end(state)
+                return row
+            row = CompactRow.of(row_next_states(self.table, state, self.vocab))
+            self._rows[state] = row
+            if len(self._rows) > self.max_rows:
+                self._rows.popitem(last=False)
             return row
-        next_states = row_next_states(self.table, state, self.vocab)
-        mask = next_states >= 0
-        if self.table.accepting[state]:
-            mask[self.vocab.eos_ids] = True
-        next_states.flags.writeable = False
-        mask.flags.writeable = False
-        row = (next_states, mask)
-        self._rows[state] = row
-        if len(self._rows) > self.max_rows:
-            self._rows.popitem(last=False)
-        return row
 
     def next_states(self, state: int) -> np.ndarray:
         """Row T[state, ·] (read-only): next state per token, -1 dead."""
-        return self._row(state)[0]
+        out = self.row(state).next_states(self.vocab.size, self._dtype)
+        out.flags.writeable = False
+        return out
 
     def mask(self, state: int) -> np.ndarray:
         """Allowed tokens at `state` (read-only bool (V,)): live walks, plus eos iff accepting."""
-        return self._row(state)[1]
+        out = self.row(state).live(self.vocab.size)
+        if self.table.accepting[state]:
+            out[self.vocab.eos_ids] = True
+        out.flags.writeable = False
+        return out
 
     def advance(self, state: int, token_id: int) -> int:
         """State after `token_id` from `state` (-1 dead), walking only that token's bytes."""
@@ -86,10 +141,10 @@ class RowCache:
         if length == 0:
             return DEAD
         start = int(self.vocab.offsets[token_id])
-        transitions = self.table.transitions
+        table, byte_class = self.table.class_transitions, self.table.byte_class
         s = state
         for b in self.vocab.data[start : start + length].tolist():
-            s = int(transitions[s, b])
+            s = int(table[s, byte_class[b]])
             if s < 0:
                 return DEAD
         return s
@@ -97,7 +152,7 @@ class RowCache:
     @property
     def nbytes(self) -> int:
         """Bytes held by the cached rows."""
-        return sum(a.nbytes + m.nbytes for a, m in self._rows.values())
+        return sum(row.nbytes for row in self._rows.values())
 
     def __len__(self) -> int:
         return len(self._rows)

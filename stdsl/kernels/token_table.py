@@ -1,15 +1,20 @@
 """The token table T[q, t] = δ*(q, t) by the level pass of Algorithm 4 (Theorem 18(i)): all states, or one root.
 
+Walks read the automaton in class form: a step from scaled state s on byte b is
+`flat[s + byte_class[b]]` (`ScaledTable`), never a 256-column table.
+
 It is the oracle every table-free mask (walk kernel, rows on demand) is tested against, and
 the table a controller may store when |Q|·|V| is small enough.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.errors import StdslError
 from stdsl.kernels.vocabulary import Vocabulary
 
@@ -50,6 +55,27 @@ def automaton_arrays(
     return transitions, accepting
 
 
+def class_arrays(automaton: Any, accepting: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(class_transitions (Q, C), byte_class (256,), accepting (Q,) bool) of an automaton in class form.
+
+    Objects with `class_transitions` and `byte_class` (an `Automaton`, a `CombinedTable`) are read
+    as they are; a (Q, 256) table (or an object with only `.transitions`) is split into its classes.
+    """
+    if accepting is None and hasattr(automaton, "class_transitions") and hasattr(automaton, "byte_class"):
+        table = np.asarray(automaton.class_transitions)
+        byte_class = np.asarray(automaton.byte_class)
+        accept = np.asarray(automaton.accepting, dtype=bool)
+        if table.ndim != 2 or byte_class.shape != (256,) or accept.shape != (table.shape[0],):
+            raise StdslError(
+                f"automaton class form has inconsistent shapes: table {table.shape}, "
+                f"byte_class {byte_class.shape}, accepting {accept.shape}"
+            )
+        return table, byte_class, accept
+    transitions, accept = automaton_arrays(automaton, accepting)
+    classes, byte_class = canonical_classes(transitions, np.arange(256))
+    return classes, byte_class, accept
+
+
 def state_dtype(num_states: int) -> np.dtype:
     """Smallest signed dtype holding states 0..num_states-1 and the dead marker -1."""
     return (
@@ -60,17 +86,50 @@ def state_dtype(num_states: int) -> np.dtype:
 
 
 def scaled_table(transitions: np.ndarray) -> np.ndarray:
-    """Flat int32 table with a dead sink: entry [s*256 + b] = δ(s, b)*256, dead = Q*256.
+    """Flat int32 table with a dead sink over C columns: entry [s*C + c] = δ(s, c)*C, dead = Q*C.
 
-    Pre-scaling makes one step of a walk a single add and gather: s ← table[s + byte].
+    Pre-scaling makes one step of a walk a single add and gather: s ← table[s + column].
+    With 256 columns the column is the byte; with byte classes it is `byte_class[byte]`.
     """
-    num_states = transitions.shape[0]
-    sink = num_states * 256
-    table = np.full((num_states + 1) * 256, sink, dtype=np.int32)
-    body = transitions.astype(np.int32) * 256
+    num_states, stride = transitions.shape
+    sink = num_states * stride
+    table = np.full((num_states + 1) * stride, sink, dtype=np.int32)
+    body = transitions.astype(np.int32) * stride
     body[transitions < 0] = sink
-    table[: num_states * 256] = body.reshape(-1)
+    table[: num_states * stride] = body.reshape(-1)
     return table
+
+
+@dataclass(frozen=True)
+class ScaledTable:
+    """An automaton's class table prepared for walks: `scaled_table` of it, and the byte→class map as int32."""
+
+    flat: np.ndarray
+    byte_class: np.ndarray
+    stride: int
+
+    @staticmethod
+    def of(class_transitions: np.ndarray, byte_class: np.ndarray) -> ScaledTable:
+        """The scaled form of a (Q, C) class table and its 256-entry byte→class map."""
+        return ScaledTable(
+            scaled_table(class_transitions),
+            np.asarray(byte_class, dtype=np.int32),
+            int(class_transitions.shape[1]),
+        )
+
+    @property
+    def sink(self) -> int:
+        """The scaled dead state: Q*C."""
+        return int(self.flat.shape[0]) - self.stride
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the scaled table and the byte map."""
+        return int(self.flat.nbytes + self.byte_class.nbytes)
+
+    def states_of(self, scaled: np.ndarray) -> np.ndarray:
+        """Scaled walk results back to states (the sink to -1)."""
+        return np.where(scaled == self.sink, DEAD, scaled // self.stride)
 
 
 def token_table(automaton: Any, vocab: Vocabulary, accepting: Any = None) -> np.ndarray:
@@ -79,9 +138,9 @@ def token_table(automaton: Any, vocab: Vocabulary, accepting: Any = None) -> np.
     Specials and eos ids are always -1 (eos is allowed by acceptance, not by a walk). States
     are processed in column blocks of STATE_BLOCK so the level arrays stay small.
     """
-    transitions, _ = automaton_arrays(automaton, accepting)
-    num_states = transitions.shape[0]
-    table = scaled_table(transitions)
+    classes, byte_class, _ = class_arrays(automaton, accepting)
+    num_states = classes.shape[0]
+    table = ScaledTable.of(classes, byte_class)
     out = np.full((num_states, vocab.size), DEAD, dtype=state_dtype(num_states))
     for start in range(0, num_states, STATE_BLOCK):
         stop = min(num_states, start + STATE_BLOCK)
@@ -95,32 +154,33 @@ def token_table_rows(
     automaton: Any, states: Any, vocab: Vocabulary, accepting: Any = None
 ) -> np.ndarray:
     """Rows T[states, ·] of the token table: Algorithm 4 with only these states as the columns."""
-    transitions, _ = automaton_arrays(automaton, accepting)
+    classes, byte_class, _ = class_arrays(automaton, accepting)
     states = np.asarray(states, dtype=np.int32).reshape(-1)
-    if states.size and (states.min() < 0 or states.max() >= transitions.shape[0]):
+    if states.size and (states.min() < 0 or states.max() >= classes.shape[0]):
         raise StdslError(
-            f"token_table_rows: states must lie in [0, {transitions.shape[0] - 1}]"
+            f"token_table_rows: states must lie in [0, {classes.shape[0] - 1}]"
         )
     out = np.full(
-        (states.shape[0], vocab.size), DEAD, dtype=state_dtype(transitions.shape[0])
+        (states.shape[0], vocab.size), DEAD, dtype=state_dtype(classes.shape[0])
     )
-    _level_pass(scaled_table(transitions), states, vocab, out)
+    _level_pass(ScaledTable.of(classes, byte_class), states, vocab, out)
     return out
 
 
 def _level_pass(
-    table: np.ndarray, states: np.ndarray, vocab: Vocabulary, out: np.ndarray
+    table: ScaledTable, states: np.ndarray, vocab: Vocabulary, out: np.ndarray
 ) -> None:
     """Algorithm 4 for the given root states (the columns); writes their rows into `out`."""
-    sink = table.shape[0] - 256
-    rows = (states * 256)[None, :]
+    flat, sink = table.flat, table.sink
+    rows = (states * table.stride)[None, :]
     parent_row = np.zeros(1, dtype=np.int64)
     for level in vocab.levels:
         prow = parent_row[level.parent]
         live = np.flatnonzero(prow >= 0)
         if live.shape[0] == 0:
             break
-        current = table[rows[prow[live]] + level.byte[live].astype(np.int32)[:, None]]
+        columns = table.byte_class[level.byte[live]]
+        current = flat[rows[prow[live]] + columns[:, None]]
         alive = (current != sink).any(axis=1)
         row_of_node = np.full(level.size, -1, dtype=np.int64)
         row_of_node[live[alive]] = np.arange(int(alive.sum()))
@@ -128,10 +188,7 @@ def _level_pass(
         ends = row_of_node[level.end_nodes]
         hit = ends >= 0
         if hit.any():
-            values = current[ends[hit]]
-            out[:, level.end_tokens[hit]] = np.where(
-                values == sink, DEAD, values >> 8
-            ).T
+            out[:, level.end_tokens[hit]] = table.states_of(current[ends[hit]]).T
         rows, parent_row = current, row_of_node
 
 
@@ -159,25 +216,24 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts.astype(np.int64) - shift, counts) + np.arange(total)
 
 
-def root_row(scaled: np.ndarray, state: int, vocab: Vocabulary) -> np.ndarray:
-    """Row T[state, ·] (V,) int32 by the level pass restricted to one root (`scaled_table` form).
+def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
+    """Row T[state, ·] (V,) int32 by the level pass restricted to one root.
 
     Levels where most nodes are alive are processed densely (one gather by parent); once few
     are alive only the live nodes' children are expanded, so a structural state costs little.
     """
-    sink = scaled.shape[0] - 256
+    flat, sink, byte_class = table.flat, table.sink, table.byte_class
     out = np.full(vocab.size, DEAD, dtype=np.int32)
     by_node = _tokens_by_node(vocab)
-    dense: np.ndarray | None = np.full(1, state * 256, dtype=np.int32)
+    dense: np.ndarray | None = np.full(1, state * table.stride, dtype=np.int32)
     live = np.zeros(0, dtype=np.int64)
     values = np.zeros(0, dtype=np.int32)
     for depth, level in enumerate(vocab.levels):
         if dense is not None:
             index = np.take(dense, level.parent)
-            index += level.byte
-            dense = np.take(scaled, index)
-            ends = dense[level.end_nodes]
-            out[level.end_tokens] = np.where(ends == sink, DEAD, ends >> 8)
+            index += np.take(byte_class, level.byte)
+            dense = np.take(flat, index)
+            out[level.end_tokens] = table.states_of(dense[level.end_nodes])
             alive = dense != sink
             count = int(np.count_nonzero(alive))
             if count == 0:
@@ -190,8 +246,8 @@ def root_row(scaled: np.ndarray, state: int, vocab: Vocabulary) -> np.ndarray:
             first_child = vocab.levels[depth - 1].first_child
             starts = first_child[live]
             children = _expand(starts, first_child[live + 1] - starts)
-            values = scaled[
-                np.repeat(values, first_child[live + 1] - starts) + level.byte[children]
+            values = flat[
+                np.repeat(values, first_child[live + 1] - starts) + byte_class[level.byte[children]]
             ]
             keep = values != sink
             live, values = children[keep], values[keep]
@@ -202,6 +258,6 @@ def root_row(scaled: np.ndarray, state: int, vocab: Vocabulary) -> np.ndarray:
             counts = first[live + 1] - token_starts
             if counts.any():
                 out[tokens[_expand(token_starts, counts)]] = np.repeat(
-                    values >> 8, counts
+                    values // table.stride, counts
                 )
     return out

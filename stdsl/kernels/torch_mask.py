@@ -22,7 +22,7 @@ import torch
 from stdsl.errors import StdslError
 from stdsl.kernels.token_table import DEAD, automaton_arrays, scaled_table
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.kernels.walk import walk_layout
+from stdsl.kernels.walk_layout import walk_layout
 from stdsl.runtime.control.budget import UNREACHABLE, BudgetTable
 
 PATHS = ("walk", "rows")

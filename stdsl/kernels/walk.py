@@ -10,7 +10,7 @@ the fastest there). All equal the token table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+import weakref
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,82 +22,21 @@ from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
 from stdsl.kernels.token_table import (
     DEAD,
+    ScaledTable,
     root_row,
     token_table_rows,
 )
 from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.kernels.walk_layout import KIND_EOS, KIND_NEVER, KIND_WALK, WalkLayout, token_kinds, walk_layout
 
-KIND_WALK, KIND_EOS, KIND_NEVER = 0, 1, 2
 _KERNEL_DIR = Path(__file__).resolve().parent
 THREADGROUP = 256
 COMPACT_POSITIONS = 2
 COMPACT_MIN = 4096
 
 
-@dataclass(frozen=True)
-class WalkLayout:
-    """Walkable tokens sorted by byte length (longest first), bytes stored position-major.
-
-    At byte position i only the first `alive[i]` tokens of `order` are still walking, and
-    `position_bytes[i]` holds their i-th bytes, so later positions touch only long tokens.
-    """
-
-    order: np.ndarray
-    alive: np.ndarray
-    position_bytes: tuple[np.ndarray, ...]
-    by_first_byte: np.ndarray
-    first_byte_offsets: np.ndarray
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the layout."""
-        arrays = (self.order, self.alive, self.by_first_byte, self.first_byte_offsets)
-        return sum(a.nbytes for a in arrays) + sum(
-            a.nbytes for a in self.position_bytes
-        )
-
-
-def token_kinds(vocab: Vocabulary) -> np.ndarray:
-    """Per token: 0 walks its bytes, 1 is eos (allowed iff accepting), 2 is never allowed (special)."""
-    kind = np.full(vocab.size, KIND_WALK, dtype=np.uint8)
-    kind[vocab.special] = KIND_NEVER
-    kind[vocab.eos] = KIND_EOS
-    return kind
-
-
-def walk_layout(vocab: Vocabulary) -> WalkLayout:
-    """The length-sorted position-major layout of a vocabulary, built once and cached on it."""
-
-    def build() -> WalkLayout:
-        lengths = vocab.walk_lengths
-        walkable = np.flatnonzero(lengths > 0)
-        order = walkable[np.argsort(-lengths[walkable], kind="stable")].astype(np.int32)
-        sorted_lengths = lengths[order]
-        alive = np.array(
-            [
-                int(np.count_nonzero(sorted_lengths > i))
-                for i in range(vocab.max_length)
-            ],
-            dtype=np.int32,
-        )
-        starts = vocab.offsets[order].astype(np.int64)
-        position_bytes = tuple(
-            vocab.data[starts[: alive[i]] + i] for i in range(vocab.max_length)
-        )
-        first = position_bytes[0] if position_bytes else np.zeros(0, dtype=np.uint8)
-        by_first_byte = np.argsort(first, kind="stable").astype(np.int32)
-        first_byte_offsets = np.zeros(257, dtype=np.int32)
-        np.cumsum(np.bincount(first, minlength=256), out=first_byte_offsets[1:])
-        return WalkLayout(
-            order, alive, position_bytes, by_first_byte, first_byte_offsets
-        )
-
-    return vocab.cached("walk_layout", build)
-
-
 def _walk_row_numpy(
-    scaled: np.ndarray,
-    sink: int,
+    table: ScaledTable,
     state: int,
     vocab: Vocabulary,
     layout: WalkLayout,
@@ -111,8 +50,9 @@ def _walk_row_numpy(
     out[:] = DEAD
     if state < 0 or layout.alive.shape[0] == 0:
         return
+    scaled, sink, byte_class = table.flat, table.sink, table.byte_class
     alive = layout.alive.tolist()
-    first_step = scaled[state * 256 : state * 256 + 256]
+    first_step = scaled[state * table.stride + byte_class]
     live_bytes = np.flatnonzero(first_step != sink)
     offsets = layout.first_byte_offsets
     if int((offsets[live_bytes + 1] - offsets[live_bytes]).sum()) * 2 < alive[0]:
@@ -124,21 +64,21 @@ def _walk_row_numpy(
             np.sort(np.concatenate(groups)) if groups else np.zeros(0, dtype=np.int32)
         )
         current = _walk_survivors(
-            scaled,
+            table,
             vocab,
             layout,
             survivors,
             first_step[layout.position_bytes[0][survivors]],
             1,
         )
-        out[layout.order[survivors]] = np.where(current == sink, DEAD, current >> 8)
+        out[layout.order[survivors]] = table.states_of(current)
         return
-    current = np.full(alive[0], state * 256, dtype=np.int32)
+    current = np.full(alive[0], state * table.stride, dtype=np.int32)
     finished = np.full(alive[0], sink, dtype=np.int32)
     index = np.empty(alive[0], dtype=np.int32)
     for i, n in enumerate(alive):
         view = current[:n]
-        np.add(view, layout.position_bytes[i], out=index[:n])
+        np.add(view, np.take(byte_class, layout.position_bytes[i]), out=index[:n])
         np.take(scaled, index[:n], out=view)
         end = alive[i + 1] if i + 1 < len(alive) else 0
         finished[end:n] = view[end:n]
@@ -146,14 +86,14 @@ def _walk_row_numpy(
             survivors = np.flatnonzero(view[:end] != sink)
             if survivors.shape[0] * 2 < end:
                 finished[survivors] = _walk_survivors(
-                    scaled, vocab, layout, survivors, view[survivors], i + 1
+                    table, vocab, layout, survivors, view[survivors], i + 1
                 )
                 break
-    out[layout.order] = np.where(finished == sink, DEAD, finished >> 8)
+    out[layout.order] = table.states_of(finished)
 
 
 def _walk_survivors(
-    scaled: np.ndarray,
+    table: ScaledTable,
     vocab: Vocabulary,
     layout: WalkLayout,
     survivors: np.ndarray,
@@ -169,8 +109,8 @@ def _walk_survivors(
     n = int(np.count_nonzero(lengths > i))
     while n:
         np.add(starts[:n], i, out=index[:n])
-        np.add(current[:n], vocab.data[index[:n]], out=index[:n])
-        np.take(scaled, index[:n], out=current[:n])
+        np.add(current[:n], table.byte_class[vocab.data[index[:n]]], out=index[:n])
+        np.take(table.flat, index[:n], out=current[:n])
         i += 1
         n = int(np.count_nonzero(lengths[:n] > i))
     return current
@@ -185,7 +125,7 @@ def walk_next_states_numpy(
     layout = walk_layout(vocab)
     out = np.empty((states.shape[0], vocab.size), dtype=np.int32)
     for b, q in enumerate(states.tolist()):
-        _walk_row_numpy(prepared.scaled, prepared.sink, q, vocab, layout, out[b])
+        _walk_row_numpy(prepared.scaled, q, vocab, layout, out[b])
     return out
 
 
@@ -204,17 +144,17 @@ def walk_next_states_mlx(
         ),
     )
     order, position_bytes = device
-    scaled = prepared._device.get("scaled")
-    if scaled is None:
-        scaled = prepared._device.setdefault("scaled", mx.array(prepared.scaled))
-    start = mx.array(np.maximum(states, 0).astype(np.int32) * 256)[:, None]
+    scaled = device_array(prepared, "scaled")
+    byte_class = device_array(prepared, "byte_class")
+    stride = prepared.scaled.stride
+    start = mx.array(np.maximum(states, 0).astype(np.int32) * stride)[:, None]
     current = mx.broadcast_to(
         start, (states.shape[0], int(layout.alive[0]) if layout.alive.shape[0] else 0)
     )
     pieces: list[mx.array] = []
     alive = layout.alive.tolist()
     for i, n in enumerate(alive):
-        current = mx.take(scaled, current[:, :n] + position_bytes[i][None, :])
+        current = mx.take(scaled, current[:, :n] + mx.take(byte_class, position_bytes[i])[None, :])
         end = alive[i + 1] if i + 1 < len(alive) else 0
         pieces.append(current[:, end:n])
     walked = (
@@ -222,7 +162,7 @@ def walk_next_states_mlx(
         if pieces
         else mx.zeros((states.shape[0], 0), dtype=mx.int32)
     )
-    walked = mx.where(walked == prepared.sink, DEAD, walked // 256)
+    walked = mx.where(walked == prepared.sink, DEAD, walked // stride)
     walked = mx.where(mx.array(states >= 0)[:, None], walked, DEAD)
     out = mx.full((states.shape[0], vocab.size), DEAD, dtype=mx.int32)
     out[:, order] = walked
@@ -267,6 +207,7 @@ def _device_kernel(kind: str, table_dtype: str) -> Any:
         name=f"stdsl_walk_{table_dtype}",
         input_names=[
             "table",
+            "byte_class",
             "states",
             "data",
             "offsets",
@@ -278,6 +219,28 @@ def _device_kernel(kind: str, table_dtype: str) -> Any:
         output_names=["next_state", "mask"],
         source=kernel_source(kind),
     )
+
+
+_DEVICE_TABLES: weakref.WeakKeyDictionary[WalkTable, dict[str, mx.array]] = weakref.WeakKeyDictionary()
+
+
+def device_array(table: WalkTable, name: str) -> mx.array:
+    """An MLX copy of one of a walk table's arrays, made once per table.
+
+    'table' (class table, flat, -1 dead), 'byte_class' (int32), 'scaled' (the scaled walk table),
+    'accepting', or 'no_cover' (zeros per state).
+    """
+    arrays = _DEVICE_TABLES.setdefault(table, {})
+    if name not in arrays:
+        source = {
+            "table": lambda: table.class_transitions.reshape(-1),
+            "byte_class": lambda: table.scaled.byte_class,
+            "scaled": lambda: table.scaled.flat,
+            "accepting": lambda: table.accepting,
+            "no_cover": lambda: np.zeros(table.num_states, dtype=np.int32),
+        }[name]
+        arrays[name] = mx.array(source())
+    return arrays[name]
 
 
 def device_vocabulary(vocab: Vocabulary) -> dict[str, mx.array]:
@@ -307,16 +270,17 @@ def _walk_device(
     """Run the device kernel: (next states (B, V) int32, mask (B, V) bool)."""
     arrays = device_vocabulary(vocab)
     rows = int(states.shape[0])
-    outputs = _device_kernel(kind, str(table.transitions.dtype))(
+    outputs = _device_kernel(kind, str(table.class_transitions.dtype))(
         inputs=[
-            table.device("table"),
+            device_array(table, "table"),
+            device_array(table, "byte_class"),
             mx.array(states),
             arrays["data"],
             arrays["offsets"],
             arrays["kind"],
             accepting,
             cover,
-            mx.array(np.asarray([vocab.size, rows], dtype=np.int32)),
+            mx.array(np.asarray([vocab.size, rows, table.num_classes], dtype=np.int32)),
         ],
         grid=(vocab.size, rows, 1),
         threadgroup=(THREADGROUP, 1, 1),
@@ -341,9 +305,7 @@ def _cover_vector(table: WalkTable, cover: Any) -> np.ndarray:
 def _cover_array(table: WalkTable, cover: Any) -> mx.array:
     """The cover as an MLX vector (cached zeros when there is no cover)."""
     if cover is None:
-        if "no_cover" not in table._device:
-            table._device["no_cover"] = mx.array(_cover_vector(table, None))
-        return table._device["no_cover"]
+        return device_array(table, "no_cover")
     return mx.array(_cover_vector(table, cover))
 
 
@@ -380,7 +342,7 @@ def walk_next_states(
     if path in ("metal", "cuda"):
         cover = _cover_array(prepared, None)
         return _walk_device(
-            path, prepared, states_np, vocab, cover, prepared.device("accepting")
+            path, prepared, states_np, vocab, cover, device_array(prepared, "accepting")
         )[0]
     if path == "mlx":
         return walk_next_states_mlx(prepared, states_np, vocab)
@@ -416,7 +378,7 @@ def walk_mask(
     path = path or backend()
     if path in ("metal", "cuda"):
         accepting_device = (
-            prepared.device("accepting")
+            device_array(prepared, "accepting")
             if accepting is None
             else mx.array(accepting_np)
         )

@@ -1,6 +1,6 @@
 """The device walk kernels' sources: CUDA compiles with nvcc, and both bodies, compiled as C++
-with a stand-in for their generated signatures and run thread by thread on the CPU, equal the
-token table. The real device run is `check_walk_kernel()` on a GPU machine.
+with a stand-in for their generated signatures and run thread by thread on the CPU over the
+class form (`class_transitions[q, byte_class[b]]`), equal the token table. The real device run is `check_walk_kernel()` on a GPU machine.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stdsl.kernels.token_table import token_table
+from stdsl.kernels.token_table import class_arrays, token_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.kernels.walk import THREADGROUP, kernel_source, token_kinds
 
 ARGS = (
-    "const {table}* table, const int32_t* states, const uint8_t* data, "
+    "const {table}* table, const int32_t* byte_class, const int32_t* states, const uint8_t* data, "
     "const int32_t* offsets, const uint8_t* kind, const bool* accepting, "
     "const int32_t* cover, const int32_t* sizes, int32_t* next_state, bool* mask"
 )
-CALL = "table, states, data, offsets, kind, accepting, cover, sizes, next_state, mask"
+CALL = "table, byte_class, states, data, offsets, kind, accepting, cover, sizes, next_state, mask"
 
 
 def _run(command: list[str]) -> None:
@@ -110,15 +110,17 @@ def test_kernel_bodies_equal_the_token_table(
     rows = states.shape[0]
     next_state = np.zeros((rows, vocab.size), dtype=np.int32)
     mask = np.zeros((rows, vocab.size), dtype=bool)
+    classes, byte_class, _ = class_arrays(transitions, accepting)
     arrays = [
-        np.ascontiguousarray(transitions.reshape(-1)),
+        np.ascontiguousarray(classes.astype(dtype).reshape(-1)),
+        byte_class.astype(np.int32),
         states,
         vocab.data,
         vocab.offsets,
         token_kinds(vocab),
         accepting,
         cover,
-        np.asarray([vocab.size, rows], dtype=np.int32),
+        np.asarray([vocab.size, rows, classes.shape[1]], dtype=np.int32),
         next_state,
         mask,
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from kernel_fixtures import (
     dfa_and_vocab_strategy,
     naive_next_state,
@@ -13,7 +14,7 @@ from kernel_fixtures import (
 )
 
 from stdsl.errors import StdslError
-from stdsl.kernels.rows import RowCache, row_next_states
+from stdsl.kernels.rows import CompactRow, RowCache, row_next_states
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
 
@@ -63,13 +64,43 @@ def test_lru_evicts_oldest_and_rows_are_read_only() -> None:
     vocab = Vocabulary([b"{", b'"', b"a", None], eos_ids=[3])
     cache = RowCache(_Auto(transitions, accepting), vocab, max_rows=2)
     first = cache.mask(0)
+    kept = cache.row(0)
     cache.mask(1)
     cache.mask(0)
     cache.mask(2)
-    assert len(cache) == 2 and cache.mask(0) is first
+    assert len(cache) == 2 and cache.row(0) is kept
+    assert np.array_equal(cache.mask(0), first)
     with pytest.raises(ValueError):
         first[0] = False
+    with pytest.raises(ValueError):
+        cache.next_states(0)[0] = 1
     assert cache.nbytes > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-1, 40), min_size=1, max_size=300), st.sampled_from([np.int16, np.int32]))
+def test_compact_row_keeps_every_entry(values: list[int], dtype: type) -> None:
+    row = np.asarray(values, dtype=dtype)
+    compact = CompactRow.of(row)
+    assert np.array_equal(compact.next_states(row.shape[0], np.dtype(dtype)), row)
+    assert np.array_equal(compact.live(row.shape[0]), row >= 0)
+    assert [compact.next_state(t) for t in range(row.shape[0])] == values
+    assert compact.tokens.tolist() == sorted(compact.tokens.tolist())
+    assert compact.nbytes == compact.tokens.nbytes + compact.states.nbytes
+    assert int(np.count_nonzero(row != compact.default)) == compact.tokens.shape[0]
+
+
+def test_compact_rows_store_only_the_exceptions_of_a_string_state() -> None:
+    transitions, accepting = person_dfa()
+    rng = np.random.default_rng(9)
+    letters = bytes(range(ord("a"), ord("z") + 1))
+    tokens = [bytes(rng.choice(list(letters), size=int(rng.integers(1, 6))).tolist()) for _ in range(4000)]
+    vocab = Vocabulary([*tokens, b'"', b'",', None], eos_ids=[len(tokens) + 2])
+    cache = RowCache(_Auto(transitions, accepting), vocab)
+    inside = int(naive_next_state(transitions, 0, b'{"name":"'))
+    row = cache.row(inside)
+    assert row.default == inside and row.tokens.shape[0] <= 3
+    assert cache.nbytes < 64
 
 
 def test_rows_refuse_bad_input() -> None:
