@@ -19,6 +19,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.json_schema.complement import (
     NUMBER_KINDS,
     outside_values,
@@ -53,6 +56,7 @@ from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 
 MAX_ITEM_POSITIONS = 8
+MAX_NAMES = 64
 NUMBER_KEYWORDS = {"minimum": "exclusiveMaximum", "exclusiveMinimum": "maximum",
                    "maximum": "exclusiveMinimum", "exclusiveMaximum": "minimum"}
 KIND_OF_KEYWORD = {
@@ -229,9 +233,41 @@ def closed_names(mine: dict, ctx: Context) -> list[str] | None:
         if isinstance(names_flat, dict) and "enum" in names_flat:
             return [n for n in names_flat["enum"] if isinstance(n, str)
                     and member_schema(mine, n, ctx) is not False and conforms(n, names_flat, ctx)]
-    if mine.get("additionalProperties", True) is not False or mine.get("patternProperties"):
+    if mine.get("additionalProperties", True) is not False:
         return None
-    return [n for n in mine.get("properties", {}) if member_schema(mine, n, ctx) is not False]
+    names = list(mine.get("properties", {}))
+    for pattern in mine.get("patternProperties", {}):
+        matched = finite_language(pattern_matcher(pattern, "#/patternProperties"))
+        if matched is None:
+            return None
+        names += [n for n in matched if n not in names]
+    return [n for n in names if member_schema(mine, n, ctx) is not False]
+
+
+def finite_language(automaton: Automaton) -> list[str] | None:
+    """The UTF-8 words of a trim automaton when it has at most `MAX_NAMES` (None when more or infinitely many)."""
+    table = automaton.transitions
+    words: list[str] = []
+    pending: list[tuple[int, bytes, frozenset[int]]] = [(0, b"", frozenset({0}))]
+    while pending:
+        state, word, seen = pending.pop()
+        if automaton.accepting[state]:
+            words.append(word.decode("utf-8", "replace"))
+        for byte in np.flatnonzero(table[state] >= 0):
+            target = int(table[state, byte])
+            if target in seen or len(words) + len(pending) > MAX_NAMES:
+                return None
+            pending.append((target, word + bytes([int(byte)]), seen | {target}))
+    return words
+
+
+def failing_names(names: Schema, ctx: Context) -> list[str] | None:
+    """The names failing a `propertyNames` schema when they are finitely many and known: for `not` of an enum."""
+    if isinstance(names, dict) and set(names) == {"not"}:
+        excluded = flatten(names["not"], "#/propertyNames/not", ctx.entering())[0]
+        if isinstance(excluded, dict) and "enum" in excluded:
+            return [v for v in excluded["enum"] if isinstance(v, str) and conforms(v, excluded, ctx)]
+    return None
 
 
 def _member_failures(key: str, value: Any, mine: dict, other: dict, base: dict, ctx: Context,
@@ -248,6 +284,12 @@ def _member_failures(key: str, value: Any, mine: dict, other: dict, base: dict, 
     if key == "additionalProperties" and (value is True or value == {}):
         return []
     names = closed_names(mine, ctx)
+    if key == "propertyNames" and names is None:
+        if flatten(value, where, ctx.entering())[0] is False:
+            return [merge(mine, {**base, "minProperties": 1}, where)]
+        names = failing_names(value, ctx)
+        if names is not None:
+            return [_with_member(mine, base, name, member_schema(mine, name, ctx)) for name in names]
     if names is None:
         raise SchemaError(f"cannot negate '{key}' exactly (its failure is not expressible as a schema)", where)
     for name in names:

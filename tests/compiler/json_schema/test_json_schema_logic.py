@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.ir import to_pattern
 from stdsl.compiler.json_schema.complement import string_complement_pattern
+from stdsl.compiler.json_schema.disjoint import string_subset
+from stdsl.compiler.json_schema.keys import pattern_matcher
+from stdsl.compiler.json_schema.negation import finite_language
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.resolve import IgnoredKeywordWarning
 from stdsl.compiler.json_schema.strings import pattern_search
@@ -206,3 +209,92 @@ def test_maskbench_samples(name: str) -> None:
 def test_draft_dependent_keywords_are_not_negated(schema: dict) -> None:
     with pytest.raises(SchemaError, match="draft"):
         schema_to_ir(schema)
+
+
+CONTEXT_INSTANCES = INSTANCES + [{"0": [1, 2]}, {"1": [1]}, {"0": [], "a": 1}, {"a": 1, "c": 2}, {"b": "x", "a": "y"},
+                                 "ab", "ba", "bb", "a1", [1, "a"], ["a", "b", "c", "d"], [[1], 2], {"a": None}]
+
+context_leaves = st.one_of(
+    st.builds(lambda names, extra: {"type": "object", "properties": {n: {"type": t} for n, t in names},
+                                    "additionalProperties": extra},
+              st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["integer", "string", "null"])),
+                       max_size=2, unique_by=lambda p: p[0]),
+              st.sampled_from([False, {"type": "integer"}, True])),
+    st.builds(lambda p: {"type": "object", "patternProperties": {p: {"type": "array", "minItems": 1}},
+                         "additionalProperties": False}, st.sampled_from(["^[0-9]$", "^[ab]$"])),
+    st.builds(lambda names: {"propertyNames": {"not": {"enum": names}}},
+              st.lists(st.sampled_from(["a", "b", "0"]), min_size=1, max_size=2, unique=True)),
+    st.just({"propertyNames": False}),
+    st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[ab]+$", "1"])),
+    st.builds(lambda t, high: {"type": "array", "items": {"type": t}, **({"maxItems": high} if high else {})},
+              st.sampled_from(["integer", "string"]), st.sampled_from([None, 2])),
+    st.builds(lambda t: {"type": "array", "items": {"type": t}}, st.sampled_from(["integer", "string", "array"])),
+    leaves,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.recursive(context_leaves, _combine, max_leaves=4))
+def test_negations_in_context_match_the_validator(schema: dict | bool) -> None:
+    _check_against_validator(schema, CONTEXT_INSTANCES)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.recursive(context_leaves, _combine, max_leaves=5))
+def test_negations_in_context_match_the_validator_long(schema: dict | bool) -> None:
+    _check_against_validator(schema, CONTEXT_INSTANCES)
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"type": "object", "additionalProperties": False, "properties": {"a": {"type": "integer"}}},
+               {"type": "object", "additionalProperties": False, "properties": {"b": {"type": "string"}}}]},
+    {"oneOf": [{"properties": {"a": {}, "c": {}}, "additionalProperties": False},
+               {"properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": False}]},
+    {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+    {"oneOf": [{"type": "string", "pattern": "^[ab]+$"}, {"type": "string", "maxLength": 0}]},
+    {"anyOf": [{"type": "string", "pattern": "^a+$", "not": {"pattern": "^a"}}, {"type": "integer"}]},
+    {"type": "string", "pattern": "^a+$", "not": {"pattern": "^b"}},
+    {"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "items": {"type": "string"}}]},
+    {"oneOf": [{"type": "array", "items": {"type": "integer"}, "maxItems": 3}, {"type": "array", "minItems": 2}]},
+    {"oneOf": [{"enum": [{"a": 1}]}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False}]},
+    {"type": "object", "not": {"propertyNames": {"not": {"const": "a"}}}},
+    {"type": "object", "not": {"propertyNames": False}},
+    {"type": "object", "patternProperties": {"^[0-9]$": {"type": "array"}}, "additionalProperties": False,
+     "not": {"propertyNames": {"not": {"enum": ["1", "3"]}}}},
+    {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+     "not": {"properties": {"a": {"type": "integer"}}, "additionalProperties": False}},
+    {"if": {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+     "then": {"required": ["a"]}, "else": {"properties": {"a": {}, "b": {}}, "additionalProperties": False}},
+])
+def test_negations_in_context(schema: dict) -> None:
+    assert _check_against_validator(schema, CONTEXT_INSTANCES) > 0
+
+
+def test_negation_outside_its_context_stays_refused() -> None:
+    with pytest.raises(SchemaError, match="additionalProperties"):
+        schema_to_ir({"type": "object", "not": {"additionalProperties": False}})
+    with pytest.raises(SchemaError, match="pattern"):
+        schema_to_ir({"type": "string", "not": {"pattern": "^a"}})
+    with pytest.raises(SchemaError, match="items"):
+        schema_to_ir({"type": "array", "not": {"items": {"type": "integer"}}})
+    with pytest.raises(SchemaError, match="propertyNames"):
+        schema_to_ir({"type": "object", "not": {"propertyNames": {"pattern": "^a"}}})
+
+
+def test_finite_key_languages_are_enumerated() -> None:
+    assert sorted(finite_language(pattern_matcher("^(ab|c)$", "#"))) == ["ab", "c"]
+    assert finite_language(pattern_matcher("^a+$", "#")) is None
+    assert finite_language(pattern_matcher("a", "#")) is None
+    assert len(finite_language(pattern_matcher("^[0-9]$", "#")) or []) == 10
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ({"pattern": "^a+$"}, {"pattern": "^a"}, True),
+    ({"pattern": "^a"}, {"pattern": "^a+$"}, False),
+    ({"maxLength": 0}, {"pattern": "x"}, False),
+    ({"minLength": 3, "maxLength": 2}, {"pattern": "x"}, True),
+    ({"pattern": "^[0-9]{2}$"}, {"maxLength": 2}, True),
+])
+def test_string_subset(a: dict, b: dict, expected: bool) -> None:
+    assert string_subset(a, b) is expected
