@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from stdsl.errors import StdslError
-from stdsl.kernels.token_table import DEAD, automaton_arrays, scaled_table
+from stdsl.kernels.combined import stacked_classes
+from stdsl.kernels.token_table import DEAD, class_arrays, scaled_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.kernels.walk_layout import walk_layout
 from stdsl.runtime.control.budget import UNREACHABLE, BudgetTable
@@ -82,22 +83,23 @@ class TorchVocabulary:
 
 
 class TorchTables:
-    """The scaled transition tables of several automata stacked with global state ids, on one device.
+    """The scaled class tables of several automata stacked with global state ids, on one device.
 
-    Block i is automaton i with its states offset by `offsets[i]` (D.2's combined table); the
-    shared dead sink is the last block of 256.  Built per distinct set of automata and kept.
+    Block i is automaton i with its states offset by `offsets[i]` (D.2's combined table) over the
+    stacked byte classes; a step is `scaled[s + byte_class[b]]` and the shared dead sink is the
+    last block of `stride`.  Built per distinct set of automata and kept.
     """
 
     def __init__(self, automata: Sequence[Any], device: torch.device) -> None:
-        parts = [automaton_arrays(a)[0] for a in automata]
-        sizes = [int(t.shape[0]) for t in parts]
+        parts = [class_arrays(a)[:2] for a in automata]
+        sizes = [int(t.shape[0]) for t, _ in parts]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        total = int(self.offsets[-1])
-        stacked = np.concatenate(
-            [np.where(t < 0, -1, t.astype(np.int64) + start) for t, start in zip(parts, self.offsets[:-1].tolist())])
-        self.num_states = total
-        self.sink = total * 256
+        stacked, byte_class = stacked_classes(parts, self.offsets[:-1].tolist())
+        self.num_states = int(self.offsets[-1])
+        self.stride = int(stacked.shape[1])
+        self.sink = self.num_states * self.stride
         self.scaled = torch.as_tensor(scaled_table(stacked).astype(np.int64), device=device)
+        self.byte_class = torch.as_tensor(byte_class.astype(np.int64), device=device)
         self.device = device
 
     def global_state(self, index: int, state: int) -> int:
@@ -134,14 +136,14 @@ def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: Tor
     out = torch.full((rows, vocab.size), DEAD, dtype=torch.long, device=tables.device)
     if not vocab.alive:
         return out
-    current = (states.to(torch.long) * 256)[:, None].expand(rows, vocab.alive[0])
+    current = (states.to(torch.long) * tables.stride)[:, None].expand(rows, vocab.alive[0])
     pieces: list[torch.Tensor] = []
     for i, alive in enumerate(vocab.alive):
-        current = tables.scaled[current[:, :alive] + vocab.position_bytes[i][None, :]]
+        current = tables.scaled[current[:, :alive] + tables.byte_class[vocab.position_bytes[i]][None, :]]
         end = vocab.alive[i + 1] if i + 1 < len(vocab.alive) else 0
         pieces.append(current[:, end:alive])
     walked = torch.cat(pieces[::-1], dim=1)
-    out[:, vocab.order] = torch.where(walked == tables.sink, DEAD, walked // 256)
+    out[:, vocab.order] = torch.where(walked == tables.sink, DEAD, walked // tables.stride)
     return out
 
 
