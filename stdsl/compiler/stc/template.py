@@ -252,8 +252,9 @@ def _first_accept(kind: FieldType, rest: str) -> int:
     if automaton.accepting[state]:
         return 0
     data = rest.encode("utf-8")
+    table = automaton.transitions
     for i, byte in enumerate(data):
-        state = int(automaton.transitions[state, byte])
+        state = int(table[state, byte])
         if state < 0:
             break
         if automaton.accepting[state]:
