@@ -49,10 +49,11 @@ def forced_byte_share(machine: Any, data: bytes) -> float:
     `transitions` rows by state (configuration).
     """
     state, forced = 0, 0
+    transitions = machine.transitions
     for pos, byte in enumerate(data):
         if not machine.accepting[state] and machine.live_count[state] == 1:
             forced += 1
-        state = int(machine.transitions[state][byte])
+        state = int(transitions[state][byte])
         if state < 0:
             raise StdslError(f"the example is rejected by the constraint at byte {pos}")
     if not machine.accepting[state]:
