@@ -17,7 +17,7 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
     """
     dfa = determinize(build_nfa(node), max_states)
     table, accepting = minimize(dfa.table, dfa.accepting)
-    return Automaton(table[:, dfa.byte_class], accepting)
+    return Automaton.from_classes(table, accepting, dfa.byte_class)
 
 
 def compile_regex(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> Automaton:

@@ -1,0 +1,130 @@
+"""Subset construction: the level-at-a-time numpy expansion, the per-state Python one and a plain reference agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata import determinize as determinize_module
+from stdsl.compiler.automata.determinize import byte_classes, determinize
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.nfa import NFA, build_nfa
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import StateBudgetError
+
+PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "\\w", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[0-9a-f]"]
+QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
+
+regexes = st.recursive(
+    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
+    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join),
+                            st.tuples(inner, st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}")),
+    max_leaves=8)
+
+
+def reference_determinize(nfa: NFA) -> tuple[np.ndarray, np.ndarray]:
+    """Textbook subset construction over bytes, one state and one byte at a time (the oracle)."""
+
+    def closure(states: frozenset[int]) -> frozenset[int]:
+        seen, stack = set(states), list(states)
+        while stack:
+            for target in nfa.eps[stack.pop()]:
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return frozenset(seen)
+
+    start = closure(frozenset([nfa.start]))
+    ids, order, rows = {start: 0}, [start], []
+    while len(rows) < len(order):
+        current = order[len(rows)]
+        row = [-1] * 256
+        for byte in range(256):
+            moved = frozenset(target for state in current for set_index, target in nfa.edges[state]
+                              if any(lo <= byte <= hi for lo, hi in nfa.byte_sets[set_index]))
+            if moved:
+                closed = closure(moved)
+                if closed not in ids:
+                    ids[closed] = len(order)
+                    order.append(closed)
+                row[byte] = ids[closed]
+        rows.append(row)
+    return np.array(rows), np.array([nfa.accept in state for state in order])
+
+
+def _minimal_byte_table(table: np.ndarray, accepting: np.ndarray) -> tuple[list, list]:
+    minimal, accept = minimize(table, accepting)
+    return minimal.tolist(), accept.tolist()
+
+
+def _both_paths(nfa: NFA, monkeypatch: pytest.MonkeyPatch) -> tuple[determinize_module.ClassDFA, ...]:
+    """The DFA built with every level expanded per state, then with every level expanded by numpy."""
+    out = []
+    for threshold in (10**9, 0):
+        with monkeypatch.context() as patch:
+            patch.setattr(determinize_module, "WIDE_LEVEL_MEMBERS", threshold)
+            out.append(determinize(nfa))
+    return tuple(out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes)
+def test_both_expansions_equal_the_reference(pattern: str) -> None:
+    nfa = build_nfa(parse_regex(pattern))
+    narrow, wide = _both_paths(nfa, pytest.MonkeyPatch())
+    assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
+    expected = _minimal_byte_table(*reference_determinize(nfa))
+    assert _minimal_byte_table(wide.byte_table(), wide.accepting) == expected
+
+
+def test_colliding_kernel_hashes_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every kernel hashed alike, the element-wise check must still keep distinct kernels apart."""
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(12)}}
+    nfa = build_nfa(schema_to_ir(schema))
+    expected = _both_paths(nfa, monkeypatch)[1]
+    monkeypatch.setattr(determinize_module, "_mix", lambda values: np.zeros_like(values))
+    colliding = _both_paths(nfa, monkeypatch)[1]
+    assert _minimal_byte_table(colliding.table, colliding.accepting) == \
+        _minimal_byte_table(expected.table, expected.accepting)
+
+
+def test_wide_levels_of_an_object_match_the_narrow_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(40)}}
+    narrow, wide = _both_paths(build_nfa(schema_to_ir(schema)), monkeypatch)
+    assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
+
+
+def test_budget_is_enforced_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    nfa = build_nfa(parse_regex("[ab]*a[ab]{9}"))
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(determinize_module, "WIDE_LEVEL_MEMBERS", threshold)
+        with pytest.raises(StateBudgetError):
+            determinize(nfa, max_states=500)
+        dfa = determinize(nfa, max_states=5000)
+        assert len(minimize(dfa.table, dfa.accepting)[0]) == 1024
+
+
+def test_byte_classes_are_the_coarsest_partition() -> None:
+    sets = [((0, 9), (20, 29)), ((5, 25),), ((200, 255),)]
+    byte_class, set_classes = byte_classes(sets)
+    signature = [tuple(any(lo <= b <= hi for lo, hi in s) for s in sets) for b in range(256)]
+    for a in range(256):
+        for b in range(256):
+            assert (byte_class[a] == byte_class[b]) == (signature[a] == signature[b])
+    first_bytes = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
+    assert first_bytes == sorted(first_bytes)
+    for ranges, classes in zip(sets, set_classes):
+        members = {int(byte_class[b]) for lo, hi in ranges for b in range(lo, hi + 1)}
+        assert classes == sorted(members)
+
+
+def test_embedded_and_alternation_keep_the_language() -> None:
+    inner = ir.alt(ir.literal("ab"), ir.literal("ac"), ir.literal("b"))
+    nfa = build_nfa(ir.seq(ir.star(inner), ir.literal("x")))
+    dfa = determinize(nfa)
+    assert _minimal_byte_table(dfa.byte_table(), dfa.accepting) == \
+        _minimal_byte_table(*reference_determinize(nfa))
