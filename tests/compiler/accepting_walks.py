@@ -19,10 +19,11 @@ def distances(automaton: Automaton) -> np.ndarray:
     """Bytes from each state to acceptance (a large number where none)."""
     far = np.iinfo(np.int64).max // 4
     dist = np.where(automaton.accepting, 0, far).astype(np.int64)
-    sources, targets = np.nonzero(automaton.transitions >= 0)
+    table = automaton.transitions
+    sources, targets = np.nonzero(table >= 0)
     into: dict[int, list[int]] = {}
     for q, b in zip(sources.tolist(), targets.tolist()):
-        into.setdefault(int(automaton.transitions[q, b]), []).append(q)
+        into.setdefault(int(table[q, b]), []).append(q)
     queue = deque(np.flatnonzero(automaton.accepting).tolist())
     while queue:
         state = queue.popleft()
