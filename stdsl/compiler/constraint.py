@@ -118,7 +118,8 @@ def compile(
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
     if callable(program_constraint):
-        compiled: Constraint | PushdownConstraint = program_constraint()
+        with compile_deadline(max_seconds):
+            compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
     key = _cache_key(spec, whitespace, max_states)
     if key is not None and key in _COMPILED:

@@ -1,0 +1,69 @@
+"""Fuzzing the `.stc` front end: any program text parses and compiles, or is refused with a ProgramError at
+FILE:LINE:COL inside the text, never another exception, and never past the compile time limit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from stdsl.compiler.constraint import compile
+from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.stc.program import CompiledProgram
+from stdsl.compiler.stc.syntax import ProgramError
+from stdsl.errors import CompileTimeError
+from tests.compiler.fuzz.fuzz_inputs import stc_inputs
+from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, assert_within_limit
+
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SOURCE = "fuzz.stc"
+
+
+def _assert_located(error: ProgramError, text: str) -> None:
+    """The error names the source and a line and column that exist in `text` (a column may point just past
+    the end of its line, where something is missing)."""
+    lines = text.split("\n")
+    assert error.source == SOURCE and 1 <= error.line <= len(lines), str(error)
+    assert 1 <= error.column <= len(lines[error.line - 1]) + 1, str(error)
+    assert str(error).startswith(f"{SOURCE}:{error.line}:{error.column}: "), str(error)
+
+
+def check_program(text: str) -> None:
+    """The fuzz property for one program text (see the module docstring); parameters without a default
+    get a short string."""
+    start = time.perf_counter()
+    try:
+        with compile_deadline(LIMIT_SECONDS):
+            program = CompiledProgram(text, SOURCE)
+            missing = {name: "fuzz" for name, (_, default, _) in program.syntax.params.items() if default is None}
+            program.constraint(program.arguments(missing))
+    except ProgramError as error:
+        _assert_located(error, text)
+    except CompileTimeError:
+        pass
+    finally:
+        assert_within_limit(time.perf_counter() - start, repr(text))
+
+
+@FAST
+@given(stc_inputs())
+def test_stc_fuzz(text: str) -> None:
+    check_program(text)
+
+
+@pytest.mark.slow
+@LARGE
+@given(stc_inputs())
+def test_stc_fuzz_large(text: str) -> None:
+    check_program(text)
+
+
+def test_compile_honours_the_time_limit_for_programs() -> None:
+    """`stdsl.compile(program, max_seconds=...)` stops a program whose output needs a huge automaton."""
+    program = CompiledProgram('output """{a: str(/[ab]*a[ab]{18}/)}"""', SOURCE)
+    start = time.perf_counter()
+    with pytest.raises(ProgramError, match="longer than the 0.05 s limit"):
+        compile(program, max_seconds=0.05)
+    assert_within_limit(time.perf_counter() - start, "a program with a regex field of 2**19 DFA states")
