@@ -11,11 +11,12 @@ output unreachable: every live byte keeps a token where its lookahead cannot vou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from stdsl.runtime.control.characters import lead_byte_representatives
+from stdsl.runtime.control.characters import lead_byte_representatives, valid_utf8_prefix
+from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.token_spellings import NO_BYTE
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ MAX_LOOKAHEAD_BYTES = 64
 
 MAX_CACHED_COVERS = 4096
 
+MAX_CACHED_PARTS = 65536
+"""Lookahead parts kept per tokenizer (shared by its grammars; emptied when full)."""
+
 MAX_BRANCHES = 16
 """Choices after a forced chain up to which the cover looks one character further."""
 
@@ -35,17 +39,7 @@ PUNCTUATION = frozenset(bytes([b]) for b in b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~
 """ASCII punctuation: characters that extend a punctuation block in the regex pre-tokenizers."""
 
 
-def valid_utf8_prefix(data: bytes) -> int:
-    """Length of the longest prefix of `data` that is valid UTF-8."""
-    try:
-        data.decode("utf-8")
-        return len(data)
-    except UnicodeDecodeError as error:
-        return error.start
-
-
-@dataclass(frozen=True)
-class Lookahead:
+class Lookahead(NamedTuple):
     """A continuation the boundary cover tries: `text`, and the prefix lengths [cut_from, cut_to) of
     it where a token that stops short of the tokenizer's token over it is cut (the bytes after the
     first character up to the next choice are decided by the constraint). `chained`: forced bytes follow;
@@ -56,6 +50,23 @@ class Lookahead:
     cut_to: int
     chained: bool
     extended: bool = False
+
+
+class LookaheadPart(NamedTuple):
+    """What one lookahead adds to a cover: `offered` a first byte the spanning token stood for one step
+    before (-1: none); `counted` whether its continuation keeps the fed tokens (then its first byte is
+    admitted, or eos when it is empty), `short` the tokenizer's next token when it ends inside the held
+    bytes (-1: none), `following` tokens never cut, `cut` tokens that stop short (-1 entries are ignored)."""
+
+    offered: int
+    counted: bool
+    short: int = -1
+    following: frozenset[int] = frozenset()
+    cut: frozenset[int] = frozenset()
+
+
+PartKey = tuple[tuple[bytes, tuple[int, ...], int, bool], Lookahead]
+"""A lookahead part's key: (open block, fed tokens, held bytes, spanned) and the lookahead."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class BoundaryCovers:
         self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
+        self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
         """What may follow `state`, as far as a split can depend on it (b"" when the output may end here):
@@ -105,11 +117,19 @@ class BoundaryCovers:
             return hit
         found: dict[bytes, Lookahead] = {}
         steps: dict[int, list[tuple[bytes, int]]] = {}
+        punctuation: dict[int, list[bytes]] = {}
 
         def next_steps(origin: int) -> list[tuple[bytes, int]]:
             if origin not in steps:
                 steps[origin] = self._next_steps(origin)
             return steps[origin]
+
+        def punctuation_after(origin: int) -> list[bytes]:
+            """Each punctuation character that may follow `origin`, with the forced chain after it."""
+            if origin not in punctuation:
+                punctuation[origin] = [more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
+                                       for more, beyond in next_steps(origin) if more in PUNCTUATION]
+            return punctuation[origin]
 
         if self.planner.automaton.accepting[state]:
             found[b""] = Lookahead(b"", 0, 0, False)
@@ -125,10 +145,10 @@ class BoundaryCovers:
                     longer = text + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
                     found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
             elif not chain and data in PUNCTUATION:
-                for more, beyond in next_steps(after):
-                    if more in PUNCTUATION:
-                        longer = data + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
-                        found.setdefault(longer, Lookahead(longer, len(longer), len(longer), False))
+                for pair in punctuation_after(after):
+                    longer = data + pair
+                    if longer not in found:
+                        found[longer] = Lookahead(longer, len(longer), len(longer), False)
         result = tuple(found.values())
         self._lookahead_cache[state] = result
         return result
@@ -173,7 +193,7 @@ class BoundaryCovers:
 
     def _compute_cover(self, window: Window, pending: bytes, end_state: int) -> BoundaryCover | None:
         block = window.text + pending
-        fed = list(window.tokens)
+        fed = tuple(window.tokens)
         if valid_utf8_prefix(block) != len(block) or self.planner.spell(fed) != window.text:
             return None
         spanned = self._spanned_block(window, pending)
@@ -184,31 +204,27 @@ class BoundaryCovers:
         kept: list[bytes] = []
         offered: set[int] = set()
         eos = False
+        context = (block, fed, len(pending), spanned)
+        parts = self._parts
         for ahead in self.lookaheads(end_state):
-            lookahead = ahead.text
-            data = block + lookahead
-            canonical = self.planner.splits.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
-            if canonical[: len(fed)] != fed:
-                if spanned and self._starts_shorter(canonical, fed, longer=True):
-                    offered.update(lookahead[:1])
-                if not (spanned and self._starts_shorter(canonical, fed)):
-                    continue
-            elif len(canonical) > len(fed):
-                token = canonical[len(fed)]
-                width = len(self.token_bytes[token] or b"")
-                if width <= len(pending):
-                    short.add(token)
-                    continue
-                rest = pending + lookahead
-                if not ahead.extended:
-                    following.add(token)
-                    if width >= len(rest):
-                        following.update(self._prefix_tokens(rest, len(pending)))
-                stop = min(width, len(pending) + ahead.cut_to)
-                cut.update(self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + ahead.cut_from, stop))
-            if lookahead:
-                after.add(lookahead[0])
-                kept.append(lookahead)
+            part = parts.get((context, ahead))
+            if part is None:
+                part = self._lookahead_part(block, fed, pending, spanned, ahead)
+                if len(parts) >= MAX_CACHED_PARTS:
+                    parts.clear()
+                parts[(context, ahead)] = part
+            if part.offered >= 0:
+                offered.add(part.offered)
+            if not part.counted:
+                continue
+            if part.short >= 0:
+                short.add(part.short)
+                continue
+            following.update(part.following)
+            cut.update(part.cut)
+            if ahead.text:
+                after.add(ahead.text[0])
+                kept.append(ahead.text)
             else:
                 eos = eos or not pending
         whole = self.by_bytes.get(pending) if pending else None
@@ -221,6 +237,32 @@ class BoundaryCovers:
         live = frozenset() if short else frozenset(np.flatnonzero(self.planner.transitions[end_state] >= 0).tolist())
         return BoundaryCover(len(pending), frozenset(short), frozenset(after), eos, frozenset(excluded),
                              live - offered)
+
+    def _lookahead_part(self, block: bytes, fed: tuple[int, ...], pending: bytes, spanned: bool,
+                        ahead: Lookahead) -> LookaheadPart:
+        """What one lookahead adds to the cover of the open block `block` (fed tokens `fed`, `pending` held back)."""
+        lookahead = ahead.text
+        canonical = self.planner.splits.split(block + lookahead)
+        offered = -1
+        if canonical[: len(fed)] != fed:
+            if spanned and lookahead and self._starts_shorter(canonical, fed, longer=True):
+                offered = lookahead[0]
+            return LookaheadPart(offered, spanned and self._starts_shorter(canonical, fed))
+        if len(canonical) == len(fed):
+            return LookaheadPart(offered, True)
+        token = canonical[len(fed)]
+        width = len(self.token_bytes[token] or b"")
+        if width <= len(pending):
+            return LookaheadPart(offered, True, token)
+        rest = pending + lookahead
+        following: set[int] = set()
+        if not ahead.extended:
+            following.add(token)
+            if width >= len(rest):
+                following.update(self._prefix_tokens(rest, len(pending)))
+        stop = min(width, len(pending) + ahead.cut_to)
+        cut = {self.by_bytes.get(rest[:k], -1) for k in range(len(pending) + ahead.cut_from, stop)}
+        return LookaheadPart(offered, True, -1, frozenset(following), frozenset(cut))
 
     def _off_lookahead(self, held: int, after: set[int], kept: list[bytes]) -> set[int]:
         """Tokens longer than `held` that spell no kept lookahead's start (ASCII first bytes whose
@@ -245,7 +287,7 @@ class BoundaryCovers:
         only the tokens that stop inside the tokenizer's token over those bytes and the choice after
         them are cut (healing re-splits the rest); None when there are none."""
         block = window.text
-        fed = list(window.tokens)
+        fed = tuple(window.tokens)
         if valid_utf8_prefix(block) != len(block) or self.planner.spell(fed) != block:
             return None
         cut: set[int] = set()
@@ -254,7 +296,7 @@ class BoundaryCovers:
             if not ahead.chained or ahead.cut_to <= ahead.cut_from:
                 continue
             data = block + ahead.text
-            canonical = self.planner.splits.encode_ordinary(data[: valid_utf8_prefix(data)].decode("utf-8"))
+            canonical = self.planner.splits.split(data)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
                 continue
             token = canonical[len(fed)]
@@ -323,3 +365,7 @@ class BoundaryCovers:
     def _byte_at(self, offset: int) -> np.ndarray:
         """Each token's byte at `offset` (NO_BYTE where the token is shorter), shared by the tokenizer's grammars."""
         return self.planner.spellings.byte_at(offset)
+
+
+_PARTS: IdentityCache[dict[PartKey, LookaheadPart]] = IdentityCache(8)
+"""Lookahead parts per tokenizer (its split and its token bytes): every grammar's covers read them."""

@@ -50,3 +50,12 @@ def lead_byte_representatives(lead: int) -> tuple[str, ...]:
         if len(found) == 5:
             break
     return tuple(found.values())
+
+
+def valid_utf8_prefix(data: bytes) -> int:
+    """Length of the longest prefix of `data` that is valid UTF-8."""
+    try:
+        data.decode("utf-8")
+        return len(data)
+    except UnicodeDecodeError as error:
+        return error.start

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from stdsl.errors import GenerationError
-from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers, valid_utf8_prefix
-from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character
+from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
+from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character, valid_utf8_prefix
 from stdsl.runtime.control.split_memo import SplitMemo
 from stdsl.runtime.control.token_spellings import TokenSpellings
 
@@ -148,7 +148,7 @@ class ForcedPlanner:
     def _encode_block(self, block: bytes) -> list[int]:
         """The tokenizer's split of one pre-token block, or (when that does not spell the bytes, as
         under Unicode normalization) the longest vocabulary tokens that do, left to right."""
-        tokens = self.splits.encode_ordinary(block.decode("utf-8"))
+        tokens = list(self.splits.split(block))
         if self.spell(tokens) == block:
             return tokens
         out: list[int] = []
