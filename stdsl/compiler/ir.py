@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from stdsl.compiler.deadline import check_deadline
+
 MAX_UNICODE = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 
@@ -147,7 +149,10 @@ def seq(*items: Node) -> Node:
 
 
 def alt(*items: Node) -> Node:
-    """Alternation, flattening nested alternations and dropping empty languages and duplicates."""
+    """Alternation, flattening nested alternations and dropping empty languages and duplicates.
+
+    Front ends build their IR through here, so the compile time limit is checked here too."""
+    check_deadline("IR construction")
     flat: dict[Node, None] = {}
     for item in items:
         parts = item.items if isinstance(item, Alt) else (item,)
