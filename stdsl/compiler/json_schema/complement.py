@@ -120,7 +120,7 @@ def _numbers_outside(values: list[Any], kinds: frozenset[str], strict: bool) -> 
     return union(parts)
 
 
-def _char(ch: str) -> str:
+def char_escape(ch: str) -> str:
     """One character as a regex escape valid in and out of classes."""
     code = ord(ch)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
@@ -145,6 +145,6 @@ def _outside(trie: dict) -> str:
     """Regex of the continuations from this trie node that spell none of the stored strings."""
     children = sorted(c for c in trie if c is not None)
     parts = [] if None in trie else [""]
-    parts.append(f"[^{''.join(_char(c) for c in children)}]{ANY_TEXT}" if children else f"{ANY_CHAR}{ANY_TEXT}")
-    parts += [f"{_char(c)}{_outside(trie[c])}" for c in children]
+    parts.append(f"[^{''.join(char_escape(c) for c in children)}]{ANY_TEXT}" if children else f"{ANY_CHAR}{ANY_TEXT}")
+    parts += [f"{char_escape(c)}{_outside(trie[c])}" for c in children]
     return "(?:" + "|".join(parts) + ")"

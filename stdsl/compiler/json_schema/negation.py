@@ -8,10 +8,11 @@ Working inside `mine` makes more failures exact than a bare complement: when `mi
 closed object, "some member outside `other`'s properties" or "some name failing
 `propertyNames`" is a choice among `mine`'s finitely many names; an item failure is a choice
 among positions when `mine` bounds the length, or "any item" when `mine`'s items never meet
-`other`'s; a `pattern` or `format` fails on none of `mine`'s strings when `mine`'s decoded
-language lies inside it.  What stays inexpressible (an item failing somewhere in an unbounded
-array, a pattern failing on part of `mine`'s strings, `multipleOf` not implied by `mine`, …)
-raises SchemaError naming the keyword.
+`other`'s; a `pattern` fails on the strings of its complement pattern (`pattern_complement.py`),
+and a `pattern` or `format` on none of `mine`'s strings when `mine`'s decoded language lies
+inside it.  What stays inexpressible (an item failing somewhere in an unbounded array, `format`
+failing on part of `mine`'s strings, `multipleOf` not implied by `mine`, …) raises SchemaError
+naming the keyword.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from stdsl.compiler.json_schema.disjoint import (
     strings_never_meet,
 )
 from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
+from stdsl.compiler.json_schema.pattern_complement import pattern_complement
 from stdsl.compiler.json_schema.resolve import (
     INEXACT,
     SPEC_FORMATS,
@@ -186,7 +188,9 @@ def _keyword_failures(key: str, value: Any, mine: dict, other: dict, shared: fro
             return []
         if key == "pattern" and strings_never_meet(mine, {key: value}):
             return [merge(mine, base, where)]
-        raise SchemaError(f"cannot negate '{key}' exactly (its failure is not expressible as a schema)", where)
+        if key == "pattern":
+            return [merge(mine, {**base, "pattern": pattern_complement(value, where)}, where)]
+        raise SchemaError("cannot negate a 'format' (assertion and annotation readings differ)", where)
     if key == "multipleOf" and _multiple_implied(mine, kinds, value):
         return []
     if key == "uniqueItems" and (value is False or int(mine.get("maxItems", 2)) <= 1):

@@ -24,8 +24,9 @@ from stdsl.compiler.json_schema.disjoint import string_subset
 from stdsl.compiler.json_schema.keys import pattern_matcher
 from stdsl.compiler.json_schema.negation import finite_language
 from stdsl.compiler.json_schema.order import dump_in_schema_order
+from stdsl.compiler.json_schema.pattern_complement import pattern_complement
 from stdsl.compiler.json_schema.resolve import IgnoredKeywordWarning
-from stdsl.compiler.json_schema.strings import pattern_search
+from stdsl.compiler.json_schema.strings import ecma_to_python, pattern_search
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
 
@@ -255,6 +256,8 @@ def test_negations_in_context_match_the_validator_long(schema: dict | bool) -> N
     {"oneOf": [{"type": "string", "pattern": "^[ab]+$"}, {"type": "string", "maxLength": 0}]},
     {"anyOf": [{"type": "string", "pattern": "^a+$", "not": {"pattern": "^a"}}, {"type": "integer"}]},
     {"type": "string", "pattern": "^a+$", "not": {"pattern": "^b"}},
+    {"type": "string", "not": {"pattern": "^[ab]{2}$"}},
+    {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "pattern": "^a"}]},
     {"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "items": {"type": "string"}}]},
     {"oneOf": [{"type": "array", "items": {"type": "integer"}, "maxItems": 3}, {"type": "array", "minItems": 2}]},
     {"oneOf": [{"enum": [{"a": 1}]}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False}]},
@@ -274,8 +277,8 @@ def test_negations_in_context(schema: dict) -> None:
 def test_negation_outside_its_context_stays_refused() -> None:
     with pytest.raises(SchemaError, match="additionalProperties"):
         schema_to_ir({"type": "object", "not": {"additionalProperties": False}})
-    with pytest.raises(SchemaError, match="pattern"):
-        schema_to_ir({"type": "string", "not": {"pattern": "^a"}})
+    with pytest.raises(SchemaError, match="format"):
+        schema_to_ir({"type": "string", "not": {"format": "date"}})
     with pytest.raises(SchemaError, match="items"):
         schema_to_ir({"type": "array", "not": {"items": {"type": "integer"}}})
     with pytest.raises(SchemaError, match="propertyNames"):
@@ -298,3 +301,16 @@ def test_finite_key_languages_are_enumerated() -> None:
 ])
 def test_string_subset(a: dict, b: dict, expected: bool) -> None:
     assert string_subset(a, b) is expected
+
+
+NEGATED_PATTERNS = ["^a", "b$", "^[a-f0-9]{4}$", "^/d[^/]+(/[^/]+)*$", "é|\U0001F600", "", "^\\d+\\.\\d+$", "a.b"]
+
+
+@given(st.sampled_from(NEGATED_PATTERNS), st.text(alphabet="ab/df0129.é\U0001F600\u4e2d\n", max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_pattern_complement_matches_where_the_pattern_does_not(pattern: str, text: str) -> None:
+    """Python `re` is the oracle, with ECMA's end anchor (`$` only at the very end: `\\Z`)."""
+    node = pattern_search(pattern_complement(pattern, "#"), "#", True)
+    matched = re.fullmatch(to_pattern(node), text.encode("utf-8").decode("latin-1"), re.DOTALL) is not None
+    ecma_end = ecma_to_python(pattern, "#").replace("$", "\\Z")
+    assert matched == (re.search(ecma_end, text) is None)
