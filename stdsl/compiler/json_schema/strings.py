@@ -9,6 +9,7 @@ the length, `pattern` and `format` languages of one string.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
@@ -35,8 +36,9 @@ def string_literal(value: str) -> Node:
 
 
 def canonical_string(value: str) -> str:
-    """The spelling `json.dumps(value, ensure_ascii=False)` gives, which `string_literal` accepts."""
-    return json.dumps(value, ensure_ascii=False)
+    """The spelling `json.dumps(value, ensure_ascii=False)` gives, which `string_literal` accepts; a lone
+    surrogate, which has no UTF-8 bytes, is spelled as its `\\uXXXX` escape (what JSON writes for it)."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def string_not_in(names: Iterable[str]) -> Node:
