@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, json_key, merge
 from stdsl.compiler.json_schema.to_ir import canonical_scalar
@@ -20,7 +21,7 @@ from stdsl.compiler.json_schema.validate import conforms
 
 def dump_in_schema_order(instance: Any, schema: dict | bool) -> str:
     """Compact JSON for `instance` with object keys in the order the compiled schema expects."""
-    return _dump(instance, schema, "#", Context(schema))
+    return _dump(instance, schema, "#", document_context(schema))
 
 
 def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, resolve_ref
 from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, Definition, PushdownGrammar, call_symbol, compile_pushdown
@@ -42,7 +43,7 @@ def reference_graph(schema: Any) -> dict[str, list[str]]:
     """
     if not isinstance(schema, dict):
         return {ROOT: []}
-    ctx = Context(schema)
+    ctx = document_context(schema)
     graph: dict[str, list[str]] = {}
     pending: list[tuple[str, Any]] = [(ROOT, schema)]
     while pending:
@@ -155,7 +156,7 @@ class _CallingCompiler(_Compiler):
 
     def body(self, schema: Schema, path: str) -> ir.Node:
         """The inlined lowering of a nonterminal's schema (its own top-level mention is not a call)."""
-        return super().value(schema, path, Context(self.root))
+        return super().value(schema, path, document_context(self.root))
 
 
 def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
@@ -167,10 +168,10 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
     """
     compiler = _CallingCompiler(_Tokens(whitespace), calls, schema)
     ws = compiler.tokens.ws
-    main = ir.seq(ws, compiler.value(schema, ROOT, Context(schema)), ws)
+    main = ir.seq(ws, compiler.value(schema, ROOT, document_context(schema)), ws)
     bodies = {}
     for target in calls:
-        node, _ = resolve_ref(target, Context(schema), target)
+        node, _ = resolve_ref(target, document_context(schema), target)
         bodies[target] = compiler.body(node, target)
     done: set[str] = set()
     while len(done) < len(compiler.extra):

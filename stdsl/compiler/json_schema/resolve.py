@@ -3,7 +3,8 @@
 `flatten(schema, path, ctx)` turns one schema into a single dict of supported keywords with
 `$ref`, `allOf`, `const`, `not`, `oneOf`, `if`/`then`/`else` and `dependentSchemas` folded away
 (`$ref` siblings are an `allOf`; the logic keywords become exact `anyOf`s and negations, see
-`logic.py`); what cannot be expressed exactly raises SchemaError.
+`logic.py`); what cannot be expressed exactly raises SchemaError.  The folding itself lives in
+`flatten.py`, above `logic.py`; the context carries it here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from stdsl.errors import SchemaError
@@ -58,15 +59,27 @@ class IgnoredKeywordWarning(UserWarning):
     """An unknown keyword that looks like a misspelled constraint was ignored, as JSON Schema specifies."""
 
 
+Negation = tuple[Schema, str, "Context"]
+
+
+class Flattener(Protocol):
+    """Flattens one schema within a context (`flatten.flatten_schema`); see `flatten`."""
+
+    def __call__(self, schema: Schema, path: str, ctx: Context,
+                 negations: list[Negation] | None = None) -> tuple[Schema, Context, str]: ...
+
+
 @dataclass
 class Context:
-    """The document being compiled and the `$ref` targets entered on the current path (for cycles).
+    """The document being compiled, how to flatten its schemas, and the `$ref` targets entered on the
+    current path (for cycles).
 
     `anchors` and `draft_neutral` (ids of subschemas found free of draft-dependent keywords) are
-    caches shared by every context of one document.
+    caches shared by every context of one document.  `flatten.document_context(root)` makes the first one.
     """
 
     root: Schema
+    flattener: Flattener
     refs: tuple[str, ...] = ()
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
@@ -77,7 +90,7 @@ class Context:
         if self.depth >= MAX_NESTING:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
-        return Context(self.root, refs, self.depth + 1, self.anchors, self.draft_neutral)
+        return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral)
 
 
 def pointer_token(name: str) -> str:
@@ -121,7 +134,8 @@ def kinds_of_types(types: list[str]) -> set[str]:
     return out
 
 
-def _check_schema(value: Any, path: str) -> None:
+def check_schema(value: Any, path: str) -> None:
+    """Refuse a schema that is neither an object nor a boolean."""
     if not isinstance(value, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(value).__name__}", path)
 
@@ -207,19 +221,19 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
         if not isinstance(value, dict):
             raise SchemaError("'properties' must be an object", where)
         for name, sub in value.items():
-            _check_schema(sub, f"{where}/{pointer_token(name)}")
+            check_schema(sub, f"{where}/{pointer_token(name)}")
     elif key == "required":
         if not isinstance(value, list) or any(not isinstance(n, str) for n in value) or len(set(value)) != len(value):
             raise SchemaError("'required' must be an array of distinct strings", where)
     elif key in ("additionalProperties", "items", "propertyNames", "if", "then", "else"):
-        _check_schema(value, where)
+        check_schema(value, where)
     elif key in ("patternProperties", "dependentSchemas"):
         if not isinstance(value, dict):
             raise SchemaError(f"'{key}' must be an object", where)
         for name, sub in value.items():
-            _check_schema(sub, f"{where}/{pointer_token(name)}")
+            check_schema(sub, f"{where}/{pointer_token(name)}")
     elif key == "not":
-        _check_schema(value, where)
+        check_schema(value, where)
     elif key == "dependentRequired":
         if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
                                                   for v in value.values()):
@@ -231,7 +245,7 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
         if not isinstance(value, list) or not value:
             raise SchemaError(f"'{key}' must be a non-empty array of schemas", where)
         for i, sub in enumerate(value):
-            _check_schema(sub, f"{where}/{i}")
+            check_schema(sub, f"{where}/{i}")
     elif key in NON_NEGATIVE_INTS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
             raise SchemaError(f"'{key}' must be a non-negative integer, got {value!r}", where)
@@ -285,64 +299,18 @@ def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
             node = node[int(token)]
         else:
             raise SchemaError(f"reference '{ref}' does not resolve in the document", where)
-    _check_schema(node, ref)
+    check_schema(node, ref)
     return node, ref if ref != "#" else "#"
-
-
-Negation = tuple[Schema, str, Context]
 
 
 def flatten(schema: Schema, path: str, ctx: Context,
             negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
     """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
 
-    Returns the flattened schema, the context (references entered) and the path to report for
-    its keywords: the target's path when the schema is only a reference.  `not`s met here and in
-    `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
-    by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
+    Done by the context's flattener (`flatten.flatten_schema`): the logic keywords flatten their own
+    branches, so they reach it through the context rather than importing the module that imports them.
     """
-    _check_schema(schema, path)
-    if isinstance(schema, bool):
-        return schema, ctx, path
-    schema = older_drafts(schema, path)
-    check_keywords(schema, path)
-    pending: list[Negation] = [] if negations is None else negations
-    own: dict = {k: v for k, v in schema.items()
-                 if (k in SUPPORTED and k not in FOLDED) or k == INEXACT}
-    if own.get("format") not in SPEC_FORMATS:
-        own.pop("format", None)
-    for key in ("maxLength", "maxItems"):
-        if own.get(key, 0) > MAX_COUNT:
-            own[key] = MAX_COUNT
-            own[INEXACT] = True
-    if "not" in schema:
-        pending.append((schema["not"], f"{path}/not", ctx))
-    if "const" in schema:
-        own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
-    result: Schema = own
-    if "$ref" in schema:
-        target, target_path = resolve_ref(schema["$ref"], ctx, f"{path}/$ref")
-        if target_path in ctx.refs:
-            cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
-            raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
-        flat, ctx, flat_path = flatten(target, target_path, ctx.entering(target_path), pending)
-        if not own and not any(k in schema for k in LOGIC):
-            path = flat_path
-        result = merge(result, flat, path)
-    for i, part in enumerate(schema.get("allOf", [])):
-        flat, ctx, _ = flatten(part, f"{path}/allOf/{i}", ctx.entering(), pending)
-        result = merge(result, flat, f"{path}/allOf")
-    from stdsl.compiler.json_schema import logic
-    if "oneOf" in schema:
-        result = merge(result, logic.one_of_as_any_of(schema["oneOf"], f"{path}/oneOf", ctx), path)
-    if "if" in schema and ("then" in schema or "else" in schema):
-        result = merge(result, logic.conditional(schema, path, ctx), path)
-    for name, sub in schema.get("dependentSchemas", {}).items():
-        where = f"{path}/dependentSchemas/{pointer_token(name)}"
-        result = merge(result, logic.dependent_schema(name, sub, where, ctx), path)
-    if negations is None:
-        result = logic.apply_negations(result, pending, path)
-    return result, ctx, path
+    return ctx.flattener(schema, path, ctx, negations)
 
 
 def older_drafts(schema: dict, path: str) -> dict:

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -19,6 +20,7 @@ from stdsl.compiler.json_schema.resolve import (
     kinds_of_types,
     kinds_of_value,
 )
+from stdsl.compiler.json_schema.strings import string_body
 
 
 def _types(schema: dict) -> list[str]:
@@ -57,7 +59,6 @@ def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bo
 
 
 def _string_conforms(value: str, flat: dict, path: str) -> bool:
-    from stdsl.compiler.json_schema.strings import string_body
     if not flat.get("minLength", 0) <= len(value) <= flat.get("maxLength", len(value)):
         return False
     return all(_matches(string_body({key: flat[key]}, path, plain=True), value)
@@ -73,7 +74,6 @@ def _number_conforms(value: float, flat: dict) -> bool:
 
 
 def _object_conforms(value: dict, flat: dict, ctx: Context, path: str) -> bool:
-    from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
     props = flat.get("properties", {})
     extra = flat.get("additionalProperties", True)
     if any(name not in value for name in flat.get("required", [])):

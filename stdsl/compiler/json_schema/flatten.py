@@ -1,0 +1,86 @@
+"""Flattening: one schema as a single dict of plain keywords, `$ref`, `allOf` and the logic keywords folded in.
+
+It sits above both `resolve.py` (references, keyword checks, `merge`) and `logic.py` (the logic
+keywords as exact plain schemas); contexts made by `document_context` carry it, so `logic.py`
+and `validate.py` flatten through `resolve.flatten` without importing this module.
+"""
+
+from __future__ import annotations
+
+from stdsl.compiler.json_schema import logic
+from stdsl.compiler.json_schema.resolve import (
+    FOLDED,
+    INEXACT,
+    LOGIC,
+    MAX_COUNT,
+    SPEC_FORMATS,
+    SUPPORTED,
+    Context,
+    Negation,
+    Schema,
+    check_keywords,
+    check_schema,
+    json_key,
+    merge,
+    older_drafts,
+    pointer_token,
+    resolve_ref,
+)
+from stdsl.errors import SchemaError
+
+
+def document_context(root: Schema) -> Context:
+    """The context at the top of the document `root`: no reference entered, flattening by `flatten_schema`."""
+    return Context(root, flatten_schema)
+
+
+def flatten_schema(schema: Schema, path: str, ctx: Context,
+                   negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
+    """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
+
+    Returns the flattened schema, the context (references entered) and the path to report for
+    its keywords: the target's path when the schema is only a reference.  `not`s met here and in
+    `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
+    by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
+    """
+    check_schema(schema, path)
+    if isinstance(schema, bool):
+        return schema, ctx, path
+    schema = older_drafts(schema, path)
+    check_keywords(schema, path)
+    pending: list[Negation] = [] if negations is None else negations
+    own: dict = {k: v for k, v in schema.items()
+                 if (k in SUPPORTED and k not in FOLDED) or k == INEXACT}
+    if own.get("format") not in SPEC_FORMATS:
+        own.pop("format", None)
+    for key in ("maxLength", "maxItems"):
+        if own.get(key, 0) > MAX_COUNT:
+            own[key] = MAX_COUNT
+            own[INEXACT] = True
+    if "not" in schema:
+        pending.append((schema["not"], f"{path}/not", ctx))
+    if "const" in schema:
+        own["enum"] = [v for v in own.get("enum", [schema["const"]]) if json_key(v) == json_key(schema["const"])]
+    result: Schema = own
+    if "$ref" in schema:
+        target, target_path = resolve_ref(schema["$ref"], ctx, f"{path}/$ref")
+        if target_path in ctx.refs:
+            cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
+            raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
+        flat, ctx, flat_path = flatten_schema(target, target_path, ctx.entering(target_path), pending)
+        if not own and not any(k in schema for k in LOGIC):
+            path = flat_path
+        result = merge(result, flat, path)
+    for i, part in enumerate(schema.get("allOf", [])):
+        flat, ctx, _ = flatten_schema(part, f"{path}/allOf/{i}", ctx.entering(), pending)
+        result = merge(result, flat, f"{path}/allOf")
+    if "oneOf" in schema:
+        result = merge(result, logic.one_of_as_any_of(schema["oneOf"], f"{path}/oneOf", ctx), path)
+    if "if" in schema and ("then" in schema or "else" in schema):
+        result = merge(result, logic.conditional(schema, path, ctx), path)
+    for name, sub in schema.get("dependentSchemas", {}).items():
+        where = f"{path}/dependentSchemas/{pointer_token(name)}"
+        result = merge(result, logic.dependent_schema(name, sub, where, ctx), path)
+    if negations is None:
+        result = logic.apply_negations(result, pending, path)
+    return result, ctx, path
