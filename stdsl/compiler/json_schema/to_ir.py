@@ -39,6 +39,7 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
 from stdsl.compiler.json_schema.multiple import multiple_of
 from stdsl.compiler.json_schema.numbers import (
@@ -113,7 +114,7 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None) -
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
     compiler = _Compiler(_Tokens(whitespace))
-    node = compiler.value(schema, "#", Context(schema))
+    node = compiler.value(schema, "#", document_context(schema))
     return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
 
 
