@@ -154,7 +154,7 @@ def check_keywords(schema: dict, path: str) -> None:
             _check_value(key, value, where, schema)
         elif key in UNSUPPORTED:
             raise SchemaError(f"keyword '{key}' is not supported: it cannot be enforced exactly", where)
-        elif key == "$schema" and value not in KNOWN_METASCHEMAS:
+        elif key == "$schema" and (not isinstance(value, str) or value not in KNOWN_METASCHEMAS):
             raise SchemaError(f"unknown meta-schema {value!r}: its vocabulary cannot be known", where)
         elif (key in ("$id", "id") and path != "#" and isinstance(value, str) and not value.startswith("#")
               and _uses_base_uri(schema)):
