@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
-from stdsl.compiler.json_schema.resolve import LOGIC, SPEC_FORMATS, Context, Schema, older_drafts, resolve_ref
+from stdsl.compiler.json_schema.resolve import (
+    LOGIC,
+    SPEC_FORMATS,
+    Context,
+    Schema,
+    check_schema,
+    older_drafts,
+    resolve_ref,
+)
 from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 
@@ -25,6 +33,7 @@ def satisfies(value: Any, schema: Schema, ctx: Context, path: str) -> bool:
     """
     if isinstance(schema, bool):
         return schema
+    check_schema(schema, path)
     schema = older_drafts(schema, path)
     if schema.get("format") in SPEC_FORMATS:
         raise SchemaError("cannot decide a negated 'format' (assertion and annotation readings differ)", path)
