@@ -48,12 +48,13 @@ class CompactRow:
     states: np.ndarray
 
     @staticmethod
-    def of(row: np.ndarray) -> CompactRow:
-        """The compact form of a full row; the default is the most frequent state of a strided sample."""
+    def of(row: np.ndarray, dtype: np.dtype | None = None) -> CompactRow:
+        """The compact form of a full row (states stored as `dtype`, default the row's); the default is
+        the most frequent state of a strided sample."""
         sample = row[::MODE_SAMPLE_STRIDE].astype(np.int64) + 1
         default = int(np.argmax(np.bincount(sample))) - 1 if sample.size else DEAD
         tokens = np.flatnonzero(row != default).astype(np.int32)
-        states = row[tokens]
+        states = row[tokens].astype(dtype or row.dtype)
         tokens.flags.writeable = False
         states.flags.writeable = False
         return CompactRow(default, tokens, states)
@@ -107,7 +108,11 @@ class RowCache:
             if row is not None:
                 self._rows.move_to_end(state)
                 return row
-            row = CompactRow.of(row_next_states(self.table, state, self.vocab))
+            if not 0 <= state < self.table.num_states:
+                raise StdslError(
+                    f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
+                )
+            row = CompactRow.of(root_row(self.table.scaled, state, self.vocab), self._dtype)
             self._rows[state] = row
             if len(self._rows) > self.max_rows:
                 self._rows.popitem(last=False)

@@ -192,21 +192,6 @@ def _level_pass(
         rows, parent_row = current, row_of_node
 
 
-def _tokens_by_node(vocab: Vocabulary) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per trie level: (offsets (n+1), token ids) listing the tokens ending at each node, cached."""
-
-    def build() -> list[tuple[np.ndarray, np.ndarray]]:
-        out = []
-        for level in vocab.levels:
-            order = np.argsort(level.end_nodes, kind="stable")
-            first = np.zeros(level.size + 1, dtype=np.int32)
-            np.cumsum(np.bincount(level.end_nodes, minlength=level.size), out=first[1:])
-            out.append((first, level.end_tokens[order]))
-        return out
-
-    return vocab.cached("tokens_by_node", build)
-
-
 def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of the ranges [starts[i], starts[i] + counts[i])."""
     total = int(counts.sum())
@@ -224,11 +209,10 @@ def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
     """
     flat, sink, byte_class = table.flat, table.sink, table.byte_class
     out = np.full(vocab.size, DEAD, dtype=np.int32)
-    by_node = _tokens_by_node(vocab)
     dense: np.ndarray | None = np.full(1, state * table.stride, dtype=np.int32)
     live = np.zeros(0, dtype=np.int64)
     values = np.zeros(0, dtype=np.int32)
-    for depth, level in enumerate(vocab.levels):
+    for level in vocab.levels:
         if dense is not None:
             index = np.take(dense, level.parent)
             index += np.take(byte_class, level.byte)
@@ -243,21 +227,18 @@ def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
                 values = dense[live]
                 dense = None
         else:
-            first_child = vocab.levels[depth - 1].first_child
-            starts = first_child[live]
-            children = _expand(starts, first_child[live + 1] - starts)
+            starts, child_counts = level.children(live)
+            children = _expand(starts, child_counts)
             values = flat[
-                np.repeat(values, first_child[live + 1] - starts) + byte_class[level.byte[children]]
+                np.repeat(values, child_counts) + byte_class[level.byte[children]]
             ]
             keep = values != sink
             live, values = children[keep], values[keep]
             if live.shape[0] == 0:
                 break
-            first, tokens = by_node[depth]
-            token_starts = first[live]
-            counts = first[live + 1] - token_starts
+            token_starts, counts = level.tokens_at(live)
             if counts.any():
-                out[tokens[_expand(token_starts, counts)]] = np.repeat(
+                out[level.end_tokens[_expand(token_starts, counts)]] = np.repeat(
                     values // table.stride, counts
                 )
     return out

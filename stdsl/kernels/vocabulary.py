@@ -18,18 +18,24 @@ from stdsl.errors import StdslError
 T = TypeVar("T")
 
 
+def index_dtype(count: int) -> np.dtype:
+    """uint16 when `count` nodes can be indexed by it, else int32 (trie levels store node indices)."""
+    return np.dtype(np.uint16) if count <= 1 << 16 else np.dtype(np.int32)
+
+
 @dataclass(frozen=True)
 class TrieLevel:
     """The trie nodes at one byte depth d >= 1, ordered by (parent, byte).
 
-    `parent[i]` indexes level d-1 (level 0 is the single root), `byte[i]` is the node's last
-    byte, `first_child` (n+1 offsets) gives each node's children as a range of level d+1, and
-    `end_tokens`/`end_nodes` list the tokens whose bytes end at depth d and their node here.
+    `parent[i]` indexes level d-1 (level 0 is the single root) and is non-decreasing, so a node's
+    children at depth d+1 are the range of the next level whose parent is it (`children`);
+    `byte[i]` is the node's last byte; `end_tokens`/`end_nodes` list the tokens whose bytes end
+    at depth d and their node here, ordered by node (`tokens_at`).  Node indices are uint16
+    where the level they index has at most 65,536 nodes, else int32.
     """
 
     parent: np.ndarray
     byte: np.ndarray
-    first_child: np.ndarray
     end_tokens: np.ndarray
     end_nodes: np.ndarray
 
@@ -41,16 +47,19 @@ class TrieLevel:
     @property
     def nbytes(self) -> int:
         """Bytes held by this level's arrays."""
-        return sum(
-            a.nbytes
-            for a in (
-                self.parent,
-                self.byte,
-                self.first_child,
-                self.end_tokens,
-                self.end_nodes,
-            )
-        )
+        return sum(a.nbytes for a in (self.parent, self.byte, self.end_tokens, self.end_nodes))
+
+    def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first index here, count) of the children of the given nodes of the level above (sorted ids)."""
+        keys = parents.astype(self.parent.dtype)
+        starts = np.searchsorted(self.parent, keys, side="left")
+        return starts, np.searchsorted(self.parent, keys, side="right") - starts
+
+    def tokens_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first index into `end_tokens`, count) of the tokens ending at the given nodes (sorted ids)."""
+        keys = nodes.astype(self.end_nodes.dtype)
+        starts = np.searchsorted(self.end_nodes, keys, side="left")
+        return starts, np.searchsorted(self.end_nodes, keys, side="right") - starts
 
 
 class Vocabulary:
@@ -195,21 +204,17 @@ def _build_trie(
             token_len[keep],
         )
     out: list[TrieLevel] = []
-    for d, level in enumerate(levels):
+    above = 1
+    for level in levels:
+        order = np.argsort(level["end_nodes"], kind="stable")
         size = level["parent"].shape[0]
-        if d + 1 < len(levels):
-            counts = np.bincount(levels[d + 1]["parent"], minlength=size)
-        else:
-            counts = np.zeros(size, dtype=np.int64)
-        first_child = np.zeros(size + 1, dtype=np.int32)
-        np.cumsum(counts, out=first_child[1:])
         out.append(
             TrieLevel(
-                level["parent"],
+                level["parent"].astype(index_dtype(above)),
                 level["byte"],
-                first_child,
-                level["end_tokens"],
-                level["end_nodes"],
+                level["end_tokens"][order],
+                level["end_nodes"][order].astype(index_dtype(size)),
             )
         )
+        above = size
     return out

@@ -30,10 +30,15 @@ def check_trie(vocab: Vocabulary, tokens: list[int] | None = None) -> None:
         )
         if d < len(vocab.levels):
             child = vocab.levels[d]
-            counts = np.diff(level.first_child)
+            starts, counts = child.children(np.arange(level.size))
             assert np.array_equal(
                 counts, np.bincount(child.parent, minlength=level.size)
             )
+            for node, (start, count) in enumerate(zip(starts.tolist(), counts.tolist())):
+                assert (child.parent[start : start + count] == node).all()
+        starts, counts = level.tokens_at(np.arange(level.size))
+        assert sorted(level.end_tokens[s] for s, c in zip(starts.tolist(), counts.tolist()) for s in range(s, s + c)) \
+            == sorted(level.end_tokens.tolist())
         for t, n in zip(level.end_tokens.tolist(), level.end_nodes.tolist()):
             if tokens is None or t in tokens:
                 assert spelled_by_trie(vocab, d, n) == vocab.token_bytes[t]
