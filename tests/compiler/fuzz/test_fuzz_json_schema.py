@@ -1,0 +1,55 @@
+"""Fuzzing the JSON Schema compiler: any JSON value handed to `stdsl.compile` compiles, or is refused with a
+SchemaError at a schema path (or an error about the whole schema: time, state budget, empty language),
+never another exception, and never past `max_seconds`."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from stdsl.compiler.constraint import Constraint, compile
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
+from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
+from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+WHOLE_SCHEMA_ERRORS = (CompileTimeError, StateBudgetError, EmptyLanguageError)
+
+pytestmark = pytest.mark.skipif(not suite_schemas(), reason="JSON-Schema-Test-Suite not found in ../shared")
+
+
+def check_schema(schema: Any) -> None:
+    """The fuzz property for one schema (see the module docstring); a value that is not a schema (neither an
+    object nor a boolean) is refused as a constraint, naming what it is."""
+    if not isinstance(schema, (dict, bool)):
+        with pytest.raises(CompileError, match="a bare string is ambiguous|cannot compile a constraint from"):
+            compile(schema, max_seconds=LIMIT_SECONDS)
+        return
+    try:
+        with within_limit(repr(schema)), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = compile(schema, max_seconds=LIMIT_SECONDS)
+    except SchemaError as error:
+        assert error.path.startswith("#") and f"(at schema path {error.path})" in str(error), str(error)
+        return
+    except WHOLE_SCHEMA_ERRORS:
+        return
+    assert isinstance(compiled, (Constraint, PushdownConstraint))
+
+
+@FAST
+@given(schema_inputs())
+def test_json_schema_fuzz(schema: Any) -> None:
+    check_schema(schema)
+
+
+@pytest.mark.slow
+@LARGE
+@given(schema_inputs())
+def test_json_schema_fuzz_large(schema: Any) -> None:
+    check_schema(schema)
