@@ -23,16 +23,23 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     """The same 256-column table as `(class_table, byte_class)` with one class per distinct column.
 
     Returns `(classes, byte_class)` where classes are numbered by their first byte, so that the
-    result depends only on the expanded table.
+    result depends only on the expanded table.  Columns are compared by their bytes (exact).
     """
-    unique_columns, column_of_class = np.unique(class_table, axis=1, return_inverse=True)
-    column_of_byte = np.asarray(column_of_class).reshape(-1)[byte_class]
-    columns, first_byte, relabel = np.unique(column_of_byte, return_index=True, return_inverse=True)
-    order = np.argsort(first_byte, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    classes = unique_columns[:, columns[order]]
-    return classes, rank[relabel].astype(np.uint8)
+    columns = np.ascontiguousarray(class_table.T)
+    key_of_column: dict[int, bytes] = {}
+    class_of_key: dict[bytes, int] = {}
+    chosen: list[int] = []
+    canonical = np.empty(256, dtype=np.uint8)
+    for byte, column in enumerate(np.asarray(byte_class).tolist()):
+        key = key_of_column.get(column)
+        if key is None:
+            key = key_of_column[column] = columns[column].tobytes()
+        label = class_of_key.get(key)
+        if label is None:
+            label = class_of_key[key] = len(chosen)
+            chosen.append(column)
+        canonical[byte] = label
+    return class_table[:, chosen], canonical
 
 
 class Automaton:
