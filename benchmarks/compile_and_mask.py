@@ -250,6 +250,8 @@ def drive_ours(engine: OurEngine, automaton: Any, docs: list[list[int]], passes:
         "row_cache_setup_malloc_bytes": cache_malloc,
         "rows_malloc_bytes_after_walk": rows_malloc,
         "row_cache_nbytes": int(getattr(cache, "nbytes", -1)),
+        "row_cache_walk_table_nbytes": int(cache.table.scaled.nbytes),
+        "automaton_classes": int(automaton.num_classes),
     }
     if walk:
         walk_times, walk_mismatch = [], 0
