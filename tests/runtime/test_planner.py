@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from json_documents import compact, load_task, random_instance
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.runtime.control.boundary_cover import BoundaryCover
+from stdsl.runtime.control.characters import starts_a_character
 from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
 from stdsl.runtime.control.planner import (
     ForcedPlanner,
@@ -130,3 +135,82 @@ def test_lead_byte_representatives_cover_their_lead_byte() -> None:
         assert all(ch.encode("utf-8")[0] == lead for ch in reps)
     assert lead_byte_representatives(0x80) == ()
     assert shared_tables is not None
+
+
+def test_a_byte_starts_a_character_exactly_when_it_has_representatives() -> None:
+    assert [starts_a_character(b) for b in range(256)] == [bool(lead_byte_representatives(b)) for b in range(256)]
+
+
+def drive_gold(automaton, tokenizer, document: str) -> list:
+    """Feed `document` in the tokenizer's split (the longest admitted token that spells it where the cover
+    forbids that) and return the boundary cover of every sampling configuration on the way."""
+    vocab = vocabulary_of(tokenizer)
+    control = ConstraintState(automaton, tokenizer, vocab)
+    data = document.encode("utf-8")
+    starts: dict[int, int] = {}
+    offset = 0
+    for token in tokenizer.encode_ordinary(document):
+        starts[offset] = token
+        offset += len(tokenizer.token_bytes[token])
+    control.start()
+    covers = [control.cover]
+    while not control.finished:
+        allowed = control.mask()
+        at = len(control.committed)
+        token = starts.get(at, -1) if at < len(data) else int(vocab.eos_ids[0])
+        if token < 0 or not allowed[token]:
+            fitting = [t for t in np.flatnonzero(allowed) if data.startswith(vocab.token_bytes[t] or b"\xff", at)]
+            token = max(fitting, key=lambda t: len(vocab.token_bytes[t]))
+        control.advance(int(token))
+        covers.append(control.cover)
+    assert control.accepting and control.decided == data
+    return covers
+
+
+def test_covers_are_the_same_from_the_tokenizers_shared_parts_as_computed_afresh(smollm2_tokenizer,
+                                                                                   monkeypatch) -> None:
+    """Lookahead parts and splits are shared by every grammar of a tokenizer: a grammar whose covers come
+    from parts other grammars left behind gets the covers it computes with nothing shared."""
+    from stdsl.runtime.control import boundary_cover, split_memo
+    from stdsl.runtime.control.identity_cache import IdentityCache
+
+    fresh = {}
+    for name in TASKS:
+        monkeypatch.setattr(boundary_cover, "_PARTS", IdentityCache(8))
+        monkeypatch.setattr(split_memo, "_MEMOS", IdentityCache(8))
+        automaton = build_automaton(schema_to_ir(load_task(name)["schema"]))
+        fresh[name] = drive_gold(automaton, smollm2_tokenizer, documents(name, 0, seed=1)[0])
+    monkeypatch.setattr(boundary_cover, "_PARTS", IdentityCache(8))
+    for name in reversed(TASKS):
+        automaton = build_automaton(schema_to_ir(load_task(name)["schema"]))
+        assert drive_gold(automaton, smollm2_tokenizer, documents(name, 0, seed=1)[0]) == fresh[name], name
+
+
+def cover_mask_oracle(token_bytes, cover: BoundaryCover) -> np.ndarray:
+    """`BoundaryCover`'s admitted tokens from its definition: `short`, or longer than `held` with the byte at
+    `held` in `after`; never `excluded`; and for each `live` byte no admitted token starts with at `held`,
+    every token that does."""
+    lengths = np.array([len(b or b"") for b in token_bytes])
+    at_held = np.array([(b or b"")[cover.held] if len(b or b"") > cover.held else -1 for b in token_bytes])
+    longer = lengths > cover.held
+    allowed = np.isin(np.arange(len(token_bytes)), list(cover.short))
+    allowed |= longer & np.isin(at_held, list(cover.after))
+    allowed[list(cover.excluded)] = False
+    for byte in cover.live:
+        starting = longer & (at_held == byte)
+        if not allowed[starting].any():
+            allowed |= starting
+    return allowed
+
+
+@settings(max_examples=10, deadline=None)
+@given(held=st.integers(0, 4), after=st.sets(st.integers(0, 255), max_size=40),
+       live=st.sets(st.integers(0, 255), max_size=40), seed=st.integers(0, 2**16))
+def test_cover_masks_follow_their_definition(smollm2_tokenizer, held, after, live, seed) -> None:
+    vocab = vocabulary_of(smollm2_tokenizer)
+    rng = random.Random(seed)
+    short = frozenset(rng.sample(range(vocab.size), 5))
+    excluded = frozenset(rng.sample(range(vocab.size), 200))
+    cover = BoundaryCover(held, short, frozenset(after), False, excluded, frozenset(live))
+    planner = ForcedPlanner(compile_regex("x"), smollm2_tokenizer, vocab.token_bytes)
+    assert np.array_equal(planner.cover_mask(cover), cover_mask_oracle(vocab.token_bytes, cover))

@@ -71,6 +71,11 @@ class BudgetTable:
         """Number of automaton states."""
         return int(self.accepting.shape[0])
 
+    @property
+    def solved_states(self) -> int:
+        """How many states need has been solved for so far."""
+        return int(np.count_nonzero(self._solved))
+
     # ------------------------------------------------------------------ need, solved on demand
 
     def need_at(self, state: int) -> int:
