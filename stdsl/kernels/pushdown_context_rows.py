@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.vocabulary import Vocabulary
@@ -37,6 +38,17 @@ Outcome = tuple[int, tuple[int, ...], int, int]
 """(symbols popped from the stack, return states pushed (bottom first), state before eager returns, peak height)."""
 
 
+def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A pushdown grammar's own moves and call edges over their common byte classes: (own (Q, C), calls (Q, C), byte_class).
+
+    Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only.
+    """
+    own = np.asarray(grammar.byte_table)
+    both = np.concatenate([own, np.asarray(grammar.call_of_byte).astype(own.dtype)], axis=0)
+    classes, byte_class = canonical_classes(both, np.arange(256))
+    return classes[: own.shape[0]], classes[own.shape[0] :], byte_class
+
+
 class SymbolicStepper:
     """C.12's machine on symbolic configurations: a known top of the stack over an unknown (or empty) rest.
 
@@ -48,8 +60,12 @@ class SymbolicStepper:
 
     def __init__(self, machine: PushdownMachine) -> None:
         grammar = machine.grammar
-        self._byte_table = grammar.byte_table.tolist()
-        self._call_of_byte = grammar.call_of_byte.tolist()
+        own, calls, byte_class = grammar_classes(grammar)
+        self.byte_class = byte_class
+        self.num_classes = int(own.shape[1])
+        self._class_of_byte = byte_class.tolist()
+        self._byte_table = own.tolist()
+        self._call_of_byte = calls.tolist()
         self._accepting = grammar.accepting.tolist()
         self._final = (grammar.accepting & ~grammar.has_successor).tolist()
         self._starts = grammar.starts.tolist()
@@ -81,22 +97,26 @@ class SymbolicStepper:
 
     def step(self, node: int, byte: int) -> int:
         """The node after one byte: DEAD if refused on every stack, NEEDS_STACK if it reads below the known top."""
-        key = node * 256 + byte
+        return self.step_class(node, self._class_of_byte[byte])
+
+    def step_class(self, node: int, column: int) -> int:
+        """The node after any byte of class `column` (bytes of one class step alike, so steps are memoized per class)."""
+        key = node * self.num_classes + column
         found = self._steps.get(key)
         if found is None:
-            found = self._steps[key] = self._consume(node, byte)
+            found = self._steps[key] = self._consume(node, column)
         return found
 
-    def _consume(self, node: int, byte: int) -> int:
+    def _consume(self, node: int, column: int) -> int:
         state, known, pushed, below_empty, pops, peak, pending = self._nodes[node]
         if pending:
             return NEEDS_STACK
         while True:
-            target = self._byte_table[state][byte]
+            target = self._byte_table[state][column]
             if target >= 0:
                 state = target
                 break
-            edge = self._call_of_byte[state][byte]
+            edge = self._call_of_byte[state][column]
             if edge >= 0:
                 pushed = pushed + (self._return[edge],)
                 peak = max(peak, len(pushed) - pops)
@@ -180,7 +200,7 @@ def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[Any], start: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The level pass from a symbolic node: (token ids, index per token, nodes), a token's node `nodes[index]`.
 
-    `nodes[0]` is DEAD and `nodes[1]` NEEDS_STACK.  Each level steps only its distinct (node, byte)
+    `nodes[0]` is DEAD and `nodes[1]` NEEDS_STACK.  Each level steps only its distinct (node, byte class)
     pairs, with nodes numbered per level so no step sorts more than its own pairs; a NEEDS_STACK
     prefix makes its whole subtree NEEDS_STACK.
     """
@@ -195,10 +215,11 @@ def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[Any], start: int
         nxt = np.where(parents == NEEDS_STACK, NEEDS_STACK, DEAD).astype(np.int64)
         alive = np.flatnonzero(parents >= 0)
         if alive.size:
-            keys = parents[alive] * 256 + level.byte[alive].astype(np.int64)
-            pairs, inverse = distinct_pairs(keys, 256 * level_nodes.size)
-            owners = level_nodes[pairs >> 8].tolist()
-            stepped = np.fromiter((stepper.step(n, b) for n, b in zip(owners, (pairs & 255).tolist())),
+            width = stepper.num_classes
+            keys = parents[alive] * width + stepper.byte_class[level.byte[alive]].astype(np.int64)
+            pairs, inverse = distinct_pairs(keys, width * level_nodes.size)
+            owners = level_nodes[pairs // width].tolist()
+            stepped = np.fromiter((stepper.step_class(n, c) for n, c in zip(owners, (pairs % width).tolist())),
                                   dtype=np.int64, count=pairs.size)
             live = stepped >= 0
             level_nodes, local = np.unique(stepped[live], return_inverse=True)

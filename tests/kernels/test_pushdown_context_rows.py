@@ -218,3 +218,18 @@ def test_composed_rows_equal_the_level_pass_at_every_gold_prefix_with_qwen() -> 
     from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary
 
     walk_gold(qwen_vocabulary(), qwen_tiktoken_encoding().encode, every=1)
+
+
+@pytest.mark.parametrize("schema", [TREE, NUMBER_LISTS, MUTUAL])
+def test_grammar_classes_expand_to_the_byte_tables(schema: dict) -> None:
+    machine = compile_recursive(schema).machine
+    grammar = machine.grammar
+    own, calls, byte_class = context_rows_module.grammar_classes(grammar)
+    assert np.array_equal(own[:, byte_class], grammar.byte_table)
+    assert np.array_equal(calls[:, byte_class], grammar.call_of_byte)
+    columns = np.concatenate([own, calls], axis=0)
+    assert np.unique(columns, axis=1).shape[1] == columns.shape[1] < 256
+    for config in reachable(machine, max_depth=2, limit=4000)[:40]:
+        row = machine.byte_row(config)
+        for column in range(columns.shape[1]):
+            assert len({int(row[b]) for b in np.flatnonzero(byte_class == column)}) == 1
