@@ -16,7 +16,7 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
     """
     dfa = determinize(build_nfa(node), max_states)
-    table, accepting = minimize(dfa.table, dfa.accepting)
+    table, accepting = minimize(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
 
 

@@ -86,14 +86,15 @@ def reachable(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> n
     return bfs_distances(indptr, indices, sources) >= 0
 
 
-def trim(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Keep the states that are reachable from 0 and can reach acceptance; start stays 0.
 
-    Raises `EmptyLanguageError` when no accepting state is reachable.
+    `all_reachable` says every state is known to be reachable from 0 (as in a subset construction's
+    output), which skips that search.  Raises `EmptyLanguageError` when no accepting state is reachable.
     """
-    forward = reachable(*successor_lists(table), np.array([0]))
-    backward = reachable(*predecessor_lists(table), np.flatnonzero(accepting))
-    keep = forward & backward
+    keep = reachable(*predecessor_lists(table), np.flatnonzero(accepting))
+    if not all_reachable:
+        keep &= reachable(*successor_lists(table), np.array([0]))
     if not keep[0]:
         raise EmptyLanguageError("the constraint admits no string at all (empty language)")
     new_id = np.full(len(table) + 1, -1, dtype=np.int64)
@@ -157,17 +158,26 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 def bfs_order(table: np.ndarray, start: int = 0) -> np.ndarray:
     """States in breadth-first order from `start`, visiting each row's symbols in increasing order."""
-    rows = table.tolist()
-    seen = [False] * len(rows)
+    num_states, width = table.shape
+    flat = table.reshape(-1)
+    live = np.flatnonzero(flat >= 0)
+    pairs = (live // width) * (num_states + 1) + flat[live]
+    _, first = np.unique(pairs, return_index=True)
+    first_live = np.sort(live[first])
+    indptr = np.zeros(num_states + 1, dtype=np.int64)
+    np.cumsum(np.bincount(first_live // width, minlength=num_states), out=indptr[1:])
+    starts, targets = indptr.tolist(), flat[first_live].tolist()
+    seen = [False] * num_states
     seen[start] = True
     order = [start]
-    queue = deque([start])
-    while queue:
-        for target in rows[queue.popleft()]:
-            if target >= 0 and not seen[target]:
+    head = 0
+    while head < len(order):
+        node = order[head]
+        head += 1
+        for target in targets[starts[node]:starts[node + 1]]:
+            if not seen[target]:
                 seen[target] = True
                 order.append(target)
-                queue.append(target)
     return np.array(order, dtype=np.int64)
 
 
@@ -179,13 +189,13 @@ def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0) -> tu
     return new_id[table[order]], accepting[order]
 
 
-def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The minimal trim DFA of the same language, start 0, states in BFS order.
 
-    `table[q, a]` is the next state (-1 dead) on symbol `a`.  Raises `EmptyLanguageError`
-    when the language is empty.
+    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` as for `trim`.
+    Raises `EmptyLanguageError` when the language is empty.
     """
-    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool))
+    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
     representative = np.empty(count, dtype=np.int64)

@@ -98,12 +98,16 @@ def _trie_template(node: ir.Alt) -> _TrieTemplate:
     return _TrieTemplate(tuple(edges), tuple(finals))
 
 
-def estimated_states(node: ir.Node, repeats: dict[int, int] | None = None) -> int:
+def estimated_states(node: ir.Node) -> int:
     """About how many NFA states `node` needs: each distinct sub-node once, times the copies of counted repeats.
 
     A fast refusal for hopeless expressions (nested counted repeats); the builder's own count is the exact guard.
+    The count is kept on the node (nodes are immutable), so front ends that ask again for a node or for
+    one that contains it (an array item, then the array) do not walk the same counted repeats twice.
     """
-    repeats = {} if repeats is None else repeats
+    cached = node.__dict__.get("_estimated_states")
+    if cached is not None:
+        return int(cached)
     seen: set[int] = set()
     total = 0
     pending = [node]
@@ -117,13 +121,14 @@ def estimated_states(node: ir.Node, repeats: dict[int, int] | None = None) -> in
         elif isinstance(current, ir.Embedded):
             total += len(current.accepting)
         elif isinstance(current, ir.Repeat):
-            if id(current) not in repeats:
-                copies = current.min + 1 if current.max is None else current.max
-                repeats[id(current)] = 1 + max(copies, 1) * (1 + estimated_states(current.item, repeats))
-            total += repeats[id(current)]
+            copies = current.min + 1 if current.max is None else current.max
+            total += 1 + max(copies, 1) * (1 + estimated_states(current.item))
         else:
             total += 1
             pending.extend(current.items)
+        if len(seen) & 65535 == 0:
+            check_deadline("sizing the expression")
+    object.__setattr__(node, "_estimated_states", total)
     return total
 
 
