@@ -11,18 +11,47 @@ from collections.abc import Mapping
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.stc.syntax import Pos, ProgramError
+from stdsl.errors import CompileTimeError
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
 _TAG = re.compile(r"\{\{|\{%|\{#")
 
 
+class _DeadlineSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox checking the compile deadline at every call, attribute and item lookup, so
+    a template that loops for long (`range` is a call) is stopped by the time limit like the rest of a compile."""
+
+    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        check_deadline("a Jinja template")
+        return super().call(context, obj, *args, **kwargs)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        check_deadline("a Jinja template")
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        check_deadline("a Jinja template")
+        return super().getitem(obj, argument)
+
+
+_ENV = _DeadlineSandbox(undefined=StrictUndefined, keep_trailing_newline=True)
+
+
 def render_text(template: str, args: Mapping[str, Any], start: Pos) -> str:
-    """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error."""
+    """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error,
+    CompileTimeError past the compile time limit (checked between output chunks and in the sandbox's hooks)."""
     try:
-        return _ENV.from_string(template).render(**args)
+        chunks = []
+        for chunk in _ENV.from_string(template).generate(**args):
+            check_deadline("a Jinja template")
+            chunks.append(chunk)
+        return "".join(chunks)
+    except CompileTimeError:
+        raise
     except TemplateSyntaxError as exc:
         raise _located(template, start, exc.lineno, None, f"Jinja syntax error: {exc.message}") from None
     except UndefinedError as exc:

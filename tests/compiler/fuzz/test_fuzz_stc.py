@@ -61,3 +61,12 @@ def test_compile_honours_the_time_limit_for_programs() -> None:
     with within_limit("a program with a regex field of 2**19 DFA states"):
         with pytest.raises(ProgramError, match="longer than the 0.05 s limit"):
             compile(program, max_seconds=0.05)
+
+
+def test_compile_stops_a_long_jinja_loop() -> None:
+    """A Jinja loop in the output template (10^8 iterations, 27 s) is stopped by the time limit."""
+    loop = "{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}"
+    program = CompiledProgram(f'output """{loop}x{{a: int}}"""', SOURCE)
+    with within_limit("a program whose output template loops 10^8 times"):
+        with pytest.raises(CompileTimeError, match="stopped in a Jinja template"):
+            compile(program, max_seconds=0.05)
