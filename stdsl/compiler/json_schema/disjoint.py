@@ -21,7 +21,7 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.json_schema.complement import NUMBER_KINDS, possible_kinds, typed
 from stdsl.compiler.json_schema.keys import complement_within, name_matches, pattern_matcher
-from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, merge
+from stdsl.compiler.json_schema.resolve import INEXACT, MAX_COUNT, Context, Schema, flatten, merge
 from stdsl.compiler.json_schema.strings import pattern_search, string_body
 from stdsl.compiler.json_schema.validate import conforms, provably_disjoint
 from stdsl.errors import EmptyLanguageError, SchemaError, StateBudgetError
@@ -36,8 +36,38 @@ def same_schema(a: Schema, b: Schema) -> bool:
     return a is b or json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
+def approximated(node: Any) -> bool:
+    """Whether a schema holds, at any depth, a part marked `_inexact` (an under-approximation of its meaning)."""
+    if isinstance(node, dict):
+        return node.get(INEXACT) is True or any(approximated(v) for k, v in node.items() if k != "enum")
+    return isinstance(node, list) and any(approximated(v) for v in node)
+
+
+def relaxed(node: Any) -> Any:
+    """A schema accepting at least what an approximated one stands for: lowered length bounds of 1000
+    dropped, and numbers admitted where non-integers may have been left out."""
+    if isinstance(node, list):
+        return [relaxed(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (v if k == "enum" else relaxed(v)) for k, v in node.items() if k != INEXACT}
+    if node.get(INEXACT) is True:
+        for key in ("maxLength", "maxItems"):
+            if out.get(key) == MAX_COUNT:
+                del out[key]
+        if out.get("enum") == []:
+            del out["enum"]
+            out["type"] = "number"
+        elif "type" in out:
+            types = out["type"] if isinstance(out["type"], list) else [out["type"]]
+            out["type"] = [t for t in types if t != "integer"] + ["number"] * ("number" not in types)
+    return out
+
+
 def disjoint(a: Schema, b: Schema, ctx: Context, depth: int = 0) -> bool:
-    """True only if no instance satisfies both flattened schemas."""
+    """True only if no instance satisfies both flattened schemas (approximated ones are relaxed first)."""
+    if approximated(a) or approximated(b):
+        a, b = relaxed(a), relaxed(b)
     if a is False or b is False:
         return True
     if a is True or b is True or a == {} or b == {} or depth > MAX_DEPTH:

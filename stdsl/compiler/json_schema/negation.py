@@ -33,6 +33,7 @@ from stdsl.compiler.json_schema.complement import (
     union,
 )
 from stdsl.compiler.json_schema.disjoint import (
+    approximated,
     disjoint,
     item_at,
     member_schema,
@@ -80,7 +81,7 @@ def difference(mine: Schema, other: Schema, ctx: Context, path: str, strict: boo
         return mine
     if other is True or other == {}:
         return False
-    if other.get(INEXACT):
+    if approximated(other):
         raise SchemaError("cannot negate a schema that was already approximated (a negated integer type or a "
                           "length above 1000)", path)
     mine = {} if mine is True else mine

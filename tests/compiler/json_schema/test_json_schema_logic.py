@@ -285,6 +285,16 @@ def test_negation_outside_its_context_stays_refused() -> None:
         schema_to_ir({"type": "object", "not": {"propertyNames": {"pattern": "^a"}}})
 
 
+def test_approximated_branches_are_never_called_disjoint() -> None:
+    """`not integer` drops non-integer numbers (no `type` spells them); 2.5 still meets both branches."""
+    schema = {"oneOf": [{"not": {"type": "integer"}}, {"type": "number"}]}
+    try:
+        automaton = build_automaton(schema_to_ir(schema))
+    except SchemaError:
+        return
+    assert not automaton.accepts(b"2.5")
+
+
 def test_finite_key_languages_are_enumerated() -> None:
     assert sorted(finite_language(pattern_matcher("^(ab|c)$", "#"))) == ["ab", "c"]
     assert finite_language(pattern_matcher("^a+$", "#")) is None
