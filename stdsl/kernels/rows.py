@@ -40,12 +40,14 @@ def row_next_states(table: Any, state: int, vocab: Vocabulary) -> np.ndarray:
 class CompactRow:
     """One state's row: `default` for every token but `tokens` (sorted ids), which go to `states` (-1 dead).
 
+    `flips` are the exceptions whose liveness differs from the default's (the mask's exceptions).
     Eos and specials are always exceptions when the default is live (they never walk).
     """
 
     default: int
     tokens: np.ndarray
     states: np.ndarray
+    flips: np.ndarray
 
     @staticmethod
     def of(row: np.ndarray, dtype: np.dtype | None = None) -> CompactRow:
@@ -55,9 +57,10 @@ class CompactRow:
         default = int(np.argmax(np.bincount(sample))) - 1 if sample.size else DEAD
         tokens = np.flatnonzero(row != default).astype(np.int32)
         states = row[tokens].astype(dtype or row.dtype)
-        tokens.flags.writeable = False
-        states.flags.writeable = False
-        return CompactRow(default, tokens, states)
+        flips = tokens[(states >= 0) != (default >= 0)]
+        for array in (tokens, states, flips):
+            array.flags.writeable = False
+        return CompactRow(default, tokens, states, flips)
 
     def next_states(self, size: int, dtype: np.dtype) -> np.ndarray:
         """The full row (V,) of next states."""
@@ -67,12 +70,9 @@ class CompactRow:
 
     def live(self, size: int) -> np.ndarray:
         """bool (V,): tokens with a live walk."""
-        if self.default < 0:
-            out = np.zeros(size, dtype=bool)
-            out[self.tokens[self.states >= 0]] = True
-        else:
-            out = np.ones(size, dtype=bool)
-            out[self.tokens[self.states < 0]] = False
+        live = self.default >= 0
+        out = np.ones(size, dtype=bool) if live else np.zeros(size, dtype=bool)
+        out[self.flips] = not live
         return out
 
     def next_state(self, token_id: int) -> int:
@@ -85,7 +85,7 @@ class CompactRow:
     @property
     def nbytes(self) -> int:
         """Bytes held by the exceptions."""
-        return int(self.tokens.nbytes + self.states.nbytes)
+        return int(self.tokens.nbytes + self.states.nbytes + self.flips.nbytes)
 
 
 class RowCache:
