@@ -191,7 +191,25 @@ def literal(text: str | bytes) -> Node:
     data = text.encode("utf-8") if isinstance(text, str) else text
     if len(data) == 1:
         return _SINGLE_BYTES[data[0]]
-    return Seq(tuple(_SINGLE_BYTES[b] for b in data)) if data else EMPTY
+    if not data:
+        return EMPTY
+    node = Seq(tuple(_SINGLE_BYTES[b] for b in data))
+    object.__setattr__(node, "_literal", bytes(data))
+    return node
+
+
+def literal_bytes(node: Node) -> bytes | None:
+    """The one string `node` matches when it is a sequence of single bytes (a literal), else None."""
+    known = node.__dict__.get("_literal")
+    if known is not None:
+        return bytes(known)
+    parts = node.items if isinstance(node, Seq) else (node,)
+    data = bytearray()
+    for part in parts:
+        if not isinstance(part, ByteSet) or len(part.ranges) != 1 or part.ranges[0][0] != part.ranges[0][1]:
+            return None
+        data.append(part.ranges[0][0])
+    return bytes(data)
 
 
 def _utf8_ranges(lo: int, hi: int) -> list[list[tuple[int, int]]]:
@@ -322,5 +340,5 @@ def size(node: Node) -> int:
 
 __all__: Sequence[str] = [
     "ByteSet", "Embedded", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
-    "repeat", "optional", "star", "plus", "literal", "codepoints", "any_char", "to_pattern", "size",
+    "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern", "size",
 ]

@@ -7,14 +7,24 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import StateBudgetError
 
 
 def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
     """The minimal trim byte automaton of an IR expression: Thompson NFA → subset DFA → trim → minimize.
 
+    A finite set of literal strings (an enum) skips the NFA: its trie, merged bottom-up, is the minimal DFA.
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
     """
+    strings = literal_strings(node)
+    if strings is not None:
+        table, accepting, byte_class = strings_dfa(strings)
+        if len(table) > max_states:
+            raise StateBudgetError(f"the {len(strings):,} strings need {len(table):,} DFA states (the budget is "
+                                   f"{max_states:,}); raise max_states")
+        return Automaton.from_classes(table, accepting, byte_class)
     dfa = determinize(build_nfa(node), max_states)
     table, accepting = minimize(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)

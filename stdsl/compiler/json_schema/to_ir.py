@@ -142,7 +142,7 @@ class _Compiler:
             return ir.alt(*branches)
         if "enum" in flat:
             rest = {k: v for k, v in flat.items() if k != "enum"}
-            return ir.alt(*(self.const(v) for v in flat["enum"] if conforms(v, rest, ctx, path)))
+            return ir.alt(*(self.const(v) for v in flat["enum"] if not rest or conforms(v, rest, ctx, path)))
         types = flat.get("type", list(ALL_TYPES))
         types = types if isinstance(types, list) else [types]
         parts = []
