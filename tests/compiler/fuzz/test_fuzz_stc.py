@@ -30,11 +30,11 @@ def _assert_located(error: ProgramError, text: str) -> None:
 
 def check_program(text: str) -> None:
     """The fuzz property for one program text (see the module docstring); parameters without a default
-    get a short string."""
+    get a short string.  Parsing is outside the time limit, as it is for `stdsl.compile(program)`."""
     try:
+        program = CompiledProgram(text, SOURCE)
+        missing = {name: "fuzz" for name, (_, default, _) in program.syntax.params.items() if default is None}
         with within_limit(repr(text)), compile_deadline(LIMIT_SECONDS):
-            program = CompiledProgram(text, SOURCE)
-            missing = {name: "fuzz" for name, (_, default, _) in program.syntax.params.items() if default is None}
             program.constraint(program.arguments(missing))
     except ProgramError as error:
         _assert_located(error, text)
