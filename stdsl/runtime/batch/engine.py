@@ -34,6 +34,7 @@ from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.row_slots import RowSlotsCache
 from stdsl.runtime.batch.sampling import sample_rows
 from stdsl.runtime.options import DecodeOptions, check_prompt
+from stdsl.runtime.workers import Worker, begin_exit, settle
 
 T = TypeVar("T")
 
@@ -48,9 +49,11 @@ _LIVE: weakref.WeakSet[Engine] = weakref.WeakSet()
 @atexit.register
 def _close_engines() -> None:
     """Stop every decode thread before the interpreter tears MLX down (a running step would abort the process)."""
+    begin_exit()
     for engine in list(_LIVE):
         engine.close()
         engine.release()
+    settle()
 
 
 def feed_width(lengths: Sequence[int]) -> int:
@@ -86,8 +89,8 @@ class Engine:
         self._caches: list[RowSlotsCache] = []
         self._logits: mx.array | None = None
         self._lock = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._threads: list[threading.Thread] = []
+        self._thread: Worker | None = None
+        self._threads: list[Worker] = []
         self._closed = False
         _LIVE.add(self)
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
@@ -134,7 +137,7 @@ class Engine:
 
     def _start_thread(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="stdsl-engine", daemon=True)
+            self._thread = Worker(self._run, "stdsl-engine")
             self._threads = [t for t in self._threads if t.is_alive()] + [self._thread]
             self._thread.start()
 
@@ -156,8 +159,8 @@ class Engine:
             self._lock.notify_all()
             threads = list(self._threads)
         for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join()
+            if not thread.is_current():
+                thread.wait()
 
     def release(self) -> None:
         """Drop the KV state this engine holds (running rows and the prompt cache) after `close`."""

@@ -43,6 +43,7 @@ from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.control.pushdown_state import machine_of
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.workers import Worker, begin_exit
 
 FIRST_WAVE_SAMPLES = 24
 WAVE_ROWS = 4
@@ -433,20 +434,21 @@ class CertifiedDecoder:
         self.handle._finish(result, None)
 
 
-_DRIVERS: list[tuple[threading.Thread, CertifiedDecoder]] = []
+_DRIVERS: list[tuple[Worker, CertifiedDecoder]] = []
 _DRIVERS_LOCK = threading.Lock()
 EXIT_JOIN_SECONDS = 30.0
 
 
 @atexit.register
 def _stop_drivers() -> None:
-    """Cancel and join the driver threads still running at exit (before the engines close), so none outlives MLX."""
+    """Cancel and wait for the driver threads still running at exit (before the engines close), so none outlives MLX."""
+    begin_exit()
     with _DRIVERS_LOCK:
         drivers = list(_DRIVERS)
     for _, decoder in drivers:
         decoder.cancelled = True
     for thread, _ in drivers:
-        thread.join(EXIT_JOIN_SECONDS)
+        thread.wait(EXIT_JOIN_SECONDS)
     with _DRIVERS_LOCK:
         _DRIVERS.clear()
     drivers.clear()
@@ -477,7 +479,7 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     decoder = CertifiedDecoder(engine, prompt_tokens(engine.model, prompt, options.chat), compiled, blocks,
                                options, handle)
     holder.append(decoder)
-    driver = threading.Thread(target=decoder.run, name="stdsl-certified", daemon=True)
+    driver = Worker(decoder.run, "stdsl-certified")
     with _DRIVERS_LOCK:
         _DRIVERS[:] = [(t, d) for t, d in _DRIVERS if t.is_alive()] + [(driver, decoder)]
     driver.start()
