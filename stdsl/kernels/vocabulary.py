@@ -96,19 +96,24 @@ class Vocabulary:
                 f"Vocabulary: token {empty[0]} has empty bytes (use None for a special token)"
             )
         longest = max((len(b) for b in self.token_bytes if b is not None), default=0)
-        self.lengths = np.fromiter(
+        lengths = np.fromiter(
             (0 if b is None else len(b) for b in self.token_bytes),
             dtype=np.uint16 if longest <= np.iinfo(np.uint16).max else np.int32,
             count=self.size,
         )
         self.offsets = np.zeros(self.size + 1, dtype=np.int32)
-        np.cumsum(self.lengths, out=self.offsets[1:])
+        np.cumsum(lengths, out=self.offsets[1:])
         self.data = np.frombuffer(
             b"".join(b for b in self.token_bytes if b is not None), dtype=np.uint8
         ).copy()
-        self.walk_lengths = np.where(self.eos, 0, self.lengths).astype(np.int32)
+        self.walk_lengths = np.where(self.eos, 0, lengths).astype(lengths.dtype)
         self.max_length = int(self.walk_lengths.max())
         self._derived: dict[str, object] = {}
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Byte length of every token (specials 0), from the offsets (not stored)."""
+        return np.diff(self.offsets).astype(self.walk_lengths.dtype)
 
     @cached_property
     def levels(self) -> list[TrieLevel]:
@@ -122,12 +127,11 @@ class Vocabulary:
 
     @property
     def packed_nbytes(self) -> int:
-        """Bytes of what the walk kernel needs: packed token bytes, offsets, lengths and the eos/special masks."""
+        """Bytes of what the walk kernel needs: packed token bytes, offsets, walk lengths and the eos/special masks."""
         arrays = (
             self.eos_ids,
             self.special,
             self.eos,
-            self.lengths,
             self.offsets,
             self.data,
             self.walk_lengths,

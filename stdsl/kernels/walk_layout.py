@@ -51,7 +51,7 @@ def walk_layout(vocab: Vocabulary) -> WalkLayout:
     def build() -> WalkLayout:
         lengths = vocab.walk_lengths
         walkable = np.flatnonzero(lengths > 0)
-        order = walkable[np.argsort(-lengths[walkable], kind="stable")].astype(np.int32)
+        order = walkable[np.argsort(-lengths[walkable].astype(np.int64), kind="stable")].astype(np.int32)
         sorted_lengths = lengths[order]
         alive = np.array(
             [
