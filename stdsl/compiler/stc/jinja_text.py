@@ -19,6 +19,7 @@ from stdsl.compiler.stc.syntax import Pos, ProgramError
 from stdsl.errors import CompileTimeError
 
 _TAG = re.compile(r"\{\{|\{%|\{#")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _DeadlineSandbox(ImmutableSandboxedEnvironment):
@@ -42,15 +43,21 @@ _ENV = _DeadlineSandbox(undefined=StrictUndefined, keep_trailing_newline=True)
 
 
 def render_text(template: str, args: Mapping[str, Any], start: Pos) -> str:
-    """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error,
-    CompileTimeError past the compile time limit (checked between output chunks and in the sandbox's hooks)."""
+    """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error and
+    on a filled text that is not text (a lone surrogate from an argument), CompileTimeError past the compile
+    time limit (checked between output chunks and in the sandbox's hooks)."""
     try:
         chunks = []
         for chunk in _ENV.from_string(template).generate(**args):
             check_deadline("a Jinja template")
             chunks.append(chunk)
-        return "".join(chunks)
-    except CompileTimeError:
+        text = "".join(chunks)
+        surrogate = _LONE_SURROGATE.search(text)
+        if surrogate is not None:
+            raise _located(template, start, None, None, f"the filled text holds a lone surrogate "
+                           f"U+{ord(surrogate.group()):04X}, which is not text (it has no UTF-8 encoding)")
+        return text
+    except (CompileTimeError, ProgramError):
         raise
     except TemplateSyntaxError as exc:
         raise _located(template, start, exc.lineno, None, f"Jinja syntax error: {exc.message}") from None

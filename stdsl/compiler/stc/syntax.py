@@ -7,6 +7,7 @@ was expected; nothing downstream sees a Lark object.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -243,8 +244,23 @@ class _Builder:
         return FieldDecl(str(name), self.type_expr(type_node), self.pos(node), optional is not None)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, source: str, line_offset: int = 0, col_offset: int = 0) -> None:
+    """Refuse a lone surrogate (a str can hold one, but it is no text: it has no UTF-8 encoding) at its position."""
+    found = _LONE_SURROGATE.search(text)
+    if found is not None:
+        before = text[:found.start()]
+        line = before.count("\n") + 1
+        column = found.start() - before.rfind("\n") + (col_offset if line == 1 else 0)
+        raise ProgramError(f"lone surrogate U+{ord(found.group()):04X} is not text (it has no UTF-8 encoding)",
+                           source, line + line_offset, column)
+
+
 def parse_hole(text: str, source: str, line: int, column: int) -> FieldDecl:
     """Parse the inside of a template hole `{name: type}` located at (line, column) of `source`."""
+    check_text(text, source, line - 1, column - 1)
     try:
         tree: Any = _parser().parse(text, start="hole")
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:
@@ -261,6 +277,7 @@ def parse_type(text: str, source: str = "<type>") -> TypeExpr:
 
 def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
     """Parse a whole `.stc` program; every syntax error names source, line, column and what was expected."""
+    check_text(text, source)
     try:
         tree: Any = _parser().parse(text, start="program")
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as exc:

@@ -70,3 +70,16 @@ def test_compile_stops_a_long_jinja_loop() -> None:
     with within_limit("a program whose output template loops 10^8 times"):
         with pytest.raises(CompileTimeError, match="stopped in a Jinja template"):
             compile(program, max_seconds=0.05)
+
+
+@pytest.mark.parametrize(("text", "args", "line", "column"), [
+    ('output """ab\ud833c{a: int}"""', {}, 1, 13),
+    ('type X = int\n  \udfff', {}, 2, 3),
+    ('param x: str\noutput """v {{ x }}: {a: int}"""', {"x": "\ud800"}, 2, 13),
+])
+def test_lone_surrogates_are_refused_where_they_stand(text: str, args: dict, line: int, column: int) -> None:
+    """A lone surrogate (no UTF-8 encoding) in the program or in an argument filled into the output template
+    is a ProgramError at its line and column (was a UnicodeEncodeError from the IR's literal)."""
+    with pytest.raises(ProgramError, match="lone surrogate") as info:
+        CompiledProgram(text, SOURCE).constraint(args)
+    assert (info.value.line, info.value.column) == (line, column)
