@@ -19,14 +19,9 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.runtime.control.boundary_cover import BoundaryCover
-from stdsl.runtime.control.characters import starts_a_character
+from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character
 from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
-from stdsl.runtime.control.planner import (
-    ForcedPlanner,
-    Window,
-    lead_byte_representatives,
-    valid_utf8_prefix,
-)
+from stdsl.runtime.control.planner import ForcedPlanner, Window, valid_utf8_prefix
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 

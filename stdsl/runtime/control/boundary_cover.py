@@ -154,7 +154,7 @@ class BoundaryCovers:
         return result
 
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
-        """(character bytes, state after them) for each of `next_characters(state)` the automaton admits."""
+        """(character bytes, state after them) for each of the state's `next_characters` the automaton admits."""
         out = []
         row = self.planner.transitions[state]
         for byte in np.flatnonzero(row >= 0).tolist():

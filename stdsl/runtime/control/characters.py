@@ -7,6 +7,7 @@ with it, of which one per pre-tokenizer class (whitespace, letter, mark, number,
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable, Iterator
 from functools import cache
 
 MAX_CODEPOINT_SCAN = 70_000
@@ -50,6 +51,13 @@ def lead_byte_representatives(lead: int) -> tuple[str, ...]:
         if len(found) == 5:
             break
     return tuple(found.values())
+
+
+def next_characters(live: Iterable[int]) -> Iterator[str]:
+    """Characters that may follow a state with these live bytes, one at a time: every live ASCII byte,
+    one per class per live lead byte (a lead byte's are found only when reached)."""
+    for byte in live:
+        yield from (chr(byte),) if byte < 0x80 else lead_byte_representatives(byte)
 
 
 def valid_utf8_prefix(data: bytes) -> int:

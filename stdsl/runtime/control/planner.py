@@ -12,7 +12,7 @@ own split" is `encode_ordinary`: `encode` with special-token text spelled as ord
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol
@@ -21,7 +21,7 @@ import numpy as np
 
 from stdsl.errors import GenerationError
 from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
-from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character, valid_utf8_prefix
+from stdsl.runtime.control.characters import next_characters, starts_a_character, valid_utf8_prefix
 from stdsl.runtime.control.split_memo import SplitMemo
 from stdsl.runtime.control.token_spellings import TokenSpellings
 
@@ -185,21 +185,11 @@ class ForcedPlanner:
         text = tail.decode("utf-8")
         live = np.flatnonzero(self.transitions[end_state] >= 0).tolist()
         result = all(byte < 0x80 or starts_a_character(byte) for byte in live) and all(
-            len(tail) in self.boundaries(text + ch) for ch in self._characters_after(live))
+            len(tail) in self.boundaries(text + ch) for ch in next_characters(live))
         if len(self._tail_cache) >= MAX_CACHED_TAILS:
             self._tail_cache.clear()
         self._tail_cache[key] = result
         return result
-
-    def next_characters(self, state: int) -> list[str]:
-        """Characters that may follow `state`: every live ASCII byte, one per class per live lead byte."""
-        return list(self._characters_after(np.flatnonzero(self.transitions[state] >= 0).tolist()))
-
-    @staticmethod
-    def _characters_after(live: list[int]) -> Iterator[str]:
-        """`next_characters` of a state with these live bytes, one at a time (a lead byte's are found when reached)."""
-        for byte in live:
-            yield from (chr(byte),) if byte < 0x80 else lead_byte_representatives(byte)
 
     # ------------------------------------------------------------------ the boundary cover
 
