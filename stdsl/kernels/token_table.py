@@ -107,15 +107,22 @@ class ScaledTable:
     flat: np.ndarray
     byte_class: np.ndarray
     stride: int
+    translation: bytes
 
     @staticmethod
     def of(class_transitions: np.ndarray, byte_class: np.ndarray) -> ScaledTable:
         """The scaled form of a (Q, C) class table and its 256-entry byte→class map."""
+        classes = np.asarray(byte_class, dtype=np.int32)
         return ScaledTable(
             scaled_table(class_transitions),
-            np.asarray(byte_class, dtype=np.int32),
+            classes,
             int(class_transitions.shape[1]),
+            bytes(classes.astype(np.uint8).tolist()),
         )
+
+    def columns(self, data: np.ndarray) -> np.ndarray:
+        """The class of each byte of a uint8 array, as uint8 (a byte translation: faster than a gather)."""
+        return np.frombuffer(data.tobytes().translate(self.translation), dtype=np.uint8)
 
     @property
     def sink(self) -> int:
@@ -215,7 +222,7 @@ def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
     for level in vocab.levels:
         if dense is not None:
             index = np.take(dense, level.parent)
-            index += np.take(byte_class, level.byte)
+            index += table.columns(level.byte)
             dense = np.take(flat, index)
             out[level.end_tokens] = table.states_of(dense[level.end_nodes])
             alive = dense != sink

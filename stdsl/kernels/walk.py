@@ -78,7 +78,7 @@ def _walk_row_numpy(
     index = np.empty(alive[0], dtype=np.int32)
     for i, n in enumerate(alive):
         view = current[:n]
-        np.add(view, np.take(byte_class, layout.position_bytes[i]), out=index[:n])
+        np.add(view, table.columns(layout.position_bytes[i]), out=index[:n])
         np.take(scaled, index[:n], out=view)
         end = alive[i + 1] if i + 1 < len(alive) else 0
         finished[end:n] = view[end:n]
