@@ -5,7 +5,8 @@ the (usually few dozen) classes instead of 256 bytes.  A DFA state is the set of
 "important" NFA states (those with a byte edge, and the accepting state) in an epsilon
 closure; closures are memoized per NFA state and per kernel (set of move targets).
 
-States are expanded a breadth-first level at a time.  A wide level is expanded with numpy
+States are expanded a breadth-first level at a time (at most `LEVEL_CHUNK` states per step, so
+the compile deadline is checked often).  A wide level is expanded with numpy
 (every member's class moves gathered, sorted and cut into one kernel per state and class,
 equal kernels found by hash and then compared element by element, so no collision can merge
 two); a narrow level (a chain of literal bytes) is cheaper in plain Python.  Both number new states in
@@ -26,6 +27,7 @@ from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
 WIDE_LEVEL_MEMBERS = 48
+LEVEL_CHUNK = 2048
 
 
 @dataclass
@@ -118,7 +120,7 @@ class _Subsets:
                     "the constraint is too large to enforce as a DFA: bound or simplify "
                     "repetitions (e.g. a fixed-length suffix after an unbounded loop), "
                     "or raise max_states")
-            if found & 1023 == 0:
+            if found & 255 == 0:
                 check_deadline("determinization")
             self.state_ids[closed] = found
             self.states.append(closed)
@@ -226,7 +228,9 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     target_list = targets.tolist()
     starts_list, lengths_list = seg_start.tolist(), seg_len.tolist()
     kernel_state = np.empty(len(first), dtype=np.int64)
-    for kernel in np.argsort(first).tolist():
+    for done, kernel in enumerate(np.argsort(first).tolist()):
+        if done & 1023 == 1023:
+            check_deadline("determinization")
         start = starts_list[int(first[kernel])]
         kernel_state[kernel] = subsets.state_of(tuple(target_list[start:start + lengths_list[int(first[kernel])]]))
     seg_state = kernel_state[inverse.reshape(-1)]
@@ -251,7 +255,7 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     lo = 0
     while lo < len(subsets.states):
         check_deadline("determinization")
-        hi = len(subsets.states)
+        hi = min(len(subsets.states), lo + LEVEL_CHUNK)
         width = sum(len(state) for state in subsets.states[lo:hi]) if hi - lo < WIDE_LEVEL_MEMBERS else hi - lo
         expand = _wide_level if width >= WIDE_LEVEL_MEMBERS else _narrow_level
         blocks.append(expand(subsets, moves, lo, hi))

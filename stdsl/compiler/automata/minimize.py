@@ -53,8 +53,12 @@ def bfs_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) 
         if distance[source] < 0:
             distance[source] = 0
             queue.append(source)
+    visited = 0
     while queue:
         node = queue.popleft()
+        visited += 1
+        if visited & 4095 == 0:
+            check_deadline("searching the automaton")
         next_distance = distance[node] + 1
         for target in targets[starts[node]:starts[node + 1]]:
             if distance[target] < 0:
@@ -126,7 +130,7 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     rounds = 0
     while waiting:
         rounds += 1
-        if rounds & 255 == 0:
+        if rounds & 63 == 0:
             check_deadline("minimization")
         splitter = waiting.pop()
         in_waiting[splitter] = False

@@ -71,7 +71,9 @@ def _trie_template(node: ir.Alt) -> _TrieTemplate:
     strings = [_byte_string(item) for item in node.items]
     children: list[dict[Ranges, int]] = [{}]
     final = [False]
-    for string in strings:
+    for count, string in enumerate(strings):
+        if count & 4095 == 4095:
+            check_deadline("building a string trie")
         state = 0
         for ranges in string:  # type: ignore[union-attr]
             child = children[state].get(ranges)
@@ -85,6 +87,8 @@ def _trie_template(node: ir.Alt) -> _TrieTemplate:
     canonical: dict[tuple[bool, tuple[tuple[Ranges, int], ...]], int] = {}
     shared = [0] * len(children)
     for state in range(len(children) - 1, -1, -1):
+        if state & 4095 == 0:
+            check_deadline("merging a string trie")
         signature = (final[state], tuple(sorted((r, shared[c]) for r, c in children[state].items())))
         shared[state] = canonical.setdefault(signature, len(canonical))
     order = {shared[0]: 0}
@@ -167,7 +171,7 @@ class _Builder:
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
-        if len(self.nfa.eps) & 4095 == 0:
+        if len(self.nfa.eps) & 255 == 0:
             check_deadline("NFA construction")
         if len(self.nfa.eps) >= self.max_states:
             raise StateBudgetError(
