@@ -1,10 +1,9 @@
 """The token table T[q, t] = δ*(q, t) by the level pass of Algorithm 4 (Theorem 18(i)): all states, or one root.
 
-Walks read the automaton in class form: a step from scaled state s on byte b is
-`flat[s + byte_class[b]]` (`ScaledTable`), never a 256-column table.
-
 It is the oracle every table-free mask (walk kernel, rows on demand) is tested against, and
-the table a controller may store when |Q|·|V| is small enough.
+the table a controller may store when |Q|·|V| is small enough.  Walks read the automaton in
+class form: a step from scaled state s on byte b is `flat[s + byte_class[b]]` (`ScaledTable`),
+never a 256-column table.
 """
 
 from __future__ import annotations
