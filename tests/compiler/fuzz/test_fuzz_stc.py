@@ -3,18 +3,22 @@ FILE:LINE:COL inside the text, never another exception, and never past the compi
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stdsl.compiler.constraint import compile
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.stc.program import CompiledProgram
+from stdsl.compiler.stc.program_constraint import ProgramConstraint
 from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.errors import CompileTimeError
+from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import stc_inputs
 from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
 
-FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOURCE = "fuzz.stc"
 
@@ -28,31 +32,36 @@ def _assert_located(error: ProgramError, text: str) -> None:
     assert str(error).startswith(f"{SOURCE}:{error.line}:{error.column}: "), str(error)
 
 
-def check_program(text: str) -> None:
+def check_program(text: str, seed: int) -> None:
     """The fuzz property for one program text (see the module docstring); parameters without a default
-    get a short string.  Parsing is outside the time limit, as it is for `stdsl.compile(program)`."""
+    get a short string.  Parsing is outside the time limit, as it is for `stdsl.compile(program)`.
+    An output the compiled automaton accepts (one random walk) reads back into its fields."""
     try:
         program = CompiledProgram(text, SOURCE)
         missing = {name: "fuzz" for name, (_, default, _) in program.syntax.params.items() if default is None}
         with within_limit(repr(text)), compile_deadline(LIMIT_SECONDS):
-            program.constraint(program.arguments(missing))
+            constraint = program.constraint(program.arguments(missing))
     except ProgramError as error:
         _assert_located(error, text)
+        return
     except CompileTimeError:
-        pass
+        return
+    if isinstance(constraint, ProgramConstraint):
+        output = random_accepted(constraint.automaton, np.random.default_rng(seed), wander=30).decode("utf-8")
+        assert set(constraint.parse(output)) == set(program.fields), output
 
 
 @FAST
-@given(stc_inputs())
-def test_stc_fuzz(text: str) -> None:
-    check_program(text)
+@given(stc_inputs(), st.integers(0, 2**32 - 1))
+def test_stc_fuzz(text: str, seed: int) -> None:
+    check_program(text, seed)
 
 
 @pytest.mark.slow
 @LARGE
-@given(stc_inputs())
-def test_stc_fuzz_large(text: str) -> None:
-    check_program(text)
+@given(stc_inputs(), st.integers(0, 2**32 - 1))
+def test_stc_fuzz_large(text: str, seed: int) -> None:
+    check_program(text, seed)
 
 
 def test_compile_honours_the_time_limit_for_programs() -> None:
