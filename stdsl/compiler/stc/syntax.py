@@ -18,6 +18,7 @@ from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedEOF, Unexpec
 from stdsl.errors import CompileError
 
 GRAMMAR_PATH = Path(__file__).with_name("stc.lark")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _TERMINAL_NAMES = {
     "NAME": "a name",
@@ -166,8 +167,22 @@ def _lark_error(exc: Exception, text: str, source: str, line_offset: int, col_of
     return ProgramError(str(exc), source, line, col)
 
 
-def _string(token: Any) -> str:
-    return str(ast.literal_eval(str(token)))
+def _string(token: Any, pos: Pos) -> str:
+    """The value of a quoted string token, read with Python's escapes; a bad escape, a raw NUL or a lone
+    surrogate is refused at `pos`."""
+    text = str(token)
+    if "\0" in text:
+        raise pos.error("a string cannot hold a raw NUL character; write \\x00")
+    try:
+        value = str(ast.literal_eval(text))
+    except (SyntaxError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise pos.error(f"bad string {text}: {reason}") from None
+    surrogate = _LONE_SURROGATE.search(value)
+    if surrogate is not None:
+        raise pos.error(f"string {text} holds a lone surrogate U+{ord(surrogate.group()):04X}, which is not text "
+                        "(it has no UTF-8 encoding)")
+    return value
 
 
 def _pos(node: Any, source: str, line_offset: int, col_offset: int) -> Pos:
@@ -190,7 +205,7 @@ class _Builder:
     def value(self, node: Any) -> Any:
         if isinstance(node, Tree):
             if node.data == "string_value":
-                return _string(node.children[0])
+                return _string(node.children[0], self.pos(node.children[0]))
             if node.data == "name_value":
                 text = str(node.children[0])
                 return {"true": True, "false": False, "none": None}.get(text.lower(), text)
@@ -210,7 +225,7 @@ class _Builder:
                 return options[0]
             return TypeExpr("union", self.pos(node), options=options)
         if node.data == "enum_value":
-            return TypeExpr("enum", self.pos(node), value=_string(node.children[0]))
+            return TypeExpr("enum", self.pos(node), value=_string(node.children[0], self.pos(node)))
         if node.data == "record":
             fields = [self.field(child) for child in node.children if child is not None]
             return TypeExpr("record", self.pos(node), fields=fields)
@@ -242,9 +257,6 @@ class _Builder:
     def field(self, node: Any) -> FieldDecl:
         name, optional, type_node = node.children
         return FieldDecl(str(name), self.type_expr(type_node), self.pos(node), optional is not None)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_text(text: str, source: str, line_offset: int = 0, col_offset: int = 0) -> None:

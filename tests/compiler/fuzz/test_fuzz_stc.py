@@ -85,6 +85,8 @@ def test_compile_stops_a_long_jinja_loop() -> None:
     ('output """ab\ud833c{a: int}"""', {}, 1, 13),
     ('type X = int\n  \udfff', {}, 2, 3),
     ('param x: str\noutput """v {{ x }}: {a: int}"""', {"x": "\ud800"}, 2, 13),
+    ('output """{a: "\\ud800" | "b"}"""', {}, 1, 15),
+    ('output """{a: list[str](1..2, sep="\\udc00")}"""', {}, 1, 35),
 ])
 def test_lone_surrogates_are_refused_where_they_stand(text: str, args: dict, line: int, column: int) -> None:
     """A lone surrogate (no UTF-8 encoding) in the program or in an argument filled into the output template
@@ -92,3 +94,16 @@ def test_lone_surrogates_are_refused_where_they_stand(text: str, args: dict, lin
     with pytest.raises(ProgramError, match="lone surrogate") as info:
         CompiledProgram(text, SOURCE).constraint(args)
     assert (info.value.line, info.value.column) == (line, column)
+
+
+@pytest.mark.parametrize(("text", "column", "fragment"), [
+    ('output """{a: "x\0y" | "b"}"""', 15, "raw NUL"),
+    ('output """{a: "x\\x4" | "b"}"""', 15, "truncated \\xXX escape"),
+    ('output """{a: "\\N{nope}" | "b"}"""', 15, "unknown Unicode character name"),
+])
+def test_bad_strings_are_refused_where_they_stand(text: str, column: int, fragment: str) -> None:
+    """A string token that Python cannot read (a raw NUL, a bad escape) is a ProgramError at the string
+    (was a SyntaxError from ast.literal_eval; found by the large .stc fuzz run)."""
+    with pytest.raises(ProgramError) as info:
+        CompiledProgram(text, SOURCE).constraint({})
+    assert fragment in str(info.value) and (info.value.line, info.value.column) == (1, column), str(info.value)
