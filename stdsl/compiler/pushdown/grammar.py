@@ -115,7 +115,9 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
             dfa = determinize(build_nfa(body), max_states, alphabet)
             table, accepting = minimize(dfa.table, dfa.accepting)
         except EmptyLanguageError as error:
-            raise CompileError(f"definition '{name}' matches nothing: {error}") from error
+            if name == MAIN:
+                raise
+            raise DefinitionError(f"definition '{name}' matches nothing: {error}", name) from error
         tables.append(table[:, dfa.byte_class])
         accepts.append(accepting)
     offsets = np.cumsum([0] + [len(t) for t in tables])
