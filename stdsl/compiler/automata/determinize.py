@@ -167,7 +167,7 @@ class _ClassMoves:
 
 
 def _mix(values: np.ndarray) -> np.ndarray:
-    """SplitMix64 of each value: a well-spread 64-bit salt per NFA state for hashing kernels (numpy.random is slow to import)."""
+    """SplitMix64 of each value: a well-spread 64-bit salt per NFA state for hashing kernels (no numpy.random)."""
     with np.errstate(over="ignore"):
         z = values + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -25,12 +25,19 @@ MAX_NFA_STATES = 2_000_000
 Ranges = tuple[tuple[int, int], ...]
 
 
+NO_MOVES: tuple[()] = ()
+
+
 @dataclass
 class NFA:
-    """A Thompson NFA: `edges[s]` lists `(index into byte_sets, target)`; `eps[s]` the epsilon targets."""
+    """A Thompson NFA: `edges[s]` lists `(index into byte_sets, target)`; `eps[s]` the epsilon targets.
 
-    eps: list[list[int]] = field(default_factory=list)
-    edges: list[list[tuple[int, int]]] = field(default_factory=list)
+    A state without moves of a kind holds the shared empty tuple `NO_MOVES` instead of a list of its
+    own: most states have only one kind, and fewer objects make the NFA faster to build and to free.
+    """
+
+    eps: list[list[int] | tuple[()]] = field(default_factory=list)
+    edges: list[list[tuple[int, int]] | tuple[()]] = field(default_factory=list)
     byte_sets: list[Ranges] = field(default_factory=list)
     start: int = 0
     accept: int = 0
@@ -167,7 +174,7 @@ class _Builder:
         self.max_states = max_states
         self.set_index: dict[Ranges, int] = {}
         self.templates: dict[int, _TrieTemplate | None] = {}
-        self.memo: dict[tuple[int, int], int] = {}
+        self.memo: dict[int, int] = {}
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
@@ -177,9 +184,26 @@ class _Builder:
             raise StateBudgetError(
                 f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
                 "repetitions such as x{m,n} or nest fewer of them")
-        self.nfa.eps.append([])
-        self.nfa.edges.append([])
+        self.nfa.eps.append(NO_MOVES)
+        self.nfa.edges.append(NO_MOVES)
         return len(self.nfa.eps) - 1
+
+    def add_eps(self, state: int, target: int) -> None:
+        """An epsilon move from `state` to `target`."""
+        moves = self.nfa.eps[state]
+        if isinstance(moves, list):
+            moves.append(target)
+        else:
+            self.nfa.eps[state] = [target]
+
+    def add_edge(self, state: int, ranges: Ranges, target: int) -> None:
+        """A move from `state` to `target` on any byte of `ranges`."""
+        edge = (self.byte_set_index(ranges), target)
+        moves = self.nfa.edges[state]
+        if isinstance(moves, list):
+            moves.append(edge)
+        else:
+            self.nfa.edges[state] = [edge]
 
     def byte_set_index(self, ranges: Ranges) -> int:
         index = self.set_index.setdefault(ranges, len(self.nfa.byte_sets))
@@ -192,7 +216,7 @@ class _Builder:
             for item in reversed(node.items):
                 exit_state = self.entry(item, exit_state)
             return exit_state
-        key = (id(node), exit_state)
+        key = id(node) << 32 | exit_state
         found = self.memo.get(key)
         if found is None:
             found = self._build(node, exit_state)
@@ -200,10 +224,9 @@ class _Builder:
         return found
 
     def _build(self, node: ir.Node, exit_state: int) -> int:
-        nfa = self.nfa
         if isinstance(node, ir.ByteSet):
             start = self.new_state()
-            nfa.edges[start].append((self.byte_set_index(node.ranges), exit_state))
+            self.add_edge(start, node.ranges, exit_state)
             return start
         if isinstance(node, ir.Embedded):
             return self.embedded(node, exit_state)
@@ -215,7 +238,7 @@ class _Builder:
                 return self.trie(template, exit_state)
             start = self.new_state()
             for item in node.items:
-                nfa.eps[start].append(self.entry(item, exit_state))
+                self.add_eps(start, self.entry(item, exit_state))
             return start
         assert isinstance(node, ir.Repeat)
         return self.repeat(node, exit_state)
@@ -231,34 +254,32 @@ class _Builder:
         for q, out in enumerate(self.embedded_edges[id(node)]):
             nfa.edges[states[q]] = [(index, base + target) for index, target in out]
         for q in np.flatnonzero(node.accepting).tolist():
-            nfa.eps[states[q]].append(exit_state)
+            self.add_eps(states[q], exit_state)
         return states[0]
 
     def trie(self, template: _TrieTemplate, exit_state: int) -> int:
-        nfa = self.nfa
         states = [self.new_state() for _ in range(len(template.final))]
         for local, out in enumerate(template.edges):
             state = states[local]
             for ranges, target in out:
-                nfa.edges[state].append((self.byte_set_index(ranges), states[target]))
+                self.add_edge(state, ranges, states[target])
             if template.final[local]:
-                nfa.eps[state].append(exit_state)
+                self.add_eps(state, exit_state)
         return states[0]
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
         """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
-        nfa = self.nfa
         if node.max is None:
             loop = self.new_state()
-            nfa.eps[loop].append(exit_state)
-            nfa.eps[loop].append(self.entry(node.item, loop))
+            self.add_eps(loop, exit_state)
+            self.add_eps(loop, self.entry(node.item, loop))
             after = loop
         else:
             after = exit_state
             for _ in range(node.max - node.min):
                 optional = self.new_state()
-                nfa.eps[optional].append(exit_state)
-                nfa.eps[optional].append(self.entry(node.item, after))
+                self.add_eps(optional, exit_state)
+                self.add_eps(optional, self.entry(node.item, after))
                 after = optional
         for _ in range(node.min):
             after = self.entry(node.item, after)

@@ -52,7 +52,7 @@ def _trie(strings: list[bytes]) -> tuple[list[tuple[np.ndarray, np.ndarray, np.n
 
 
 def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The minimal DFA of a non-empty finite set of byte strings over byte classes: table (-1 dead), accepting, byte_class.
+    """The minimal DFA of a non-empty finite set of byte strings: class table (-1 dead), accepting, byte_class.
 
     Each byte used is its own class, numbered in byte order, and one more class holds the unused
     bytes; states are numbered breadth-first from the start in byte order, like `minimize`'s output.
