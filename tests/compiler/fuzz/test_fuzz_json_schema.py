@@ -1,6 +1,6 @@
 """Fuzzing the JSON Schema compiler: any JSON value handed to `stdsl.compile` compiles, or is refused with a
-SchemaError at a schema path (or an error about the whole schema: time, state budget, empty language),
-never another exception, and never past `max_seconds`."""
+SchemaError at a schema path, a DefinitionError naming the recursive definition, or an error about the whole
+schema (time, state budget, empty language), never another exception, and never past `max_seconds`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from stdsl.compiler.constraint import Constraint, compile
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.grammar import DefinitionError
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
 from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
 from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
@@ -36,6 +37,9 @@ def check_schema(schema: Any) -> None:
             compiled = compile(schema, max_seconds=LIMIT_SECONDS)
     except SchemaError as error:
         assert error.path.startswith("#") and f"(at schema path {error.path})" in str(error), str(error)
+        return
+    except DefinitionError as error:
+        assert f"'{error.definition}'" in str(error), str(error)
         return
     except WHOLE_SCHEMA_ERRORS:
         return
