@@ -4,8 +4,9 @@ Object keys come in the compiler's order (declared `properties` in schema order,
 `required` names not in `properties`, then the instance's other keys in its own order, each
 valued by the `patternProperties` it matches or `additionalProperties`);
 values under `const`/`enum` take the key order of the matching enum member; `$ref`, `allOf`
-and `anyOf` are followed as the compiler follows them.  Numbers are canonical (integral values
-without fraction, others positional), strings use `json.dumps(ensure_ascii=False)`.
+and `anyOf` are followed as the compiler follows them.  Numbers are positional: an integral
+float keeps its fraction (`2.0`, still a non-integer under draft 4) unless the schema admits
+integers only; strings use `json.dumps(ensure_ascii=False)`.
 """
 
 from __future__ import annotations
@@ -62,7 +63,14 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
         prefix, items = flat.get("prefixItems", []), flat.get("items", True)
         parts = [_dump(v, prefix[i] if i < len(prefix) else items, path, ctx) for i, v in enumerate(value)]
         return "[" + ",".join(parts) + "]"
+    if isinstance(value, float) and value.is_integer() and flat.get("type") != "integer":
+        return _float_text(value)
     return canonical_scalar(value)
+
+
+def _float_text(value: float) -> str:
+    """An integral float positionally with a fraction (`2.0`), as its JSON number type is kept."""
+    return f"{canonical_scalar(value)}.0"
 
 
 def _in_member_order(value: Any, member: Any) -> str:
@@ -80,4 +88,6 @@ def _plain(value: Any) -> str:
         return "{" + ",".join(f"{canonical_scalar(k)}:{_plain(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_plain(v) for v in value) + "]"
+    if isinstance(value, float) and value.is_integer():
+        return _float_text(value)
     return canonical_scalar(value)

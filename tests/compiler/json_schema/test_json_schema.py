@@ -115,6 +115,16 @@ def test_required_key_not_in_properties() -> None:
     assert dump_in_schema_order({"b": None, "c": None, "a": 1}, schema) == '{"a":1,"b":null,"c":null}'
 
 
+def test_schema_order_keeps_an_integral_float_a_float() -> None:
+    """`2.0` is not an integer under draft 4, so the schema-order spelling keeps its fraction where numbers are
+    allowed (and it is accepted there); an integer-only schema writes `2`."""
+    schema = {"properties": {"n": {"type": "integer"}, "x": {"type": "number", "multipleOf": 0.25, "minimum": 0},
+                             "free": {}}}
+    instance = {"free": [1.0, {"k": -3.0}], "x": 2.0, "n": 7.0}
+    text = dump_in_schema_order(instance, schema)
+    assert text == '{"n":7,"x":2.0,"free":[1.0,{"k":-3.0}]}'
+    assert _accepts(schema, text) and json.loads(text)["x"] == 2.0 and isinstance(json.loads(text)["x"], float)
+
 def test_arrays_prefix_items_and_length() -> None:
     schema = {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": {"type": "null"},
               "minItems": 1, "maxItems": 3}
