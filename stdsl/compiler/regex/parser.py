@@ -20,11 +20,13 @@ from typing import cast
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.regex.anchors import END, START, Anchor, AnchoredParts, split_anchors
 from stdsl.errors import CompileError, RegexError
 
 MAX_REPEAT_COUNT = 1000
 MAX_NESTING = 100
+DEADLINE_CHECK_CHARS = 1024
 
 _DIGITS = "0123456789"
 _OCTDIGITS = "01234567"
@@ -115,6 +117,7 @@ class _Parser:
         self.pos = 0
         self.depth = 0
         self.group_names: set[str] = set()
+        self.next_check = 0
 
     def error(self, message: str, position: int) -> RegexError:
         return RegexError(message, self.pattern, position)
@@ -142,6 +145,9 @@ class _Parser:
         items: list[_Item] = []
         while (char := self.peek()) is not None and char not in "|)":
             start = self.pos
+            if start >= self.next_check:
+                check_deadline("regex parsing")
+                self.next_check = start + DEADLINE_CHECK_CHARS
             bounds = self.quantifier()
             if bounds is not None:
                 self.apply_quantifier(items, bounds, start)
