@@ -18,7 +18,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
-from stdsl.kernels.token_table import DEAD, root_row, state_dtype
+from stdsl.kernels.token_table import DEAD, root_row, root_row_live, state_dtype
 from stdsl.kernels.vocabulary import Vocabulary
 
 MODE_SAMPLE_STRIDE = 61
@@ -61,6 +61,16 @@ class CompactRow:
         for array in (tokens, states, flips):
             array.flags.writeable = False
         return CompactRow(default, tokens, states, flips)
+
+    @staticmethod
+    def dead_except(tokens: np.ndarray, states: np.ndarray, dtype: np.dtype) -> CompactRow:
+        """The row where only `tokens` (distinct, any order) are live, going to `states`."""
+        order = np.argsort(tokens, kind="stable")
+        live_tokens = tokens[order].astype(np.int32)
+        live_states = states[order].astype(dtype)
+        for array in (live_tokens, live_states):
+            array.flags.writeable = False
+        return CompactRow(DEAD, live_tokens, live_states, live_tokens)
 
     def next_states(self, size: int, dtype: np.dtype) -> np.ndarray:
         """The full row (V,) of next states."""
@@ -112,11 +122,26 @@ class RowCache:
                 raise StdslError(
                     f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
                 )
-            row = CompactRow.of(root_row(self.table.scaled, state, self.vocab), self._dtype)
+            row = self._compute(state)
             self._rows[state] = row
             if len(self._rows) > self.max_rows:
                 self._rows.popitem(last=False)
             return row
+
+    def _compute(self, state: int) -> CompactRow:
+        """A state's compact row: from its live entries where few bytes are live (structural), else from the full row.
+
+        Both give the same row; the choice only saves a pass over the vocabulary where most tokens die.
+        """
+        live_bytes = int(np.count_nonzero(self.table.class_transitions[state][self.table.byte_class] >= 0))
+        if live_bytes * 2 > 256:
+            return CompactRow.of(root_row(self.table.scaled, state, self.vocab), self._dtype)
+        tokens, states = root_row_live(self.table.scaled, state, self.vocab)
+        if tokens.shape[0] * 2 <= self.vocab.size:
+            return CompactRow.dead_except(tokens, states, self._dtype)
+        full = np.full(self.vocab.size, DEAD, dtype=np.int32)
+        full[tokens] = states
+        return CompactRow.of(full, self._dtype)
 
     def next_states(self, state: int) -> np.ndarray:
         """Row T[state, ·] (read-only): next state per token, -1 dead."""

@@ -8,6 +8,7 @@ never a 256-column table.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,14 +208,14 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts.astype(np.int64) - shift, counts) + np.arange(total)
 
 
-def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
-    """Row T[state, ·] (V,) int32 by the level pass restricted to one root.
+def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The level pass restricted to one root: per level, tokens ending there and their scaled end values.
 
-    Levels where most nodes are alive are processed densely (one gather by parent); once few
-    are alive only the live nodes' children are expanded, so a structural state costs little.
+    Levels where most nodes are alive are processed densely (one gather by parent; every token
+    ending there is listed, the sink marking dead ones); once few are alive only the live nodes'
+    children are expanded and only live tokens are listed, so a structural state costs little.
     """
     flat, sink, byte_class = table.flat, table.sink, table.byte_class
-    out = np.full(vocab.size, DEAD, dtype=np.int32)
     dense: np.ndarray | None = np.full(1, state * table.stride, dtype=np.int32)
     live = np.zeros(0, dtype=np.int64)
     values = np.zeros(0, dtype=np.int32)
@@ -223,11 +224,11 @@ def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
             index = np.take(dense, level.parent)
             index += table.columns(level.byte)
             dense = np.take(flat, index)
-            out[level.end_tokens] = table.states_of(dense[level.end_nodes])
+            yield level.end_tokens, dense[level.end_nodes]
             alive = dense != sink
             count = int(np.count_nonzero(alive))
             if count == 0:
-                break
+                return
             if count * DENSE_FRACTION < level.size:
                 live = np.flatnonzero(alive)
                 values = dense[live]
@@ -241,10 +242,28 @@ def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
             keep = values != sink
             live, values = children[keep], values[keep]
             if live.shape[0] == 0:
-                break
+                return
             token_starts, counts = level.tokens_at(live)
             if counts.any():
-                out[level.end_tokens[_expand(token_starts, counts)]] = np.repeat(
-                    values // table.stride, counts
-                )
+                yield level.end_tokens[_expand(token_starts, counts)], np.repeat(values, counts)
+
+
+def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
+    """Row T[state, ·] (V,) int32 by the level pass restricted to one root."""
+    out = np.full(vocab.size, DEAD, dtype=np.int32)
+    for tokens, values in _root_levels(table, state, vocab):
+        out[tokens] = table.states_of(values)
     return out
+
+
+def root_row_live(table: ScaledTable, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """The live entries of row T[state, ·]: (token ids, next states), unordered, without a (V,) pass."""
+    tokens: list[np.ndarray] = []
+    states: list[np.ndarray] = []
+    for ending, values in _root_levels(table, state, vocab):
+        keep = values != table.sink
+        tokens.append(ending[keep])
+        states.append(values[keep] // table.stride)
+    if not tokens:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    return np.concatenate(tokens), np.concatenate(states)

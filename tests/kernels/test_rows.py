@@ -115,3 +115,17 @@ def test_rows_refuse_bad_input() -> None:
     with pytest.raises(StdslError, match="max_rows"):
         RowCache(_Auto(transitions, accepting), vocab, max_rows=0)
     assert cache.advance(0, 1) == -1
+
+
+@pytest.mark.parametrize("live_fraction", [0.02, 0.45, 0.55, 0.99])
+def test_rows_equal_the_table_whether_few_or_most_bytes_are_live(live_fraction: float) -> None:
+    rng = np.random.default_rng(11)
+    tokens = [bytes(rng.integers(0, 256, size=int(rng.integers(1, 5))).tolist()) for _ in range(3000)]
+    vocab = Vocabulary([*tokens, None], eos_ids=[len(tokens)])
+    transitions, accepting = random_dfa(rng, 12, live_fraction, bytes(range(256)))
+    table = token_table(transitions, vocab, accepting)
+    cache = RowCache(_Auto(transitions, accepting), vocab)
+    for q in range(12):
+        assert np.array_equal(cache.next_states(q), table[q])
+        assert np.array_equal(cache.mask(q)[:-1], table[q][:-1] >= 0)
+        assert cache.mask(q)[-1] == accepting[q]
