@@ -110,7 +110,10 @@ class _Subsets:
         if found is not None:
             return found
         memo, nfa = self.memo, self.nfa
-        closed = frozenset().union(*(_closure(nfa, t, memo) for t in kernel))
+        if len(kernel) == 1:
+            closed = memo[kernel[0]] or _closure(nfa, kernel[0], memo)
+        else:
+            closed = frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in kernel])
         found = self.state_ids.get(closed)
         if found is None:
             found = len(self.states)
@@ -132,26 +135,19 @@ class _ClassMoves:
     """Every NFA byte edge expanded to its classes, grouped by source state (CSR), for both expansions."""
 
     def __init__(self, nfa: NFA, set_classes: list[list[int]], num_classes: int) -> None:
-        sources: list[int] = []
-        sets: list[int] = []
-        targets: list[int] = []
-        for state, out in enumerate(nfa.edges):
-            for set_index, target in out:
-                sources.append(state)
-                sets.append(set_index)
-                targets.append(target)
+        moves = [(state, set_index, target) for state, out in enumerate(nfa.edges) if out
+                 for set_index, target in out]
+        sources, sets, targets = (np.array(column, dtype=np.int64) for column in zip(*moves)) if moves else \
+            (np.zeros(0, dtype=np.int64) for _ in range(3))
         set_sizes = np.array([len(c) for c in set_classes], dtype=np.int64)
         set_starts = np.zeros(len(set_classes) + 1, dtype=np.int64)
         np.cumsum(set_sizes, out=set_starts[1:])
         flat_classes = np.fromiter(chain.from_iterable(set_classes), dtype=np.int64, count=int(set_starts[-1]))
-        set_array = np.array(sets, dtype=np.int64)
-        counts = set_sizes[set_array]
-        within = _positions_within(counts)
-        self.classes = flat_classes[np.repeat(set_starts[set_array], counts) + within]
-        self.targets = np.repeat(np.array(targets, dtype=np.int64), counts)
+        counts = set_sizes[sets]
+        self.classes = flat_classes[np.repeat(set_starts[sets], counts) + _positions_within(counts)]
+        self.targets = np.repeat(targets, counts)
         self.indptr = np.zeros(nfa.num_states + 1, dtype=np.int64)
-        np.cumsum(np.bincount(np.repeat(np.array(sources, dtype=np.int64), counts), minlength=nfa.num_states),
-                  out=self.indptr[1:])
+        np.cumsum(np.bincount(np.repeat(sources, counts), minlength=nfa.num_states), out=self.indptr[1:])
         self.num_classes = num_classes
         self.salt = _mix(np.arange(nfa.num_states + 1, dtype=np.uint64))
         self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
