@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import given, settings
@@ -91,10 +92,12 @@ def lazy_table(automaton: Automaton, vocab: Vocabulary, chain_count) -> BudgetTa
 @given(automata_and_vocabularies())
 def test_forced_chains_follow_the_automaton(case) -> None:
     automaton, _ = case
-    ends, lengths = forced_chains(automaton.transitions, automaton.accepting,
-                                  lambda q: (automaton.forced_chain(q), automaton.chain_end(q)))
+    chain_of = lambda q: (automaton.forced_chain(q), automaton.chain_end(q))  # noqa: E731
     want_ends, want_lengths = chains_of(automaton)
-    assert np.array_equal(ends, want_ends) and np.array_equal(lengths, want_lengths)
+    bare = SimpleNamespace(transitions=automaton.transitions, accepting=automaton.accepting)
+    for form in (automaton, bare):
+        ends, lengths = forced_chains(form, chain_of)
+        assert np.array_equal(ends, want_ends) and np.array_equal(lengths, want_lengths)
 
 
 @settings(max_examples=150, deadline=None)

@@ -11,7 +11,7 @@ output unreachable: every live byte keeps a token where its lookahead cannot vou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -29,8 +29,11 @@ MAX_LOOKAHEAD_BYTES = 64
 
 MAX_CACHED_COVERS = 4096
 
-MAX_CACHED_PARTS = 65536
+MAX_CACHED_PARTS = 16384
 """Lookahead parts kept per tokenizer (shared by its grammars; emptied when full)."""
+
+MAX_SHARED_VALUES = 65536
+"""Equal lookaheads and parts are one object, across states and grammars (each table emptied when full)."""
 
 MAX_BRANCHES = 16
 """Choices after a forced chain up to which the cover looks one character further."""
@@ -149,7 +152,7 @@ class BoundaryCovers:
                     longer = data + pair
                     if longer not in found:
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
-        result = tuple(found.values())
+        result = tuple(_shared(_LOOKAHEADS, ahead) for ahead in found.values())
         self._lookahead_cache[state] = result
         return result
 
@@ -209,7 +212,7 @@ class BoundaryCovers:
         for ahead in self.lookaheads(end_state):
             part = parts.get((context, ahead))
             if part is None:
-                part = self._lookahead_part(block, fed, pending, spanned, ahead)
+                part = _shared(_PART_VALUES, self._lookahead_part(block, fed, pending, spanned, ahead))
                 if len(parts) >= MAX_CACHED_PARTS:
                     parts.clear()
                 parts[(context, ahead)] = part
@@ -334,13 +337,17 @@ class BoundaryCovers:
         return theirs > ours if longer else theirs < ours
 
     def mask(self, cover: BoundaryCover) -> np.ndarray:
-        """The tokens a boundary cover admits (bool (V,); eos ids excluded: see `BoundaryCover.eos`)."""
-        hit = self._cover_masks.get(cover)
-        if hit is not None:
-            return hit
+        """The tokens a boundary cover admits (bool (V,); eos ids excluded: see `BoundaryCover.eos`).
+
+        Kept as a bitset per cover (a bit per token) and unpacked on each use.
+        """
+        size = len(self.token_bytes)
+        packed = self._cover_masks.get(cover)
+        if packed is not None:
+            return np.unpackbits(packed, count=size).view(bool)
         firsts = self._byte_at(cover.held)
         longer = firsts != NO_BYTE
-        allowed = np.zeros(len(self.token_bytes), dtype=bool)
+        allowed = np.zeros(size, dtype=bool)
         allowed[list(cover.short)] = True
         byte_ok = np.zeros(NO_BYTE + 1, dtype=bool)
         byte_ok[list(cover.after)] = True
@@ -355,7 +362,7 @@ class BoundaryCovers:
             allowed |= longer & bare[firsts]
         if len(self._cover_masks) >= MAX_CACHED_COVERS // 16:
             self._cover_masks.clear()
-        self._cover_masks[cover] = allowed
+        self._cover_masks[cover] = np.packbits(allowed)
         return allowed
 
     @property
@@ -369,3 +376,17 @@ class BoundaryCovers:
 
 _PARTS: IdentityCache[dict[PartKey, LookaheadPart]] = IdentityCache(8)
 """Lookahead parts per tokenizer (its split and its token bytes): every grammar's covers read them."""
+
+_LOOKAHEADS: dict[Lookahead, Lookahead] = {}
+_PART_VALUES: dict[LookaheadPart, LookaheadPart] = {}
+V = TypeVar("V", Lookahead, LookaheadPart)
+
+
+def _shared(table: dict[V, V], value: V) -> V:
+    """The one object equal to `value` in `table` (most lookaheads and parts repeat across states and grammars)."""
+    hit = table.get(value)
+    if hit is None:
+        if len(table) >= MAX_SHARED_VALUES:
+            table.clear()
+        table[value] = hit = value
+    return hit

@@ -21,24 +21,24 @@ from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
 from stdsl.runtime.control.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 
-_VOCABULARIES: dict[int, tuple[Any, Vocabulary]] = {}
+MAX_VOCABULARIES = 8
+_VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_VOCABULARIES)
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
-    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer."""
-    hit = _VOCABULARIES.get(id(tokenizer))
-    if hit is not None and hit[0] is tokenizer:
-        return hit[1]
+    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer
+    (kept for the last `MAX_VOCABULARIES` tokenizers)."""
+    return _VOCABULARIES.get((tokenizer,), lambda: _build_vocabulary(tokenizer))
+
+
+def _build_vocabulary(tokenizer: Any) -> Vocabulary:
     if getattr(tokenizer, "hf", None) is not None:
         from stdsl.kernels.vocab_sources import vocabulary_from_hf
 
-        vocab = vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
-    else:
-        specials = set(getattr(tokenizer, "special_tokens", {}).values())
-        token_bytes = [None if i in specials else b for i, b in enumerate(tokenizer.token_bytes)]
-        vocab = Vocabulary(token_bytes, tokenizer.eos_ids)
-    _VOCABULARIES[id(tokenizer)] = (tokenizer, vocab)
-    return vocab
+        return vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
+    specials = set(getattr(tokenizer, "special_tokens", {}).values())
+    token_bytes = [None if i in specials else b for i, b in enumerate(tokenizer.token_bytes)]
+    return Vocabulary(token_bytes, tokenizer.eos_ids)
 
 
 class ConstraintState:
@@ -259,7 +259,7 @@ def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) 
     way the table starts with the byte bound of `chain_bound`, which settles every question far
     from the limit, so a new grammar's first mask walks no token row for its budget.
     """
-    chain_end, chain_bytes = forced_chains(planner.transitions, automaton.accepting, planner.chain)
+    chain_end, chain_bytes = forced_chains(automaton, planner.chain)
     bound = chain_bound(automaton, vocab, chain_end, chain_bytes)
     if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
         successors = row_successors(automaton, vocab)

@@ -55,19 +55,35 @@ def row_successors(automaton: Any, vocab: Vocabulary) -> Successors:
     return successors
 
 
-def forced_chains(
-    transitions: np.ndarray, accepting: np.ndarray, chain_of: Callable[[int], tuple[bytes, int]]
-) -> tuple[np.ndarray, np.ndarray]:
+def forced_steps(automaton: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(forced, step) per state: whether it is forced (not accepting, one live byte) and where that byte leads.
+
+    Read through the byte classes when the automaton has them, else from its 256-column table.
+    """
+    accepting = np.asarray(automaton.accepting, dtype=bool)
+    states = np.arange(accepting.shape[0])
+    if hasattr(automaton, "class_transitions"):
+        forced_byte = np.asarray(automaton.forced_byte, dtype=np.int64)
+        forced = forced_byte >= 0
+        classes = np.asarray(automaton.byte_class)[np.maximum(forced_byte, 0)]
+        step = np.asarray(automaton.class_transitions)[states, classes]
+    else:
+        transitions = np.asarray(automaton.transitions)
+        live = transitions >= 0
+        forced = ~accepting & (live.sum(axis=1) == 1)
+        step = transitions[states, live.argmax(axis=1)]
+    return forced, np.where(forced, step, -1).astype(np.int64)
+
+
+def forced_chains(automaton: Any, chain_of: Callable[[int], tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Per state: the end of its forced chain and the chain's length in bytes, for all states at once.
 
-    A state is forced when it is not accepting and has one live byte; chains are followed one byte
-    per round for every state together. A chain that is still forced after as many rounds as there
-    are states runs into a forced cycle (an untrimmed automaton); `chain_of` gives those.
+    Chains are followed one byte per round for every state together. A chain that is still forced
+    after as many rounds as there are states runs into a forced cycle (an untrimmed automaton);
+    `chain_of` gives those.
     """
-    num_states = transitions.shape[0]
-    live = transitions >= 0
-    forced = ~np.asarray(accepting, dtype=bool) & (live.sum(axis=1) == 1)
-    step = np.where(forced, transitions[np.arange(num_states), live.argmax(axis=1)], -1).astype(np.int64)
+    forced, step = forced_steps(automaton)
+    num_states = forced.shape[0]
     end = np.arange(num_states, dtype=np.int64)
     length = np.zeros(num_states, dtype=np.int64)
     active = forced.copy()

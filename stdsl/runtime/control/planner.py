@@ -21,6 +21,7 @@ import numpy as np
 
 from stdsl.errors import GenerationError
 from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
+from stdsl.runtime.control.byte_rows import byte_rows, live_counts
 from stdsl.runtime.control.characters import next_characters, starts_a_character, valid_utf8_prefix
 from stdsl.runtime.control.split_memo import SplitMemo
 from stdsl.runtime.control.token_spellings import TokenSpellings
@@ -93,8 +94,8 @@ class ForcedPlanner:
         self.tokenizer = tokenizer
         self.token_bytes = token_bytes
         self.healing = healing
-        self.transitions = np.asarray(automaton.transitions)
-        self.live_count = np.count_nonzero(self.transitions >= 0, axis=1)
+        self.transitions = byte_rows(automaton)
+        self.live_count = live_counts(automaton)
         self.spellings = TokenSpellings.of(token_bytes)
         self.splits = SplitMemo.of(tokenizer)
         self.by_bytes = self.spellings.by_bytes
