@@ -41,6 +41,7 @@ from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
+from stdsl.compiler.json_schema.member_counts import counted_object
 from stdsl.compiler.json_schema.multiple import multiple_of
 from stdsl.compiler.json_schema.numbers import (
     NUMBER,
@@ -231,17 +232,12 @@ class _Compiler:
         low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
         if high is not None and int(high) < low:
             return ir.NOTHING
-        if high == 0:
+        if high == 0 and not any(is_required for _, is_required in members):
             return t.empty_object
         required_count = sum(1 for _, is_required in members if is_required)
-        if high is not None and (extra != ir.NOTHING or len(members) > int(high)):
-            if extra == ir.NOTHING and required_count > int(high):
-                return ir.NOTHING
-            raise SchemaError("'maxProperties' above 0 is supported only when it cannot be exceeded "
-                              "(no additional properties and at most that many declared)", f"{path}/maxProperties")
-        if low > max(required_count, 1):
-            raise SchemaError("'minProperties' above 1 is supported only when the required properties reach it",
-                              f"{path}/minProperties")
+        if (high is not None and (extra != ir.NOTHING or len(members) > int(high))) or low > max(required_count, 1):
+            return counted_object(members, extra, t.comma, (t.open_object, t.close_object), t.empty_object, low,
+                                  None if high is None else int(high), path)
         return ir.alt(full, t.empty_object) if nullable and low == 0 else full
 
     def _dependent_objects(self, flat: dict, path: str, ctx: Context) -> Node:
