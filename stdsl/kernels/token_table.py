@@ -120,9 +120,10 @@ class ScaledTable:
             bytes(classes.astype(np.uint8).tolist()),
         )
 
-    def columns(self, data: np.ndarray) -> np.ndarray:
-        """The class of each byte of a uint8 array, as uint8 (a byte translation: faster than a gather)."""
-        return np.frombuffer(data.tobytes().translate(self.translation), dtype=np.uint8)
+    def columns(self, data: np.ndarray | bytes) -> np.ndarray:
+        """The class of each byte of a uint8 array or byte string, as uint8 (a byte translation: faster than a gather)."""
+        raw = data if isinstance(data, bytes) else data.tobytes()
+        return np.frombuffer(raw.translate(self.translation), dtype=np.uint8)
 
     @property
     def sink(self) -> int:
@@ -222,7 +223,7 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
     for level in vocab.levels:
         if dense is not None:
             index = np.take(dense, level.parent)
-            index += table.columns(level.byte)
+            index += table.columns(level.byte_string)
             dense = np.take(flat, index)
             yield level.end_tokens, dense[level.end_nodes]
             alive = dense != sink

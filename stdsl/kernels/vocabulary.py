@@ -29,15 +29,20 @@ class TrieLevel:
 
     `parent[i]` indexes level d-1 (level 0 is the single root) and is non-decreasing, so a node's
     children at depth d+1 are the range of the next level whose parent is it (`children`);
-    `byte[i]` is the node's last byte; `end_tokens`/`end_nodes` list the tokens whose bytes end
+    `byte[i]` is the node's last byte (kept as a byte string, which byte classes translate); `end_tokens`/`end_nodes` list the tokens whose bytes end
     at depth d and their node here, ordered by node (`tokens_at`).  Node indices are uint16
     where the level they index has at most 65,536 nodes, else int32.
     """
 
     parent: np.ndarray
-    byte: np.ndarray
+    byte_string: bytes
     end_tokens: np.ndarray
     end_nodes: np.ndarray
+
+    @property
+    def byte(self) -> np.ndarray:
+        """The nodes' last bytes as a read-only uint8 view of `byte_string` (no copy)."""
+        return np.frombuffer(self.byte_string, dtype=np.uint8)
 
     @property
     def size(self) -> int:
@@ -47,7 +52,7 @@ class TrieLevel:
     @property
     def nbytes(self) -> int:
         """Bytes held by this level's arrays."""
-        return sum(a.nbytes for a in (self.parent, self.byte, self.end_tokens, self.end_nodes))
+        return len(self.byte_string) + sum(a.nbytes for a in (self.parent, self.end_tokens, self.end_nodes))
 
     def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first index here, count) of the children of the given nodes of the level above (sorted ids)."""
@@ -215,7 +220,7 @@ def _build_trie(
         out.append(
             TrieLevel(
                 level["parent"].astype(index_dtype(above)),
-                level["byte"],
+                level["byte"].tobytes(),
                 level["end_tokens"][order],
                 level["end_nodes"][order].astype(index_dtype(size)),
             )
