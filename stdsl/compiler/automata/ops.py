@@ -13,6 +13,7 @@ import numpy as np
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.deadline import check_deadline
+from stdsl.errors import StateBudgetError
 
 
 def _kmp_failure(literal: bytes) -> list[int]:
@@ -64,42 +65,55 @@ def ends_before(literal: bytes) -> Automaton:
     return Automaton(*minimize(table, accepting))
 
 
-def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Automaton:
-    """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs).
+def common_classes(a: Automaton, b: Automaton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The byte classes of a product: one per distinct pair (class in `a`, class in `b`).
 
-    Raises StateBudgetError when more than `max_states` pairs are reachable.
+    Returns each byte's product class and, per product class, its column in `a` and in `b`.
     """
-    from stdsl.errors import StateBudgetError
+    pairs = a.byte_class.astype(np.int64) * b.num_classes + b.byte_class
+    unique_pairs, byte_class = np.unique(pairs, return_inverse=True)
+    return byte_class.reshape(-1), unique_pairs // b.num_classes, unique_pairs % b.num_classes
 
-    ta, tb = a.transitions.astype(np.int64), b.transitions.astype(np.int64)
+
+def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Automaton:
+    """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs, on their common classes).
+
+    Pairs are expanded a breadth-first level at a time with numpy.  Raises StateBudgetError when more
+    than `max_states` pairs are reachable.
+    """
+    byte_class, column_a, column_b = common_classes(a, b)
+    ta = a.class_transitions.astype(np.int64)[:, column_a]
+    tb = b.class_transitions.astype(np.int64)[:, column_b]
     width = max(b.num_states, 1)
-    index: dict[int, int] = {0: 0}
-    pairs = [0]
+    level = np.zeros(1, dtype=np.int64)
+    levels: list[np.ndarray] = []
+    known: dict[int, int] = {0: 0}
     rows: list[np.ndarray] = []
-    head = 0
-    while head < len(pairs):
-        key = pairs[head]
-        head += 1
-        na, nb = ta[key // width], tb[key % width]
-        live = np.flatnonzero((na >= 0) & (nb >= 0))
-        row = np.full(256, -1, dtype=np.int64)
-        if live.size:
-            keys, inverse = np.unique(na[live] * width + nb[live], return_inverse=True)
-            targets = []
-            for pair in keys.tolist():
-                target = index.get(pair)
-                if target is None:
-                    target = index[pair] = len(pairs)
-                    pairs.append(pair)
-                targets.append(target)
-            row[live] = np.asarray(targets, dtype=np.int64)[inverse.reshape(-1)]
-        rows.append(row)
-        if head & 1023 == 0:
-            check_deadline("intersection")
-        if max_states is not None and len(pairs) > max_states:
+    while len(level):
+        check_deadline("intersection")
+        levels.append(level)
+        na, nb = ta[level // width], tb[level % width]
+        live = (na >= 0) & (nb >= 0)
+        targets = np.where(live, na * width + nb, -1)
+        fresh, inverse = np.unique(targets[live], return_inverse=True)
+        new: list[int] = []
+        ids: list[int] = []
+        for key in fresh.tolist():
+            found = known.get(key)
+            if found is None:
+                found = known[key] = len(known)
+                new.append(key)
+            ids.append(found)
+        if max_states is not None and len(known) > max_states:
             raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
-    accepting = np.array([bool(a.accepting[k // width] and b.accepting[k % width]) for k in pairs])
-    return Automaton(*minimize(np.vstack(rows), accepting))
+        row = np.full(targets.shape, -1, dtype=np.int64)
+        row[live] = np.asarray(ids, dtype=np.int64)[inverse.reshape(-1)]
+        rows.append(row)
+        level = np.asarray(new, dtype=np.int64)
+    keys = np.concatenate(levels)
+    accepting = a.accepting[keys // width] & b.accepting[keys % width]
+    table, accepting = minimize(np.vstack(rows), accepting, all_reachable=True)
+    return Automaton.from_classes(table, accepting, byte_class)
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

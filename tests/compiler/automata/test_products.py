@@ -1,0 +1,83 @@
+"""Products on the class form equal a product over the 256-column tables and Python `re` on both patterns."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import compile_regex
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.ops import common_classes, intersect
+from stdsl.errors import EmptyLanguageError, StateBudgetError
+
+PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "[0-5]", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[b-z]"]
+QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
+regexes = st.recursive(
+    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
+    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join)),
+    max_leaves=5)
+TEXTS = st.lists(st.text(alphabet="abcxz059é", max_size=6), max_size=20)
+
+
+def reference_intersection(a: Automaton, b: Automaton) -> tuple[list, list]:
+    """Pairs explored one by one over all 256 bytes, then minimized (the oracle)."""
+    ta, tb = a.transitions, b.transitions
+    ids, order, rows = {(0, 0): 0}, deque([(0, 0)]), []
+    pairs = [(0, 0)]
+    while order:
+        qa, qb = order.popleft()
+        row = [-1] * 256
+        for byte in range(256):
+            na, nb = int(ta[qa, byte]), int(tb[qb, byte])
+            if na >= 0 and nb >= 0:
+                if (na, nb) not in ids:
+                    ids[(na, nb)] = len(pairs)
+                    pairs.append((na, nb))
+                    order.append((na, nb))
+                row[byte] = ids[(na, nb)]
+        rows.append(row)
+    accepting = np.array([bool(a.accepting[x] and b.accepting[y]) for x, y in pairs])
+    table, accept = minimize(np.array(rows), accepting)
+    return table.tolist(), accept.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes, TEXTS)
+def test_intersection_equals_the_byte_table_product_and_re(left: str, right: str, texts: list[str]) -> None:
+    a, b = compile_regex(left), compile_regex(right)
+    try:
+        expected = reference_intersection(a, b)
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            intersect(a, b)
+        return
+    product = intersect(a, b)
+    assert (product.transitions.tolist(), product.accepting.tolist()) == expected
+    for text in texts:
+        both = re.fullmatch(left, text) is not None and re.fullmatch(right, text) is not None
+        assert product.accepts(text.encode()) == both
+
+
+@settings(max_examples=40, deadline=None)
+@given(regexes, regexes)
+def test_common_classes_tell_apart_exactly_the_bytes_either_side_does(left: str, right: str) -> None:
+    a, b = compile_regex(left), compile_regex(right)
+    byte_class, column_a, column_b = common_classes(a, b)
+    assert np.array_equal(column_a[byte_class], a.byte_class)
+    assert np.array_equal(column_b[byte_class], b.byte_class)
+    pairs = {(int(x), int(y)) for x, y in zip(a.byte_class, b.byte_class)}
+    assert int(byte_class.max()) + 1 == len(pairs)
+
+
+def test_intersection_budget() -> None:
+    a, b = compile_regex("[ab]*a[ab]{8}"), compile_regex("[ab]*b[ab]{7}")
+    with pytest.raises(StateBudgetError):
+        intersect(a, b, max_states=100)
+    product = intersect(a, b)
+    assert product.accepts(b"ab" + b"a" * 7) and not product.accepts(b"aa" + b"a" * 7)
