@@ -85,7 +85,7 @@ def lazy_table(automaton: Automaton, vocab: Vocabulary, chain_count) -> BudgetTa
     """The production form: row successors on demand, the byte-token bound in front."""
     ends, lengths = chains_of(automaton)
     return BudgetTable(automaton.accepting, row_successors(automaton, vocab), ends, chain_count,
-                       chain_bound(automaton, vocab, ends, lengths))
+                       chain_bound(automaton, vocab, ends, lengths, chain_count))
 
 
 @settings(max_examples=150, deadline=None)
@@ -125,7 +125,7 @@ def test_the_byte_token_bound_is_never_below_need(case) -> None:
     count = chain_count_of(automaton)
     want = oracle_need(automaton, vocab, count)
     ends, lengths = chains_of(automaton)
-    bound = chain_bound(automaton, vocab, ends, lengths)
+    bound = chain_bound(automaton, vocab, ends, lengths, count)
     assert (bound.need >= want).all()
     counts = np.array([count(q) for q in range(automaton.num_states)])
     assert (bound.through >= np.minimum(1 + counts + want[ends], UNREACHABLE)).all()

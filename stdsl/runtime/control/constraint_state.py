@@ -260,7 +260,7 @@ def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) 
     from the limit, so a new grammar's first mask walks no token row for its budget.
     """
     chain_end, chain_bytes = forced_chains(automaton, planner.chain)
-    bound = chain_bound(automaton, vocab, chain_end, chain_bytes)
+    bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
     if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
         successors = row_successors(automaton, vocab)
     else:

@@ -99,12 +99,22 @@ def forced_chains(automaton: Any, chain_of: Callable[[int], tuple[bytes, int]]) 
     return end, length
 
 
-def chain_bound(automaton: Any, vocab: Vocabulary, chain_end: np.ndarray, chain_bytes: np.ndarray) -> NeedBound:
-    """An upper bound on need for every state: shortest paths over single-byte tokens, chains counted in bytes."""
+def chain_bound(automaton: Any, vocab: Vocabulary, chain_end: np.ndarray, chain_bytes: np.ndarray,
+                chain_count: Callable[[int], int]) -> NeedBound:
+    """An upper bound on need for every state: shortest paths over single-byte tokens.
+
+    A forced chain counts as its tokens (`chain_count`) where a decision state's byte enters it (the
+    chains a shortest path pays for: a few per grammar), elsewhere as its bytes, which bound its tokens.
+    """
     accepting = np.asarray(automaton.accepting, dtype=bool)
+    counts = np.asarray(chain_bytes, dtype=np.int64).copy()
+    forced, _ = forced_steps(automaton)
     source, after = step_edges(byte_token_steps(automaton, vocab))
+    deciding = ~accepting & ~forced
+    for state in np.unique(after[deciding[source] & (counts[after] > 0)]).tolist():
+        counts[state] = chain_count(state)
     keep = ~accepting[source]
     need = np.where(accepting, 0, UNREACHABLE).astype(np.int64)
-    relax(need, np.flatnonzero(~accepting), source[keep], chain_end[after[keep]], 1 + chain_bytes[after[keep]])
-    through = np.minimum(1 + chain_bytes + need[chain_end], UNREACHABLE)
+    relax(need, np.flatnonzero(~accepting), source[keep], chain_end[after[keep]], 1 + counts[after[keep]])
+    through = np.minimum(1 + counts + need[chain_end], UNREACHABLE)
     return NeedBound(need, through)
