@@ -185,6 +185,23 @@ def _uses_base_uri(node: Any) -> bool:
     return False
 
 
+MAX_BOUND_DIGITS = 309
+MAX_INSTANCE_DIGITS = 4300
+_BOUND_LIMIT = 10**MAX_BOUND_DIGITS
+_INSTANCE_LIMIT = 10**MAX_INSTANCE_DIGITS
+
+
+def _finite(value: int | float) -> bool:
+    """Whether a number is finite (an int always is; `math.isfinite` overflows on one past the float range)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _check_bound_size(key: str, value: int | float, where: str) -> None:
+    """Refuse a numeric keyword with more integer digits than a double holds (its range automaton nests per digit)."""
+    if isinstance(value, int) and abs(value) >= _BOUND_LIMIT:
+        raise SchemaError(f"'{key}' has more than {MAX_BOUND_DIGITS} digits; not supported", where)
+
+
 def _check_string_keys(node: dict, path: str) -> None:
     """Refuse an object key that is not a string (a Python dict that is no JSON object)."""
     for key in node:
@@ -193,7 +210,7 @@ def _check_string_keys(node: dict, path: str) -> None:
 
 
 def _check_instance_keys(value: Any, path: str) -> None:
-    """Refuse a non-string object key anywhere inside an `enum` or `const` value."""
+    """Refuse a non-string object key, or an integer too long to write, anywhere inside an `enum` or `const` value."""
     pending = [(value, path)]
     while pending:
         node, where = pending.pop()
@@ -202,6 +219,8 @@ def _check_instance_keys(value: Any, path: str) -> None:
             pending.extend((item, f"{where}/{pointer_token(key)}") for key, item in node.items())
         elif isinstance(node, list):
             pending.extend((item, f"{where}/{index}") for index, item in enumerate(node))
+        elif isinstance(node, int) and abs(node) >= _INSTANCE_LIMIT:
+            raise SchemaError(f"an integer with more than {MAX_INSTANCE_DIGITS} digits cannot be written out", where)
 
 
 def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
@@ -239,21 +258,24 @@ def _check_value(key: str, value: Any, where: str, schema: dict) -> None:
                                                   for v in value.values()):
             raise SchemaError("'dependentRequired' must map names to arrays of names", where)
     elif key == "multipleOf":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value <= 0:
             raise SchemaError(f"'multipleOf' must be a positive number, got {value!r}", where)
+        _check_bound_size(key, value, where)
     elif key in ("prefixItems", "anyOf", "oneOf", "allOf"):
         if not isinstance(value, list) or not value:
             raise SchemaError(f"'{key}' must be a non-empty array of schemas", where)
         for i, sub in enumerate(value):
             check_schema(sub, f"{where}/{i}")
     elif key in NON_NEGATIVE_INTS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0
+                or value != int(value)):
             raise SchemaError(f"'{key}' must be a non-negative integer, got {value!r}", where)
         if value > MAX_COUNT and key.startswith("min"):
             raise SchemaError(f"'{key}' above {MAX_COUNT} would need that many automaton copies; not supported", where)
     elif key in NUMBERS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise SchemaError(f"'{key}' must be a number, got {value!r}", where)
+        _check_bound_size(key, value, where)
     elif key in ("pattern", "format", "$ref") and not isinstance(value, str):
         raise SchemaError(f"'{key}' must be a string", where)
     elif key == "uniqueItems":
