@@ -4,6 +4,7 @@ schema (time, state budget, empty language), never another exception, and never 
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -57,3 +58,28 @@ def test_json_schema_fuzz(schema: Any) -> None:
 @given(schema_inputs())
 def test_json_schema_fuzz_large(schema: Any) -> None:
     check_schema(schema)
+
+
+@pytest.mark.parametrize(("schema", "path"), [
+    ({"$schema": {"type": "object"}}, "#/$schema"),
+    ({"allOf": [{"enum": [3]}, {"not": {"oneOf": ["integer", {"maxLength": 4}]}}]}, "#/allOf/1/not/oneOf/0"),
+    ({"type": "integer", "minimum": 10**400}, "#/minimum"),
+    ({"type": "integer", "exclusiveMaximum": -(10**400)}, "#/exclusiveMaximum"),
+    ({"multipleOf": 10**4000}, "#/multipleOf"),
+    ({"minLength": math.inf}, "#/minLength"),
+    ({"maxItems": math.nan}, "#/maxItems"),
+    ({"enum": [10**5000, 1]}, "#/enum/0"),
+])
+def test_fuzz_findings_are_schema_errors(schema: Any, path: str) -> None:
+    """Inputs the fuzzer found raising TypeError, AttributeError, OverflowError, RecursionError or ValueError
+    are refused with a SchemaError at their path."""
+    with pytest.raises(SchemaError) as info:
+        compile(schema, max_seconds=LIMIT_SECONDS)
+    assert info.value.path == path, str(info.value)
+
+
+def test_lone_surrogates_in_names_and_values_compile() -> None:
+    """A lone surrogate in a const or a property name (a UnicodeEncodeError before) is spelled as its JSON escape."""
+    assert compile({"const": "\ud800"}).accepts('"\\ud800"')
+    named = compile({"properties": {"\udc00": {"type": "integer"}}, "required": ["\udc00"]})
+    assert named.accepts('{"\\udc00":1}') and not named.accepts('{"\\udc00":"x"}')
