@@ -13,6 +13,7 @@ from stdsl.compiler.json_schema.resolve import (
     INEXACT,
     LOGIC,
     MAX_COUNT,
+    MORE_PATTERNS,
     SPEC_FORMATS,
     SUPPORTED,
     Context,
@@ -50,7 +51,7 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
     check_keywords(schema, path)
     pending: list[Negation] = [] if negations is None else negations
     own: dict = {k: v for k, v in schema.items()
-                 if (k in SUPPORTED and k not in FOLDED) or k == INEXACT}
+                 if (k in SUPPORTED and k not in FOLDED) or k in (INEXACT, MORE_PATTERNS)}
     if own.get("format") not in SPEC_FORMATS:
         own.pop("format", None)
     for key in ("maxLength", "maxItems"):

@@ -18,6 +18,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.ops import intersect
+from stdsl.compiler.json_schema.resolve import MORE_PATTERNS, patterns_of
 from stdsl.compiler.json_schema.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body
 from stdsl.errors import EmptyLanguageError, SchemaError
 
@@ -112,16 +113,16 @@ def key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None,
 
 def names_body(schema: dict, where: str) -> ir.Node | None:
     """The decoded-text language of a `propertyNames` schema's string keywords, or None if it has none."""
-    keys = {k: v for k, v in schema.items() if k in ("minLength", "maxLength", "pattern", "format")}
+    keys = {k: v for k, v in schema.items() if k in ("minLength", "maxLength", "pattern", MORE_PATTERNS, "format")}
     return _plain_body(keys, where) if keys else None
 
 
 def _plain_body(keys: dict, where: str) -> ir.Node:
     """Plain decoded text satisfying the string keywords (each decoded character counts once)."""
     parts = []
-    for key in ("pattern", "format"):
-        if key in keys:
-            parts.append(string_body({key: keys[key]}, where, plain=True))
+    singles = [{"pattern": p} for p in patterns_of(keys)] + ([{"format": keys["format"]}] if "format" in keys else [])
+    for single in singles:
+        parts.append(string_body(single, where, plain=True))
     low, high = int(keys.get("minLength", 0)), keys.get("maxLength")
     if low or high is not None:
         parts.append(ir.repeat(ir.any_char(), low, None if high is None else int(high)))

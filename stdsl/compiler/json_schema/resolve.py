@@ -53,6 +53,8 @@ MAX_COUNT = 1000
 MAX_ANYOF_BRANCHES = 256
 MAX_NESTING = 64
 INEXACT = "_inexact"
+MORE_PATTERNS = "_more_patterns"
+"""Flattened schemas only: patterns met by `allOf`/`$ref` merging beside `pattern`, every one of them asserted."""
 
 
 class IgnoredKeywordWarning(UserWarning):
@@ -401,7 +403,12 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
             raise SchemaError("cannot merge two 'patternProperties' exactly", path)
         elif key == "uniqueItems":
             out[key] = mine or value
-        elif key in ("pattern", "format"):
+        elif key == "pattern":
+            if mine != value:
+                out[MORE_PATTERNS] = list(dict.fromkeys([*out.get(MORE_PATTERNS, []), value]))
+        elif key == MORE_PATTERNS:
+            out[key] = list(dict.fromkeys([*mine, *value]))
+        elif key == "format":
             if mine != value:
                 raise SchemaError(f"cannot merge two different '{key}' constraints exactly", path)
         elif key == "anyOf":
@@ -421,6 +428,11 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
     if out.get("type") == []:
         return {"enum": [], INEXACT: True} if out.get(INEXACT) else False
     return out
+
+
+def patterns_of(flat: dict) -> list[str]:
+    """Every pattern a flattened schema asserts: `pattern` and those merged beside it."""
+    return [flat["pattern"], *flat.get(MORE_PATTERNS, [])] if "pattern" in flat else []
 
 
 def _drop_empty_kinds(out: dict) -> None:

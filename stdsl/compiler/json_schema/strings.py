@@ -18,6 +18,7 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.formats import format_body, unsupported_format_message
+from stdsl.compiler.json_schema.resolve import patterns_of
 from stdsl.compiler.json_schema.string_units import FORBIDDEN_RAW, string_unit, unit_except, unit_for_char
 from stdsl.compiler.regex.parser import parse_anchored
 from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
@@ -193,8 +194,8 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
         if body is None:
             raise SchemaError(unsupported_format_message(schema["format"]), f"{path}/format")
         parts.append(body)
-    if "pattern" in schema:
-        parts.append(pattern_search(schema["pattern"], f"{path}/pattern", plain))
+    for pattern in patterns_of(schema):
+        parts.append(pattern_search(pattern, f"{path}/pattern", plain))
     min_length, max_length = int(schema.get("minLength", 0)), schema.get("maxLength")
     if not parts or min_length > 0 or max_length is not None:
         unit = ir.any_char() if plain else string_unit()

@@ -19,6 +19,7 @@ from stdsl.compiler.json_schema.resolve import (
     json_key,
     kinds_of_types,
     kinds_of_value,
+    patterns_of,
 )
 from stdsl.compiler.json_schema.strings import string_body
 
@@ -61,8 +62,8 @@ def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bo
 def _string_conforms(value: str, flat: dict, path: str) -> bool:
     if not flat.get("minLength", 0) <= len(value) <= flat.get("maxLength", len(value)):
         return False
-    return all(_matches(string_body({key: flat[key]}, path, plain=True), value)
-               for key in ("pattern", "format") if key in flat)
+    singles = [{"pattern": p} for p in patterns_of(flat)] + ([{"format": flat["format"]}] if "format" in flat else [])
+    return all(_matches(string_body(single, path, plain=True), value) for single in singles)
 
 
 def _number_conforms(value: float, flat: dict) -> bool:
