@@ -61,7 +61,8 @@ SCHEMA_KEYWORDS = (
     "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "default", "title",
 )
 SPECIAL_VALUES: tuple[Any, ...] = (
-    None, True, False, 0, -1, 1, 2, 1.5, -0.0, 0.1, 1e308, -1e308, 5e-324, 10**400, -(10**400), 10**5000, 2**63, 2**64 + 1,
+    None, True, False, 0, -1, 1, 2, 1.5, -0.0, 0.1, 1e308, -1e308, 5e-324, 10**400, -(10**400), 10**5000, 2**63,
+    2**64 + 1,
     math.nan, math.inf, -math.inf, "", "a", "é😀", "\ud800", "\udfff\ud800", "\x00", "string", "object", "array",
     "integer", "number", "boolean", "null", "date-time", "email", "uri", "ipv4", "uuid", "regex", "#", "#/$defs/a",
     "#/properties/a", "#/definitions/a/items", "http://example.com/s", "#/a~1b~0c%25", "(a", "[", "\\", "\\ud800",
