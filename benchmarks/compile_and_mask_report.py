@@ -393,7 +393,8 @@ def render_markdown(result: dict) -> str:
         (
             "Each step computes the full mask from the current state, then advances by the document's token; the "
             "last step "
-            "of each document must allow eos. stdsl rows warm expands the cached compact row into a bool mask; peers fill a "
+            "of each document must allow eos. stdsl rows warm expands the cached compact row into a bool mask; "
+            "peers fill a "
             "248,077-bit bitmask."
         ),
         "",

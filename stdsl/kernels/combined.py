@@ -16,7 +16,9 @@ from stdsl.errors import StdslError
 from stdsl.kernels.token_table import ScaledTable, class_arrays, state_dtype
 
 
-def stacked_classes(parts: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def stacked_classes(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """One class table for automata stacked with global ids: (class_transitions, byte_class).
 
     `parts` are (class table, byte_class) per automaton; the stacked classes are the distinct
@@ -45,7 +47,7 @@ class CombinedTable:
 
     @classmethod
     def from_automata(cls, automata: Sequence[Any]) -> CombinedTable:
-        """Stack automata (objects with the class form or .transitions/.accepting, or (transitions, accepting) pairs)."""
+        """Stack automata: objects with the class form or .transitions/.accepting, or (transitions, accepting) pairs."""
         if not automata:
             raise StdslError("CombinedTable: no automata given")
         parts = [class_arrays(*a) if isinstance(a, tuple) else class_arrays(a) for a in automata]

@@ -39,7 +39,9 @@ Outcome = tuple[int, tuple[int, ...], int, int]
 
 
 def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A pushdown grammar's own moves and call edges over their common byte classes: (own (Q, C), calls (Q, C), byte_class).
+    """A pushdown grammar's own moves and call edges over their common byte classes.
+
+    Returns (own moves (Q, C), call edges (Q, C), byte_class (256,)).
 
     Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only.
     """
@@ -100,7 +102,7 @@ class SymbolicStepper:
         return self.step_class(node, self._class_of_byte[byte])
 
     def step_class(self, node: int, column: int) -> int:
-        """The node after any byte of class `column` (bytes of one class step alike, so steps are memoized per class)."""
+        """The node after any byte of class `column` (bytes of a class step alike; steps are memoized per class)."""
         key = node * self.num_classes + column
         found = self._steps.get(key)
         if found is None:

@@ -121,7 +121,7 @@ class ScaledTable:
         )
 
     def columns(self, data: np.ndarray | bytes) -> np.ndarray:
-        """The class of each byte of a uint8 array or byte string, as uint8 (a byte translation: faster than a gather)."""
+        """The class of each byte of a uint8 array or byte string, as uint8 (a translation: faster than a gather)."""
         raw = data if isinstance(data, bytes) else data.tobytes()
         return np.frombuffer(raw.translate(self.translation), dtype=np.uint8)
 

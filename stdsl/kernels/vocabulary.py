@@ -29,8 +29,9 @@ class TrieLevel:
 
     `parent[i]` indexes level d-1 (level 0 is the single root) and is non-decreasing, so a node's
     children at depth d+1 are the range of the next level whose parent is it (`children`);
-    `byte[i]` is the node's last byte (kept as a byte string, which byte classes translate); `end_tokens`/`end_nodes` list the tokens whose bytes end
-    at depth d and their node here, ordered by node (`tokens_at`).  Node indices are uint16
+    `byte[i]` is the node's last byte (kept as a byte string, which byte classes translate);
+    `end_tokens`/`end_nodes` list the tokens whose bytes end at depth d and their node here,
+    ordered by node (`tokens_at`).  Node indices are uint16
     where the level they index has at most 65,536 nodes, else int32.
     """
 

@@ -9,8 +9,8 @@ the fastest there). All equal the token table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import weakref
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from stdsl.kernels.token_table import (
     token_table_rows,
 )
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.kernels.walk_layout import KIND_EOS, KIND_NEVER, KIND_WALK, WalkLayout, token_kinds, walk_layout
+from stdsl.kernels.walk_layout import WalkLayout, token_kinds, walk_layout
 
 _KERNEL_DIR = Path(__file__).resolve().parent
 THREADGROUP = 256

@@ -1,6 +1,7 @@
 """The device walk kernels' sources: CUDA compiles with nvcc, and both bodies, compiled as C++
 with a stand-in for their generated signatures and run thread by thread on the CPU over the
-class form (`class_transitions[q, byte_class[b]]`), equal the token table. The real device run is `check_walk_kernel()` on a GPU machine.
+class form (`class_transitions[q, byte_class[b]]`), equal the
+token table. The real device run is `check_walk_kernel()` on a GPU machine.
 """
 
 from __future__ import annotations
