@@ -195,7 +195,7 @@ def _nest(value: Any, depth: int, shape: int) -> Any:
 def mutate_json(value: Any, ops: list[tuple[int, int, int, int]], pool: tuple[Any, ...], other: Any) -> Any:
     """A copy of the JSON `value` changed by each operation; `pool` holds replacement values, `other` is a
     second seed whose sub-values can be spliced in."""
-    value = json.loads(json.dumps(value))
+    value = json_copy(value)
     other_parts = list(_sub_values(other))
     nested_deep = False
     for kind, a, b, c in ops:
@@ -217,8 +217,7 @@ def mutate_json(value: Any, ops: list[tuple[int, int, int, int]], pool: tuple[An
             node[SCHEMA_KEYWORDS[b % len(SCHEMA_KEYWORDS)]] = json_copy(pool[c % len(pool)])
         elif isinstance(node, dict) and name == "rename_key" and node:
             key = list(node)[b % len(node)]
-            node[SCHEMA_KEYWORDS[c % len(SCHEMA_KEYWORDS)] if c % 4 else pool[c % len(pool)] if isinstance(
-                pool[c % len(pool)], str) else "\ud800"] = node.pop(key)
+            node[SCHEMA_KEYWORDS[c % len(SCHEMA_KEYWORDS)] if c % 4 else f"\ud800{key}"] = node.pop(key)
         elif isinstance(node, dict) and name == "duplicate_key" and node:
             key = list(node)[b % len(node)]
             node[SCHEMA_KEYWORDS[c % len(SCHEMA_KEYWORDS)]] = json_copy(node[key])
