@@ -128,9 +128,9 @@ def stc_seeds() -> tuple[str, ...]:
 
 DEEP_NESTING = 150
 TEXT_OPS = ("delete", "duplicate", "swap", "insert_token", "insert_char", "splice", "replace_char")
-JSON_OPS = ("replace", "splice", "drop_key", "insert_keyword", "rename_key", "nest", "duplicate_key")
+JSON_OPS = ("replace", "splice", "drop_key", "insert_keyword", "rename_key", "nest", "duplicate_key", "edit_text")
 
-operation = st.tuples(st.integers(0, 6), st.integers(0, 2**16), st.integers(0, 2**16), st.integers(0, 2**16))
+operation = st.tuples(st.integers(0, 15), st.integers(0, 2**16), st.integers(0, 2**16), st.integers(0, 2**16))
 
 
 def mutate_text(text: str, ops: list[tuple[int, int, int, int]], tokens: tuple[str, ...], other: str) -> str:
@@ -194,7 +194,7 @@ def _nest(value: Any, depth: int, shape: int) -> Any:
 
 def mutate_json(value: Any, ops: list[tuple[int, int, int, int]], pool: tuple[Any, ...], other: Any) -> Any:
     """A copy of the JSON `value` changed by each operation; `pool` holds replacement values, `other` is a
-    second seed whose sub-values can be spliced in."""
+    second seed whose sub-values can be spliced in; a string (a `pattern`, a name, a `$ref`) can be edited as text."""
     value = json_copy(value)
     other_parts = list(_sub_values(other))
     nested_deep = False
@@ -207,6 +207,8 @@ def mutate_json(value: Any, ops: list[tuple[int, int, int, int]], pool: tuple[An
             value = _set(value, path, json_copy(pool[b % len(pool)]))
         elif name == "splice":
             value = _set(value, path, json_copy(other_parts[b % len(other_parts)]))
+        elif name == "edit_text" and isinstance(node, str):
+            value = _set(value, path, mutate_text(node, [(kind, a, b, c)], REGEX_TOKENS, node))
         elif name == "nest":
             deep = c % 3 == 0 and not nested_deep
             nested_deep = nested_deep or deep
