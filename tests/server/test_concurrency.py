@@ -11,7 +11,7 @@ import pytest
 
 from tests.server.server_fixtures import metric, running_server
 
-CACHE_BYTES = 512 << 10
+CACHE_BYTES = 96 << 10
 KINDS = ["string", "integer", "boolean"]
 
 
