@@ -171,6 +171,7 @@ class _Builder:
 
     def __init__(self, max_states: int) -> None:
         self.nfa = NFA()
+        self.eps, self.edges = self.nfa.eps, self.nfa.edges
         self.max_states = max_states
         self.set_index: dict[Ranges, int] = {}
         self.templates: dict[int, _TrieTemplate | None] = {}
@@ -178,36 +179,43 @@ class _Builder:
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
-        if len(self.nfa.eps) & 255 == 0:
+        """A fresh state without moves (the deadline and the state budget are checked here)."""
+        count = len(self.eps)
+        if count & 255 == 0:
             check_deadline("NFA construction")
-        if len(self.nfa.eps) >= self.max_states:
+        if count >= self.max_states:
             raise StateBudgetError(
                 f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
                 "repetitions such as x{m,n} or nest fewer of them")
-        self.nfa.eps.append(NO_MOVES)
-        self.nfa.edges.append(NO_MOVES)
-        return len(self.nfa.eps) - 1
+        self.eps.append(NO_MOVES)
+        self.edges.append(NO_MOVES)
+        return count
 
     def add_eps(self, state: int, target: int) -> None:
         """An epsilon move from `state` to `target`."""
-        moves = self.nfa.eps[state]
+        moves = self.eps[state]
         if isinstance(moves, list):
             moves.append(target)
         else:
-            self.nfa.eps[state] = [target]
+            self.eps[state] = [target]
 
     def add_edge(self, state: int, ranges: Ranges, target: int) -> None:
         """A move from `state` to `target` on any byte of `ranges`."""
-        edge = (self.byte_set_index(ranges), target)
-        moves = self.nfa.edges[state]
+        index = self.set_index.get(ranges)
+        if index is None:
+            index = self.set_index[ranges] = len(self.nfa.byte_sets)
+            self.nfa.byte_sets.append(ranges)
+        moves = self.edges[state]
         if isinstance(moves, list):
-            moves.append(edge)
+            moves.append((index, target))
         else:
-            self.nfa.edges[state] = [edge]
+            self.edges[state] = [(index, target)]
 
     def byte_set_index(self, ranges: Ranges) -> int:
-        index = self.set_index.setdefault(ranges, len(self.nfa.byte_sets))
-        if index == len(self.nfa.byte_sets):
+        """The index of `ranges` in the NFA's byte sets, added if new."""
+        index = self.set_index.get(ranges)
+        if index is None:
+            index = self.set_index[ranges] = len(self.nfa.byte_sets)
             self.nfa.byte_sets.append(ranges)
         return index
 
