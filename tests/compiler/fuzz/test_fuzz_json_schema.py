@@ -16,7 +16,7 @@ from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import DefinitionError
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
 from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
-from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
+from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,6 +54,7 @@ def test_json_schema_fuzz(schema: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LARGE_RUN_SECONDS)
 @LARGE
 @given(schema_inputs())
 def test_json_schema_fuzz_large(schema: Any) -> None:

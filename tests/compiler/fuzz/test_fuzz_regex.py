@@ -15,7 +15,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile
 from stdsl.errors import CompileTimeError, EmptyLanguageError, RegexError, StateBudgetError
 from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import regex_inputs
-from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
+from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,6 +70,7 @@ def test_regex_fuzz(pattern: str, seed: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LARGE_RUN_SECONDS)
 @LARGE
 @given(regex_inputs(), st.integers(0, 2**32 - 1))
 def test_regex_fuzz_large(pattern: str, seed: int) -> None:

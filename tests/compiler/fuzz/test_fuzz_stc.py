@@ -16,7 +16,7 @@ from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.errors import CompileTimeError
 from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import stc_inputs
-from tests.compiler.fuzz.time_limit import LIMIT_SECONDS, within_limit
+from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,6 +58,7 @@ def test_stc_fuzz(text: str, seed: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LARGE_RUN_SECONDS)
 @LARGE
 @given(stc_inputs(), st.integers(0, 2**32 - 1))
 def test_stc_fuzz_large(text: str, seed: int) -> None:
