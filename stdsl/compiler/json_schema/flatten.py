@@ -39,8 +39,9 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
                    negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
     """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
 
-    Returns the flattened schema, the context (references entered) and the path to report for
-    its keywords: the target's path when the schema is only a reference.  `not`s met here and in
+    Returns the flattened schema, the context (the reference entered, if `$ref`) and the path to
+    report for its keywords: the target's path when the schema is only a reference.  `allOf` parts
+    are flattened side by side, so one part's references are no cycle for the next.  `not`s met here and in
     `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
     by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
     """
@@ -73,7 +74,7 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
             path = flat_path
         result = merge(result, flat, path)
     for i, part in enumerate(schema.get("allOf", [])):
-        flat, ctx, _ = flatten_schema(part, f"{path}/allOf/{i}", ctx.entering(), pending)
+        flat = flatten_schema(part, f"{path}/allOf/{i}", ctx.entering(), pending)[0]
         result = merge(result, flat, f"{path}/allOf")
     if "oneOf" in schema:
         result = merge(result, logic.one_of_as_any_of(schema["oneOf"], f"{path}/oneOf", ctx), path)

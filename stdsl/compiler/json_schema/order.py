@@ -32,10 +32,9 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
     if "anyOf" in flat:
         rest = {k: v for k, v in flat.items() if k != "anyOf"}
         for i, branch in enumerate(flat["anyOf"]):
-            branch_flat, branch_ctx, _ = flatten(branch, f"{path}/anyOf/{i}", ctx.entering())
-            merged = merge(rest, branch_flat, path)
-            if conforms(value, merged, branch_ctx, path):
-                return _dump(value, merged, path, branch_ctx)
+            merged = merge(rest, flatten(branch, f"{path}/anyOf/{i}", ctx.entering())[0], path)
+            if conforms(value, merged, ctx, path):
+                return _dump(value, merged, path, ctx)
         return _plain(value)
     if "enum" in flat:
         key = json_key(value)
@@ -63,7 +62,8 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
         prefix, items = flat.get("prefixItems", []), flat.get("items", True)
         parts = [_dump(v, prefix[i] if i < len(prefix) else items, path, ctx) for i, v in enumerate(value)]
         return "[" + ",".join(parts) + "]"
-    if isinstance(value, float) and value.is_integer() and flat.get("type") != "integer":
+    types = flat.get("type", ["number"])
+    if isinstance(value, float) and value.is_integer() and "number" in (types if isinstance(types, list) else [types]):
         return _float_text(value)
     return canonical_scalar(value)
 

@@ -400,7 +400,7 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
         elif key == "dependentRequired":
             out[key] = {n: list(dict.fromkeys(mine.get(n, []) + value.get(n, []))) for n in {**mine, **value}}
         elif key == "patternProperties":
-            raise SchemaError("cannot merge two 'patternProperties' exactly", path)
+            out[key] = {**mine, **{p: _conj(mine[p], v) if p in mine else v for p, v in value.items()}}
         elif key == "uniqueItems":
             out[key] = mine or value
         elif key == "pattern":
@@ -418,8 +418,9 @@ def merge(a: Schema, b: Schema, path: str) -> Schema:
             out[key] = pairs
     object_keys = ("properties", "additionalProperties", "patternProperties")
     if any(k in a for k in object_keys) and any(k in b for k in object_keys) \
-            and ("patternProperties" in a or "patternProperties" in b):
-        raise SchemaError("cannot merge 'patternProperties' with another schema's properties exactly", path)
+            and ("patternProperties" in a or "patternProperties" in b) and not _keys_merge_exactly(a, b):
+        raise SchemaError("cannot merge 'patternProperties' with another schema's properties exactly (a key "
+                          "one side leaves to its additionalProperties may match the other side's patterns)", path)
     if "properties" in b or "additionalProperties" in b or "properties" in a or "additionalProperties" in a:
         _merge_objects(out, a, b)
     if "items" in a or "items" in b or "prefixItems" in a or "prefixItems" in b:
@@ -483,6 +484,27 @@ def _merge_types(x: Any, y: Any) -> list[str]:
     elif "integer" in kinds:
         out.append("integer")
     return out
+
+
+def _keys_merge_exactly(a: dict, b: dict) -> bool:
+    """Whether one properties/patternProperties/additionalProperties triple says what both sides say of every key.
+
+    A key matching only one side's patterns meets the other side's additionalProperties, and a name
+    declared on one side only meets the other side's patterns or additionalProperties; the merged
+    triple (patterns united, additionalProperties and declared names conjoined, every matching
+    pattern applied) is exact when each such additionalProperties is `true`, or the name is `false`.
+    """
+    def open_(side: dict) -> bool:
+        return side.get("additionalProperties", True) in (True, {})
+
+    for one, other in ((a, b), (b, a)):
+        if one.get("patternProperties") and not open_(other):
+            return False
+        others = other.get("properties", {})
+        if not open_(other) and any(sub is not False for name, sub in one.get("properties", {}).items()
+                                    if name not in others):
+            return False
+    return True
 
 
 def _merge_objects(out: dict, a: dict, b: dict) -> None:

@@ -61,7 +61,7 @@ def test_task_schemas(path: Path) -> None:
     ({"$ref": "#/$defs/missing"}, "#/$ref", "does not resolve"),
     ({"$ref": "other.json"}, "#/$ref", "inside the document"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "#/oneOf", "overlap"),
-    ({"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, "#/allOf", "pattern"),
+    ({"allOf": [{"format": "date"}, {"format": "uuid"}]}, "#/allOf", "format"),
     ({"type": "string", "format": "regex"}, "#/format", "regex"),
     ({"uniqueItems": True}, "#/uniqueItems", "uniqueItems"),
     ({"properties": {"a": 3}}, "#/properties/a", "object or a boolean"),
