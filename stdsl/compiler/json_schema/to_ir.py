@@ -138,8 +138,8 @@ class _Compiler:
             rest = {k: v for k, v in flat.items() if k != "anyOf"}
             branches = []
             for i, branch in enumerate(flat["anyOf"]):
-                branch_flat, branch_ctx, _ = flatten(branch, f"{path}/anyOf/{i}", ctx.entering())
-                branches.append(self.value(merge(rest, branch_flat, path), path, branch_ctx))
+                branch_flat = flatten(branch, f"{path}/anyOf/{i}", ctx.entering())[0]
+                branches.append(self.value(merge(rest, branch_flat, path), path, ctx))
             return ir.alt(*branches)
         if "enum" in flat:
             rest = {k: v for k, v in flat.items() if k != "enum"}
