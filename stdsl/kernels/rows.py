@@ -85,13 +85,6 @@ class CompactRow:
         out[self.flips] = not live
         return out
 
-    def next_state(self, token_id: int) -> int:
-        """The next state of one token (binary search in the exceptions)."""
-        at = int(np.searchsorted(self.tokens, token_id))
-        if at < self.tokens.shape[0] and int(self.tokens[at]) == token_id:
-            return int(self.states[at])
-        return self.default
-
     @property
     def nbytes(self) -> int:
         """Bytes held by the exceptions."""

@@ -84,7 +84,6 @@ def test_compact_row_keeps_every_entry(values: list[int], dtype: type) -> None:
     compact = CompactRow.of(row)
     assert np.array_equal(compact.next_states(row.shape[0], np.dtype(dtype)), row)
     assert np.array_equal(compact.live(row.shape[0]), row >= 0)
-    assert [compact.next_state(t) for t in range(row.shape[0])] == values
     assert compact.tokens.tolist() == sorted(compact.tokens.tolist())
     assert compact.nbytes == compact.tokens.nbytes + compact.states.nbytes + compact.flips.nbytes
     assert set(compact.flips.tolist()) == {t for t in range(row.shape[0]) if (values[t] >= 0) != (compact.default >= 0)}
