@@ -59,11 +59,6 @@ class CombinedTable:
         return cls(table, byte_class, accepting, offsets)
 
     @property
-    def transitions(self) -> np.ndarray:
-        """The (num_states, 256) table, expanded afresh: for tests and oracles."""
-        return self.class_transitions[:, self.byte_class]
-
-    @property
     def num_states(self) -> int:
         """Total number of global states."""
         return int(self.class_transitions.shape[0])
@@ -139,10 +134,6 @@ class WalkTable:
     def sink(self) -> int:
         """The scaled dead state."""
         return self.scaled.sink
-
-    def next_state(self, state: int, byte: int) -> int:
-        """One step: the class table at (state, class of byte)."""
-        return int(self.class_transitions[state, self.byte_class[byte]])
 
     @staticmethod
     def of(table: Any) -> WalkTable:
