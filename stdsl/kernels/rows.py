@@ -57,7 +57,7 @@ class CompactRow:
         default = int(np.argmax(np.bincount(sample))) - 1 if sample.size else DEAD
         tokens = np.flatnonzero(row != default).astype(np.int32)
         states = row[tokens].astype(dtype or row.dtype)
-        flips = tokens[(states >= 0) != (default >= 0)]
+        flips = tokens if default < 0 else tokens[states < 0]
         for array in (tokens, states, flips):
             array.flags.writeable = False
         return CompactRow(default, tokens, states, flips)
@@ -87,8 +87,9 @@ class CompactRow:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the exceptions."""
-        return int(self.tokens.nbytes + self.states.nbytes + self.flips.nbytes)
+        """Bytes held by the exceptions (`flips` counted only where it is not `tokens` itself)."""
+        flips = 0 if self.flips is self.tokens else self.flips.nbytes
+        return int(self.tokens.nbytes + self.states.nbytes + flips)
 
 
 class RowCache:
