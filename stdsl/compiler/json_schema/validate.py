@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.resolve import (
     Context,
@@ -35,7 +36,10 @@ def _matches(node: ir.Node, text: str) -> bool:
 
 
 def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bool:
-    """Whether `instance` (a parsed JSON value) is valid against `schema` under the supported keywords."""
+    """Whether `instance` (a parsed JSON value) is valid against `schema` under the supported keywords.
+
+    Compiling an `enum` or a `uniqueItems` set calls this once per value, so it checks the compile deadline."""
+    check_deadline("checking values against the schema")
     flat, ctx, path = flatten(schema, path, ctx)
     if isinstance(flat, bool):
         return flat
