@@ -250,11 +250,11 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
 
 
 def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
-    """Row T[state, ·] (V,) int32 by the level pass restricted to one root."""
-    out = np.full(vocab.size, DEAD, dtype=np.int32)
+    """Row T[state, ·] (V,) int32 by the level pass restricted to one root (scaled values, converted once)."""
+    out = np.full(vocab.size, table.sink, dtype=np.int32)
     for tokens, values in _root_levels(table, state, vocab):
-        out[tokens] = table.states_of(values)
-    return out
+        out[tokens] = values
+    return table.states_of(out)
 
 
 def root_row_live(table: ScaledTable, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
