@@ -107,6 +107,8 @@ def is_recursive_schema(schema: Any) -> bool:
 
 MAX_NONTERMINALS = 256
 COMBINATORS = ("allOf", "anyOf", "oneOf")
+ANY_VALUE = "any JSON value"
+"""The nonterminal of an unconstrained value (`true`, `{}`), which here nests to any depth the stack allows."""
 
 
 class _CallingCompiler(_Compiler):
@@ -115,7 +117,9 @@ class _CallingCompiler(_Compiler):
     A plain reference to a target calls the target's own nonterminal.  A schema that combines a
     target with other keywords (`{"$ref": t, "maxItems": 1}`, an `anyOf` with a target among its
     branches, an `allOf` part) gets a nonterminal of its own, keyed by its canonical JSON, whose
-    body inlines the target once; the target's inner references are calls again.
+    body inlines the target once; the target's inner references are calls again.  An unconstrained
+    value is a call of its own nonterminal (`ANY_VALUE`), so it nests as deep as the stack allows
+    rather than the DFA compiler's `ANY_VALUE_DEPTH`.
     """
 
     def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any) -> None:
@@ -141,6 +145,17 @@ class _CallingCompiler(_Compiler):
                 self.extra[key] = (schema, path)
             return self.calls[key]
         return super().value(schema, path, ctx)
+
+    def _any_value(self, depth: int) -> ir.Node:
+        """A call of the unconstrained-value nonterminal (any depth); its body is `any_value_body`."""
+        if ANY_VALUE not in self.calls:
+            self.calls[ANY_VALUE] = call_symbol(len(self.calls))
+            self.extra[ANY_VALUE] = (True, ROOT)
+        return self.calls[ANY_VALUE]
+
+    def any_value_body(self) -> ir.Node:
+        """One JSON value whose member values and items are calls of the unconstrained-value nonterminal."""
+        return super()._any_value(1)
 
     def _mentions_target(self, schema: dict, ctx: Context, path: str) -> bool:
         """Whether `schema` refers to a recursive target by `$ref` or through the parts of its combinators."""
@@ -178,7 +193,7 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
         for key, (part, path) in list(compiler.extra.items()):
             if key not in done:
                 done.add(key)
-                bodies[key] = compiler.body(part, path)
+                bodies[key] = compiler.any_value_body() if key == ANY_VALUE else compiler.body(part, path)
     return main, bodies
 
 
