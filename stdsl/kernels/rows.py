@@ -18,7 +18,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
-from stdsl.kernels.token_table import DEAD, root_row, root_row_live, state_dtype
+from stdsl.kernels.token_table import DEAD, ScaledTable, root_row, root_row_live, root_row_scaled, state_dtype
 from stdsl.kernels.vocabulary import Vocabulary
 
 MODE_SAMPLE_STRIDE = 61
@@ -50,13 +50,20 @@ class CompactRow:
     flips: np.ndarray
 
     @staticmethod
-    def of(row: np.ndarray, dtype: np.dtype | None = None) -> CompactRow:
+    def of(row: np.ndarray, dtype: np.dtype | None = None, scale: ScaledTable | None = None) -> CompactRow:
         """The compact form of a full row (states stored as `dtype`, default the row's); the default is
-        the most frequent state of a strided sample."""
-        sample = row[::MODE_SAMPLE_STRIDE].astype(np.int64) + 1
-        default = int(np.argmax(np.bincount(sample))) - 1 if sample.size else DEAD
-        tokens = np.flatnonzero(row != default).astype(np.int32)
-        states = row[tokens].astype(dtype or row.dtype)
+        the most frequent value of a strided sample.  With `scale` the row holds scaled states
+        (`scale.sink` dead), converted only where stored."""
+        sample = row[::MODE_SAMPLE_STRIDE]
+        values, counts = np.unique(sample, return_counts=True)
+        common = int(values[np.argmax(counts)]) if sample.size else DEAD
+        tokens = np.flatnonzero(row != common).astype(np.int32)
+        stored = row[tokens]
+        if scale is not None:
+            stored = scale.states_of(stored)
+            common = int(scale.states_of(np.asarray([common]))[0])
+        default = common
+        states = stored.astype(dtype or row.dtype)
         flips = tokens if default < 0 else tokens[states < 0]
         for array in (tokens, states, flips):
             array.flags.writeable = False
@@ -129,7 +136,8 @@ class RowCache:
         """
         live_bytes = int(np.count_nonzero(self.table.class_transitions[state][self.table.byte_class] >= 0))
         if live_bytes * 2 > 256:
-            return CompactRow.of(root_row(self.table.scaled, state, self.vocab), self._dtype)
+            scaled = root_row_scaled(self.table.scaled, state, self.vocab)
+            return CompactRow.of(scaled, self._dtype, self.table.scaled)
         tokens, states = root_row_live(self.table.scaled, state, self.vocab)
         if tokens.shape[0] * 2 <= self.vocab.size:
             return CompactRow.dead_except(tokens, states, self._dtype)

@@ -249,12 +249,17 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
                 yield level.end_tokens[_expand(token_starts, counts)], np.repeat(values, counts)
 
 
-def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
-    """Row T[state, ·] (V,) int32 by the level pass restricted to one root (scaled values, converted once)."""
+def root_row_scaled(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
+    """Row T[state, ·] (V,) int32 as scaled states (`table.sink` dead): the level pass restricted to one root."""
     out = np.full(vocab.size, table.sink, dtype=np.int32)
     for tokens, values in _root_levels(table, state, vocab):
         out[tokens] = values
-    return table.states_of(out)
+    return out
+
+
+def root_row(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:
+    """Row T[state, ·] (V,) int32 by the level pass restricted to one root: -1 dead."""
+    return table.states_of(root_row_scaled(table, state, vocab))
 
 
 def root_row_live(table: ScaledTable, state: int, vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
