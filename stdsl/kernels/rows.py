@@ -100,7 +100,11 @@ class CompactRow:
 
 
 class RowCache:
-    """Masks and next states per automaton state, computed on first use and kept compact in a bounded LRU."""
+    """Masks and next states per automaton state, computed on first use and kept compact in a bounded LRU.
+
+    Rows whose default is live (inside strings) mostly share one mask: their dead tokens (`flips`)
+    are interned, so equal ones are one array, and the last such mask is kept expanded.
+    """
 
     def __init__(self, automaton: Any, vocab: Vocabulary, max_rows: int = 256) -> None:
         if max_rows < 1:
@@ -110,6 +114,8 @@ class RowCache:
         self.max_rows = max_rows
         self._dtype = state_dtype(self.table.num_states)
         self._rows: OrderedDict[int, CompactRow] = OrderedDict()
+        self._flip_sets: dict[int, list[np.ndarray]] = {}
+        self._live_mask: tuple[np.ndarray, bool, np.ndarray] | None = None
         self._lock = threading.Lock()
 
     def row(self, state: int) -> CompactRow:
@@ -123,11 +129,29 @@ class RowCache:
                 raise StdslError(
                     f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
                 )
-            row = self._compute(state)
+            row = self._intern(self._compute(state))
             self._rows[state] = row
             if len(self._rows) > self.max_rows:
-                self._rows.popitem(last=False)
+                self._forget(self._rows.popitem(last=False)[1])
             return row
+
+    def _forget(self, evicted: CompactRow) -> None:
+        """Drop an evicted row's interned dead-token set once no cached row shares it."""
+        if evicted.default < 0 or any(row.flips is evicted.flips for row in self._rows.values()):
+            return
+        bucket = self._flip_sets.get(hash(evicted.flips.tobytes()), [])
+        bucket[:] = [flips for flips in bucket if flips is not evicted.flips]
+
+    def _intern(self, row: CompactRow) -> CompactRow:
+        """The row with its dead tokens as the one array already held for an equal set (default-live rows)."""
+        if row.default < 0:
+            return row
+        bucket = self._flip_sets.setdefault(hash(row.flips.tobytes()), [])
+        for flips in bucket:
+            if np.array_equal(flips, row.flips):
+                return CompactRow(row.default, row.tokens, row.states, flips)
+        bucket.append(row.flips)
+        return row
 
     def _compute(self, state: int) -> CompactRow:
         """A state's compact row: from its live entries where few bytes are live (structural), else from the full row.
@@ -153,10 +177,17 @@ class RowCache:
 
     def mask(self, state: int) -> np.ndarray:
         """Allowed tokens at `state` (read-only bool (V,)): live walks, plus eos iff accepting."""
-        out = self.row(state).live(self.vocab.size)
-        if self.table.accepting[state]:
+        row = self.row(state)
+        accepting = bool(self.table.accepting[state])
+        kept = self._live_mask
+        if kept is not None and kept[0] is row.flips and kept[1] == accepting:
+            return kept[2]
+        out = row.live(self.vocab.size)
+        if accepting:
             out[self.vocab.eos_ids] = True
         out.flags.writeable = False
+        if row.default >= 0:
+            self._live_mask = (row.flips, accepting, out)
         return out
 
     def advance(self, state: int, token_id: int) -> int:
@@ -183,8 +214,11 @@ class RowCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached rows."""
-        return sum(row.nbytes for row in self._rows.values())
+        """Bytes held by the cached rows (shared dead-token sets once) and the kept mask."""
+        shared = {id(row.flips): row.flips.nbytes for row in self._rows.values() if row.flips is not row.tokens}
+        own = sum(row.tokens.nbytes + row.states.nbytes for row in self._rows.values())
+        kept = self._live_mask[2].nbytes if self._live_mask is not None else 0
+        return own + sum(shared.values()) + kept
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -129,3 +129,22 @@ def test_rows_equal_the_table_whether_few_or_most_bytes_are_live(live_fraction: 
         assert np.array_equal(cache.next_states(q), table[q])
         assert np.array_equal(cache.mask(q)[:-1], table[q][:-1] >= 0)
         assert cache.mask(q)[-1] == accepting[q]
+
+
+def test_string_states_share_their_dead_tokens_and_mask() -> None:
+    transitions, accepting = person_dfa()
+    rng = np.random.default_rng(4)
+    letters = bytes(range(ord("a"), ord("z") + 1))
+    tokens = [bytes(rng.choice(list(letters), size=int(rng.integers(1, 6))).tolist()) for _ in range(2000)]
+    vocab = Vocabulary([*tokens, b'"', b"\x01", None], eos_ids=[len(tokens) + 2])
+    cache = RowCache(_Auto(transitions, accepting), vocab, max_rows=2)
+    name = int(naive_next_state(transitions, 0, b'{"name":"'))
+    email = int(naive_next_state(transitions, 0, b'{"name":"a","age":1,"email":"'))
+    table = token_table(transitions, vocab, accepting)
+    first = cache.mask(name)
+    assert cache.mask(email) is first and cache.row(name).flips is cache.row(email).flips
+    for q in (name, email, 0):
+        assert np.array_equal(cache.mask(q)[:-1], table[q][:-1] >= 0)
+    cache.mask(1)
+    cache.mask(2)
+    assert all(len(bucket) == 0 for bucket in cache._flip_sets.values())
