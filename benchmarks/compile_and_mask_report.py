@@ -18,8 +18,9 @@ NOTES = [
     ),
     (
         "- A warm stdsl row expands the cached compact row (the state most tokens reach plus the exceptions) into a "
-        "fresh read-only bool mask; the peers' figure includes filling a 248,077-bit bitmask through their Python API "
-        "(a few µs of binding overhead)."
+        "fresh read-only bool mask, except inside strings, where the rows share one set of dead tokens and the last "
+        "such mask is kept expanded; the peers' figure includes filling a 248,077-bit bitmask through their Python "
+        "API (a few µs of binding overhead)."
     ),
     (
         "- Cold stdsl rows are the level pass of Algorithm 4 restricted to one root: cheap where few tokens are alive "
