@@ -53,6 +53,9 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
     pending: list[Negation] = [] if negations is None else negations
     own: dict = {k: v for k, v in schema.items()
                  if (k in SUPPORTED and k not in FOLDED) or k in (INEXACT, MORE_PATTERNS)}
+    more = own.get(MORE_PATTERNS, [])
+    if not isinstance(more, list) or not all(isinstance(p, str) for p in more):
+        own.pop(MORE_PATTERNS)
     if own.get("format") not in SPEC_FORMATS:
         own.pop("format", None)
     for key in ("maxLength", "maxItems"):
