@@ -43,7 +43,8 @@ NON_NEGATIVE_INTS = ("minItems", "maxItems", "minLength", "maxLength", "minPrope
 SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
     "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
-    "relative-json-pointer", "regex", "color", "host-name", "ip-address", "utc-millisec"})
+    "relative-json-pointer", "regex"})
+"""The formats drafts 4 to 2020-12 define (asserted or refused); any other (draft 3's `color`, `int32`) is an annotation."""
 NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 KNOWN_METASCHEMAS = frozenset(
     f"{scheme}://json-schema.org/{name}{end}" for scheme in ("http", "https") for end in ("", "#")
