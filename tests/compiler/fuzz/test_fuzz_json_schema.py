@@ -33,7 +33,7 @@ def check_schema(schema: Any) -> None:
             compile(schema, max_seconds=LIMIT_SECONDS)
         return
     try:
-        with within_limit(repr(schema)), warnings.catch_warnings():
+        with within_limit(schema), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compiled = compile(schema, max_seconds=LIMIT_SECONDS)
     except SchemaError as error:

@@ -50,7 +50,7 @@ def _samples(pattern: str, constraint: Constraint, seed: int) -> list[str]:
 def check_regex(pattern: str, seed: int) -> None:
     """The fuzz property for one pattern (see the module docstring)."""
     try:
-        with within_limit(repr(pattern)):
+        with within_limit(pattern):
             constraint = compile(Regex(pattern), max_seconds=LIMIT_SECONDS)
     except RegexError as error:
         assert error.pattern == pattern and 0 <= error.position <= len(pattern), str(error)

@@ -39,7 +39,7 @@ def check_program(text: str, seed: int) -> None:
     try:
         program = CompiledProgram(text, SOURCE)
         missing = {name: "fuzz" for name, (_, default, _) in program.syntax.params.items() if default is None}
-        with within_limit(repr(text)), compile_deadline(LIMIT_SECONDS):
+        with within_limit(text), compile_deadline(LIMIT_SECONDS):
             constraint = program.constraint(program.arguments(missing))
     except ProgramError as error:
         _assert_located(error, text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 LIMIT_SECONDS = 0.5
 TOLERANCE = 0.1
@@ -20,14 +21,23 @@ LARGE_RUN_SECONDS = 3 * 3600
 """How long one large (10^4 inputs) fuzz run may take: past the suite's per-test timeout on a shared machine."""
 
 
+def _describe(value: Any) -> str:
+    """The start of `repr(value)`; an integer too long for `repr` (over 4,300 digits) is only named."""
+    try:
+        return repr(value)[:300]
+    except ValueError:
+        return f"a {type(value).__name__} holding an integer too long to print"
+
+
 @contextmanager
-def within_limit(what: str) -> Iterator[None]:
+def within_limit(what: Any) -> Iterator[None]:
     """Fail when the block (a compile under `max_seconds=LIMIT_SECONDS`) overshot the limit by more than
-    the tolerance; `what` names the input in the failure."""
+    the tolerance; `what` is the input (or words naming it), shown in the failure."""
     wall, cpu = time.perf_counter(), time.thread_time()
     try:
         yield
     finally:
         elapsed = min(time.perf_counter() - wall, time.thread_time() - cpu)
         allowed = LIMIT_SECONDS * (1 + TOLERANCE) + SLACK_SECONDS
-        assert elapsed <= allowed, f"compiling {what[:300]} took {elapsed:.3f} s under max_seconds={LIMIT_SECONDS}"
+        assert elapsed <= allowed, (f"compiling {what if isinstance(what, str) else _describe(what)} took "
+                                    f"{elapsed:.3f} s under max_seconds={LIMIT_SECONDS}")
