@@ -18,7 +18,7 @@ from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, Sch
 from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WHOLE_SCHEMA_ERRORS = (CompileTimeError, StateBudgetError, EmptyLanguageError)
 

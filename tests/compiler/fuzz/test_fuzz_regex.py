@@ -17,7 +17,7 @@ from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import regex_inputs
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
-FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WHOLE_INPUT_ERRORS = (CompileTimeError, StateBudgetError, EmptyLanguageError)
 SAMPLE_LENGTH = 8
