@@ -6,14 +6,18 @@ start), two measurements:
 
 - engine: the first sampled token through the batch engine (`prepare_request` + `submit_request`,
   `max_tokens=256`, the task's prompt), for the schema seen for the first time and then again (the
-  median of three tries). The prompt's KV state is cached beforehand and no measured request stores
-  its own, so all prefill the same tokens: the difference is what the new grammar costs (compile included);
+  median of three tries), timed until the output holds a byte past what was decided at the start
+  (the forced prefix and any held-back forced bytes). The prompt's KV state is cached beforehand and
+  no measured request stores its own, so all prefill the same tokens: the difference is what the new
+  grammar costs (compile included);
 - split: compile, planner, need table and first mask (`ConstraintState.start()` + `mask()`) of the
   new grammar, the same first mask once cached, and llguidance's compile (grammar + `LLMatcher`)
   plus its first mask fill on the same tokenizer and schema.
 
 Each measurement runs in its own fresh process (so every grammar is really new), `--repeats` times;
-the tables give the median. Writes benchmarks/results/first_token.{json,md}.
+the tables give the median. The garbage collector runs before each timed stretch (as `timeit` keeps
+it out): a full collection lands on whichever step allocates when the interpreter decides, not on
+the grammar that happens to be decoded then. Writes benchmarks/results/first_token.{json,md}.
 
     python benchmarks/first_token.py                 # 3 repeats (about 2 min on 2 cores)
     python benchmarks/first_token.py --repeats 1 --no-write
@@ -22,6 +26,7 @@ the tables give the median. Writes benchmarks/results/first_token.{json,md}.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import statistics
@@ -61,24 +66,23 @@ def ms(seconds: float) -> float:
 def engine_phase(model: Any) -> dict[str, dict[str, float]]:
     """Per task: first sampled token through the engine for the new grammar and for it cached (ms)."""
     from stdsl.runtime.batch.requests import prepare_request
-    from stdsl.runtime.control.constraint_state import vocabulary_of
     from stdsl.runtime.decode import engine_for
     from stdsl.runtime.options import DecodeOptions
 
     engine = engine_for(model)
-    vocab = vocabulary_of(model.tokenizer)
     options = DecodeOptions.of(max_tokens=MAX_TOKENS)
 
     def first_token(prompt: str, schema: dict, remember: bool = False) -> float:
+        gc.collect()
         start = time.perf_counter()
         request = prepare_request(model, prompt, schema, options)
         request.remember = remember
-        prefix = len(vocab.decode(request.prefix))
+        decided = len(request.control.decided)
         handle = engine.submit_request(request)
         seen = 0
         for event in handle:
             seen += len(event.text.encode("utf-8"))
-            if seen > prefix:
+            if seen > decided:
                 break
         elapsed = time.perf_counter() - start
         handle.cancel()
@@ -95,7 +99,7 @@ def engine_phase(model: Any) -> dict[str, dict[str, float]]:
         first_token(prompt, WARM_SCHEMA, remember=True)
         new = first_token(prompt, schema)
         cached = statistics.median(first_token(prompt, schema) for _ in range(CACHED_TRIES))
-        out[name] = {"new_ms": ms(new), "cached_ms": ms(cached)}
+        out[name] = {"new_ms": ms(new), "cached_ms": ms(cached), "extra_ms": ms(new - cached)}
     engine.close()
     return out
 
@@ -136,6 +140,7 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for name in TASKS:
         schema, _ = load_task(name)
+        gc.collect()
         marks = [time.perf_counter()]
         automaton = stdsl.compile(schema).automaton
         marks.append(time.perf_counter())
@@ -146,10 +151,13 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
         marks.append(time.perf_counter())
         first_mask(automaton)
         marks.append(time.perf_counter())
+        gc.collect()
+        marks.append(time.perf_counter())
         first_mask(stdsl.compile(schema).automaton)
         marks.append(time.perf_counter())
+        gc.collect()
         llg_compile, llg_mask = llg_first_mask(schema)
-        compile_s, planner_s, need_s, mask_s, cached_s = np.diff(marks).tolist()
+        compile_s, planner_s, need_s, mask_s, _, cached_s = np.diff(marks).tolist()
         out[name] = {"states": automaton.num_states, "compile_ms": ms(compile_s), "planner_ms": ms(planner_s),
                      "need_ms": ms(need_s), "first_mask_ms": ms(mask_s),
                      "new_ms": ms(compile_s + planner_s + need_s + mask_s), "cached_ms": ms(cached_s),
@@ -179,15 +187,17 @@ def render(report: dict) -> str:
         "",
         f"{report['date']}, {report['machine']}, Python {report['python']}; model {report['model']}; "
         f"max_tokens={MAX_TOKENS}; median of {report['repeats']} fresh processes per measurement; "
-        f"versions {report['versions']}.",
+        f"versions {report['versions']}; stdsl at commit {report['code']} (plus uncommitted work in its tree).",
         "",
-        "Engine: the first sampled token through the batch engine (prompt render, compile, constraint state and "
-        "start, prefill of the forced prefix after the cached prompt, first mask, sampling) for the schema seen "
-        "for the first time, then again with everything cached (median of three tries); extra = new - cached. Split: the new grammar's "
+        "Engine: the first sampled token through the batch engine (prompt render, compile, constraint state "
+        "and start, prefill of the forced prefix after the cached prompt, first mask, sampling) for the schema "
+        "seen for the first time, then again with everything cached (median of three tries); extra = new - "
+        "cached in the same process (the median over processes, like every column). Split: the new grammar's "
         "compile, planner, need table and first mask (`start()` + `mask()`, which walks the rows it needs and "
         "computes the boundary covers), the same first mask once cached, and llguidance's compile (grammar + "
-        "`LLMatcher`) and first mask on the same SmolLM2 tokenizer. Before each measurement the process decoded "
-        "one unrelated schema (tokenizer-level tables warm, as in a server).",
+        "`LLMatcher`) and first mask on the same SmolLM2 tokenizer. Before each measurement the process "
+        "decoded one unrelated schema (tokenizer-level tables warm, as in a server); the garbage collector ran "
+        "before each timed stretch.",
         "",
         "| schema | states | engine new ms | engine cached ms | extra ms | compile ms | planner ms | need ms | "
         "first mask ms | new total ms | cached ms | extra without compile ms | llguidance compile ms | "
@@ -198,10 +208,22 @@ def render(report: dict) -> str:
         e, s = engine[name], split[name]
         lines.append(
             f"| {name} | {s['states']:.0f} | {e['new_ms']:.1f} | {e['cached_ms']:.1f} | "
-            f"{e['new_ms'] - e['cached_ms']:.1f} | {s['compile_ms']:.1f} | {s['planner_ms']:.1f} | "
+            f"{e['extra_ms']:.1f} | {s['compile_ms']:.1f} | {s['planner_ms']:.1f} | "
             f"{s['need_ms']:.1f} | {s['first_mask_ms']:.1f} | {s['new_ms']:.1f} | {s['cached_ms']:.2f} | "
             f"{s['new_ms'] - s['compile_ms'] - s['cached_ms']:.1f} | {s['llguidance_compile_ms']:.1f} | "
             f"{s['llguidance_first_mask_ms']:.1f} |")
+    before = report.get("before")
+    if before:
+        lines += ["", f"## Before → after (before: the same script on stdsl at commit {before.get('code', '?')}, "
+                  f"{before['date']}, median of {before['repeats']})", "",
+                  "| schema | engine extra ms | need ms | planner ms | first mask ms | new total ms |",
+                  "|---|---|---|---|---|---|"]
+        for name in TASKS:
+            e0, s0, e, s = before["engine"][name], before["split"][name], engine[name], split[name]
+            lines.append(f"| {name} | {e0['extra_ms']:.1f} → {e['extra_ms']:.1f} | {s0['need_ms']:.1f} → "
+                         f"{s['need_ms']:.1f} | {s0['planner_ms']:.1f} → {s['planner_ms']:.1f} | "
+                         f"{s0['first_mask_ms']:.1f} → {s['first_mask_ms']:.1f} | "
+                         f"{s0['new_ms']:.1f} → {s['new_ms']:.1f} |")
     lines += ["", "## Target", ""]
     for line in report["target"]:
         lines.append(f"- {line}")
@@ -209,7 +231,7 @@ def render(report: dict) -> str:
 
 
 def targets(engine: dict, split: dict) -> list[str]:
-    extra = [engine[name]["new_ms"] - engine[name]["cached_ms"] for name in TASKS]
+    extra = [engine[name]["extra_ms"] for name in TASKS]
     constraint = [split[name]["new_ms"] - split[name]["compile_ms"] - split[name]["cached_ms"] for name in TASKS]
     worst = max(extra)
     return [
@@ -222,12 +244,24 @@ def targets(engine: dict, split: dict) -> list[str]:
     ]
 
 
+def code_commit() -> str:
+    """The git commit of the stdsl this run imports (its checkout may be another worktree)."""
+    import stdsl
+
+    folder = Path(stdsl.__file__).resolve().parent
+    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--phase", choices=("engine", "split"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print the table, write no result files")
+    parser.add_argument("--results", default=str(BENCH_DIR / "results"), help="folder for first_token.{json,md}")
+    parser.add_argument("--before", help="a first_token.json of an earlier run (e.g. the code before a change) "
+                                         "to show beside this one")
     args = parser.parse_args()
     if args.phase:
         Path(args.out).write_text(json.dumps(run_phase(args.phase)))
@@ -249,15 +283,17 @@ def main() -> None:
         "model": "smollm2 (embedded)",
         "repeats": args.repeats,
         "versions": versions,
+        "code": code_commit(),
         "engine": engine,
         "split": split,
         "runs": runs,
         "target": targets(engine, split),
+        "before": json.loads(Path(args.before).read_text()) if args.before else None,
     }
     text = render(report)
     print(text)
     if not args.no_write:
-        results = BENCH_DIR / "results"
+        results = Path(args.results)
         (results / "first_token.json").write_text(json.dumps(report, indent=2) + "\n")
         (results / "first_token.md").write_text(text)
 
