@@ -11,18 +11,19 @@ output unreachable: every live byte keeps a token where its lookahead cannot vou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from stdsl.runtime.control.characters import lead_byte_representatives, valid_utf8_prefix
 from stdsl.runtime.control.identity_cache import IdentityCache
-from stdsl.runtime.control.token_spellings import NO_BYTE
+from stdsl.runtime.control.split_memo import SplitMemo
+from stdsl.runtime.control.token_spellings import NO_BYTE, TokenSpellings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from stdsl.runtime.control.planner import ForcedPlanner, Window
+    from stdsl.runtime.control.window import Window
 
 MAX_LOOKAHEAD_BYTES = 64
 """How much of the forced chain after a next character the boundary cover looks at."""
@@ -94,10 +95,27 @@ class BoundaryCover:
     live: frozenset[int] = frozenset()
 
 
+class CoverPlanner(Protocol):
+    """What the boundary cover reads from its forced planner: the automaton and its byte rows, forced
+    chains, the tokenizer's spellings and splits."""
+
+    automaton: Any
+    tokenizer: Any
+    token_bytes: Sequence[bytes | None]
+    by_bytes: dict[bytes, int]
+    transitions: Any
+    spellings: TokenSpellings
+    splits: SplitMemo
+
+    def chain(self, state: int) -> tuple[bytes, int]: ...
+
+    def spell(self, tokens: Sequence[int]) -> bytes: ...
+
+
 class BoundaryCovers:
     """The boundary covers of one forced planner (its automaton and tokenizer), cached by configuration."""
 
-    def __init__(self, planner: ForcedPlanner) -> None:
+    def __init__(self, planner: CoverPlanner) -> None:
         self.planner = planner
         self.token_bytes = planner.token_bytes
         self.by_bytes = planner.by_bytes

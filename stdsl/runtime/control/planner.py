@@ -13,7 +13,7 @@ own split" is `encode_ordinary`: `encode` with special-token text spelled as ord
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ from stdsl.runtime.control.byte_rows import byte_rows, live_counts
 from stdsl.runtime.control.characters import next_characters, starts_a_character, valid_utf8_prefix
 from stdsl.runtime.control.split_memo import SplitMemo
 from stdsl.runtime.control.token_spellings import TokenSpellings
+from stdsl.runtime.control.window import Window
 
 MAX_CACHED_TAILS = 4096
 """Stable-tail answers kept per planner (the cache is emptied when full)."""
@@ -36,23 +37,6 @@ class PreTokenizingTokenizer(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
 
     def pre_tokenize(self, text: str, ordinary: bool = False) -> list[tuple[int, int]]: ...
-
-
-@dataclass
-class Window:
-    """The output from the last stable block boundary (the anchor) to the end of what was fed.
-
-    `starts[i]` is the offset in `text` where fed token `tokens[i]` starts (tokens that start
-    before the anchor are dropped).  Everything before the anchor can never be re-split.
-    `forced_end` is the end of the last forced byte in `text` (0: the window holds none);
-    `spanned` says that the last fed token was sampled as exactly a held-back one-token block (D.3).
-    """
-
-    text: bytes = b""
-    starts: list[int] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    forced_end: int = 0
-    spanned: bool = False
 
 
 @dataclass(frozen=True)
