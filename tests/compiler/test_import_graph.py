@@ -13,11 +13,7 @@ import stdsl
 
 PACKAGE = Path(stdsl.__file__).parent
 
-KNOWN_CYCLES = [
-    # issue 13: the forced planner hands itself to the boundary cover, which names its types under
-    # TYPE_CHECKING only; helper C (runtime/control) owns both files. Remove once it is gone.
-    {"stdsl.runtime.control.boundary_cover", "stdsl.runtime.control.planner"},
-]
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def module_files(root: Path) -> dict[str, Path]:
