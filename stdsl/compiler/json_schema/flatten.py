@@ -39,9 +39,10 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
                    negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
     """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
 
-    Returns the flattened schema, the context (the reference entered, if `$ref`) and the path to
-    report for its keywords: the target's path when the schema is only a reference.  `allOf` parts
-    are flattened side by side, so one part's references are no cycle for the next.  `not`s met here and in
+    Returns the flattened schema, the context and the path to report for its keywords: the
+    target's (reference entered, for cycles) when the schema is only a reference.  A reference
+    beside other keywords, and `allOf` parts, are flattened side by side with them, so one part's
+    reference is no cycle for another's members (true cycles are found on the reference graph).  `not`s met here and in
     `allOf` parts and `$ref` targets are applied last, to the merged result: over a finite `enum`
     by deciding each value, otherwise as an exact negation; given `negations`, they are left there.
     """
@@ -72,9 +73,9 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
         if target_path in ctx.refs:
             cycle = " -> ".join(ctx.refs[ctx.refs.index(target_path):] + (target_path,))
             raise SchemaError(f"recursive $ref is not supported yet (cycle {cycle})", f"{path}/$ref")
-        flat, ctx, flat_path = flatten_schema(target, target_path, ctx.entering(target_path), pending)
+        flat, target_ctx, flat_path = flatten_schema(target, target_path, ctx.entering(target_path), pending)
         if not own and not any(k in schema for k in LOGIC):
-            path = flat_path
+            path, ctx = flat_path, target_ctx
         result = merge(result, flat, path)
     for i, part in enumerate(schema.get("allOf", [])):
         flat = flatten_schema(part, f"{path}/allOf/{i}", ctx.entering(), pending)[0]
