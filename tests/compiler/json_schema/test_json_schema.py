@@ -221,3 +221,24 @@ def test_schema_is_not_mutated() -> None:
     schema_to_ir(schema)
     dump_in_schema_order({"a": 1}, schema)
     assert schema == before
+
+
+@pytest.mark.parametrize("schema, good, bad", [
+    ({"definitions": {"base": {"properties": {"ignore": {"type": "string"}}},
+                      "rules": {"$ref": "#/definitions/base", "properties": {"level": {"type": "integer"}}}},
+      "$ref": "#/definitions/base", "properties": {"rule": {"$ref": "#/definitions/rules"}}},
+     '{"rule":{"level":1,"ignore":"x"},"ignore":"y"}', '{"rule":{"ignore":1}}'),
+    ({"definitions": {"base": {"type": "object", "properties": {"a": {"type": "integer"}}},
+                      "palette": {"anyOf": [{"$ref": "#/definitions/base"}],
+                                  "properties": {"p": {"$ref": "#/definitions/base"}}}},
+      "$ref": "#/definitions/palette"}, '{"p":{"a":1},"a":2}', '{"p":{"a":"x"}}'),
+    ({"definitions": {"edition": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+      "properties": {"editions": {"patternProperties": {"^[a-z]*$": {"$ref": "#/definitions/edition"}},
+                                  "properties": {"default": {"$ref": "#/definitions/edition"}}}}},
+     '{"editions":{"default":{"n":1},"x":{"n":2}}}', '{"editions":{"default":{"n":"1"}}}'),
+])
+def test_a_definition_met_twice_side_by_side_is_no_cycle(schema: dict, good: str, bad: str) -> None:
+    """A `$ref` beside other keywords, an `anyOf` branch beside sibling members and the `allOf` a declared name
+    and a matching pattern make each reach the same definition without recursion: compiled, not refused."""
+    automaton = build_automaton(schema_to_ir(schema))
+    assert automaton.accepts(good.encode()) and not automaton.accepts(bad.encode())
