@@ -44,7 +44,7 @@ SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
     "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
     "relative-json-pointer", "regex"})
-"""The formats drafts 4 to 2020-12 define (asserted or refused); any other (draft 3's `color`, `int32`) is an annotation."""
+"""The formats drafts 4 to 2020-12 define (asserted or refused); others (draft 3's `color`, `int32`) are annotations."""
 NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 KNOWN_METASCHEMAS = frozenset(
     f"{scheme}://json-schema.org/{name}{end}" for scheme in ("http", "https") for end in ("", "#")
