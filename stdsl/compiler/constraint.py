@@ -17,10 +17,11 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import ROOT, is_recursive_schema, reference_graph
+from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.errors import CompileError, StateBudgetError
+from stdsl.errors import CompileError, SchemaError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 60.0
@@ -151,10 +152,29 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Const
     raise CompileError(f"cannot compile a constraint from {type(spec).__name__}")
 
 
+MAX_INTEGER_DIGITS = 4300
+_INTEGER_LIMIT = 10**MAX_INTEGER_DIGITS
+
+
+def _check_integer_sizes(schema: Any) -> None:
+    """Refuse an integer anywhere in the schema too long to write as JSON text (Python's `json` neither writes
+    nor reads one over 4,300 digits, and no message could show it), naming its path."""
+    pending: list[tuple[Any, str]] = [(schema, "#")]
+    while pending:
+        node, path = pending.pop()
+        if isinstance(node, dict):
+            pending.extend((value, f"{path}/{pointer_token(str(key))}") for key, value in node.items())
+        elif isinstance(node, list):
+            pending.extend((value, f"{path}/{index}") for index, value in enumerate(node))
+        elif isinstance(node, int) and abs(node) >= _INTEGER_LIMIT:
+            raise SchemaError(f"an integer with more than {MAX_INTEGER_DIGITS} digits cannot be written as JSON", path)
+
+
 def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
                     start: float) -> Constraint | PushdownConstraint:
     """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses or when one
     DFA would pass `max_states` and it has definitions to compile once each."""
+    _check_integer_sizes(schema)
     if isinstance(schema, dict) and is_recursive_schema(schema):
         return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
     try:

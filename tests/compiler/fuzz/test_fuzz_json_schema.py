@@ -70,6 +70,8 @@ def test_json_schema_fuzz_large(schema: Any) -> None:
     ({"minLength": math.inf}, "#/minLength"),
     ({"maxItems": math.nan}, "#/maxItems"),
     ({"enum": [10**5000, 1]}, "#/enum/0"),
+    ({"$schema": 10**5000}, "#/$schema"),
+    ({"multipleOf": -(10**5000)}, "#/multipleOf"),
 ])
 def test_fuzz_findings_are_schema_errors(schema: Any, path: str) -> None:
     """Inputs the fuzzer found raising TypeError, AttributeError, OverflowError, RecursionError or ValueError
