@@ -38,7 +38,7 @@ def test_a_limit_must_be_positive() -> None:
 
 OVERSHOOT_CASES = [
     ("(?:(?:(?:ab){0,40}c){0,40}d){0,300}", "NFA construction"),
-    ("(a|b)*a(a|b){16}", "determinization"),
+    ("(a|b)*a(a|b){21}", "determinization"),
     ("(?:[a-z]{0,80}x){0,200}y", "determinization"),
 ]
 
@@ -46,9 +46,10 @@ OVERSHOOT_CASES = [
 @pytest.mark.parametrize(("pattern", "stage"), OVERSHOOT_CASES)
 def test_the_limit_is_honoured_within_ten_percent(pattern: str, stage: str) -> None:
     """Every long loop checks the limit: the refusal comes at most 10% after it (plus 50 ms of scheduling on a
-    shared machine), in the stage that was running, half-built NFA freed included."""
+    shared machine), in the stage that was running, half-built NFA freed included.  Each case needs many seconds in
+    its stage on any machine (the state budget is lifted so that it, not the clock, never stops the build)."""
     limit = 1.0
     start = time.perf_counter()
     with pytest.raises(CompileTimeError, match=stage):
-        compile(Regex(pattern), max_seconds=limit)
+        compile(Regex(pattern), max_seconds=limit, max_states=10**8)
     assert time.perf_counter() - start < 1.1 * limit + 0.05
