@@ -37,18 +37,17 @@ def test_a_limit_must_be_positive() -> None:
 
 
 OVERSHOOT_CASES = [
-    ("(?:(?:(?:ab){0,40}c){0,40}d){0,300}", "NFA construction"),
-    ("(a|b)*a(a|b){21}", "determinization"),
-    ("(?:[a-z]{0,80}x){0,200}y", "determinization"),
+    ("(?:(?:(?:ab){0,40}c){0,40}d){0,300}", "NFA construction", 0.3),
+    ("(a|b)*a(a|b){21}", "determinization", 1.0),
+    ("(?:[a-z]{0,80}x){0,200}y", "determinization", 1.0),
 ]
 
 
-@pytest.mark.parametrize(("pattern", "stage"), OVERSHOOT_CASES)
-def test_the_limit_is_honoured_within_ten_percent(pattern: str, stage: str) -> None:
+@pytest.mark.parametrize(("pattern", "stage", "limit"), OVERSHOOT_CASES)
+def test_the_limit_is_honoured_within_ten_percent(pattern: str, stage: str, limit: float) -> None:
     """Every long loop checks the limit: the refusal comes at most 10% after it (plus 50 ms of scheduling on a
-    shared machine), in the stage that was running, half-built NFA freed included.  Each case needs many seconds in
-    its stage on any machine (the state budget is lifted so that it, not the clock, never stops the build)."""
-    limit = 1.0
+    shared machine), in the stage that was running, half-built NFA freed included.  Each case needs several times
+    its limit in its stage on any machine (the state budget is lifted so that only the clock stops the build)."""
     start = time.perf_counter()
     with pytest.raises(CompileTimeError, match=stage):
         compile(Regex(pattern), max_seconds=limit, max_states=10**8)
