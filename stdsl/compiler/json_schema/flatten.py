@@ -1,13 +1,13 @@
 """Flattening: one schema as a single dict of plain keywords, `$ref`, `allOf` and the logic keywords folded in.
 
-It sits above both `resolve.py` (references, keyword checks, `merge`) and `logic.py` (the logic
-keywords as exact plain schemas); contexts made by `document_context` carry it, so `logic.py`
+It sits above both `resolve.py` (references, keyword checks, `merge`) and `logic/keywords.py` (the logic
+keywords as exact plain schemas); contexts made by `document_context` carry it, so `logic/keywords.py`
 and `validate.py` flatten through `resolve.flatten` without importing this module.
 """
 
 from __future__ import annotations
 
-from stdsl.compiler.json_schema import logic
+from stdsl.compiler.json_schema.logic import keywords as logic
 from stdsl.compiler.json_schema.resolve import (
     FOLDED,
     INEXACT,

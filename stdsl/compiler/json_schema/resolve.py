@@ -3,8 +3,8 @@
 `flatten(schema, path, ctx)` turns one schema into a single dict of supported keywords with
 `$ref`, `allOf`, `const`, `not`, `oneOf`, `if`/`then`/`else` and `dependentSchemas` folded away
 (`$ref` siblings are an `allOf`; the logic keywords become exact `anyOf`s and negations, see
-`logic.py`); what cannot be expressed exactly raises SchemaError.  The folding itself lives in
-`flatten.py`, above `logic.py`; the context carries it here.
+`logic/keywords.py`); what cannot be expressed exactly raises SchemaError.  The folding itself lives in
+`flatten.py`, above `logic/keywords.py`; the context carries it here.
 """
 
 from __future__ import annotations

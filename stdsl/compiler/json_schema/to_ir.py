@@ -15,7 +15,7 @@ Choices that keep the language regular and exact:
   canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers without fraction.
 - Additional keys are any JSON string (any spelling) whose decoded value differs from every
   declared name.  Lone surrogate escapes are never accepted.
-- `format` is an assertion (see `formats.py`); `pattern` matches anywhere in the decoded
+- `format` is an assertion (see `scalars/formats.py`); `pattern` matches anywhere in the decoded
   string, with the matched part written without escapes (see `strings.pattern_search`);
   length bounds, `pattern` and `format` on one string are intersected as automata.
 - `oneOf` compiles as a union only when its branches are provably disjoint (different kinds,
@@ -40,15 +40,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.flatten import document_context
-from stdsl.compiler.json_schema.keys import key_classes, name_matches, names_body, pattern_matcher
 from stdsl.compiler.json_schema.member_counts import counted_object
-from stdsl.compiler.json_schema.multiple import multiple_of
-from stdsl.compiler.json_schema.numbers import (
-    NUMBER,
-    decimal_in_range,
-    integer_bounds,
-    integer_in_range,
-)
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -57,7 +49,15 @@ from stdsl.compiler.json_schema.resolve import (
     merge,
     pointer_token,
 )
-from stdsl.compiler.json_schema.strings import (
+from stdsl.compiler.json_schema.scalars.keys import key_classes, name_matches, names_body, pattern_matcher
+from stdsl.compiler.json_schema.scalars.multiple import multiple_of
+from stdsl.compiler.json_schema.scalars.numbers import (
+    NUMBER,
+    decimal_in_range,
+    integer_bounds,
+    integer_in_range,
+)
+from stdsl.compiler.json_schema.scalars.strings import (
     QUOTE,
     json_string,
     string_body,
@@ -437,7 +437,7 @@ def canonical_scalar(value: Any) -> str:
             return str(int(value))
         return format(Decimal(repr(value)), "f")
     if isinstance(value, str):
-        from stdsl.compiler.json_schema.strings import canonical_string
+        from stdsl.compiler.json_schema.scalars.strings import canonical_string
         return canonical_string(value)
     raise SchemaError(f"not a JSON value: {value!r}", "#")
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -22,7 +21,8 @@ from stdsl.compiler.json_schema.resolve import (
     kinds_of_value,
     patterns_of,
 )
-from stdsl.compiler.json_schema.strings import string_body
+from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
+from stdsl.compiler.json_schema.scalars.strings import string_body
 
 
 def _types(schema: dict) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.numbers import DIGIT, NONZERO_DIGIT, NUMBER
+from stdsl.compiler.json_schema.scalars.numbers import DIGIT, NONZERO_DIGIT, NUMBER
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.stc.bounding import bounded_by

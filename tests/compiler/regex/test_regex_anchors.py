@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.strings import ECMA_DOT, pattern_search
+from stdsl.compiler.json_schema.scalars.strings import ECMA_DOT, pattern_search
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.anchors import END, START, AnchoredParts, split_anchors
 from stdsl.compiler.regex.parser import parse_anchored

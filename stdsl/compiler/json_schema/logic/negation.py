@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.json_schema.complement import (
+from stdsl.compiler.json_schema.logic.complement import (
     NUMBER_KINDS,
     outside_values,
     possible_kinds,
@@ -32,7 +32,7 @@ from stdsl.compiler.json_schema.complement import (
     typed_object,
     union,
 )
-from stdsl.compiler.json_schema.disjoint import (
+from stdsl.compiler.json_schema.logic.disjoint import (
     approximated,
     disjoint,
     item_at,
@@ -42,8 +42,8 @@ from stdsl.compiler.json_schema.disjoint import (
     string_subset,
     strings_never_meet,
 )
-from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
-from stdsl.compiler.json_schema.pattern_complement import pattern_complement
+from stdsl.compiler.json_schema.logic.pattern_complement import pattern_complement
+from stdsl.compiler.json_schema.logic.satisfies import satisfies
 from stdsl.compiler.json_schema.resolve import (
     INEXACT,
     SPEC_FORMATS,
@@ -54,7 +54,7 @@ from stdsl.compiler.json_schema.resolve import (
     kinds_of_value,
     merge,
 )
-from stdsl.compiler.json_schema.satisfies import satisfies
+from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stdsl.compiler.json_schema.complement import ALL_KINDS, typed, union
-from stdsl.compiler.json_schema.disjoint import disjoint
-from stdsl.compiler.json_schema.negation import difference
+from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
+from stdsl.compiler.json_schema.logic.disjoint import disjoint
+from stdsl.compiler.json_schema.logic.negation import difference
+from stdsl.compiler.json_schema.logic.satisfies import satisfies
 from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, merge, resolve_ref
-from stdsl.compiler.json_schema.satisfies import satisfies
 from stdsl.errors import SchemaError
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from stdsl.compiler.json_schema.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.resolve import (
     LOGIC,
     SPEC_FORMATS,
@@ -18,6 +17,7 @@ from stdsl.compiler.json_schema.resolve import (
     older_drafts,
     resolve_ref,
 )
+from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 

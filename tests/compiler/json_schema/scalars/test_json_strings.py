@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.formats import format_body
-from stdsl.compiler.json_schema.strings import json_string, string_not_in
+from stdsl.compiler.json_schema.scalars.formats import format_body
+from stdsl.compiler.json_schema.scalars.strings import json_string, string_not_in
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import SchemaError
 

@@ -16,8 +16,8 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.complement import char_escape
-from stdsl.compiler.json_schema.keys import complement_within, pattern_matcher
+from stdsl.compiler.json_schema.logic.complement import char_escape
+from stdsl.compiler.json_schema.scalars.keys import complement_within, pattern_matcher
 from stdsl.errors import EmptyLanguageError, SchemaError
 
 MAX_PATTERN_CHARS = 20_000

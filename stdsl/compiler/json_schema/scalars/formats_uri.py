@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from stdsl.compiler import ir
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.numbers import digit_class, integer_in_range
+from stdsl.compiler.json_schema.scalars.numbers import digit_class, integer_in_range
 
 DIGIT = digit_class(0, 9)
 HEX = digit_class(0, 15, 16)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.numbers import (
+from stdsl.compiler.json_schema.scalars.numbers import (
     NUMBER,
     decimal_in_range,
     integer_bounds,

@@ -46,7 +46,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.formats_uri import (
+from stdsl.compiler.json_schema.scalars.formats_uri import (
     ALNUM,
     DIGIT,
     HEX,
@@ -59,8 +59,8 @@ from stdsl.compiler.json_schema.formats_uri import (
     uri_reference,
     uri_template,
 )
-from stdsl.compiler.json_schema.numbers import digit_class, fixed_width_range
-from stdsl.compiler.json_schema.string_units import string_unit
+from stdsl.compiler.json_schema.scalars.numbers import digit_class, fixed_width_range
+from stdsl.compiler.json_schema.scalars.string_units import string_unit
 
 HOSTNAME_MAX_CHARS = 63
 

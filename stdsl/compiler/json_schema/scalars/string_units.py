@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from stdsl.compiler import ir
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.numbers import fixed_width_range
+from stdsl.compiler.json_schema.scalars.numbers import fixed_width_range
 
 SHORT_ESCAPES = {0x22: '\\"', 0x5C: "\\\\", 0x2F: "\\/", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
                  0x09: "\\t"}

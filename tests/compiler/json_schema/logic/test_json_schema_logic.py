@@ -19,18 +19,18 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.ir import to_pattern
-from stdsl.compiler.json_schema.complement import string_complement_pattern
-from stdsl.compiler.json_schema.disjoint import string_subset
-from stdsl.compiler.json_schema.keys import pattern_matcher
-from stdsl.compiler.json_schema.negation import finite_language
+from stdsl.compiler.json_schema.logic.complement import string_complement_pattern
+from stdsl.compiler.json_schema.logic.disjoint import string_subset
+from stdsl.compiler.json_schema.logic.negation import finite_language
+from stdsl.compiler.json_schema.logic.pattern_complement import pattern_complement
 from stdsl.compiler.json_schema.order import dump_in_schema_order
-from stdsl.compiler.json_schema.pattern_complement import pattern_complement
 from stdsl.compiler.json_schema.resolve import IgnoredKeywordWarning
-from stdsl.compiler.json_schema.strings import ecma_to_python, pattern_search
+from stdsl.compiler.json_schema.scalars.keys import pattern_matcher
+from stdsl.compiler.json_schema.scalars.strings import ecma_to_python, pattern_search
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
 
-SAMPLE = Path(__file__).resolve().parents[3] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
+SAMPLE = Path(__file__).resolve().parents[4] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
 INSTANCES = [None, True, False, 0, 1, 1.0, 2, 2.5, -3, 7, "", "a", "ab", "abc", "é", "x\"y", [], [1], ["a", 2],
              [1, 2, 3], {}, {"a": 1}, {"a": "x"}, {"b": 2}, {"a": 1, "b": None}, {"a": [1], "c": "z"},
              {"c": 1, "b": "q"}, {"a": 2.5, "b": True}]

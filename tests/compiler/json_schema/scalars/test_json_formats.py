@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.formats import (
+from stdsl.compiler.json_schema.scalars.formats import (
     DEFINED_FORMATS,
     FORMATS,
     REFUSED_FORMATS,
@@ -32,7 +32,7 @@ from stdsl.compiler.json_schema.formats import (
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import SchemaError
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
+SHARED = Path(__file__).resolve().parents[4] / ".." / "shared"
 SUITE_FORMATS = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12" / "optional" / "format"
 MASKBENCH = SHARED / "jsonschemabench" / "maskbench-sample"
 PLAIN_VARIANTS = ("json-pointer", "relative-json-pointer")

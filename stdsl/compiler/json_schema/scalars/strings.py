@@ -17,9 +17,9 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.formats import format_body, unsupported_format_message
 from stdsl.compiler.json_schema.resolve import patterns_of
-from stdsl.compiler.json_schema.string_units import FORBIDDEN_RAW, string_unit, unit_except, unit_for_char
+from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
+from stdsl.compiler.json_schema.scalars.string_units import FORBIDDEN_RAW, string_unit, unit_except, unit_for_char
 from stdsl.compiler.regex.parser import parse_anchored
 from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
 
