@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import ByteClassTable
 from stdsl.errors import StdslError
 from stdsl.kernels.token_table import ScaledTable, class_arrays, state_dtype
 
@@ -91,7 +92,7 @@ class CombinedTable:
         return int(self.class_transitions.nbytes + self.byte_class.nbytes + self.accepting.nbytes + self.offsets.nbytes)
 
 
-class WalkTable:
+class WalkTable(ByteClassTable):
     """An automaton table (one or several automata with global ids) in class form, prepared once for walks.
 
     `WalkTable(transitions, accepting)` takes a (Q, 256) table and finds its classes;
@@ -114,21 +115,6 @@ class WalkTable:
         table = cls.__new__(cls)
         table._prepare(np.asarray(class_transitions), np.asarray(byte_class), np.asarray(accepting, dtype=bool))
         return table
-
-    @property
-    def transitions(self) -> np.ndarray:
-        """The (num_states, 256) table, expanded afresh: for tests and oracles."""
-        return self.class_transitions[:, self.byte_class]
-
-    @property
-    def num_states(self) -> int:
-        """Number of (global) states."""
-        return int(self.class_transitions.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        """Number of byte classes."""
-        return int(self.class_transitions.shape[1])
 
     @property
     def sink(self) -> int:

@@ -42,7 +42,29 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     return class_table[:, chosen], canonical
 
 
-class Automaton:
+class ByteClassTable:
+    """Reads shared by every transition table stored over byte classes (`class_transitions`, `byte_class`)."""
+
+    class_transitions: np.ndarray
+    byte_class: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        """Number of states (rows of the table)."""
+        return int(self.class_transitions.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes (columns of the table)."""
+        return int(self.class_transitions.shape[1])
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """The (num_states, 256) table, expanded afresh on each call: for tests and oracles, not hot paths."""
+        return self.class_transitions[:, self.byte_class]
+
+
+class Automaton(ByteClassTable):
     """A DFA over bytes with start state 0: a byte-class map, a states × classes table and an accepting mask.
 
     The table is stored as int16 when the states fit (≤ 32767), else int32; -1 is the dead state.
@@ -96,20 +118,6 @@ class Automaton:
         for array in (self.class_transitions, self.byte_class, self.accepting):
             array.setflags(write=False)
 
-    @property
-    def num_states(self) -> int:
-        """Number of states (rows of the table)."""
-        return int(self.class_transitions.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        """Number of byte classes (columns of the table)."""
-        return int(self.class_transitions.shape[1])
-
-    @property
-    def transitions(self) -> np.ndarray:
-        """The (num_states, 256) table, expanded afresh on each call: for tests and oracles, not hot paths."""
-        return self.class_transitions[:, self.byte_class]
 
     @cached_property
     def class_size(self) -> np.ndarray:
