@@ -3,8 +3,9 @@
 `RowCache` keeps only the automaton and a bounded LRU of compact rows, so memory follows the
 visited states, not |Q|·|V|.  A row is computed on first use and stored as the state most tokens
 reach plus the exceptions (sorted token ids and their states): inside a string almost every token
-leads back to the same state, and at a structural state almost every token is dead.  Masks and
-next-state rows are expanded from it on request.
+leads back to the same state, and at a structural state almost every token is dead.  Beside it the
+state's `TokenMask` (the allowed or the refused ids, whichever are fewer) is kept, so a warm mask
+is a lookup; bool masks, bitmasks and next-state rows are expanded on request.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
+from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.token_table import DEAD, ScaledTable, root_row, root_row_live, root_row_scaled, state_dtype
 from stdsl.kernels.vocabulary import Vocabulary
 
@@ -102,8 +104,10 @@ class CompactRow:
 class RowCache:
     """Masks and next states per automaton state, computed on first use and kept compact in a bounded LRU.
 
-    Rows whose default is live (inside strings) mostly share one mask: their dead tokens (`flips`)
-    are interned, so equal ones are one array, and the last such mask is kept expanded.
+    Each cached state holds its compact row and its `TokenMask` (the allowed ids at a structural
+    state, the refused ids inside a string), so a warm `token_mask` is a lookup.  Rows whose default
+    is live (inside strings) mostly share one mask: their dead tokens (`flips`) are interned, so equal
+    ones are one array with one `TokenMask` per acceptance, and the last such bool mask is kept expanded.
     """
 
     def __init__(self, automaton: Any, vocab: Vocabulary, max_rows: int = 256) -> None:
@@ -113,34 +117,65 @@ class RowCache:
         self.vocab = vocab
         self.max_rows = max_rows
         self._dtype = state_dtype(self.table.num_states)
-        self._rows: OrderedDict[int, CompactRow] = OrderedDict()
+        self._rows: OrderedDict[int, tuple[CompactRow, TokenMask]] = OrderedDict()
         self._flip_sets: dict[int, list[np.ndarray]] = {}
-        self._live_mask: tuple[np.ndarray, bool, np.ndarray] | None = None
+        self._shared_masks: dict[tuple[int, bool], TokenMask] = {}
+        self._live_mask: tuple[TokenMask, np.ndarray] | None = None
         self._lock = threading.Lock()
 
-    def row(self, state: int) -> CompactRow:
-        """The compact row of a state, from the cache or computed now (one thread at a time: rows are shared)."""
+    def _entry(self, state: int) -> tuple[CompactRow, TokenMask]:
+        """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared)."""
         with self._lock:
-            row = self._rows.get(state)
-            if row is not None:
+            entry = self._rows.get(state)
+            if entry is not None:
                 self._rows.move_to_end(state)
-                return row
+                return entry
             if not 0 <= state < self.table.num_states:
                 raise StdslError(
                     f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
                 )
             row = self._intern(self._compute(state))
-            self._rows[state] = row
+            entry = (row, self._mask_of(row, bool(self.table.accepting[state])))
+            self._rows[state] = entry
             if len(self._rows) > self.max_rows:
-                self._forget(self._rows.popitem(last=False)[1])
-            return row
+                self._forget(self._rows.popitem(last=False)[1][0])
+            return entry
+
+    def row(self, state: int) -> CompactRow:
+        """The compact row of a state, from the cache or computed now."""
+        return self._entry(state)[0]
+
+    def token_mask(self, state: int) -> TokenMask:
+        """Allowed tokens at `state` in compact form (live walks, plus eos iff accepting): cached, read-only."""
+        return self._entry(state)[1]
+
+    def _mask_of(self, row: CompactRow, accepting: bool) -> TokenMask:
+        """The mask of a row: its live tokens (plus eos if accepting), or its dead ones (less eos if accepting),
+        one shared mask per interned dead-token set and acceptance."""
+        eos = self.vocab.eos_ids
+        if row.default < 0:
+            listed = np.union1d(row.flips, eos).astype(np.int32) if accepting and eos.size else row.flips
+            return TokenMask.of(self.vocab.size, listed, True)
+        key = (id(row.flips), accepting)
+        shared = self._shared_masks.get(key)
+        if shared is None:
+            listed = row.flips
+            if accepting and eos.size:
+                listed = np.setdiff1d(row.flips, eos, assume_unique=True).astype(np.int32)
+            shared = self._shared_masks[key] = TokenMask.of(self.vocab.size, listed, False)
+        return shared
 
     def _forget(self, evicted: CompactRow) -> None:
-        """Drop an evicted row's interned dead-token set once no cached row shares it."""
-        if evicted.default < 0 or any(row.flips is evicted.flips for row in self._rows.values()):
+        """Drop an evicted row's interned dead-token set and its masks once no cached row shares them."""
+        if evicted.default < 0 or any(row.flips is evicted.flips for row, _ in self._rows.values()):
             return
         bucket = self._flip_sets.get(hash(evicted.flips.tobytes()), [])
         bucket[:] = [flips for flips in bucket if flips is not evicted.flips]
+        for accepting in (False, True):
+            self._shared_masks.pop((id(evicted.flips), accepting), None)
+        kept = self._live_mask
+        if kept is not None and all(mask is not kept[0] for _, mask in self._rows.values()):
+            self._live_mask = None
 
     def _intern(self, row: CompactRow) -> CompactRow:
         """The row with its dead tokens as the one array already held for an equal set (default-live rows)."""
@@ -176,19 +211,20 @@ class RowCache:
         return out
 
     def mask(self, state: int) -> np.ndarray:
-        """Allowed tokens at `state` (read-only bool (V,)): live walks, plus eos iff accepting."""
-        row = self.row(state)
-        accepting = bool(self.table.accepting[state])
+        """Allowed tokens at `state` (read-only bool (V,)): `token_mask` expanded (the last mostly-live one is kept)."""
+        compact = self.token_mask(state)
         kept = self._live_mask
-        if kept is not None and kept[0] is row.flips and kept[1] == accepting:
-            return kept[2]
-        out = row.live(self.vocab.size)
-        if accepting:
-            out[self.vocab.eos_ids] = True
+        if kept is not None and kept[0] is compact:
+            return kept[1]
+        out = compact.dense()
         out.flags.writeable = False
-        if row.default >= 0:
-            self._live_mask = (row.flips, accepting, out)
+        if not compact.listed_allowed:
+            self._live_mask = (compact, out)
         return out
+
+    def fill_bitmask(self, state: int, out: np.ndarray) -> np.ndarray:
+        """Write the mask at `state` into an int32 bitmask (`TokenMask.fill_bitmask`, the peers' layout); returns `out`."""
+        return self.token_mask(state).fill_bitmask(out)
 
     def advance(self, state: int, token_id: int) -> int:
         """State after `token_id` from `state` (-1 dead), walking only that token's bytes."""
@@ -214,11 +250,14 @@ class RowCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached rows (shared dead-token sets once) and the kept mask."""
-        shared = {id(row.flips): row.flips.nbytes for row in self._rows.values() if row.flips is not row.tokens}
-        own = sum(row.tokens.nbytes + row.states.nbytes for row in self._rows.values())
-        kept = self._live_mask[2].nbytes if self._live_mask is not None else 0
-        return own + sum(shared.values()) + kept
+        """Bytes held by the cached rows and masks (each array counted once, shared or not) and the kept bool mask."""
+        arrays: dict[int, int] = {}
+        for row, compact in self._rows.values():
+            for array in (row.tokens, row.states, row.flips, compact.listed):
+                arrays[id(array)] = array.nbytes
+            arrays[id(compact)] = compact.nbytes - compact.listed.nbytes
+        kept = self._live_mask[1].nbytes if self._live_mask is not None else 0
+        return sum(arrays.values()) + kept
 
     def __len__(self) -> int:
         return len(self._rows)
