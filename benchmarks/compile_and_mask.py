@@ -199,7 +199,13 @@ class OurEngine:
 
 
 def drive_ours(engine: OurEngine, automaton: Any, docs: list[list[int]], passes: int, walk: bool) -> dict[str, Any]:
-    """Drive every document through RowCache (cold pass, then warm passes) and the portable walk."""
+    """Drive every document through RowCache (cold pass, then warm passes) and the portable walk.
+
+    A step's mask is `RowCache.token_mask` (the compact form a warm step hands over); warm passes also time
+    filling an int32 bitmask from it (what the peers' figures are) and expanding it to a bool array.
+    """
+    from stdsl.kernels.token_mask import bitmask_words
+
     cache, cache_s, cache_malloc = measure_memory(lambda: engine.row_cache(automaton))
     start = automaton.start
     cold_first, cold_revisit, adv, masks, states_seen = [], [], [], [], set()
@@ -211,10 +217,10 @@ def drive_ours(engine: OurEngine, automaton: Any, docs: list[list[int]], passes:
             first_visit = q not in states_seen
             states_seen.add(q)
             t0 = time.perf_counter_ns()
-            mask = cache.mask(q)
+            mask = cache.token_mask(q)
             dt = (time.perf_counter_ns() - t0) / 1e3
             (cold_first if first_visit else cold_revisit).append(dt)
-            allowed = np.asarray(mask, dtype=bool)
+            allowed = mask.dense()
             masks.append((q, np.packbits(allowed)))
             if tok is None:
                 if not allowed[engine.eos_id]:
@@ -225,30 +231,44 @@ def drive_ours(engine: OurEngine, automaton: Any, docs: list[list[int]], passes:
             t0 = time.perf_counter_ns()
             q = int(cache.advance(q, tok))
             adv.append((time.perf_counter_ns() - t0) / 1e3)
+    del allowed
     gc.collect()
-    rows_malloc = malloc_in_use() - before - sum(m.nbytes for _, m in masks)
-    warm_runs = []
+    masks_nbytes = sum(m.nbytes for _, m in masks)
+    rows_malloc = malloc_in_use() - before - masks_nbytes
+    bitmask = np.zeros(bitmask_words(engine.vocab.size), dtype=np.int32)
+    runs: dict[str, list[list[float]]] = {"compact": [], "bitmask": [], "bool": []}
+    calls: dict[str, Callable[[int], Any]] = {
+        "compact": cache.token_mask,
+        "bitmask": lambda state: cache.fill_bitmask(state, bitmask),
+        "bool": cache.mask,
+    }
     for _ in range(passes):
-        times = []
-        for ids in docs:
-            q = start
-            for tok in ids + [None]:
-                t0 = time.perf_counter_ns()
-                cache.mask(q)
-                times.append((time.perf_counter_ns() - t0) / 1e3)
-                if tok is not None:
-                    q = int(cache.advance(q, tok))
-        warm_runs.append(times)
-    warm = np.median(np.asarray(warm_runs), axis=0).tolist() if warm_runs else []
+        for kind, call in calls.items():
+            times = []
+            for ids in docs:
+                q = start
+                for tok in ids + [None]:
+                    t0 = time.perf_counter_ns()
+                    call(q)
+                    times.append((time.perf_counter_ns() - t0) / 1e3)
+                    if tok is not None:
+                        q = int(cache.advance(q, tok))
+            runs[kind].append(times)
+    warm = {kind: np.median(np.asarray(r), axis=0).tolist() if r else [] for kind, r in runs.items()}
+    gc.collect()
+    rows_malloc_warm = malloc_in_use() - before - masks_nbytes - bitmask.nbytes
     out: dict[str, Any] = {
         "rows_cold_first_visit_us": stats_us(cold_first),
         "rows_cold_revisit_us": stats_us(cold_revisit),
-        "rows_warm_us": stats_us(warm),
+        "rows_warm_us": stats_us(warm["compact"]),
+        "rows_warm_bitmask_us": stats_us(warm["bitmask"]),
+        "rows_warm_bool_us": stats_us(warm["bool"]),
         "advance_us": stats_us(adv),
         "distinct_states_visited": len(states_seen),
         "row_cache_setup_s": cache_s,
         "row_cache_setup_malloc_bytes": cache_malloc,
         "rows_malloc_bytes_after_walk": rows_malloc,
+        "rows_malloc_bytes_after_warm": rows_malloc_warm,
         "row_cache_nbytes": int(getattr(cache, "nbytes", -1)),
         "row_cache_walk_table_nbytes": int(cache.table.scaled.nbytes),
         "automaton_classes": int(automaton.num_classes),

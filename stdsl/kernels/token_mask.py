@@ -18,6 +18,7 @@ import numpy as np
 from stdsl.errors import StdslError
 
 WORD_BITS = 32
+DENSE_WORD_SHARE = 16
 
 
 def bitmask_words(size: int) -> int:
@@ -74,8 +75,9 @@ class TokenMask:
         return out
 
     @cached_property
-    def _words(self) -> tuple[int, np.ndarray, np.ndarray]:
-        """(fill value, word indices, word values): the bitmask is `fill` everywhere but `values` at `indices`.
+    def _bitmask(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """(fill byte, word indices, word values): the bitmask is `fill` in every byte but `values` at `indices`,
+        or, where many words differ from the fill, (-1, all words, empty): a full copy is faster than a scatter.
 
         The last word is always listed when the fill is all ones, so bits past `size` stay 0.
         """
@@ -85,32 +87,40 @@ class TokenMask:
         starts = np.flatnonzero(np.diff(index, prepend=-1))
         words = index[starts]
         values = np.bitwise_or.reduceat(bits, starts) if starts.size else np.zeros(0, dtype=np.uint32)
-        last = bitmask_words(self.size) - 1
-        tail = np.uint32((1 << (self.size - WORD_BITS * last)) - 1)
-        if self.listed_allowed:
-            return 0, words.astype(np.int32), values.view(np.int32)
-        values = ~values
-        if not words.size or words[-1] != last:
-            words = np.append(words, last)
-            values = np.append(values, np.uint32(0xFFFFFFFF))
-        values[-1] &= tail
-        return -1, words.astype(np.int32), values.astype(np.uint32).view(np.int32)
+        total = bitmask_words(self.size)
+        fill = 0
+        if not self.listed_allowed:
+            fill, values = 255, ~values
+            if not words.size or words[-1] != total - 1:
+                words = np.append(words, total - 1)
+                values = np.append(values, np.uint32(0xFFFFFFFF))
+            values[-1] &= np.uint32((1 << (self.size - WORD_BITS * (total - 1))) - 1)
+        values = values.astype(np.uint32).view(np.int32)
+        if words.shape[0] * DENSE_WORD_SHARE > total:
+            full = np.full(total, -1 if fill else 0, dtype=np.int32)
+            full[words] = values
+            return -1, full, np.zeros(0, dtype=np.int32)
+        return fill, words.astype(np.int32), values
 
     def fill_bitmask(self, out: np.ndarray) -> np.ndarray:
-        """Write the mask into `out`, int32 (bitmask_words(size),): bit j of word i is token 32·i + j; returns `out`."""
-        if out.dtype != np.int32 or out.shape != (bitmask_words(self.size),):
+        """Write the mask into `out`, int32 (bitmask_words(size),) contiguous: bit j of word i is token 32·i + j;
+        returns `out`."""
+        if out.dtype != np.int32 or out.shape != (bitmask_words(self.size),) or not out.flags.c_contiguous:
             raise StdslError(
-                f"TokenMask: the bitmask must be int32 of shape ({bitmask_words(self.size)},), "
+                f"TokenMask: the bitmask must be contiguous int32 of shape ({bitmask_words(self.size)},), "
                 f"got {out.dtype} {out.shape}"
             )
-        fill, words, values = self._words
-        out.fill(fill)
-        out[words] = values
+        fill, words, values = self._bitmask
+        if fill < 0:
+            np.copyto(out, words)
+        else:
+            out.view(np.uint8).fill(fill)
+            np.put(out, words, values)
         return out
 
     @property
     def nbytes(self) -> int:
         """Bytes held: the listed ids, and the bitmask words once a fill has built them."""
-        words = self.__dict__.get("_words")
+        words = self.__dict__.get("_bitmask")
         extra = 0 if words is None else int(words[1].nbytes + words[2].nbytes)
         return int(self.listed.nbytes) + extra
