@@ -8,10 +8,10 @@ the length, `pattern` and `format` languages of one string.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from json.encoder import encode_basestring
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
@@ -38,8 +38,12 @@ def string_literal(value: str) -> Node:
 
 def canonical_string(value: str) -> str:
     """The spelling `json.dumps(value, ensure_ascii=False)` gives, which `string_literal` accepts; a lone
-    surrogate, which has no UTF-8 bytes, is spelled as its `\\uXXXX` escape (what JSON writes for it)."""
-    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+    surrogate, which has no UTF-8 bytes, is spelled as its `\\uXXXX` escape (what JSON writes for it).
+    `encode_basestring` is what `json.dumps` calls for a string; an ASCII spelling holds no surrogate."""
+    spelled = encode_basestring(value)
+    if spelled.isascii():
+        return spelled
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", spelled)
 
 
 def string_not_in(names: Iterable[str]) -> Node:
