@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Union
 
 from stdsl.compiler.deadline import check_deadline
@@ -29,10 +30,14 @@ class _Structural:
     def _fields(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
+    def _hash_key(self) -> Any:
+        """What the hash is computed from: a function of `_fields()`, so equal nodes hash equal."""
+        return self._fields()
+
     def __hash__(self) -> int:
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self._TAG, self._fields()))
+            cached = hash((self._TAG, self._hash_key()))
             object.__setattr__(self, "_hash", cached)
         return int(cached)
 
@@ -69,6 +74,11 @@ class Seq(_Structural):
 
     def _fields(self) -> tuple[Any, ...]:
         return self.items
+
+    def _hash_key(self) -> Any:
+        """A literal hashes by its bytes (one C call, where its items would take a Python call each)."""
+        data = literal_bytes(self)
+        return self.items if data is None else data
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,13 +203,16 @@ def literal(text: str | bytes) -> Node:
         return _SINGLE_BYTES[data[0]]
     if not data:
         return EMPTY
-    node = Seq(tuple(_SINGLE_BYTES[b] for b in data))
-    object.__setattr__(node, "_literal", bytes(data))
+    data = bytes(data)
+    node = Seq.__new__(Seq)
+    node.__dict__.update(items=itemgetter(*data)(_SINGLE_BYTES), _literal=data, _hash=hash((Seq._TAG, data)))
     return node
 
 
 def literal_bytes(node: Node) -> bytes | None:
-    """The one string `node` matches when it is a sequence of single bytes (a literal), else None."""
+    """The one string `node` matches when it is a sequence of single bytes (a literal), else None.
+
+    A symbol past 255 (the pushdown's nonterminals ride in byte sets) is no byte, so its sequence is no literal."""
     known = node.__dict__.get("_literal")
     if known is not None:
         return bytes(known)
@@ -207,6 +220,8 @@ def literal_bytes(node: Node) -> bytes | None:
     data = bytearray()
     for part in parts:
         if not isinstance(part, ByteSet) or len(part.ranges) != 1 or part.ranges[0][0] != part.ranges[0][1]:
+            return None
+        if part.ranges[0][0] > 255:
             return None
         data.append(part.ranges[0][0])
     return bytes(data)

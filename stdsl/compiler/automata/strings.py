@@ -4,7 +4,7 @@ A DFA for finitely many strings needs no subset construction: the trie of the st
 built a byte position at a time (each new trie node is a distinct (parent, byte) pair), and
 merging trie nodes bottom-up by height, each with the same finality and the same transitions
 to already merged nodes, gives the minimal DFA (Revuz's algorithm for acyclic automata).
-Each step is one numpy pass over all strings or all nodes of a height.
+Each step is one numpy pass over the strings still active at a position or the nodes of a height.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.minimize import renumber_bfs
 from stdsl.compiler.deadline import check_deadline
 
 
@@ -30,25 +29,81 @@ def literal_strings(node: ir.Node) -> list[bytes] | None:
     return out
 
 
-def _trie(strings: list[bytes]) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray, int]:
-    """The trie: its edges (parent, byte, child) per byte position, the end node of each string, and its size."""
-    lengths = np.fromiter((len(s) for s in strings), dtype=np.int64, count=len(strings))
-    longest = int(lengths.max())
-    padded = np.zeros((len(strings), max(longest, 1)), dtype=np.int64)
+def _trie(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """The trie in breadth-first numbering: each edge's parent and byte, each string's end node, edges per depth.
+
+    Edge `e` creates node `e + 1` (node 0 is the root); edges come sorted by (parent, byte).  Memory is
+    linear in the total length: the strings are read in place, longest first, so that the ones
+    still active at a position are a prefix of that order.
+    """
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    offsets = np.cumsum(lengths) - lengths
+    by_length = np.argsort(-lengths, kind="stable")
+    lengths, offsets = lengths[by_length], offsets[by_length]
     flat = np.frombuffer(b"".join(strings), dtype=np.uint8)
-    rows = np.repeat(np.arange(len(strings)), lengths)
-    padded[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
     node = np.zeros(len(strings), dtype=np.int64)
+    parents, symbols, edges_per_depth = [], [], []
     size = 1
-    levels = []
-    for position in range(longest):
+    for position in range(int(lengths[0])):
         check_deadline("building a string trie")
-        active = np.flatnonzero(lengths > position)
-        unique_keys, inverse = np.unique(node[active] * 256 + padded[active, position], return_inverse=True)
-        levels.append((unique_keys // 256, unique_keys % 256, size + np.arange(len(unique_keys))))
-        node[active] = size + inverse.reshape(-1)
+        active = int(np.searchsorted(-lengths, -position, side="left"))
+        unique_keys, inverse = np.unique(node[:active] * 256 + flat[offsets[:active] + position], return_inverse=True)
+        parents.append(unique_keys >> 8)
+        symbols.append(unique_keys & 255)
+        edges_per_depth.append(len(unique_keys))
+        node[:active] = size + inverse.reshape(-1)
         size += len(unique_keys)
-    return levels, node, size
+    ends = np.empty(len(strings), dtype=np.int64)
+    ends[by_length] = node
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(parents) if parents else empty), (np.concatenate(symbols) if symbols else empty), \
+        ends, edges_per_depth
+
+
+def _pair_ranks(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Dense ranks of the pairs `(first[i], second[i])`: equal pairs get equal ranks, numbered from 0."""
+    order = np.lexsort((second, first))
+    first, second = first[order], second[order]
+    new = np.empty(len(order), dtype=bool)
+    new[:1] = True
+    new[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks
+
+
+def _merged_states(parent: np.ndarray, symbol: np.ndarray, final: np.ndarray, edges_per_depth: list[int]) -> np.ndarray:
+    """The state of each trie node in the minimal DFA: nodes merged bottom-up by height (Revuz).
+
+    Two nodes of one height are merged when they agree on finality, degree and, edge by edge in byte
+    order, on (byte, merged child); the signature is ranked one edge at a time so it is never a wide row.
+    """
+    size = len(final)
+    child = np.arange(1, size)
+    height = np.zeros(size, dtype=np.int64)
+    depth_starts = np.cumsum([0] + edges_per_depth).tolist()
+    for first, last in reversed(list(zip(depth_starts[:-1], depth_starts[1:]))):
+        np.maximum.at(height, parent[first:last], height[child[first:last]] + 1)
+    degree = np.bincount(parent, minlength=size)
+    first_edge = np.cumsum(degree) - degree
+    state = np.full(size, -1, dtype=np.int64)
+    by_height = np.argsort(height, kind="stable")
+    bounds = np.searchsorted(height[by_height], np.arange(int(height.max()) + 2))
+    count = 0
+    for level in range(len(bounds) - 1):
+        check_deadline("merging a string trie")
+        nodes = by_height[bounds[level]:bounds[level + 1]]
+        node_degree = degree[nodes]
+        signature = _pair_ranks(node_degree, final[nodes].astype(np.int64))
+        for slot in range(int(node_degree.max())):
+            with_slot = np.flatnonzero(node_degree > slot)
+            edge = first_edge[nodes[with_slot]] + slot
+            step = _pair_ranks(signature[with_slot], symbol[edge] * (count + 1) + state[child[edge]])
+            signature[with_slot] = int(signature.max()) + 1 + step
+        _, ranks = np.unique(signature, return_inverse=True)
+        state[nodes] = count + ranks.reshape(-1)
+        count += int(ranks.max()) + 1
+    return state
 
 
 def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -56,42 +111,22 @@ def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
     Each byte used is its own class, numbered in byte order, and one more class holds the unused
     bytes; states are numbered breadth-first from the start in byte order, like `minimize`'s output.
+    A state's breadth-first place is that of its first trie node in the trie's own breadth-first numbering.
     """
-    levels, ends, size = _trie(strings)
-    height = np.zeros(size, dtype=np.int64)
-    for parent, _, child in reversed(levels):
-        np.maximum.at(height, parent, height[child] + 1)
-    empty = np.zeros(0, dtype=np.int64)
-    parent, symbol, child = (np.concatenate([level[i] for level in levels]) if levels else empty for i in range(3))
-    final = np.zeros(size, dtype=bool)
+    parent, symbol, ends, edges_per_depth = _trie(strings)
+    final = np.zeros(len(parent) + 1, dtype=bool)
     final[ends] = True
-    order = np.lexsort((symbol, parent))
-    parent, symbol, child = parent[order], symbol[order], child[order]
-    degree = np.bincount(parent, minlength=size)
-    first_edge = np.cumsum(degree) - degree
-    width = 1 + 2 * int(degree.max(initial=0))
-    canonical = np.full(size, -1, dtype=np.int64)
-    count = 0
-    for level in range(int(height.max()) + 1):
-        check_deadline("merging a string trie")
-        nodes = np.flatnonzero(height == level)
-        signature = np.full((len(nodes), width), -1, dtype=np.int64)
-        signature[:, 0] = final[nodes]
-        edge_nodes = np.repeat(np.arange(len(nodes)), degree[nodes])
-        slot = np.arange(len(edge_nodes)) - np.repeat(np.cumsum(degree[nodes]) - degree[nodes], degree[nodes])
-        edges = np.repeat(first_edge[nodes], degree[nodes]) + slot
-        signature[edge_nodes, 1 + 2 * slot] = symbol[edges]
-        signature[edge_nodes, 2 + 2 * slot] = canonical[child[edges]]
-        row_type = np.dtype((np.void, width * signature.itemsize))
-        _, inverse = np.unique(np.ascontiguousarray(signature).view(row_type).reshape(-1), return_inverse=True)
-        canonical[nodes] = count + inverse.reshape(-1)
-        count += int(inverse.max()) + 1
+    merged = _merged_states(parent, symbol, final, edges_per_depth)
+    count = int(merged.max()) + 1
+    _, first_node = np.unique(merged, return_index=True)
+    bfs_number = np.empty(count, dtype=np.int64)
+    bfs_number[np.argsort(first_node)] = np.arange(count)
+    state = bfs_number[merged]
     used = np.unique(symbol)
     byte_class = np.full(256, len(used), dtype=np.int64)
     byte_class[used] = np.arange(len(used))
-    table = np.full((count, len(used) + 1), -1, dtype=np.int64)
-    table[canonical[parent], byte_class[symbol]] = canonical[child]
+    table = np.full((count, len(used) + 1), -1, dtype=np.int32)
+    table[state[parent], byte_class[symbol]] = state[1:]
     accepting = np.zeros(count, dtype=bool)
-    accepting[canonical[final.nonzero()[0]]] = True
-    table, accepting = renumber_bfs(table, accepting, int(canonical[0]))
+    accepting[state[final]] = True
     return table, accepting, byte_class
