@@ -61,12 +61,22 @@ def _trie(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
 
 
 def _pair_ranks(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Dense ranks of the pairs `(first[i], second[i])`: equal pairs get equal ranks, numbered from 0."""
-    order = np.lexsort((second, first))
-    first, second = first[order], second[order]
-    new = np.empty(len(order), dtype=bool)
-    new[:1] = True
-    new[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    """Dense ranks of the pairs `(first[i], second[i])` of non-negative integers: equal pairs get equal ranks,
+    numbered from 0 in pair order.  Pairs are packed into one integer to sort when that cannot overflow."""
+    span = int(second.max()) + 1
+    if (int(first.max()) + 1) * span < 2**62:
+        keys = first * span + second
+        order = np.argsort(keys)
+        keys = keys[order]
+        new = np.empty(len(order), dtype=bool)
+        new[:1] = True
+        new[1:] = keys[1:] != keys[:-1]
+    else:
+        order = np.lexsort((second, first))
+        first, second = first[order], second[order]
+        new = np.empty(len(order), dtype=bool)
+        new[:1] = True
+        new[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
     ranks = np.empty(len(order), dtype=np.int64)
     ranks[order] = np.cumsum(new) - 1
     return ranks
@@ -94,7 +104,7 @@ def _merged_states(parent: np.ndarray, symbol: np.ndarray, final: np.ndarray, ed
         check_deadline("merging a string trie")
         nodes = by_height[bounds[level]:bounds[level + 1]]
         node_degree = degree[nodes]
-        signature = _pair_ranks(node_degree, final[nodes].astype(np.int64))
+        signature = 2 * node_degree + final[nodes]
         for slot in range(int(node_degree.max())):
             with_slot = np.flatnonzero(node_degree > slot)
             edge = first_edge[nodes[with_slot]] + slot
@@ -118,7 +128,8 @@ def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     final[ends] = True
     merged = _merged_states(parent, symbol, final, edges_per_depth)
     count = int(merged.max()) + 1
-    _, first_node = np.unique(merged, return_index=True)
+    first_node = np.full(count, len(merged), dtype=np.int64)
+    np.minimum.at(first_node, merged, np.arange(len(merged)))
     bfs_number = np.empty(count, dtype=np.int64)
     bfs_number[np.argsort(first_node)] = np.arange(count)
     state = bfs_number[merged]
