@@ -24,9 +24,9 @@ def single_byte_tokens(vocab: Vocabulary) -> np.ndarray:
     """bool (256,): bytes that are a token on their own (eos and specials never are), once per vocabulary."""
 
     def build() -> np.ndarray:
-        ones = np.flatnonzero(vocab.walk_lengths == 1)
+        ones = np.flatnonzero(vocab.walk_lengths == 1).tolist()
         out = np.zeros(256, dtype=bool)
-        out[vocab.data[vocab.offsets[ones]]] = True
+        out[[vocab.bytes_of(i)[0] for i in ones]] = True
         return out
 
     return vocab.cached("single_byte_tokens", build)
