@@ -149,15 +149,23 @@ class OurEngine:
         self.vocab, self.vocab_build_s, self.vocab_malloc = measure_memory(
             lambda: vocab_sources.vocabulary_from_tiktoken(ranks, specials, [self.eos_id])
         )
-        self.trie_build_s = measure_memory(lambda: self.vocab.levels)[1]
+        _, self.trie_build_s, self.trie_malloc = measure_memory(lambda: self.vocab.levels)
+        self.rows_path_nbytes = self.vocab.nbytes
         self.first_compile_s = measure_memory(lambda: self.compile({"type": "string"}))[1]
 
     def shared_facts(self) -> dict[str, Any]:
-        """Per-tokenizer figures: Vocabulary.nbytes and build time, plus the walk layout the walk needs."""
+        """Per-tokenizer figures: what the Vocabulary holds for rows on demand (core arrays and trie), then for
+        the walks (packed bytes and offsets, built on first use, and the walk layout)."""
         from stdsl.kernels.walk import walk_layout
 
+        _, packed_s, packed_malloc = measure_memory(lambda: (self.vocab.offsets, self.vocab.data))
         layout, layout_s, layout_malloc = measure_memory(lambda: walk_layout(self.vocab))
         return {
+            "vocabulary_core_nbytes": self.vocab.core_nbytes,
+            "vocabulary_rows_path_nbytes": self.rows_path_nbytes,
+            "vocabulary_trie_malloc_bytes": self.trie_malloc,
+            "packed_build_s": packed_s,
+            "packed_malloc_bytes": packed_malloc,
             "vocab_size": self.vocab.size,
             "vocabulary_packed_nbytes": self.vocab.packed_nbytes,
             "vocabulary_trie_nbytes": self.vocab.trie_nbytes,

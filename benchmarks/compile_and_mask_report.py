@@ -19,9 +19,9 @@ NOTES = [
     (
         "- A warm stdsl step returns the state's cached `TokenMask`: the allowed token ids at a structural state, the "
         "refused ids inside a string (shared by the string states with the same dead tokens), whichever are fewer. "
-        "'bitmask' fills a 248,077-bit int32 bitmask from it (the peers' layout; the peers' figure is that fill through "
-        "their Python API, a few µs of binding overhead included); 'bool' expands it to a fresh bool array (the last "
-        "mostly-live one is kept)."
+        "'bitmask' fills a 248,077-bit int32 bitmask from it (the peers' layout; the peers' figure is that fill "
+        "through their Python API, a few µs of binding overhead included); 'bool' expands it to a fresh bool array "
+        "(the last mostly-live one is kept)."
     ),
     (
         "- Cold stdsl rows are the level pass of Algorithm 4 restricted to one root: cheap where few tokens are alive "
@@ -170,14 +170,16 @@ def targets_table(result: dict) -> list[str]:
         )
     if shared:
         packed = shared["vocabulary_packed_nbytes"]
-        with_trie = packed + shared["vocabulary_trie_nbytes"]
+        trie = shared["vocabulary_trie_nbytes"]
+        rows_path = shared.get("vocabulary_rows_path_nbytes", packed + trie)
         lines.append(
             f"| ≤ 5 MB shared per tokenizer counting the rows-on-demand trie (issue 13) "
-            f"| {_mb(with_trie, 2)} MB: packed bytes, offsets, lengths {_mb(packed, 2)} MB + trie "
-            f"{_mb(shared['vocabulary_trie_nbytes'], 2)} MB ({shared['trie_nodes']:,} nodes, built lazily in "
-            f"{_ms(shared['vocabulary_trie_build_s'])} ms); the token walks' layout adds "
-            f"{_mb(shared['walk_layout_nbytes'], 2)} MB "
-            f"| {_verdict(with_trie <= 5 * MB)} ({_verdict(packed <= 5 * MB)} for the walk path alone) |"
+            f"| rows on demand: {_mb(rows_path, 2)} MB held (eos/special masks and walk lengths "
+            f"{_mb(shared.get('vocabulary_core_nbytes'), 2)} MB + trie {_mb(trie, 2)} MB, {shared['trie_nodes']:,} "
+            f"nodes, built lazily in {_ms(shared['vocabulary_trie_build_s'])} ms); the walks: {_mb(packed, 2)} MB "
+            f"(the same masks and lengths + packed bytes and offsets, built on first use) and their layout "
+            f"{_mb(shared['walk_layout_nbytes'], 2)} MB; a process running both holds {_mb(packed + trie, 2)} MB "
+            f"| {_verdict(rows_path <= 5 * MB)} for rows on demand ({_verdict(packed <= 5 * MB)} for the walk path) |"
         )
         lines.append(
             f'| (no target) first compile in the process (`{{"type":"string"}}`, one-off warm-up before all timings) '
@@ -185,7 +187,9 @@ def targets_table(result: dict) -> list[str]:
         )
         lines.append(
             f"| ≤ 0.5 s shared build per tokenizer | {_num(shared['vocabulary_build_s'], 3)} s Vocabulary "
-            f"(+ {_num(shared['walk_layout_build_s'], 3)} s walk layout) | "
+            f"(+ {_num(shared['vocabulary_trie_build_s'], 3)} s trie on first rows use; "
+            f"+ {_num(shared.get('packed_build_s'), 3)} s packed bytes and {_num(shared['walk_layout_build_s'], 3)} s "
+            "walk layout on first walk) | "
             f"{_verdict(shared['vocabulary_build_s'] <= 0.5)} |"
         )
     return lines
@@ -275,7 +279,10 @@ def mask_table(result: dict) -> list[str]:
             cells += [_us(cell["cold_us"]), _us(cell["steady_us"])] if cell else ["–", "–"]
         cells.append(
             ", ".join(
-                _ratio(o and (o.get("rows_warm_bitmask_us") or {}).get("median"), ((_peer(row, p) or {}).get("steady_us") or {}).get("median"))
+                _ratio(
+                    o and (o.get("rows_warm_bitmask_us") or {}).get("median"),
+                    ((_peer(row, p) or {}).get("steady_us") or {}).get("median"),
+                )
                 for p in PEERS
             )
         )
@@ -294,9 +301,18 @@ def shared_table(result: dict) -> list[str]:
             "(the peers get these ranks already parsed) |"
         )
         lines.append(
-            f"| stdsl | {_num(s['vocabulary_build_s'], 3)} | {_bytes(s['vocabulary_nbytes'])} "
-            f"(malloc Δ {_bytes(s['vocabulary_malloc_bytes'])}) | Vocabulary: packed bytes "
-            f"{_bytes(s['packed_token_bytes'])} + trie ({s['trie_nodes']:,} nodes) |"
+            f"| stdsl | {_num(s['vocabulary_build_s'], 3)} | {_bytes(s['vocabulary_core_nbytes'])} "
+            f"(malloc Δ {_bytes(s['vocabulary_malloc_bytes'])}) | Vocabulary: eos/special masks and walk lengths |"
+        )
+        lines.append(
+            f"| stdsl | {_num(s['vocabulary_trie_build_s'], 3)} | {_bytes(s['vocabulary_trie_nbytes'])} "
+            f"(malloc Δ {_bytes(s['vocabulary_trie_malloc_bytes'])}) | trie for rows on demand "
+            f"({s['trie_nodes']:,} nodes, 16-bit node indices) |"
+        )
+        lines.append(
+            f"| stdsl | {_num(s['packed_build_s'], 3)} | {_bytes(s['packed_token_bytes'])} "
+            f"(malloc Δ {_bytes(s['packed_malloc_bytes'])}) | packed bytes and offsets for the walks (built on first "
+            "use) |"
         )
         lines.append(
             f"| stdsl | {_num(s['walk_layout_build_s'], 3)} | {_bytes(s['walk_layout_nbytes'])} "
@@ -395,7 +411,8 @@ def render_markdown(result: dict) -> str:
         (
             "malloc Δ = glibc in-use bytes after minus before (gc first). stdsl rows after walk = malloc Δ of the "
             "rows-on-demand cache over the cold pass and the warm passes, whichever is larger (one compact row and "
-            "one compact mask per visited state: its default state plus the exceptions, and its allowed or refused ids)."
+            "one compact mask per visited state: its default state plus the exceptions, and its allowed or refused "
+            "ids)."
         ),
         "",
         *memory_table(result),
@@ -410,7 +427,8 @@ def render_markdown(result: dict) -> str:
         (
             "Each step computes the full mask from the current state, then advances by the document's token; the "
             "last step "
-            "of each document must allow eos. stdsl rows warm returns the cached compact mask (allowed or refused ids); "
+            "of each document must allow eos. stdsl rows warm returns the cached compact mask (allowed or refused "
+            "ids); "
             "warm bitmask fills a 248,077-bit bitmask from it, as the peers do; warm bool expands it to a bool array."
         ),
         "",

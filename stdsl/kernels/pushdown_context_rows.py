@@ -160,6 +160,14 @@ class SubsetLevel:
         """Bytes held by this level's arrays."""
         return int(self.parent.nbytes + self.byte.nbytes + self.end_tokens.nbytes + self.end_nodes.nbytes)
 
+    def parents_of(self, above: np.ndarray) -> np.ndarray:
+        """`above[parent]`: a value per node of this level from its parent's value in the level above."""
+        return above[self.parent]
+
+    def ends_of(self, here: np.ndarray) -> np.ndarray:
+        """`here[end_nodes]`: a value per token ending at this depth from its node's value here."""
+        return here[self.end_nodes]
+
 
 def subset_levels(vocab: Vocabulary, tokens: np.ndarray) -> list[SubsetLevel]:
     """The trie of the given tokens (ids kept), level by level: at depth d a node is a unique (parent, byte) pair."""
@@ -213,7 +221,7 @@ def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[Any], start: int
     level_nodes = np.array([start], dtype=np.int64)
     current = np.zeros(1, dtype=np.int64)
     for level in levels:
-        parents = current[level.parent]
+        parents = level.parents_of(current)
         nxt = np.where(parents == NEEDS_STACK, NEEDS_STACK, DEAD).astype(np.int64)
         alive = np.flatnonzero(parents >= 0)
         if alive.size:
@@ -229,7 +237,7 @@ def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[Any], start: int
             local_of_pair[live] = local.reshape(-1)
             nxt[alive] = local_of_pair[inverse]
         if level.end_tokens.size:
-            ends = nxt[level.end_nodes]
+            ends = level.ends_of(nxt)
             tokens.append(level.end_tokens)
             indexes.append(np.where(ends >= 0, ends + offset, np.where(ends == DEAD, 0, 1)))
             tables.append(level_nodes)

@@ -24,7 +24,7 @@ def pushdown_row(machine: PushdownMachine, config: int, vocab: Vocabulary) -> np
     row = np.full(vocab.size, DEAD, dtype=np.int64)
     current = np.array([config], dtype=np.int64)
     for level in vocab.levels:
-        parents = current[level.parent]
+        parents = level.parents_of(current)
         alive = np.flatnonzero(parents >= 0)
         nxt = np.full(level.size, DEAD, dtype=np.int64)
         if alive.size:
@@ -34,7 +34,7 @@ def pushdown_row(machine: PushdownMachine, config: int, vocab: Vocabulary) -> np
                                   dtype=np.int64, count=len(unique))
             nxt[alive] = stepped[inverse.reshape(-1)]
         if level.end_tokens.size:
-            row[level.end_tokens] = nxt[level.end_nodes]
+            row[level.end_tokens] = level.ends_of(nxt)
         if not (nxt >= 0).any():
             break
         current = nxt

@@ -223,7 +223,8 @@ class RowCache:
         return out
 
     def fill_bitmask(self, state: int, out: np.ndarray) -> np.ndarray:
-        """Write the mask at `state` into an int32 bitmask (`TokenMask.fill_bitmask`, the peers' layout); returns `out`."""
+        """Write the mask at `state` into an int32 bitmask (`TokenMask.fill_bitmask`, the peers' layout); returns
+        `out`."""
         return self.token_mask(state).fill_bitmask(out)
 
     def advance(self, state: int, token_id: int) -> int:
@@ -236,13 +237,11 @@ class RowCache:
             raise StdslError(
                 f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
             )
-        length = int(self.vocab.walk_lengths[token_id])
-        if length == 0:
+        if self.vocab.walk_lengths[token_id] == 0:
             return DEAD
-        start = int(self.vocab.offsets[token_id])
         table, byte_class = self.table.class_transitions, self.table.byte_class
         s = state
-        for b in self.vocab.data[start : start + length].tolist():
+        for b in self.vocab.bytes_of(token_id):
             s = int(table[s, byte_class[b]])
             if s < 0:
                 return DEAD

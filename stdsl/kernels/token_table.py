@@ -183,7 +183,7 @@ def _level_pass(
     rows = (states * table.stride)[None, :]
     parent_row = np.zeros(1, dtype=np.int64)
     for level in vocab.levels:
-        prow = parent_row[level.parent]
+        prow = level.parents_of(parent_row)
         live = np.flatnonzero(prow >= 0)
         if live.shape[0] == 0:
             break
@@ -193,7 +193,7 @@ def _level_pass(
         row_of_node = np.full(level.size, -1, dtype=np.int64)
         row_of_node[live[alive]] = np.arange(int(alive.sum()))
         current = current[alive]
-        ends = row_of_node[level.end_nodes]
+        ends = level.ends_of(row_of_node)
         hit = ends >= 0
         if hit.any():
             out[:, level.end_tokens[hit]] = table.states_of(current[ends[hit]]).T
@@ -222,10 +222,10 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
     values = np.zeros(0, dtype=np.int32)
     for level in vocab.levels:
         if dense is not None:
-            index = np.take(dense, level.parent)
+            index = level.parents_of(dense)
             index += table.columns(level.byte_string)
             dense = np.take(flat, index)
-            yield level.end_tokens, dense[level.end_nodes]
+            yield level.end_tokens, level.ends_of(dense)
             alive = dense != sink
             count = int(np.count_nonzero(alive))
             if count == 0:

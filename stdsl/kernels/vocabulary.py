@@ -1,7 +1,8 @@
-"""A tokenizer's vocabulary as byte strings: packed bytes, lengths, and the trie stored level by level.
+"""A tokenizer's vocabulary as byte strings: lengths, packed bytes and the trie stored level by level.
 
 Everything downstream of the compiler needs only this: the walk kernel reads the packed
-bytes, the token table and rows on demand walk the trie (Theorem 18, Appendix D.1).
+bytes, the token table and rows on demand walk the trie (Theorem 18, Appendix D.1).  Both are
+built on first use, so a process holds only what the paths it runs read.
 """
 
 from __future__ import annotations
@@ -14,31 +15,26 @@ from typing import TypeVar
 import numpy as np
 
 from stdsl.errors import StdslError
+from stdsl.kernels.monotone_index import MonotoneIndex
 
 T = TypeVar("T")
-
-
-def index_dtype(count: int) -> np.dtype:
-    """uint16 when `count` nodes can be indexed by it, else int32 (trie levels store node indices)."""
-    return np.dtype(np.uint16) if count <= 1 << 16 else np.dtype(np.int32)
 
 
 @dataclass(frozen=True)
 class TrieLevel:
     """The trie nodes at one byte depth d >= 1, ordered by (parent, byte).
 
-    `parent[i]` indexes level d-1 (level 0 is the single root) and is non-decreasing, so a node's
-    children at depth d+1 are the range of the next level whose parent is it (`children`);
-    `byte[i]` is the node's last byte (kept as a byte string, which byte classes translate);
-    `end_tokens`/`end_nodes` list the tokens whose bytes end at depth d and their node here,
-    ordered by node (`tokens_at`).  Node indices are uint16
-    where the level they index has at most 65,536 nodes, else int32.
+    `parent_index` holds each node's parent in level d-1 (level 0 is the single root), non-decreasing,
+    so a node's children at depth d+1 are the range of the next level whose parent is it (`children`);
+    `byte_string` holds the nodes' last bytes (a byte string, which byte classes translate);
+    `end_tokens`/`end_index` list the tokens whose bytes end at depth d and their node here,
+    ordered by node (`tokens_at`).  Both node arrays are `MonotoneIndex`es: 2 bytes per entry.
     """
 
-    parent: np.ndarray
+    parent_index: MonotoneIndex
     byte_string: bytes
     end_tokens: np.ndarray
-    end_nodes: np.ndarray
+    end_index: MonotoneIndex
 
     @property
     def byte(self) -> np.ndarray:
@@ -46,26 +42,40 @@ class TrieLevel:
         return np.frombuffer(self.byte_string, dtype=np.uint8)
 
     @property
+    def parent(self) -> np.ndarray:
+        """Each node's parent as a fresh int32 array (hot paths gather through `parents_of`)."""
+        return self.parent_index.values()
+
+    @property
+    def end_nodes(self) -> np.ndarray:
+        """The node of each of `end_tokens` as a fresh int32 array (hot paths gather through `ends_of`)."""
+        return self.end_index.values()
+
+    @property
     def size(self) -> int:
         """Number of trie nodes at this depth."""
-        return int(self.parent.shape[0])
+        return len(self.byte_string)
 
     @property
     def nbytes(self) -> int:
         """Bytes held by this level's arrays."""
-        return len(self.byte_string) + sum(a.nbytes for a in (self.parent, self.end_tokens, self.end_nodes))
+        return len(self.byte_string) + self.parent_index.nbytes + self.end_tokens.nbytes + self.end_index.nbytes
+
+    def parents_of(self, above: np.ndarray) -> np.ndarray:
+        """`above[parent]`: a value per node of this level from its parent's value in the level above."""
+        return self.parent_index.take(above)
+
+    def ends_of(self, here: np.ndarray) -> np.ndarray:
+        """`here[end_nodes]`: a value per token ending at this depth from its node's value here."""
+        return self.end_index.take(here)
 
     def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first index here, count) of the children of the given nodes of the level above (sorted ids)."""
-        keys = parents.astype(self.parent.dtype)
-        starts = np.searchsorted(self.parent, keys, side="left")
-        return starts, np.searchsorted(self.parent, keys, side="right") - starts
+        return self.parent_index.ranges(parents)
 
     def tokens_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first index into `end_tokens`, count) of the tokens ending at the given nodes (sorted ids)."""
-        keys = nodes.astype(self.end_nodes.dtype)
-        starts = np.searchsorted(self.end_nodes, keys, side="left")
-        return starts, np.searchsorted(self.end_nodes, keys, side="right") - starts
+        return self.end_index.ranges(nodes)
 
 
 class Vocabulary:
@@ -107,24 +117,45 @@ class Vocabulary:
             dtype=np.uint16 if longest <= np.iinfo(np.uint16).max else np.int32,
             count=self.size,
         )
-        self.offsets = np.zeros(self.size + 1, dtype=np.int32)
-        np.cumsum(lengths, out=self.offsets[1:])
-        self.data = np.frombuffer(
-            b"".join(b for b in self.token_bytes if b is not None), dtype=np.uint8
-        ).copy()
+        self.total_bytes = int(lengths.sum(dtype=np.int64))
         self.walk_lengths = np.where(self.eos, 0, lengths).astype(lengths.dtype)
         self.max_length = int(self.walk_lengths.max())
         self._derived: dict[str, object] = {}
 
     @property
     def lengths(self) -> np.ndarray:
-        """Byte length of every token (specials 0), from the offsets (not stored)."""
-        return np.diff(self.offsets).astype(self.walk_lengths.dtype)
+        """Byte length of every token (specials 0): the walk lengths with eos tokens' own bytes counted (not stored)."""
+        out = self.walk_lengths.copy()
+        out[self.eos_ids] = [len(self.token_bytes[i] or b"") for i in self.eos_ids.tolist()]
+        return out
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """int32 (size + 1,): token i's bytes are `data[offsets[i]:offsets[i + 1]]`; built on first use (the walks
+        need it, rows on demand do not)."""
+        return self._packed()[0]
+
+    @cached_property
+    def data(self) -> np.ndarray:
+        """uint8: every token's bytes, concatenated in id order; built on first use (the walks need it, rows on
+        demand do not)."""
+        return self._packed()[1]
+
+    def _packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, data): the packed arrays if built, else fresh ones."""
+        held = self.__dict__
+        if "offsets" in held and "data" in held:
+            return held["offsets"], held["data"]
+        offsets = np.zeros(self.size + 1, dtype=np.int32)
+        np.cumsum(self.lengths, out=offsets[1:])
+        data = np.frombuffer(b"".join(b for b in self.token_bytes if b is not None), dtype=np.uint8).copy()
+        return offsets, data
 
     @cached_property
     def levels(self) -> list[TrieLevel]:
         """The trie by levels, built on first use: rows on demand and the token table need it, the walk does not."""
-        return _build_trie(self.data, self.offsets, self.walk_lengths)
+        offsets, data = self._packed()
+        return _build_trie(data, offsets, self.walk_lengths)
 
     @property
     def trie_nodes(self) -> int:
@@ -132,17 +163,14 @@ class Vocabulary:
         return 1 + sum(level.size for level in self.levels)
 
     @property
+    def core_nbytes(self) -> int:
+        """Bytes every path holds: eos ids, the eos and special masks and the walk lengths."""
+        return sum(a.nbytes for a in (self.eos_ids, self.special, self.eos, self.walk_lengths))
+
+    @property
     def packed_nbytes(self) -> int:
-        """Bytes of what the walk kernel needs: packed token bytes, offsets, walk lengths and the eos/special masks."""
-        arrays = (
-            self.eos_ids,
-            self.special,
-            self.eos,
-            self.offsets,
-            self.data,
-            self.walk_lengths,
-        )
-        return sum(a.nbytes for a in arrays)
+        """Bytes of what the walk kernel needs, built or not: the core arrays plus packed token bytes and offsets."""
+        return self.core_nbytes + 4 * (self.size + 1) + self.total_bytes
 
     @property
     def trie_nbytes(self) -> int:
@@ -151,9 +179,16 @@ class Vocabulary:
         return sum(level.nbytes for level in levels) if levels is not None else 0
 
     @property
+    def rows_nbytes(self) -> int:
+        """Bytes of what rows on demand and the token table need: the core arrays plus the trie (once built)."""
+        return self.core_nbytes + self.trie_nbytes
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of all numpy arrays this vocabulary holds now (packed form, and the trie once built)."""
-        return self.packed_nbytes + self.trie_nbytes
+        """Bytes of all numpy arrays this vocabulary holds now: the core arrays, and the packed bytes and the
+        trie once built."""
+        held = sum(self.__dict__[name].nbytes for name in ("offsets", "data") if name in self.__dict__)
+        return self.core_nbytes + held + self.trie_nbytes
 
     def bytes_of(self, token_id: int) -> bytes:
         """The bytes a token spells (empty for specials and eos)."""
@@ -214,17 +249,14 @@ def _build_trie(
             token_len[keep],
         )
     out: list[TrieLevel] = []
-    above = 1
     for level in levels:
         order = np.argsort(level["end_nodes"], kind="stable")
-        size = level["parent"].shape[0]
         out.append(
             TrieLevel(
-                level["parent"].astype(index_dtype(above)),
+                MonotoneIndex.of(level["parent"]),
                 level["byte"].tobytes(),
                 level["end_tokens"][order],
-                level["end_nodes"][order].astype(index_dtype(size)),
+                MonotoneIndex.of(level["end_nodes"][order]),
             )
         )
-        above = size
     return out
