@@ -65,12 +65,32 @@ class ByteSet(_Structural):
         return self.ranges
 
 
-@dataclass(frozen=True, eq=False)
 class Seq(_Structural):
-    """Concatenation; `Seq(())` is the empty string."""
+    """Concatenation; `Seq(())` is the empty string.
 
-    items: tuple[Node, ...]
+    Immutable like the other nodes.  A literal (from `literal`) keeps its bytes and makes its items on
+    first read: an enum of thousands of strings is read back as bytes and its items are never needed.
+    """
+
     _TAG = 2
+    __match_args__ = ("items",)
+
+    def __init__(self, items: tuple[Node, ...]) -> None:
+        self.__dict__["_items"] = items
+
+    @property
+    def items(self) -> tuple[Node, ...]:
+        """The concatenated nodes."""
+        known = self.__dict__.get("_items")
+        if known is None:
+            known = self.__dict__["_items"] = itemgetter(*self.__dict__["_literal"])(_SINGLE_BYTES)
+        return known
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"IR nodes are immutable (cannot set {name!r})")
+
+    def __repr__(self) -> str:
+        return f"Seq(items={self.items!r})"
 
     def _fields(self) -> tuple[Any, ...]:
         return self.items
@@ -203,9 +223,10 @@ def literal(text: str | bytes) -> Node:
         return _SINGLE_BYTES[data[0]]
     if not data:
         return EMPTY
-    data = bytes(data)
     node = Seq.__new__(Seq)
-    node.__dict__.update(items=itemgetter(*data)(_SINGLE_BYTES), _literal=data, _hash=hash((Seq._TAG, data)))
+    fields = node.__dict__
+    fields["_literal"] = data = bytes(data)
+    fields["_hash"] = hash((Seq._TAG, data))
     return node
 
 
