@@ -16,12 +16,12 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.pydantic import pydantic_schema
-from stdsl.compiler.json_schema.recursive import ROOT, is_recursive_schema, reference_graph
+from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.errors import CompileError, SchemaError, StateBudgetError
+from stdsl.errors import CompileError, CompileTimeError, SchemaError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 60.0
@@ -173,15 +173,24 @@ def _check_integer_sizes(schema: Any) -> None:
 def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
                     start: float) -> Constraint | PushdownConstraint:
     """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses or when one
-    DFA would pass `max_states` and it has definitions to compile once each."""
+    DFA would pass `max_states` (its container members then become nonterminals, compiled once each)."""
     _check_integer_sizes(schema)
     if isinstance(schema, dict) and is_recursive_schema(schema):
-        return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+        try:
+            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+        except StateBudgetError:
+            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                     outline=True)
     try:
         automaton = build_automaton(schema_to_ir(schema, whitespace=whitespace), max_states=max_states)
-    except StateBudgetError:
-        if not isinstance(schema, dict) or set(reference_graph(schema)) == {ROOT}:
+    except StateBudgetError as budget:
+        if not isinstance(schema, dict):
             raise
-        return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                 outline=True)
+        try:
+            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                     outline=True)
+        except (StateBudgetError, CompileTimeError):
+            raise
+        except CompileError as error:
+            raise budget from error
     return Constraint(automaton, "json_schema", schema, model_class, time.perf_counter() - start)

@@ -13,10 +13,18 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.json_schema.flatten import document_context
-from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, resolve_ref
+from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
-from stdsl.compiler.pushdown.grammar import MAX_DEPTH, Definition, PushdownGrammar, call_symbol, compile_pushdown
-from stdsl.errors import SchemaError
+from stdsl.compiler.pushdown.grammar import (
+    CALL_BASE,
+    MAX_DEPTH,
+    Definition,
+    GrammarConflictError,
+    PushdownGrammar,
+    call_symbol,
+    compile_pushdown,
+)
+from stdsl.errors import CompileError, SchemaError
 
 ROOT = "#"
 CONTAINERS = ("$defs", "definitions")
@@ -106,6 +114,7 @@ def is_recursive_schema(schema: Any) -> bool:
 
 
 MAX_NONTERMINALS = 256
+MAX_CONFLICT_RETRIES = 12
 COMBINATORS = ("allOf", "anyOf", "oneOf")
 ANY_VALUE = "any JSON value"
 """The nonterminal of an unconstrained value (`true`, `{}`), which here nests to any depth the stack allows."""
@@ -119,15 +128,22 @@ class _CallingCompiler(_Compiler):
     branches, an `allOf` part) gets a nonterminal of its own, keyed by its canonical JSON, whose
     body inlines the target once; the target's inner references are calls again.  An unconstrained
     value is a call of its own nonterminal (`ANY_VALUE`), so it nests as deep as the stack allows
-    rather than the DFA compiler's `ANY_VALUE_DEPTH`.
+    rather than the DFA compiler's `ANY_VALUE_DEPTH` (unless `inline_any`, after a conflict).
+    With `outline`, every member value or array item that may be an object or array is a call of a
+    nonterminal keyed by its schema's canonical JSON (but those in `inlined`), compiled once however
+    often it occurs.
     """
 
-    def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any) -> None:
+    def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
+                 inlined: frozenset[str] = frozenset(), inline_any: bool = False) -> None:
         super().__init__(tokens)
         self.targets = set(calls)
         self.calls = dict(calls)
         self.root = root
         self.extra: dict[str, tuple[Schema, str]] = {}
+        self.names = {target: target for target in calls}
+        self.outline, self.inlined, self.inline_any = outline, inlined, inline_any
+        self.outlined: set[str] = set()
 
     def value(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
         """A call for a schema that mentions a recursive target at its top level, else the ordinary lowering."""
@@ -138,24 +154,45 @@ class _CallingCompiler(_Compiler):
                 if target in self.calls:
                     return self.calls[target]
             key = json.dumps(schema, sort_keys=True)
-            if key not in self.calls:
-                if len(self.calls) >= MAX_NONTERMINALS:
-                    raise SchemaError(f"more than {MAX_NONTERMINALS} recursive combinations of definitions", path)
-                self.calls[key] = call_symbol(len(self.calls))
-                self.extra[key] = (schema, path)
-            return self.calls[key]
+            return self._call(key, schema, path, _display_name(key))
         return super().value(schema, path, ctx)
 
+    def member(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
+        """With `outline`, a call for a member value or item that may be a container; else the ordinary lowering."""
+        if self.outline and isinstance(schema, dict) and not self._mentions_target(schema, ctx, path):
+            key = json.dumps(schema, sort_keys=True)
+            if key not in self.inlined and _may_be_container(flatten(schema, path, ctx.entering())[0]):
+                self.outlined.add(key)
+                return self._call(key, schema, path, path)
+        return super().member(schema, path, ctx)
+
+    def _call(self, key: str, schema: Schema, path: str, name: str) -> ir.Node:
+        """The call symbol of the nonterminal `key` (its body `schema` at `path`), made on first use."""
+        if key not in self.calls:
+            if len(self.calls) >= MAX_NONTERMINALS:
+                raise SchemaError(f"more than {MAX_NONTERMINALS} nonterminals (recursive combinations of "
+                                  "definitions or outlined members)", path)
+            self.calls[key] = call_symbol(len(self.calls))
+            self.extra[key] = (schema, path)
+            taken = set(self.names.values())
+            self.names[key] = next(n for n in (name, *(f"{name} ({i})" for i in range(2, len(taken) + 3)))
+                                   if n not in taken)
+        return self.calls[key]
+
     def _any_value(self, depth: int) -> ir.Node:
-        """A call of the unconstrained-value nonterminal (any depth); its body is `any_value_body`."""
-        if ANY_VALUE not in self.calls:
-            self.calls[ANY_VALUE] = call_symbol(len(self.calls))
-            self.extra[ANY_VALUE] = (True, ROOT)
-        return self.calls[ANY_VALUE]
+        """A call of the unconstrained-value nonterminal (any depth; its body is `any_value_body`), or with
+        `inline_any` the DFA compiler's bounded generic value."""
+        if self.inline_any:
+            return super()._any_value(depth)
+        return self._call(ANY_VALUE, True, ROOT, ANY_VALUE)
 
     def any_value_body(self) -> ir.Node:
         """One JSON value whose member values and items are calls of the unconstrained-value nonterminal."""
         return super()._any_value(1)
+
+    def _compact(self, node: ir.Node) -> ir.Node:
+        """A large node as its minimal automaton, unless it holds calls (their symbols are outside the bytes)."""
+        return node if _holds_call(node) else super()._compact(node)
 
     def _mentions_target(self, schema: dict, ctx: Context, path: str) -> bool:
         """Whether `schema` refers to a recursive target by `$ref` or through the parts of its combinators."""
@@ -174,14 +211,43 @@ class _CallingCompiler(_Compiler):
         return super().value(schema, path, document_context(self.root))
 
 
-def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *,
-                           whitespace: Whitespace | None = None) -> tuple[ir.Node, dict[str, ir.Node]]:
+def _may_be_container(flat: Any) -> bool:
+    """Whether a flattened schema with structure may hold an object or array (free-form and enum values do not count)."""
+    if not isinstance(flat, dict) or not flat or "enum" in flat:
+        return False
+    if any(key in flat for key in COMBINATORS):
+        return True
+    types = flat.get("type", ["object", "array"])
+    return bool({"object", "array"} & set(types if isinstance(types, list) else [types]))
+
+
+def _holds_call(node: ir.Node) -> bool:
+    """Whether an IR node reads a call symbol (a byte set reaching past 255) anywhere."""
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ir.ByteSet):
+            if current.ranges and current.ranges[-1][1] >= CALL_BASE:
+                return True
+        elif isinstance(current, ir.Repeat):
+            pending.append(current.item)
+        elif isinstance(current, (ir.Seq, ir.Alt)):
+            pending.extend(current.items)
+    return False
+
+
+def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespace: Whitespace | None = None,
+                           compiler: _CallingCompiler | None = None) -> tuple[ir.Node, dict[str, ir.Node]]:
     """The root's IR and the body of each nonterminal: the recursive targets (`calls`), then combinations met.
 
     References to the targets are lowered to `calls`; a combination gets the next call symbol,
     and its body is keyed by its canonical JSON.
     """
-    compiler = _CallingCompiler(_Tokens(whitespace), calls, schema)
+    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema)
     ws = compiler.tokens.ws
     main = ir.seq(ws, compiler.value(schema, ROOT, document_context(schema)), ws)
     bodies = {}
@@ -203,14 +269,30 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     """The pushdown grammar of a JSON Schema: one nonterminal per target on a reference cycle.
 
     Schemas that combine a target with other keywords become nonterminals of their own.  With
-    `outline`, every referenced definition is a nonterminal, recursive or not: for schemas whose
-    single DFA is too large, a definition used at many places is compiled once and called.
+    `outline` (for schemas whose single DFA is too large), every member value or array item that may
+    be a container is a nonterminal too, compiled once however often it occurs.  A call that breaks
+    an L(1) condition (two calls, or a call and a byte, possible at one state) is inlined and the
+    grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
     """
-    targets = [path for path in reference_graph(schema) if path != ROOT] if outline else recursive_targets(schema)
+    targets = recursive_targets(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
-    main, bodies = recursive_schema_to_ir(schema, calls, whitespace=whitespace)
-    definitions = [Definition(_display_name(key), body) for key, body in bodies.items()]
-    return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
+    inlined: set[str] = set()
+    inline_any = False
+    for _ in range(MAX_CONFLICT_RETRIES):
+        compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline,
+                                    inlined=frozenset(inlined), inline_any=inline_any)
+        main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
+        definitions = [Definition(compiler.names[key], body) for key, body in bodies.items()]
+        try:
+            return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
+        except GrammarConflictError as error:
+            keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
+            movable = keys & (compiler.outlined | {ANY_VALUE})
+            if not movable:
+                raise
+            inline_any = inline_any or ANY_VALUE in movable
+            inlined |= movable - {ANY_VALUE}
+    raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
 
 
 def _display_name(key: str) -> str:

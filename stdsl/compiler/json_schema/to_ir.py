@@ -152,6 +152,10 @@ class _Compiler:
                 parts.append(self._typed(name, flat, path, ctx))
         return ir.alt(*parts)
 
+    def member(self, schema: Schema, path: str, ctx: Context) -> Node:
+        """The IR of a whole member value or array item: here `value`; the pushdown compiler may call a nonterminal."""
+        return self.value(schema, path, ctx)
+
     def _compact(self, node: Node) -> Node:
         """A large node as its minimal automaton, so the copies a counted repeat makes stay small.
 
@@ -209,7 +213,7 @@ class _Compiler:
             matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name)]
             own = props.get(name, extra_schema if not matched else True)
             allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
-            value = self.value({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
+            value = self.member({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
             if value == ir.NOTHING:
                 if name in required:
                     return ir.NOTHING
@@ -278,7 +282,7 @@ class _Compiler:
         if not patterns and names is None:
             if extra_schema is False:
                 return ir.NOTHING
-            return ir.seq(string_not_in(declared), t.colon, self.value(extra_schema, extra_where, ctx))
+            return ir.seq(string_not_in(declared), t.colon, self.member(extra_schema, extra_where, ctx))
         names_flat = flatten(names, f"{path}/propertyNames", ctx)[0] if names is not None else True
         if names_flat is False:
             return ir.NOTHING
@@ -295,14 +299,14 @@ class _Compiler:
                     raise SchemaError("'propertyNames' enum with patternProperties is not supported", path)
                 keys = [v for v in names_flat["enum"] if isinstance(v, str) and v not in declared
                         and conforms(v, names_flat, ctx, f"{path}/propertyNames")]
-                value = self.value(extra_schema, extra_where, ctx)
+                value = self.member(extra_schema, extra_where, ctx)
                 return ir.alt(*(ir.seq(string_literal(k), t.colon, value) for k in keys))
         body = names_body(names_flat, f"{path}/propertyNames") if isinstance(names_flat, dict) else None
         with_unmatched = extra_schema is not False
         members = []
         for key, matched in key_classes(patterns, declared, body, with_unmatched, f"{path}/patternProperties"):
             schema = {"allOf": [patterns[p] for p in matched]} if matched else extra_schema
-            members.append(ir.seq(key, t.colon, self.value(schema, f"{path}/patternProperties", ctx)))
+            members.append(ir.seq(key, t.colon, self.member(schema, f"{path}/patternProperties", ctx)))
         return ir.alt(*members)
 
     def _array(self, flat: dict, path: str, ctx: Context) -> Node:
@@ -310,8 +314,8 @@ class _Compiler:
         if flat.get("uniqueItems") and flat.get("maxItems", 2) > 1:
             return self._unique_array(flat, path, ctx)
         t = self.tokens
-        prefix = [self.value(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
-        item = self.value(flat.get("items", True), f"{path}/items", ctx)
+        prefix = [self.member(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
+        item = self.member(flat.get("items", True), f"{path}/items", ctx)
         low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
         high = None if high is None else int(high)
         if high is not None or low > 1:

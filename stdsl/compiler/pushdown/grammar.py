@@ -36,6 +36,14 @@ class DefinitionError(CompileError):
         super().__init__(message)
 
 
+class GrammarConflictError(CompileError):
+    """An L(1) condition broken by calls; `nonterminals` names the called definitions involved."""
+
+    def __init__(self, message: str, nonterminals: Sequence[str]) -> None:
+        self.nonterminals = tuple(nonterminals)
+        super().__init__(message)
+
+
 def call_symbol(index: int) -> ir.Node:
     """The IR leaf for a call of definition `index` (the private symbol 256 + index)."""
     if index < 0:
@@ -184,13 +192,14 @@ def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
         name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
         if clash_own.any():
             byte = int(np.flatnonzero(clash_own)[0])
-            raise CompileError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte {byte!r} "
-                               f"({chr(byte)!r}), which '{name}' itself can also read there")
+            raise GrammarConflictError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte "
+                                       f"{byte!r} ({chr(byte)!r}), which '{name}' itself can also read there",
+                                       [callee_name])
         if clash_call.any():
             byte = int(np.flatnonzero(clash_call)[0])
             other = grammar.names[grammar.call_callee[table[q, byte]]]
-            raise CompileError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both start "
-                               f"with byte {byte!r} ({chr(byte)!r})")
+            raise GrammarConflictError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both "
+                                       f"start with byte {byte!r} ({chr(byte)!r})", [callee_name, other])
         table[q, first] = edge
     return table
 
@@ -232,8 +241,9 @@ def _check_follow(grammar: PushdownGrammar) -> None:
             byte = int(np.flatnonzero(clash)[0])
             callers = sorted({grammar.names[grammar.owner[s]] for s, c in
                               zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
-            raise CompileError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte {byte!r} "
-                               f"({chr(byte)!r}), which may also follow it in {', '.join(callers)}")
+            raise GrammarConflictError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte "
+                                       f"{byte!r} ({chr(byte)!r}), which may also follow it in {', '.join(callers)}",
+                                       [grammar.names[n]])
 
 
 def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
