@@ -15,6 +15,7 @@ import numpy as np
 from stdsl.errors import StdslError
 
 LOW_BITS = 16
+RUN_KEYS = np.arange(1, 257, dtype=np.int64) << LOW_BITS
 
 
 @dataclass(frozen=True)
@@ -66,22 +67,32 @@ class MonotoneIndex:
         """(first position, count) of each of the sorted non-negative `keys` among the entries
         (np.searchsorted left, and right minus left), searched run by run."""
         runs = self.starts.shape[0] - 1
-        if runs == 1 and (not keys.shape[0] or int(keys[-1]) < 1 << LOW_BITS):
+        if not keys.shape[0] or (runs == 1 and int(keys[-1]) < 1 << LOW_BITS):
             part = keys.astype(np.uint16)
             left = np.searchsorted(self.low, part, side="left")
             return left, np.searchsorted(self.low, part, side="right") - left
-        bounds = np.searchsorted(keys, np.arange(1, runs + 1, dtype=np.int64) << LOW_BITS, side="left")
-        first = np.full(keys.shape[0], self.size, dtype=np.int64)
-        count = np.zeros(keys.shape[0], dtype=np.int64)
+        high = int(keys[0]) >> LOW_BITS
+        if high < runs and int(keys[-1]) >> LOW_BITS == high:
+            a, b = int(self.starts[high]), int(self.starts[high + 1])
+            part = (keys - (high << LOW_BITS)).astype(np.uint16) if high else keys.astype(np.uint16)
+            run = self.low[a:b]
+            left = np.searchsorted(run, part, side="left")
+            return left + a, np.searchsorted(run, part, side="right") - left
+        ends = RUN_KEYS[:runs] if runs <= RUN_KEYS.shape[0] else np.arange(1, runs + 1, dtype=np.int64) << LOW_BITS
+        bounds = np.searchsorted(keys, ends, side="left").tolist()
+        firsts: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
         lo = 0
-        for k in range(runs):
-            hi = int(bounds[k])
+        for k, hi in enumerate(bounds):
             if hi > lo:
                 a, b = int(self.starts[k]), int(self.starts[k + 1])
                 part = (keys[lo:hi] - (k << LOW_BITS)).astype(np.uint16)
                 run = self.low[a:b]
                 left = np.searchsorted(run, part, side="left")
-                first[lo:hi] = a + left
-                count[lo:hi] = np.searchsorted(run, part, side="right") - left
+                firsts.append(left + a)
+                counts.append(np.searchsorted(run, part, side="right") - left)
             lo = hi
-        return first, count
+        if lo < keys.shape[0]:
+            firsts.append(np.full(keys.shape[0] - lo, self.size, dtype=np.int64))
+            counts.append(np.zeros(keys.shape[0] - lo, dtype=np.int64))
+        return np.concatenate(firsts), np.concatenate(counts)

@@ -24,6 +24,8 @@ def test_monotone_index_equals_the_full_array(values: list[int], keys: list[int]
     left = np.searchsorted(full, sorted_keys, side="left")
     assert np.array_equal(first, left)
     assert np.array_equal(count, np.searchsorted(full, sorted_keys, side="right") - left)
+    for key in sorted_keys.tolist():
+        assert index.ranges(np.asarray([key, key], dtype=np.int64))[0].tolist() == [int(np.searchsorted(full, key))] * 2
     assert index.nbytes == 2 * full.shape[0] + index.starts.nbytes
 
 
