@@ -162,6 +162,7 @@ class OurEngine:
         layout, layout_s, layout_malloc = measure_memory(lambda: walk_layout(self.vocab))
         return {
             "vocabulary_core_nbytes": self.vocab.core_nbytes,
+            "token_bytes_list_nbytes": sys.getsizeof(self.vocab.token_bytes),
             "vocabulary_rows_path_nbytes": self.rows_path_nbytes,
             "vocabulary_trie_malloc_bytes": self.trie_malloc,
             "packed_build_s": packed_s,
