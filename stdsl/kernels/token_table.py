@@ -206,7 +206,7 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     shift = np.cumsum(counts) - counts
-    return np.repeat(starts.astype(np.int64) - shift, counts) + np.arange(total)
+    return np.repeat(starts.astype(np.int64, copy=False) - shift, counts) + np.arange(total)
 
 
 def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -244,6 +244,8 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
             live, values = children[keep], values[keep]
             if live.shape[0] == 0:
                 return
+            if not level.end_tokens.shape[0]:
+                continue
             token_starts, counts = level.tokens_at(live)
             if counts.any():
                 yield level.end_tokens[_expand(token_starts, counts)], np.repeat(values, counts)
