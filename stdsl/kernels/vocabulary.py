@@ -20,6 +20,14 @@ from stdsl.kernels.monotone_index import MonotoneIndex
 T = TypeVar("T")
 
 
+def length_dtype(longest: int) -> np.dtype:
+    """The narrowest of uint8, uint16 and int32 holding token lengths up to `longest` bytes."""
+    for dtype in (np.uint8, np.uint16):
+        if longest <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int32)
+
+
 @dataclass(frozen=True)
 class TrieLevel:
     """The trie nodes at one byte depth d >= 1, ordered by (parent, byte).
@@ -114,7 +122,7 @@ class Vocabulary:
         longest = max((len(b) for b in self.token_bytes if b is not None), default=0)
         lengths = np.fromiter(
             (0 if b is None else len(b) for b in self.token_bytes),
-            dtype=np.uint16 if longest <= np.iinfo(np.uint16).max else np.int32,
+            dtype=length_dtype(longest),
             count=self.size,
         )
         self.total_bytes = int(lengths.sum(dtype=np.int64))
