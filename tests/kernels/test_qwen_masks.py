@@ -8,6 +8,7 @@ from kernel_fixtures import enum_regex, person_regex
 
 from stdsl.kernels.combined import CombinedTable, WalkTable
 from stdsl.kernels.rows import RowCache
+from stdsl.kernels.token_mask import bitmask_words
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.walk import (
     walk_mask,
@@ -48,8 +49,14 @@ def test_walks_and_rows_equal_the_table(qwen, automaton) -> None:
     assert np.array_equal(
         walk_next_states_trie(walk_table, sampled, qwen), table[sampled]
     )
+    bits = np.zeros(bitmask_words(qwen.size), dtype=np.int32)
     for q in sampled.tolist():
         assert np.array_equal(rows.next_states(q), table[q])
+        allowed = table[q] >= 0
+        allowed[qwen.eos_ids] = bool(automaton.accepting[q])
+        assert np.array_equal(rows.token_mask(q).dense(), allowed)
+        unpacked = np.unpackbits(rows.fill_bitmask(q, bits).view(np.uint8), bitorder="little").astype(bool)
+        assert np.array_equal(unpacked[: qwen.size], allowed) and not unpacked[qwen.size :].any()
     few = sampled[:3]
     assert np.array_equal(
         np.array(walk_next_states_mlx(walk_table, few, qwen)), table[few]
