@@ -16,6 +16,7 @@ from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import DefinitionError
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
 from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
+from tests.compiler.fuzz.memory_cap import memory_cap
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,7 +59,8 @@ def test_json_schema_fuzz(schema: Any) -> None:
 @LARGE
 @given(schema_inputs())
 def test_json_schema_fuzz_large(schema: Any) -> None:
-    check_schema(schema)
+    with memory_cap():
+        check_schema(schema)
 
 
 @pytest.mark.parametrize(("schema", "path"), [

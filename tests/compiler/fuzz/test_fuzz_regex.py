@@ -15,6 +15,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile
 from stdsl.errors import CompileTimeError, EmptyLanguageError, RegexError, StateBudgetError
 from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import regex_inputs
+from tests.compiler.fuzz.memory_cap import memory_cap
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +75,8 @@ def test_regex_fuzz(pattern: str, seed: int) -> None:
 @LARGE
 @given(regex_inputs(), st.integers(0, 2**32 - 1))
 def test_regex_fuzz_large(pattern: str, seed: int) -> None:
-    check_regex(pattern, seed)
+    with memory_cap():
+        check_regex(pattern, seed)
 
 
 def test_a_huge_pattern_is_stopped_while_parsing() -> None:

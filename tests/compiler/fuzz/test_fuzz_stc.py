@@ -16,6 +16,7 @@ from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.errors import CompileTimeError
 from tests.compiler.accepting_walks import random_accepted
 from tests.compiler.fuzz.fuzz_inputs import stc_inputs
+from tests.compiler.fuzz.memory_cap import memory_cap
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, within_limit
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -62,7 +63,8 @@ def test_stc_fuzz(text: str, seed: int) -> None:
 @LARGE
 @given(stc_inputs(), st.integers(0, 2**32 - 1))
 def test_stc_fuzz_large(text: str, seed: int) -> None:
-    check_program(text, seed)
+    with memory_cap():
+        check_program(text, seed)
 
 
 def test_compile_honours_the_time_limit_for_programs() -> None:
