@@ -6,8 +6,9 @@ seconds and the worker's minor page faults; the same worker then compiles the sc
 another cache key (a `title` added), the warm floor.  The case is also compiled in a fresh
 interpreter (started, stdsl imported, then the one compile timed): what a new user's process pays,
 without the copy-on-write faults a forked worker takes on the parent's pages.  llguidance compiles
-the same schema (grammar and matcher on the Qwen3.5 vocabulary) in its own forked worker.  Cases: the six extraction schemas, an enum of 5,000 short strings and an
-object of 300 optional string properties.  Then constraints that cannot finish are compiled under
+the same schema (grammar and matcher on the Qwen3.5 vocabulary) in its own forked worker.
+Cases: the six extraction schemas, an enum of 5,000 short strings and an object of 300 optional
+string properties.  Then constraints that cannot finish are compiled under
 `max_seconds` and the time to the refusal is reported against the limit.
 
     python benchmarks/compile_speed.py --peers llguidance
