@@ -51,7 +51,14 @@ def string_not_in(names: Iterable[str]) -> Node:
 
     Built as a trie over decoded characters: at each trie node the next unit either leaves the
     trie (then anything may follow) or follows a child; the string may end unless the node is a name.
+    Kept per name set: a large schema asks again for every object declaring the same names.
     """
+    return _string_not_in(tuple(sorted(set(names))))
+
+
+@lru_cache(maxsize=1024)
+def _string_not_in(names: tuple[str, ...]) -> Node:
+    """`string_not_in` of a sorted tuple of distinct names."""
     trie: dict = {}
     for name in names:
         node = trie
