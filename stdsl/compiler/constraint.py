@@ -182,7 +182,8 @@ def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespac
             return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
                                      outline=True)
     try:
-        automaton = build_automaton(schema_to_ir(schema, whitespace=whitespace), max_states=max_states)
+        node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None)
+        automaton = build_automaton(node, max_states=max_states)
     except StateBudgetError as budget:
         if not isinstance(schema, dict):
             raise

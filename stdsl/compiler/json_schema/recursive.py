@@ -135,8 +135,8 @@ class _CallingCompiler(_Compiler):
     """
 
     def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
-                 inlined: frozenset[str] = frozenset(), inline_any: bool = False) -> None:
-        super().__init__(tokens)
+                 inlined: frozenset[str] = frozenset(), inline_any: bool = False, zero_fractions: bool = True) -> None:
+        super().__init__(tokens, zero_fractions)
         self.targets = set(calls)
         self.calls = dict(calls)
         self.root = root
@@ -265,7 +265,7 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
 
 def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = None,
                              max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH,
-                             outline: bool = False) -> PushdownGrammar:
+                             outline: bool = False, zero_fractions: bool = True) -> PushdownGrammar:
     """The pushdown grammar of a JSON Schema: one nonterminal per target on a reference cycle.
 
     Schemas that combine a target with other keywords become nonterminals of their own.  With
@@ -273,6 +273,7 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     be a container is a nonterminal too, compiled once however often it occurs.  A call that breaks
     an L(1) condition (two calls, or a call and a byte, possible at one state) is inlined and the
     grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
+    `zero_fractions` is `schema_to_ir`'s.
     """
     targets = recursive_targets(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
@@ -280,7 +281,7 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     inline_any = False
     for _ in range(MAX_CONFLICT_RETRIES):
         compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline,
-                                    inlined=frozenset(inlined), inline_any=inline_any)
+                                    inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions)
         main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
         definitions = [Definition(compiler.names[key], body) for key, body in bodies.items()]
         try:

@@ -12,7 +12,8 @@ Choices that keep the language regular and exact:
   the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
   full RFC 8259 grammar.
 - `const`/`enum` values are written compactly in their own key order, strings in their
-  canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers without fraction.
+  canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers with or without a zero
+  fraction (`1`, `1.0`); so are integers, except under draft 4 (or 3), where `1.0` is no integer.
 - Additional keys are any JSON string (any spelling) whose decoded value differs from every
   declared name.  Lone surrogate escapes are never accepted.
 - `format` is an assertion (see `scalars/formats.py`); `pattern` matches anywhere in the decoded
@@ -68,6 +69,8 @@ from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 
 ANY_VALUE_DEPTH = 3
+ZERO_FRACTION = ir.optional(ir.seq(ir.literal("."), ir.plus(ir.literal("0"))))
+"""The zero fraction an integral number may be written with (`1.0` is the number 1)."""
 EMBED_ABOVE_STATES = 20_000
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
@@ -106,15 +109,18 @@ class _Tokens:
         self.empty_array = ir.seq(ir.literal("["), ws, ir.literal("]"))
 
 
-def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None) -> Node:
+def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, zero_fractions: bool = True) -> Node:
     """The byte-level IR of the JSON texts valid against `schema` (compact unless `whitespace` is given).
+
+    With `zero_fractions` off, integral numbers are written without a fraction only (a Pydantic
+    model reads `1.0` as a float, not as its int field).
 
     Raises SchemaError (with the JSON pointer of the offending keyword) for invalid schemas and
     for constraints that cannot be enforced exactly.
     """
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
-    compiler = _Compiler(_Tokens(whitespace))
+    compiler = _Compiler(_Tokens(whitespace), zero_fractions)
     node = compiler.value(schema, "#", document_context(schema))
     return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
 
@@ -122,13 +128,31 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None) -
 class _Compiler:
     """Lowers flattened schemas to IR nodes, sharing the token and generic-value nodes."""
 
-    def __init__(self, tokens: _Tokens) -> None:
+    def __init__(self, tokens: _Tokens, zero_fractions: bool = True) -> None:
         self.tokens = tokens
+        self.zero_fractions = zero_fractions
         self.string = json_string()
         self._any = lru_cache(maxsize=None)(self._any_value)
+        self._lowered: dict[int, tuple[Schema, Node]] = {}
 
     def value(self, schema: Schema, path: str, ctx: Context) -> Node:
-        """The IR of one (sub)schema."""
+        """The IR of one (sub)schema; a schema object lowered before is not lowered again.
+
+        Its lowering depends on the schema alone (references resolve in the one document), so a
+        definition referred to from many places is walked once.  The memo holds the schema, which
+        keeps its `id` from being reused for another object.
+        """
+        if isinstance(schema, dict):
+            found = self._lowered.get(id(schema))
+            if found is not None and found[0] is schema:
+                return found[1]
+        node = self._lower(schema, path, ctx)
+        if isinstance(schema, dict):
+            self._lowered[id(schema)] = (schema, node)
+        return node
+
+    def _lower(self, schema: Schema, path: str, ctx: Context) -> Node:
+        """The IR of one (sub)schema, walked."""
         flat, ctx, path = flatten(schema, path, ctx.entering())
         if flat is False:
             return ir.NOTHING
@@ -182,7 +206,9 @@ class _Compiler:
                 return ir.seq(QUOTE, string_body(flat, path), QUOTE)
             return self.string
         if name in ("number", "integer"):
-            return _number(name, flat, path)
+            number = _number(name, flat, path)
+            integral = name == "integer" and self.zero_fractions and _floats_may_be_integers(ctx)
+            return ir.seq(number, ZERO_FRACTION) if integral else number
         if name == "object":
             if not any(k in flat for k in OBJECT_KEYWORDS):
                 return self._any_object(ANY_VALUE_DEPTH)
@@ -395,6 +421,10 @@ class _Compiler:
             items = [self.const(v) for v in value]
             body = [items[0]] + [ir.seq(t.comma, i) for i in items[1:]]
             return ir.seq(t.open_array, *body, t.close_array)
+        integral = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float)
+                                                                                and value.is_integer())
+        if integral and self.zero_fractions:
+            return ir.seq(ir.literal(canonical_scalar(value)), ZERO_FRACTION)
         return ir.literal(canonical_scalar(value))
 
     def _any_value(self, depth: int) -> Node:
@@ -415,6 +445,12 @@ class _Compiler:
         t = self.tokens
         inner = self._any(depth - 1)
         return ir.alt(t.empty_array, ir.seq(t.open_array, inner, ir.star(ir.seq(t.comma, inner)), t.close_array))
+
+
+def _floats_may_be_integers(ctx: Context) -> bool:
+    """Whether `1.0` is an integer in the document's draft: from draft 6 on, draft 4 (and 3) say no."""
+    meta = ctx.root.get("$schema", "") if isinstance(ctx.root, dict) else ""
+    return not (isinstance(meta, str) and ("draft-04" in meta or "draft-03" in meta))
 
 
 def _as_list(value: Any) -> list:

@@ -53,12 +53,14 @@ class PushdownConstraint:
 
 
 def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False) -> PushdownConstraint:
+                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False
+                      ) -> PushdownConstraint:
     """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
 
-    With `outline`, every referenced definition is a nonterminal (for schemas too large for one DFA).
+    With `outline`, container members are nonterminals too (for schemas too large for one DFA).
+    A model's integers are written without a zero fraction (Pydantic reads `1.0` as a float).
     """
     began = time.perf_counter()
     grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
-                                       outline=outline)
+                                       outline=outline, zero_fractions=model_class is None)
     return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
