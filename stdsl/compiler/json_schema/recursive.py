@@ -212,7 +212,7 @@ class _CallingCompiler(_Compiler):
 
 
 def _may_be_container(flat: Any) -> bool:
-    """Whether a flattened schema with structure may hold an object or array (free-form and enum values do not count)."""
+    """Whether a flattened schema with structure may hold an object or array (free-form and enum values do not)."""
     if not isinstance(flat, dict) or not flat or "enum" in flat:
         return False
     if any(key in flat for key in COMBINATORS):

@@ -33,7 +33,8 @@ def _validator(schema: dict) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-numbers = st.builds(lambda sign, whole, zeros, digit: f"{sign}{whole}" + (f".{'0' * zeros}{digit}" if zeros or digit else ""),
+numbers = st.builds(lambda sign, whole, zeros, digit: f"{sign}{whole}" + (f".{'0' * zeros}{digit}"
+                                                                          if zeros or digit else ""),
                     st.sampled_from(["", "-"]), st.integers(0, 60), st.integers(0, 3), st.sampled_from(["", "5"]))
 """Number texts: integers, integers with a zero fraction (`7.00`), and fractions (`7.005`)."""
 

@@ -157,10 +157,11 @@ def item_at(flat: dict, index: int, ctx: Context) -> Schema:
     return flatten(prefix[index] if index < len(prefix) else flat.get("items", True), "#", ctx.entering())[0]
 
 
-def _strings_disjoint(a: dict, b: dict) -> bool:
-    """Whether the decoded strings meeting `a`'s and `b`'s patterns and lengths never meet."""
+def _strings_disjoint(a: dict, b: dict, with_format: bool = False) -> bool:
+    """Whether the decoded strings meeting `a`'s (format too, `with_format`) and `b`'s patterns and lengths
+    never meet; StateBudgetError and SchemaError reach the caller."""
     try:
-        la, lb = string_language(a, False), string_language(b, False)
+        la, lb = string_language(a, with_format), string_language(b, False)
         if la is None or lb is None:
             return False
         intersect(la, lb, LANGUAGE_STATES)
@@ -225,14 +226,9 @@ def string_subset(a: dict, b: dict) -> bool:
 
 
 def strings_never_meet(a: dict, b: dict) -> bool:
-    """Whether no decoded string meeting `a` (format included) meets `b`'s pattern and lengths."""
+    """Whether no decoded string meeting `a` (format included) meets `b`'s pattern and lengths (False when
+    that cannot be decided within the budget)."""
     try:
-        la, lb = string_language(a, True), string_language(b, False)
-        if la is None or lb is None:
-            return False
-        intersect(la, lb, LANGUAGE_STATES)
-    except EmptyLanguageError:
-        return True
+        return _strings_disjoint(a, b, with_format=True)
     except (StateBudgetError, SchemaError):
         return False
-    return False
