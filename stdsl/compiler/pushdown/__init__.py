@@ -1,1 +1,1 @@
-"""Recursion: pushdown grammars over called definitions, the machine that steps them, and the constraint that wraps both."""
+"""Recursion: pushdown grammars over called definitions, the machine that steps them, and the constraint around both."""
