@@ -125,12 +125,12 @@ class _CallingCompiler(_Compiler):
 
     A plain reference to a target calls the target's own nonterminal.  A schema that combines a
     target with other keywords (`{"$ref": t, "maxItems": 1}`, an `anyOf` with a target among its
-    branches, an `allOf` part) gets a nonterminal of its own, keyed by its canonical JSON, whose
+    branches, an `allOf` part) gets a nonterminal of its own, keyed by its JSON text, whose
     body inlines the target once; the target's inner references are calls again.  An unconstrained
     value is a call of its own nonterminal (`ANY_VALUE`), so it nests as deep as the stack allows
     rather than the DFA compiler's `ANY_VALUE_DEPTH` (unless `inline_any`, after a conflict).
     With `outline`, every member value or array item that may be an object or array is a call of a
-    nonterminal keyed by its schema's canonical JSON (but those in `inlined`), compiled once however
+    nonterminal keyed by its schema's JSON text (but those in `inlined`), compiled once however
     often it occurs.
     """
 
@@ -153,14 +153,14 @@ class _CallingCompiler(_Compiler):
                 _, target = resolve_ref(ref, ctx, f"{path}/$ref")
                 if target in self.calls:
                     return self.calls[target]
-            key = json.dumps(schema, sort_keys=True)
+            key = json.dumps(schema)
             return self._call(key, schema, path, _display_name(key))
         return super().value(schema, path, ctx)
 
     def member(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
         """With `outline`, a call for a member value or item that may be a container; else the ordinary lowering."""
         if self.outline and isinstance(schema, dict) and not self._mentions_target(schema, ctx, path):
-            key = json.dumps(schema, sort_keys=True)
+            key = json.dumps(schema)
             if key not in self.inlined and _may_be_container(flatten(schema, path, ctx.entering())[0]):
                 self.outlined.add(key)
                 return self._call(key, schema, path, path)
@@ -245,7 +245,7 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
     """The root's IR and the body of each nonterminal: the recursive targets (`calls`), then combinations met.
 
     References to the targets are lowered to `calls`; a combination gets the next call symbol,
-    and its body is keyed by its canonical JSON.
+    and its body is keyed by its JSON text (key order kept: it is the order members are written in).
     """
     compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema)
     ws = compiler.tokens.ws

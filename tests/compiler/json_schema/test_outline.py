@@ -69,3 +69,13 @@ def test_outlined_walks_validate(seed: int) -> None:
         for _ in range(5):
             text = random_accepted(constraint.machine, rng).decode("utf-8")
             assert validator.is_valid(json.loads(text)), text
+
+
+def test_members_equal_up_to_key_order_keep_their_own_member_order() -> None:
+    first = {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "integer"}},
+             "additionalProperties": False}
+    second = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "boolean"}},
+              "additionalProperties": False}
+    schema = {"type": "object", "properties": {"x": first, "y": second}, "additionalProperties": False}
+    constraint = compile_recursive(schema, outline=True)
+    assert constraint.accepts('{"x":{"a":true,"b":1},"y":{"b":1,"a":true}}')
