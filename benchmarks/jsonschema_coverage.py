@@ -45,8 +45,8 @@ OUTCOMES = ("passing", "compile error", "timeout", "validation error", "invalida
 def _compile(schema: Any, max_states: int, max_seconds: float) -> tuple[Any, str]:
     """A matcher with `accepts(bytes)` for the schema, and which engine built it ('dfa' or 'pushdown').
 
-    The same routing as `stdsl.compile`: recursive schemas, and schemas too large for one DFA that
-    have definitions, go to the pushdown engine.
+    The same routing as `stdsl.compile`: recursive schemas, and schemas too large for one DFA (their
+    container members outlined as nonterminals), go to the pushdown engine.
     """
     from stdsl.compiler.constraint import compile as compile_constraint
     from stdsl.compiler.pushdown.constraint import PushdownConstraint
