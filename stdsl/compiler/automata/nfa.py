@@ -6,11 +6,13 @@ so that every epsilon closure stays small.  An alternation of plain byte strings
 code point class such as `\\w` becomes after UTF-8 expansion, or a list of keywords) is
 built as a trie with shared suffixes, so its states stay few and nearly deterministic.
 The NFA is built back to front with fragments shared per (node, continuation), and its size
-is checked while building.
+is checked while building.  Once three steps of a counted repetition built the same block of
+states shifted, the remaining steps are copied from it instead of walking the IR again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -21,6 +23,8 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 MAX_NFA_STATES = 2_000_000
+PERIOD_PROBES = 8
+COPY_CHUNK = 1024
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -283,15 +287,74 @@ class _Builder:
             self.add_eps(loop, self.entry(node.item, loop))
             after = loop
         else:
-            after = exit_state
-            for _ in range(node.max - node.min):
-                optional = self.new_state()
-                self.add_eps(optional, exit_state)
-                self.add_eps(optional, self.entry(node.item, after))
-                after = optional
-        for _ in range(node.min):
-            after = self.entry(node.item, after)
+
+            def optional(after: int) -> int:
+                state = self.new_state()
+                self.add_eps(state, exit_state)
+                self.add_eps(state, self.entry(node.item, after))
+                return state
+
+            after = self.iterate(optional, exit_state, node.max - node.min)
+        return self.iterate(lambda after: self.entry(node.item, after), after, node.min)
+
+    def iterate(self, step: Callable[[int], int], after: int, count: int) -> int:
+        """`after = step(after)`, `count` times; once three steps in a row built the same states shifted, copy the rest.
+
+        A step appends a block of new states (memo hits may make the first few differ).  When the
+        last step's block is the one before it shifted (moves into the step before and into itself
+        shifted, moves further back unchanged), every later step would build that block shifted
+        again, so the rest are copied from it without walking the IR.  The copies register no memo
+        entries, so a later fragment never shares states with them (the language is the same).
+        """
+        bounds: list[int] = [len(self.eps)]
+        results: list[int] = [after]
+        for done in range(count):
+            if PERIOD_PROBES >= done >= 3 and self._shifts(bounds[-4:], results[-2:]):
+                return self._copy_steps(bounds[-3], bounds[-2], bounds[-1], after, count - done)
+            after = step(after)
+            bounds.append(len(self.eps))
+            results.append(after)
         return after
+
+    def _shifts(self, bounds: list[int], results: list[int]) -> bool:
+        """Whether the last two of three steps (blocks between bounds `b0 ≤ b1 ≤ b2 ≤ b3`) built one block, shifted.
+
+        `results` are the states the last two steps returned.
+        """
+        b0, b1, b2, b3 = bounds
+        delta = b2 - b1
+        if delta == 0 or b1 - b0 != delta or b3 - b2 != delta:
+            return False
+        if (results[0] + delta if results[0] >= b0 else results[0]) != results[1]:
+            return False
+        eps, edges = self.eps, self.edges
+        for state in range(b1, b2):
+            moves, shifted = eps[state], eps[state + delta]
+            if len(moves) != len(shifted) or any((t + delta if t >= b0 else t) != u for t, u in zip(moves, shifted)):
+                return False
+            out, shifted_out = edges[state], edges[state + delta]
+            if len(out) != len(shifted_out) or any(
+                    i != j or (t + delta if t >= b0 else t) != u for (i, t), (j, u) in zip(out, shifted_out)):
+                return False
+        return True
+
+    def _copy_steps(self, low: int, start: int, end: int, after: int, count: int) -> int:
+        """Append `count` copies of block `start..end-1`, the k-th with moves to `low` or later shifted by k blocks."""
+        delta = end - start
+        if len(self.eps) + count * delta > self.max_states:
+            raise StateBudgetError(
+                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
+                "repetitions such as x{m,n} or nest fewer of them")
+        for copy in range(1, count + 1):
+            shift = copy * delta
+            for chunk in range(start, end, COPY_CHUNK):
+                check_deadline("NFA construction")
+                stop = min(chunk + COPY_CHUNK, end)
+                self.eps.extend([t + shift if t >= low else t for t in moves] if moves else NO_MOVES
+                                for moves in self.eps[chunk:stop])
+                self.edges.extend([(i, t + shift if t >= low else t) for i, t in out] if out else NO_MOVES
+                                  for out in self.edges[chunk:stop])
+        return after + count * delta if after >= low else after
 
 
 def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES) -> NFA:

@@ -1,16 +1,24 @@
-"""The NFA builder shares a sub-expression used with one continuation, so objects with many optional members stay linear."""
+"""The NFA builder shares a sub-expression used with one continuation (objects with many optional members stay
+linear), and copies a counted repetition's periodic steps state by state equal to walking each one."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata import nfa as nfa_module
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa, estimated_states
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import StateBudgetError
 
 
 def _object_schema(count: int) -> dict:
@@ -48,3 +56,79 @@ def test_shared_repeats_match_re(words: list[str], low: int, extra: int, text: s
     choice = "|".join(re.escape(w) for w in words)
     pattern = re.compile(f"(?:{choice}){{{low},{low + extra}}}x?(?:{choice})*")
     assert build_automaton(node).accepts(text.encode()) == bool(pattern.fullmatch(text))
+
+
+def _walked_and_copied(node: ir.Node, max_states: int = 2_000_000) -> tuple[nfa_module.NFA, nfa_module.NFA, int]:
+    """The NFA built by walking every counted copy, the one built with copies, and how many copy runs it made."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nfa_module, "PERIOD_PROBES", 0)
+        walked = build_nfa(node, max_states)
+    runs: list[int] = []
+    original = nfa_module._Builder._copy_steps
+
+    def counting(self: nfa_module._Builder, low: int, start: int, end: int, after: int, count: int) -> int:
+        runs.append(count)
+        return original(self, low, start, end, after, count)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nfa_module._Builder, "_copy_steps", counting)
+        copied = build_nfa(node, max_states)
+    return walked, copied, len(runs)
+
+
+def _moves(nfa: nfa_module.NFA) -> tuple[list[list[int]], list[list[tuple[int, int]]], int, int]:
+    return [list(m) for m in nfa.eps], [list(m) for m in nfa.edges], nfa.start, nfa.accept
+
+
+@pytest.mark.parametrize("pattern", [
+    "(?:[a-z]é){0,50}", r"(?:\w){3,40}", "(?:ab|cd){2,40}x", "(?:(?:ab){0,9}c){0,12}d", "(?:a*b){7}",
+    "(?:[0-9]{1,3}\\.){0,20}[0-9]+", '"(?:[^"\\\\]|\\\\.){0,64}"',
+])
+def test_copied_repeats_are_the_walked_nfa(pattern: str) -> None:
+    walked, copied, runs = _walked_and_copied(parse_regex(pattern))
+    assert runs > 0
+    assert _moves(copied) == _moves(walked)
+    assert copied.byte_sets == walked.byte_sets
+
+
+def test_copies_respect_the_state_budget() -> None:
+    long_word = ir.literal("q" * 40)
+    node = ir.repeat(ir.alt(ir.seq(long_word, ir.literal("1")), ir.seq(long_word, ir.literal("2"))), 0, 100)
+    walked, copied, runs = _walked_and_copied(node)
+    assert runs == 1 and _moves(copied) == _moves(walked)
+    assert estimated_states(node) < 3000 < walked.num_states
+    with pytest.raises(StateBudgetError):
+        build_nfa(node, max_states=3000)
+
+
+ATOMS = ["a", "b", "[ab]", "(?:ab|ba)", "a*", "b?", "[a-c]", "é", "(?:xy|x)"]
+
+
+@st.composite
+def counted_regexes(draw: st.DrawFn, depth: int = 3) -> str:
+    """Random regexes over a few atoms with nested counted repetitions."""
+    kind = draw(st.integers(0, 4)) if depth else 0
+    if kind == 0:
+        return draw(st.sampled_from(ATOMS))
+    if kind == 1:
+        return draw(counted_regexes(depth - 1)) + draw(counted_regexes(depth - 1))
+    if kind == 2:
+        return f"(?:{draw(counted_regexes(depth - 1))}|{draw(counted_regexes(depth - 1))})"
+    low = draw(st.integers(0, 6))
+    high = low + draw(st.integers(0, 8))
+    bound = draw(st.sampled_from([f"{{{low},{high}}}", f"{{{high}}}", f"{{{low},}}"]))
+    return f"(?:{draw(counted_regexes(depth - 1))}){bound}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(counted_regexes())
+def test_copied_repeats_keep_the_language(pattern: str) -> None:
+    walked, copied, _ = _walked_and_copied(parse_regex(pattern))
+    expected = minimize(*_table(walked))
+    got = minimize(*_table(copied))
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+def _table(nfa: nfa_module.NFA) -> tuple[np.ndarray, np.ndarray]:
+    dfa = determinize(nfa)
+    return dfa.byte_table(), dfa.accepting
