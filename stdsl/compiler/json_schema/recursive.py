@@ -241,13 +241,15 @@ def _holds_call(node: ir.Node) -> bool:
 
 
 def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespace: Whitespace | None = None,
-                           compiler: _CallingCompiler | None = None) -> tuple[ir.Node, dict[str, ir.Node]]:
+                           compiler: _CallingCompiler | None = None,
+                           zero_fractions: bool = True) -> tuple[ir.Node, dict[str, ir.Node]]:
     """The root's IR and the body of each nonterminal: the recursive targets (`calls`), then combinations met.
 
     References to the targets are lowered to `calls`; a combination gets the next call symbol,
     and its body is keyed by its JSON text (key order kept: it is the order members are written in).
+    `zero_fractions` is `schema_to_ir`'s (used when no `compiler` is given).
     """
-    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema)
+    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema, zero_fractions=zero_fractions)
     ws = compiler.tokens.ws
     main = ir.seq(ws, compiler.value(schema, ROOT, document_context(schema)), ws)
     bodies = {}

@@ -57,14 +57,15 @@ class RecursiveHoles:
         self.names = sorted(declared)
         self.defs = {name: declared[name].schema() for name in self.names}
         self.calls = {DEFS + name: call_symbol(i) for i, name in enumerate(self.names)}
-        _, bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls)
+        _, bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls, zero_fractions=False)
         self.bodies = {name: finite_numbers(body) for name, body in bodies.items()}
 
     def hole_ir(self, kind: FieldType) -> ir.Node | None:
         """The IR of a recursive hole (None for an ordinary one)."""
         if not is_recursive(kind):
             return None
-        main, _ = recursive_schema_to_ir({**kind.schema(), "$defs": self.defs}, self.calls)
+        main, _ = recursive_schema_to_ir({**kind.schema(), "$defs": self.defs}, self.calls,
+                                         zero_fractions=False)
         return finite_numbers(main)
 
     def definitions(self) -> list[Definition]:

@@ -63,7 +63,7 @@ class FieldType:
 
     def text_ir(self) -> ir.Node:
         """The bytes of a value when it stands alone in a template (its JSON, numbers kept finite)."""
-        return finite_numbers(schema_to_ir(self.schema()))
+        return finite_numbers(schema_to_ir(self.schema(), zero_fractions=False))
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value inside JSON (records, lists rendered as JSON, `json(...)`)."""
@@ -202,7 +202,7 @@ class FormatType(FieldType):
         return {"type": "string", "format": self.format, "pattern": pattern}
 
     def text_ir(self) -> ir.Node:
-        node = schema_to_ir(self.schema())
+        node = schema_to_ir(self.schema(), zero_fractions=False)
         assert isinstance(node, ir.Seq) and node.items[0] == node.items[-1] == ir.literal('"')
         return ir.seq(*node.items[1:-1])
 

@@ -109,3 +109,18 @@ def test_floats_inside_json_stay_finite() -> None:
     tree = constraint_of("{a: T}", decls="type T = {v: float, k: list[T](..2)}\n")
     assert not tree.accepts('{"v":1,"k":[{"v":1e999,"k":[]}]}')
     assert tree.parse('{"v":1e99,"k":[{"v":2,"k":[]}]}')["a"].k[0].v == 2.0
+
+
+@pytest.mark.parametrize("output, decls", [
+    ("{n: int(1..10)}", ""),
+    ("{r: {n: int}}", ""),
+    ("{t: T}", "type T = {n: int, kids: list[T](0..2)}\n"),
+])
+def test_an_int_is_written_without_a_zero_fraction(output: str, decls: str) -> None:
+    """A program's int reads back as an int, so `5.0` (an integer to JSON Schema from draft 6 on) is refused."""
+    c = constraint_of(output, decls=decls)
+    whole = {"{n: int(1..10)}": "5", "{r: {n: int}}": '{"n":5}', "{a: list[int](1..3)}": "[5]",
+             "{t: T}": '{"n":5,"kids":[]}'}[output]
+    assert c.accepts(whole)
+    assert not c.accepts(whole.replace("5", "5.0"))
+    assert not c.accepts(whole.replace("5", "5.00"))
