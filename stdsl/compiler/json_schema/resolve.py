@@ -302,6 +302,8 @@ def _anchor_index(node: Any, path: str, out: dict[str, tuple[Any, str]]) -> None
 
 def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
     """The schema a local reference (`#`, `#/json/pointer`, `#anchor`) points to, and its path."""
+    if not isinstance(ref, str):
+        raise SchemaError(f"'$ref' must be a string, got {type(ref).__name__}", where)
     root_id = ctx.root.get("$id") if isinstance(ctx.root, dict) else None
     base = root_id.split("#")[0] if isinstance(root_id, str) else ""
     if base and ref.startswith(base):

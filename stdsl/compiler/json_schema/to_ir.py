@@ -236,7 +236,7 @@ class _Compiler:
         members: list[tuple[Node, bool]] = []
         for name in declared:
             where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
-            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name)]
+            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name, f"{path}/patternProperties")]
             own = props.get(name, extra_schema if not matched else True)
             allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
             value = self.member({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING

@@ -65,6 +65,9 @@ def test_task_schemas(path: Path) -> None:
     ({"type": "string", "format": "regex"}, "#/format", "regex"),
     ({"uniqueItems": True}, "#/uniqueItems", "uniqueItems"),
     ({"properties": {"a": 3}}, "#/properties/a", "object or a boolean"),
+    ({"allOf": [{"enum": ["x"]}, {"not": {"not": {"$ref": ["a"]}}}]}, "#/allOf/1/not/not/$ref", "must be a string"),
+    ({"properties": {"\ud800v": {}}, "patternProperties": {"^v": {}}, "additionalProperties": False},
+     "#/patternProperties", "lone surrogate"),
 ])
 def test_refusals_name_the_keyword(schema: dict, path: str, words: str) -> None:
     with pytest.raises(SchemaError) as info:

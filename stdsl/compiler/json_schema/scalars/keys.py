@@ -62,9 +62,18 @@ def _empty() -> Automaton:
     return Automaton(np.full((1, 256), -1, dtype=np.int64), np.zeros(1, dtype=bool))
 
 
-def name_matches(matcher: Automaton, name: str) -> bool:
-    """Whether a property name is in a matcher's language."""
-    return matcher.accepts(name.encode("utf-8"))
+def name_matches(matcher: Automaton, name: str, where: str = "#/patternProperties") -> bool:
+    """Whether a property name is in a matcher's language.
+
+    A name holding a lone surrogate has no UTF-8 bytes for the byte-level matcher to read, so no
+    exact answer exists here: it is refused (naming `where`) rather than guessed.
+    """
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SchemaError(f"cannot match the property name {name!r} (it holds a lone surrogate) against a "
+                          "pattern exactly", where) from None
+    return matcher.accepts(encoded)
 
 
 def _names(names: list[str]) -> Automaton:
