@@ -7,7 +7,7 @@ to UTF-8 byte sequences here, so everything downstream sees bytes only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Union
@@ -374,7 +374,24 @@ def size(node: Node) -> int:
     return 1 + sum(size(i) for i in node.items)
 
 
+def distinct_nodes(node: Node) -> Iterator[Node]:
+    """Every node reachable from `node`, each shared subtree once (by identity), parents before children."""
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, Repeat):
+            pending.append(current.item)
+        elif isinstance(current, (Seq, Alt)):
+            pending.extend(current.items)
+
+
 __all__: Sequence[str] = [
     "ByteSet", "Embedded", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
     "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern", "size",
+    "distinct_nodes",
 ]

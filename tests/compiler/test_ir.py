@@ -45,3 +45,13 @@ def test_a_sequence_holding_a_symbol_past_255_is_no_literal_and_still_hashes() -
     node = ir.Seq((ir.ByteSet(((44, 44),)), ir.ByteSet(((256, 256),))))
     assert ir.literal_bytes(node) is None
     assert node == ir.Seq((ir.ByteSet(((44, 44),)), ir.ByteSet(((256, 256),)))) and isinstance(hash(node), int)
+
+
+def test_distinct_nodes_yields_each_shared_subtree_once() -> None:
+    digit = ir.byte_set([(0x30, 0x39)])
+    node = ir.seq(ir.repeat(digit, 1, 3), ir.alt(digit, ir.literal("ab")), digit)
+    nodes = list(ir.distinct_nodes(node))
+    assert nodes[0] is node
+    assert sum(current is digit for current in nodes) == 1
+    assert len({id(current) for current in nodes}) == len(nodes)
+    assert any(ir.literal_bytes(current) == b"ab" for current in nodes)

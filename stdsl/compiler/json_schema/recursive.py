@@ -223,21 +223,8 @@ def _may_be_container(flat: Any) -> bool:
 
 def _holds_call(node: ir.Node) -> bool:
     """Whether an IR node reads a call symbol (a byte set reaching past 255) anywhere."""
-    seen: set[int] = set()
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ir.ByteSet):
-            if current.ranges and current.ranges[-1][1] >= CALL_BASE:
-                return True
-        elif isinstance(current, ir.Repeat):
-            pending.append(current.item)
-        elif isinstance(current, (ir.Seq, ir.Alt)):
-            pending.extend(current.items)
-    return False
+    return any(isinstance(current, ir.ByteSet) and bool(current.ranges) and current.ranges[-1][1] >= CALL_BASE
+               for current in ir.distinct_nodes(node))
 
 
 def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespace: Whitespace | None = None,
