@@ -69,8 +69,9 @@ from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 
 ANY_VALUE_DEPTH = 3
-ZERO_FRACTION = ir.optional(ir.seq(ir.literal("."), ir.plus(ir.literal("0"))))
-"""The zero fraction an integral number may be written with (`1.0` is the number 1)."""
+ZERO_FRACTION = ir.optional(ir.literal(".0"))
+"""The zero fraction an integral number may be written with (`1.0` is the number 1): one zero, so that a
+bounded integer stays a finite language and an output cannot run on writing zeros (`8.000…`)."""
 EMBED_ABOVE_STATES = 20_000
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
