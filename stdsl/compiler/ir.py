@@ -374,8 +374,11 @@ def size(node: Node) -> int:
     return 1 + sum(size(i) for i in node.items)
 
 
-def distinct_nodes(node: Node) -> Iterator[Node]:
-    """Every node reachable from `node`, each shared subtree once (by identity), parents before children."""
+def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
+    """Every node reachable from `node`, each shared subtree once (by identity), parents before children.
+
+    Without `into_repeats` a repetition's item is not entered (a caller that counts its copies itself).
+    """
     seen: set[int] = set()
     pending = [node]
     while pending:
@@ -385,7 +388,8 @@ def distinct_nodes(node: Node) -> Iterator[Node]:
         seen.add(id(current))
         yield current
         if isinstance(current, Repeat):
-            pending.append(current.item)
+            if into_repeats:
+                pending.append(current.item)
         elif isinstance(current, (Seq, Alt)):
             pending.extend(current.items)
 

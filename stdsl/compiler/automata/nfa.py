@@ -123,25 +123,16 @@ def estimated_states(node: ir.Node) -> int:
     cached = node.__dict__.get("_estimated_states")
     if cached is not None:
         return int(cached)
-    seen: set[int] = set()
     total = 0
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, ir.ByteSet):
-            total += 1
-        elif isinstance(current, ir.Embedded):
+    for count, current in enumerate(ir.distinct_nodes(node, into_repeats=False), 1):
+        if isinstance(current, ir.Embedded):
             total += len(current.accepting)
         elif isinstance(current, ir.Repeat):
             copies = current.min + 1 if current.max is None else current.max
             total += 1 + max(copies, 1) * (1 + estimated_states(current.item))
         else:
             total += 1
-            pending.extend(current.items)
-        if len(seen) & 65535 == 0:
+        if count & 65535 == 0:
             check_deadline("sizing the expression")
     object.__setattr__(node, "_estimated_states", total)
     return total
