@@ -144,7 +144,8 @@ NOTHING: Node = Alt(())
 _SINGLE_BYTES = tuple(ByteSet(((b, b),)) for b in range(256))
 
 
-def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+def merged_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Inclusive ranges sorted, with empty ones dropped and overlapping or touching ones joined."""
     out: list[list[int]] = []
     for lo, hi in sorted(ranges):
         if lo > hi:
@@ -158,7 +159,7 @@ def _normalize(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]
 
 def byte_set(ranges: Iterable[tuple[int, int]]) -> Node:
     """A set of bytes; the empty set is the empty language."""
-    norm = _normalize(ranges)
+    norm = merged_ranges(ranges)
     for lo, hi in norm:
         if lo < 0 or hi > 255:
             raise ValueError(f"byte range {lo}..{hi} outside 0..255")
@@ -306,7 +307,7 @@ def codepoints(ranges: Iterable[tuple[int, int]], negate: bool = False) -> Node:
 
     Surrogates (U+D800..U+DFFF) have no UTF-8 encoding and are never matched.
     """
-    norm = list(_normalize(ranges))
+    norm = list(merged_ranges(ranges))
     for lo, hi in norm:
         if lo < 0 or hi > MAX_UNICODE:
             raise ValueError(f"code point range {lo:#x}..{hi:#x} outside Unicode")
@@ -397,5 +398,5 @@ def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
 __all__: Sequence[str] = [
     "ByteSet", "Embedded", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
     "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern", "size",
-    "distinct_nodes",
+    "distinct_nodes", "merged_ranges",
 ]

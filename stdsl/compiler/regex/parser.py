@@ -63,27 +63,16 @@ def computed_category_ranges(letter: str) -> tuple[tuple[int, int], ...]:
     if letter == "d":
         return tuple(_ranges_of(str.isdecimal))
     if letter == "w":
-        return tuple(_merge(_ranges_of(str.isalnum) + [(0x5F, 0x5F)]))
+        return ir.merged_ranges(_ranges_of(str.isalnum) + [(0x5F, 0x5F)])
     if letter == "s":
         return tuple(_ranges_of(str.isspace))
     raise ValueError(f"no category \\{letter}")
 
 
-def _merge(ranges: Ranges) -> Ranges:
-    """Sorted, disjoint, non-adjacent ranges covering the same code points."""
-    out: Ranges = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
 def _complement(ranges: Ranges) -> Ranges:
     out: Ranges = []
     prev = 0
-    for lo, hi in _merge(ranges):
+    for lo, hi in ir.merged_ranges(ranges):
         if lo > prev:
             out.append((prev, lo - 1))
         prev = hi + 1
@@ -338,7 +327,7 @@ class _Parser:
                 ranges.append((low[0][0], high[0][0]))
             else:
                 ranges += low
-        return _class_node(tuple(_merge(ranges)), negate)
+        return _class_node(ir.merged_ranges(ranges), negate)
 
     def class_escape(self, start: int) -> Ranges:
         """An escape inside `[...]` (`pos` is just past the backslash): ranges of code points."""

@@ -55,7 +55,7 @@ def _char_edges(table: np.ndarray, state: int, memo: dict[tuple[int, int], list[
             payload = lead & (0x3F >> tail)
             for first, last, target in _continuations(table, middle, tail, memo):
                 out.setdefault(target, []).append(((payload << (6 * tail)) + first, (payload << (6 * tail)) + last))
-    return {t: _merged(ranges) for t, ranges in out.items()}
+    return {t: list(ir.merged_ranges(ranges)) for t, ranges in out.items()}
 
 
 def _continuations(table: np.ndarray, state: int, count: int,
@@ -78,17 +78,6 @@ def _continuations(table: np.ndarray, state: int, count: int,
             else:
                 out.append((base + first, base + last, target))
     memo[(state, count)] = out
-    return out
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted ranges with touching ones joined."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
     return out
 
 
