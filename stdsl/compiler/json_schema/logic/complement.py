@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from stdsl.compiler.json_schema.resolve import INEXACT, KINDS, Schema, json_key, kinds_of_types, kinds_of_value
+from stdsl.compiler.json_schema.scalars.string_units import char_trie
 from stdsl.errors import SchemaError
 
 ALL_KINDS = frozenset(KINDS)
@@ -132,13 +133,7 @@ ANY_TEXT = ANY_CHAR + "*"
 
 def string_complement_pattern(strings: list[str]) -> str:
     """An anchored pattern matching exactly the strings (decoded) that are none of `strings`."""
-    trie: dict = {}
-    for text in strings:
-        node = trie
-        for ch in text:
-            node = node.setdefault(ch, {})
-        node[None] = {}
-    return f"^{_outside(trie)}$"
+    return f"^{_outside(char_trie(strings))}$"
 
 
 def _outside(trie: dict) -> str:

@@ -114,3 +114,14 @@ def unit_except(chars: Iterable[str]) -> Node:
     """One JSON string unit whose decoded character is none of `chars`."""
     holes = sorted((ord(c), ord(c)) for c in chars)
     return string_unit(tuple(_subtract(ALL_CHARS, holes)))
+
+
+def char_trie(strings: Iterable[str]) -> dict:
+    """The strings as a trie over characters: a child per next character, and the key None where one ends."""
+    trie: dict = {}
+    for text in strings:
+        node = trie
+        for ch in text:
+            node = node.setdefault(ch, {})
+        node[None] = {}
+    return trie

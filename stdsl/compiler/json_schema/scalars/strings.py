@@ -19,7 +19,13 @@ from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.resolve import patterns_of
 from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
-from stdsl.compiler.json_schema.scalars.string_units import FORBIDDEN_RAW, string_unit, unit_except, unit_for_char
+from stdsl.compiler.json_schema.scalars.string_units import (
+    FORBIDDEN_RAW,
+    char_trie,
+    string_unit,
+    unit_except,
+    unit_for_char,
+)
 from stdsl.compiler.regex.parser import parse_anchored
 from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
 
@@ -59,13 +65,7 @@ def string_not_in(names: Iterable[str]) -> Node:
 @lru_cache(maxsize=1024)
 def _string_not_in(names: tuple[str, ...]) -> Node:
     """`string_not_in` of a sorted tuple of distinct names."""
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[None] = {}
-    return ir.seq(QUOTE, _outside(trie), QUOTE)
+    return ir.seq(QUOTE, _outside(char_trie(names)), QUOTE)
 
 
 def _outside(trie: dict) -> Node:
