@@ -53,3 +53,20 @@ def test_refusals_and_time_limits_are_our_errors() -> None:
             cache.close()
 
     asyncio.run(run())
+
+
+def test_a_recursive_schema_comes_back_from_the_worker() -> None:
+    kids = {"type": "array", "items": {"$ref": "#/$defs/node"}}
+    tree = {"$defs": {"node": {"type": "object", "properties": {"kids": kids}, "additionalProperties": False}},
+            "$ref": "#/$defs/node"}
+
+    async def run() -> None:
+        cache = ConstraintCache(compile_seconds=60)
+        try:
+            compiled = await cache.get({"kind": "json_schema", "strict": True, "schema": tree})
+        finally:
+            cache.close()
+        assert compiled.accepts('{"kids":[{"kids":[{"kids":[{"kids":[]}]}]}]}')
+        assert not compiled.accepts('{"kids":[{"kid":[]}]}')
+
+    asyncio.run(run())

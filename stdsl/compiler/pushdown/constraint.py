@@ -28,6 +28,15 @@ class PushdownConstraint:
     def __post_init__(self) -> None:
         self.machine = PushdownMachine(self.grammar)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the machine (configurations met in this process; it holds closures): a server's
+        compile worker sends the grammar, and the receiving process starts a machine of its own."""
+        return {key: value for key, value in self.__dict__.items() if key != "machine"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.machine = PushdownMachine(self.grammar)
+
     @property
     def num_states(self) -> int:
         """States of all nonterminal DFAs together."""
@@ -64,3 +73,4 @@ def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max
     grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
                                        outline=outline, zero_fractions=model_class is None)
     return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
+
