@@ -9,6 +9,7 @@ lengths bn(q) of Proposition 2 are computed for the budget rule.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -120,17 +121,16 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     for name, body in zip(names, [main] + [d.body for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
         try:
-            dfa = determinize(build_nfa(body), max_states, alphabet)
-            table, accepting = minimize(dfa.table, dfa.accepting)
+            table, accepting = _body_dfa(body, max_states, alphabet)
         except EmptyLanguageError as error:
             if name == MAIN:
                 raise
             raise DefinitionError(f"definition '{name}' matches nothing: {error}", name) from error
-        tables.append(table[:, dfa.byte_class])
+        tables.append(table)
         accepts.append(accepting)
     offsets = np.cumsum([0] + [len(t) for t in tables])
     total = int(offsets[-1])
-    byte_table = np.full((total, 256), -1, dtype=np.int32)
+    byte_table = np.full((total, 256), -1, dtype=np.int16 if total < 2**15 else np.int32)
     owner = np.zeros(total, dtype=np.int32)
     call_state: list[int] = []
     call_callee: list[int] = []
@@ -147,6 +147,29 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts),
                            np.array(call_state, dtype=np.int32), np.array(call_callee, dtype=np.int32),
                            np.array(call_return, dtype=np.int32), max_depth)
+
+
+_BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+BODY_CACHE_SIZE = 64
+
+
+def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
+    """A body's minimal DFA over `alphabet` symbols (its full table and accepting mask), kept for the next grammar
+    with the same body: the free-form value's nonterminal is the same in every schema that has one."""
+    key = (body, alphabet)
+    found = _BODY_DFAS.get(key)
+    if found is not None and len(found[1]) <= max_states:
+        _BODY_DFAS.move_to_end(key)
+        return found
+    dfa = determinize(build_nfa(body), max_states, alphabet)
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    found = (table[:, dfa.byte_class], accepting)
+    for array in found:
+        array.flags.writeable = False
+    _BODY_DFAS[key] = found
+    if len(_BODY_DFAS) > BODY_CACHE_SIZE:
+        _BODY_DFAS.popitem(last=False)
+    return found
 
 
 def _calls_at(grammar: PushdownGrammar, state: int) -> list[int]:
@@ -184,7 +207,7 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
 
 def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
     """call_of_byte (Q, 256) after checking L(1) condition 1: call firsts disjoint from own bytes and each other."""
-    table = np.full(grammar.byte_table.shape, -1, dtype=np.int32)
+    table = np.full(grammar.byte_table.shape, -1, dtype=np.int16 if len(grammar.call_state) < 2**15 else np.int32)
     for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
         first = grammar.first[callee]
         clash_own = first & (grammar.byte_table[q] >= 0)
