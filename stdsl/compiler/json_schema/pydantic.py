@@ -7,6 +7,10 @@ narrows each of those to the exact language Pydantic accepts, and refuses, with 
 the reason, constraints no automaton can enforce (`PastDate`, `FutureDatetime`, a fixed offset, a
 pattern class that cannot be written as ECMA-262).  Custom validators (`field_validator`, ...) run
 Python code and are not enforced: `.value` still validates and may raise there.
+
+A model that ignores extra fields (Pydantic's default) is written closed: the members it would drop
+never reach the value, so generating them only costs tokens; every instance of the model stays
+reachable.  A model with `extra="allow"` keeps them (they become attributes) and stays open.
 """
 
 from __future__ import annotations
@@ -51,6 +55,13 @@ class ValidatedJsonSchema(GenerateJsonSchema):
         if schema.get("tz_constraint") == "naive":
             return {"type": "string", "pattern": NAIVE_DATETIME}
         return {**super().datetime_schema(schema), "pattern": NO_LEAP_SECOND_DATETIME}
+
+    def model_schema(self, schema: Any) -> Any:
+        out = super().model_schema(schema)
+        extra = schema.get("config", {}).get("extra_fields_behavior") or schema["cls"].model_config.get("extra")
+        if extra in (None, "ignore") and out.get("type") == "object" and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
 
     def str_schema(self, schema: Any) -> Any:
         out = dict(super().str_schema(schema))

@@ -161,3 +161,26 @@ def test_a_recursive_model_on_the_pushdown_generates_only_what_validates() -> No
     rng = np.random.default_rng(0)
     for _ in range(30):
         Node.model_validate_json(random_accepted(constraint.machine, rng).decode("utf-8"))
+
+
+class Inner(BaseModel):
+    x: int
+
+
+class Ignoring(BaseModel):
+    inner: Inner
+
+
+class Allowing(BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    inner: Inner
+
+
+def test_a_model_that_ignores_extra_fields_is_written_closed_and_one_that_keeps_them_stays_open() -> None:
+    ignoring, allowing = stdsl.compile(Ignoring), stdsl.compile(Allowing)
+    assert ignoring.accepts('{"inner":{"x":1}}') and allowing.accepts('{"inner":{"x":1}}')
+    assert not ignoring.accepts('{"inner":{"x":1},"note":"dropped"}')
+    assert not ignoring.accepts('{"inner":{"x":1,"y":2}}') and not allowing.accepts('{"inner":{"x":1,"y":2}}')
+    kept = '{"inner":{"x":1},"note":[{"a":[1]}]}'
+    assert allowing.accepts(kept)
+    assert Allowing.model_validate_json(kept).model_extra == {"note": [{"a": [1]}]}
