@@ -102,6 +102,10 @@ class ConstraintState:
             raise GenerationError("the output is finished; no further token is admissible")
         row = self.rows.next_states(self.state)
         allowed = row >= 0
+        if self.pending:
+            # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
+            # which the automaton at `state` does not force: the next token must spell them, or a prefix.
+            allowed &= self.planner.spellings.agreeing_with(self.pending)
         if self.budget is not None and self.remaining is not None:
             within = self.budget.admits(self.state, row, self.remaining)
             if within is not None:

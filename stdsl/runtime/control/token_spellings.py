@@ -17,6 +17,7 @@ NO_BYTE = 256
 """`byte_at`'s value for a token shorter than the offset."""
 
 MAX_SPELLINGS = 8
+MAX_AGREEING = 16
 
 
 class TokenSpellings:
@@ -35,6 +36,7 @@ class TokenSpellings:
         self.longest_token = max((len(b) for b in self.by_bytes), default=1)
         self.byte_tokens = [self.by_bytes.get(bytes([b]), -1) for b in range(256)]
         self._bytes_at: dict[int, np.ndarray] = {}
+        self._agreeing: dict[bytes, np.ndarray] = {}
 
     @staticmethod
     def of(token_bytes: Sequence[bytes | None]) -> TokenSpellings:
@@ -67,6 +69,21 @@ class TokenSpellings:
             hit[longer] = data[starts[longer] + offset]
             hit.flags.writeable = False
             self._bytes_at[offset] = hit
+        return hit
+
+    def agreeing_with(self, data: bytes) -> np.ndarray:
+        """bool (V,): the tokens whose bytes agree with `data` as far as both go (a prefix of it, or starting
+        with it); the last few answers are kept (held-back bytes such as `":` recur at every member)."""
+        hit = self._agreeing.get(data)
+        if hit is None:
+            hit = np.ones(self.lengths.shape[0], dtype=bool)
+            for offset, byte in enumerate(data[: self.longest_token]):
+                column = self.byte_at(offset)
+                hit &= (column == byte) | (column == NO_BYTE)
+            hit.flags.writeable = False
+            if len(self._agreeing) >= MAX_AGREEING:
+                self._agreeing.pop(next(iter(self._agreeing)))
+            self._agreeing[data] = hit
         return hit
 
 
