@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stdsl.compiler.stc.source_file import read_source
-from stdsl.errors import StdslError
+from stdsl.errors import SchemaError, StdslError
 
 
 def _load_spec(args: argparse.Namespace) -> Any:
@@ -98,10 +98,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.compiler.constraint import compile_embeddable
     from stdsl.compiler.pushdown.constraint import PushdownConstraint
     from stdsl.theory.analyze import analyze_automaton, render_analysis
 
-    constraint = compile_constraint(_load_spec(args))
+    spec = _load_spec(args)
+    constraint = compile_constraint(spec)
+    if isinstance(constraint, PushdownConstraint) and isinstance(spec, (dict, bool)):
+        try:
+            constraint = compile_embeddable(spec)  # free-form values as the DFA's bounded value: regular
+        except SchemaError:
+            pass  # recursive: refused below
     if isinstance(constraint, PushdownConstraint):
         raise StdslError(
             "analyze works on regular constraints; this one is recursive (a pushdown over "

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.deadline import compile_deadline
@@ -19,9 +20,9 @@ from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
-from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
+from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_free_form, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.errors import CompileError, CompileTimeError, SchemaError, StateBudgetError
+from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 60.0
@@ -79,7 +80,7 @@ _COMPILED: OrderedDict[tuple[Any, ...], Constraint | PushdownConstraint] = Order
 COMPILE_CACHE_SIZE = 32
 
 
-def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int) -> tuple[Any, ...] | None:
+def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool) -> tuple[Any, ...] | None:
     """What identifies a compilation: the schema's canonical JSON, the pattern, or the class itself.
 
     A schema that is not plain JSON (json.dumps would turn its key 1 into "1") has no key, so it is
@@ -92,9 +93,9 @@ def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int) -> tup
             return None
         if json.loads(text) != spec:
             return None
-        return ("schema", text, whitespace, max_states)
+        return ("schema", text, whitespace, max_states, bounded)
     if isinstance(spec, Regex) or _is_pydantic_class(spec):
-        return ("spec", spec, whitespace, max_states)
+        return ("spec", spec, whitespace, max_states, bounded)
     return None
 
 
@@ -122,12 +123,28 @@ def compile(
         with compile_deadline(max_seconds):
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
-    key = _cache_key(spec, whitespace, max_states)
+    return _compile_cached(spec, whitespace, max_states, max_seconds, False)
+
+
+def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> Constraint:
+    """A DFA for `spec`, to embed in a larger automaton (a tool call's arguments, a reply beside tools): its
+    free-form values nest at most `ANY_VALUE_DEPTH` levels; a schema that needs the pushdown is refused."""
+    compiled = _compile_cached(spec, None, DEFAULT_MAX_STATES, max_seconds, True)
+    if isinstance(compiled, PushdownConstraint):
+        raise SchemaError("a recursive schema, or one too large for one DFA, cannot be embedded in another "
+                          "constraint", "#")
+    return compiled
+
+
+def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, max_seconds: float | None,
+                    bounded: bool) -> Constraint | PushdownConstraint:
+    """`compile` past its argument checks; `bounded` keeps free-form values in the DFA (see `compile_embeddable`)."""
+    key = _cache_key(spec, whitespace, max_states, bounded)
     if key is not None and key in _COMPILED:
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
     with compile_deadline(max_seconds):
-        result = _compile(spec, whitespace, max_states)
+        result = _compile(spec, whitespace, max_states, bounded)
     if key is not None:
         _COMPILED[key] = result
         if len(_COMPILED) > COMPILE_CACHE_SIZE:
@@ -135,12 +152,12 @@ def compile(
     return result
 
 
-def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Constraint | PushdownConstraint:
+def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
-        return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start)
+        return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded)
     if isinstance(spec, (dict, bool)):
-        return _compile_schema(spec, None, whitespace, max_states, start)
+        return _compile_schema(spec, None, whitespace, max_states, start, bounded)
     if isinstance(spec, Regex):
         automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
         return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
@@ -150,6 +167,23 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int) -> Const
             "expression or a dict for a JSON Schema"
         )
     raise CompileError(f"cannot compile a constraint from {type(spec).__name__}")
+
+
+def _free_form(schema: dict, whitespace: Whitespace | None, max_states: int,
+               model_class: Any) -> PushdownConstraint | ir.Node | None:
+    """The schema as a pushdown whose free-form values nest to any depth; its IR for a DFA when it has none
+    (or a call of one clashed with the bytes around it and the value bounded at `ANY_VALUE_DEPTH` levels was
+    inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
+    try:
+        try:
+            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+        except StateBudgetError:
+            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                     outline=True)
+    except (StateBudgetError, CompileTimeError, SchemaError, EmptyLanguageError):
+        raise
+    except CompileError:
+        return None
 
 
 MAX_INTEGER_DIGITS = 4300
@@ -171,9 +205,10 @@ def _check_integer_sizes(schema: Any) -> None:
 
 
 def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
-                    start: float) -> Constraint | PushdownConstraint:
-    """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses or when one
-    DFA would pass `max_states` (its container members then become nonterminals, compiled once each)."""
+                    start: float, bounded: bool = False) -> Constraint | PushdownConstraint:
+    """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses, when it holds
+    a free-form value (any JSON, which nests to any depth), or when one DFA would pass `max_states` (its
+    container members then become nonterminals, compiled once each)."""
     _check_integer_sizes(schema)
     if isinstance(schema, dict) and is_recursive_schema(schema):
         try:
@@ -181,8 +216,15 @@ def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespac
         except StateBudgetError:
             return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
                                      outline=True)
+    node = None
+    if not bounded and (isinstance(schema, dict) or schema is True):
+        free_form = _free_form(schema if schema is not True else {}, whitespace, max_states, model_class)
+        if isinstance(free_form, PushdownConstraint):
+            return free_form
+        node = free_form
     try:
-        node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None)
+        if node is None:
+            node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None)
         automaton = build_automaton(node, max_states=max_states)
     except StateBudgetError as budget:
         if not isinstance(schema, dict):

@@ -16,7 +16,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.constraint import Constraint, Regex
+from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
@@ -44,14 +44,18 @@ class _Deadline:
         return max(self.end - time.perf_counter(), 1e-3)
 
 
-def _schema(schema: Any, strict: bool, deadline: _Deadline) -> Compiled:
-    """A JSON Schema compiled exactly, or refused naming the keyword; non-strict falls back to any object."""
+def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) -> Compiled:
+    """A JSON Schema compiled exactly, or refused naming the keyword; non-strict falls back to any object.
+
+    `embeddable`: as a DFA to embed beside tools (free-form values nest at most `ANY_VALUE_DEPTH` levels).
+    """
+    compile_schema = compile_embeddable if embeddable else compile_constraint
     try:
-        return compile_constraint(schema, max_seconds=deadline.left())
+        return compile_schema(schema, max_seconds=deadline.left())
     except SchemaError:
         if strict:
             raise
-        return compile_constraint(ANY_OBJECT, max_seconds=deadline.left())
+        return compile_schema(ANY_OBJECT, max_seconds=deadline.left())
 
 
 def _arguments_ir(deadline: _Deadline) -> Any:
@@ -59,11 +63,9 @@ def _arguments_ir(deadline: _Deadline) -> Any:
 
     def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
         try:
-            compiled = compile_constraint(dict(schema), max_seconds=deadline.left())
+            compiled = compile_embeddable(dict(schema), max_seconds=deadline.left())
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
-        if isinstance(compiled, PushdownConstraint):
-            raise SchemaError("a recursive schema cannot type the arguments of a tool call", path)
         automaton = compiled.automaton
         return ir.Embedded(automaton.transitions, automaton.accepting)
 
@@ -74,20 +76,20 @@ def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
     """The IR of a response format used next to tools (a DFA), or None for free text."""
     if spec is None:
         return None
-    compiled = build(spec, deadline)
+    compiled = build(spec, deadline, embeddable=True)
     if isinstance(compiled, PushdownConstraint):
         raise SchemaError("a recursive response format cannot be combined with tools", "#")
     return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
 
 
-def build(spec: Spec, deadline: _Deadline) -> Compiled:
-    """The compiled constraint of `spec` within `deadline`."""
+def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled:
+    """The compiled constraint of `spec` within `deadline` (with `embeddable`, a DFA where one exists)."""
     kind = spec.get("kind")
     start = time.perf_counter()
     if kind == "json_schema":
-        return _schema(spec["schema"], bool(spec.get("strict", True)), deadline)
+        return _schema(spec["schema"], bool(spec.get("strict", True)), deadline, embeddable)
     if kind == "json_object":
-        return compile_constraint(ANY_OBJECT, max_seconds=deadline.left())
+        return (compile_embeddable if embeddable else compile_constraint)(ANY_OBJECT, max_seconds=deadline.left())
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
     if kind == "choice":

@@ -59,3 +59,23 @@ def test_a_schema_too_large_for_one_dfa_is_outlined_into_a_pushdown() -> None:
     for text in ['{}', '{"p0":{"k1":"abc"},"p3":{}}', '{"p1":{"k0":"abcdef","k4":""},"p11":{"k2":"x"}}',
                  '{"p0":{"k1":"abcdefg"}}', '{"p3":{},"p0":{}}', '{"p0":{"k9":""}}']:
         assert outlined.accepts(text) == flat.accepts(text), text
+
+
+def test_free_form_values_nest_to_any_depth_and_a_dfa_is_there_for_embedding() -> None:
+    from stdsl.compiler.constraint import Constraint, compile_embeddable
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
+
+    deep = '{"name":"x","extra":[{"a":[[[{"b":[1]}]]]}]}'
+    shallow = '{"name":"x","extra":{"a":[1]}}'
+    open_schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    exact = stdsl.compile(open_schema)
+    assert isinstance(exact, PushdownConstraint)
+    assert exact.accepts(deep) and exact.accepts(shallow) and not exact.accepts('{"extra":1}')
+    bounded = compile_embeddable(open_schema)
+    assert isinstance(bounded, Constraint)
+    assert bounded.accepts(shallow) and not bounded.accepts(deep)
+    closed = stdsl.compile({**open_schema, "additionalProperties": False})
+    assert isinstance(closed, Constraint) and not closed.accepts(shallow)
+    clash = stdsl.compile({"anyOf": [{"type": "string"}, {}]})
+    assert isinstance(clash, Constraint) and clash.accepts('"s"') and clash.accepts("[[1]]")
+    assert stdsl.compile(True).accepts("[[[[[[]]]]]]")

@@ -21,6 +21,7 @@ from json_documents import compact, load_task, random_instance
 
 import stdsl
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.runtime.control.canonical_check import boundary_differences, differences, forced_bytes
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
@@ -316,7 +317,7 @@ def test_name_age_schema_commits_the_tokenizers_split_of_the_key_block(smollm2_t
     tokenizer = smollm2_tokenizer
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
-    automaton = stdsl.compile(schema).automaton
+    automaton = compile_embeddable(schema).automaton
     control = ConstraintState(automaton, tokenizer, vocabulary_of(tokenizer))
     assert control.start() == tokenizer.encode('{"name":"')
     assert control.mask()[tokenizer.encode("Maria")[0]]
@@ -329,7 +330,8 @@ def test_a_held_back_key_block_spanned_before_punctuation(which, tokenizers) -> 
     """D.3: where the tokenizer would start the held-back `":"` shorter (a value opening with
     punctuation), the model spans it with one token and the value still decodes."""
     tokenizer = tokenizers[which]
-    automaton = stdsl.compile({"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}).automaton
+    schema = {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
+    automaton = compile_embeddable(schema).automaton
     for value in (".x", "'q'", "\\n", ")", ""):
         assert_teacher_canonical(automaton, tokenizer, compact({"n": value}))
 
@@ -343,7 +345,7 @@ def test_a_held_back_key_block_spanned_before_punctuation(which, tokenizers) -> 
 ], ids=["const", "enum", "object"])
 def test_forced_text_that_spells_a_special_token_is_written_with_ordinary_tokens(which, schema, tokenizers) -> None:
     tokenizer = tokenizers[which]
-    automaton = stdsl.compile(schema).automaton
+    automaton = compile_embeddable(schema).automaton
     specials = set(tokenizer.special_tokens.values())
     rng = random.Random(5)
     for _ in range(6):

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-import stdsl
+from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.pushdown.constraint import compile_recursive
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
 from stdsl.runtime.control.pushdown_state import PushdownState
@@ -24,7 +24,7 @@ OPEN_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 def _states(tokenizer, max_tokens: int | None) -> list[ConstraintState]:
     vocab = vocabulary_of(tokenizer)
-    dfa = stdsl.compile(OPEN_OBJECT)
+    dfa = compile_embeddable(OPEN_OBJECT)
     pushdown = compile_recursive(OPEN_OBJECT)
     return [ConstraintState(dfa.automaton, tokenizer, vocab, max_tokens=max_tokens),
             PushdownState(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]

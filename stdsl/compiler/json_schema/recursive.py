@@ -196,6 +196,8 @@ class _CallingCompiler(_Compiler):
 
     def _mentions_target(self, schema: dict, ctx: Context, path: str) -> bool:
         """Whether `schema` refers to a recursive target by `$ref` or through the parts of its combinators."""
+        if not self.targets:
+            return False
         ref = schema.get("$ref")
         if isinstance(ref, str):
             try:
@@ -264,6 +266,24 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
     `zero_fractions` is `schema_to_ir`'s.
     """
+    grammar = _calling_grammar(schema, whitespace, max_states, max_depth, outline, zero_fractions, False)
+    assert isinstance(grammar, PushdownGrammar)
+    return grammar
+
+
+def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
+                      max_depth: int = MAX_DEPTH, outline: bool = False,
+                      zero_fractions: bool = True) -> PushdownGrammar | ir.Node:
+    """The pushdown grammar of a schema without reference cycles whose free-form values (`true`, `{}`, an
+    object's undeclared members) are calls of `ANY_VALUE`, so they nest to any depth; when it has no
+    free-form value, or every one had to be inlined, the IR of the whole schema (`schema_to_ir`'s, for a DFA)."""
+    return _calling_grammar(schema, whitespace, max_states, max_depth, outline, zero_fractions, True)
+
+
+def _calling_grammar(schema: dict, whitespace: Whitespace | None, max_states: int, max_depth: int, outline: bool,
+                     zero_fractions: bool, calls_required: bool) -> PushdownGrammar | ir.Node:
+    """`compile_recursive_schema`, or with `calls_required` the root's IR once the grammar would have no
+    nonterminal."""
     targets = recursive_targets(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
@@ -272,6 +292,8 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
         compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline,
                                     inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions)
         main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
+        if calls_required and not bodies:
+            return main
         definitions = [Definition(compiler.names[key], body) for key, body in bodies.items()]
         try:
             return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)

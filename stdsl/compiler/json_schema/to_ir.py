@@ -7,7 +7,9 @@ schema order (then `required` names not in `properties`, then any additional key
 
 Choices that keep the language regular and exact:
 - An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose
-  arrays/objects nest at most `ANY_VALUE_DEPTH` (3) levels; deeper values are not produced.
+  arrays/objects nest at most `ANY_VALUE_DEPTH` (3) levels here; `stdsl.compile` makes it a pushdown
+  nonterminal instead (`recursive.free_form_grammar`), which nests to any depth, and keeps this
+  bounded value where a call would clash or a DFA is required.
 - Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
   the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
   full RFC 8259 grammar.

@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.json_schema.recursive import compile_recursive_schema
+from stdsl.compiler.json_schema.recursive import compile_recursive_schema, free_form_grammar
 from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
@@ -74,3 +75,15 @@ def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max
                                        outline=outline, zero_fractions=model_class is None)
     return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
 
+
+
+def compile_free_form(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
+                      model_class: Any = None, outline: bool = False) -> PushdownConstraint | ir.Node:
+    """A schema without reference cycles whose free-form values nest to any depth (calls of one nonterminal),
+    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`)."""
+    began = time.perf_counter()
+    grammar = free_form_grammar(schema, whitespace=whitespace, max_states=max_states, outline=outline,
+                                zero_fractions=model_class is None)
+    if not isinstance(grammar, PushdownGrammar):
+        return grammar
+    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
