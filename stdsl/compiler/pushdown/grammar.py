@@ -150,7 +150,9 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
 
 
 _BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-BODY_CACHE_SIZE = 64
+BODY_CACHE_BYTES = 16 << 20
+"""Bytes the kept body DFAs may hold together; a body over a quarter of it is not kept (a large root body
+is rarely met again, and `stdsl.compile` keeps whole constraints for that)."""
 
 
 def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,12 +166,17 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     dfa = determinize(build_nfa(body), max_states, alphabet)
     table, accepting = minimize(dfa.table, dfa.accepting)
     found = (table[:, dfa.byte_class], accepting)
-    for array in found:
-        array.flags.writeable = False
-    _BODY_DFAS[key] = found
-    if len(_BODY_DFAS) > BODY_CACHE_SIZE:
-        _BODY_DFAS.popitem(last=False)
+    if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
+        for array in found:
+            array.flags.writeable = False
+        _BODY_DFAS[key] = found
+        while sum(_held_bytes(kept) for kept in _BODY_DFAS.values()) > BODY_CACHE_BYTES:
+            _BODY_DFAS.popitem(last=False)
     return found
+
+
+def _held_bytes(arrays: tuple[np.ndarray, np.ndarray]) -> int:
+    return sum(int(array.nbytes) for array in arrays)
 
 
 def _calls_at(grammar: PushdownGrammar, state: int) -> list[int]:
