@@ -266,7 +266,8 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
     `zero_fractions` is `schema_to_ir`'s.
     """
-    grammar = _calling_grammar(schema, whitespace, max_states, max_depth, outline, zero_fractions, False)
+    grammar = _calling_grammar(schema, recursive_targets(schema), whitespace, max_states, max_depth, outline,
+                               zero_fractions, False)
     assert isinstance(grammar, PushdownGrammar)
     return grammar
 
@@ -276,15 +277,16 @@ def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max
                       zero_fractions: bool = True) -> PushdownGrammar | ir.Node:
     """The pushdown grammar of a schema without reference cycles whose free-form values (`true`, `{}`, an
     object's undeclared members) are calls of `ANY_VALUE`, so they nest to any depth; when it has no
-    free-form value, or every one had to be inlined, the IR of the whole schema (`schema_to_ir`'s, for a DFA)."""
-    return _calling_grammar(schema, whitespace, max_states, max_depth, outline, zero_fractions, True)
+    free-form value, or every one had to be inlined, the IR of the whole schema (`schema_to_ir`'s, for a DFA).
+    The caller has found no reference cycle (`is_recursive_schema`), so none is looked for again."""
+    return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, True)
 
 
-def _calling_grammar(schema: dict, whitespace: Whitespace | None, max_states: int, max_depth: int, outline: bool,
-                     zero_fractions: bool, calls_required: bool) -> PushdownGrammar | ir.Node:
-    """`compile_recursive_schema`, or with `calls_required` the root's IR once the grammar would have no
-    nonterminal."""
-    targets = recursive_targets(schema)
+def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
+                     max_depth: int, outline: bool, zero_fractions: bool,
+                     calls_required: bool) -> PushdownGrammar | ir.Node:
+    """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
+    IR once the grammar would have no nonterminal."""
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
     inline_any = False
