@@ -89,7 +89,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
     if kind == "json_schema":
         return _schema(spec["schema"], bool(spec.get("strict", True)), deadline, embeddable)
     if kind == "json_object":
-        return (compile_embeddable if embeddable else compile_constraint)(ANY_OBJECT, max_seconds=deadline.left())
+        return _schema(ANY_OBJECT, True, deadline, embeddable)
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
     if kind == "choice":
