@@ -58,8 +58,7 @@ class ValidatedJsonSchema(GenerateJsonSchema):
 
     def model_schema(self, schema: Any) -> Any:
         out = super().model_schema(schema)
-        extra = schema.get("config", {}).get("extra_fields_behavior") or schema["cls"].model_config.get("extra")
-        if extra in (None, "ignore") and out.get("type") == "object" and "additionalProperties" not in out:
+        if schema["cls"].model_config.get("extra") in (None, "ignore") and out.get("type") == "object" and "additionalProperties" not in out:
             out["additionalProperties"] = False
         return out
 
