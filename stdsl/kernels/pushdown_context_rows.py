@@ -66,8 +66,9 @@ class SymbolicStepper:
         self.byte_class = byte_class
         self.num_classes = int(own.shape[1])
         self._class_of_byte = byte_class.tolist()
-        self._byte_table = own.tolist()
-        self._call_of_byte = calls.tolist()
+        self._own, self._calls = own, calls
+        self._own_rows: list[list[int] | None] = [None] * len(own)
+        self._call_rows: list[list[int] | None] = [None] * len(calls)
         self._accepting = grammar.accepting.tolist()
         self._final = (grammar.accepting & ~grammar.has_successor).tolist()
         self._starts = grammar.starts.tolist()
@@ -97,6 +98,16 @@ class SymbolicStepper:
         state, _, pushed, _, pops, peak, _ = self._nodes[node]
         return pops, pushed, state, peak
 
+    def _own_row(self, state: int) -> list[int]:
+        """`state`'s own moves per class as a list, made on first use (not Q x C list entries up front)."""
+        row = self._own_rows[state] = self._own[state].tolist()
+        return row
+
+    def _call_row(self, state: int) -> list[int]:
+        """`state`'s call edge per class as a list, made on first use."""
+        row = self._call_rows[state] = self._calls[state].tolist()
+        return row
+
     def step(self, node: int, byte: int) -> int:
         """The node after one byte: DEAD if refused on every stack, NEEDS_STACK if it reads below the known top."""
         return self.step_class(node, self._class_of_byte[byte])
@@ -114,11 +125,11 @@ class SymbolicStepper:
         if pending:
             return NEEDS_STACK
         while True:
-            target = self._byte_table[state][column]
+            target = (self._own_rows[state] or self._own_row(state))[column]
             if target >= 0:
                 state = target
                 break
-            edge = self._call_of_byte[state][column]
+            edge = (self._call_rows[state] or self._call_row(state))[column]
             if edge >= 0:
                 pushed = pushed + (self._return[edge],)
                 peak = max(peak, len(pushed) - pops)

@@ -9,6 +9,7 @@ lengths bn(q) of Proposition 2 are computed for the budget rule.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,8 +88,11 @@ class PushdownGrammar:
         _check_follow(self)
         self.has_successor: np.ndarray = np.asarray((byte_table >= 0).any(axis=1))
         self.has_successor[call_state] = True
-        self.bn = _shortest_completions(self)
-        self.bn_within = _completions_within_depth(self)
+        graph = _CompletionGraph(self)
+        self.bn_within = _completions_within_depth(self, graph)
+        self.bn = _shortest_completions(self, graph)
+        if self.bn_within[-1][starts[0]] >= UNREACHABLE:
+            raise CompileError(f"every output nests deeper than the stack cap of {max_depth}")
 
     @property
     def num_states(self) -> int:
@@ -276,28 +280,102 @@ def _check_follow(grammar: PushdownGrammar) -> None:
                                        [grammar.names[n]])
 
 
-def _shortest_completions(grammar: PushdownGrammar) -> np.ndarray:
-    """bn(q) (Proposition 2): least fixed point over byte moves and call edges; 0 on accepting states.
+def _shortest_completions(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:
+    """bn(q) (Proposition 2): the least fixed point over byte moves and call edges; 0 on accepting states.
 
-    Byte moves are taken once per distinct (state, target) pair, so each round costs the number
-    of edges, not states x 256.
+    It is the limit of `bn_within`'s levels, continued past the stack cap when they had not settled there.
     """
-    num = grammar.num_states
-    src, dst = step_edges(grammar.byte_table)
-    bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
-    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
-    for _ in range(num + 2):
-        best = bn.copy()
-        np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
-        np.minimum.at(best, callers, np.minimum(bn[callee_starts] + bn[returns], UNREACHABLE))
-        if np.array_equal(best, bn):
+    bn = grammar.bn_within[-1]
+    while True:
+        check_deadline("the pushdown completion lengths")
+        deeper = graph.shortest(bn[graph.callee_starts])
+        if np.array_equal(deeper, bn):
             break
-        bn = best
+        bn = deeper
     for n in list(range(1, len(grammar.names))) + [0]:
         if bn[grammar.starts[n]] >= UNREACHABLE:
             raise DefinitionError(f"definition '{grammar.names[n]}' has no finite expansion (every word recurses "
                                   "forever)", grammar.names[n])
     return bn
+
+
+class _CompletionGraph:
+    """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
+    caller to its return state costs the callee's own completion (given per call)."""
+
+    def __init__(self, grammar: PushdownGrammar) -> None:
+        num = grammar.num_states
+        src, dst = step_edges(grammar.byte_table)
+        self.accepting = np.flatnonzero(grammar.accepting)
+        self.num_states = num
+        self.byte_indptr, self.byte_sources = _grouped(dst, src, num)
+        self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
+        self.call_indptr, self.call_edges = _grouped(grammar.call_return.astype(np.int64),
+                                                     np.arange(len(grammar.call_state), dtype=np.int64), num)
+        self.callers = grammar.call_state.astype(np.int64)
+
+    def shortest(self, call_cost: np.ndarray) -> np.ndarray:
+        """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
+        not taken).  Dijkstra with one bucket per distance, each settled as one numpy step (Dial's algorithm)."""
+        dist = np.full(self.num_states, UNREACHABLE, dtype=np.int64)
+        settled = np.zeros(self.num_states, dtype=bool)
+        dist[self.accepting] = 0
+        buckets: dict[int, list[np.ndarray]] = {0: [self.accepting]}
+        pending = [0]
+        rounds = 0
+        while pending:
+            rounds += 1
+            if rounds & 255 == 0:
+                check_deadline("the pushdown completion lengths")
+            level = heapq.heappop(pending)
+            reached = buckets.pop(level)
+            frontier = np.unique(np.concatenate(reached))
+            frontier = frontier[~settled[frontier] & (dist[frontier] == level)]
+            if not frontier.size:
+                continue
+            settled[frontier] = True
+            before = _gather(self.byte_indptr, self.byte_sources, frontier)
+            before = before[dist[before] > level + 1]
+            if before.size:
+                dist[before] = level + 1
+                self._push(buckets, pending, level + 1, before)
+            edges = _gather(self.call_indptr, self.call_edges, frontier)
+            if edges.size:
+                costs = np.minimum(level + call_cost[edges], UNREACHABLE)
+                callers = self.callers[edges]
+                better = costs < dist[callers]
+                callers, costs = callers[better], costs[better]
+                np.minimum.at(dist, callers, costs)
+                for cost in np.unique(costs).tolist():
+                    self._push(buckets, pending, cost, callers[costs == cost])
+        return dist
+
+    @staticmethod
+    def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, states: np.ndarray) -> None:
+        found = buckets.get(level)
+        if found is None:
+            buckets[level] = [states]
+            heapq.heappush(pending, level)
+        else:
+            found.append(states)
+
+
+def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
+    """`values` grouped by `keys` in 0..num-1, as CSR arrays (indptr, values)."""
+    order = np.argsort(keys, kind="stable")
+    indptr = np.zeros(num + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=num), out=indptr[1:])
+    return indptr, values[order].astype(np.int64)
+
+
+def _gather(indptr: np.ndarray, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The CSR values of every key in `keys`, concatenated."""
+    starts = indptr[keys]
+    lengths = indptr[keys + 1] - starts
+    total = int(lengths.sum())
+    if not total:
+        return values[:0]
+    return values[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)]
 
 
 def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
@@ -306,32 +384,20 @@ def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
     return levels[min(max(room, 0), len(levels) - 1)]
 
 
-def _completions_within_depth(grammar: PushdownGrammar) -> np.ndarray:
+def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:
     """bn_d(q) for d = 0, 1, ... until it stops changing (at most max_depth): shortest completions of q's nonterminal
     whose calls nest at most d deeper; a call costs bn_{d-1} of its callee, none is possible at d = 0.
 
     With the stack capped, a configuration at depth D completes iff bn_{cap-D}(q) and bn_{cap-i+1} of the i-th
     return state are all finite, which is how the machine keeps every started output completable at the cap.
     """
-    src, dst = step_edges(grammar.byte_table)
-    callers, callee_starts, returns = grammar.call_state, grammar.starts[grammar.call_callee], grammar.call_return
     levels: list[np.ndarray] = []
     for depth in range(grammar.max_depth + 1):
         check_deadline("the pushdown depth table")
-        call_cost = (np.full(len(callers), UNREACHABLE, dtype=np.int64) if depth == 0
-                     else levels[-1][callee_starts])
-        bn = np.where(grammar.accepting, 0, UNREACHABLE).astype(np.int64)
-        for _ in range(grammar.num_states + 2):
-            best = bn.copy()
-            np.minimum.at(best, src, np.minimum(1 + bn[dst], UNREACHABLE))
-            np.minimum.at(best, callers, np.minimum(call_cost + bn[returns], UNREACHABLE))
-            if np.array_equal(best, bn):
-                break
-            bn = best
+        call_cost = (np.full(len(graph.callers), UNREACHABLE, dtype=np.int64) if depth == 0
+                     else levels[-1][graph.callee_starts])
+        bn = graph.shortest(call_cost)
         if levels and np.array_equal(bn, levels[-1]):
             break
         levels.append(bn)
-    table = np.stack(levels)
-    if table[-1][grammar.starts[0]] >= UNREACHABLE:
-        raise CompileError(f"every output nests deeper than the stack cap of {grammar.max_depth}")
-    return table
+    return np.stack(levels)

@@ -48,8 +48,8 @@ class PushdownMachine:
     def __init__(self, grammar: PushdownGrammar) -> None:
         self.grammar = grammar
         self.max_depth = grammar.max_depth
-        self._byte_table = grammar.byte_table.tolist()
-        self._call_of_byte = grammar.call_of_byte.tolist()
+        self._byte_rows: list[list[int] | None] = [None] * grammar.num_states
+        self._call_rows: list[list[int] | None] = [None] * grammar.num_states
         self._accepting = grammar.accepting.tolist()
         self._final = (grammar.accepting & ~grammar.has_successor).tolist()
         self._bn_within = grammar.bn_within.tolist()
@@ -219,12 +219,23 @@ class PushdownMachine:
             self._steps[key] = found
         return found
 
+    def _own_row(self, state: int) -> list[int]:
+        """`state`'s own moves as a list, made on first use (a grammar of 40,000 states would otherwise hold
+        ten million list entries per table before its first step)."""
+        row = self._byte_rows[state] = self.grammar.byte_table[state].tolist()
+        return row
+
+    def _call_row(self, state: int) -> list[int]:
+        """The call edge of each byte at `state` as a list, made on first use."""
+        row = self._call_rows[state] = self.grammar.call_of_byte[state].tolist()
+        return row
+
     def _consume(self, state: int, stack: int, byte: int) -> int:
         while True:
-            target = self._byte_table[state][byte]
+            target = (self._byte_rows[state] or self._own_row(state))[byte]
             if target >= 0:
                 return self._settle(target, stack)
-            edge = self._call_of_byte[state][byte]
+            edge = (self._call_rows[state] or self._call_row(state))[byte]
             if edge >= 0:
                 if self._stack_depth[stack] >= self.max_depth:
                     return DEAD
