@@ -1,0 +1,80 @@
+"""Shortest completion lengths (bn, bn_within) against a plain round-by-round fixed point on random grammars."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.pushdown.grammar import UNREACHABLE, Definition, PushdownGrammar, call_symbol, compile_pushdown
+from stdsl.errors import CompileError
+
+
+def oracle_levels(grammar: PushdownGrammar, call_cost: list[int]) -> list[int]:
+    """Fewest bytes from each state to acceptance, a call edge costing `call_cost[e]`: relax every move until stable."""
+    num = grammar.num_states
+    dist = [0 if grammar.accepting[q] else UNREACHABLE for q in range(num)]
+    moves = [(q, int(t)) for q in range(num) for t in set(grammar.byte_table[q].tolist()) if t >= 0]
+    calls = list(zip(grammar.call_state.tolist(), grammar.call_return.tolist(), call_cost))
+    changed = True
+    while changed:
+        changed = False
+        for q, t in moves:
+            if dist[t] + 1 < dist[q]:
+                dist[q], changed = dist[t] + 1, True
+        for q, r, cost in calls:
+            if cost + dist[r] < dist[q]:
+                dist[q], changed = cost + dist[r], True
+    return dist
+
+
+def oracle(grammar: PushdownGrammar) -> tuple[list[list[int]], list[int]]:
+    """bn_d for d = 0, 1, ... until it repeats (at most max_depth + 1 levels), and bn (the levels' limit)."""
+    starts = grammar.starts[grammar.call_callee].tolist()
+    levels: list[list[int]] = []
+    level = oracle_levels(grammar, [UNREACHABLE] * len(starts))
+    while True:
+        if levels and level == levels[-1]:
+            break
+        if len(levels) <= grammar.max_depth:
+            levels.append(level)
+        deeper = oracle_levels(grammar, [level[s] for s in starts])
+        if deeper == level and len(levels) > grammar.max_depth:
+            break
+        level = deeper
+    return levels, level
+
+
+def bodies(draw: st.DrawFn, count: int) -> ir.Node:
+    """A random body over the letters a-d, each a distinct first byte of a call (so calls never clash)."""
+    def leaf() -> st.SearchStrategy[ir.Node]:
+        calls = [ir.seq(ir.literal("abcd"[i]), call_symbol(i)) for i in range(count)]
+        return st.sampled_from([ir.literal("x"), ir.literal("yz"), *calls])
+
+    node = draw(st.recursive(leaf(), lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.seq(*items)),
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.alt(*items)),
+        inner.map(lambda item: ir.repeat(item, 0, 2))), max_leaves=6))
+    return ir.seq(ir.literal("<"), node, ir.literal(">"))
+
+
+@st.composite
+def grammars(draw: st.DrawFn) -> PushdownGrammar | None:
+    count = draw(st.integers(1, 3))
+    definitions = [Definition(f"N{i}", bodies(draw, count)) for i in range(count)]
+    root = ir.seq(ir.literal("abcd"[draw(st.integers(0, count - 1))]), call_symbol(0))
+    try:
+        return compile_pushdown(ir.alt(root, ir.seq(ir.literal("e"), call_symbol(count - 1))), definitions,
+                                max_depth=draw(st.integers(1, 4)))
+    except CompileError:
+        return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(grammars())
+def test_completion_lengths_match_fixed_point(grammar: PushdownGrammar | None) -> None:
+    if grammar is None:
+        return
+    levels, limit = oracle(grammar)
+    assert grammar.bn_within.tolist() == levels
+    assert grammar.bn.tolist() == limit
