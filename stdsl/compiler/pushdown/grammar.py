@@ -168,7 +168,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         _BODY_DFAS.move_to_end(key)
         return found
     dfa = determinize(build_nfa(body), max_states, alphabet)
-    table, accepting = minimize(dfa.table, dfa.accepting)
+    table, accepting = minimize(dfa.table, dfa.accepting, all_reachable=True)
     found = (table[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
