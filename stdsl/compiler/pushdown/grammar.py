@@ -299,6 +299,11 @@ def _shortest_completions(grammar: PushdownGrammar, graph: _CompletionGraph) -> 
     return bn
 
 
+SMALL_GRAPH_STATES = 2000
+"""Below this many states shortest completions run as a heap Dijkstra over lists (numpy calls would cost more
+than the moves); above, as Dial's buckets, each settled with a few numpy calls."""
+
+
 class _CompletionGraph:
     """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
     caller to its return state costs the callee's own completion (given per call)."""
@@ -306,17 +311,52 @@ class _CompletionGraph:
     def __init__(self, grammar: PushdownGrammar) -> None:
         num = grammar.num_states
         src, dst = step_edges(grammar.byte_table)
-        self.accepting = np.flatnonzero(grammar.accepting)
         self.num_states = num
-        self.byte_indptr, self.byte_sources = _grouped(dst, src, num)
+        self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
-        self.call_indptr, self.call_edges = _grouped(grammar.call_return.astype(np.int64),
-                                                     np.arange(len(grammar.call_state), dtype=np.int64), num)
         self.callers = grammar.call_state.astype(np.int64)
+        self.before = _grouped(dst, src, num)
+        self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
+                                        np.arange(len(grammar.call_state), dtype=np.int64), num)
+        self._lists: tuple[list[list[int]], list[list[int]]] | None = None
 
     def shortest(self, call_cost: np.ndarray) -> np.ndarray:
         """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
-        not taken).  Dijkstra with one bucket per distance, each settled as one numpy step (Dial's algorithm)."""
+        not taken): Dijkstra from the accepting states along the reversed moves."""
+        if self.num_states < SMALL_GRAPH_STATES:
+            return self._shortest_listed(call_cost)
+        return self._shortest_bucketed(call_cost)
+
+    def _shortest_listed(self, call_cost: np.ndarray) -> np.ndarray:
+        """`shortest` with a heap of states, over Python lists."""
+        accepting = self.accepting.tolist()
+        dist = [UNREACHABLE] * self.num_states
+        for state in accepting:
+            dist[state] = 0
+        costs, callers = call_cost.tolist(), self.callers.tolist()
+        if self._lists is None:
+            self._lists = (_listed(*self.before), _listed(*self.calls_returning))
+        before, calls_returning = self._lists
+        heap = [(0, state) for state in accepting]
+        while heap:
+            level, state = heapq.heappop(heap)
+            if level != dist[state]:
+                continue
+            step = level + 1
+            for source in before[state]:
+                if step < dist[source]:
+                    dist[source] = step
+                    heapq.heappush(heap, (step, source))
+            for edge in calls_returning[state]:
+                through = level + costs[edge]
+                caller = callers[edge]
+                if through < dist[caller] and through < UNREACHABLE:
+                    dist[caller] = through
+                    heapq.heappush(heap, (through, caller))
+        return np.array(dist, dtype=np.int64)
+
+    def _shortest_bucketed(self, call_cost: np.ndarray) -> np.ndarray:
+        """`shortest` with one bucket per distance, each settled as one numpy step (Dial's algorithm)."""
         dist = np.full(self.num_states, UNREACHABLE, dtype=np.int64)
         settled = np.zeros(self.num_states, dtype=bool)
         dist[self.accepting] = 0
@@ -328,18 +368,17 @@ class _CompletionGraph:
             if rounds & 255 == 0:
                 check_deadline("the pushdown completion lengths")
             level = heapq.heappop(pending)
-            reached = buckets.pop(level)
-            frontier = np.unique(np.concatenate(reached))
+            frontier = np.unique(np.concatenate(buckets.pop(level)))
             frontier = frontier[~settled[frontier] & (dist[frontier] == level)]
             if not frontier.size:
                 continue
             settled[frontier] = True
-            before = _gather(self.byte_indptr, self.byte_sources, frontier)
+            before = _gather(*self.before, frontier)
             before = before[dist[before] > level + 1]
             if before.size:
                 dist[before] = level + 1
-                self._push(buckets, pending, level + 1, before)
-            edges = _gather(self.call_indptr, self.call_edges, frontier)
+                _push(buckets, pending, level + 1, before)
+            edges = _gather(*self.calls_returning, frontier)
             if edges.size:
                 costs = np.minimum(level + call_cost[edges], UNREACHABLE)
                 callers = self.callers[edges]
@@ -347,17 +386,18 @@ class _CompletionGraph:
                 callers, costs = callers[better], costs[better]
                 np.minimum.at(dist, callers, costs)
                 for cost in np.unique(costs).tolist():
-                    self._push(buckets, pending, cost, callers[costs == cost])
+                    _push(buckets, pending, cost, callers[costs == cost])
         return dist
 
-    @staticmethod
-    def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, states: np.ndarray) -> None:
-        found = buckets.get(level)
-        if found is None:
-            buckets[level] = [states]
-            heapq.heappush(pending, level)
-        else:
-            found.append(states)
+
+def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, states: np.ndarray) -> None:
+    """Put `states` in the bucket of distance `level`, opening it if new."""
+    found = buckets.get(level)
+    if found is None:
+        buckets[level] = [states]
+        heapq.heappush(pending, level)
+    else:
+        found.append(states)
 
 
 def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
@@ -366,6 +406,12 @@ def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray
     indptr = np.zeros(num + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=num), out=indptr[1:])
     return indptr, values[order].astype(np.int64)
+
+
+def _listed(indptr: np.ndarray, values: np.ndarray) -> list[list[int]]:
+    """CSR arrays as one list of values per key."""
+    cuts, flat = indptr.tolist(), values.tolist()
+    return [flat[cuts[i]:cuts[i + 1]] for i in range(len(cuts) - 1)]
 
 
 def _gather(indptr: np.ndarray, values: np.ndarray, keys: np.ndarray) -> np.ndarray:

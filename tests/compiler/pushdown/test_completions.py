@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.pushdown.grammar import UNREACHABLE, Definition, PushdownGrammar, call_symbol, compile_pushdown
+from stdsl.compiler.pushdown.grammar import (
+    UNREACHABLE,
+    Definition,
+    PushdownGrammar,
+    _CompletionGraph,
+    call_symbol,
+    compile_pushdown,
+)
 from stdsl.errors import CompileError
 
 
@@ -78,3 +86,16 @@ def test_completion_lengths_match_fixed_point(grammar: PushdownGrammar | None) -
     levels, limit = oracle(grammar)
     assert grammar.bn_within.tolist() == levels
     assert grammar.bn.tolist() == limit
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars())
+def test_bucketed_and_listed_searches_agree(grammar: PushdownGrammar | None) -> None:
+    """Large grammars take the bucketed search, small ones the listed one: both give every level alike."""
+    if grammar is None:
+        return
+    graph = _CompletionGraph(grammar)
+    starts = graph.callee_starts
+    for level in grammar.bn_within:
+        for cost in (np.full(len(starts), UNREACHABLE, dtype=np.int64), level[starts]):
+            assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
