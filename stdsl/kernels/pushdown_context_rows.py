@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
-from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
+from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine, listed_row
 from stdsl.errors import StdslError
 from stdsl.kernels.vocabulary import Vocabulary
 
@@ -98,16 +98,6 @@ class SymbolicStepper:
         state, _, pushed, _, pops, peak, _ = self._nodes[node]
         return pops, pushed, state, peak
 
-    def _own_row(self, state: int) -> list[int]:
-        """`state`'s own moves per class as a list, made on first use (not Q x C list entries up front)."""
-        row = self._own_rows[state] = self._own[state].tolist()
-        return row
-
-    def _call_row(self, state: int) -> list[int]:
-        """`state`'s call edge per class as a list, made on first use."""
-        row = self._call_rows[state] = self._calls[state].tolist()
-        return row
-
     def step(self, node: int, byte: int) -> int:
         """The node after one byte: DEAD if refused on every stack, NEEDS_STACK if it reads below the known top."""
         return self.step_class(node, self._class_of_byte[byte])
@@ -125,11 +115,11 @@ class SymbolicStepper:
         if pending:
             return NEEDS_STACK
         while True:
-            target = (self._own_rows[state] or self._own_row(state))[column]
+            target = (self._own_rows[state] or listed_row(self._own_rows, self._own, state))[column]
             if target >= 0:
                 state = target
                 break
-            edge = (self._call_rows[state] or self._call_row(state))[column]
+            edge = (self._call_rows[state] or listed_row(self._call_rows, self._calls, state))[column]
             if edge >= 0:
                 pushed = pushed + (self._return[edge],)
                 peak = max(peak, len(pushed) - pops)

@@ -39,6 +39,14 @@ def predecessor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return reverse_indptr, sources[order]
 
 
+def csr_gather(indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The CSR entries of every key in `keys`, concatenated in the order of the keys."""
+    starts = indptr[keys]
+    lengths = indptr[keys + 1] - starts
+    total = int(lengths.sum())
+    return indices[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)]
+
+
 def bfs_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """Fewest edges from any of `sources` to each state along the CSR graph (-1: unreachable).
 
@@ -74,11 +82,7 @@ def _bfs_levels(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) ->
     distance[frontier] = 0
     level = 0
     while frontier.size:
-        starts = indptr[frontier]
-        lengths = indptr[frontier + 1] - starts
-        total = int(lengths.sum())
-        offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
-        reached = indices[offsets]
+        reached = csr_gather(indptr, indices, frontier)
         frontier = np.unique(reached[distance[reached] < 0])
         level += 1
         distance[frontier] = level

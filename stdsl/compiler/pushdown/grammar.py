@@ -18,9 +18,8 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import csr_gather, minimize, predecessor_lists
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.automata.ops import step_edges
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
 
@@ -286,11 +285,11 @@ def _shortest_completions(grammar: PushdownGrammar, graph: _CompletionGraph) -> 
     It is the limit of `bn_within`'s levels, continued past the stack cap when they had not settled there.
     """
     bn = grammar.bn_within[-1]
-    while True:
+    settled = len(grammar.bn_within) <= grammar.max_depth
+    while not settled:
         check_deadline("the pushdown completion lengths")
         deeper = graph.shortest(bn[graph.callee_starts])
-        if np.array_equal(deeper, bn):
-            break
+        settled = np.array_equal(deeper, bn)
         bn = deeper
     for n in list(range(1, len(grammar.names))) + [0]:
         if bn[grammar.starts[n]] >= UNREACHABLE:
@@ -310,15 +309,14 @@ class _CompletionGraph:
 
     def __init__(self, grammar: PushdownGrammar) -> None:
         num = grammar.num_states
-        src, dst = step_edges(grammar.byte_table)
         self.num_states = num
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
-        self.before = _grouped(dst, src, num)
+        self.before = predecessor_lists(grammar.byte_table)
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
-        self._lists: tuple[list[list[int]], list[list[int]]] | None = None
+        self._lists: tuple[list[list[int]], list[list[int]], list[int]] | None = None
 
     def shortest(self, call_cost: np.ndarray) -> np.ndarray:
         """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
@@ -333,10 +331,10 @@ class _CompletionGraph:
         dist = [UNREACHABLE] * self.num_states
         for state in accepting:
             dist[state] = 0
-        costs, callers = call_cost.tolist(), self.callers.tolist()
+        costs = call_cost.tolist()
         if self._lists is None:
-            self._lists = (_listed(*self.before), _listed(*self.calls_returning))
-        before, calls_returning = self._lists
+            self._lists = (_listed(*self.before), _listed(*self.calls_returning), self.callers.tolist())
+        before, calls_returning, callers = self._lists
         heap = [(0, state) for state in accepting]
         while heap:
             level, state = heapq.heappop(heap)
@@ -373,12 +371,12 @@ class _CompletionGraph:
             if not frontier.size:
                 continue
             settled[frontier] = True
-            before = _gather(*self.before, frontier)
+            before = csr_gather(*self.before, frontier)
             before = before[dist[before] > level + 1]
             if before.size:
                 dist[before] = level + 1
                 _push(buckets, pending, level + 1, before)
-            edges = _gather(*self.calls_returning, frontier)
+            edges = csr_gather(*self.calls_returning, frontier)
             if edges.size:
                 costs = np.minimum(level + call_cost[edges], UNREACHABLE)
                 callers = self.callers[edges]
@@ -412,16 +410,6 @@ def _listed(indptr: np.ndarray, values: np.ndarray) -> list[list[int]]:
     """CSR arrays as one list of values per key."""
     cuts, flat = indptr.tolist(), values.tolist()
     return [flat[cuts[i]:cuts[i + 1]] for i in range(len(cuts) - 1)]
-
-
-def _gather(indptr: np.ndarray, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The CSR values of every key in `keys`, concatenated."""
-    starts = indptr[keys]
-    lengths = indptr[keys + 1] - starts
-    total = int(lengths.sum())
-    if not total:
-        return values[:0]
-    return values[np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)]
 
 
 def within(grammar: PushdownGrammar, room: int) -> np.ndarray:

@@ -19,6 +19,13 @@ EMPTY_STACK = 0
 MAX_MEMOIZED_STEPS = 1_000_000
 
 
+def listed_row(rows: list[list[int] | None], table: np.ndarray, state: int) -> list[int]:
+    """Row `state` of `table` as a list, kept in `rows` (made on first use: a grammar of 40,000 states would
+    otherwise hold ten million list entries per table before its first step)."""
+    row = rows[state] = table[state].tolist()
+    return row
+
+
 class _ByRow:
     """A read-only view `view[c]` computed per configuration by a function (what planners index)."""
 
@@ -219,23 +226,12 @@ class PushdownMachine:
             self._steps[key] = found
         return found
 
-    def _own_row(self, state: int) -> list[int]:
-        """`state`'s own moves as a list, made on first use (a grammar of 40,000 states would otherwise hold
-        ten million list entries per table before its first step)."""
-        row = self._byte_rows[state] = self.grammar.byte_table[state].tolist()
-        return row
-
-    def _call_row(self, state: int) -> list[int]:
-        """The call edge of each byte at `state` as a list, made on first use."""
-        row = self._call_rows[state] = self.grammar.call_of_byte[state].tolist()
-        return row
-
     def _consume(self, state: int, stack: int, byte: int) -> int:
         while True:
-            target = (self._byte_rows[state] or self._own_row(state))[byte]
+            target = (self._byte_rows[state] or listed_row(self._byte_rows, self.grammar.byte_table, state))[byte]
             if target >= 0:
                 return self._settle(target, stack)
-            edge = (self._call_rows[state] or self._call_row(state))[byte]
+            edge = (self._call_rows[state] or listed_row(self._call_rows, self.grammar.call_of_byte, state))[byte]
             if edge >= 0:
                 if self._stack_depth[stack] >= self.max_depth:
                     return DEAD
