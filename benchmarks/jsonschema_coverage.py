@@ -6,8 +6,9 @@ schema is compiled in a worker forked from a parent that imported the compiler a
 (`stdsl.compile` gets the limit less half a second as `max_seconds`, so a schema it cannot finish
 is refused rather than killed); a schema *passes* when it compiles and every valid instance is
 accepted and every invalid instance rejected.  A valid instance is written compactly in its own
-key order (MaskBench keeps schema order; `dump_in_schema_order` is tried too and counted separately); an invalid instance counts as
-accepted if *any* of its compact spellings (own order, ASCII escapes, schema order) is accepted.
+key order (MaskBench keeps schema order; `dump_in_schema_order` is tried too and counted
+separately); an invalid instance counts as accepted if *any* of its compact spellings (own order,
+ASCII escapes, schema order) is accepted.
 Compilation goes through `stdsl.compile`, which routes recursive and oversized schemas to the
 pushdown engine.
 
