@@ -8,7 +8,7 @@ surrogate escapes are never units.  The string languages (`strings.py`) and the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from stdsl.compiler import ir
@@ -44,6 +44,25 @@ def _subtract(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]
 def _hex4(lo: int, hi: int) -> Node:
     """`\\u` and four hex digits (either case) whose value is in lo..hi."""
     return ir.seq(ir.literal("\\u"), fixed_width_range(lo, hi, 4, 16))
+
+
+def ascii_escapes(ranges: Sequence[tuple[int, int]]) -> Node:
+    """`\\u00` and two hex digits whose value is in the ASCII `ranges`: `_hex4` over them, built digit by digit
+    (high digits with the same low digits grouped), as a name trie asks for one per node."""
+    lows: dict[int, list[int]] = {}
+    for a, b in ranges:
+        for value in range(a, b + 1):
+            lows.setdefault(value >> 4, []).append(value & 15)
+    highs: dict[tuple[int, ...], list[int]] = {}
+    for high, low in lows.items():
+        highs.setdefault(tuple(low), []).append(high)
+    return ir.seq(ir.literal("\\u00"), ir.alt(*(ir.seq(_hex_digits(high), _hex_digits(low))
+                                                  for low, high in highs.items())))
+
+
+def _hex_digits(values: Iterable[int]) -> Node:
+    """One hex digit (either case) whose value is one of `values`."""
+    return ir.byte_set([(ord(c), ord(c)) for v in values for c in {f"{v:x}", f"{v:X}"}])
 
 
 def _surrogate_pairs(lo: int, hi: int) -> list[Node]:
@@ -97,7 +116,10 @@ def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
     for cp, text in SHORT_ESCAPES.items():
         if _intersect(scalars, cp, cp):
             parts.append(ir.literal(text))
-    for a, b in _intersect(scalars, 0, 0xFFFF):
+    ascii_scalars = _intersect(scalars, 0, 0x7F)
+    if ascii_scalars:
+        parts.append(ascii_escapes(ascii_scalars))
+    for a, b in _intersect(scalars, 0x80, 0xFFFF):
         parts.append(_hex4(a, b))
     for a, b in _intersect(scalars, 0x10000, ir.MAX_UNICODE):
         parts.extend(_surrogate_pairs(a, b))
@@ -110,10 +132,20 @@ def unit_for_char(char: str) -> Node:
     return string_unit(((cp, cp),))
 
 
+UNIT_BLOCKS = ((0x00, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, ir.MAX_UNICODE))
+"""Code point blocks `unit_except` builds apart: one per UTF-8 length."""
+
+
 def unit_except(chars: Iterable[str]) -> Node:
-    """One JSON string unit whose decoded character is none of `chars`."""
+    """One JSON string unit whose decoded character is none of `chars`.
+
+    Built block by block (`UNIT_BLOCKS`): a unit of a union of code points is the union of the units of its
+    parts, and a block without a hole is one node shared by every call, so a trie of names (whose holes are
+    mostly ASCII) repeats only its ASCII part and the NFA builder shares the rest's states.
+    """
     holes = sorted((ord(c), ord(c)) for c in chars)
-    return string_unit(tuple(_subtract(ALL_CHARS, holes)))
+    parts = [_subtract(((lo, hi),), [h for h in holes if lo <= h[0] <= hi]) for lo, hi in UNIT_BLOCKS]
+    return ir.alt(*(string_unit(tuple(part)) for part in parts if part))
 
 
 def char_trie(strings: Iterable[str]) -> dict:
