@@ -27,9 +27,12 @@ def compile_deadline(seconds: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def check_deadline(stage: str) -> None:
-    """Raise CompileTimeError if the current compile time limit has passed; `stage` says where it stopped."""
+def check_deadline(stage: str, releasing: float = 0.0) -> None:
+    """Raise CompileTimeError if the current compile time limit has passed; `stage` says where it stopped.
+
+    `releasing` is about how long freeing what the stage has built will take once it is refused: the limit is
+    reached that much earlier, so that the refusal returns within it."""
     limit = _DEADLINE.get()
-    if limit is not None and time.perf_counter() > limit[0]:
+    if limit is not None and time.perf_counter() + releasing > limit[0]:
         raise CompileTimeError(f"compiling took longer than the {limit[1]:g} s limit (stopped in {stage}); "
                                "simplify the constraint or raise max_seconds")
