@@ -16,8 +16,9 @@ Choices that keep the language regular and exact:
 - `const`/`enum` values are written compactly in their own key order, strings in their
   canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers with or without a zero
   fraction (`1`, `1.0`); so are integers, except under draft 4 (or 3), where `1.0` is no integer.
-- Additional keys are any JSON string (any spelling) whose decoded value differs from every
-  declared name.  Lone surrogate escapes are never accepted.
+- Keys, declared or additional, are written in their canonical spelling (as `json.dumps(ensure_ascii=False)`
+  writes them); an additional key is any string whose value differs from every declared name.  Lone
+  surrogate escapes are never accepted.
 - `format` is an assertion (see `scalars/formats.py`); `pattern` matches anywhere in the decoded
   string, with the matched part written without escapes (see `strings.pattern_search`);
   length bounds, `pattern` and `format` on one string are intersected as automata.

@@ -3,13 +3,14 @@
 A unit is the raw UTF-8 of a Unicode scalar (except `"`, `\\` and controls below U+0020), a short
 escape, `\\uXXXX` for a BMP scalar, or an escaped surrogate pair for a character above U+FFFF; lone
 surrogate escapes are never units.  The string languages (`strings.py`) and the formats
-(`formats.py`) both build on it.
+(`formats.py`) both build on it.  Keys are read in their canonical spelling only (`canonical_unit_except`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from json.encoder import encode_basestring
 
 from stdsl.compiler import ir
 from stdsl.compiler.ir import Node
@@ -126,26 +127,38 @@ def string_unit(ranges: tuple[tuple[int, int], ...] = ALL_CHARS) -> Node:
     return ir.alt(*parts)
 
 
-def unit_for_char(char: str) -> Node:
-    """Every JSON spelling of one character."""
-    cp = ord(char)
-    return string_unit(((cp, cp),))
+JSON_ESCAPED = (*range(0x20), 0x22, 0x5C)
+"""The code points JSON requires escaped: the controls, the quotation mark and the backslash."""
 
 
-UNIT_BLOCKS = ((0x00, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, ir.MAX_UNICODE))
-"""Code point blocks `unit_except` builds apart: one per UTF-8 length."""
+def canonical_unit_except(chars: Iterable[str]) -> Node:
+    """One character other than `chars`, in its canonical spelling (`json.dumps(ensure_ascii=False)`'s: raw
+    UTF-8, a short escape, `\\u00xx` for the other controls; never a surrogate)."""
+    return _canonical_unit_except(tuple(sorted({ord(c) for c in chars})))
 
 
-def unit_except(chars: Iterable[str]) -> Node:
-    """One JSON string unit whose decoded character is none of `chars`.
+@lru_cache(maxsize=4096)
+def _canonical_unit_except(holes: tuple[int, ...]) -> Node:
+    """`canonical_unit_except` of sorted distinct code points.  When they are all printable ASCII (the usual
+    name), the unit is a byte set beside one embedded automaton of everything else, the same node for every
+    hole set: an alternation of byte strings would be one trie per trie node of a name set, nothing shared."""
+    skipped = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF), *((h, h) for h in holes)]
+    if all(0x20 <= h <= 0x7F and h not in JSON_ESCAPED for h in holes):
+        return ir.alt(ir.byte_set(_subtract(((0x20, 0x7F),), sorted(skipped))), _canonical_beyond_ascii())
+    raw = ir.codepoints(_subtract(ALL_CHARS, sorted(skipped)))
+    return ir.alt(raw, *(ir.literal(encode_basestring(chr(cp))[1:-1]) for cp in JSON_ESCAPED if cp not in holes))
 
-    Built block by block (`UNIT_BLOCKS`): a unit of a union of code points is the union of the units of its
-    parts, and a block without a hole is one node shared by every call, so a trie of names (whose holes are
-    mostly ASCII) repeats only its ASCII part and the NFA builder shares the rest's states.
-    """
-    holes = sorted((ord(c), ord(c)) for c in chars)
-    parts = [_subtract(((lo, hi),), [h for h in holes if lo <= h[0] <= hi]) for lo, hi in UNIT_BLOCKS]
-    return ir.alt(*(string_unit(tuple(part)) for part in parts if part))
+
+@lru_cache(maxsize=1)
+def _canonical_beyond_ascii() -> Node:
+    """The canonical units other than raw printable ASCII (raw multi-byte UTF-8 and the escapes), as one
+    embedded minimal automaton."""
+    from stdsl.compiler.automata.build import build_automaton
+
+    raw = ir.codepoints([(0x80, 0xD7FF), (0xE000, ir.MAX_UNICODE)])
+    escapes = (ir.literal(encode_basestring(chr(cp))[1:-1]) for cp in JSON_ESCAPED)
+    automaton = build_automaton(ir.alt(raw, *escapes))
+    return ir.Embedded(automaton.transitions, automaton.accepting)
 
 
 def char_trie(strings: Iterable[str]) -> dict:

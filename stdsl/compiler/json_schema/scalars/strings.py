@@ -21,10 +21,9 @@ from stdsl.compiler.json_schema.resolve import patterns_of
 from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
 from stdsl.compiler.json_schema.scalars.string_units import (
     FORBIDDEN_RAW,
+    canonical_unit_except,
     char_trie,
     string_unit,
-    unit_except,
-    unit_for_char,
 )
 from stdsl.compiler.regex.parser import parse_anchored
 from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
@@ -53,13 +52,19 @@ def canonical_string(value: str) -> str:
 
 
 def string_not_in(names: Iterable[str]) -> Node:
-    """A quoted JSON string (any spelling) whose decoded value is none of `names`.
+    """A quoted JSON string in its canonical spelling (`canonical_string`, as declared keys are written) whose
+    value is none of `names`.
 
-    Built as a trie over decoded characters: at each trie node the next unit either leaves the
-    trie (then anything may follow) or follows a child; the string may end unless the node is a name.
+    Built as a trie over characters: at each trie node the next character either leaves the trie (then
+    anything may follow) or follows a child; the string may end unless the node is a name.  Only the
+    canonical spelling is read, so each trie node is one state (with every spelling, each also held the
+    partial escapes that could still spell a child: about six times the states).
     Kept per name set: a large schema asks again for every object declaring the same names.
     """
     return _string_not_in(tuple(sorted(set(names))))
+
+
+_ANY_REST = ir.star(canonical_unit_except(()))
 
 
 @lru_cache(maxsize=1024)
@@ -69,13 +74,14 @@ def _string_not_in(names: tuple[str, ...]) -> Node:
 
 
 def _outside(trie: dict) -> Node:
-    """Unit sequences that do not spell any name stored under this trie node."""
-    any_rest = ir.star(string_unit())
-    children = [c for c in trie if c is not None]
+    """Canonical spellings of character sequences that are no name stored under this trie node (a surrogate,
+    which no accepted string holds, ends a name's path)."""
+    any_rest = _ANY_REST
+    children = [c for c in trie if c is not None and not 0xD800 <= ord(c) <= 0xDFFF]
     parts: list[Node] = [] if None in trie else [ir.EMPTY]
-    parts.append(ir.seq(unit_except(children), any_rest))
+    parts.append(ir.seq(canonical_unit_except(children), any_rest))
     for ch in children:
-        parts.append(ir.seq(unit_for_char(ch), _outside(trie[ch])))
+        parts.append(ir.seq(ir.literal(canonical_string(ch)[1:-1]), _outside(trie[ch])))
     return ir.alt(*parts)
 
 

@@ -1,6 +1,9 @@
-"""String units built in parts (per code point block, ASCII escapes digit by digit) equal the units built whole."""
+"""String units: ASCII escapes built digit by digit equal the four-digit ranges; a canonical unit reads exactly
+the canonical spelling of each character it allows, and shares everything beyond ASCII between hole sets."""
 
 from __future__ import annotations
+
+from json.encoder import encode_basestring
 
 import numpy as np
 from hypothesis import given, settings
@@ -8,15 +11,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.scalars.string_units import (
-    ALL_CHARS,
-    UNIT_BLOCKS,
-    _hex4,
-    _subtract,
-    ascii_escapes,
-    string_unit,
-    unit_except,
-)
+from stdsl.compiler.json_schema.scalars.string_units import _hex4, ascii_escapes, canonical_unit_except
 
 
 def _same_automaton(a: ir.Node, b: ir.Node) -> bool:
@@ -42,21 +37,29 @@ def test_ascii_escapes_equal_the_four_digit_ranges(values: set[int]) -> None:
     assert _same_automaton(ascii_escapes(ranges), ir.alt(*(_hex4(a, b) for a, b in ranges)))
 
 
-holes = st.sets(st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0x7FF), st.integers(0x800, 0xFFFF),
-                          st.integers(0x10000, 0x10FFFF)).filter(lambda cp: not 0xD800 <= cp <= 0xDFFF), max_size=6)
+characters = st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0x7FF), st.integers(0x800, 0xFFFF),
+                       st.integers(0x10000, 0x10FFFF)).map(chr)
 
 
-@settings(max_examples=40, deadline=None)
-@given(holes)
-def test_unit_except_by_blocks_equals_the_unit_of_the_whole_complement(excluded: set[int]) -> None:
-    whole = string_unit(tuple(_subtract(ALL_CHARS, [(cp, cp) for cp in sorted(excluded)])))
-    assert _same_automaton(unit_except(chr(cp) for cp in excluded), whole)
+@settings(max_examples=60, deadline=None)
+@given(st.sets(characters, max_size=5), st.lists(characters, max_size=20))
+def test_a_canonical_unit_reads_the_canonical_spelling_of_every_other_character(holes: set[str],
+                                                                                 probes: list[str]) -> None:
+    automaton = build_automaton(canonical_unit_except(holes))
+    for ch in [*probes, *holes]:
+        surrogate = 0xD800 <= ord(ch) <= 0xDFFF
+        canonical = encode_basestring(ch)[1:-1]
+        if not surrogate:
+            assert automaton.accepts(canonical.encode("utf-8")) == (ch not in holes), (holes, ch)
+        escaped = f"\\u{ord(ch):04x}"
+        if ord(ch) < 0x10000 and escaped != canonical:
+            assert not automaton.accepts(escaped.encode("utf-8")), (holes, escaped)
+    assert not automaton.accepts(b"\\/") and not automaton.accepts(b"\\u00E9")
 
 
-def test_blocks_without_holes_are_the_same_nodes_in_every_unit() -> None:
-    """What the NFA builder shares between the nodes of a name trie: all but the ASCII block."""
-    high = ir.alt(*(string_unit((block,)) for block in UNIT_BLOCKS[1:]))
-    assert isinstance(high, ir.Alt)
-    for unit in (unit_except("ab"), unit_except('x"\\'), unit_except("")):
-        assert isinstance(unit, ir.Alt)
-        assert set(high.items) <= set(unit.items)
+def test_printable_ascii_holes_share_one_node_for_the_rest() -> None:
+    """What the NFA builder shares between the nodes of a name trie: everything but the ASCII byte set."""
+    first, second = canonical_unit_except("ab"), canonical_unit_except("xyz_0")
+    assert isinstance(first, ir.Alt) and isinstance(second, ir.Alt)
+    embedded = [item for item in first.items if isinstance(item, ir.Embedded)]
+    assert len(embedded) == 1 and any(item is embedded[0] for item in second.items)
