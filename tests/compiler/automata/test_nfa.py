@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
@@ -124,7 +124,10 @@ def counted_regexes(draw: st.DrawFn, depth: int = 3) -> str:
 @given(counted_regexes())
 def test_copied_repeats_keep_the_language(pattern: str) -> None:
     walked, copied, _ = _walked_and_copied(parse_regex(pattern))
-    expected = minimize(*_table(walked))
+    try:
+        expected = minimize(*_table(walked))
+    except StateBudgetError:
+        reject()  # a pattern whose DFA is past the state budget says nothing about copying
     got = minimize(*_table(copied))
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
