@@ -1,0 +1,45 @@
+"""A body DFA past `MINIMIZE_UP_TO` states is the trimmed subset construction: the same language as the minimal
+one (minimizing it gives the minimal table) and trim (every state still reaches acceptance)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.pushdown import grammar as grammar_module
+from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
+
+ALPHABET = CALL_BASE + 2
+
+
+def body_nodes() -> st.SearchStrategy[ir.Node]:
+    """Random bodies over a few bytes and two call symbols, with repeats and shared parts."""
+    leaf = st.sampled_from([ir.literal("a"), ir.literal("ab"), ir.byte_set([(0x61, 0x63)]),
+                            ir.seq(ir.literal("c"), call_symbol(0)), ir.seq(ir.literal("d"), call_symbol(1))])
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.seq(*items)),
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.alt(*items)),
+        st.tuples(inner, st.integers(0, 3), st.integers(0, 3)).map(lambda t: ir.repeat(t[0], t[1], t[1] + t[2]))),
+        max_leaves=8)
+
+
+@settings(max_examples=120, deadline=None)
+@given(body_nodes())
+def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -> None:
+    grammar_module._BODY_DFAS.clear()
+    minimal = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    grammar_module._BODY_DFAS.clear()
+    limit = grammar_module.MINIMIZE_UP_TO
+    grammar_module.MINIMIZE_UP_TO = 0
+    try:
+        kept = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    finally:
+        grammar_module.MINIMIZE_UP_TO = limit
+        grammar_module._BODY_DFAS.clear()
+    assert len(kept[1]) >= len(minimal[1])
+    assert len(trim(kept[0], kept[1])[1]) == len(kept[1])
+    again = minimize(kept[0], kept[1])
+    assert np.array_equal(again[0], minimal[0]) and np.array_equal(again[1], minimal[1])
