@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.regex.parser import parse_regex
@@ -39,7 +39,8 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
-    """The minimal trim byte automaton of an IR expression: Thompson NFA → subset DFA → trim → minimize.
+    """The trim byte automaton of an IR expression, minimal up to `MINIMIZE_UP_TO` states: Thompson NFA → subset
+    DFA → `shrink`.
 
     A finite set of literal strings (an enum) skips the NFA: its trie, merged bottom-up, is the minimal DFA.
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
@@ -49,7 +50,7 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
 
 
 def _build(node: ir.Node, max_states: int) -> Automaton:
-    """`build_automaton` with the collector paused: the direct string DFA, else NFA → DFA → minimal DFA."""
+    """`build_automaton` with the collector paused: the direct string DFA, else NFA → DFA → `shrink`."""
     strings = literal_strings(node)
     if strings is not None:
         table, accepting, byte_class = strings_dfa(strings)
@@ -58,7 +59,7 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
                                    f"{max_states:,}); raise max_states")
         return Automaton.from_classes(table, accepting, byte_class)
     dfa = determinize(build_nfa(node), max_states)
-    table, accepting = minimize(dfa.table, dfa.accepting, all_reachable=True)
+    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
 
 

@@ -211,3 +211,16 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     with_dead = np.append(block, -1)
     quotient = with_dead[table[representative]]
     return renumber_bfs(quotient, accepting[representative], int(block[0]))
+
+
+MINIMIZE_UP_TO = 8_000
+"""A subset construction with more states is trimmed, not minimized: on the MaskBench sample the DFAs that large
+were within 0.03% of minimal (the NFA builder shares repeated parts), and Hopcroft refinement over them took six
+to seven times as long as the trim.  The language is the same either way."""
+
+
+def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way)."""
+    if len(table) <= MINIMIZE_UP_TO:
+        return minimize(table, accepting, all_reachable)
+    return trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)

@@ -18,7 +18,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import csr_gather, minimize, predecessor_lists, trim
+from stdsl.compiler.automata.minimize import csr_gather, predecessor_lists, shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
@@ -152,11 +152,6 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
                            np.array(call_return, dtype=np.int32), max_depth)
 
 
-MINIMIZE_UP_TO = 8_000
-"""A body DFA with more states after trimming keeps the subset construction's states: on the largest bodies of
-the MaskBench sample those were within 0.01% of minimal (the NFA builder shares repeated parts), and Hopcroft
-refinement over them took seven times as long as the trim; the language is the same either way."""
-
 _BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 BODY_CACHE_BYTES = 16 << 20
 """Bytes the kept body DFAs may hold together; a body over a quarter of it is not kept (a large root body
@@ -164,16 +159,15 @@ is rarely met again, and `stdsl.compile` keeps whole constraints for that)."""
 
 
 def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
-    """A body's trim DFA over `alphabet` symbols (its full table and accepting mask), minimal up to `MINIMIZE_UP_TO`
-    states, kept for the next grammar with the same body: the free-form value's nonterminal is the same in every
-    schema that has one."""
+    """A body's trim DFA over `alphabet` symbols (its full table and accepting mask), minimal up to
+    `MINIMIZE_UP_TO` states (`shrink`), kept for the next grammar with the same body: the free-form value's
+    nonterminal is the same in every schema that has one."""
     key = (body, alphabet)
     found = _BODY_DFAS.get(key)
     if found is not None and len(found[1]) <= max_states:
         _BODY_DFAS.move_to_end(key)
         return found
     dfa = determinize(build_nfa(body), max_states, alphabet)
-    shrink = minimize if len(dfa.table) <= MINIMIZE_UP_TO else trim
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     found = (table[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:

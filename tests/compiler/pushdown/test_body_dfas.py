@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata import minimize as minimize_module
 from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
@@ -32,12 +33,12 @@ def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -
     grammar_module._BODY_DFAS.clear()
     minimal = grammar_module._body_dfa(body, 100_000, ALPHABET)
     grammar_module._BODY_DFAS.clear()
-    limit = grammar_module.MINIMIZE_UP_TO
-    grammar_module.MINIMIZE_UP_TO = 0
+    limit = minimize_module.MINIMIZE_UP_TO
+    minimize_module.MINIMIZE_UP_TO = 0
     try:
         kept = grammar_module._body_dfa(body, 100_000, ALPHABET)
     finally:
-        grammar_module.MINIMIZE_UP_TO = limit
+        minimize_module.MINIMIZE_UP_TO = limit
         grammar_module._BODY_DFAS.clear()
     assert len(kept[1]) >= len(minimal[1])
     assert len(trim(kept[0], kept[1])[1]) == len(kept[1])
