@@ -48,7 +48,7 @@ class Constraint:
 
     @property
     def num_states(self) -> int:
-        """Number of states of the minimal DFA."""
+        """Number of states of the trim DFA (minimal up to `MINIMIZE_UP_TO` states)."""
         return self.automaton.num_states
 
     @property

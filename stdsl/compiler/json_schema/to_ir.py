@@ -185,7 +185,7 @@ class _Compiler:
         return self.value(schema, path, ctx)
 
     def _compact(self, node: Node) -> Node:
-        """A large node as its minimal automaton, so the copies a counted repeat makes stay small.
+        """A large node as its automaton (`build_automaton`), so the copies a counted repeat makes stay small.
 
         The NFA builder shares a sub-node wherever it has one continuation; the items of an
         array with `minItems`/`maxItems` have one per count, and the minimized DFA is the cheaper copy.
