@@ -14,7 +14,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, cyclic_gc_paused
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
@@ -120,7 +120,7 @@ def compile(
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
     if callable(program_constraint):
-        with compile_deadline(max_seconds):
+        with compile_deadline(max_seconds), cyclic_gc_paused():
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
     return _compile_cached(spec, whitespace, max_states, max_seconds, False)
@@ -143,7 +143,7 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
     if key is not None and key in _COMPILED:
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
-    with compile_deadline(max_seconds):
+    with compile_deadline(max_seconds), cyclic_gc_paused():
         result = _compile(spec, whitespace, max_states, bounded)
     if key is not None:
         _COMPILED[key] = result

@@ -18,13 +18,14 @@ from stdsl.errors import StateBudgetError, StdslError
 
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for the block (if it was on), then turn it back on.
 
     A build allocates millions of small lists, sets and tuples, none of them in reference cycles;
     the collector's full passes over them took a fifth of the build time and stalled it for
-    100 ms and more between two deadline checks.  A refusal drops the locals of the frames it
-    unwound (the half-built NFA), so the first collection afterwards does not walk them all.
+    100 ms and more between two deadline checks (`stdsl.compile` pauses it for the whole compile).
+    A refusal drops the locals of the frames it unwound (the half-built NFA), so the first
+    collection afterwards does not walk them all.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -45,7 +46,7 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
     A finite set of literal strings (an enum) skips the NFA: its trie, merged bottom-up, is the minimal DFA.
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
     """
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         return _build(node, max_states)
 
 
