@@ -191,7 +191,8 @@ class _CallingCompiler(_Compiler):
         return super()._any_value(1)
 
     def _compact(self, node: ir.Node) -> ir.Node:
-        """A large node as its automaton (`build_automaton`), unless it holds calls (their symbols are outside the bytes)."""
+        """A large node as its automaton (`build_automaton`), unless it holds calls (their symbols are outside
+        the bytes)."""
         return node if _holds_call(node) else super()._compact(node)
 
     def _mentions_target(self, schema: dict, ctx: Context, path: str) -> bool:

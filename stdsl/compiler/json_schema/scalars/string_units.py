@@ -145,8 +145,7 @@ def _canonical_unit_except(holes: tuple[int, ...]) -> Node:
     skipped = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF), *((h, h) for h in holes)]
     if all(0x20 <= h <= 0x7F and h not in JSON_ESCAPED for h in holes):
         return ir.alt(ir.byte_set(_subtract(((0x20, 0x7F),), sorted(skipped))), _canonical_beyond_ascii())
-    raw = ir.codepoints(_subtract(ALL_CHARS, sorted(skipped)))
-    return ir.alt(raw, *(ir.literal(encode_basestring(chr(cp))[1:-1]) for cp in JSON_ESCAPED if cp not in holes))
+    return ir.alt(ir.codepoints(_subtract(ALL_CHARS, sorted(skipped))), *_json_escapes(holes))
 
 
 @lru_cache(maxsize=1)
@@ -156,9 +155,13 @@ def _canonical_beyond_ascii() -> Node:
     from stdsl.compiler.automata.build import build_automaton
 
     raw = ir.codepoints([(0x80, 0xD7FF), (0xE000, ir.MAX_UNICODE)])
-    escapes = (ir.literal(encode_basestring(chr(cp))[1:-1]) for cp in JSON_ESCAPED)
-    automaton = build_automaton(ir.alt(raw, *escapes))
+    automaton = build_automaton(ir.alt(raw, *_json_escapes(())))
     return ir.Embedded(automaton.transitions, automaton.accepting)
+
+
+def _json_escapes(holes: tuple[int, ...]) -> list[Node]:
+    """The canonical escape of each character JSON requires escaped, but the holes'."""
+    return [ir.literal(encode_basestring(chr(cp))[1:-1]) for cp in JSON_ESCAPED if cp not in holes]
 
 
 def char_trie(strings: Iterable[str]) -> dict:

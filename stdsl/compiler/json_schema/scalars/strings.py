@@ -64,7 +64,10 @@ def string_not_in(names: Iterable[str]) -> Node:
     return _string_not_in(tuple(sorted(set(names))))
 
 
-_ANY_REST = ir.star(canonical_unit_except(()))
+@lru_cache(maxsize=1)
+def _any_rest() -> Node:
+    """Any canonical characters after a string has left the name trie (built on first use, not at import)."""
+    return ir.star(canonical_unit_except(()))
 
 
 @lru_cache(maxsize=1024)
@@ -76,7 +79,7 @@ def _string_not_in(names: tuple[str, ...]) -> Node:
 def _outside(trie: dict) -> Node:
     """Canonical spellings of character sequences that are no name stored under this trie node (a surrogate,
     which no accepted string holds, ends a name's path)."""
-    any_rest = _ANY_REST
+    any_rest = _any_rest()
     children = [c for c in trie if c is not None and not 0xD800 <= ord(c) <= 0xDFFF]
     parts: list[Node] = [] if None in trie else [ir.EMPTY]
     parts.append(ir.seq(canonical_unit_except(children), any_rest))

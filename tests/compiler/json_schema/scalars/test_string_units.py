@@ -20,20 +20,10 @@ def _same_automaton(a: ir.Node, b: ir.Node) -> bool:
     return np.array_equal(left.transitions, right.transitions) and np.array_equal(left.accepting, right.accepting)
 
 
-def _ranges(values: set[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for value in sorted(values):
-        if out and out[-1][1] == value - 1:
-            out[-1] = (out[-1][0], value)
-        else:
-            out.append((value, value))
-    return out
-
-
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 0x7F), min_size=1, max_size=128))
 def test_ascii_escapes_equal_the_four_digit_ranges(values: set[int]) -> None:
-    ranges = _ranges(values)
+    ranges = ir.merged_ranges((value, value) for value in values)
     assert _same_automaton(ascii_escapes(ranges), ir.alt(*(_hex4(a, b) for a, b in ranges)))
 
 
