@@ -63,14 +63,24 @@ def byte_classes(
     for index, ranges in enumerate(byte_sets):
         for lo, hi in ranges:
             membership[index, lo:hi + 1] = True
-    signatures = np.packbits(membership, axis=0).T.copy()
-    keys = signatures.view(np.dtype((np.void, signatures.shape[1]))).reshape(-1)
-    _, first_byte, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    rank = np.empty(len(first_byte), dtype=np.int64)
-    rank[np.argsort(first_byte)] = np.arange(len(first_byte))
-    byte_class = rank[inverse.reshape(-1)]
-    set_classes = [np.unique(byte_class[row]).tolist() for row in membership]
-    return byte_class, set_classes
+    width = (len(byte_sets) + 7) // 8
+    signatures = np.packbits(membership, axis=0).T.tobytes()
+    class_ids: dict[bytes, int] = {}
+    first_symbols: list[int] = []
+    classes: list[int] = []
+    for symbol in range(alphabet):
+        signature = signatures[symbol * width:(symbol + 1) * width]
+        found = class_ids.get(signature)
+        if found is None:
+            found = class_ids[signature] = len(first_symbols)
+            first_symbols.append(symbol)
+        classes.append(found)
+    contains = membership[:, first_symbols]
+    flat = (np.flatnonzero(contains) % len(first_symbols)).tolist()
+    set_classes: list[list[int]] = []
+    for end, count in zip(np.cumsum(contains.sum(axis=1)).tolist(), contains.sum(axis=1).tolist()):
+        set_classes.append(flat[end - count:end])
+    return np.array(classes, dtype=np.int64), set_classes
 
 
 def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozenset[int]:

@@ -108,13 +108,19 @@ def test_budget_is_enforced_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> No
         assert len(minimize(dfa.table, dfa.accepting)[0]) == 1024
 
 
-def test_byte_classes_are_the_coarsest_partition() -> None:
-    sets = [((0, 9), (20, 29)), ((5, 25),), ((200, 255),)]
-    byte_class, set_classes = byte_classes(sets)
-    signature = [tuple(any(lo <= b <= hi for lo, hi in s) for s in sets) for b in range(256)]
-    for a in range(256):
-        for b in range(256):
-            assert (byte_class[a] == byte_class[b]) == (signature[a] == signature[b])
+symbol_ranges = st.tuples(st.integers(0, 299), st.integers(0, 40)).map(lambda t: (t[0], min(t[0] + t[1], 299)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(symbol_ranges, min_size=1, max_size=4).map(tuple), min_size=1, max_size=20))
+def test_byte_classes_are_the_coarsest_partition(sets: list[tuple[tuple[int, int], ...]]) -> None:
+    byte_class, set_classes = byte_classes(sets, alphabet=300)
+    signature = [tuple(any(lo <= b <= hi for lo, hi in s) for s in sets) for b in range(300)]
+    by_signature: dict[tuple[bool, ...], set[int]] = {}
+    for symbol, key in enumerate(signature):
+        by_signature.setdefault(key, set()).add(int(byte_class[symbol]))
+    assert all(len(found) == 1 for found in by_signature.values())
+    assert len(by_signature) == int(byte_class.max()) + 1
     first_bytes = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
     assert first_bytes == sorted(first_bytes)
     for ranges, classes in zip(sets, set_classes):
