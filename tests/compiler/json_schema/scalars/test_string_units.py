@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.scalars.string_units import _hex4, ascii_escapes, canonical_unit_except
+from stdsl.compiler.json_schema.scalars.string_units import (
+    _canonical_beyond_ascii,
+    _hex4,
+    _json_escapes,
+    ascii_escapes,
+    canonical_unit_except,
+)
 
 
 def _same_automaton(a: ir.Node, b: ir.Node) -> bool:
@@ -25,6 +31,14 @@ def _same_automaton(a: ir.Node, b: ir.Node) -> bool:
 def test_ascii_escapes_equal_the_four_digit_ranges(values: set[int]) -> None:
     ranges = ir.merged_ranges((value, value) for value in values)
     assert _same_automaton(ascii_escapes(ranges), ir.alt(*(_hex4(a, b) for a, b in ranges)))
+
+
+def test_the_written_out_table_beyond_ascii_is_the_raw_utf8_and_the_escapes() -> None:
+    """The table `_canonical_beyond_ascii` writes by hand against the same language built from IR."""
+    written = _canonical_beyond_ascii()
+    assert isinstance(written, ir.Embedded)
+    raw = ir.codepoints([(0x80, 0xD7FF), (0xE000, ir.MAX_UNICODE)])
+    assert _same_automaton(written, ir.alt(raw, *_json_escapes(())))
 
 
 characters = st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0x7FF), st.integers(0x800, 0xFFFF),
