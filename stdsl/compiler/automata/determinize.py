@@ -163,6 +163,9 @@ class _ClassMoves:
         set_starts = np.zeros(len(set_classes) + 1, dtype=np.int64)
         np.cumsum(set_sizes, out=set_starts[1:])
         flat_classes = np.fromiter(chain.from_iterable(set_classes), dtype=np.int64, count=int(set_starts[-1]))
+        self.set_starts, self.set_sizes, self.flat_classes = set_starts, set_sizes, flat_classes
+        self.set_masks = [sum(1 << cls for cls in classes) for classes in set_classes]
+        self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
         counts = set_sizes[sets]
         self.classes = flat_classes[np.repeat(set_starts[sets], counts) + _positions_within(counts)]
         self.targets = np.repeat(targets, counts)
@@ -197,19 +200,48 @@ def _positions_within(counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _narrow_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int, found: list[list[int]]) -> None:
-    """The moves of states lo..hi-1, one state and class at a time, appended to `found` as (state, class,
-    target) columns: a narrow level holds a few states, so a table block of its own would cost more than them."""
-    sources, classes, targets = found
+def _narrow_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int, found: list[list[int]],
+                  found_sets: list[list[int]]) -> None:
+    """The moves of states lo..hi-1, one state at a time: a narrow level holds a few states, so a table block of
+    its own would cost more than them.  When a state's byte sets are disjoint (as in a string's loop) each set
+    is one move, appended to `found_sets` as (state, set, target) columns; otherwise each class is, to `found`."""
+    edges = subsets.nfa.edges
+    masks = moves.set_masks
     for state, members in enumerate(subsets.states[lo:hi], lo):
-        by_class: dict[int, set[int]] = {}
+        by_set: dict[int, list[int]] = {}
         for member in members:
-            for cls, target in moves.pairs(member):
-                by_class.setdefault(cls, set()).add(target)
-        for cls in sorted(by_class):
-            sources.append(state)
-            classes.append(cls)
-            targets.append(subsets.state_of(tuple(sorted(by_class[cls]))))
+            for set_index, target in edges[member]:
+                by_set.setdefault(set_index, []).append(target)
+        covered = 0
+        for set_index in by_set:
+            if covered & masks[set_index]:
+                _classwise(subsets, moves, state, members, found)
+                break
+            covered |= masks[set_index]
+        else:
+            sources, sets, targets = found_sets
+            first = moves.set_first
+            for set_index in sorted(by_set, key=first.__getitem__):
+                if not masks[set_index]:
+                    continue
+                reached = by_set[set_index]
+                sources.append(state)
+                sets.append(set_index)
+                targets.append(subsets.state_of((reached[0],) if len(reached) == 1 else tuple(sorted(set(reached)))))
+
+
+def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
+               found: list[list[int]]) -> None:
+    """The moves of one state class by class, appended to `found` as (state, class, target) columns."""
+    sources, classes, targets = found
+    by_class: dict[int, set[int]] = {}
+    for member in members:
+        for cls, target in moves.pairs(member):
+            by_class.setdefault(cls, set()).add(target)
+    for cls in sorted(by_class):
+        sources.append(state)
+        classes.append(cls)
+        targets.append(subsets.state_of(tuple(sorted(by_class[cls]))))
 
 
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:
@@ -270,6 +302,7 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     subsets = _Subsets(nfa, max_states)
     wide: list[tuple[int, np.ndarray]] = []
     narrow: list[list[int]] = [[], [], []]
+    narrow_sets: list[list[int]] = [[], [], []]
     lo = 0
     while lo < len(subsets.states):
         check_deadline("determinization", subsets.releasing)
@@ -278,10 +311,14 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
         if width >= WIDE_LEVEL_MEMBERS:
             wide.append((lo, _wide_level(subsets, moves, lo, hi)))
         else:
-            _narrow_level(subsets, moves, lo, hi, narrow)
+            _narrow_level(subsets, moves, lo, hi, narrow, narrow_sets)
         lo = hi
     table = np.full((len(subsets.states), num_classes), -1, dtype=np.int32)
     table[narrow[0], narrow[1]] = narrow[2]
+    sources, sets, targets = (np.array(column, dtype=np.int64) for column in narrow_sets)
+    counts = moves.set_sizes[sets]
+    classes = moves.flat_classes[np.repeat(moves.set_starts[sets], counts) + _positions_within(counts)]
+    table[np.repeat(sources, counts), classes] = np.repeat(targets, counts)
     for lo, rows in wide:
         table[lo:lo + len(rows)] = rows
     accepting = np.array([nfa.accept in state for state in subsets.states], dtype=bool)
