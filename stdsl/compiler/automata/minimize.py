@@ -16,16 +16,26 @@ import numpy as np
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
+SORTED_CELLS = 1 << 21
+"""Table cells `successor_lists` sorts between two deadline checks (a few milliseconds)."""
+
 
 def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct successors of each state as CSR arrays `(indptr, indices)` (dead -1 left out)."""
-    ordered = np.sort(table, axis=1)
-    keep = ordered >= 0
-    keep[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
-    counts = keep.sum(axis=1)
+    step = max(1, SORTED_CELLS // max(1, table.shape[1]))
+    counts, successors = [], []
+    for lo in range(0, len(table), step):
+        if lo:
+            check_deadline("listing successors")
+        ordered = np.sort(table[lo:lo + step], axis=1)
+        keep = ordered >= 0
+        keep[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
+        counts.append(keep.sum(axis=1))
+        successors.append(ordered[keep].astype(np.int64))
     indptr = np.zeros(len(table) + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return indptr, ordered[keep].astype(np.int64)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=indptr[1:])
+    return indptr, np.concatenate(successors) if successors else np.zeros(0, dtype=np.int64)
 
 
 def predecessor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

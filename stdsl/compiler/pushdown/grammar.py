@@ -82,9 +82,12 @@ class PushdownGrammar:
         self.call_state, self.call_callee, self.call_return = call_state, call_callee, call_return
         self.max_depth = max_depth
         self.first = _first_sets(self)
+        check_deadline("the pushdown call table")
         self.call_of_byte = _call_of_byte(self)
+        check_deadline("the pushdown follow sets")
         self.follow = _follow_sets(self)
         _check_follow(self)
+        check_deadline("the pushdown completion graph")
         self.has_successor: np.ndarray = np.asarray((byte_table >= 0).any(axis=1))
         self.has_successor[call_state] = True
         graph = _CompletionGraph(self)
@@ -133,23 +136,26 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
         accepts.append(accepting)
     offsets = np.cumsum([0] + [len(t) for t in tables])
     total = int(offsets[-1])
-    byte_table = np.full((total, 256), -1, dtype=np.int16 if total < 2**15 else np.int32)
+    byte_table = np.empty((total, 256), dtype=np.int16 if total < 2**15 else np.int32)
     owner = np.zeros(total, dtype=np.int32)
-    call_state: list[int] = []
-    call_callee: list[int] = []
-    call_return: list[int] = []
-    for index, (table, off) in enumerate(zip(tables, offsets[:-1])):
-        rows = slice(int(off), int(off) + len(table))
-        byte_table[rows] = np.where(table[:, :CALL_BASE] >= 0, table[:, :CALL_BASE] + off, -1)
+    call_state: list[np.ndarray] = []
+    call_callee: list[np.ndarray] = []
+    call_return: list[np.ndarray] = []
+    for index, (table, off) in enumerate(zip(tables, offsets[:-1].tolist())):
+        check_deadline("laying out the pushdown")
+        rows = slice(off, off + len(table))
+        own = table[:, :CALL_BASE]
+        byte_table[rows] = -1
+        np.copyto(byte_table[rows], own + np.int32(off), casting="unsafe", where=own >= 0)
         owner[rows] = index
         states, columns = np.nonzero(table[:, CALL_BASE:] >= 0)
-        for q, column in zip(states.tolist(), columns.tolist()):
-            call_state.append(int(off) + q)
-            call_callee.append(column + 1)
-            call_return.append(int(off) + int(table[q, CALL_BASE + column]))
-    return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts),
-                           np.array(call_state, dtype=np.int32), np.array(call_callee, dtype=np.int32),
-                           np.array(call_return, dtype=np.int32), max_depth)
+        call_state.append(states + off)
+        call_callee.append(columns + 1)
+        call_return.append(table[states, CALL_BASE + columns] + off)
+    callers, callees, returns = (np.concatenate(column).astype(np.int32)
+                                 for column in (call_state, call_callee, call_return))
+    return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts), callers,
+                           callees, returns, max_depth)
 
 
 _BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -169,7 +175,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         return found
     dfa = determinize(build_nfa(body), max_states, alphabet)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    found = (table[:, dfa.byte_class], accepting)
+    found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False
