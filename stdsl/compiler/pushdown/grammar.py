@@ -136,17 +136,18 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
         accepts.append(accepting)
     offsets = np.cumsum([0] + [len(t) for t in tables])
     total = int(offsets[-1])
-    byte_table = np.empty((total, 256), dtype=np.int16 if total < 2**15 else np.int32)
+    byte_table = _unset_table(total, np.int16 if total < 2**15 else np.int32)
     owner = np.zeros(total, dtype=np.int32)
     call_state: list[np.ndarray] = []
     call_callee: list[np.ndarray] = []
     call_return: list[np.ndarray] = []
     for index, (table, off) in enumerate(zip(tables, offsets[:-1].tolist())):
-        check_deadline("laying out the pushdown")
         rows = slice(off, off + len(table))
-        own = table[:, :CALL_BASE]
-        byte_table[rows] = -1
-        np.copyto(byte_table[rows], own + np.int32(off), casting="unsafe", where=own >= 0)
+        for lo in range(0, len(table), LAYOUT_ROWS):
+            check_deadline("laying out the pushdown")
+            own = table[lo:lo + LAYOUT_ROWS, :CALL_BASE]
+            np.copyto(byte_table[off + lo:off + lo + len(own)], own + np.int32(off), casting="unsafe",
+                      where=own >= 0)
         owner[rows] = index
         states, columns = np.nonzero(table[:, CALL_BASE:] >= 0)
         call_state.append(states + off)
@@ -157,6 +158,9 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts), callers,
                            callees, returns, max_depth)
 
+
+LAYOUT_ROWS = 8192
+"""Rows of a body laid out between two deadline checks (a few milliseconds)."""
 
 _BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 BODY_CACHE_BYTES = 16 << 20
@@ -183,6 +187,16 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         while sum(_held_bytes(kept) for kept in _BODY_DFAS.values()) > BODY_CACHE_BYTES:
             _BODY_DFAS.popitem(last=False)
     return found
+
+
+def _unset_table(rows: int, dtype: type) -> np.ndarray:
+    """A (rows, 256) table of -1, filled `LAYOUT_ROWS` rows at a time with a deadline check between (one of
+    75 MB took 0.14 s to fill)."""
+    table: np.ndarray = np.empty((rows, 256), dtype=dtype)
+    for lo in range(0, rows, LAYOUT_ROWS):
+        check_deadline("laying out the pushdown")
+        table[lo:lo + LAYOUT_ROWS] = -1
+    return table
 
 
 def _held_bytes(arrays: tuple[np.ndarray, np.ndarray]) -> int:
@@ -224,7 +238,7 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
 
 def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
     """call_of_byte (Q, 256) after checking L(1) condition 1: call firsts disjoint from own bytes and each other."""
-    table = np.full(grammar.byte_table.shape, -1, dtype=np.int16 if len(grammar.call_state) < 2**15 else np.int32)
+    table = _unset_table(len(grammar.byte_table), np.int16 if len(grammar.call_state) < 2**15 else np.int32)
     for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
         first = grammar.first[callee]
         clash_own = first & (grammar.byte_table[q] >= 0)
