@@ -120,23 +120,43 @@ def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) 
     return new_id[table[keep]], accepting[keep]
 
 
+def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """The moves into each state grouped by source: for target t, entries bounds[t]..bounds[t+1]-1 give a source
+    and, as a bit mask (a Python int), every symbol on which it moves to t."""
+    num_states, width = table.shape
+    sources, symbols = np.nonzero(table >= 0)
+    keys = table[sources, symbols].astype(np.int64) * num_states + sources
+    order = np.argsort(keys, kind="stable")
+    keys, symbols = keys[order], symbols[order].astype(np.uint64)
+    cut = np.ones(len(keys), dtype=bool)
+    cut[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(cut)
+    masks = [0] * len(starts)
+    if len(starts):
+        for word in range((width + 63) // 64):
+            in_word = (symbols >> np.uint64(6)) == np.uint64(word)
+            bits = np.where(in_word, np.left_shift(np.uint64(1), symbols & np.uint64(63)), np.uint64(0))
+            words = np.bitwise_or.reduceat(bits, starts).tolist()
+            masks = words if word == 0 else [mask | (high << (64 * word)) for mask, high in zip(masks, words)]
+    pairs = keys[starts]
+    bounds = np.searchsorted(pairs, np.arange(num_states + 1, dtype=np.int64) * num_states).tolist()
+    return bounds, (pairs % num_states).tolist(), masks
+
+
 def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """Block number of each state of a trim DFA under Myhill–Nerode equivalence (Hopcroft refinement).
 
-    Starts from {accepting, rejecting}; missing transitions go to an implicit dead block,
-    the one block left out of the initial worklist.  Work is O(transitions · log states).
+    Starts from {accepting, rejecting}; missing transitions go to an implicit dead block, the one block left out
+    of the initial worklist.  A splitter splits each block it touches by every symbol at once: the states of
+    the block are grouped by the set of symbols that take them into the splitter (those outside it form one
+    more group), and all groups but the largest wait (all of them if the block was waiting).  A source moving
+    into the splitter on many symbols is handled once, and blocks already down to one state are skipped.
+    Work is O(transitions · log states).
     """
-    num_states = len(table)
     _, block = np.unique(accepting, return_inverse=True)
-    sources, symbols = np.nonzero(table >= 0)
-    targets = table[sources, symbols]
-    order = np.argsort(targets, kind="stable")
-    pred_source, pred_symbol = sources[order].tolist(), symbols[order].tolist()
-    indptr = np.zeros(num_states + 1, dtype=np.int64)
-    np.cumsum(np.bincount(targets, minlength=num_states), out=indptr[1:])
-    starts = indptr.tolist()
-    block_of = block.tolist()
-    members: list[set[int]] = [set() for _ in range(int(block.max()) + 1)]
+    bounds, entry_source, entry_symbols = entering_symbols(table)
+    block_of = block.reshape(-1).tolist()
+    members: list[set[int]] = [set() for _ in range(max(block_of) + 1)]
     for state, number in enumerate(block_of):
         members[number].add(state)
     waiting = list(range(len(members)))
@@ -148,29 +168,41 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
             check_deadline("minimization")
         splitter = waiting.pop()
         in_waiting[splitter] = False
-        by_symbol: dict[int, list[int]] = {}
+        symbols_of: dict[int, int] = {}
         for target in members[splitter]:
-            for i in range(starts[target], starts[target + 1]):
-                by_symbol.setdefault(pred_symbol[i], []).append(pred_source[i])
-        for preimage in by_symbol.values():
-            touched: dict[int, list[int]] = {}
-            for state in preimage:
-                touched.setdefault(block_of[state], []).append(state)
-            for old, inside in touched.items():
-                if len(inside) == len(members[old]):
+            for entry in range(bounds[target], bounds[target + 1]):
+                source = entry_source[entry]
+                symbols_of[source] = symbols_of.get(source, 0) | entry_symbols[entry]
+        touched: dict[int, dict[int, list[int]]] = {}
+        for source, symbols in symbols_of.items():
+            old = block_of[source]
+            if len(members[old]) > 1:
+                touched.setdefault(old, {}).setdefault(symbols, []).append(source)
+        for old, groups in touched.items():
+            parts = list(groups.values())
+            remainder = len(members[old]) - sum(map(len, parts))
+            if remainder == 0:
+                if len(parts) == 1:
                     continue
-                new = len(members)
-                members[old].difference_update(inside)
-                members.append(set(inside))
-                for state in inside:
-                    block_of[state] = new
-                if in_waiting[old] or len(inside) <= len(members[old]):
-                    waiting.append(new)
-                    in_waiting.append(True)
-                else:
+                largest = max(parts, key=len)
+                parts.remove(largest)
+                remainder = len(largest)
+            resting = -1
+            if not in_waiting[old]:
+                biggest = max(range(len(parts)), key=lambda index: len(parts[index]))
+                if len(parts[biggest]) > remainder:
+                    resting = biggest
                     waiting.append(old)
                     in_waiting[old] = True
-                    in_waiting.append(False)
+            for index, part in enumerate(parts):
+                new = len(members)
+                members[old].difference_update(part)
+                members.append(set(part))
+                for state in part:
+                    block_of[state] = new
+                in_waiting.append(index != resting)
+                if index != resting:
+                    waiting.append(new)
     return np.array(block_of, dtype=np.int64)
 
 

@@ -96,7 +96,7 @@ def test_minimized_automaton_is_minimal_trim_and_same_language(pattern: str) -> 
 @st.composite
 def random_tables(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     num_states = draw(st.integers(1, 10))
-    num_symbols = draw(st.integers(1, 3))
+    num_symbols = draw(st.one_of(st.integers(1, 3), st.integers(60, 140)))
     table = np.array(draw(st.lists(
         st.lists(st.integers(-1, num_states - 1), min_size=num_symbols, max_size=num_symbols),
         min_size=num_states, max_size=num_states)), dtype=np.int64).reshape(num_states, num_symbols)
