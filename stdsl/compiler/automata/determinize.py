@@ -275,14 +275,18 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     equal = targets[np.minimum(other, len(targets) - 1)] == targets
     same &= np.logical_and.reduceat(equal, seg_start)
     target_list = targets.tolist()
-    starts_list, lengths_list = seg_start.tolist(), seg_len.tolist()
-    kernel_state = np.empty(len(first), dtype=np.int64)
+    starts_list, lengths_list, first_list = seg_start.tolist(), seg_len.tolist(), first.tolist()
+    known = subsets.kernel_ids.get
+    kernel_states = [0] * len(first_list)
     for done, kernel in enumerate(np.argsort(first).tolist()):
         if done & 1023 == 1023:
             check_deadline("determinization", subsets.releasing)
-        start = starts_list[int(first[kernel])]
-        kernel_state[kernel] = subsets.state_of(tuple(target_list[start:start + lengths_list[int(first[kernel])]]))
-    seg_state = kernel_state[inverse.reshape(-1)]
+        segment = first_list[kernel]
+        start = starts_list[segment]
+        moves_to = tuple(target_list[start:start + lengths_list[segment]])
+        found = known(moves_to)
+        kernel_states[kernel] = subsets.state_of(moves_to) if found is None else found
+    seg_state = np.array(kernel_states, dtype=np.int64)[inverse.reshape(-1)]
     for segment in np.flatnonzero(~same).tolist():
         start = starts_list[segment]
         seg_state[segment] = subsets.state_of(tuple(target_list[start:start + lengths_list[segment]]))
