@@ -16,6 +16,7 @@ order of (state, class) first reached.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 
 import numpy as np
@@ -152,35 +153,50 @@ class _Subsets:
 
 
 class _ClassMoves:
-    """Every NFA byte edge expanded to its classes, grouped by source state (CSR), for both expansions."""
+    """Every NFA byte edge by byte set (for narrow levels) and, built on first use, expanded to its classes and
+    grouped by source state (CSR arrays, for wide levels): a small automaton never needs the arrays."""
 
     def __init__(self, nfa: NFA, set_classes: list[list[int]], num_classes: int) -> None:
-        moves = [(state, set_index, target) for state, out in enumerate(nfa.edges) if out
+        self.nfa = nfa
+        self.set_classes = set_classes
+        self.num_classes = num_classes
+        self.set_masks = [sum(1 << cls for cls in classes) for classes in set_classes]
+        self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
+        self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
+
+    @cached_property
+    def set_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The byte sets' classes as CSR arrays: (starts, sizes, the classes of every set concatenated)."""
+        sizes = np.array([len(c) for c in self.set_classes], dtype=np.int64)
+        starts = np.zeros(len(self.set_classes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        flat = np.fromiter(chain.from_iterable(self.set_classes), dtype=np.int64, count=int(starts[-1]))
+        return starts, sizes, flat
+
+    def expand(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classes of each of `sets` concatenated, and how many each has."""
+        starts, sizes, flat = self.set_layout
+        counts = sizes[sets]
+        return flat[np.repeat(starts[sets], counts) + _positions_within(counts)], counts
+
+    @cached_property
+    def class_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (state, class) move as CSR arrays `(indptr, classes, targets)`, and a 64-bit salt per state."""
+        moves = [(state, set_index, target) for state, out in enumerate(self.nfa.edges) if out
                  for set_index, target in out]
         sources, sets, targets = (np.array(column, dtype=np.int64) for column in zip(*moves)) if moves else \
             (np.zeros(0, dtype=np.int64) for _ in range(3))
-        set_sizes = np.array([len(c) for c in set_classes], dtype=np.int64)
-        set_starts = np.zeros(len(set_classes) + 1, dtype=np.int64)
-        np.cumsum(set_sizes, out=set_starts[1:])
-        flat_classes = np.fromiter(chain.from_iterable(set_classes), dtype=np.int64, count=int(set_starts[-1]))
-        self.set_starts, self.set_sizes, self.flat_classes = set_starts, set_sizes, flat_classes
-        self.set_masks = [sum(1 << cls for cls in classes) for classes in set_classes]
-        self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
-        counts = set_sizes[sets]
-        self.classes = flat_classes[np.repeat(set_starts[sets], counts) + _positions_within(counts)]
-        self.targets = np.repeat(targets, counts)
-        self.indptr = np.zeros(nfa.num_states + 1, dtype=np.int64)
-        np.cumsum(np.bincount(np.repeat(sources, counts), minlength=nfa.num_states), out=self.indptr[1:])
-        self.num_classes = num_classes
-        self.salt = _mix(np.arange(nfa.num_states + 1, dtype=np.uint64))
-        self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
+        classes, counts = self.expand(sets)
+        indptr = np.zeros(self.nfa.num_states + 1, dtype=np.int64)
+        np.cumsum(np.bincount(np.repeat(sources, counts), minlength=self.nfa.num_states), out=indptr[1:])
+        return indptr, classes, np.repeat(targets, counts), _mix(np.arange(self.nfa.num_states + 1, dtype=np.uint64))
 
     def pairs(self, state: int) -> list[tuple[int, int]]:
         """(class, target) moves of one NFA state, for the narrow-level path."""
         cached = self.lists[state]
         if cached is None:
-            lo, hi = int(self.indptr[state]), int(self.indptr[state + 1])
-            cached = list(zip(self.classes[lo:hi].tolist(), self.targets[lo:hi].tolist()))
+            set_classes = self.set_classes
+            cached = [(cls, target) for set_index, target in self.nfa.edges[state] for cls in set_classes[set_index]]
             self.lists[state] = cached
         return cached
 
@@ -250,11 +266,12 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     sizes = np.fromiter((len(s) for s in level), dtype=np.int64, count=hi - lo)
     members = np.fromiter(chain.from_iterable(sorted(s) for s in level), dtype=np.int64, count=int(sizes.sum()))
     owners = np.repeat(np.arange(hi - lo, dtype=np.int64), sizes)
-    starts = moves.indptr[members]
-    lengths = moves.indptr[members + 1] - starts
+    indptr, move_classes, move_targets, salt = moves.class_moves
+    starts = indptr[members]
+    lengths = indptr[members + 1] - starts
     index = np.repeat(starts, lengths) + _positions_within(lengths)
-    keys = np.repeat(owners, lengths) * moves.num_classes + moves.classes[index]
-    targets = moves.targets[index]
+    keys = np.repeat(owners, lengths) * moves.num_classes + move_classes[index]
+    targets = move_targets[index]
     order = np.lexsort((targets, keys))
     keys, targets = keys[order], targets[order]
     fresh = np.ones(len(keys), dtype=bool)
@@ -267,7 +284,7 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     cut[1:] = keys[1:] != keys[:-1]
     seg_start = np.flatnonzero(cut)
     seg_len = np.diff(np.append(seg_start, len(keys)))
-    hashes = np.add.reduceat(moves.salt[targets], seg_start) ^ moves.salt[np.minimum(seg_len, len(moves.salt) - 1)]
+    hashes = np.add.reduceat(salt[targets], seg_start) ^ salt[np.minimum(seg_len, len(salt) - 1)]
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     representative = first[inverse.reshape(-1)]
     same = seg_len == seg_len[representative]
@@ -320,8 +337,7 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     table = np.full((len(subsets.states), num_classes), -1, dtype=np.int32)
     table[narrow[0], narrow[1]] = narrow[2]
     sources, sets, targets = (np.array(column, dtype=np.int64) for column in narrow_sets)
-    counts = moves.set_sizes[sets]
-    classes = moves.flat_classes[np.repeat(moves.set_starts[sets], counts) + _positions_within(counts)]
+    classes, counts = moves.expand(sets)
     table[np.repeat(sources, counts), classes] = np.repeat(targets, counts)
     for lo, rows in wide:
         table[lo:lo + len(rows)] = rows
