@@ -9,8 +9,8 @@ States are expanded a breadth-first level at a time (at most `LEVEL_CHUNK` state
 the compile deadline is checked often).  A wide level is expanded with numpy
 (every member's class moves gathered, sorted and cut into one kernel per state and class,
 equal kernels found by hash and then compared element by element, so no collision can merge
-two); a narrow level (a chain of literal bytes) is cheaper in plain Python.  Both number new states in
-order of (state, class) first reached.
+two); a narrow level (a chain of literal bytes) is cheaper in plain Python, one move per byte set
+when a state's sets are disjoint.  Both number new states in order of (state, class) first reached.
 """
 
 from __future__ import annotations
