@@ -31,6 +31,7 @@ from typing import Any
 from jsonschema_coverage import load_peers, run_peer
 
 import stdsl  # noqa: F401  (imported before the workers fork, like the coverage runner)
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.constraint import Regex
 from stdsl.compiler.constraint import compile as compile_constraint
 
@@ -39,10 +40,13 @@ EXTRACTION = REPO / ".." / "shared" / "tasks" / "extraction"
 RESULTS = REPO / "benchmarks" / "results"
 TARGETS_MS = {"extraction": 5.0, "enum_5000": 50.0, "object_300": 300.0}
 OVERSHOOT_CASES = {
-    "NFA construction": "(?:(?:(?:ab){0,40}c){0,40}d){0,300}",
-    "determinization": "(a|b)*a(a|b){16}",
-    "determinization, wide levels": "(?:[a-z]{0,80}x){0,200}y",
+    "NFA construction": ("(?:(?:(?:ab){0,40}c){0,40}d){0,300}", 0.3),
+    "determinization": ("(a|b)*a(a|b){21}", 1.0),
+    "determinization, wide levels": ("(?:[a-z]{0,80}x){0,200}y", 1.0),
 }
+"""Stage → (pattern, `max_seconds`): `tests/compiler/test_deadline.py`'s cases, each needing several times its limit
+in its stage on any machine; the state budget is lifted (`OVERSHOOT_MAX_STATES`) so that only the clock stops them."""
+OVERSHOOT_MAX_STATES = 10**8
 
 
 def cases() -> dict[str, tuple[str, Any]]:
@@ -60,12 +64,12 @@ def cases() -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _compile_worker(spec: Any, max_seconds: float, conn: Any) -> None:
+def _compile_worker(spec: Any, max_seconds: float, max_states: int, conn: Any) -> None:
     """Worker: one cold compile, timed in wall and CPU seconds with its minor page faults, then the warm floor."""
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall, cpu = time.perf_counter(), time.process_time()
     try:
-        constraint = compile_constraint(spec, max_seconds=max_seconds)
+        constraint = compile_constraint(spec, max_seconds=max_seconds, max_states=max_states)
         outcome = f"{constraint.num_states} states"
     except stdsl.errors.StdslError as exc:
         outcome = f"{type(exc).__name__}: {exc}"[:160]
@@ -78,11 +82,11 @@ def _compile_worker(spec: Any, max_seconds: float, conn: Any) -> None:
     conn.send(result)
 
 
-def run_cold(spec: Any, max_seconds: float) -> dict:
+def run_cold(spec: Any, max_seconds: float, max_states: int = DEFAULT_MAX_STATES) -> dict:
     """One compile in a forked worker."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_compile_worker, args=(spec, max_seconds, child), daemon=True)
+    worker = ctx.Process(target=_compile_worker, args=(spec, max_seconds, max_states, child), daemon=True)
     worker.start()
     child.close()
     try:
@@ -131,10 +135,12 @@ def markdown(result: dict) -> str:
         lines.append(f"| {name} | {TARGETS_MS[row['group']]:g} | {row['wall_ms']} | {row['cpu_ms']} | "
                      f"{row['page_faults']} | {row['warm_cpu_ms']} | {row['fresh_cpu_ms']} | {row['outcome']} | "
                      f"{peer_cells} |")
-    lines += ["", f"Time limit kept (`max_seconds={result['limit_s']}`): time from the call to the refusal.", "",
-              "| stops in | pattern | seconds | over the limit |", "|---|---|---:|---:|"]
+    lines += ["", "Time limit kept: time from the call to the refusal, the state budget lifted.", "",
+              "| stops in | pattern | `max_seconds` | seconds | over the limit | outcome |",
+              "|---|---|---:|---:|---:|---|"]
     for stage, row in result["overshoot"].items():
-        lines.append(f"| {stage} | `{row['pattern']}` | {row['seconds']} | {row['over_percent']}% |")
+        lines.append(f"| {stage} | `{row['pattern']}` | {row['limit_s']:g} | {row['seconds']} | "
+                     f"{row['over_percent']}% | {row['outcome'][:90]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -148,14 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--peers", default="llguidance", help="comma-separated peers (llguidance,xgrammar)")
     parser.add_argument("--repeats", type=int, default=3, help="cold compiles per case (median reported)")
-    parser.add_argument("--limit", type=float, default=2.0, help="max_seconds for the deadline checks")
     parser.add_argument("--out", default=str(RESULTS / "compile_speed"), help="results file stem")
     parser.add_argument("--only", default="", help="comma-separated case and stop-stage names to run (default: all)")
     args = parser.parse_args(argv)
     only = {n for n in args.only.split(",") if n}
     command = "python benchmarks/compile_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
     peers = load_peers([n for n in args.peers.split(",") if n])
-    result: dict[str, Any] = {"command": command, "repeats": args.repeats, "limit_s": args.limit,
+    result: dict[str, Any] = {"command": command, "repeats": args.repeats,
                               "peers": list(peers), "cases": {}, "overshoot": {}}
     for name, (group, schema) in cases().items():
         if only and name not in only:
@@ -174,12 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                                        "error": timed[0]["error"]}
         result["cases"][name] = row
         print(name, row, flush=True)
-    for stage, pattern in OVERSHOOT_CASES.items():
+    for stage, (pattern, limit) in OVERSHOOT_CASES.items():
         if only and stage not in only:
             continue
-        run = run_cold(Regex(pattern), args.limit)
-        result["overshoot"][stage] = {"pattern": pattern, "seconds": round(run["wall_s"], 3),
-                                      "over_percent": round(100 * (run["wall_s"] / args.limit - 1), 1),
+        run = run_cold(Regex(pattern), limit, OVERSHOOT_MAX_STATES)
+        result["overshoot"][stage] = {"pattern": pattern, "limit_s": limit, "seconds": round(run["wall_s"], 3),
+                                      "over_percent": round(100 * (run["wall_s"] / limit - 1), 1),
                                       "outcome": run["outcome"]}
         print(stage, result["overshoot"][stage], flush=True)
     stem = Path(args.out)
