@@ -27,8 +27,17 @@ PLAIN_NAME = restrict_to_plain_text(ir.star(ir.any_char()))
 
 
 def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
-    """The minimal automaton of L(universe) minus L(excluded) (product with the completed `excluded`)."""
-    tu, te = universe.transitions.astype(np.int64), excluded.transitions.astype(np.int64)
+    """The minimal automaton of L(universe) minus L(excluded): the product with the completed `excluded`, built over
+    the classes of bytes that neither automaton tells apart (a few dozen where bytes would be 256), numbered by
+    their first byte so that the minimal table is numbered as the byte-by-byte product's would be."""
+    joint_key = universe.byte_class.astype(np.int64) * excluded.num_classes + excluded.byte_class
+    _, first_byte, joint_class = np.unique(joint_key, return_index=True, return_inverse=True)
+    rank = np.empty(len(first_byte), dtype=np.int64)
+    rank[np.argsort(first_byte)] = np.arange(len(first_byte))
+    first_byte, joint_class = np.sort(first_byte), rank[joint_class.reshape(-1)]
+    moves_u = universe.class_transitions[:, universe.byte_class[first_byte]].tolist()
+    moves_e = excluded.class_transitions[:, excluded.byte_class[first_byte]].tolist()
+    dead_e = [-1] * len(first_byte)
     index = {(0, 0): 0}
     pairs = [(0, 0)]
     rows = []
@@ -36,17 +45,20 @@ def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
     while i < len(pairs):
         pu, pe = pairs[i]
         i += 1
-        row = np.full(256, -1, dtype=np.int64)
-        for byte in np.flatnonzero(tu[pu] >= 0):
-            key = (int(tu[pu, byte]), int(te[pe, byte]) if pe >= 0 else -1)
-            target = index.get(key)
+        row = []
+        for target_u, target_e in zip(moves_u[pu], moves_e[pe] if pe >= 0 else dead_e):
+            if target_u < 0:
+                row.append(-1)
+                continue
+            target = index.get((target_u, target_e))
             if target is None:
-                target = index[key] = len(pairs)
-                pairs.append(key)
-            row[byte] = target
+                target = index[(target_u, target_e)] = len(pairs)
+                pairs.append((target_u, target_e))
+            row.append(target)
         rows.append(row)
     accepting = np.array([bool(universe.accepting[u]) and not (e >= 0 and excluded.accepting[e]) for u, e in pairs])
-    return Automaton(*minimize(np.vstack(rows), accepting))
+    table, accepting = minimize(np.array(rows, dtype=np.int64), accepting)
+    return Automaton.from_classes(table, accepting, joint_class)
 
 
 def pattern_matcher(pattern: str, where: str) -> Automaton:
