@@ -66,13 +66,18 @@ def ends_before(literal: bytes) -> Automaton:
 
 
 def common_classes(a: Automaton, b: Automaton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The byte classes of a product: one per distinct pair (class in `a`, class in `b`).
+    """The byte classes of a product: one per distinct pair (class in `a`, class in `b`), numbered by first byte (so
+    a minimal product table is numbered as one built byte by byte would be).
 
     Returns each byte's product class and, per product class, its column in `a` and in `b`.
     """
     pairs = a.byte_class.astype(np.int64) * b.num_classes + b.byte_class
-    unique_pairs, byte_class = np.unique(pairs, return_inverse=True)
-    return byte_class.reshape(-1), unique_pairs // b.num_classes, unique_pairs % b.num_classes
+    unique_pairs, first_byte, byte_class = np.unique(pairs, return_index=True, return_inverse=True)
+    order = np.argsort(first_byte)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    ordered = unique_pairs[order]
+    return rank[byte_class.reshape(-1)], ordered // b.num_classes, ordered % b.num_classes
 
 
 def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Automaton:

@@ -86,6 +86,8 @@ def test_common_classes_tell_apart_exactly_the_bytes_either_side_does(left: str,
     assert np.array_equal(column_b[byte_class], b.byte_class)
     pairs = {(int(x), int(y)) for x, y in zip(a.byte_class, b.byte_class)}
     assert int(byte_class.max()) + 1 == len(pairs)
+    first_bytes = [int(np.flatnonzero(byte_class == c)[0]) for c in range(len(pairs))]
+    assert first_bytes == sorted(first_bytes)
 
 
 def test_intersection_budget() -> None:

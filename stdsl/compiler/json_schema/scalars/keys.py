@@ -17,7 +17,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.minimize import minimize
-from stdsl.compiler.automata.ops import intersect
+from stdsl.compiler.automata.ops import common_classes, intersect
 from stdsl.compiler.json_schema.resolve import MORE_PATTERNS, patterns_of
 from stdsl.compiler.json_schema.scalars.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body
 from stdsl.errors import EmptyLanguageError, SchemaError
@@ -28,16 +28,12 @@ PLAIN_NAME = restrict_to_plain_text(ir.star(ir.any_char()))
 
 def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
     """The minimal automaton of L(universe) minus L(excluded): the product with the completed `excluded`, built over
-    the classes of bytes that neither automaton tells apart (a few dozen where bytes would be 256), numbered by
-    their first byte so that the minimal table is numbered as the byte-by-byte product's would be."""
-    joint_key = universe.byte_class.astype(np.int64) * excluded.num_classes + excluded.byte_class
-    _, first_byte, joint_class = np.unique(joint_key, return_index=True, return_inverse=True)
-    rank = np.empty(len(first_byte), dtype=np.int64)
-    rank[np.argsort(first_byte)] = np.arange(len(first_byte))
-    first_byte, joint_class = np.sort(first_byte), rank[joint_class.reshape(-1)]
-    moves_u = universe.class_transitions[:, universe.byte_class[first_byte]].tolist()
-    moves_e = excluded.class_transitions[:, excluded.byte_class[first_byte]].tolist()
-    dead_e = [-1] * len(first_byte)
+    the classes of bytes that neither automaton tells apart (`common_classes`: a few dozen where bytes would be
+    256)."""
+    byte_class, column_u, column_e = common_classes(universe, excluded)
+    moves_u = universe.class_transitions[:, column_u].tolist()
+    moves_e = excluded.class_transitions[:, column_e].tolist()
+    dead_e = [-1] * len(column_u)
     index = {(0, 0): 0}
     pairs = [(0, 0)]
     rows = []
@@ -58,7 +54,7 @@ def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
         rows.append(row)
     accepting = np.array([bool(universe.accepting[u]) and not (e >= 0 and excluded.accepting[e]) for u, e in pairs])
     table, accepting = minimize(np.array(rows, dtype=np.int64), accepting)
-    return Automaton.from_classes(table, accepting, joint_class)
+    return Automaton.from_classes(table, accepting, byte_class)
 
 
 def pattern_matcher(pattern: str, where: str) -> Automaton:
