@@ -264,7 +264,7 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     """Rows of states lo..hi-1 at once: gather all class moves, cut them into kernels, number each distinct kernel."""
     level = subsets.states[lo:hi]
     sizes = np.fromiter((len(s) for s in level), dtype=np.int64, count=hi - lo)
-    members = np.fromiter(chain.from_iterable(sorted(s) for s in level), dtype=np.int64, count=int(sizes.sum()))
+    members = np.fromiter(chain.from_iterable(level), dtype=np.int64, count=int(sizes.sum()))
     owners = np.repeat(np.arange(hi - lo, dtype=np.int64), sizes)
     indptr, move_classes, move_targets, salt = moves.class_moves
     starts = indptr[members]
