@@ -79,8 +79,10 @@ def byte_classes(
     contains = membership[:, first_symbols]
     flat = (np.flatnonzero(contains) % len(first_symbols)).tolist()
     set_classes: list[list[int]] = []
-    for end, count in zip(np.cumsum(contains.sum(axis=1)).tolist(), contains.sum(axis=1).tolist()):
-        set_classes.append(flat[end - count:end])
+    start = 0
+    for count in contains.sum(axis=1).tolist():
+        set_classes.append(flat[start:start + count])
+        start += count
     return np.array(classes, dtype=np.int64), set_classes
 
 
