@@ -281,6 +281,7 @@ def drive_ours(engine: OurEngine, automaton: Any, docs: list[list[int]], passes:
         "row_cache_nbytes": int(getattr(cache, "nbytes", -1)),
         "row_cache_walk_table_nbytes": int(cache.table.scaled.nbytes),
         "automaton_classes": int(automaton.num_classes),
+        "automaton_whole_rows": int(automaton.branch_rows.shape[0]),
     }
     if walk:
         walk_times, walk_mismatch = [], 0

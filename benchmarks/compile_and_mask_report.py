@@ -236,7 +236,8 @@ def memory_table(result: dict) -> list[str]:
         if o:
             cells += [
                 f"{_bytes(o['automaton_nbytes'])} ({o['automaton_nbytes'] / o['states']:.0f} B/state"
-                + (f", {o['automaton_classes']} byte classes)" if "automaton_classes" in o else ")"),
+                + (f", {o['automaton_classes']} byte classes" if "automaton_classes" in o else "")
+                + (f", {o['automaton_whole_rows']:,} whole rows)" if "automaton_whole_rows" in o else ")"),
                 _bytes(o["compile_malloc_bytes"]),
                 _bytes(_rows_malloc(o))
                 + (f" ({_bytes(o['row_cache_nbytes'])} rows + {_bytes(o['row_cache_walk_table_nbytes'])} walk table)"
@@ -416,7 +417,9 @@ def render_markdown(result: dict) -> str:
             "malloc Δ = glibc in-use bytes after minus before (gc first). stdsl rows after walk = malloc Δ of the "
             "rows-on-demand cache over the cold pass and the warm passes, whichever is larger (one compact row and "
             "one compact mask per visited state: its default state plus the exceptions, and its allowed or refused "
-            "ids)."
+            "ids). stdsl automaton = what a compiled grammar keeps: the whole class rows of the states with two or "
+            "more live byte classes, one (class, target) for every other state, the byte-class map and the accepting "
+            "mask. The walk table is the scaled dense table the rows on demand step through, built on the first mask."
         ),
         "",
         *memory_table(result),

@@ -95,8 +95,10 @@ class CombinedTable:
 class WalkTable(ByteClassTable):
     """An automaton table (one or several automata with global ids) in class form, prepared once for walks.
 
-    `WalkTable(transitions, accepting)` takes a (Q, 256) table and finds its classes;
-    `WalkTable.of(x)` reads an automaton's class form and keeps the result in a cache keyed by x.
+    It keeps only the scaled table the walks step through (`scaled`), the byte→class map and the
+    accepting mask; `class_transitions` is read back from the scaled table when a device copy or an
+    oracle asks for it.  `WalkTable(transitions, accepting)` takes a (Q, 256) table and finds its
+    classes; `WalkTable.of(x)` reads an automaton's class form and keeps the result in a cache keyed by x.
     """
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
@@ -104,10 +106,11 @@ class WalkTable(ByteClassTable):
         self._prepare(classes, byte_class, accept)
 
     def _prepare(self, classes: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> None:
-        self.class_transitions: np.ndarray = classes.astype(state_dtype(classes.shape[0]), copy=False)
+        self.state_dtype: np.dtype = state_dtype(classes.shape[0])
+        self._num_states = int(classes.shape[0])
         self.byte_class: np.ndarray = byte_class
         self.accepting: np.ndarray = accepting
-        self.scaled = ScaledTable.of(self.class_transitions, byte_class)
+        self.scaled = ScaledTable.of(classes, byte_class)
 
     @classmethod
     def from_classes(cls, class_transitions: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> WalkTable:
@@ -115,6 +118,27 @@ class WalkTable(ByteClassTable):
         table = cls.__new__(cls)
         table._prepare(np.asarray(class_transitions), np.asarray(byte_class), np.asarray(accepting, dtype=bool))
         return table
+
+    @property
+    def num_states(self) -> int:
+        """Number of states (global ids for stacked automata)."""
+        return self._num_states
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes (the scaled table's stride)."""
+        return self.scaled.stride
+
+    @property
+    def class_transitions(self) -> np.ndarray:
+        """The dense (num_states, num_classes) table, read back from the scaled one afresh on each call."""
+        body = self.scaled.flat[: self.scaled.sink].reshape(self._num_states, self.scaled.stride)
+        return self.scaled.states_of(body).astype(self.state_dtype)
+
+    def live_bytes(self, state: int) -> int:
+        """Number of bytes with a live transition from `state`."""
+        row = self.scaled.flat[state * self.scaled.stride + self.scaled.byte_class]
+        return int(np.count_nonzero(row != self.scaled.sink))
 
     @property
     def sink(self) -> int:

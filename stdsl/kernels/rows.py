@@ -193,7 +193,7 @@ class RowCache:
 
         Both give the same row; the choice only saves a pass over the vocabulary where most tokens die.
         """
-        live_bytes = int(np.count_nonzero(self.table.class_transitions[state][self.table.byte_class] >= 0))
+        live_bytes = self.table.live_bytes(state)
         if live_bytes * 2 > 256:
             scaled = root_row_scaled(self.table.scaled, state, self.vocab)
             return CompactRow.of(scaled, self._dtype, self.table.scaled)
@@ -239,13 +239,14 @@ class RowCache:
             )
         if self.vocab.walk_lengths[token_id] == 0:
             return DEAD
-        table, byte_class = self.table.class_transitions, self.table.byte_class
-        s = state
-        for b in self.vocab.bytes_of(token_id):
-            s = int(table[s, byte_class[b]])
-            if s < 0:
+        scaled = self.table.scaled
+        flat, sink = scaled.flat, scaled.sink
+        s = state * scaled.stride
+        for column in self.vocab.bytes_of(token_id).translate(scaled.translation):
+            s = int(flat[s + column])
+            if s == sink:
                 return DEAD
-        return s
+        return s // scaled.stride
 
     @property
     def nbytes(self) -> int:

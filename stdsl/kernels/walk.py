@@ -270,7 +270,7 @@ def _walk_device(
     """Run the device kernel: (next states (B, V) int32, mask (B, V) bool)."""
     arrays = device_vocabulary(vocab)
     rows = int(states.shape[0])
-    outputs = _device_kernel(kind, str(table.class_transitions.dtype))(
+    outputs = _device_kernel(kind, str(table.state_dtype))(
         inputs=[
             device_array(table, "table"),
             device_array(table, "byte_class"),

@@ -1,15 +1,19 @@
 """The byte automaton every constraint compiles to, and the derived tables the runtime reads.
 
 An `Automaton` is a DFA over bytes stored over byte equivalence classes: `byte_class[b]` is the
-class of byte `b` and `class_transitions[q, c]` the next state on any byte of class `c` (-1 dead);
-the start is state 0.  Classes are the distinct columns of the 256-column table, numbered in the
-order of their first byte, so equal automata have equal tables.  Derived tables (live bytes,
-forced bytes and chains, cut states, shortest accepted suffix) read the class form and are
-computed on first use and cached.
+class of byte `b`, and each state's row over the classes gives the next state on any byte of a
+class (-1 dead); the start is state 0.  Classes are the distinct columns of the 256-column table,
+numbered in the order of their first byte, so equal automata have equal tables.  Most states of a
+schema's automaton (key literals, punctuation) have one live class, so only the rows of states
+with two or more are stored whole; the others keep their one (class, target).  `class_transitions`
+expands the dense states × classes table for the kernels and the products that index it.  Derived
+tables (live bytes, forced bytes and chains, cut states, shortest accepted suffix) are computed on
+first use and cached.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from functools import cached_property
 
 import numpy as np
@@ -42,21 +46,25 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     return class_table[:, chosen], canonical
 
 
-class ByteClassTable:
+class ByteClassTable(ABC):
     """Reads shared by every transition table stored over byte classes (`class_transitions`, `byte_class`)."""
 
-    class_transitions: np.ndarray
     byte_class: np.ndarray
 
     @property
-    def num_states(self) -> int:
-        """Number of states (rows of the table)."""
-        return int(self.class_transitions.shape[0])
+    @abstractmethod
+    def class_transitions(self) -> np.ndarray:
+        """The dense (num_states, num_classes) table, -1 dead."""
 
     @property
+    @abstractmethod
+    def num_states(self) -> int:
+        """Number of states (rows of the table)."""
+
+    @property
+    @abstractmethod
     def num_classes(self) -> int:
         """Number of byte classes (columns of the table)."""
-        return int(self.class_transitions.shape[1])
 
     @property
     def transitions(self) -> np.ndarray:
@@ -65,9 +73,12 @@ class ByteClassTable:
 
 
 class Automaton(ByteClassTable):
-    """A DFA over bytes with start state 0: a byte-class map, a states × classes table and an accepting mask.
+    """A DFA over bytes with start state 0: a byte-class map, its rows over the classes and an accepting mask.
 
-    The table is stored as int16 when the states fit (≤ 32767), else int32; -1 is the dead state.
+    A state with at most one live class keeps that class and its target (`sole_class[q]`,
+    `sole_target[q]`; -1 when it has none); a state with two or more keeps its whole row `r` of
+    `branch_rows`, marked by `sole_target[q] = -2 - r`.  States are int16 when they fit (≤ 32767),
+    else int32; -1 is the dead state.
     `Automaton(transitions, accepting)` takes a (num_states, 256) table and finds the classes;
     `Automaton.from_classes(class_table, accepting, byte_class)` takes the class form directly.
     """
@@ -112,11 +123,66 @@ class Automaton(ByteClassTable):
             raise ValueError(f"accepting must have shape ({num_states},), got {accept.shape}")
         classes, canonical_byte_class = canonical_classes(table, byte_class)
         dtype = np.int16 if num_states <= INT16_MAX_STATES else np.int32
-        self.class_transitions: np.ndarray = np.ascontiguousarray(classes, dtype=dtype)
+        self._keep_rows(np.asarray(classes, dtype=dtype))
         self.byte_class: np.ndarray = canonical_byte_class
         self.accepting: np.ndarray = np.array(accept, dtype=bool)
-        for array in (self.class_transitions, self.byte_class, self.accepting):
+        for array in (self.branch_rows, self.sole_class, self.sole_target, self.byte_class, self.accepting):
             array.setflags(write=False)
+
+    def _keep_rows(self, classes: np.ndarray) -> None:
+        """Split the dense class table into whole rows (two or more live classes) and sole transitions."""
+        live = classes >= 0
+        live_classes = np.count_nonzero(live, axis=1)
+        branching = live_classes >= 2
+        self.branch_rows: np.ndarray = np.ascontiguousarray(classes[branching])
+        sole = np.flatnonzero(live_classes == 1)
+        self.sole_class: np.ndarray = np.zeros(classes.shape[0], dtype=np.uint8)
+        self.sole_class[sole] = np.argmax(live[sole], axis=1)
+        self.sole_target: np.ndarray = np.full(classes.shape[0], -1, dtype=classes.dtype)
+        self.sole_target[sole] = classes[sole, self.sole_class[sole]]
+        self.sole_target[branching] = -2 - np.arange(self.branch_rows.shape[0])
+
+    @property
+    def num_states(self) -> int:
+        """Number of states."""
+        return int(self.accepting.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes."""
+        return int(self.branch_rows.shape[1])
+
+    @property
+    def class_transitions(self) -> np.ndarray:
+        """The dense (num_states, num_classes) table (read-only), expanded afresh on each call.
+
+        For the kernels, which build their own tables from it once, and for products and oracles;
+        a single state's row is `class_row`.
+        """
+        out = np.full((self.num_states, self.num_classes), -1, dtype=self.sole_target.dtype)
+        out[self.sole_target < -1] = self.branch_rows
+        sole = np.flatnonzero(self.sole_target >= 0)
+        out[sole, self.sole_class[sole]] = self.sole_target[sole]
+        out.setflags(write=False)
+        return out
+
+    def class_row(self, state: int) -> np.ndarray:
+        """The next state per class from `state` (-1 dead); read-only when it is a stored row."""
+        target = int(self.sole_target[state])
+        if target < -1:
+            return self.branch_rows[-2 - target]
+        out = np.full(self.num_classes, -1, dtype=self.sole_target.dtype)
+        out[self.sole_class[state]] = target
+        return out
+
+    def next_states(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """Per pair: the next state from `states[i]` on class `classes[i]` (-1 dead); states must be live."""
+        states, classes = np.asarray(states), np.asarray(classes)
+        targets = self.sole_target[states]
+        out = np.where(classes == self.sole_class[states], targets, -1)
+        whole = targets < -1
+        out[whole] = self.branch_rows[-2 - targets[whole], classes[whole]]
+        return out
 
 
     @cached_property
@@ -131,24 +197,37 @@ class Automaton(ByteClassTable):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the class table, the byte-class map and the accepting mask."""
-        return int(self.class_transitions.nbytes + self.byte_class.nbytes + self.accepting.nbytes)
+        """Bytes held by the whole rows, the sole transitions, the byte-class map and the accepting mask."""
+        arrays = (self.branch_rows, self.sole_class, self.sole_target, self.byte_class, self.accepting)
+        return sum(int(array.nbytes) for array in arrays)
 
     def __repr__(self) -> str:
         return f"Automaton(states={self.num_states}, bytes={self.nbytes})"
 
     def next_state(self, state: int, byte: int) -> int:
         """The state after reading one byte from a live `state` (-1 dead)."""
-        return int(self.class_transitions[state, self.byte_class[byte]])
+        return self._next(state, int(self.byte_class[byte]))
+
+    def _next(self, state: int, column: int) -> int:
+        """The state after one byte of class `column` from a live `state` (-1 dead)."""
+        target = int(self.sole_target[state])
+        if target < -1:
+            return int(self.branch_rows[-2 - target, column])
+        return target if column == int(self.sole_class[state]) else -1
 
     def step(self, state: int, data: bytes) -> int:
         """The state after reading `data` from `state` (-1 once dead)."""
-        table, byte_class = self.class_transitions, self.byte_class
-        for byte in data:
+        columns = data.translate(self._translation)
+        for column in columns:
             if state < 0:
                 return -1
-            state = int(table[state, byte_class[byte]])
+            state = self._next(state, column)
         return state
+
+    @cached_property
+    def _translation(self) -> bytes:
+        """`byte_class` as a translation table for `bytes.translate`."""
+        return bytes(self.byte_class.tolist())
 
     def accepts(self, data: bytes) -> bool:
         """Whether `data` is in the language."""
@@ -158,18 +237,19 @@ class Automaton(ByteClassTable):
     @cached_property
     def live_count(self) -> np.ndarray:
         """Number of bytes with a live (non-dead) transition, per state."""
-        return (self.class_transitions >= 0).astype(np.int64) @ self.class_size
+        counts = self.class_size[self.sole_class] * (self.sole_target >= 0)
+        counts[self.sole_target < -1] = (self.branch_rows >= 0).astype(np.int64) @ self.class_size
+        return counts
 
     def live_bytes(self, state: int) -> bytes:
         """The bytes with a live transition from `state`, in increasing order."""
-        return bytes(np.flatnonzero(self.class_transitions[state][self.byte_class] >= 0).tolist())
+        return bytes(np.flatnonzero(self.class_row(state)[self.byte_class] >= 0).tolist())
 
     @cached_property
     def forced_byte(self) -> np.ndarray:
         """Per state: the unique live byte if the state is forced (not accepting, one live byte), else -1."""
         forced = ~self.accepting & (self.live_count == 1)
-        first_live = self.class_first_byte[np.argmax(self.class_transitions >= 0, axis=1)]
-        return np.where(forced, first_live, -1).astype(np.int16)
+        return np.where(forced, self.class_first_byte[self.sole_class], -1).astype(np.int16)
 
     def _follow_forced(self, state: int) -> tuple[bytes, int]:
         """Read forced bytes from `state` until a decision point (or a repeated state)."""

@@ -11,22 +11,23 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import Automaton
+
 
 class ByteRows:
-    """`rows[state]`: the (256,) next states of one state (-1 dead), expanded from the class table on demand."""
+    """`rows[state]`: the (256,) next states of one state (-1 dead), expanded from the state's class row on demand."""
 
-    def __init__(self, automaton: Any) -> None:
-        self.class_transitions = np.asarray(automaton.class_transitions)
-        self.byte_class = np.asarray(automaton.byte_class)
+    def __init__(self, automaton: Automaton) -> None:
+        self.automaton = automaton
 
     def __getitem__(self, state: int) -> np.ndarray:
-        return self.class_transitions[int(state)][self.byte_class]
+        return self.automaton.class_row(int(state))[self.automaton.byte_class]
 
 
 def byte_rows(automaton: Any) -> Any:
-    """The planner's view of an automaton's transitions: `ByteRows` over its byte classes, or its own
-    256-column table when it has no class form (anything indexable by state gives a row)."""
-    if hasattr(automaton, "class_transitions") and hasattr(automaton, "byte_class"):
+    """The planner's view of an automaton's transitions: `ByteRows` over an `Automaton`'s class rows, or
+    the machine's own 256-column table when it has no class form (anything indexable by state gives a row)."""
+    if isinstance(automaton, Automaton):
         return ByteRows(automaton)
     return np.asarray(automaton.transitions)
 

@@ -237,7 +237,9 @@ def test_step_accepts_and_repr() -> None:
     assert automaton.step(-1, b"") == -1
     assert automaton.accepts(b"a") and automaton.accepts(b"abb") and not automaton.accepts(b"")
     assert repr(automaton) == f"Automaton(states={automaton.num_states}, bytes={automaton.nbytes})"
-    assert automaton.nbytes == automaton.num_states * automaton.num_classes * 2 + 256 + automaton.num_states
+    whole = int((np.count_nonzero(automaton.class_transitions >= 0, axis=1) >= 2).sum())
+    per_state = 1 + 2 + 1  # sole_class, sole_target (int16), accepting
+    assert automaton.nbytes == whole * automaton.num_classes * 2 + automaton.num_states * per_state + 256
     assert automaton.start == 0
 
 

@@ -77,10 +77,26 @@ def _assert_class_form_equals_columns(automaton: Automaton, table: np.ndarray, a
         for byte in range(0, 256, 17):
             assert automaton.next_state(state, byte) == table[state, byte]
     assert automaton.min_bytes_to_accept.tolist() == _min_bytes_by_columns(table, accepting)
+    _assert_rows_equal_dense(automaton, table)
     reference = Automaton(table, accepting)
     assert np.array_equal(reference.class_transitions, automaton.class_transitions)
     assert np.array_equal(reference.byte_class, automaton.byte_class)
     assert reference.cut_states.tolist() == automaton.cut_states.tolist()
+
+
+def _assert_rows_equal_dense(automaton: Automaton, table: np.ndarray) -> None:
+    """The stored rows (whole rows for branching states, one (class, target) for the rest) read as the dense table."""
+    dense = automaton.class_transitions
+    live_classes = np.count_nonzero(dense >= 0, axis=1)
+    assert automaton.branch_rows.shape == (int((live_classes >= 2).sum()), automaton.num_classes)
+    assert np.array_equal(automaton.branch_rows, dense[live_classes >= 2])
+    states = np.repeat(np.arange(len(table)), automaton.num_classes)
+    classes = np.tile(np.arange(automaton.num_classes), len(table))
+    assert automaton.next_states(states, classes).tolist() == dense[states, classes].tolist()
+    for state in range(len(table)):
+        assert automaton.class_row(state).tolist() == dense[state].tolist()
+        for byte in range(3, 256, 29):
+            assert automaton.step(state, bytes([byte])) == table[state, byte]
 
 
 @settings(max_examples=300, deadline=None)
@@ -111,7 +127,8 @@ def test_large_automata_use_int32_classes() -> None:
     byte_class = (np.arange(256) == ord("a")).astype(np.int64)
     automaton = Automaton.from_classes(table, np.arange(40_000) == 39_999, byte_class)
     assert automaton.class_transitions.dtype == np.int32 and automaton.num_classes == 2
-    assert automaton.nbytes == 40_000 * 2 * 4 + 256 + 40_000
+    assert automaton.branch_rows.shape == (0, 2)
+    assert automaton.nbytes == 40_000 * (1 + 4) + 256 + 40_000
     assert automaton.step(0, b"a" * 39_999) == 39_999 and automaton.accepts(b"a" * 39_999)
 
 
