@@ -252,9 +252,8 @@ def _first_accept(kind: FieldType, rest: str) -> int:
     if automaton.accepting[state]:
         return 0
     data = rest.encode("utf-8")
-    table = automaton.transitions
     for i, byte in enumerate(data):
-        state = int(table[state, byte])
+        state = automaton.next_state(state, byte)
         if state < 0:
             break
         if automaton.accepting[state]:

@@ -11,10 +11,10 @@ optional or repeated between two literals stays inside one block.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
 
 END = -1
@@ -32,9 +32,9 @@ class Block:
     literal: bytes
 
 
-def single_visit_cuts(automaton: Any) -> list[int]:
+def single_visit_cuts(automaton: Automaton) -> list[int]:
     """Cut states no accepting run visits twice, in the order every run meets them."""
-    table = np.asarray(automaton.transitions)
+    table = automaton.class_transitions
     cuts = np.flatnonzero(np.asarray(automaton.cut_states)).tolist()
     if not cuts:
         return []
@@ -49,10 +49,9 @@ def single_visit_cuts(automaton: Any) -> list[int]:
     return sorted(single, key=lambda c: int(distance[c]))
 
 
-def block_plan(automaton: Any) -> list[Block]:
+def block_plan(automaton: Automaton) -> list[Block]:
     """The blocks of the automaton's language in output order (fewer than two: nothing to draft in parallel)."""
-    table = np.asarray(automaton.transitions)
-    accepting = np.asarray(automaton.accepting)
+    accepting = automaton.accepting
     cuts = single_visit_cuts(automaton)
     if not cuts or cuts[0] != 0:
         return []
@@ -60,16 +59,17 @@ def block_plan(automaton: Any) -> list[Block]:
     literal = pending_literal = b""
     entry: int | None = None
     for here, there in zip(cuts, cuts[1:] + [END]):
-        live = np.flatnonzero(table[here] >= 0)
-        forced = there != END and len(live) == 1 and not accepting[here] and table[here, live[0]] == there
+        live = automaton.live_bytes(here)
+        forced = (there != END and len(live) == 1 and not accepting[here]
+                  and automaton.next_state(here, live[0]) == there)
         if forced:
             if entry is not None:
                 blocks.append(Block(entry, here, pending_literal))
                 entry, literal = None, b""
-            literal += bytes([int(live[0])])
+            literal += live
         elif entry is None:
             entry, pending_literal = here, literal
-    if entry is not None and (table[entry] >= 0).any():
+    if entry is not None and automaton.live_count[entry] > 0:
         blocks.append(Block(entry, END, pending_literal))
     return blocks
 
@@ -77,8 +77,8 @@ def block_plan(automaton: Any) -> list[Block]:
 class BlockWatch:
     """Follows a draft's decided bytes from its block's entry and says when the block's exit has been reached."""
 
-    def __init__(self, automaton: Any, block: Block, start_offset: int = 0, state: int | None = None) -> None:
-        self.table = np.asarray(automaton.transitions)
+    def __init__(self, automaton: Automaton, block: Block, start_offset: int = 0, state: int | None = None) -> None:
+        self.automaton = automaton
         self.block = block
         self.state = block.entry if state is None else state
         self.offset = start_offset
@@ -89,7 +89,7 @@ class BlockWatch:
         if self.exit_offset is not None:
             return True
         while self.offset < len(decided) and self.state >= 0:
-            self.state = int(self.table[self.state, decided[self.offset]])
+            self.state = self.automaton.next_state(self.state, decided[self.offset])
             self.offset += 1
             if self.state >= 0 and self.state == self.block.exit:
                 self.exit_offset = self.offset

@@ -201,10 +201,9 @@ class CertifiedDecoder:
 
     def _visits(self, data: bytes) -> dict[int, int]:
         """Offset of the first visit of each state on the run over `data` (cut states are visited once)."""
-        table = self.automaton.transitions
         state, seen = 0, {0: 0}
         for offset, byte in enumerate(data):
-            state = int(table[state, byte])
+            state = self.automaton.next_state(state, byte)
             if state < 0:
                 break
             seen.setdefault(state, offset + 1)
@@ -357,7 +356,7 @@ class CertifiedDecoder:
         return document, starts, candidates, self._ends_here(self.automaton.chain_end(last.exit))
 
     def _ends_here(self, state: int) -> bool:
-        return bool(self.automaton.accepting[state]) and not (np.asarray(self.automaton.transitions[state]) >= 0).any()
+        return bool(self.automaton.accepting[state]) and int(self.automaton.live_count[state]) == 0
 
     def _replay(self, document: bytes, starts: dict[int, int], candidates: dict[int, int], ended: bool) -> _Replay:
         """Drive a fork of the certified state through the document, taking the draft's token at each sampled step."""
