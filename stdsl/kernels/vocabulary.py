@@ -7,10 +7,10 @@ built on first use, so a process holds only what the paths it runs read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -26,6 +26,37 @@ def length_dtype(longest: int) -> np.dtype:
         if longest <= np.iinfo(dtype).max:
             return np.dtype(dtype)
     return np.dtype(np.int32)
+
+
+class TokenBytes(Sequence["bytes | None"]):
+    """A tokenizer's own id → bytes list read with its special ids as None, so a `Vocabulary` needs no copy of it.
+
+    The tokenizer keeps the list for decoding (specials spelled as their text); constraints must see
+    specials as spelling nothing.  The list is read, never changed.
+    """
+
+    def __init__(self, spelled: Sequence[bytes], special_ids: Iterable[int]) -> None:
+        self.spelled = spelled
+        self.special_ids = frozenset(int(i) for i in special_ids)
+
+    def __len__(self) -> int:
+        return len(self.spelled)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes | None]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | None | list[bytes | None]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.spelled)))]
+        b = self.spelled[index]
+        return None if (index if index >= 0 else index + len(self.spelled)) in self.special_ids else b
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        specials = self.special_ids
+        return (None if i in specials else b for i, b in enumerate(self.spelled))
 
 
 @dataclass(frozen=True)
@@ -90,7 +121,9 @@ class Vocabulary:
     """Token id -> byte string for one tokenizer, with eos ids, specials, packed bytes and trie.
 
     `None` marks a special token: it has no bytes and no constraint ever allows it. Eos ids
-    never spell bytes either: they are allowed exactly at accepting states.
+    never spell bytes either: they are allowed exactly at accepting states.  A list or a
+    `TokenBytes` is kept as given, not copied (the tokenizer's own list serves both), so it must
+    not change afterwards.
     """
 
     def __init__(
@@ -106,22 +139,19 @@ class Vocabulary:
                     f"Vocabulary: eos id {i} is outside the vocabulary (size {self.size})"
                 )
         self.eos_ids = np.asarray(eos, dtype=np.int32)
-        self.token_bytes: list[bytes | None] = list(token_bytes)
-        self.special = np.fromiter(
-            (b is None for b in self.token_bytes), dtype=bool, count=self.size
-        )
+        listed = token_bytes if isinstance(token_bytes, list) else list(token_bytes)
+        self.token_bytes: Sequence[bytes | None] = token_bytes if isinstance(token_bytes, TokenBytes) else listed
+        self.special = np.fromiter((b is None for b in listed), dtype=bool, count=self.size)
         self.eos = np.zeros(self.size, dtype=bool)
         self.eos[self.eos_ids] = True
-        empty = [
-            i for i, b in enumerate(self.token_bytes) if b is not None and len(b) == 0
-        ]
+        empty = [i for i, b in enumerate(listed) if b is not None and len(b) == 0]
         if empty:
             raise StdslError(
                 f"Vocabulary: token {empty[0]} has empty bytes (use None for a special token)"
             )
-        longest = max((len(b) for b in self.token_bytes if b is not None), default=0)
+        longest = max((len(b) for b in listed if b is not None), default=0)
         lengths = np.fromiter(
-            (0 if b is None else len(b) for b in self.token_bytes),
+            (0 if b is None else len(b) for b in listed),
             dtype=length_dtype(longest),
             count=self.size,
         )

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.errors import StdslError
-from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
 
 
 def spelled_by_trie(vocab: Vocabulary, depth: int, node: int) -> bytes:
@@ -65,6 +65,31 @@ def test_trie_and_packing_round_trip(tokens, data) -> None:
     assert np.array_equal(vocab.special, [t is None for t in tokens])
     assert sorted(set(eos)) == vocab.eos_ids.tolist()
     assert vocab.nbytes >= vocab.data.nbytes + vocab.offsets.nbytes
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=6), min_size=1, max_size=40), st.data())
+def test_token_bytes_reads_specials_as_none_without_copying(spelled, data) -> None:
+    specials = data.draw(st.sets(st.integers(0, len(spelled) - 1)))
+    expected = [None if i in specials else b for i, b in enumerate(spelled)]
+    view = TokenBytes(spelled, specials)
+    assert len(view) == len(expected) and list(view) == expected
+    assert [view[i] for i in range(len(spelled))] == expected
+    assert [view[-i] for i in range(1, len(spelled) + 1)] == [expected[-i] for i in range(1, len(spelled) + 1)]
+    start, stop, step = data.draw(st.integers(-50, 50)), data.draw(st.integers(-50, 50)), data.draw(st.integers(1, 3))
+    assert view[start:stop:step] == expected[start:stop:step]
+    eos = data.draw(st.lists(st.integers(0, len(spelled) - 1), max_size=2))
+    through_view, copied = Vocabulary(view, eos), Vocabulary(list(expected), eos)
+    assert through_view.token_bytes is view
+    for name in ("special", "eos", "walk_lengths", "offsets", "data"):
+        assert np.array_equal(getattr(through_view, name), getattr(copied, name)), name
+    assert [through_view.bytes_of(i) for i in range(len(spelled))] == [copied.bytes_of(i) for i in range(len(spelled))]
+
+
+def test_a_token_list_is_kept_not_copied() -> None:
+    tokens: list[bytes | None] = [b"a", None, b"bc"]
+    assert Vocabulary(tokens, eos_ids=[1]).token_bytes is tokens
+    assert Vocabulary(tuple(tokens), eos_ids=[1]).token_bytes == tokens
 
 
 def test_duplicate_tokens_share_a_node() -> None:

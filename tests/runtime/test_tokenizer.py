@@ -227,3 +227,15 @@ def test_add_special_follows_the_gguf_bos_eos_flags(smollm2_gguf, smollm2_tokeni
     )
     assert flagged.encode("hi 1", add_special=True) == [1, *smollm2_tokenizer.encode("hi 1"), 2]
     assert flagged.encode("hi 1") == smollm2_tokenizer.encode("hi 1")
+
+
+@requires_qwen
+def test_constraint_vocabulary_reads_the_tokenizers_own_list(qwen):
+    from stdsl.runtime.control.constraint_state import vocabulary_of
+
+    vocab = vocabulary_of(qwen)
+    assert vocab.token_bytes.spelled is qwen.token_bytes  # type: ignore[attr-defined]
+    specials = set(qwen.special_tokens.values())
+    assert vocab.size == qwen.vocab_size and set(map(int, vocab.special.nonzero()[0])) == specials
+    assert all(vocab.token_bytes[i] is None for i in specials)
+    assert vocab.token_bytes[0] == qwen.token_bytes[0] and vocab.bytes_of(qwen.eos_ids[0]) == b""

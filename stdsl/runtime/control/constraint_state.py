@@ -15,7 +15,7 @@ import numpy as np
 
 from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
-from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
 from stdsl.runtime.control.budget import BudgetTable, check_feasible
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
@@ -36,9 +36,8 @@ def _build_vocabulary(tokenizer: Any) -> Vocabulary:
         from stdsl.kernels.vocab_sources import vocabulary_from_hf
 
         return vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
-    specials = set(getattr(tokenizer, "special_tokens", {}).values())
-    token_bytes = [None if i in specials else b for i, b in enumerate(tokenizer.token_bytes)]
-    return Vocabulary(token_bytes, tokenizer.eos_ids)
+    specials = getattr(tokenizer, "special_tokens", {}).values()
+    return Vocabulary(TokenBytes(tokenizer.token_bytes, specials), tokenizer.eos_ids)
 
 
 class ConstraintState:
