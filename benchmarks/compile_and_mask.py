@@ -139,16 +139,13 @@ class OurEngine:
 
     def __init__(self) -> None:
         import stdsl  # noqa: F401  (imported here so the first compile does not pay for imports)
-        from stdsl.kernels import vocab_sources
+        from stdsl.runtime.control.constraint_state import vocabulary_of
+        from stdsl.runtime.model.tokenizer import Tokenizer
 
-        start = time.perf_counter()
-        ranks = vocab_sources.qwen_ranks()
-        self.ranks_parse_s = time.perf_counter() - start
-        specials = vocab_sources.qwen_special_tokens()
-        self.eos_id = specials[vocab_sources.QWEN_EOS]
-        self.vocab, self.vocab_build_s, self.vocab_malloc = measure_memory(
-            lambda: vocab_sources.vocabulary_from_tiktoken(ranks, specials, [self.eos_id])
-        )
+        self.tokenizer, self.tokenizer_s, self.tokenizer_malloc = measure_memory(Tokenizer.qwen)
+        _, self.token_list_s, self.token_list_malloc = measure_memory(lambda: self.tokenizer.token_bytes)
+        self.eos_id = self.tokenizer.eos_ids[0]
+        self.vocab, self.vocab_build_s, self.vocab_malloc = measure_memory(lambda: vocabulary_of(self.tokenizer))
         _, self.trie_build_s, self.trie_malloc = measure_memory(lambda: self.vocab.levels)
         self.rows_path_nbytes = self.vocab.nbytes
         self.first_compile_s = measure_memory(lambda: self.compile({"type": "string"}))[1]
@@ -162,7 +159,13 @@ class OurEngine:
         layout, layout_s, layout_malloc = measure_memory(lambda: walk_layout(self.vocab))
         return {
             "vocabulary_core_nbytes": self.vocab.core_nbytes,
-            "token_bytes_list_nbytes": sys.getsizeof(self.vocab.token_bytes),
+            "tokenizer_token_list_nbytes": sys.getsizeof(self.tokenizer.token_bytes),
+            "vocabulary_copies_token_list": self.vocab.token_bytes is not self.tokenizer.token_bytes
+            and getattr(self.vocab.token_bytes, "spelled", None) is not self.tokenizer.token_bytes,
+            "tokenizer_build_s": self.tokenizer_s,
+            "tokenizer_malloc_bytes": self.tokenizer_malloc,
+            "token_list_build_s": self.token_list_s,
+            "token_list_malloc_bytes": self.token_list_malloc,
             "vocabulary_rows_path_nbytes": self.rows_path_nbytes,
             "vocabulary_trie_malloc_bytes": self.trie_malloc,
             "packed_build_s": packed_s,
@@ -173,7 +176,6 @@ class OurEngine:
             "vocabulary_trie_build_s": self.trie_build_s,
             "vocabulary_nbytes": self.vocab.nbytes,
             "vocabulary_build_s": self.vocab_build_s,
-            "tiktoken_file_parse_s": self.ranks_parse_s,
             "vocabulary_malloc_bytes": self.vocab_malloc,
             "packed_token_bytes": int(self.vocab.data.nbytes + self.vocab.offsets.nbytes),
             "trie_nodes": self.vocab.trie_nodes,
@@ -425,7 +427,7 @@ def main() -> None:
         try:
             engine = OurEngine()
             shared["stdsl"] = engine.shared_facts()
-            if engine.vocab.token_bytes != token_bytes or engine.eos_id != eos:
+            if list(engine.vocab.token_bytes) != token_bytes or engine.eos_id != eos:
                 raise RuntimeError("stdsl's Qwen3.5 Vocabulary differs from the wheel's token bytes / eos")
         except Exception as exc:  # noqa: BLE001
             errors.append(f"stdsl shared structures: {type(exc).__name__}: {exc}")

