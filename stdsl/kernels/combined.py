@@ -135,7 +135,7 @@ class WalkTable(ByteClassTable):
         body = self.scaled.flat[: self.scaled.sink].reshape(self._num_states, self.scaled.stride)
         return self.scaled.states_of(body).astype(self.state_dtype)
 
-    def live_bytes(self, state: int) -> int:
+    def live_byte_count(self, state: int) -> int:
         """Number of bytes with a live transition from `state`."""
         row = self.scaled.flat[state * self.scaled.stride + self.scaled.byte_class]
         return int(np.count_nonzero(row != self.scaled.sink))

@@ -193,7 +193,7 @@ class RowCache:
 
         Both give the same row; the choice only saves a pass over the vocabulary where most tokens die.
         """
-        live_bytes = self.table.live_bytes(state)
+        live_bytes = self.table.live_byte_count(state)
         if live_bytes * 2 > 256:
             scaled = root_row_scaled(self.table.scaled, state, self.vocab)
             return CompactRow.of(scaled, self._dtype, self.table.scaled)

@@ -184,7 +184,6 @@ class Automaton(ByteClassTable):
         out[whole] = self.branch_rows[-2 - targets[whole], classes[whole]]
         return out
 
-
     @cached_property
     def class_size(self) -> np.ndarray:
         """Number of bytes in each class."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.ops import step_edges
 from stdsl.kernels.rows import row_next_states
 from stdsl.kernels.vocabulary import Vocabulary
@@ -58,15 +59,14 @@ def row_successors(automaton: Any, vocab: Vocabulary) -> Successors:
 def forced_steps(automaton: Any) -> tuple[np.ndarray, np.ndarray]:
     """(forced, step) per state: whether it is forced (not accepting, one live byte) and where that byte leads.
 
-    Read through the byte classes when the automaton has them, else from its 256-column table.
+    Read from an `Automaton`'s stored rows (its forced states have one live class), else from its 256-column table.
     """
     accepting = np.asarray(automaton.accepting, dtype=bool)
     states = np.arange(accepting.shape[0])
-    if hasattr(automaton, "class_transitions"):
+    if isinstance(automaton, Automaton):
         forced_byte = np.asarray(automaton.forced_byte, dtype=np.int64)
         forced = forced_byte >= 0
-        classes = np.asarray(automaton.byte_class)[np.maximum(forced_byte, 0)]
-        step = np.asarray(automaton.class_transitions)[states, classes]
+        step = automaton.next_states(states, automaton.byte_class[np.maximum(forced_byte, 0)])
     else:
         transitions = np.asarray(automaton.transitions)
         live = transitions >= 0
