@@ -313,7 +313,8 @@ def shared_table(result: dict) -> list[str]:
         lines.append(
             f"| stdsl | {_num(s['token_list_build_s'], 3)} | {_bytes(s['tokenizer_token_list_nbytes'])} of pointers "
             f"(malloc Δ {_bytes(s['token_list_malloc_bytes'])}) | the Tokenizer's id → bytes list, for decoding; the "
-            "Vocabulary reads it without a copy |"
+            + ("Vocabulary copies it |" if s.get("vocabulary_copies_token_list", True) else "Vocabulary reads it "
+               "without a copy |")
         )
         lines.append(
             f"| stdsl | {_num(s['vocabulary_build_s'], 3)} | {_bytes(s['vocabulary_core_nbytes'])} "
