@@ -15,6 +15,7 @@ from stdsl.errors import (
     Cancelled,
     CompileError,
     GenerationError,
+    GrammarError,
     OptionError,
     RegexError,
     SchemaError,
@@ -23,6 +24,7 @@ from stdsl.errors import (
 
 if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
+    from stdsl.compiler.grammar import Grammar
     from stdsl.programs import Program, program
     from stdsl.runtime.api import Stream, generate, generate_batch, stream
     from stdsl.runtime.batch.engine import Engine
@@ -33,6 +35,7 @@ _LAZY = {
     "compile": "stdsl.compiler.constraint",
     "Regex": "stdsl.compiler.constraint",
     "Constraint": "stdsl.compiler.constraint",
+    "Grammar": "stdsl.compiler.grammar",
     "Program": "stdsl.programs",
     "ProgramResult": "stdsl.runtime.program_result",
     "program": "stdsl.programs",
@@ -61,6 +64,7 @@ __all__ = [
     "Program",
     "ProgramResult",
     "Regex",
+    "Grammar",
     "Constraint",
     "load",
     "Model",
@@ -73,6 +77,7 @@ __all__ = [
     "CompileError",
     "RegexError",
     "SchemaError",
+    "GrammarError",
     "BudgetError",
     "GenerationError",
     "OptionError",

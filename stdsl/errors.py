@@ -59,3 +59,15 @@ class OptionError(StdslError):
 
 class Cancelled(StdslError):
     """The request was cancelled before it finished."""
+
+
+class GrammarError(CompileError):
+    """A grammar (Lark, GBNF or EBNF) that is malformed or uses what cannot be enforced exactly.
+
+    `source` names the grammar (a file path, or "<grammar>"), `line` and `column` are 1-based.
+    """
+
+    def __init__(self, message: str, source: str = "<grammar>", line: int = 1, column: int = 1) -> None:
+        self.source, self.line, self.column = source, line, column
+        self.reason = message
+        super().__init__(f"{source}:{line}:{column}: {message}")

@@ -16,6 +16,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, cyclic_gc_paused
 from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
@@ -94,7 +95,7 @@ def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounde
         if json.loads(text) != spec:
             return None
         return ("schema", text, whitespace, max_states, bounded)
-    if isinstance(spec, Regex) or _is_pydantic_class(spec):
+    if isinstance(spec, (Regex, Grammar)) or _is_pydantic_class(spec):
         return ("spec", spec, whitespace, max_states, bounded)
     return None
 
@@ -106,8 +107,8 @@ def compile(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
 ) -> Constraint | PushdownConstraint:
-    """Compile a JSON Schema (dict or bool), a `Regex`, a Pydantic class, a `Program` or `@program` function
-    (its output under the declared parameter defaults) or a `Constraint` (returned as is).
+    """Compile a JSON Schema (dict or bool), a `Regex`, a `Grammar` (Lark, GBNF, EBNF), a Pydantic class, a
+    `Program` or `@program` function (its output under the declared parameter defaults) or a `Constraint`.
 
     A compilation that passes `max_seconds` is refused with CompileTimeError (None: no limit).
 
@@ -161,6 +162,10 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
     if isinstance(spec, Regex):
         automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
         return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
+    if isinstance(spec, Grammar):
+        from stdsl.compiler.grammar.lowering import compile_grammar
+
+        return compile_grammar(spec, max_states=max_states)
     if isinstance(spec, str):
         raise CompileError(
             "a bare string is ambiguous as a constraint: pass stdsl.Regex(pattern) for a regular "

@@ -1,0 +1,40 @@
+"""Grammars as users write them (Lark in the llguidance / XGrammar dialect, GBNF, EBNF) compiled to byte machines.
+
+`Grammar(text)` is accepted wherever a constraint is; `stdsl.compile(Grammar(...))` gives a DFA
+`Constraint` when no rule recurses and a `PushdownConstraint` when one does (kind "grammar").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar constraint: `text` in `syntax` ("auto": a non-comment line with `::=` is GBNF/EBNF,
+    else Lark, vLLM's rule), starting at rule `start` (None: `start` for Lark, `root` for GBNF/EBNF).
+
+    `source` names the grammar in errors (a file path); `Grammar.from_file(path)` reads one.
+    """
+
+    text: str
+    syntax: str = "auto"
+    start: str | None = None
+    source: str = "<grammar>"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"Grammar text must be a str, got {type(self.text).__name__}")
+        if self.syntax not in SYNTAXES:
+            raise ValueError(f"Grammar syntax must be one of {', '.join(SYNTAXES)}, got {self.syntax!r}")
+
+    @classmethod
+    def from_file(cls, path: str, syntax: str = "auto", start: str | None = None) -> Grammar:
+        """The grammar in file `path` (UTF-8), named by its path in errors."""
+        with open(path, encoding="utf-8") as handle:
+            return cls(handle.read(), syntax, start, str(path))
+
+
+__all__ = ["Grammar", "SYNTAXES"]
