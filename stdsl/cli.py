@@ -15,15 +15,25 @@ from stdsl.errors import SchemaError, StdslError
 
 def _load_spec(args: argparse.Namespace) -> Any:
     from stdsl.compiler.constraint import Regex
+    from stdsl.compiler.grammar import Grammar
 
+    schema = getattr(args, "schema", None) or getattr(args, "schema_option", None)
+    given = [name for name, value in (("--regex", getattr(args, "regex", None)),
+                                      ("--grammar", getattr(args, "grammar", None)), ("a schema", schema))
+             if value is not None]
+    if len(given) > 1:
+        raise StdslError(f"give one constraint, not {' and '.join(given)}")
     if getattr(args, "regex", None) is not None:
         return Regex(args.regex)
+    if getattr(args, "grammar", None) is not None:
+        path = Path(args.grammar)
+        return Grammar(read_source(path), syntax=args.syntax, start=args.start, source=str(path))
     if getattr(args, "schema_option", None) is not None:
         if args.schema is not None:
             raise StdslError("give the schema once: as the positional FILE or as --schema FILE")
         args.schema = args.schema_option
     if getattr(args, "schema", None) is None:
-        raise StdslError("give a JSON Schema file or --regex PATTERN")
+        raise StdslError("give a JSON Schema file, --regex PATTERN or --grammar FILE")
     path = Path(args.schema)
     try:
         return json.loads(read_source(path))
@@ -213,6 +223,10 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("schema", nargs="?", help="a JSON Schema file")
     parser.add_argument("--schema", dest="schema_option", metavar="FILE", help="a JSON Schema file (same as the positional)")
     parser.add_argument("--regex", help="a regular expression instead of a schema")
+    parser.add_argument("--grammar", metavar="FILE", help="a grammar file (Lark, GBNF or EBNF) instead of a schema")
+    parser.add_argument("--syntax", choices=["auto", "lark", "gbnf", "ebnf"], default="auto",
+                        help="the grammar's syntax (auto: a line with '::=' is GBNF/EBNF, else Lark)")
+    parser.add_argument("--start", default=None, help="the grammar's start rule (default: start, or root for GBNF)")
 
 
 def build_parser() -> argparse.ArgumentParser:
