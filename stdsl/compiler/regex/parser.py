@@ -11,6 +11,7 @@ refused with a `RegexError` naming the position.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.ir import literal_bytes
 from stdsl.compiler.regex.anchors import END, START, Anchor, AnchoredParts, split_anchors
+from stdsl.compiler.regex.case_fold import fold_ranges
 from stdsl.compiler.regex.categories import shipped_category_ranges
 from stdsl.errors import CompileError, RegexError
 
@@ -106,9 +109,10 @@ class _Item:
 class _Parser:
     """Recursive-descent parser over one pattern; `pos` is the index of the next unread character."""
 
-    def __init__(self, pattern: str, anchors: bool = False) -> None:
+    def __init__(self, pattern: str, anchors: bool = False, ignore_case: bool = False, dot_all: bool = False) -> None:
         self.pattern = pattern
         self.anchors = anchors
+        self.ignore_case, self.dot_all = ignore_case, dot_all
         self.pos = 0
         self.depth = 0
         self.group_names: set[str] = set()
@@ -219,7 +223,7 @@ class _Parser:
         if char == "[":
             return self.char_class(start)
         if char == ".":
-            return _class_node(((0x0A, 0x0A),), True)
+            return _class_node(((0x0A, 0x0A),) if not self.dot_all else (), True)
         if char == "\\":
             return self.escape(start)
         if char == "^":
@@ -232,6 +236,8 @@ class _Parser:
             if self.pos == len(self.pattern):
                 return ir.EMPTY
             raise self.error("anchor $ is only supported at the end of the pattern", start)
+        if self.ignore_case:
+            return _class_node(fold_ranges([(ord(char), ord(char))], re.escape(char)), False)
         return _char(ord(char))
 
     def group(self, start: int) -> ir.Node:
@@ -327,7 +333,13 @@ class _Parser:
                 ranges.append((low[0][0], high[0][0]))
             else:
                 ranges += low
+        if self.ignore_case:
+            return self.folded(_complement(ranges) if negate else ranges, start)
         return _class_node(ir.merged_ranges(ranges), negate)
+
+    def folded(self, ranges: Ranges, start: int) -> ir.Node:
+        """The atom read from `start` to `pos` under `re.IGNORECASE`, given the code points it matches without it."""
+        return _class_node(fold_ranges(ranges, self.pattern[start:self.pos]), False)
 
     def class_escape(self, start: int) -> Ranges:
         """An escape inside `[...]` (`pos` is just past the backslash): ranges of code points."""
@@ -353,6 +365,17 @@ class _Parser:
 
     def escape(self, start: int) -> ir.Node:
         """An escape outside a class (`pos` is just past the backslash)."""
+        node = self.plain_escape(start)
+        letter = self.pattern[start + 1]
+        if not self.ignore_case or letter in "dDsS":
+            return node
+        if letter in "wW":
+            return self.folded(_category(letter), start)
+        text = literal_bytes(node)
+        return self.folded([] if text is None else [(ord(text.decode("utf-8")),) * 2], start)
+
+    def plain_escape(self, start: int) -> ir.Node:
+        """An escape outside a class, as it reads without `re.IGNORECASE`."""
         char = self.peek()
         if char is None:
             raise self.error("bad escape (end of pattern)", start)
@@ -431,14 +454,15 @@ def _char(code: int) -> ir.Node:
     return ir.literal(chr(code))
 
 
-def parse_regex(pattern: str) -> ir.Node:
-    """Parse a Python `re` pattern (matched whole, like `re.fullmatch`) into the byte-level IR.
+def parse_regex(pattern: str, *, ignore_case: bool = False, dot_all: bool = False) -> ir.Node:
+    """Parse a Python `re` pattern (matched whole, like `re.fullmatch`) into the byte-level IR, read as under
+    `re.IGNORECASE` / `re.DOTALL` when asked (Lark's `/.../i` and `/.../s`).
 
     Raises `RegexError` with the position for malformed or unsupported syntax.
     """
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
-    return _Parser(pattern).parse()
+    return _Parser(pattern, ignore_case=ignore_case, dot_all=dot_all).parse()
 
 
 def parse_anchored(pattern: str) -> AnchoredParts:

@@ -1,0 +1,171 @@
+"""Grammar syntax trees to IR over rule symbols: terminals inlined as bytes, `%ignore` text after each terminal.
+
+Every rule of the grammar (and of each `%lark { ... }` block inside it) gets an index in one
+`RuleTable`; a use of a rule is `rule_symbol(index)`. A terminal (a string, a regex, a class, an
+uppercase name, a `%json` value) is its bytes followed by the ignored text its grammar allows
+there: `ignore*` (`ignore?` with `ignore_once`), so ignored text may stand between any two
+terminals and after the last one, and before the first only with `allow_initial_skip`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from stdsl.compiler import ir
+from stdsl.compiler.grammar import syntax_tree as st
+from stdsl.compiler.grammar.lark_syntax import is_terminal_name
+from stdsl.compiler.grammar.rule_algebra import rule_symbol
+from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
+from stdsl.compiler.regex.case_fold import fold_ranges
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import GrammarError, RegexError, SchemaError
+
+MAX_RULES = 20_000
+JSON_WHITESPACE = Whitespace()
+"""The whitespace a `%json` value may hold: stdsl's default bounded run in every gap (as llguidance's flexible
+JSON, which accepts `{"a": 1}` as well as `{"a":1}`)."""
+
+
+class RuleTable:
+    """All rules of a grammar and its nested grammars: names (nested ones prefixed), bodies, where each stands."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.names: list[str] = []
+        self.positions: list[st.Position] = []
+        self.bodies: list[ir.Node] = []
+        self.index: dict[str, int] = {}
+
+    def add(self, name: str, position: st.Position) -> int:
+        if len(self.names) >= MAX_RULES:
+            raise GrammarError(f"more than {MAX_RULES} rules", self.source, *position)
+        self.index[name] = len(self.names)
+        self.names.append(name)
+        self.positions.append(position)
+        self.bodies.append(ir.NOTHING)
+        return self.index[name]
+
+    def error(self, message: str, position: st.Position) -> GrammarError:
+        return GrammarError(message, self.source, *position)
+
+
+class GrammarLowering:
+    """Lowers one grammar tree's rules into `table` (names prefixed with `prefix`); `start` is its start rule."""
+
+    def __init__(self, tree: st.GrammarTree, table: RuleTable, prefix: str = "") -> None:
+        self.tree, self.table, self.prefix = tree, table, prefix
+        self.terminals: dict[str, ir.Node] = {}
+        self.open_terminals: list[str] = []
+        self.nested = 0
+        for name, definition in tree.definitions.items():
+            if not definition.terminal:
+                table.add(prefix + name, definition.position)
+        if tree.start not in tree.definitions or tree.definitions[tree.start].terminal:
+            raise table.error(f"the grammar has no start rule '{tree.start}'", tree.start_position)
+        self.start = table.index[prefix + tree.start]
+        ignore = [self.terminal_expression(expr) for expr in tree.ignore]
+        once = tree.options.get("ignore_once") is True or tree.options.get("skip_repetition") == "once"
+        skipped = ir.alt(*ignore) if ignore else ir.EMPTY
+        self.trailing = ir.EMPTY if not ignore else (ir.optional(skipped) if once else ir.star(skipped))
+        self.leading = self.trailing if tree.options.get("allow_initial_skip") is True else ir.EMPTY
+        for name, definition in tree.definitions.items():
+            if definition.terminal:
+                self.terminal(name, definition.position)
+            else:
+                table.bodies[table.index[prefix + name]] = self.rule_expression(definition.body)
+
+    def terminal(self, name: str, position: st.Position) -> ir.Node:
+        """A terminal's bytes (no ignored text inside), built once."""
+        found = self.terminals.get(name)
+        if found is not None:
+            return found
+        if name in self.tree.declared:
+            return ir.NOTHING
+        definition = self.tree.definitions.get(name)
+        if definition is None or not definition.terminal:
+            raise self.table.error(f"undefined terminal '{name}'", position)
+        if name in self.open_terminals:
+            cycle = " -> ".join(self.open_terminals[self.open_terminals.index(name):] + [name])
+            raise self.table.error(f"terminal '{name}' refers to itself ({cycle}); terminals are regular, "
+                                   "write a rule (lowercase name) for a recursive structure", definition.position)
+        self.open_terminals.append(name)
+        node = self.terminal_expression(definition.body)
+        self.open_terminals.pop()
+        if node == ir.NOTHING and name not in self.tree.declared:
+            raise self.table.error(f"terminal '{name}' matches nothing", definition.position)
+        self.terminals[name] = node
+        return node
+
+    def terminal_expression(self, expr: st.Expression) -> ir.Node:
+        """The bytes of an expression inside a terminal (or `%ignore`): no rules, no ignored text."""
+        if isinstance(expr, st.Reference):
+            if not is_terminal_name(expr.name) and expr.name not in self.tree.declared:
+                raise self.table.error(f"'{expr.name}' is a rule; terminals may only use terminals", expr.position)
+            return self.terminal(expr.name, expr.position)
+        if isinstance(expr, (st.Sequence, st.Choice, st.Repetition)):
+            return self.combine(expr, self.terminal_expression)
+        if isinstance(expr, (st.JsonSchema, st.NestedGrammar)):
+            raise self.table.error("%json and %lark may only stand in rules", expr.position)
+        return self.leaf(expr)
+
+    def rule_expression(self, expr: st.Expression) -> ir.Node:
+        """The IR of an expression in a rule: rule uses as symbols, each terminal followed by ignored text."""
+        if isinstance(expr, st.Reference):
+            if is_terminal_name(expr.name) or expr.name in self.tree.declared:
+                return ir.seq(self.terminal(expr.name, expr.position), self.trailing)
+            index = self.table.index.get(self.prefix + expr.name)
+            if index is None:
+                raise self.table.error(f"undefined rule '{expr.name}'", expr.position)
+            return rule_symbol(index)
+        if isinstance(expr, (st.Sequence, st.Choice, st.Repetition)):
+            return self.combine(expr, self.rule_expression)
+        if isinstance(expr, st.JsonSchema):
+            return ir.seq(self.json_value(expr), self.trailing)
+        if isinstance(expr, st.NestedGrammar):
+            self.nested += 1
+            inner = GrammarLowering(expr.grammar, self.table,
+                                    f"{self.prefix}%lark@{expr.position[0]}:{expr.position[1]}/")
+            return ir.seq(inner.leading, rule_symbol(inner.start))
+        return ir.seq(self.leaf(expr), self.trailing)
+
+    def combine(self, expr: st.Sequence | st.Choice | st.Repetition, lower: object) -> ir.Node:
+        assert callable(lower)
+        if isinstance(expr, st.Sequence):
+            return ir.seq(*(lower(item) for item in expr.items))
+        if isinstance(expr, st.Choice):
+            return ir.alt(*(lower(item) for item in expr.items))
+        return ir.repeat(lower(expr.item), expr.low, expr.high)
+
+    def leaf(self, expr: st.Expression) -> ir.Node:
+        """The bytes of a string, regex or class."""
+        if isinstance(expr, st.Literal):
+            if not expr.ignore_case:
+                return ir.literal(expr.text)
+            return ir.seq(*(ir.codepoints(fold_ranges([(ord(c), ord(c))], re.escape(c))) for c in expr.text))
+        if isinstance(expr, st.Pattern):
+            try:
+                return parse_regex(expr.pattern, ignore_case="i" in expr.flags, dot_all="s" in expr.flags)
+            except RegexError as error:
+                reason = str(error).split("\n")[0]
+                raise self.table.error(f"in /{expr.pattern}/: {reason}", (expr.position[0],
+                                       expr.position[1] + 1 + error.position)) from None
+        if isinstance(expr, st.CharClass):
+            return ir.codepoints(expr.ranges, expr.negate)
+        raise AssertionError(f"not a leaf: {expr!r}")
+
+    def json_value(self, expr: st.JsonSchema) -> ir.Node:
+        """The JSON texts valid against an inline schema (one without reference cycles)."""
+        from stdsl.compiler.json_schema.recursive import is_recursive_schema
+
+        if not isinstance(expr.schema, (dict, bool)):
+            raise self.table.error("the schema after %json must be a JSON object or boolean", expr.position)
+        if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
+            raise self.table.error("a %json schema whose $refs form a cycle is not supported inside a grammar: "
+                                   "write the recursive part as grammar rules", expr.position)
+        try:
+            node = schema_to_ir(expr.schema, whitespace=JSON_WHITESPACE)
+        except SchemaError as error:
+            raise self.table.error(f"in the %json schema: {error}", expr.position) from None
+        if node == ir.NOTHING:
+            raise self.table.error("the %json schema admits no value", expr.position)
+        return node

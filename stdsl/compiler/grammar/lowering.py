@@ -1,0 +1,241 @@
+"""`compile_grammar`: a Lark / GBNF / EBNF grammar compiled exactly to one DFA, or to the pushdown when it must.
+
+The grammar is read (`syntax="auto"`: a non-comment line with `::=` is GBNF / EBNF, else Lark), its
+rules lowered to IR over rule symbols (`expressions`), and every rule on no cycle inlined. Where
+rules recurse, some become pushdown nonterminals (`rule_graph`): the rest of their cycle is
+inlined, left and right recursion become iteration, nullable nonterminals are split into `a' | ε`.
+Choices are tried smallest first until one passes the pushdown's L(1) checks; if none does, the
+grammar is refused naming the rule, its line and column, and the conflicting byte.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.constraint import Constraint
+from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.grammar import Grammar
+from stdsl.compiler.grammar import syntax_tree as st
+from stdsl.compiler.grammar.expressions import GrammarLowering, RuleTable
+from stdsl.compiler.grammar.gbnf_syntax import parse_gbnf
+from stdsl.compiler.grammar.lark_syntax import parse_lark
+from stdsl.compiler.grammar.rule_algebra import (
+    Nullable,
+    RuleUses,
+    nonempty_part,
+    productive_rules,
+    rule_symbol,
+    substitute,
+    without_self_recursion,
+)
+from stdsl.compiler.grammar.rule_graph import is_cyclic, nonterminal_choices, strongly_connected
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.grammar import (
+    Definition,
+    DefinitionError,
+    GrammarConflictError,
+    PushdownGrammar,
+    call_symbol,
+    compile_pushdown,
+)
+from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, GrammarError, StateBudgetError
+
+MAX_GRAMMAR_CHARS = 2_000_000
+MAX_ATTEMPTS = 32
+
+
+def detect_syntax(text: str) -> str:
+    """vLLM's rule: "gbnf" when a line that is not a comment holds `::=`, else "lark"."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("#", "//")):
+            continue
+        if "::=" in stripped:
+            return "gbnf"
+    return "lark"
+
+
+def parse_grammar(grammar: Grammar) -> st.GrammarTree:
+    """The syntax tree of a `Grammar`, its start rule set."""
+    if len(grammar.text) > MAX_GRAMMAR_CHARS:
+        raise GrammarError(f"the grammar has {len(grammar.text):,} characters, more than the limit of "
+                           f"{MAX_GRAMMAR_CHARS:,}", grammar.source)
+    syntax = detect_syntax(grammar.text) if grammar.syntax == "auto" else grammar.syntax
+    tree = parse_lark(grammar.text, grammar.source) if syntax == "lark" else parse_gbnf(grammar.text, grammar.source)
+    if grammar.start is not None:
+        tree.start = grammar.start
+    return tree
+
+
+def compile_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> Constraint | PushdownConstraint:
+    """Compile `grammar` (kind "grammar"): a DFA `Constraint` when no recursion is left after inlining and
+    iteration, else a `PushdownConstraint`. Raises GrammarError naming source, line and column."""
+    began = time.perf_counter()
+    tree = parse_grammar(grammar)
+    table = RuleTable(grammar.source)
+    lowered = GrammarLowering(tree, table)
+    main = ir.seq(lowered.leading, rule_symbol(lowered.start))
+    plan = _RulePlan(table, main)
+    result = plan.compile(max_states)
+    seconds = time.perf_counter() - began
+    if isinstance(result, PushdownGrammar):
+        return PushdownConstraint(result, "grammar", grammar, seconds)
+    return Constraint(result, "grammar", grammar, None, seconds)
+
+
+class _RulePlan:
+    """The reachable rules, their components, and the search over nonterminal choices."""
+
+    def __init__(self, table: RuleTable, main: ir.Node) -> None:
+        self.table, self.main = table, main
+        self.uses = RuleUses()
+        productive = productive_rules(table.bodies, self.uses)
+        for index, name in enumerate(table.names):
+            if index not in productive:
+                raise table.error(f"rule '{name}' matches nothing (every alternative needs a rule or terminal that "
+                                  "matches nothing, or it recurses without end)", table.positions[index])
+        reachable = self._reachable()
+        self.graph = [set(self.uses(body)) & reachable if i in reachable else set()
+                      for i, body in enumerate(table.bodies)]
+        self.components = [c for c in strongly_connected(self.graph) if c[0] in reachable]
+        self.cyclic = [c for c in self.components if is_cyclic(c, self.graph)]
+        self.choices = []
+        for component in self.cyclic:
+            required = {r for r in component
+                        if without_self_recursion(table.bodies[r], r, self.uses, keep_calls=False) is None}
+            self.choices.append(nonterminal_choices(component, self.graph, required))
+
+    def _reachable(self) -> set[int]:
+        seen: set[int] = set()
+        pending = list(self.uses(self.main))
+        while pending:
+            rule = pending.pop()
+            if rule not in seen:
+                seen.add(rule)
+                pending.extend(self.uses(self.table.bodies[rule]))
+        return seen
+
+    def compile(self, max_states: int) -> PushdownGrammar | Automaton:
+        """The automaton (no nonterminal left) or the pushdown grammar of the first choice that passes."""
+        picked = [0] * len(self.cyclic)
+        last: CompileError | None = None
+        for _ in range(MAX_ATTEMPTS):
+            check_deadline("choosing grammar nonterminals")
+            chosen: set[int] = set()
+            for component_choices, at in zip(self.choices, picked):
+                chosen |= component_choices[at]
+            try:
+                return self._attempt(chosen, max_states)
+            except (StateBudgetError, CompileTimeError):
+                raise
+            except EmptyLanguageError as error:
+                raise self.table.error(f"the grammar matches nothing: {error}", self.table.positions[0]) from None
+            except CompileError as error:
+                last = error
+                involved = self._involved(error)
+                movable = [k for k, component in enumerate(self.cyclic)
+                           if set(component) & involved and picked[k] + 1 < len(self.choices[k])]
+                if not movable:
+                    movable = [k for k in range(len(self.cyclic)) if picked[k] + 1 < len(self.choices[k])]
+                if not movable:
+                    break
+                picked[movable[0]] += 1
+        assert last is not None
+        rule = min(self._involved(last), default=0)
+        raise self.table.error(f"no exact lowering of rule '{self.table.names[rule]}' passes the pushdown's "
+                               f"one-byte lookahead checks: {last}", self.table.positions[rule]) from None
+
+    def _involved(self, error: CompileError) -> set[int]:
+        """The rules an error from the pushdown names."""
+        if isinstance(error, GrammarConflictError):
+            names = list(error.nonterminals)
+        elif isinstance(error, DefinitionError):
+            names = [error.definition]
+        else:
+            names = re.findall(r"'([^']+)'", str(error)) + re.findall(r"([^\s:]+) ->", str(error))
+        return {self.table.index[name] for name in names if name in self.table.index}
+
+    def _attempt(self, chosen: set[int], max_states: int) -> PushdownGrammar | Automaton:
+        resolved: dict[int, ir.Node] = {}
+
+        def inline(index: int) -> ir.Node | None:
+            return resolved.get(index)
+
+        bodies = self.table.bodies
+        for component in self.components:
+            members = [m for m in component if m not in chosen]
+            for member in self._callees_first(members):
+                body = substitute(bodies[member], inline, self.uses)
+                flat = without_self_recursion(body, member, self.uses, keep_calls=False)
+                if flat is None:
+                    raise CompileError(f"rule '{self.table.names[member]}' recurses in its middle; it needs a "
+                                       "nonterminal")
+                resolved[member] = flat
+        nonterminals = sorted(chosen)
+        main = substitute(self.main, inline, self.uses)
+        if not nonterminals:
+            return build_automaton(main, max_states=max_states)
+        definitions = {r: without_self_recursion(substitute(bodies[r], inline, self.uses), r, self.uses,
+                                                 keep_calls=True) for r in nonterminals}
+        return self._pushdown(main, definitions, max_states)
+
+    def _callees_first(self, members: list[int]) -> list[int]:
+        """`members` ordered so that each comes after the members it uses (they have no cycle but self-uses)."""
+        inside = set(members)
+        order: list[int] = []
+        done: set[int] = set()
+
+        def visit(node: int) -> None:
+            stack = [(node, iter(sorted(self.graph[node] & inside)))]
+            done.add(node)
+            while stack:
+                current, successors = stack[-1]
+                for succ in successors:
+                    if succ not in done:
+                        done.add(succ)
+                        stack.append((succ, iter(sorted(self.graph[succ] & inside))))
+                        break
+                else:
+                    stack.pop()
+                    order.append(current)
+
+        for member in members:
+            if member not in done:
+                visit(member)
+        return order
+
+    def _pushdown(self, main: ir.Node, definitions: dict[int, ir.Node | None], max_states: int) -> PushdownGrammar:
+        """The pushdown of the chosen nonterminals: nullable ones split into `a' | ε`, symbols renumbered as calls."""
+        bodies = {rule: body for rule, body in definitions.items() if body is not None}
+        nullable_rules: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            nullable = Nullable(nullable_rules)
+            for rule, body in bodies.items():
+                if rule not in nullable_rules and nullable(body):
+                    nullable_rules.add(rule)
+                    changed = True
+        numbering = {rule: k for k, rule in enumerate(sorted(bodies))}
+
+        def call(index: int) -> ir.Node:
+            node = call_symbol(numbering[index])
+            return ir.optional(node) if index in nullable_rules else node
+
+        out: list[Definition] = []
+        for rule in sorted(bodies):
+            body = bodies[rule]
+            if rule in nullable_rules:
+                cut = nonempty_part(body, Nullable(nullable_rules))
+                if cut is None:
+                    raise self.table.error(f"rule '{self.table.names[rule]}' matches the empty string through an "
+                                           "embedded value and recurses; make it read at least one character",
+                                           self.table.positions[rule])
+                body = cut
+            out.append(Definition(self.table.names[rule], substitute(body, call, self.uses)))
+        return compile_pushdown(substitute(main, call, self.uses), out, max_states=max_states)

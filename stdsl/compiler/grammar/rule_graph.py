@@ -1,0 +1,117 @@
+"""Which rules must be pushdown nonterminals: the cycles of the rule graph and the choices that break them.
+
+Every rule on no cycle is inlined into its callers. In a strongly connected component, a set of
+rules made nonterminals (calls) must leave the other rules without a cycle among them, except a
+rule's own left or right recursion, which becomes iteration. The choices are listed smallest
+first, so the first one that passes the pushdown's L(1) checks makes the fewest calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import combinations
+
+from stdsl.compiler.deadline import check_deadline
+
+MAX_ENUMERATED_COMPONENT = 12
+MAX_CHOICES = 24
+
+
+def strongly_connected(graph: list[set[int]]) -> list[list[int]]:
+    """The strongly connected components of `graph` (node -> successors), callees before callers."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    components: list[list[int]] = []
+    for root in range(len(graph)):
+        if root in index:
+            continue
+        work: list[tuple[int, Iterator[int]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[int] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def is_cyclic(component: list[int], graph: list[set[int]]) -> bool:
+    """Whether a component holds a cycle (more than one rule, or a rule that uses itself)."""
+    return len(component) > 1 or component[0] in graph[component[0]]
+
+
+def _acyclic_without(members: list[int], removed: set[int], graph: list[set[int]]) -> bool:
+    """Whether the rules of `members` not in `removed` have no cycle among them (self-uses aside)."""
+    rest = [m for m in members if m not in removed]
+    inside = set(rest)
+    indegree = {m: 0 for m in rest}
+    for m in rest:
+        for succ in graph[m]:
+            if succ in inside and succ != m:
+                indegree[succ] += 1
+    ready = [m for m in rest if indegree[m] == 0]
+    seen = 0
+    while ready:
+        node = ready.pop()
+        seen += 1
+        for succ in graph[node]:
+            if succ in inside and succ != node:
+                indegree[succ] -= 1
+                if indegree[succ] == 0:
+                    ready.append(succ)
+    return seen == len(rest)
+
+
+def nonterminal_choices(component: list[int], graph: list[set[int]], required: set[int]) -> list[frozenset[int]]:
+    """Sets of rules of a cyclic component to make nonterminals, smallest first (rules earlier in `component`,
+    which is in definition order, preferred), each containing `required` (rules whose own recursion is
+    neither first nor last) and leaving the rest acyclic; the whole component comes last."""
+    choices: list[frozenset[int]] = []
+    optional = [m for m in component if m not in required]
+    if len(component) <= MAX_ENUMERATED_COMPONENT:
+        for size in range(len(optional) + 1):
+            for extra in combinations(optional, size):
+                check_deadline("choosing grammar nonterminals")
+                chosen = set(required) | set(extra)
+                if _acyclic_without(component, chosen, graph):
+                    choices.append(frozenset(chosen))
+                    if len(choices) >= MAX_CHOICES:
+                        return choices
+    else:
+        chosen = set(required)
+        while not _acyclic_without(component, chosen, graph):
+            check_deadline("choosing grammar nonterminals")
+            rest = [m for m in component if m not in chosen]
+            inside = set(rest)
+            chosen.add(max(rest, key=lambda m: len(graph[m] & inside) * sum(m in graph[o] for o in rest)))
+        choices.append(frozenset(chosen))
+    whole = frozenset(component)
+    if whole not in choices:
+        choices.append(whole)
+    return choices
