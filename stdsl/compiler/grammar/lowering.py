@@ -30,6 +30,7 @@ from stdsl.compiler.grammar.rule_algebra import (
     nonempty_part,
     productive_rules,
     rule_symbol,
+    self_recursion_as_iteration,
     substitute,
     without_self_recursion,
 )
@@ -95,10 +96,11 @@ class _RulePlan:
         self.table, self.main = table, main
         self.uses = RuleUses()
         productive = productive_rules(table.bodies, self.uses)
-        for index, name in enumerate(table.names):
-            if index not in productive:
-                raise table.error(f"rule '{name}' matches nothing (every alternative needs a rule or terminal that "
-                                  "matches nothing, or it recurses without end)", table.positions[index])
+        if len(productive) < len(table.names):
+            barren = [set(self.uses(body)) if i not in productive else set() for i, body in enumerate(table.bodies)]
+            first = next(c for c in strongly_connected(barren) if c[0] not in productive)[0]
+            raise table.error(f"rule '{table.names[first]}' matches nothing (every alternative needs a rule or "
+                              "terminal that matches nothing, or it recurses without end)", table.positions[first])
         reachable = self._reachable()
         self.graph = [set(self.uses(body)) & reachable if i in reachable else set()
                       for i, body in enumerate(table.bodies)]
@@ -107,7 +109,7 @@ class _RulePlan:
         self.choices = []
         for component in self.cyclic:
             required = {r for r in component
-                        if without_self_recursion(table.bodies[r], r, self.uses, keep_calls=False) is None}
+                        if without_self_recursion(table.bodies[r], r, self.uses) is None}
             self.choices.append(nonterminal_choices(component, self.graph, required))
 
     def _reachable(self) -> set[int]:
@@ -171,7 +173,7 @@ class _RulePlan:
             members = [m for m in component if m not in chosen]
             for member in self._callees_first(members):
                 body = substitute(bodies[member], inline, self.uses)
-                flat = without_self_recursion(body, member, self.uses, keep_calls=False)
+                flat = without_self_recursion(body, member, self.uses)
                 if flat is None:
                     raise CompileError(f"rule '{self.table.names[member]}' recurses in its middle; it needs a "
                                        "nonterminal")
@@ -180,9 +182,30 @@ class _RulePlan:
         main = substitute(self.main, inline, self.uses)
         if not nonterminals:
             return build_automaton(main, max_states=max_states)
-        definitions = {r: without_self_recursion(substitute(bodies[r], inline, self.uses), r, self.uses,
-                                                 keep_calls=True) for r in nonterminals}
+        definitions = {r: self_recursion_as_iteration(substitute(bodies[r], inline, self.uses), r, self.uses)
+                       for r in nonterminals}
+        main = self._inline_regular(main, definitions)
+        if not definitions:
+            return build_automaton(main, max_states=max_states)
         return self._pushdown(main, definitions, max_states)
+
+    def _inline_regular(self, main: ir.Node, definitions: dict[int, ir.Node]) -> ir.Node:
+        """Inline, one at a time, each chosen nonterminal whose body no longer uses itself (its recursion became
+        iteration once the rest of its cycle was inlined), rewriting the bodies it lands in; the new main body."""
+        while True:
+            check_deadline("choosing grammar nonterminals")
+            regular = next((r for r, body in definitions.items() if r not in self.uses(body)), None)
+            if regular is None:
+                return main
+            body = definitions.pop(regular)
+
+            def replace(index: int, rule: int = regular, body: ir.Node = body) -> ir.Node | None:
+                return body if index == rule else None
+
+            for rule, other in definitions.items():
+                definitions[rule] = self_recursion_as_iteration(substitute(other, replace, self.uses), rule,
+                                                                self.uses)
+            main = substitute(main, replace, self.uses)
 
     def _callees_first(self, members: list[int]) -> list[int]:
         """`members` ordered so that each comes after the members it uses (they have no cycle but self-uses)."""
@@ -209,9 +232,8 @@ class _RulePlan:
                 visit(member)
         return order
 
-    def _pushdown(self, main: ir.Node, definitions: dict[int, ir.Node | None], max_states: int) -> PushdownGrammar:
+    def _pushdown(self, main: ir.Node, bodies: dict[int, ir.Node], max_states: int) -> PushdownGrammar:
         """The pushdown of the chosen nonterminals: nullable ones split into `a' | ε`, symbols renumbered as calls."""
-        bodies = {rule: body for rule, body in definitions.items() if body is not None}
         nullable_rules: set[int] = set()
         changed = True
         while changed:

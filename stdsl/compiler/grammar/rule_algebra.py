@@ -127,9 +127,20 @@ def split_tail(node: ir.Node, rule: int, uses: RuleUses) -> tuple[ir.Node, ir.No
     return ir.NOTHING, node
 
 
-def without_self_recursion(body: ir.Node, rule: int, uses: RuleUses, keep_calls: bool) -> ir.Node | None:
+def without_self_recursion(body: ir.Node, rule: int, uses: RuleUses) -> ir.Node | None:
     """The body of `rule` with its uses of itself first (left recursion) or last (right recursion) turned into
-    iteration. Without `keep_calls`, None when any use of itself remains; with it, the rest stay calls."""
+    iteration, or None when a use of itself would remain."""
+    flat = _iterated(body, rule, uses, keep_calls=False)
+    return None if rule in uses(flat) else flat
+
+
+def self_recursion_as_iteration(body: ir.Node, rule: int, uses: RuleUses) -> ir.Node:
+    """The body of a nonterminal with its first (or else last) uses of itself turned into iteration; its other
+    uses of itself stay calls."""
+    return _iterated(body, rule, uses, keep_calls=True)
+
+
+def _iterated(body: ir.Node, rule: int, uses: RuleUses, keep_calls: bool) -> ir.Node:
     if rule not in uses(body):
         return body
     head, other = split_head(body, rule, uses)
@@ -138,7 +149,7 @@ def without_self_recursion(body: ir.Node, rule: int, uses: RuleUses, keep_calls:
     tail, other = split_tail(body, rule, uses)
     if tail != ir.NOTHING and (keep_calls or rule not in uses(tail) | uses(other)):
         return ir.seq(ir.star(tail), other)
-    return body if keep_calls else None
+    return body
 
 
 class Nullable:
