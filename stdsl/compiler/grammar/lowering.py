@@ -21,6 +21,7 @@ from stdsl.compiler.constraint import Constraint
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.grammar import syntax_tree as st
+from stdsl.compiler.grammar.bracketing import bracket_parts
 from stdsl.compiler.grammar.expressions import GrammarLowering, RuleTable
 from stdsl.compiler.grammar.gbnf_syntax import parse_gbnf
 from stdsl.compiler.grammar.lark_syntax import parse_lark
@@ -101,16 +102,47 @@ class _RulePlan:
             first = next(c for c in strongly_connected(barren) if c[0] not in productive)[0]
             raise table.error(f"rule '{table.names[first]}' matches nothing (every alternative needs a rule or "
                               "terminal that matches nothing, or it recurses without end)", table.positions[first])
-        reachable = self._reachable()
-        self.graph = [set(self.uses(body)) & reachable if i in reachable else set()
-                      for i, body in enumerate(table.bodies)]
-        self.components = [c for c in strongly_connected(self.graph) if c[0] in reachable]
-        self.cyclic = [c for c in self.components if is_cyclic(c, self.graph)]
+        self._analyse()
+        self.owners: dict[int, int] = {}
+        self.bracketed = self._bracket()
+        if self.bracketed:
+            self._analyse()
         self.choices = []
         for component in self.cyclic:
             required = {r for r in component
                         if without_self_recursion(table.bodies[r], r, self.uses) is None}
-            self.choices.append(nonterminal_choices(component, self.graph, required))
+            preferred = sorted(component, key=lambda r: (r not in self.bracketed, r))
+            self.choices.append(nonterminal_choices(preferred, self.graph, required))
+
+    def _analyse(self) -> None:
+        """The rule graph from the start rule, its components (callees first) and the cyclic ones."""
+        reachable = self._reachable()
+        self.graph = [set(self.uses(body)) & reachable if i in reachable else set()
+                      for i, body in enumerate(self.table.bodies)]
+        self.components = [c for c in strongly_connected(self.graph) if c[0] in reachable]
+        self.cyclic = [c for c in self.components if is_cyclic(c, self.graph)]
+
+    def _bracket(self) -> set[int]:
+        """Give the bracketed parts of recursive rules rules of their own (`bracketing`); their indices."""
+        table = self.table
+        made: dict[ir.Node, int] = {}
+
+        def new_rule(part: ir.Node, owner: int) -> int:
+            found = made.get(part)
+            if found is None:
+                found = made[part] = table.add(f"{table.names[owner]}, part {len(made) + 1}", table.positions[owner])
+                self.owners[found] = self.owners.get(owner, owner)
+                table.bodies[found] = part
+            return found
+
+        for component in self.cyclic:
+            cycle = frozenset(component)
+            for rule in component:
+                def made_for(part: ir.Node, owner: int = rule) -> int:
+                    return new_rule(part, owner)
+
+                table.bodies[rule] = bracket_parts(table.bodies[rule], cycle, self.uses, made_for)
+        return set(made.values())
 
     def _reachable(self) -> set[int]:
         seen: set[int] = set()
@@ -148,7 +180,7 @@ class _RulePlan:
                     break
                 picked[movable[0]] += 1
         assert last is not None
-        rule = min(self._involved(last), default=0)
+        rule = min((self.owners.get(r, r) for r in self._involved(last)), default=0)
         raise self.table.error(f"no exact lowering of rule '{self.table.names[rule]}' passes the pushdown's "
                                f"one-byte lookahead checks: {last}", self.table.positions[rule]) from None
 

@@ -96,6 +96,29 @@ WORD: /[ab]/
     assert_same_as_lark(grammar, strings("[],a:", 5, 300) + mutations(["[a,[b:a],[]]", "a:[a:b]"], "[],ab:", 400))
 
 
+CALCULATOR = """
+%import common.CNAME
+%import common.NUMBER
+%import common.WS
+%ignore WS
+start: stmt+
+stmt: CNAME "=" expr ";" | "print" expr ";" | "if" expr "{" stmt* "}" ["else" "{" stmt* "}"]
+?expr: expr "+" term | expr "-" term | term
+?term: term "*" factor | factor
+?factor: NUMBER | CNAME | CNAME "(" [expr ("," expr)*] ")" | "(" expr ")" | "-" factor
+"""
+
+
+def test_bracketed_parts_make_keyword_grammars_compile() -> None:
+    seeds = ["x = 1 + f(2, y*3);print -x;", "if x { y = 2; } else { print (1); }", "printx;", "if(a){if b {}}"]
+    assert_same_as_lark(CALCULATOR, mutations(seeds, "xyf1(),;={} -+*ifprnt", 250), skip_leading=" ")
+    sexpr = '%import common.WS\n%ignore WS\nstart: sexpr\nsexpr: atom | "(" sexpr* ")"\natom: /[a-z]+/ | /[0-9]/'
+    assert_same_as_lark(sexpr, strings("()a1 ", 4, 300), skip_leading=" ")
+    markup = 'start: element\nelement: "<" NAME ">" content* "</" NAME ">"\ncontent: element | TEXT\n' \
+             'NAME: /[a-z]/\nTEXT: /[^<a-z]/'
+    assert_same_as_lark(markup, mutations(["<a>x<b></b></a>", "<a></b>"], "<>/abx", 500))
+
+
 def test_regular_recursion_becomes_one_dfa() -> None:
     grammars = {
         'start: start "+" "1" | "1"': {"1+1+1": True, "1+": False},
