@@ -156,16 +156,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_sets(items: Sequence[str]) -> dict[str, Any]:
-    """`--set name=value` pairs; a value that parses as JSON (numbers, lists...) is taken as JSON."""
+def _parse_sets(items: Sequence[str], text_params: Sequence[str] = ()) -> dict[str, Any]:
+    """`--set name=value` pairs; a value that parses as JSON (numbers, lists...) is taken as JSON, except for
+    the parameters in `text_params` (declared `str`), which take the text as it is (`--set year=2024`)."""
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise StdslError(f"--set expects name=value, got {item!r}")
+        if name in text_params:
+            out[name] = value
+            continue
         try:
             out[name] = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             out[name] = value
     return out
 
@@ -177,7 +181,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     prog = Program.from_file(args.file)
     if args.input or args.output:
         return _run_dataset(prog, args)
-    arguments = prog.arguments(_parse_sets(args.set))
+    text_params = [name for name, declared in prog.param_types.items() if declared.annotation is str]
+    arguments = prog.arguments(_parse_sets(args.set, text_params))
     prog.messages(arguments)
     prog.constraint(arguments)  # program mistakes are reported before a model is loaded
     result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,
@@ -191,18 +196,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     """`stcon run FILE --input data.jsonl --output results.jsonl`: one record per line, resumable."""
     import stdsl
-    from stdsl.runtime.program_runs import Progress, finished_lines, run_dataset
+    from stdsl.runtime.dataset_files import check_output, finished_lines, input_lines
+    from stdsl.runtime.program_runs import Progress, run_dataset
 
     if not (args.input and args.output):
         raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl --output results.jsonl")
     if args.set:
         raise StdslError("--set cannot be combined with --input: each input line holds the program's arguments")
-    source = Path(args.input)
+    source, output = Path(args.input), Path(args.output)
     if not source.is_file():
         raise StdslError(f"--input {source}: no such file")
-    total = sum(1 for line in source.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
-    skipped = len(finished_lines(Path(args.output)))
-    progress = Progress(max(total - skipped, 0))
+    check_output(source, output)
+    done = finished_lines(output)
+    progress = Progress(sum(1 for number, _ in input_lines(source) if number not in done))
+    skipped = len(done)
     written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
                              max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                              parallel_fields=args.parallel_fields)

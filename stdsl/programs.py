@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from stdsl.compiler.stc.parameters import annotated_types
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
 from stdsl.compiler.stc.syntax import ProgramError
@@ -58,7 +59,8 @@ def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
         signature = inspect.signature(func)
         source = f"{func.__code__.co_filename}:{func.__name__}"
         params = list(signature.parameters)
-        static = Program(inspect.cleandoc(func.__doc__), source, scope, params) if func.__doc__ else None
+        types = annotated_types(signature, source, scope)
+        static = Program(inspect.cleandoc(func.__doc__), source, scope, params, types) if func.__doc__ else None
 
         @functools.wraps(func)
         def call(*args: Any, model: Any, **kwargs: Any) -> ProgramResult:
@@ -71,7 +73,7 @@ def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
                 if not isinstance(text, str):
                     raise ProgramError(f"{source}: a @program function needs a docstring or must return "
                                        "the program text")
-                prog = Program(text, source, scope, params)
+                prog = Program(text, source, scope, params, types)
             return prog.run(model, dict(bound.arguments), **{**defaults, **options})
 
         def program_constraint() -> ProgramConstraint | RecursiveProgramConstraint:

@@ -126,3 +126,43 @@ def test_files_that_cannot_be_read_are_named(capsys: pytest.CaptureFixture[str],
     schema.write_bytes(b'{"type":\n "str\xe9"}')
     code, _, err = run(capsys, "compile", str(schema))
     assert code == 2 and "s.json:2:6: not UTF-8" in err
+
+
+PETS = 'param name: str\nparam n: int = 2\nuser """{{ name }} in {{ n }} words"""\noutput """{k: "cat" | "dog"}"""\n'
+
+
+def test_dataset_outputs_that_cannot_take_the_records_are_refused_before_any_work(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 28 item 5: refused with `stcon: error:` and status 2 before the model loads (the model path here
+    does not exist, so any later refusal would name it instead), the input left as it was."""
+    program, data = tmp_path / "p.stc", tmp_path / "data.jsonl"
+    program.write_text(PETS)
+    data.write_bytes(b'{"name": "Rex"}\n{"name": "Tom"}')
+    (tmp_path / "link.jsonl").symlink_to(data)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "foreign.jsonl").write_text('{"name": "Ann"}')
+    outputs = {str(data): "is the input file", str(tmp_path / "link.jsonl"): "is the input file",
+               str(tmp_path / "folder"): "is a directory", str(tmp_path / "none" / "out.jsonl"): "does not exist",
+               "/proc/version": "cannot be written", str(tmp_path / "foreign.jsonl"): "not a record of a dataset run"}
+    for output, says in outputs.items():
+        code, _, err = run(capsys, "run", str(program), "--input", str(data), "--output", output,
+                           "--model", str(tmp_path / "no-model.gguf"))
+        assert code == 2 and err.startswith("stcon: error: ") and says in err and "Traceback" not in err, err
+        assert "no-model" not in err
+    assert data.read_bytes() == b'{"name": "Rex"}\n{"name": "Tom"}'
+    assert (tmp_path / "foreign.jsonl").read_text() == '{"name": "Ann"}'
+
+
+def test_set_values_are_checked_against_the_parameter_types(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    """Issue 28 item 7: `--set n=five` for `param n: int` is refused naming n and int; a `str` parameter takes
+    the text as given even when it reads as a number."""
+    program = tmp_path / "p.stc"
+    program.write_text(PETS)
+    for value in ("five", "2.5", "true", "9" * 5000, "[1]"):
+        code, _, err = run(capsys, "run", str(program), "--set", "name=Rex", "--set", f"n={value}",
+                           "--model", str(tmp_path / "no-model.gguf"))
+        assert code == 2 and "p.stc:2:1: parameter n expects int" in err and "Traceback" not in err, err
+    code, _, err = run(capsys, "run", str(program), "--set", "name=2024", "--set", "n=3",
+                       "--model", str(tmp_path / "no-model.gguf"))
+    assert code == 2 and "no-model.gguf" in err, err

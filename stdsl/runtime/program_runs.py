@@ -8,7 +8,6 @@ and a rerun skips the lines already in the output, so an interrupted run loses n
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import IO, Any
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.errors import OptionError, StdslError
 from stdsl.runtime.batch.row import RowHandle
+from stdsl.runtime.dataset_files import check_output, finished_lines, input_lines, read_arguments, record_text
 from stdsl.runtime.decode import engine_for, generate, generate_batch, submit
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.program_result import ProgramResult
@@ -76,26 +76,6 @@ def map_program(program: CompiledProgram, inputs: Iterable[Any], model: Any,
     return results
 
 
-def finished_lines(output: Path) -> set[int]:
-    """Line numbers already recorded in `output`; a torn last record (a killed run) is cut off the file."""
-    if not output.exists():
-        return set()
-    data = output.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with open(output, "r+b") as handle:
-            handle.truncate(keep)
-    done: set[int] = set()
-    for raw in data[:keep].splitlines():
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("line"), int):
-            done.add(record["line"])
-    return done
-
-
 class Progress:
     """A one-line progress report on stderr: done / total, errors, rate."""
 
@@ -121,16 +101,16 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
                 **options: Any) -> tuple[int, int]:
     """Run `program` on every JSON line of `input_path`, appending records to `output_path` as they finish.
 
-    Returns (lines written now, lines skipped because the output already had them). A line that is
-    not a JSON object, or whose arguments the program refuses, gets an error record.
+    Returns (lines written now, lines skipped because the output already had them). A line that cannot be
+    read as a JSON object of arguments, or whose arguments the program refuses, gets an error record and
+    the run goes on. An output that is the input, a directory or cannot be written is refused (OptionError)
+    before any work.
     """
     source, output = Path(input_path), Path(output_path)
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise OptionError("input", f"{source}: cannot read the input ({error})") from error
+    check_output(source, output)
+    lines = input_lines(source)
     done = finished_lines(output)
-    todo = iter([(n, text) for n, text in enumerate(lines, start=1) if text.strip() and n not in done])
+    todo = iter([(n, raw) for n, raw in lines if n not in done])
     engine = engine_for(model)
     flight: list[tuple[int, dict[str, Any], RowHandle]] = []
     written = 0
@@ -138,7 +118,7 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
 
         def record(line: int, payload: dict[str, Any]) -> None:
             nonlocal written
-            sink.write(json.dumps({"line": line, **payload}, ensure_ascii=False, default=str) + "\n")
+            sink.write(record_text(line, payload))
             sink.flush()
             written += 1
             if progress is not None:
@@ -150,15 +130,14 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
                 item = next(todo, None)
                 if item is None:
                     return False
-                line, text = item
+                line, raw = item
                 try:
-                    request = _request(program, json.loads(text))
+                    request = _request(program, read_arguments(raw, line))
                     handle = submit(engine, request["prompt"], request["constraint"], chat=request["chat"], **options)
-                    flight.append((line, request, handle))
-                except json.JSONDecodeError as error:
-                    record(line, {"error": f"{source}:{line}: not a JSON object: {error}"})
-                except StdslError as error:
-                    record(line, {"error": f"{source}:{line}: {error}"})
+                except Exception as error:  # any line's failure is its own record; the run goes on
+                    record(line, {"error": _line_error(source, line, error)})
+                    continue
+                flight.append((line, request, handle))
             return True
 
         try:
@@ -170,13 +149,22 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
                 for entry in finished:
                     flight.remove(entry)
                     line, request, handle = entry
+                    payload: dict[str, Any]
                     try:
-                        record(line, {"result": _typed(request, handle.result()).to_dict()})
-                    except StdslError as error:
-                        record(line, {"error": f"{source}:{line}: {error}"})
+                        payload = {"result": _typed(request, handle.result()).to_dict()}
+                    except Exception as error:  # as above: one record, not the end of the run
+                        payload = {"error": _line_error(source, line, error)}
+                    record(line, payload)
                 more = refill() if more else False
         except BaseException:
             for _, _, handle in flight:
                 handle.cancel()
             raise
     return written, len(done)
+
+
+def _line_error(source: Path, line: int, error: Exception) -> str:
+    """The error record's text for one input line (a foreign exception is named by its type: a bug to report)."""
+    if isinstance(error, StdslError):
+        return f"{source}:{line}: {error}"
+    return f"{source}:{line}: internal error: {type(error).__name__}: {error}"

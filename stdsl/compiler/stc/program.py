@@ -13,6 +13,7 @@ from typing import Any, Self
 
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.stc.jinja_text import render_text
+from stdsl.compiler.stc.parameters import ParameterType, check_arguments, stc_parameter_type
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
 from stdsl.compiler.stc.recursion import RecursiveHoles, is_recursive
 from stdsl.compiler.stc.resolve import TypeResolver
@@ -26,9 +27,12 @@ class CompiledProgram:
     """A program: prompt messages with Jinja2 placeholders and a typed output template, compiled per call."""
 
     def __init__(self, text: str, source: str = "<program>", scope: Mapping[str, Any] | None = None,
-                 params: list[str] | None = None) -> None:
+                 params: list[str] | None = None, param_types: Mapping[str, ParameterType] | None = None) -> None:
         self.source = source
         self.syntax = parse_program(text, source)
+        self.param_types = {name: stc_parameter_type(name, type_name, default, pos)
+                            for name, (type_name, default, pos) in self.syntax.params.items() if type_name is not None}
+        self.param_types.update(param_types or {})
         self.resolver = TypeResolver(self.syntax.types, scope)
         for name, (expr, _) in self.syntax.types.items():
             self.resolver.declared_type(name, expr.pos)
@@ -47,7 +51,9 @@ class CompiledProgram:
         return self.template.fields
 
     def arguments(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`args` completed with declared defaults; unknown or missing parameters are errors."""
+        """`args` completed with declared defaults; a missing parameter is a ProgramError, an argument of the
+        wrong type (`param n: int` given "five") an OptionError naming the parameter and its type."""
+        check_arguments(self.param_types, args)
         out = dict(args)
         for name, (_, default, pos) in self.syntax.params.items():
             if name not in out:
