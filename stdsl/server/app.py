@@ -30,6 +30,7 @@ from stdsl.runtime.batch.row import RowHandle
 from stdsl.server.chat_render import CallMemory
 from stdsl.server.constraint_cache import ConstraintCache
 from stdsl.server.errors import RequestError, from_stdsl_error, overloaded
+from stdsl.server.limits import ClientLedger, Limits, check_request, check_tokens, client_key
 from stdsl.server.metrics import Metrics
 from stdsl.server.protocol import (
     ChatChoice,
@@ -49,6 +50,7 @@ from stdsl.server.protocol import (
     Usage,
 )
 from stdsl.server.reply_reader import ReplyReader, ReplyUpdate
+from stdsl.server.request_body import read_request, validation_error
 from stdsl.server.request_plan import Plan, chat_plan, completion_plan
 from stdsl.server.rows import ChoiceResult, read_choice
 
@@ -68,6 +70,20 @@ class ServerState:
     metrics: Metrics = field(default_factory=Metrics)
     memory: CallMemory = field(default_factory=CallMemory)
     in_flight: int = 0
+    limits: Limits = field(default_factory=Limits)
+    aliases: tuple[str, ...] = ()
+    clients: ClientLedger = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.clients = ClientLedger(self.limits)
+
+    def check_model(self, name: str | None) -> None:
+        """A 404 unless `name` (when given) is the served model's name or one of its aliases."""
+        if name is not None and name != self.model_name and name not in self.aliases:
+            served = ", ".join(repr(n) for n in (self.model_name, *self.aliases))
+            shown = name.encode("utf-8", "backslashreplace").decode("utf-8")[:200]
+            raise RequestError(f"the model {shown!r} does not exist; this server serves {served}", status=404,
+                               param="model", code="model_not_found")
 
     @property
     def capacity(self) -> int:
@@ -78,17 +94,6 @@ class ServerState:
 def _error_response(error: RequestError) -> JSONResponse:
     headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-def _validation_error(error: RequestValidationError) -> RequestError:
-    """A body that does not fit its model: a 400 naming the first offending field."""
-    first = error.errors()[0] if error.errors() else {}
-    location = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(location) or None
-    if first.get("type") == "json_invalid":
-        return RequestError(f"the body is not valid JSON: {first.get('msg')}", code="invalid_json")
-    message = f"{param}: {first.get('msg')}" if param else str(first.get("msg", "invalid request body"))
-    return RequestError(message, param=param, code="invalid_value")
 
 
 class GuardMiddleware:
@@ -125,12 +130,12 @@ class GuardMiddleware:
 
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
-               model_name: str | None = None) -> FastAPI:
+               model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = ()) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
-    shutdown)."""
+    shutdown); requests name it `model_name` (default: the model's) or one of `aliases`."""
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=ConstraintCache(cache_bytes, compile_seconds), model_name=model_name or model.name,
-                        api_key=api_key, max_queue=max_queue)
+                        api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -145,7 +150,7 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return _error_response(_validation_error(error))
+        return _error_response(validation_error(error.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -170,16 +175,26 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(body: ChatCompletionRequest) -> Response:
-        plan = chat_plan(body, state.model, state.memory)
-        return await _serve(state, plan, body.stream, _include_usage(body), chat=True)
+    async def chat(request: Request) -> Response:
+        body = await _typed(state, request, ChatCompletionRequest)
+        plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory)
+        return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
 
     @app.post("/v1/completions", response_model=None)
-    async def completions(body: CompletionRequest) -> Response:
-        plan = completion_plan(body, state.model)
-        return await _serve(state, plan, body.stream, _include_usage(body), chat=False)
+    async def completions(request: Request) -> Response:
+        body = await _typed(state, request, CompletionRequest)
+        plan = await asyncio.to_thread(completion_plan, body, state.model)
+        return await _serve(state, plan, body.stream, _include_usage(body), chat=False, request=request)
 
     return app
+
+
+async def _typed(state: ServerState, request: Request, model: Any) -> Any:
+    """The request's typed body, checked against the model name and the per-request limits read off it."""
+    body = await read_request(request, model, state.limits.max_body_bytes)
+    state.check_model(body.model)
+    check_request(body, state.limits)
+    return body
 
 
 def _include_usage(body: Any) -> bool:
@@ -248,10 +263,15 @@ def _program_content(result: ChoiceResult) -> str:
                       ensure_ascii=False, default=str)
 
 
-async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bool, chat: bool) -> Response:
-    """Admit the request (or 429), run its rows, and answer with one body or a stream of chunks."""
+async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bool, chat: bool,
+                 request: Request) -> Response:
+    """Admit the request (or 400 / 429 past a limit), run its rows, and answer with one body or a stream of chunks."""
+    rows = len(plan.prompts) * plan.n
+    tokens = check_tokens(rows, int(plan.options["max_tokens"]), state.limits)
     if state.in_flight >= state.capacity:
         raise overloaded(state.in_flight)
+    client = client_key(request, state.api_key)
+    state.clients.admit(client, rows, tokens)
     state.in_flight += 1
     released = False
 
@@ -260,6 +280,7 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
         if not released:
             released = True
             state.in_flight -= 1
+            state.clients.release(client, rows, tokens)
 
     streaming = False
     try:
@@ -268,16 +289,36 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
             chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
             streaming = True
             return StreamingResponse(chunks, media_type="text/event-stream")
-        try:
-            results = await asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles))
-        except BaseException:
-            for _, handle in handles:
-                handle.cancel()
-            raise
+        results = await _results_unless_gone(request, plan, handles)
+        if results is None:
+            return Response(status_code=499)
     finally:
         if not streaming:
             release()
     return JSONResponse(_body(state, plan, results, chat).model_dump(exclude_none=False))
+
+
+async def _client_gone(request: Request) -> None:
+    """Return once the client has disconnected (the body is read, so the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
+
+
+async def _results_unless_gone(request: Request, plan: Plan,
+                               handles: list[tuple[int, RowHandle]]) -> list[ChoiceResult] | None:
+    """Every choice's result, or None when the client left first: its rows are cancelled at the next step."""
+    reading = asyncio.ensure_future(asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles)))
+    gone = asyncio.ensure_future(_client_gone(request))
+    done: set[Any] = set()
+    try:
+        done, _ = await asyncio.wait((reading, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not reading.done():
+            reading.cancel()
+            for _, handle in handles:
+                handle.cancel()
+    return list(reading.result()) if reading in done else None
 
 
 def _usage(state: ServerState, plan: Plan, results: list[ChoiceResult]) -> Usage:

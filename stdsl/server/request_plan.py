@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.runtime.model.chat_template import render_chat_template
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.call_syntax import CallSyntax, syntax_of_template
+from stdsl.server.chat_prompt import chat_prompt_ids
 from stdsl.server.chat_render import CallMemory, chat_messages
 from stdsl.server.errors import RequestError
 from stdsl.server.protocol import (
@@ -147,13 +147,26 @@ def _options(request: _Sampling, max_tokens: int | None, default: int, prompt_le
             "top_k": max(request.top_k, 0), "seed": request.seed, "chat": False}
 
 
+def tool_parameters(index: int, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's `parameters` as an object schema (`{}` reads as any object); anything else is a 400 naming it."""
+    if not parameters:
+        return {"type": "object"}
+    if parameters.get("type") != "object":
+        param = f"tools[{index}].function.parameters"
+        raise RequestError(f"{param} must be a JSON Schema of an object (\"type\": \"object\"), since a call's "
+                           f"arguments are a JSON object; got type {parameters.get('type')!r}", param=param,
+                           code="invalid_tool_parameters")
+    return dict(parameters)
+
+
 def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None, syntax: CallSyntax) -> dict[str, Any]:
     choice = request.tool_choice
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     names = [tool.function.name for tool in request.tools or ()]
     if named is not None and named not in names:
         raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice")
-    tools = [{"name": t.function.name, "parameters": t.function.parameters} for t in request.tools or ()]
+    tools = [{"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
+             for i, t in enumerate(request.tools or ())]
     return {"kind": "tools", "syntax": syntax.name, "tools": tools, "choice": named or choice or "auto",
             "parallel": request.parallel_tool_calls, "content": content}
 
@@ -171,21 +184,20 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) ->
     tokenizer = model.tokenizer
     template = tokenizer.chat_template or CHATML_TEMPLATE
     syntax = syntax_of_template(tokenizer.chat_template)
+    tools_spec = _tools_spec(request, spec, syntax) if request.tools else None
     messages = list(request.messages)
     if spec is not None and spec["kind"] == "program":
         messages += _program_messages(spec)
     plain, variables = chat_messages(messages, request.tools, syntax, template, memory)
-    text = render_chat_template(template, plain, add_generation_prompt=True, bos_token=tokenizer.bos_token,
-                                eos_token=tokenizer.eos_token, **variables)
-    prompt = list(tokenizer.encode(text))
+    prompt = chat_prompt_ids(tokenizer, template, plain, variables)
     stops = _stops(request)
     max_tokens = request.max_completion_tokens or request.max_tokens
     options = _options(request, max_tokens, DEFAULT_MAX_TOKENS, len(prompt), context_length(model), "messages")
     plan = Plan([prompt], spec, options, request.n, program=spec is not None and spec["kind"] == "program")
-    if request.tools:
-        plan.spec = _tools_spec(request, spec, syntax)
+    if tools_spec is not None:
+        plan.spec = tools_spec
         plan.syntax = syntax
-        plan.parameters = {t.function.name: t.function.parameters for t in request.tools}
+        plan.parameters = {t["name"]: t["parameters"] for t in tools_spec["tools"]}
         plan.reader_stops = stops
     elif spec is None:
         options["stop"] = stops

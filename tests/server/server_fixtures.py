@@ -19,11 +19,14 @@ def free_port() -> int:
 
 @contextmanager
 def running_server(model: Any, **options: Any) -> Iterator[str]:
-    """Start the app for `model` on a free local port; yields the base URL (…/v1) and stops the server after."""
+    """Start the app for `model` on a free local port; yields the base URL (…/v1) and stops the server after.
+
+    The tests name the model "m" (an alias, unless `options` give others)."""
     import uvicorn
 
     from stdsl.server.app import create_app
 
+    options.setdefault("aliases", ("m",))
     app = create_app(model, **options)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

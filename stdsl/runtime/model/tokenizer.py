@@ -132,9 +132,13 @@ class Tokenizer:
         return int(self.tiktoken.n_vocab)
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
-        """Token ids of `text`; special-token text becomes its special id; `add_special` adds BOS etc."""
+        """Token ids of `text`; special-token text becomes its special id; `add_special` adds BOS etc.
+
+        The `tokenizers` backend encodes through `encode_batch`, which releases the GIL: a long text
+        (seconds per megabyte) then stalls no other thread, such as a server's event loop or engine.
+        """
         if self.hf is not None:
-            return list(self.hf.encode(text, add_special_tokens=add_special).ids)
+            return list(self.hf.encode_batch([text], add_special_tokens=add_special)[0].ids)
         if self.nfc:
             text = unicodedata.normalize("NFC", text)
         ids = list(self.tiktoken.encode(text, allowed_special="all"))
@@ -150,7 +154,7 @@ class Tokenizer:
         turns "<|im_end|>" into the special id. Added tokens that are not special stay whole.
         """
         if self.hf is not None:
-            return list(self._ordinary_hf.encode(text, add_special_tokens=False).ids)
+            return list(self._ordinary_hf.encode_batch([text], add_special_tokens=False)[0].ids)
         if self.nfc:
             text = unicodedata.normalize("NFC", text)
         return list(self.tiktoken.encode_ordinary(text))
