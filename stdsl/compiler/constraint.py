@@ -163,9 +163,12 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
         automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
         return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
     if isinstance(spec, Grammar):
-        from stdsl.compiler.grammar.lowering import compile_grammar
+        from stdsl.compiler.grammar.lowering import lower_grammar
 
-        return compile_grammar(spec, max_states=max_states)
+        lowered = lower_grammar(spec, max_states=max_states)
+        if isinstance(lowered, Automaton):
+            return Constraint(lowered, "grammar", spec, None, time.perf_counter() - start)
+        return lowered
     if isinstance(spec, str):
         raise CompileError(
             "a bare string is ambiguous as a constraint: pass stdsl.Regex(pattern) for a regular "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from functools import cache
 
 from stdsl.compiler.grammar import syntax_tree as st
 from stdsl.errors import GrammarError
@@ -46,18 +45,11 @@ SQL_COMMENT: /--[^\n]*/
 PREFIX = "common."
 
 
-@cache
-def _common_tree() -> st.GrammarTree:
-    from stdsl.compiler.grammar.lark_syntax import parse_lark
-
-    return parse_lark(COMMON_LARK, "<lark common>")
-
-
-def import_common(name: str, alias: str, error: Callable[[str, int], GrammarError],
+def import_common(tree: st.GrammarTree, name: str, alias: str, error: Callable[[str, int], GrammarError],
                   offset: int) -> list[st.Definition]:
-    """The definition of common terminal `name` under `alias`, then those it uses under `common.NAME` names
-    (no user name has a dot, so they never clash); `error(message, offset)` reports an unknown name."""
-    tree = _common_tree()
+    """The definition of common terminal `name` (from `tree`, `COMMON_LARK` parsed) under `alias`, then those it
+    uses under `common.NAME` names (no user name has a dot, so they never clash); `error(message, offset)`
+    reports an unknown name."""
     if name not in tree.definitions:
         known = ", ".join(sorted(n for n in tree.definitions if not n.startswith("_")))
         raise error(f"common has no terminal {name!r} (it has {known})", offset)

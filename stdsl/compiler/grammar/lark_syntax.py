@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import cache
 
 from stdsl.compiler.grammar import syntax_tree as st
+from stdsl.compiler.grammar.common_terminals import COMMON_LARK, import_common
 from stdsl.compiler.grammar.lark_tokens import SourceText, Token, tokenize
 from stdsl.errors import GrammarError
 
@@ -33,6 +35,12 @@ def parse_lark(text: str, source: str = "<grammar>") -> st.GrammarTree:
     whole = SourceText(text, source)
     tokens, _ = tokenize(whole)
     return _LarkParser(whole, tokens, len(text)).grammar()
+
+
+@cache
+def _common_tree() -> st.GrammarTree:
+    """Lark's common library, parsed once."""
+    return parse_lark(COMMON_LARK, "<lark common>")
 
 
 class _LarkParser:
@@ -181,8 +189,6 @@ class _LarkParser:
             self.tree.options[key] = setting
 
     def import_statement(self, token: Token) -> None:
-        from stdsl.compiler.grammar.common_terminals import import_common
-
         library = self.take("NAME", what="a library name (only 'common' is available)")
         if library.text != "common":
             raise self.error(f"only Lark's 'common' library can be imported, not {library.text!r}; copy the "
@@ -210,7 +216,7 @@ class _LarkParser:
         for name, alias in names:
             if not is_terminal_name(alias.text):
                 raise self.error(f"the alias {alias.text!r} of a terminal must be uppercase", alias)
-            for definition in import_common(name.text, alias.text, self.source.error, name.offset):
+            for definition in import_common(_common_tree(), name.text, alias.text, self.source.error, name.offset):
                 if definition.name == alias.text:
                     self.define(alias, definition.body, True)
                 elif definition.name not in self.tree.definitions:

@@ -1,4 +1,4 @@
-"""`compile_grammar`: a Lark / GBNF / EBNF grammar compiled exactly to one DFA, or to the pushdown when it must.
+"""`lower_grammar`: a Lark / GBNF / EBNF grammar compiled exactly to one DFA, or to the pushdown when it must.
 
 The grammar is read (`syntax="auto"`: a non-comment line with `::=` is GBNF / EBNF, else Lark), its
 rules lowered to IR over rule symbols (`expressions`), and every rule on no cycle inlined. Where
@@ -17,7 +17,6 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.constraint import Constraint
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.grammar import syntax_tree as st
@@ -74,20 +73,19 @@ def parse_grammar(grammar: Grammar) -> st.GrammarTree:
     return tree
 
 
-def compile_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> Constraint | PushdownConstraint:
-    """Compile `grammar` (kind "grammar"): a DFA `Constraint` when no recursion is left after inlining and
-    iteration, else a `PushdownConstraint`. Raises GrammarError naming source, line and column."""
+def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> Automaton | PushdownConstraint:
+    """Compile `grammar`: its DFA when no recursion is left after inlining and iteration (`stdsl.compile` makes
+    it a `Constraint` of kind "grammar"), else a `PushdownConstraint` of kind "grammar". Raises GrammarError
+    naming source, line and column."""
     began = time.perf_counter()
     tree = parse_grammar(grammar)
     table = RuleTable(grammar.source)
     lowered = GrammarLowering(tree, table)
     main = ir.seq(lowered.leading, rule_symbol(lowered.start))
-    plan = _RulePlan(table, main)
-    result = plan.compile(max_states)
-    seconds = time.perf_counter() - began
+    result = _RulePlan(table, main).compile(max_states)
     if isinstance(result, PushdownGrammar):
-        return PushdownConstraint(result, "grammar", grammar, seconds)
-    return Constraint(result, "grammar", grammar, None, seconds)
+        return PushdownConstraint(result, "grammar", grammar, time.perf_counter() - began)
+    return result
 
 
 class _RulePlan:
