@@ -222,8 +222,20 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from stdsl.server.serve import serve
 
-    serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key)
+    limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
+    serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
+          limits=limits, aliases=tuple(args.model_alias))
     return 0
+
+
+SERVE_LIMITS = (
+    ("max_body_bytes", "largest request body in bytes, refused with 413 before parsing (default 4194304)"),
+    ("max_request_rows", "prompts x n in one request (default 64)"),
+    ("max_prompt_bytes", "UTF-8 bytes of one request's messages and tools, or prompts (default 1048576)"),
+    ("max_request_tokens", "rows x max_tokens of one request (default 65536)"),
+    ("max_client_rows", "rows in flight per API key, or per client address without one; past it 429 (default 64)"),
+    ("max_client_tokens", "max_tokens summed over a client's rows in flight; past it 429 (default 262144)"),
+)
 
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
@@ -287,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-rows", type=int, default=8, help="requests decoded together in the running batch")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
+    p.add_argument("--model-alias", action="append", default=[], metavar="NAME",
+                   help="another name requests may give as `model` (repeatable)")
+    for name, text in SERVE_LIMITS:
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N", help=text)
     p.set_defaults(func=cmd_serve)
     return parser
 

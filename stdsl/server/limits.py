@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from stdsl.errors import StdslError
 from stdsl.server.chat_render import content_text
 from stdsl.server.errors import RequestError
 from stdsl.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -29,8 +30,8 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise StdslError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
 
 
 def request_rows(body: ChatCompletionRequest | CompletionRequest) -> int:

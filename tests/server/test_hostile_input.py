@@ -211,3 +211,15 @@ def test_per_client_limits_are_a_429_naming_them(tiny_model) -> None:
         while httpx.post(url + "/chat/completions", json=BASE, timeout=60).status_code != 200:
             assert time.monotonic() < deadline, "the client's rows were never released"
             time.sleep(0.1)
+
+
+def test_the_limits_are_serve_options() -> None:
+    from stdsl.cli import build_parser
+    from stdsl.errors import StdslError
+
+    args = build_parser().parse_args(["serve", "--max-client-rows", "3", "--max-body-bytes", "1000",
+                                      "--model-alias", "a", "--model-alias", "b"])
+    assert (args.max_client_rows, args.max_body_bytes, args.max_request_rows) == (3, 1000, None)
+    assert args.model_alias == ["a", "b"]
+    with pytest.raises(StdslError, match="--max-client-rows must be a positive integer"):
+        Limits(max_client_rows=0)
