@@ -69,6 +69,7 @@ class ServerState:
     max_queue: int = 64
     metrics: Metrics = field(default_factory=Metrics)
     memory: CallMemory = field(default_factory=CallMemory)
+    tool_format: str | None = None
     in_flight: int = 0
     limits: Limits = field(default_factory=Limits)
     aliases: tuple[str, ...] = ()
@@ -130,12 +131,15 @@ class GuardMiddleware:
 
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
-               model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = ()) -> FastAPI:
+               model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = (),
+               tool_format: str | None = None) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
-    shutdown); requests name it `model_name` (default: the model's) or one of `aliases`."""
+    shutdown); requests name it `model_name` (default: the model's) or one of `aliases`.  `tool_format` names the
+    tool-call format (None: recognised from the chat template)."""
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=ConstraintCache(cache_bytes, compile_seconds), model_name=model_name or model.name,
-                        api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases))
+                        api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases),
+                        tool_format=tool_format)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -177,7 +181,7 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
-        plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory)
+        plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format)
         return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
 
     @app.post("/v1/completions", response_model=None)
@@ -229,7 +233,7 @@ async def _submit(state: ServerState, plan: Plan) -> list[tuple[int, RowHandle]]
 
 
 def _reader(plan: Plan) -> ReplyReader:
-    return ReplyReader(plan.syntax, plan.parameters, plan.reader_stops)
+    return ReplyReader(plan.tool_format, plan.parameters, plan.reader_stops)
 
 
 def _finish_reason(result: ChoiceResult) -> str:

@@ -2,7 +2,7 @@
 
 Tools reach the model through the template when it takes a `tools` variable, else as a
 Hermes-style system prompt.  An assistant turn that carried tool calls is re-rendered as the exact
-text the model wrote (its free text, then each call in the call syntax), so the next request's
+text the model wrote (its free text, then its calls in the tool-call format), so the next request's
 prompt repeats the previous one token for token and the prompt cache serves it.  Tool results go
 to templates that know the `tool` role as is, else as a user turn in `<tool_response>` tags.
 """
@@ -15,8 +15,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from stdsl.server.call_syntax import CALL_SEPARATOR, CallSyntax
 from stdsl.server.protocol import AssistantMessage, Content, Message, SystemMessage, Tool, ToolMessage
+from stdsl.server.tool_formats import ToolFormat
 
 HERMES_SYSTEM = (
     "You may call one or more functions to assist with the user query.\n\n"
@@ -39,12 +39,12 @@ class CallMemory:
         while len(self._texts) > self.size:
             self._texts.popitem(last=False)
 
-    def text(self, call_id: str, name: str, arguments: str, syntax: CallSyntax) -> str:
+    def text(self, call_id: str, name: str, arguments: str, tool_format: ToolFormat, index: int = 0) -> str:
         """The call as the model wrote it when the client sent it back unchanged, else written afresh."""
         kept = self._texts.get(call_id)
         if kept is not None and kept[:2] == (name, arguments):
             return kept[2]
-        return syntax.render(name, arguments)
+        return tool_format.render(name, arguments, index)
 
 
 def content_text(content: Content | None) -> str:
@@ -69,7 +69,7 @@ def tool_definitions(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     return [tool.model_dump(exclude_none=True) for tool in tools]
 
 
-def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, syntax: CallSyntax,
+def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, tool_format: ToolFormat,
                   template: str, memory: CallMemory) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Plain role/content dicts for the template, and the extra template variables (`tools`)."""
     out: list[dict[str, Any]] = []
@@ -77,8 +77,9 @@ def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, syn
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": content_text(message.content)})
         elif isinstance(message, AssistantMessage):
-            calls = [memory.text(c.id, c.function.name, c.function.arguments, syntax) for c in message.tool_calls or ()]
-            out.append({"role": "assistant", "content": content_text(message.content) + CALL_SEPARATOR.join(calls)})
+            calls = [memory.text(c.id, c.function.name, c.function.arguments, tool_format, i)
+                     for i, c in enumerate(message.tool_calls or ())]
+            out.append({"role": "assistant", "content": content_text(message.content) + tool_format.join(calls)})
         elif isinstance(message, ToolMessage):
             if _template_knows_tool_role(template):
                 out.append({"role": "tool", "content": content_text(message.content),

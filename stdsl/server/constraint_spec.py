@@ -2,7 +2,7 @@
 
 A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
 `regex` (`pattern`), `choice` (`choices`), `program` (`source`, `arguments`) or `tools`
-(`syntax`, `tools`, `choice`, `parallel`, `content`: a spec or null).  Its canonical text
+(`format`: a tool-call format's name, `tools`, `choice`, `parallel`, `content`: a spec or null).  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
 compiler, so it runs in a worker process, off the decode loop.
 """
@@ -21,8 +21,8 @@ from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.errors import CompileError, SchemaError, StdslError
-from stdsl.server.call_syntax import SYNTAXES, ToolSpec
 from stdsl.server.reply_grammar import reply_ir
+from stdsl.server.tool_formats import ToolSpec, format_named
 
 Spec = Mapping[str, Any]
 Compiled = Constraint | PushdownConstraint
@@ -103,10 +103,10 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         with compile_deadline(deadline.left()):
             return program.constraint(program.arguments(spec.get("arguments") or {}))
     if kind == "tools":
-        syntax = SYNTAXES[spec["syntax"]]
+        tool_format = format_named(spec["format"])
         tools = [ToolSpec(t["name"], t["parameters"]) for t in spec["tools"]]
         content = _content_ir(spec.get("content"), deadline)
-        node = reply_ir(tools, syntax, _arguments_ir(deadline), choice=spec["choice"],
+        node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
         with compile_deadline(deadline.left()):
             automaton = build_automaton(node)

@@ -175,6 +175,7 @@ class ChatCompletionRequest(_Sampling):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
+    tool_format: str | None = None
     top_logprobs: int | None = None
 
 

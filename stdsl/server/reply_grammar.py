@@ -1,13 +1,15 @@
-"""The grammar of a reply to a request that offers tools (the paper, D.8).
+"""The grammar of a reply to a request that offers tools (the paper, D.8), for any tool-call format.
 
-    REPLY = FREE (CALL (\\n CALL)*)?        tool_choice "auto", parallel calls allowed
-    FREE  = text containing no call tag     (Proposition 3, exact)
+    REPLY = FREE CALLS?                     tool_choice "auto"
+    FREE  = text containing no call trigger (Proposition 3, exact)
+    CALLS = the format's calls: section open, CALL (separator CALL)*, section close
     CALL  = one call of one offered tool, its arguments typed by the tool's JSON Schema
 
 "required" drops FREE and needs at least one call, a named choice is exactly one call of that
 tool, `parallel_tool_calls: false` allows at most one call, and with a response format the reply
-is either content in that format or the calls.  The budget mask of the runtime then keeps even a
-reply cut by `max_tokens` a complete call.
+is either content in that format or the calls.  A format whose replies have another shape
+(Harmony channels) says so through its `content_ir`, `calls_ir` and `reply_ir`.  The budget mask
+of the runtime then keeps even a reply cut by `max_tokens` a complete call.
 """
 
 from __future__ import annotations
@@ -16,20 +18,14 @@ from collections.abc import Sequence
 
 from stdsl.compiler import ir
 from stdsl.errors import CompileError
-from stdsl.server.call_syntax import CALL_SEPARATOR, ArgumentsIR, CallSyntax, ToolSpec
-from stdsl.server.not_containing import not_containing
+from stdsl.server.tool_formats import ArgumentsIR, ToolFormat, ToolSpec
 
 CHOICES = ("none", "auto", "required")
 
 
-def free_text(syntax: CallSyntax) -> ir.Node:
-    """Any text that cannot start a call in `syntax`."""
-    return not_containing(list(syntax.free_literals))
-
-
 def reply_ir(
     tools: Sequence[ToolSpec],
-    syntax: CallSyntax,
+    tool_format: ToolFormat,
     arguments_ir: ArgumentsIR,
     *,
     choice: str = "auto",
@@ -43,18 +39,15 @@ def reply_ir(
     names = [tool.name for tool in tools]
     if len(set(names)) != len(names):
         raise CompileError(f"tool names must be distinct, got {names}")
-    text = content if content is not None else free_text(syntax)
+    text = content if content is not None else tool_format.free_ir()
     if choice == "none" or not tools:
-        return text
+        return tool_format.content_ir(text)
     if choice not in CHOICES:
         chosen = [tool for tool in tools if tool.name == choice]
         if not chosen:
             raise CompileError(f"tool_choice names {choice!r}, which is not among the tools {names}")
-        return syntax.call_ir(chosen[0], arguments_ir)
-    call = ir.alt(*(syntax.call_ir(tool, arguments_ir) for tool in tools))
-    calls = ir.seq(call, ir.star(ir.seq(ir.literal(CALL_SEPARATOR), call))) if parallel else call
+        return tool_format.calls_ir(tool_format.call_ir(chosen[0], arguments_ir), False)
+    calls = tool_format.calls_ir(ir.alt(*(tool_format.call_ir(tool, arguments_ir) for tool in tools)), parallel)
     if choice == "required":
         return calls
-    if content is not None:
-        return ir.alt(content, calls)
-    return ir.seq(text, ir.optional(calls))
+    return tool_format.reply_ir(text, calls, content is not None)

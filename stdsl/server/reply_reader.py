@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.server.call_syntax import CallSyntax, ParsedCall
+from stdsl.server.tool_formats import ParsedCall, ToolFormat
 
 MIN_BLOCK, MAX_BLOCK = 16, 512
 REPEATS = 3
@@ -51,14 +51,14 @@ def ends_in_loop(text: str, min_block: int = MIN_BLOCK, max_block: int = MAX_BLO
 
 
 class ReplyReader:
-    """Consumes a reply's text piece by piece; `syntax` None reads plain content (no calls, no guard)."""
+    """Consumes a reply's text piece by piece; `tool_format` None reads plain content (no calls, no guard)."""
 
-    def __init__(self, syntax: CallSyntax | None = None, parameters: Mapping[str, Mapping[str, Any]] | None = None,
+    def __init__(self, tool_format: ToolFormat | None = None, parameters: Mapping[str, Mapping[str, Any]] | None = None,
                  stops: Sequence[str] = (), guard: bool = True, max_calls: int = MAX_CALLS) -> None:
-        self.syntax = syntax
+        self.tool_format = tool_format
         self.parameters = parameters or {}
         self.stops = tuple(stops)
-        self.guard = guard and syntax is not None
+        self.guard = guard and tool_format is not None
         self.max_calls = max_calls
         self.text = ""
         self.content = ""
@@ -79,9 +79,12 @@ class ReplyReader:
 
     def _read(self, final: bool) -> ReplyUpdate:
         update = ReplyUpdate()
-        literals = self.syntax.free_literals if self.syntax is not None else ()
-        starts = [i for i in (self.text.find(t) for t in literals) if i >= 0]
-        call_start = min(starts) if starts else None
+        tool_format = self.tool_format
+        if tool_format is not None and not tool_format.streams_content:
+            return self._read_whole(final)
+        literals = tool_format.triggers if tool_format is not None else ()
+        start = tool_format.call_start(self.text) if tool_format is not None else -1
+        call_start = start if start >= 0 else None
         free = self.text if call_start is None else self.text[:call_start]
         hits = [i for i in (free.find(s) for s in self.stops) if i >= 0]
         if hits:
@@ -93,11 +96,25 @@ class ReplyReader:
             update.content = free[self._sent: ready]
             self.content += update.content
             self._sent = ready
-        if call_start is not None and self.syntax is not None:
-            _, calls = self.syntax.parse(self.text[call_start:], self.parameters)
+        if call_start is not None and tool_format is not None:
+            calls = tool_format.read_calls(self.text, call_start, self.parameters)
             update.calls = self._accept(calls[len(self.calls):])
         if self.guard and call_start is None and self.end is None and not final and ends_in_loop(self.text):
             self.end = REPETITION
+        update.end = self.end
+        return update
+
+    def _read_whole(self, final: bool) -> ReplyUpdate:
+        """A format whose content is known only at the end (Harmony): everything is decided when the reply ends."""
+        update = ReplyUpdate()
+        if final and self.tool_format is not None and self.end is None:
+            content, calls = self.tool_format.parse(self.text, self.parameters)
+            hits = [i for i in (content.find(s) for s in self.stops) if i >= 0]
+            if hits:
+                content, self.end = content[: min(hits)], STOP
+            update.content = content
+            self.content = content
+            update.calls = self._accept(calls)
         update.end = self.end
         return update
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
-from stdsl.server.call_syntax import CallSyntax, syntax_of_template
 from stdsl.server.chat_prompt import chat_prompt_ids
 from stdsl.server.chat_render import CallMemory, chat_messages
 from stdsl.server.errors import RequestError
@@ -28,6 +27,7 @@ from stdsl.server.protocol import (
     UserMessage,
     _Sampling,
 )
+from stdsl.server.tool_formats import FORMATS, ToolFormat, format_of_template
 
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 1024
@@ -42,7 +42,7 @@ class Plan:
     spec: dict[str, Any] | None
     options: dict[str, Any]
     n: int
-    syntax: CallSyntax | None = None
+    tool_format: ToolFormat | None = None
     parameters: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     reader_stops: tuple[str, ...] = ()
     program: bool = False
@@ -159,7 +159,8 @@ def tool_parameters(index: int, parameters: Mapping[str, Any]) -> dict[str, Any]
     return dict(parameters)
 
 
-def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None, syntax: CallSyntax) -> dict[str, Any]:
+def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None,
+                tool_format: ToolFormat) -> dict[str, Any]:
     choice = request.tool_choice
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     names = [tool.function.name for tool in request.tools or ()]
@@ -167,12 +168,22 @@ def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None, 
         raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice")
     tools = [{"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
              for i, t in enumerate(request.tools or ())]
-    return {"kind": "tools", "syntax": syntax.name, "tools": tools, "choice": named or choice or "auto",
+    return {"kind": "tools", "format": tool_format.name, "tools": tools, "choice": named or choice or "auto",
             "parallel": request.parallel_tool_calls, "content": content}
 
 
-def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) -> Plan:
-    """The engine work of a chat completion request."""
+def _tool_format(name: str | None, template: str | None) -> ToolFormat:
+    """The tool-call format named by the request or the server, else the one the chat template writes."""
+    if name is None:
+        return format_of_template(template)
+    if name not in FORMATS:
+        raise RequestError(f"tool_format {name!r} is not one of {', '.join(sorted(FORMATS))}", param="tool_format")
+    return FORMATS[name]
+
+
+def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, tool_format: str | None = None) -> Plan:
+    """The engine work of a chat completion request (`tool_format`: the server's tool-call format, None: the
+    template's)."""
     _refuse_unsupported(request)
     if request.top_logprobs:
         raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
@@ -183,12 +194,12 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) ->
         raise RequestError("a program cannot be combined with tools", param="program")
     tokenizer = model.tokenizer
     template = tokenizer.chat_template or CHATML_TEMPLATE
-    syntax = syntax_of_template(tokenizer.chat_template)
-    tools_spec = _tools_spec(request, spec, syntax) if request.tools else None
+    call_format = _tool_format(request.tool_format or tool_format, tokenizer.chat_template)
+    tools_spec = _tools_spec(request, spec, call_format) if request.tools else None
     messages = list(request.messages)
     if spec is not None and spec["kind"] == "program":
         messages += _program_messages(spec)
-    plain, variables = chat_messages(messages, request.tools, syntax, template, memory)
+    plain, variables = chat_messages(messages, request.tools, call_format, template, memory)
     prompt = chat_prompt_ids(tokenizer, template, plain, variables)
     stops = _stops(request)
     max_tokens = request.max_completion_tokens or request.max_tokens
@@ -196,7 +207,7 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory) ->
     plan = Plan([prompt], spec, options, request.n, program=spec is not None and spec["kind"] == "program")
     if tools_spec is not None:
         plan.spec = tools_spec
-        plan.syntax = syntax
+        plan.tool_format = call_format
         plan.parameters = {t["name"]: t["parameters"] for t in tools_spec["tools"]}
         plan.reader_stops = stops
     elif spec is None:

@@ -16,7 +16,7 @@ from typing import Any
 from stdsl.errors import Cancelled
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.generation import Generation
-from stdsl.server.call_syntax import ParsedCall
+from stdsl.server.tool_formats import ParsedCall
 from stdsl.server.reply_reader import ReplyReader
 
 _DONE = object()

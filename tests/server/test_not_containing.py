@@ -1,4 +1,5 @@
-"""Proposition 3's not-containing expression against brute force: every string up to length 6, and random strings."""
+"""The not-containing expression (Proposition 3, and the Aho-Corasick form for other literal sets) against brute force:
+every string up to length 6, and random strings."""
 from __future__ import annotations
 
 import itertools
@@ -19,6 +20,10 @@ LITERAL_SETS = [
     ["<aba", "<ab", "<bb"],
     ["<"],
     ["<a", "<"],
+    ["ab"],
+    ["<a<b"],
+    ["aa", "<b"],
+    ["[T]", "<a", "a]"],
 ]
 TOOL_TAGS = ["<tool_call>", "<function="]
 
@@ -90,7 +95,17 @@ def test_tool_tags_on_every_short_string_over_their_alphabet_prefixes() -> None:
                 assert automaton.accepts(wrapped.encode()) == _brute(wrapped, TOOL_TAGS), wrapped
 
 
-@pytest.mark.parametrize("bad", [[], ["tool"], ["<a<b"], [""]])
-def test_literals_outside_the_proposition_are_refused(bad: list[str]) -> None:
+@pytest.mark.parametrize("bad", [[""], [3]])
+def test_empty_or_non_text_literals_are_refused(bad: list) -> None:
     with pytest.raises(CompileError):
         not_containing(bad)
+
+
+@pytest.mark.parametrize("literals", [["<e>"], ["ab", "<e>"], []])
+def test_excluded_characters_never_occur(literals: list[str]) -> None:
+    automaton = build_automaton(not_containing(literals, excluded="}b"))
+    for length in range(5):
+        for chars in itertools.product("<e>b}a", repeat=length):
+            text = "".join(chars)
+            expected = _brute(text, literals) and "}" not in text and "b" not in text
+            assert automaton.accepts(text.encode()) == expected, (literals, text)

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.errors import CompileError, SchemaError
-from stdsl.server.call_syntax import SYNTAXES, syntax_of_template
 from stdsl.server.constraint_spec import build_constraint, canonical_text
+from stdsl.server.tool_formats import FORMATS as SYNTAXES
+from stdsl.server.tool_formats import format_of_template as syntax_of_template
 
 WEATHER = {"name": "get_weather", "parameters": {
     "type": "object",
@@ -35,7 +36,7 @@ def _auto(syntax: str):
 
 
 def _spec(syntax: str, choice: str = "auto", parallel: bool = True, content: dict | None = None) -> dict:
-    return {"kind": "tools", "syntax": syntax, "tools": TOOLS, "choice": choice, "parallel": parallel,
+    return {"kind": "tools", "format": syntax, "tools": TOOLS, "choice": choice, "parallel": parallel,
             "content": content}
 
 
@@ -81,7 +82,8 @@ def test_every_accepted_reply_parses_with_typed_arguments(syntax: str, choice: s
 def test_rendered_calls_are_accepted_and_read_back(city: str, limit: int, query: str, prose: str) -> None:
     for name in ("hermes", "qwen_xml"):
         syntax = SYNTAXES[name]
-        if name == "qwen_xml" and any("</parameter>" in v or "\n" in v for v in (city, query)):
+        if any("</tool_call>" in v for v in (city, query)) or name == "qwen_xml" and any(
+                "</parameter>" in v or "\n" in v or v.lower() == "null" for v in (city, query)):
             continue
         constraint = _auto(name)
         first = syntax.render("get_weather", json.dumps({"city": city}, separators=(",", ":")))
@@ -136,17 +138,21 @@ def test_refusals_name_what_and_where() -> None:
 
 def test_syntax_follows_the_chat_template() -> None:
     assert syntax_of_template(None).name == "hermes"
-    assert syntax_of_template("{{ '<tool_call>\\n<function=' + name }}").name == "qwen_xml"
+    assert syntax_of_template("{{ '<tool_call>\\n<function=' + name + '<parameter=' }}").name == "qwen_xml"
     assert canonical_text({"b": 1, "a": [2]}) == canonical_text({"a": [2], "b": 1})
 
 
 @pytest.mark.parametrize("value", ["</tool_call>", "x</function>\n</tool_call> y", "<tool_call>\n{", "a\n</parameter"])
-def test_values_that_look_like_tags_are_read_back(value: str) -> None:
+def test_values_that_look_like_tags_are_read_back_or_refused(value: str) -> None:
+    """A value may hold any tag but the one the family's parser ends a call at (`</tool_call>`), which is refused."""
     for name in ("hermes", "qwen_xml"):
         syntax = SYNTAXES[name]
         constraint = _auto(name)
         reply = "ok " + syntax.render("search", json.dumps({"query": value, "limit": 2}, separators=(",", ":")))
         reply += "\n" + syntax.render("get_weather", '{"city":"Oslo"}')
+        if "</tool_call>" in value:
+            assert not constraint.accepts(reply), (name, reply)
+            continue
         assert constraint.accepts(reply), (name, reply)
         content, calls = syntax.parse(reply, PARAMETERS)
         assert content == "ok "

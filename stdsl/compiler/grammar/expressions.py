@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.grammar import syntax_tree as st
 from stdsl.compiler.grammar.lark_syntax import is_terminal_name
 from stdsl.compiler.grammar.rule_algebra import rule_symbol
@@ -57,6 +60,7 @@ class GrammarLowering:
         self.terminals: dict[str, ir.Node] = {}
         self.open_terminals: list[str] = []
         self.nested = 0
+        self.lazy_rule: str | None = None
         for name, definition in tree.definitions.items():
             if not definition.terminal:
                 table.add(prefix + name, definition.position)
@@ -71,6 +75,8 @@ class GrammarLowering:
         for name, definition in tree.definitions.items():
             if definition.terminal:
                 self.terminal(name, definition.position)
+            elif definition.lazy:
+                table.bodies[table.index[prefix + name]] = ir.seq(self.lazy_body(definition), self.trailing)
             else:
                 table.bodies[table.index[prefix + name]] = self.rule_expression(definition.body)
 
@@ -96,11 +102,24 @@ class GrammarLowering:
         self.terminals[name] = node
         return node
 
+    def lazy_body(self, definition: st.Definition) -> ir.Node:
+        """A `[lazy]` rule as one lexeme (no ignored text inside) that ends as soon as its body can: the strings of
+        the body with no proper prefix in the body, i.e. its DFA with no move out of an accepting state."""
+        self.lazy_rule = definition.name
+        body = self.terminal_expression(definition.body)
+        self.lazy_rule = None
+        automaton = build_automaton(body)
+        table = np.array(automaton.transitions)
+        table[automaton.accepting] = -1
+        return ir.Embedded(table, np.array(automaton.accepting))
+
     def terminal_expression(self, expr: st.Expression) -> ir.Node:
         """The bytes of an expression inside a terminal (or `%ignore`): no rules, no ignored text."""
         if isinstance(expr, st.Reference):
             if not is_terminal_name(expr.name) and expr.name not in self.tree.declared:
-                raise self.table.error(f"'{expr.name}' is a rule; terminals may only use terminals", expr.position)
+                where = f"the lazy rule '{self.lazy_rule}'" if self.lazy_rule else "a terminal"
+                raise self.table.error(f"'{expr.name}' is a rule; {where} may only use terminals, strings and "
+                                       "regexes", expr.position)
             return self.terminal(expr.name, expr.position)
         if isinstance(expr, (st.Sequence, st.Choice, st.Repetition)):
             return self.combine(expr, self.terminal_expression)

@@ -21,7 +21,7 @@ from stdsl.errors import GrammarError
 MAX_NESTING = 100
 MAX_REPEAT = 10_000
 KNOWN_OPTIONS = ("allow_initial_skip", "ignore_once", "skip_repetition", "no_forcing", "allow_invalid_utf8")
-LANGUAGE_CHANGING_OPTIONS = ("lazy", "stop", "suffix", "max_tokens", "temperature", "stop_capture")
+LANGUAGE_CHANGING_OPTIONS = ("stop", "suffix", "max_tokens", "temperature", "stop_capture")
 
 
 def is_terminal_name(name: str) -> bool:
@@ -97,14 +97,15 @@ class _LarkParser:
             if not self.at("NAME") or is_terminal_name(self.tokens[self.index].text):
                 raise self.error(f"{token.text!r} must come right before a rule name", token)
         name = self.take("NAME", what="a rule or terminal definition")
-        self.definition_head(name)
+        lazy = self.definition_head(name)
         self.take("OP", ":")
         body = self.expansions(is_terminal_name(name.text))
-        self.define(name, body, is_terminal_name(name.text))
+        self.define(name, body, is_terminal_name(name.text), lazy)
 
-    def definition_head(self, name: Token) -> None:
+    def definition_head(self, name: Token) -> bool:
         """Refuse what may stand between a name and its colon: priorities, template parameters, options
-        that change the language (`[capture]` is accepted: it only names the text)."""
+        that depend on the tokenizer or sampler (`[capture]` is accepted: it only names the text); whether the
+        rule is `[lazy]`."""
         if self.at("OP", "."):
             dot = self.take("OP")
             kind = "terminal" if is_terminal_name(name.text) else "rule"
@@ -115,9 +116,14 @@ class _LarkParser:
             raise self.error("templates (rules with parameters) are not supported: write one rule per use",
                              self.peek())
         if self.at("OP", "["):
-            self.rule_options()
+            if is_terminal_name(name.text):
+                raise self.error("options ([...]) are only allowed on rules", self.peek())
+            return self.rule_options()
+        return False
 
-    def rule_options(self) -> None:
+    def rule_options(self) -> bool:
+        """Read `[capture, lazy, ...]`; whether `lazy` is among them."""
+        lazy = False
         opening = self.take("OP", "[")
         while not self.at("OP", "]"):
             option = self.take("NAME", what="a rule option")
@@ -125,8 +131,9 @@ class _LarkParser:
                 raise self.error(f"the rule option {option.text!r} is not supported: it changes which text the "
                                  "rule accepts depending on the tokenizer or sampler; write the terminal's exact "
                                  "language instead (for example a regex that ends at the delimiter)", option)
-            if option.text != "capture":
+            if option.text not in ("capture", "lazy"):
                 raise self.error(f"unknown rule option {option.text!r}", option)
+            lazy = lazy or option.text == "lazy"
             if self.at("OP", "="):
                 self.index += 1
                 self.take("STRING", what="a capture name")
@@ -135,13 +142,14 @@ class _LarkParser:
         if self.index >= len(self.tokens):
             raise self.error("unclosed '['", opening)
         self.take("OP", "]")
+        return lazy
 
-    def define(self, name: Token, body: st.Expression, terminal: bool) -> None:
+    def define(self, name: Token, body: st.Expression, terminal: bool, lazy: bool = False) -> None:
         if name.text in self.tree.definitions or name.text in self.tree.declared:
             first = self.tree.definitions.get(name.text)
             line = first.position[0] if first else self.tree.declared[name.text][0]
             raise self.error(f"'{name.text}' is defined twice (first on line {line})", name)
-        self.tree.definitions[name.text] = st.Definition(name.text, body, self.position(name), terminal)
+        self.tree.definitions[name.text] = st.Definition(name.text, body, self.position(name), terminal, lazy)
 
     def directive(self) -> None:
         token = self.take("DIRECTIVE")

@@ -93,12 +93,14 @@ Expression = Literal | Pattern | CharClass | Reference | Sequence | Choice | Rep
 
 @dataclass(frozen=True)
 class Definition:
-    """A rule (or, with `terminal`, a Lark terminal) and where its name stands."""
+    """A rule (or, with `terminal`, a Lark terminal) and where its name stands; a `lazy` rule (llguidance's
+    `[lazy]`) matches only the strings of its body that no shorter string of its body is a prefix of."""
 
     name: str
     body: Expression
     position: Position
     terminal: bool = False
+    lazy: bool = False
 
 
 @dataclass

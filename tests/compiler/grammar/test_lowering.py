@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from pathlib import Path
 
 import lark
@@ -165,6 +166,18 @@ def test_json_blocks_and_nested_grammars() -> None:
     assert constraint.accepts("[((x)) : 1 ]") and not constraint.accepts("[ x:1]") and not constraint.accepts("[(x:1]")
 
 
+def test_lazy_rules_end_at_their_first_match() -> None:
+    grammar = 'start: x "!" x "."\nx[lazy]: /[ab]*/ "ab"'
+    constraint = stdsl.compile(Grammar(grammar))
+    body = re.compile("[ab]*ab")
+    lazy = [w for w in strings("ab", 6, 0)
+            if body.fullmatch(w) and not any(body.fullmatch(w[:k]) for k in range(len(w)))]
+    for left, right in itertools.product(strings("ab", 5, 0), repeat=2):
+        assert constraint.accepts(f"{left}!{right}.") == (left in lazy and right in lazy), (left, right)
+    calls = stdsl.compile(Grammar(shared("llg_lazy_text_interleaved_toolcalls.lark")))
+    assert calls.accepts('hi <function=foo>{"a": 1}</function> bye') and calls.accepts("")
+
+
 def test_stack_cap_and_deadline_hold() -> None:
     constraint = stdsl.compile(Grammar('start: "(" start ")" | "x"'))
     assert constraint.accepts("(" * 60 + "x" + ")" * 60)
@@ -218,7 +231,6 @@ def test_shared_grammars_accept_and_reject(name: str, accepted: list[str], rejec
 
 
 @pytest.mark.parametrize("name, words", [
-    ("llg_lazy_text_interleaved_toolcalls.lark", "lazy"),
     ("llg_llama31_brave_wolfram_special_tokens.lark", "special tokens"),
     ("llg_reasoning_then_json.lark", "special tokens"),
 ])

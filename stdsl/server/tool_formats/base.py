@@ -1,0 +1,195 @@
+"""What every tool-call format gives: the grammar of one call and of a run of calls, the text of a call, a reader.
+
+A reply is free text (no trigger of the format in it), then optionally the calls: the section
+open text, calls joined by the separator, the section close text.  Formats whose replies do not
+have that shape (Harmony channels, a bare JSON call) override `reply_ir` and `parse`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.errors import SchemaError, StdslError
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: its name and the JSON Schema of its arguments (an object)."""
+
+    name: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One call read from a reply: the tool name, the arguments as JSON text, and the call's exact text."""
+
+    name: str
+    arguments: str
+    text: str
+
+
+ArgumentsIR = Callable[[Mapping[str, Any], str], ir.Node]
+"""Lowers a JSON Schema (with its path for errors) to the IR of one JSON value."""
+
+Tools = Mapping[str, Mapping[str, Any]]
+"""The offered tools' parameter schemas by name (what a reader needs to type raw values)."""
+
+_DECODER = json.JSONDecoder()
+
+
+def parameters_path(tool: ToolSpec) -> str:
+    """Where a tool's parameter schema sits in the request, for errors."""
+    return f"tools[{tool.name}].function.parameters"
+
+
+def properties_of(tool: ToolSpec) -> tuple[Mapping[str, Any], set[str]]:
+    """The tool's top-level properties (in schema order) and its required names, checked to be an object schema."""
+    where = parameters_path(tool)
+    properties = tool.parameters.get("properties", {})
+    if not isinstance(properties, Mapping):
+        raise SchemaError("properties must be an object", f"{where}/properties")
+    return properties, set(tool.parameters.get("required", ()))
+
+
+def json_object_arguments(name: str, arguments: str) -> dict[str, Any]:
+    """A call's JSON arguments as a dict (for formats that write each argument apart)."""
+    try:
+        values = json.loads(arguments) if arguments else {}
+    except ValueError:
+        values = None
+    if not isinstance(values, dict):
+        raise StdslError(f"the arguments of a {name!r} tool call are not a JSON object: {arguments[:80]!r}")
+    return values
+
+
+def read_json(text: str, position: int) -> tuple[Any, int] | None:
+    """The JSON value at `position` and where it ends, or None when there is none (yet)."""
+    try:
+        return _DECODER.raw_decode(text, position)
+    except ValueError:
+        return None
+
+
+def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
+    """`node`'s strings that contain none of `literals` (`node` itself when there are none)."""
+    if not literals:
+        return node
+    from stdsl.server.not_containing import not_containing
+    from stdsl.server.tool_formats.raw_values import intersection
+
+    return intersection(node, not_containing(list(literals)))
+
+
+class ToolFormat:
+    """A family's tool-call format (subclasses fill in the call grammar, its text and its reader)."""
+
+    name = ""
+    triggers: tuple[str, ...] = ()
+    """Literals that start the calls; free text contains none of them."""
+    section_open = ""
+    separator = "\n"
+    section_close = ""
+    streams_content = True
+    """Whether free text before the calls can be sent while the reply is decoded (False: sent at the end)."""
+    template_marks: tuple[str, ...] = ()
+    """Strings whose presence in a chat template (all of them) recognises this family."""
+    body_excludes: tuple[str, ...] = ()
+    """Literals no argument value may contain (the markers the family's parser splits a call at)."""
+
+    def recognises(self, template: str) -> bool:
+        """Whether `template` is this family's chat template."""
+        return bool(self.template_marks) and all(mark in template for mark in self.template_marks)
+
+    def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
+        """One call of `tool`, its arguments typed by the tool's JSON Schema."""
+        raise NotImplementedError
+
+    def render(self, name: str, arguments: str, index: int = 0) -> str:
+        """The text of a call (the `index`-th of its reply), as the model writes it under `call_ir`."""
+        raise NotImplementedError
+
+    def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
+        """Every complete call of the section that begins at `start` (a cut last call is dropped)."""
+        raise NotImplementedError
+
+    def free_ir(self) -> ir.Node:
+        """Any text that cannot start a call."""
+        from stdsl.server.not_containing import not_containing
+
+        return not_containing(list(self.triggers))
+
+    def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
+        """The calls part of a reply: one call, or with `parallel` one or more joined by the separator."""
+        many = ir.seq(call, ir.star(ir.seq(ir.literal(self.separator), call))) if parallel else call
+        return ir.seq(ir.literal(self.section_open), many, ir.literal(self.section_close))
+
+    def content_ir(self, content: ir.Node) -> ir.Node:
+        """A reply without calls whose content is `content`."""
+        return content
+
+    def reply_ir(self, text: ir.Node, calls: ir.Node, formatted: bool) -> ir.Node:
+        """tool_choice "auto": `text` then optionally the calls, or (`formatted`: a response format) either one."""
+        if formatted:
+            return ir.alt(self.content_ir(text), calls)
+        return ir.seq(text, ir.optional(calls))
+
+    def join(self, texts: Sequence[str]) -> str:
+        """The calls part of an assistant turn from its calls' texts (nothing for no calls)."""
+        return self.section_open + self.separator.join(texts) + self.section_close if texts else ""
+
+    def call_start(self, reply: str) -> int:
+        """Where the calls begin in `reply` (-1: not yet)."""
+        starts = [i for i in (reply.find(t) for t in self.triggers) if i >= 0]
+        return min(starts) if starts else -1
+
+    def parse(self, reply: str, tools: Tools) -> tuple[str, list[ParsedCall]]:
+        """The reply's content (the free text before the calls) and every complete call."""
+        start = self.call_start(reply)
+        if start < 0:
+            return reply, []
+        return reply[:start], self.read_calls(reply, start, tools)
+
+
+class JsonArgumentsFormat(ToolFormat):
+    """A format whose call is `head(name)`, the arguments as one JSON object, then `tail`."""
+
+    tail = ""
+
+    def head(self, name: str, index: int) -> str:
+        raise NotImplementedError
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        """The tool name of the call head at `position` and where its arguments begin, or None."""
+        raise NotImplementedError
+
+    def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
+        arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool)), self.body_excludes)
+        return ir.seq(self.head_ir(tool.name), arguments, ir.literal(self.tail))
+
+    def head_ir(self, name: str) -> ir.Node:
+        """The grammar of a call's head (a literal unless the head carries a number the model chooses)."""
+        return ir.literal(self.head(name, 0))
+
+    def render(self, name: str, arguments: str, index: int = 0) -> str:
+        return self.head(name, index) + arguments + self.tail
+
+    def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
+        calls: list[ParsedCall] = []
+        if not reply.startswith(self.section_open, start):
+            return calls
+        position = start + len(self.section_open)
+        while True:
+            head = self.head_at(reply, position)
+            value = read_json(reply, head[1]) if head is not None else None
+            if head is None or value is None or not reply.startswith(self.tail, value[1]):
+                return calls
+            end = value[1] + len(self.tail)
+            calls.append(ParsedCall(head[0], reply[head[1]: value[1]], reply[position:end]))
+            if not reply.startswith(self.separator, end):
+                return calls
+            position = end + len(self.separator)

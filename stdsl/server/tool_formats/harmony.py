@@ -1,0 +1,72 @@
+"""gpt-oss Harmony: a reply is messages on channels, after the prompt's `<|start|>assistant`.
+
+    REPLY    = ANALYSIS? ( FINAL | CALL )
+    ANALYSIS = <|channel|>analysis<|message|> TEXT <|end|><|start|>assistant
+    FINAL    = <|channel|>final<|message|> CONTENT
+    CALL     = <|channel|>commentary to=functions.NAME <|constrain|>json<|message|> ARGS <|call|>
+
+TEXT contains no `<|`.  `<|call|>` ends the turn, so a reply holds at most one call
+(`parallel_tool_calls` changes nothing).  The content is the final channel's text, known only once
+the channel is, so it is sent when the reply ends.  mlx-lm has no Harmony parser: the reader
+here follows OpenAI's published format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from stdsl.compiler import ir
+from stdsl.server.not_containing import not_containing
+from stdsl.server.tool_formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
+
+ANALYSIS_OPEN = "<|channel|>analysis<|message|>"
+ANALYSIS_CLOSE = "<|end|><|start|>assistant"
+FINAL_OPEN = "<|channel|>final<|message|>"
+_ANALYSIS = re.compile(re.escape(ANALYSIS_OPEN) + r"(?:(?!<\|).)*" + re.escape(ANALYSIS_CLOSE), re.DOTALL)
+_HEAD = re.compile(r"<\|channel\|>commentary to=functions\.([A-Za-z0-9_-]{1,64}) <\|constrain\|>json<\|message\|>")
+
+
+class HarmonyFormat(JsonArgumentsFormat):
+    """gpt-oss's Harmony channels (see the module docstring)."""
+
+    name = "harmony"
+    triggers = ("<|channel|>commentary",)
+    tail = "<|call|>"
+    streams_content = False
+    template_marks = ("<|channel|>", "<|constrain|>")
+    body_excludes = ("<|call|>",)
+
+    def head(self, name: str, index: int) -> str:
+        return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = _HEAD.match(reply, position)
+        return (match.group(1), match.end()) if match else None
+
+    def free_ir(self) -> ir.Node:
+        return not_containing(["<|"])
+
+    def _analysis(self) -> ir.Node:
+        return ir.optional(ir.seq(ir.literal(ANALYSIS_OPEN), not_containing(["<|"]), ir.literal(ANALYSIS_CLOSE)))
+
+    def content_ir(self, content: ir.Node) -> ir.Node:
+        return ir.seq(self._analysis(), ir.literal(FINAL_OPEN), content)
+
+    def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
+        return ir.seq(self._analysis(), call)
+
+    def join(self, texts: Sequence[str]) -> str:
+        return "".join(texts[:1])
+
+    def parse(self, reply: str, tools: Tools) -> tuple[str, list[ParsedCall]]:
+        analysis = _ANALYSIS.match(reply)
+        position = analysis.end() if analysis else 0
+        if reply.startswith(FINAL_OPEN, position):
+            return reply[position + len(FINAL_OPEN):], []
+        head = self.head_at(reply, position)
+        value = read_json(reply, head[1]) if head is not None else None
+        if head is None or value is None or not reply.startswith(self.tail, value[1]):
+            return "", []
+        end = value[1] + len(self.tail)
+        return "", [ParsedCall(head[0], reply[head[1]: value[1]], reply[position:end])]

@@ -1,0 +1,169 @@
+"""Formats whose call carries its arguments as one JSON object: Hermes/Qwen, Llama 3.x, Mistral, DeepSeek V3, Kimi K2.
+
+Each writes the tool name in a fixed head and the arguments as the JSON value typed by the
+tool's schema, so a call's text is its head, the arguments verbatim, and its tail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from stdsl.compiler import ir
+from stdsl.server.tool_formats.base import JsonArgumentsFormat, ParsedCall, Tools
+
+
+class _NamedJsonFormat(JsonArgumentsFormat):
+    """A call head `{prefix}{"name": "NAME", "<key>": `; the tail closes the object."""
+
+    prefix = ""
+    key = "arguments"
+    tail = "}"
+
+    def head(self, name: str, index: int) -> str:
+        return f'{self.prefix}{{"name": {json.dumps(name)}, "{self.key}": '
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        opening = f'{self.prefix}{{"name": '
+        if not reply.startswith(opening, position):
+            return None
+        match = re.compile(r'"(?P<name>[a-zA-Z0-9_-]{1,64})", "' + self.key + '": ').match(
+            reply, position + len(opening))
+        return (match.group("name"), match.end()) if match else None
+
+
+class HermesFormat(_NamedJsonFormat):
+    """`<tool_call>\\n{"name": "NAME", "arguments": ARGS}\\n</tool_call>` (Hermes, Qwen2.5/3, the default)."""
+
+    name = "hermes"
+    triggers = ("<tool_call>",)
+    prefix = "<tool_call>\n"
+    tail = "}\n</tool_call>"
+    template_marks = ("<tool_call>",)
+    body_excludes = ("</tool_call>",)
+
+
+class Llama3JsonFormat(_NamedJsonFormat):
+    """`<|python_tag|>{"name": "NAME", "parameters": ARGS}`, several joined by `; ` (Llama 3.1-3.3 JSON tool calls)."""
+
+    name = "llama3_json"
+    triggers = ("<|python_tag|>",)
+    section_open = "<|python_tag|>"
+    separator = "; "
+    key = "parameters"
+    template_marks = ("<|python_tag|>",)
+
+
+class MistralFormat(_NamedJsonFormat):
+    """`[TOOL_CALLS][{"name": "NAME", "arguments": ARGS}, ...]`, the reply's end (Mistral's v3 tokenizer format)."""
+
+    name = "mistral"
+    triggers = ("[TOOL_CALLS]",)
+    section_open = "[TOOL_CALLS]["
+    separator = ", "
+    section_close = "]"
+    template_marks = ("[TOOL_CALLS]",)
+
+
+class DeepSeekV3Format(JsonArgumentsFormat):
+    """DeepSeek V3 / R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\nARGS\\n```
+    <｜tool▁call▁end｜>`, calls joined by a newline, then `<｜tool▁calls▁end｜>`."""
+
+    name = "deepseek_v3"
+    triggers = ("<｜tool▁calls▁begin｜>",)
+    section_open = "<｜tool▁calls▁begin｜>"
+    separator = "\n"
+    section_close = "<｜tool▁calls▁end｜>"
+    tail = "\n```<｜tool▁call▁end｜>"
+    template_marks = ("<｜tool▁calls▁begin｜>", "```json")
+    body_excludes = ("<｜tool▁call▁end｜>",)
+    _HEAD = re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>(?P<name>[a-zA-Z0-9_-]{1,64})\n```json\n")
+
+    def head(self, name: str, index: int) -> str:
+        return f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None
+
+
+class KimiK2Format(JsonArgumentsFormat):
+    """Kimi K2: `<|tool_calls_section_begin|>` then `<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
+    ARGS<|tool_call_end|>` per call, then `<|tool_calls_section_end|>`; INDEX is the model's call counter."""
+
+    name = "kimi_k2"
+    triggers = ("<|tool_calls_section_begin|>",)
+    section_open = "<|tool_calls_section_begin|>"
+    separator = ""
+    section_close = "<|tool_calls_section_end|>"
+    tail = "<|tool_call_end|>"
+    template_marks = ("<|tool_calls_section_begin|>",)
+    body_excludes = ("<|tool_call_end|>", "<|tool_calls_section_end|>")
+    _HEAD = re.compile(r"<\|tool_call_begin\|>functions\.(?P<name>[a-zA-Z0-9_-]{1,64}):(0|[1-9][0-9]*)"
+                       r"<\|tool_call_argument_begin\|>")
+
+    def head(self, name: str, index: int) -> str:
+        return f"<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>"
+
+    def head_ir(self, name: str) -> ir.Node:
+        digit = ir.byte_set([(ord("0"), ord("9"))])
+        number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
+        return ir.seq(ir.literal(f"<|tool_call_begin|>functions.{name}:"), number,
+                      ir.literal("<|tool_call_argument_begin|>"))
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None
+
+
+class PlainJsonFormat(_NamedJsonFormat):
+    """A bare `{"name": "NAME", "arguments": ARGS}` (parallel: also a JSON list of them); any other reply is text.
+
+    Free text is a reply that does not begin with `{` or `[`, so content and calls never overlap.
+    """
+
+    name = "json"
+    separator = ", "
+    _OPENERS = "{["
+
+    def free_ir(self) -> ir.Node:
+        first = ir.codepoints([(ord(c), ord(c)) for c in self._OPENERS], negate=True)
+        return ir.optional(ir.seq(first, ir.star(ir.any_char())))
+
+    def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
+        if not parallel:
+            return call
+        listed = ir.seq(ir.literal("["), call, ir.star(ir.seq(ir.literal(self.separator), call)), ir.literal("]"))
+        return ir.alt(call, listed)
+
+    def join(self, texts: Sequence[str]) -> str:
+        if len(texts) < 2:
+            return "".join(texts)
+        return "[" + self.separator.join(texts) + "]"
+
+    def call_start(self, reply: str) -> int:
+        return 0 if reply[:1] and reply[0] in self._OPENERS else -1
+
+    def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
+        if not reply.startswith("["):
+            return super().read_calls(reply, start, tools)[:1]
+        calls = super().read_calls(reply, start + 1, tools)
+        return calls
+
+
+class MistralV11Format(JsonArgumentsFormat):
+    """`[TOOL_CALLS]NAME[ARGS]ARGS` per call, back to back, the reply's end (Mistral's v11+ tokenizer format)."""
+
+    name = "mistral_v11"
+    triggers = ("[TOOL_CALLS]",)
+    separator = ""
+    template_marks = ("[TOOL_CALLS]", "[ARGS]")
+    _HEAD = re.compile(r"\[TOOL_CALLS\](?P<name>[a-zA-Z0-9_-]{1,64})\[ARGS\]")
+
+    def head(self, name: str, index: int) -> str:
+        return f"[TOOL_CALLS]{name}[ARGS]"
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None

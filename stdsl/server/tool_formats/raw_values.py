@@ -1,0 +1,83 @@
+"""Argument values of the formats that write each parameter apart: a string raw between delimiters, the rest JSON.
+
+Which parameters are raw text is decided by the family's own parser (by the parameter schema's
+`type`), so the grammar writes exactly what that parser reads back.  A raw string cannot carry
+the keywords of a JSON string (pattern, length, format): those are refused, naming the path.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.errors import SchemaError
+from stdsl.server.not_containing import not_containing
+
+STRING_KEYWORDS = {"type", "description", "title", "default", "examples", "enum", "const"}
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_string_schema(schema: Any) -> bool:
+    """Whether the schema's `type` is exactly "string" (how the XML-like parsers pick raw values)."""
+    return isinstance(schema, Mapping) and schema.get("type") == "string"
+
+
+def check_key(key: str, path: str, family: str) -> None:
+    """Refuse a property name the family's call syntax cannot write unambiguously."""
+    if not IDENTIFIER.match(key):
+        raise SchemaError(f"the {family} call syntax writes parameter names bare; {key!r} is not an identifier "
+                          "([A-Za-z_][A-Za-z0-9_]*)", path)
+
+
+def raw_string_ir(schema: Mapping[str, Any], path: str, stops: Sequence[str], family: str,
+                  excluded: str = "") -> ir.Node:
+    """A string parameter written raw: one of its `enum`/`const` values, or any text without `stops` or `excluded`."""
+    extra = sorted(set(schema) - STRING_KEYWORDS)
+    if extra:
+        raise SchemaError(f"the {family} call syntax writes strings raw and cannot enforce {extra[0]!r}", path)
+    if "enum" not in schema and "const" not in schema:
+        return not_containing(list(stops), excluded)
+    values = schema["enum"] if "enum" in schema else [schema["const"]]
+    writable = [v for v in values if isinstance(v, str) and not any(s in v for s in stops)
+                and not set(excluded) & set(v)]
+    if not writable:
+        raise SchemaError(f"no value of this enum can be written raw in the {family} call syntax", path)
+    return ir.alt(*(ir.literal(v) for v in writable))
+
+
+def intersection(*nodes: ir.Node) -> ir.Node:
+    """The IR of the strings every node accepts (an embedded product automaton)."""
+    from stdsl.compiler.automata.build import build_automaton
+    from stdsl.compiler.automata.ops import intersect
+
+    automaton = build_automaton(nodes[0])
+    for node in nodes[1:]:
+        automaton = intersect(automaton, build_automaton(node))
+    return ir.Embedded(automaton.transitions, automaton.accepting)
+
+
+@functools.cache
+def _space_ranges() -> tuple[tuple[int, int], ...]:
+    """The code points Python's `str.strip()` removes, as ranges."""
+    spaces = [c for c in range(0x3100) if chr(c).isspace()]
+    return tuple((c, c) for c in spaces)
+
+
+def unstripped() -> ir.Node:
+    """Texts that `str.strip()` leaves unchanged: empty, or no whitespace at either end."""
+    edge = ir.codepoints(list(_space_ranges()), negate=True)
+    return ir.optional(ir.seq(edge, ir.optional(ir.seq(ir.star(ir.any_char()), edge))))
+
+
+def not_word(word: str) -> ir.Node:
+    """Texts that are not `word` in any letter case (ASCII `word`)."""
+    anything = ir.any_char()
+    same = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))]) for c in word]
+    other = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))], negate=True)
+             for c in word]
+    n = len(word)
+    differs = [ir.seq(*same[:i], other[i], ir.repeat(anything, n - 1 - i, n - 1 - i)) for i in range(n)]
+    return ir.alt(ir.repeat(anything, 0, n - 1), ir.repeat(anything, n + 1, None), *differs)

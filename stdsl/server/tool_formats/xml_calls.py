@@ -1,0 +1,200 @@
+"""Formats that write each parameter apart in XML-like tags: Qwen3-Coder's `<function=...>` and GLM 4.x `<arg_key>`.
+
+A string parameter (schema `type` "string") is raw text, any other value is JSON, as each
+family's parser reads them; no value contains the tag that ends it or the call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.errors import SchemaError
+from stdsl.server.tool_formats.base import (
+    ArgumentsIR,
+    ParsedCall,
+    ToolFormat,
+    Tools,
+    ToolSpec,
+    json_object_arguments,
+    parameters_path,
+    properties_of,
+    without_literals,
+)
+from stdsl.server.tool_formats.raw_values import (
+    check_key,
+    intersection,
+    is_string_schema,
+    not_word,
+    raw_string_ir,
+    unstripped,
+)
+
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+QWEN_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
+
+
+def _json_or_text(text: str) -> Any:
+    """A non-string value (JSON by the grammar); raw text if a caller wrote something else."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class QwenXmlFormat(ToolFormat):
+    """`<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>`
+    (Qwen3-Coder, Qwen3.5).  Parameters in schema order, the required ones present."""
+
+    name = "qwen_xml"
+    triggers = (CALL_OPEN, "<function=")
+    template_marks = ("<function=", "<parameter=")
+    _FUNCTION_HEAD = re.compile(r"<tool_call>\n<function=([A-Za-z0-9_-]{1,64})>\n")
+    _PARAMETER_HEAD = re.compile(r"<parameter=([A-Za-z_][A-Za-z0-9_]*)>\n")
+    _TAIL = f"</function>\n{CALL_CLOSE}"
+    _STOPS = ("</parameter>", CALL_CLOSE)
+
+    def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
+        """A parameter's value as Qwen3-Coder's parser converts it, by the schema's single `type`."""
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if kind not in QWEN_TYPES:
+            raise SchemaError(f"the {self.name} call syntax converts a parameter by its schema's type; give it one "
+                              f"type of {', '.join(QWEN_TYPES)}", path)
+        if kind == "string":
+            return intersection(raw_string_ir(schema, path, self._STOPS, self.name), not_word("null"))
+        return without_literals(arguments_ir(schema, path), self._STOPS)
+
+    def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
+        properties, required = properties_of(tool)
+        where = parameters_path(tool)
+        parts: list[ir.Node] = [ir.literal(f"{CALL_OPEN}\n<function={tool.name}>\n")]
+        for key, schema in properties.items():
+            path = f"{where}/properties/{key}"
+            check_key(key, path, self.name)
+            value = self.value_ir(schema, path, arguments_ir)
+            parameter = ir.seq(ir.literal(f"<parameter={key}>\n"), value, ir.literal("\n</parameter>\n"))
+            parts.append(parameter if key in required else ir.optional(parameter))
+        parts.append(ir.literal(self._TAIL))
+        return ir.seq(*parts)
+
+    def render(self, name: str, arguments: str, index: int = 0) -> str:
+        values = json_object_arguments(name, arguments)
+        lines = [f"{CALL_OPEN}\n<function={name}>\n"]
+        for key, value in values.items():
+            shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            lines.append(f"<parameter={key}>\n{shown}\n</parameter>\n")
+        lines.append(self._TAIL)
+        return "".join(lines)
+
+    def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
+        calls: list[ParsedCall] = []
+        while start >= 0:
+            call = self._read_call(reply, start, tools)
+            if call is None:
+                break
+            calls.append(call)
+            end = start + len(call.text)
+            start = end + 1 if reply.startswith("\n" + CALL_OPEN, end) else -1
+        return calls
+
+    def _read_call(self, reply: str, start: int, tools: Tools) -> ParsedCall | None:
+        """The complete call at `start`, read in the grammar's order, or None when it is cut or malformed."""
+        head = self._FUNCTION_HEAD.match(reply, start)
+        if head is None:
+            return None
+        name, position = head.group(1), head.end()
+        properties = tools.get(name, {}).get("properties", {})
+        values: dict[str, Any] = {}
+        while True:
+            if reply.startswith(self._TAIL, position):
+                end = position + len(self._TAIL)
+                return ParsedCall(name, json.dumps(values), reply[start:end])
+            key = self._PARAMETER_HEAD.match(reply, position)
+            if key is None:
+                return None
+            close = reply.find("\n</parameter>\n", key.end() - 1)
+            if close < 0:
+                return None
+            raw = reply[key.end(): close]
+            values[key.group(1)] = raw if is_string_schema(properties.get(key.group(1))) else _json_or_text(raw)
+            position = close + len("\n</parameter>\n")
+
+
+class GlmFormat(ToolFormat):
+    """GLM 4.5/4.6: `<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n...</tool_call>`; GLM 4.7
+    (`glm47`) writes no newlines.  A raw string has no whitespace at either end (the parser strips it)."""
+
+    name = "glm4"
+    newline = "\n"
+    triggers = (CALL_OPEN,)
+    template_marks = ("<arg_key>",)
+    _STOPS = ("</arg_value>", CALL_CLOSE)
+
+    def recognises(self, template: str) -> bool:
+        """GLM 4.5/4.6 put a newline (in the template, often written `\\n`) between a key and its value."""
+        return "<arg_key>" in template and any(f"</arg_key>{nl}<arg_value>" in template for nl in ("\n", "\\n"))
+
+    def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
+        if is_string_schema(schema):
+            return intersection(raw_string_ir(schema, path, self._STOPS, self.name), unstripped())
+        return without_literals(arguments_ir(schema, path), self._STOPS)
+
+    def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
+        properties, required = properties_of(tool)
+        where = parameters_path(tool)
+        parts: list[ir.Node] = [ir.literal(f"{CALL_OPEN}{tool.name}{self.newline}")]
+        for key, schema in properties.items():
+            path = f"{where}/properties/{key}"
+            check_key(key, path, self.name)
+            value = self.value_ir(schema, path, arguments_ir)
+            pair = ir.seq(ir.literal(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>"), value,
+                          ir.literal(f"</arg_value>{self.newline}"))
+            parts.append(pair if key in required else ir.optional(pair))
+        parts.append(ir.literal(CALL_CLOSE))
+        return ir.seq(*parts)
+
+    def render(self, name: str, arguments: str, index: int = 0) -> str:
+        values = json_object_arguments(name, arguments)
+        text = [f"{CALL_OPEN}{name}{self.newline}"]
+        for key, value in values.items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            text.append(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>{shown}</arg_value>{self.newline}")
+        text.append(CALL_CLOSE)
+        return "".join(text)
+
+    def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
+        nl = re.escape(self.newline)
+        head = re.compile(r"<tool_call>([A-Za-z0-9_-]{1,64})" + nl)
+        pair = re.compile(r"<arg_key>([A-Za-z_][A-Za-z0-9_]*)</arg_key>" + nl + r"<arg_value>(.*?)</arg_value>" + nl,
+                          re.DOTALL)
+        calls: list[ParsedCall] = []
+        while True:
+            match = head.match(reply, start)
+            if match is None:
+                return calls
+            name, position = match.group(1), match.end()
+            properties = tools.get(name, {}).get("properties", {})
+            values: dict[str, Any] = {}
+            while (found := pair.match(reply, position)) is not None:
+                key, raw = found.group(1), found.group(2)
+                values[key] = raw if is_string_schema(properties.get(key)) else _json_or_text(raw)
+                position = found.end()
+            if not reply.startswith(CALL_CLOSE, position):
+                return calls
+            end = position + len(CALL_CLOSE)
+            calls.append(ParsedCall(name, json.dumps(values), reply[start:end]))
+            if not reply.startswith("\n" + CALL_OPEN, end):
+                return calls
+            start = end + 1
+
+
+class Glm47Format(GlmFormat):
+    """GLM 4.7: `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>`."""
+
+    name = "glm47"
+    newline = ""
+
+    def recognises(self, template: str) -> bool:
+        return "<arg_key>" in template
