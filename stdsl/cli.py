@@ -220,6 +220,9 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from stdsl.extras import require_extra
+
+    require_extra("serve")  # a missing fastapi or uvicorn is one line naming the pip install, not a traceback
     from stdsl.server.serve import serve
 
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}

@@ -57,6 +57,15 @@ class OptionError(StdslError):
         super().__init__(message)
 
 
+class MissingExtraError(StdslError, ImportError):
+    """An optional part of stdsl whose packages are not installed; `extra` names it, the message says the
+    `pip install` to run (an ImportError too, so `except ImportError` around an optional import still works)."""
+
+    def __init__(self, extra: str, message: str) -> None:
+        self.extra = extra
+        super().__init__(message)
+
+
 class Cancelled(StdslError):
     """The request was cancelled before it finished."""
 

@@ -17,8 +17,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from stdsl.extras import missing_extra
+
+try:
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+except ImportError as missing:
+    raise missing_extra("transformers", missing) from None
 
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.errors import GenerationError, StdslError

@@ -22,9 +22,14 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch
-from vllm.sampling_params import SamplingParams
-from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+from stdsl.extras import missing_extra
+
+try:
+    import torch
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+except ImportError as missing:
+    raise missing_extra("vllm", missing) from None
 
 from stdsl.errors import StdslError
 from stdsl.integrations.batch import BatchConstraints
