@@ -15,6 +15,7 @@ from stdsl.errors import OptionError, StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import Prompt, prepare_request, prompt_tokens
 from stdsl.runtime.batch.row import RowHandle
+from stdsl.runtime.batch.thinking import template_variables, thinking_for
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.options import DecodeOptions, check_prompt
 
@@ -36,14 +37,21 @@ def engine_for(model: Any) -> Engine:
 
 
 def submit(engine: Engine, prompt: Prompt, constraint: Any, **options: Any) -> RowHandle:
-    """Queue one request on `engine` (certified parallel fields when asked for) and return its handle."""
+    """Queue one request on `engine` (certified parallel fields when asked for, unless a thinking block comes
+    first) and return its handle."""
     settings = DecodeOptions.of(**options)
     check_prompt(prompt)
-    if settings.parallel_fields:
+    if settings.parallel_fields and not _thinks(engine.model, prompt, settings):
         from stdsl.runtime.certified.drafts import submit_certified
 
         return submit_certified(engine, prompt, constraint, settings)
     return engine.submit_request(prepare_request(engine.model, prompt, constraint, settings))
+
+
+def _thinks(model: Any, prompt: Prompt, settings: DecodeOptions) -> bool:
+    """Whether the output of `prompt` starts with a thinking block (certified drafts then do not apply)."""
+    ids = prompt_tokens(model, prompt, settings.chat, template_variables(settings))
+    return thinking_for(model, ids, settings) is not None
 
 
 def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Generation:
@@ -52,14 +60,19 @@ def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Gen
 
 
 class Stream:
-    """Text pieces of one output as they are decided; after the last piece, `generation` holds the result."""
+    """Text pieces of one output as they are decided; after the last piece, `generation` holds the result.
+
+    A reasoning model's thinking text is not among the pieces: it gathers in `reasoning` as it is decided.
+    """
 
     def __init__(self, handle: RowHandle) -> None:
         self.handle = handle
         self.generation: Generation | None = None
+        self.reasoning = ""
 
     def __iter__(self) -> Iterator[str]:
         for event in self.handle:
+            self.reasoning += event.reasoning
             if event.result is not None:
                 self.generation = event.result
             if event.text:

@@ -50,7 +50,11 @@ class Stats:
 
 @dataclass
 class Generation:
-    """One finished generation: `text` (valid under the constraint unless `finish_reason` says otherwise)."""
+    """One finished generation: `text` (valid under the constraint unless `finish_reason` says otherwise).
+
+    After a reasoning model's thinking block, `text` is the answer and `reasoning` the thinking text
+    (None: the output had no block); `tokens` and the stats count both.
+    """
 
     text: str
     tokens: list[int]
@@ -59,6 +63,7 @@ class Generation:
     finish_reason: str
     data: bytes = b""
     parser: Callable[[str], Any] | None = field(default=None, repr=False)
+    reasoning: str | None = None
 
     @property
     def value(self) -> Any:

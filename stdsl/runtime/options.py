@@ -26,7 +26,9 @@ class DecodeOptions:
     """What one request asks of decoding; build it with `DecodeOptions.of(**options)` to refuse unknown names.
 
     `max_tokens` counts every emitted token (None: no limit); `stop` ends a free-text row before any of
-    its strings; `reference=True` feeds one token per pass (the oracle decoder).
+    its strings; `reference=True` feeds one token per pass (the oracle decoder). `reasoning` turns a
+    reasoning model's thinking block on or off (None: as the chat template and prompt have it), and
+    `reasoning_budget` closes the block after that many thinking tokens (`max_tokens` counts both parts).
     """
 
     max_tokens: int | None = 256
@@ -39,10 +41,16 @@ class DecodeOptions:
     parallel_fields: bool = False
     stop: tuple[str, ...] = ()
     reference: bool = False
+    reasoning: bool | None = None
+    reasoning_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
             object.__setattr__(self, "max_tokens", integer("max_tokens", self.max_tokens, minimum=0))
+        if self.reasoning is not None:
+            object.__setattr__(self, "reasoning", boolean("reasoning", self.reasoning))
+        if self.reasoning_budget is not None:
+            object.__setattr__(self, "reasoning_budget", integer("reasoning_budget", self.reasoning_budget, minimum=0))
         sampling = SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
         for name in ("temperature", "top_p", "top_k", "seed"):
             object.__setattr__(self, name, getattr(sampling, name))

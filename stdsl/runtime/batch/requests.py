@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from stdsl.errors import OptionError
+from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
 from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
 from stdsl.runtime.options import DecodeOptions
@@ -39,11 +40,12 @@ class RowRequest:
     remember: bool = True
 
 
-def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:
+def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True, variables: Mapping[str, Any] | None = None
+                  ) -> list[int]:
     """Token ids of the prompt: ids as given, else the chat template when the model has one and `chat`, else the text.
 
-    A str is one user message; a list of {"role", "content"} dicts is used as is. An empty result
-    becomes the tokenizer's bos (or eos) token, so an empty prompt still decodes.
+    A str is one user message; a list of {"role", "content"} dicts is used as is; `variables` go to the
+    template. An empty result becomes the tokenizer's bos (or eos) token, so an empty prompt still decodes.
     """
     tokenizer = model.tokenizer
     if not isinstance(prompt, str) and all(isinstance(t, int) for t in prompt) and len(prompt) > 0:
@@ -54,7 +56,7 @@ def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True) -> list[int]:
         return ids
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]  # type: ignore[arg-type]
     if chat and getattr(tokenizer, "chat_template", None):
-        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **(variables or {}))
         ids = list(tokenizer.encode(rendered)) if isinstance(rendered, str) else [int(t) for t in rendered]
     else:
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in messages)
@@ -97,9 +99,15 @@ def compiled_constraint(constraint: Any) -> Any:
 
 
 def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
-    """Render the prompt, compile the constraint and start its state (BudgetError here when nothing fits)."""
+    """Render the prompt, compile the constraint (after a thinking block where the prompt leaves the model to
+    think) and start its state (BudgetError here when nothing fits)."""
+    prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
     compiled = compiled_constraint(constraint)
-    control = constraint_state(model, compiled, options)
+    reasoning = reasoning_constraint(model, compiled, prompt_ids, options)
+    control = constraint_state(model, compiled if reasoning is None else reasoning.constraint, options)
+    if reasoning is not None:
+        control.reasoning = reasoning_policy(reasoning, options)
+        compiled = reasoning.answer
     prefix = control.start()
     parser = (lambda text: text) if constraint is None else getattr(compiled, "parse", None)
-    return RowRequest(prompt_tokens(model, prompt, options.chat), control, prefix, options, parser)
+    return RowRequest(prompt_ids, control, prefix, options, parser)

@@ -23,10 +23,14 @@ from stdsl.runtime.options import DecodeOptions
 
 @dataclass(frozen=True)
 class Event:
-    """Output text newly decided by one step, and the finished `Generation` on a row's last event."""
+    """Output text newly decided by one step, and the finished `Generation` on a row's last event.
+
+    A reasoning model's thinking text comes in `reasoning`, never in `text` (the answer).
+    """
 
     text: str
     result: Generation | None = None
+    reasoning: str = ""
 
 
 _END = object()
@@ -105,6 +109,9 @@ class Row:
         self.cancelled = False
         self.finish_reason: str | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._thought_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._thought_shown = 0
+        self._reasoning = ""
         self._shown_bytes = 0
         self._text = ""
         self._sent = 0
@@ -115,9 +122,29 @@ class Row:
         """Most tokens this row feeds in one pass (1 in reference mode)."""
         return 1 if self.options.reference else None
 
+    def _answer_bytes(self, final: bool = False) -> bytes:
+        """The answer's decided bytes (the whole output when it has no thinking block), after sending the
+        thinking text decided since the last event."""
+        decided = self.control.decided
+        policy = self.control.reasoning
+        if policy is None:
+            return decided
+        thought = policy.region.thinking(decided, final)
+        piece = self._thought_decoder.decode(thought[self._thought_shown:], final=final)
+        self._thought_shown = len(thought)
+        if piece:
+            self._reasoning += piece
+            self.handle._emit(Event("", reasoning=piece))
+        return policy.region.answer(decided)
+
+    @property
+    def _has_block(self) -> bool:
+        """Whether the output has a thinking block."""
+        return self.control.reasoning is not None and self.control.reasoning.region.has_block
+
     def publish(self) -> None:
         """Send the text decided since the last event (held back where it could still start a stop string)."""
-        decided = self.control.decided
+        decided = self._answer_bytes()
         self._text += self._decoder.decode(decided[self._shown_bytes :])
         self._shown_bytes = len(decided)
         stops = self.options.stop
@@ -150,8 +177,9 @@ class Row:
     def complete(self, finish_reason: str) -> None:
         """Finish the row: flush the text, build its `Generation`, and hand it to the caller."""
         control = self.control
-        self._text += self._decoder.decode(control.decided[self._shown_bytes :], final=True)
-        self._shown_bytes = len(control.decided)
+        answer = self._answer_bytes(final=True)
+        self._text += self._decoder.decode(answer[self._shown_bytes :], final=True)
+        self._shown_bytes = len(answer)
         if self._stop_at is None and not control.accepting and not self.partial:
             self.fail(GenerationError("decoding ended outside an accepting state"))
             return
@@ -163,9 +191,10 @@ class Row:
         stats.forced_tokens = control.forced_count
         stats.emitted_tokens = len(control.tokens)
         stats.seconds = time.perf_counter() - self.began
-        data = control.decided if self._stop_at is None else text.encode("utf-8")
+        data = answer if self._stop_at is None else text.encode("utf-8")
         result = Generation(text=text, tokens=list(control.tokens), stats=stats, accepted=True,
-                            finish_reason=self.finish_reason or finish_reason, data=data, parser=self.parser)
+                            finish_reason=self.finish_reason or finish_reason, data=data, parser=self.parser,
+                            reasoning=self._reasoning if self._has_block else None)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 

@@ -20,6 +20,7 @@ from stdsl.runtime.control.budget import BudgetTable, check_feasible
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
 from stdsl.runtime.control.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
 
 MAX_VOCABULARIES = 8
 _VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_VOCABULARIES)
@@ -49,6 +50,8 @@ class ConstraintState:
     """
 
     cover: BoundaryCover | None = None
+    reasoning: ReasoningPolicy | None = None
+    """The thinking block of a reasoning model's output, and its budget (None: the output has no block)."""
 
     def __init__(
         self,
@@ -115,6 +118,8 @@ class ConstraintState:
             if covered.any() or (ending and self.cover.eos):
                 allowed, ending = covered, ending and self.cover.eos
         allowed[self.vocab.eos_ids] = ending
+        if self.reasoning is not None:
+            allowed = self.reasoning.restrict(self, allowed)
         return allowed
 
     def least_tokens(self, plan: Plan) -> int:

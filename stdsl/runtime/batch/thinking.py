@@ -1,0 +1,53 @@
+"""A request's thinking block: found from the chat template and the prompt's end, composed before the answer once.
+
+A request whose prompt leaves a reasoning model to think (`thinking_of`) decodes under THINK ·
+CLOSE · ANSWER (`stdsl.compiler.reasoning`), and its row carries the `ReasoningPolicy` that splits
+the thinking text from the answer and closes the block at `reasoning_budget`.  A constraint that
+already is a `ReasoningConstraint` (the server composes its own in the compile worker) is used as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stdsl.compiler.reasoning import ReasoningConstraint, think_then
+from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
+from stdsl.runtime.control.thinking_region import ThinkingRegion
+from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, Thinking, thinking_of
+from stdsl.runtime.options import DecodeOptions
+
+MAX_COMPOSED = 16
+_COMPOSED: IdentityCache[ReasoningConstraint] = IdentityCache(MAX_COMPOSED)
+
+
+def template_variables(options: DecodeOptions) -> dict[str, Any]:
+    """What the chat template is told: `enable_thinking` when the request says (Qwen3's and vLLM's spelling)."""
+    return {} if options.reasoning is None else {"enable_thinking": options.reasoning}
+
+
+def thinking_for(model: Any, prompt_ids: list[int], options: DecodeOptions) -> Thinking | None:
+    """The thinking block the output of this prompt has (None: none, or optional with a zero budget)."""
+    tokenizer = model.tokenizer
+    tail = tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])
+    thinking = thinking_of(getattr(tokenizer, "chat_template", None), tail, options.reasoning)
+    if thinking is None or (thinking.mode == "optional" and options.reasoning_budget == 0):
+        return None
+    return thinking
+
+
+def reasoning_constraint(model: Any, compiled: Any, prompt_ids: list[int], options: DecodeOptions
+                         ) -> ReasoningConstraint | None:
+    """The thinking block before `compiled` after this prompt, composed (kept for the last few), or None."""
+    if isinstance(compiled, ReasoningConstraint):
+        return compiled
+    thinking = thinking_for(model, prompt_ids, options)
+    if thinking is None:
+        return None
+    return _COMPOSED.get((compiled,), lambda: think_then(compiled, thinking.format, thinking.mode),
+                         (thinking.format, thinking.mode))
+
+
+def reasoning_policy(constraint: ReasoningConstraint, options: DecodeOptions) -> ReasoningPolicy:
+    """The row policy of a reasoning constraint under the request's `reasoning_budget`."""
+    return ReasoningPolicy(ThinkingRegion(constraint.format, constraint.mode), options.reasoning_budget)
