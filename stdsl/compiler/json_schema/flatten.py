@@ -7,6 +7,7 @@ and `validate.py` flatten through `resolve.flatten` without importing this modul
 
 from __future__ import annotations
 
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.logic import keywords as logic
 from stdsl.compiler.json_schema.resolve import (
     FOLDED,
@@ -49,6 +50,7 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
     check_schema(schema, path)
     if isinstance(schema, bool):
         return schema, ctx, path
+    check_deadline("flattening the schema")
     schema = older_drafts(schema, path)
     check_keywords(schema, path)
     pending: list[Negation] = [] if negations is None else negations

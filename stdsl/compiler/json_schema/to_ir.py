@@ -42,6 +42,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.nfa import estimated_states
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.member_counts import counted_object
@@ -156,7 +157,8 @@ class _Compiler:
         return node
 
     def _lower(self, schema: Schema, path: str, ctx: Context) -> Node:
-        """The IR of one (sub)schema, walked."""
+        """The IR of one (sub)schema, walked (each one checks the compile time limit)."""
+        check_deadline("lowering the schema")
         flat, ctx, path = flatten(schema, path, ctx.entering())
         if flat is False:
             return ir.NOTHING

@@ -19,6 +19,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.logic.complement import NUMBER_KINDS, possible_kinds, typed
 from stdsl.compiler.json_schema.resolve import INEXACT, MAX_COUNT, Context, Schema, flatten, merge
 from stdsl.compiler.json_schema.scalars.keys import complement_within, name_matches, pattern_matcher
@@ -65,7 +66,10 @@ def relaxed(node: Any) -> Any:
 
 
 def disjoint(a: Schema, b: Schema, ctx: Context, depth: int = 0) -> bool:
-    """True only if no instance satisfies both flattened schemas (approximated ones are relaxed first)."""
+    """True only if no instance satisfies both flattened schemas (approximated ones are relaxed first).
+
+    It recurses into members, items and `anyOf` branches, so every call checks the compile time limit."""
+    check_deadline("proving schemas disjoint (oneOf)")
     if approximated(a) or approximated(b):
         a, b = relaxed(a), relaxed(b)
     if a is False or b is False:

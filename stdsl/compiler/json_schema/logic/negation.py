@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.logic.complement import (
     NUMBER_KINDS,
     outside_values,
@@ -76,7 +77,9 @@ def difference(mine: Schema, other: Schema, ctx: Context, path: str, strict: boo
 
     Non-integer numbers alone have no `type` spelling: with `strict` a difference needing them is
     refused; otherwise they are left out and the result marked `_inexact` (sound, not complete).
+    Overlapping `oneOf` branches multiply the parts of a difference, so every call checks the time limit.
     """
+    check_deadline("subtracting overlapping schemas (oneOf, not, else)")
     if mine is False or other is False:
         return mine
     if other is True or other == {}:
