@@ -248,7 +248,7 @@ def _finish_reason(result: ChoiceResult) -> str:
 def _completion_tokens(state: ServerState, result: ChoiceResult) -> int:
     if result.generation is not None and result.reader.end is None:
         return int(result.generation.stats.emitted_tokens)
-    return len(state.model.tokenizer.encode(result.reader.text))
+    return len(state.model.tokenizer.encode(result.reasoning)) + len(state.model.tokenizer.encode(result.reader.text))
 
 
 def _tool_calls(state: ServerState, result: ChoiceResult) -> list[ToolCall] | None:
@@ -347,8 +347,8 @@ def _body(state: ServerState, plan: Plan, results: list[ChoiceResult], chat: boo
         calls = _tool_calls(state, result)
         if calls and not content:
             content = None
-        chat_choices.append(ChatChoice(index=i, message=ReplyMessage(content=content, tool_calls=calls),
-                                       finish_reason=_finish_reason(result)))
+        message = ReplyMessage(content=content, reasoning_content=result.reasoning or None, tool_calls=calls)
+        chat_choices.append(ChatChoice(index=i, message=message, finish_reason=_finish_reason(result)))
     return ChatCompletion(id=f"chatcmpl-{uuid.uuid4().hex}", model=state.model_name, choices=chat_choices,
                           usage=usage)
 
@@ -391,9 +391,12 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
                 await outbox.put(chunk(index, Delta(tool_calls=[delta])))
                 calls_sent += 1
 
+        async def think(piece: str) -> None:
+            await outbox.put(chunk(index, Delta(reasoning_content=piece)))
+
         if chat:
             await outbox.put(chunk(index, Delta(role="assistant", content="")))
-        result = await read_choice(handle, _reader(plan), send)
+        result = await read_choice(handle, _reader(plan), send, think)
         if plan.program:
             await outbox.put(chunk(index, Delta(content=_program_content(result))))
         await outbox.put(chunk(index, finish=_finish_reason(result)))

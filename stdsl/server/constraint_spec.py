@@ -2,7 +2,8 @@
 
 A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
 `regex` (`pattern`), `choice` (`choices`), `program` (`source`, `arguments`) or `tools`
-(`format`: a tool-call format's name, `tools`, `choice`, `parallel`, `content`: a spec or null).  Its canonical text
+(`format`: a tool-call format's name, `tools`, `choice`, `parallel`, `content`: a spec or null), or
+`reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null).  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
 compiler, so it runs in a worker process, off the decode loop.
 """
@@ -20,12 +21,13 @@ from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.errors import CompileError, SchemaError, StdslError
 from stdsl.server.reply_grammar import reply_ir
 from stdsl.server.tool_formats import ToolSpec, format_named
 
 Spec = Mapping[str, Any]
-Compiled = Constraint | PushdownConstraint
+Compiled = Constraint | PushdownConstraint | ReasoningConstraint
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
@@ -77,7 +79,7 @@ def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
     if spec is None:
         return None
     compiled = build(spec, deadline, embeddable=True)
-    if isinstance(compiled, PushdownConstraint):
+    if not isinstance(compiled, Constraint):
         raise SchemaError("a recursive response format cannot be combined with tools", "#")
     return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
 
@@ -111,7 +113,20 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         with compile_deadline(deadline.left()):
             automaton = build_automaton(node)
         return Constraint(automaton, "tools", dict(spec), None, time.perf_counter() - start)
+    if kind == "reasoning":
+        return _reasoning(spec, deadline)
     raise CompileError(f"unknown constraint kind {kind!r}")
+
+
+def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:
+    """The answer's constraint (free text when null) after a thinking block of `format` in `mode`."""
+    answer = spec.get("answer")
+    compiled = (build(answer, deadline) if answer is not None
+                else compile_constraint(Regex(r"[\s\S]*"), max_seconds=deadline.left()))
+    if isinstance(compiled, ReasoningConstraint):
+        raise CompileError("a reasoning constraint cannot be the answer of another")
+    with compile_deadline(deadline.left()):
+        return think_then(compiled, FORMATS[spec["format"]], spec["mode"])
 
 
 def build_constraint(spec: Spec, max_seconds: float) -> Compiled:

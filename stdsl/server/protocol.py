@@ -175,6 +175,9 @@ class ChatCompletionRequest(_Sampling):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_budget: int | None = Field(default=None, ge=0)
+    thinking_token_budget: int | None = Field(default=None, ge=0)
     tool_format: str | None = None
     top_logprobs: int | None = None
 
@@ -196,8 +199,11 @@ class Usage(BaseModel):
 
 
 class ReplyMessage(BaseModel):
+    """The reply; a reasoning model's thinking text is `reasoning_content` (vLLM's and DeepSeek's field)."""
+
     role: Literal["assistant"] = "assistant"
     content: str | None
+    reasoning_content: str | None = None
     tool_calls: list[ToolCall] | None = None
 
 
@@ -231,6 +237,7 @@ class ToolCallDelta(BaseModel):
 class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta] | None = None
 
 

@@ -27,6 +27,7 @@ from stdsl.server.protocol import (
     UserMessage,
     _Sampling,
 )
+from stdsl.server.reasoning_plan import template_kwargs, thinking_spec
 from stdsl.server.tool_formats import FORMATS, ToolFormat, format_of_template
 
 DEFAULT_CONTEXT = 4096
@@ -200,7 +201,7 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     if spec is not None and spec["kind"] == "program":
         messages += _program_messages(spec)
     plain, variables = chat_messages(messages, request.tools, call_format, template, memory)
-    prompt = chat_prompt_ids(tokenizer, template, plain, variables)
+    prompt = chat_prompt_ids(tokenizer, template, plain, {**template_kwargs(request), **variables})
     stops = _stops(request)
     max_tokens = request.max_completion_tokens or request.max_tokens
     options = _options(request, max_tokens, DEFAULT_MAX_TOKENS, len(prompt), context_length(model), "messages")
@@ -212,6 +213,8 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
         plan.reader_stops = stops
     elif spec is None:
         options["stop"] = stops
+    plan.spec, thinking_options = thinking_spec(request, tokenizer, prompt, plan.spec)
+    options.update(thinking_options)
     return plan
 
 

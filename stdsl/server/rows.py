@@ -16,8 +16,8 @@ from typing import Any
 from stdsl.errors import Cancelled
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.generation import Generation
-from stdsl.server.tool_formats import ParsedCall
 from stdsl.server.reply_reader import ReplyReader
+from stdsl.server.tool_formats import ParsedCall
 
 _DONE = object()
 
@@ -61,19 +61,26 @@ class ChoiceResult:
 
     reader: ReplyReader
     generation: Generation | None = None
+    reasoning: str = ""
 
     @property
     def calls(self) -> list[ParsedCall]:
         return self.reader.calls
 
 
-async def read_choice(handle: RowHandle, reader: ReplyReader, on_update: Any = None) -> ChoiceResult:
-    """Decode one choice to its end, handing each update to `on_update` (an async callable) as it comes."""
+async def read_choice(handle: RowHandle, reader: ReplyReader, on_update: Any = None,
+                      on_reasoning: Any = None) -> ChoiceResult:
+    """Decode one choice to its end, handing each update to `on_update` and each piece of thinking text to
+    `on_reasoning` (async callables) as they come; the reader sees only the answer."""
     result = ChoiceResult(reader)
     try:
         async for event in row_events(handle):
             if event.result is not None:
                 result.generation = event.result
+            if event.reasoning:
+                result.reasoning += event.reasoning
+                if on_reasoning is not None:
+                    await on_reasoning(event.reasoning)
             update = reader.push(event.text)
             if on_update is not None:
                 await on_update(update)

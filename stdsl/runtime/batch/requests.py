@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from stdsl.compiler.reasoning import ReasoningConstraint
 from stdsl.errors import OptionError
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
 from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
@@ -91,7 +92,8 @@ def compiled_constraint(constraint: Any) -> Any:
     """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through)."""
     if constraint is None:
         return _free_text()
-    if hasattr(constraint, "transitions") and hasattr(constraint, "accepting"):
+    if isinstance(constraint, ReasoningConstraint) or (hasattr(constraint, "transitions")
+                                                        and hasattr(constraint, "accepting")):
         return constraint
     from stdsl.compiler.constraint import compile as compile_constraint
 

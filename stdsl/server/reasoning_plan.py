@@ -1,0 +1,59 @@
+"""A chat request to a reasoning model: the template's thinking switch, the budget, and the spec wrapped after THINK.
+
+`chat_template_kwargs` reach the chat template as variables (vLLM's and SGLang's field;
+`enable_thinking` turns Qwen3's thinking on or off).  When the rendered prompt leaves the model to
+think (`thinking_of`), the output constraint becomes a `reasoning` spec: the thinking block, then
+the answer under the request's constraint (free text, a format, tool calls).  `reasoning_budget`
+(or vLLM's `thinking_token_budget`) closes the block after that many tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stdsl.errors import OptionError
+from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, thinking_of
+from stdsl.server.errors import RequestError
+from stdsl.server.protocol import ChatCompletionRequest
+
+RESERVED_VARIABLES = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")
+SWITCH = "enable_thinking"
+
+
+def template_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
+    """The request's `chat_template_kwargs`, checked: no variable the server sets itself, a bool switch."""
+    kwargs = dict(request.chat_template_kwargs or {})
+    for name in RESERVED_VARIABLES:
+        if name in kwargs:
+            raise RequestError(f"chat_template_kwargs.{name} is set by the server, not the request",
+                               param=f"chat_template_kwargs.{name}")
+    if not isinstance(kwargs.get(SWITCH, False), bool):
+        raise RequestError(f"chat_template_kwargs.{SWITCH} must be true or false",
+                           param=f"chat_template_kwargs.{SWITCH}")
+    return kwargs
+
+
+def reasoning_budget(request: ChatCompletionRequest) -> int | None:
+    """The thinking budget in tokens, by either name (both given must agree)."""
+    ours, vllm = request.reasoning_budget, request.thinking_token_budget
+    if ours is not None and vllm is not None and ours != vllm:
+        raise RequestError(f"reasoning_budget {ours} and thinking_token_budget {vllm} disagree; give one",
+                           param="thinking_token_budget")
+    return ours if ours is not None else vllm
+
+
+def thinking_spec(request: ChatCompletionRequest, tokenizer: Any, prompt: list[int], spec: dict[str, Any] | None
+                  ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The spec to compile (wrapped after the thinking block where the prompt leaves the model to think) and the
+    engine options that go with it."""
+    budget = reasoning_budget(request)
+    switch = template_kwargs(request).get(SWITCH)
+    tail = tokenizer.decode(prompt[-PROMPT_TAIL_TOKENS:])
+    try:
+        thinking = thinking_of(tokenizer.chat_template, tail, switch)
+    except OptionError as error:
+        raise RequestError(str(error), param=f"chat_template_kwargs.{SWITCH}") from None
+    if thinking is None or (thinking.mode == "optional" and budget == 0):
+        return spec, {"reasoning": False}
+    wrapped = {"kind": "reasoning", "format": thinking.format.name, "mode": thinking.mode, "answer": spec}
+    return wrapped, {"reasoning_budget": budget}
