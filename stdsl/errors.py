@@ -45,6 +45,11 @@ class GenerationError(StdslError):
     """Decoding reached a configuration with no admissible token; no invalid output is returned."""
 
 
+class UnspellableError(GenerationError):
+    """The constraint forces text that the model's vocabulary cannot write (a byte with no token of its own):
+    a fault of the constraint asked for, not of decoding."""
+
+
 class CompileTimeError(CompileError):
     """Compiling took longer than the time limit it was given (the constraint is refused, not half-built)."""
 

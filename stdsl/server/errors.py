@@ -11,6 +11,7 @@ from stdsl.errors import (
     OptionError,
     SchemaError,
     StdslError,
+    UnspellableError,
 )
 from stdsl.server.constraint_cache import UnsupportedSchema
 from stdsl.server.protocol import ErrorBody, ErrorDetail
@@ -55,6 +56,8 @@ def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestErro
         return RequestError(str(error), param=param, code="unsupported_schema")
     if isinstance(error, CompileError):
         return RequestError(str(error), param=param, code="invalid_constraint")
+    if isinstance(error, UnspellableError):
+        return RequestError(str(error), param=param, code="unspellable_constraint")
     if isinstance(error, GenerationError):
         return RequestError(f"decoding failed: {error}", status=500, kind="server_error", code="generation_failed")
     if isinstance(error, Cancelled):

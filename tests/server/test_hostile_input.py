@@ -223,3 +223,9 @@ def test_the_limits_are_serve_options() -> None:
     assert args.model_alias == ["a", "b"]
     with pytest.raises(StdslError, match="--max-client-rows must be a positive integer"):
         Limits(max_client_rows=0)
+
+
+def test_a_constraint_the_vocabulary_cannot_write_is_a_400(server) -> None:
+    status, reply = _post(server, {**BASE, "max_tokens": 8, "guided_regex": "\u0006"})  # SmolLM2 has no 0x06 token
+    assert status == 400 and reply["error"]["code"] == "unspellable_constraint", reply
+    assert "0x06" in reply["error"]["message"]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from stdsl.errors import GenerationError
+from stdsl.errors import GenerationError, UnspellableError
 from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
 from stdsl.runtime.control.byte_rows import byte_rows, live_counts
 from stdsl.runtime.control.characters import next_characters, starts_a_character, valid_utf8_prefix
@@ -151,10 +151,11 @@ class ForcedPlanner:
         return out
 
     def _byte_token(self, byte: int) -> int:
-        """The single-byte token of `byte`; GenerationError if the vocabulary has none."""
+        """The single-byte token of `byte`; UnspellableError if the vocabulary has none."""
         token = self.spellings.byte_tokens[byte]
         if token < 0:
-            raise GenerationError(f"byte {byte:#04x} has no single-byte token to spell forced text")
+            raise UnspellableError(f"the constraint forces byte {byte:#04x}, which this model's vocabulary has no "
+                                   "token to write")
         return token
 
     def stable_tail(self, tail: bytes, end_state: int) -> bool:
