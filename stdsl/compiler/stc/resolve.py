@@ -25,7 +25,8 @@ from stdsl.compiler.stc.types import (
     enum_texts,
 )
 
-BUILTIN_TYPES = ("str", "line", "text", "int", "float", "number", "bool", "date", "time", "datetime", "list", "json")
+BUILTIN_TYPES = ("str", "line", "text", "int", "float", "number", "bool", "date", "time", "datetime", "list", "json",
+                 "grammar")
 _FORMATS = {"date": "date", "time": "time", "datetime": "date-time"}
 
 
@@ -128,6 +129,8 @@ class TypeResolver:
 
     def builtin(self, expr: TypeExpr) -> FieldType:
         name = expr.name
+        if name == "grammar":
+            return self.grammar(expr)
         ranges = [a for a in expr.args if isinstance(a, Range)]
         regexes = [a for a in expr.args if isinstance(a, RegexArg)]
         types = [a for a in expr.args if isinstance(a, TypeExpr)]
@@ -182,6 +185,26 @@ class TypeResolver:
         if not isinstance(sep, str) or not sep:
             raise expr.pos.error("list sep= must be a non-empty string")
         return ListType(self.resolve(expr.inner), lo or 0, hi, sep)
+
+    @staticmethod
+    def grammar(expr: TypeExpr) -> FieldType:
+        """`grammar("FILE", syntax="auto", start=RULE)`: text in the language of a grammar file."""
+        from stdsl.compiler.grammar import SYNTAXES
+        from stdsl.compiler.stc.grammar_field import grammar_field
+
+        paths = [a for a in expr.args if isinstance(a, TypeExpr) and a.kind == "enum"]
+        if len(paths) != 1 or len(expr.args) != 1 or expr.inner is not None:
+            raise expr.pos.error('grammar takes one file name: grammar("file.lark")')
+        unknown = set(expr.keywords) - {"syntax", "start"}
+        if unknown:
+            raise expr.pos.error(f"grammar has no argument {sorted(unknown)[0]}=; it takes syntax= and start=")
+        syntax = expr.keywords.get("syntax", "auto")
+        start = expr.keywords.get("start")
+        if syntax not in SYNTAXES:
+            raise expr.pos.error(f"grammar syntax= must be one of {', '.join(SYNTAXES)}, got {syntax!r}")
+        if start is not None and not isinstance(start, str):
+            raise expr.pos.error(f"grammar start= must be a rule name, got {start!r}")
+        return grammar_field(paths[0].value, syntax, start, expr.pos)
 
     @staticmethod
     def _int_bounds(expr: TypeExpr, bounds: Range, what: str, minimum: int | None) -> tuple[int | None, int | None]:

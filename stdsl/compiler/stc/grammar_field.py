@@ -1,0 +1,72 @@
+"""`grammar("file.lark")`: a field whose text is a sentence of a grammar (Lark, GBNF or EBNF) read from a file.
+
+The grammar is compiled by the grammar front end; a grammar without recursion becomes the field's DFA
+and is bounded, like `str(/regex/)`, by the literal text that follows the field. A recursive grammar
+needs the pushdown of its own and is refused as a field: pass it as the whole constraint instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.grammar import Grammar
+from stdsl.compiler.grammar.lowering import lower_grammar
+from stdsl.compiler.stc.source_file import read_source
+from stdsl.compiler.stc.syntax import Pos, ProgramError
+from stdsl.compiler.stc.types import FieldType
+from stdsl.errors import CompileError
+
+
+def grammar_path(written: str, pos: Pos) -> Path:
+    """The grammar file named in a program: relative to the program file's folder, or to the working directory
+    for a program that is not a file (a `@program` function)."""
+    path = Path(written)
+    if path.is_absolute():
+        return path
+    program = Path(pos.source)
+    return (program.parent / path) if program.is_file() else path
+
+
+def grammar_field(written: str, syntax: str, start: str | None, pos: Pos) -> GrammarType:
+    """The field type of `grammar("FILE", syntax=..., start=...)`, its grammar compiled now so that a bad grammar
+    is reported with its own file, line and column, and a recursive one at the field."""
+    path = grammar_path(written, pos)
+    try:
+        text = read_source(path)
+    except ProgramError as error:
+        raise pos.error(f"grammar file {path}: {error.message}") from None
+    grammar = Grammar(text, syntax=syntax, start=start, source=str(path))
+    lowered = lower_grammar(grammar)
+    if not isinstance(lowered, Automaton):
+        raise pos.error(f"grammar {written} is recursive (it needs a pushdown of its own), so it cannot be a field "
+                        "inside a template; pass it as the whole constraint: stdsl.Grammar.from_file(...)")
+    return GrammarType(str(path), lowered)
+
+
+@dataclass(eq=False)
+class GrammarType(FieldType):
+    """Text in a regular grammar's language, written as is in the template (no quotes)."""
+
+    path: str = ""
+    dfa: Automaton = field(default=None)  # type: ignore[assignment]
+
+    @property
+    def free_text(self) -> bool:
+        """Bounded by the literal that follows, as `str(/regex/)` is."""
+        return True
+
+    def text_ir(self) -> ir.Node:
+        return ir.Embedded(self.dfa.transitions, self.dfa.accepting)
+
+    def schema(self) -> dict:
+        raise CompileError(f"the grammar field ({self.path}) stands in a template as text; it cannot be a value "
+                           "inside JSON (a record, a list rendered as JSON, json(...))")
+
+    def read(self, text: str) -> str:
+        return text
+
+    def render(self, value: object) -> str:
+        return str(value)
