@@ -1,7 +1,7 @@
 """Compiled constraints cached by canonical spec text, bounded by bytes, compiled off the decode loop.
 
-Compiles run in a worker process (the compiler never imports MLX), so a slow schema never holds
-the interpreter lock the decode thread needs; each has a time limit and is refused past it.
+Compiles run in worker processes (`compile_pool.py`): each has a time limit and is refused past it,
+and a worker that overruns it is killed and replaced, so one client's schema never holds up the others.
 Concurrent requests for the same spec share one compile.  Least recently used entries go first
 once the automata held pass `max_bytes`.
 """
@@ -9,18 +9,14 @@ once the automata held pass `max_bytes`.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 from stdsl.errors import CompileError, CompileTimeError
-from stdsl.server.constraint_spec import Compiled, Outcome, Spec, build_outcome, canonical_text
-
-GRACE_SECONDS = 5.0
+from stdsl.server.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
+from stdsl.server.constraint_spec import Compiled, Outcome, Spec, canonical_text
 
 
 @dataclass
@@ -42,10 +38,6 @@ class UnsupportedSchema(CompileError):
 REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
 
 
-def _new_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-
-
 def _size(compiled: Any) -> int:
     return int(getattr(compiled, "nbytes", 0))
 
@@ -53,18 +45,18 @@ def _size(compiled: Any) -> int:
 class ConstraintCache:
     """Compiled constraints by canonical spec text; `await get(spec)` compiles on a miss within `compile_seconds`."""
 
-    def __init__(self, max_bytes: int = 64 << 20, compile_seconds: float = 30.0, workers: int = 1) -> None:
+    def __init__(self, max_bytes: int = 64 << 20, compile_seconds: float = 30.0, workers: int = DEFAULT_WORKERS,
+                 grace_seconds: float = GRACE_SECONDS) -> None:
         self.max_bytes = max_bytes
         self.compile_seconds = compile_seconds
         self.stats = CacheStats()
         self._entries: OrderedDict[str, Compiled] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Compiled]] = {}
-        self.workers = workers
-        self._pool = _new_pool(workers)
+        self.pool = CompilePool(workers, grace_seconds=grace_seconds)
 
     def close(self) -> None:
-        """Stop the compile workers."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the compile workers, a compile in progress included."""
+        self.pool.close()
 
     async def get(self, spec: Spec) -> Compiled:
         """The compiled constraint of `spec`: from the cache, from a compile already running, or compiled now."""
@@ -82,26 +74,15 @@ class ConstraintCache:
             if waiter.done():
                 self._pending.pop(key, None)
 
-    async def _once(self, spec: Spec) -> Outcome:
-        job: Future[Outcome] = self._pool.submit(build_outcome, dict(spec), self.compile_seconds)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(job), self.compile_seconds + GRACE_SECONDS)
-        except TimeoutError:
-            raise CompileTimeError(f"compiling the constraint took longer than {self.compile_seconds:g} s") from None
-        except BrokenProcessPool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = _new_pool(self.workers)
-            raise
-
     async def _run(self, spec: Spec) -> Outcome:
-        """One compile in the worker; a pool broken by a crashed worker is replaced and the compile retried once."""
+        """One compile in a worker; a worker that crashed is replaced and the compile retried once."""
         try:
-            return await self._once(spec)
-        except BrokenProcessPool:
+            return await self.pool.run(dict(spec), self.compile_seconds)
+        except WorkerLost:
             pass
         try:
-            return await self._once(spec)
-        except BrokenProcessPool:
+            return await self.pool.run(dict(spec), self.compile_seconds)
+        except WorkerLost:
             raise CompileError("the compile worker stopped while compiling this constraint") from None
 
     async def _compile(self, key: str, spec: Spec) -> Compiled:
