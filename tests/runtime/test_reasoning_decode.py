@@ -3,8 +3,10 @@ answer, under every feasible `max_tokens` (refused below the least), with a DFA,
 from __future__ import annotations
 
 import json
+import random
 
 import jsonschema
+import numpy as np
 import pytest
 
 import stdsl
@@ -134,3 +136,34 @@ def test_the_policy_lives_on_the_row(opening) -> None:
 
     request = prepare_request(opening, ASK, SCHEMA, DecodeOptions.of(reasoning_budget=2))
     assert isinstance(request.control.reasoning, ReasoningPolicy) and request.control.reasoning.budget == 2
+
+
+def test_parallel_fields_decode_the_block_first_then_the_answer(opening) -> None:
+    generation = stdsl.generate(opening, ASK, constraint=SCHEMA, max_tokens=40, parallel_fields=True,
+                                reasoning_budget=2)
+    jsonschema.validate(generation.value, SCHEMA)
+    check_opened(opening, generation, 2)
+
+
+def test_the_closing_tag_can_always_be_written(smollm2_tokenizer) -> None:
+    """At every character boundary of random thinking text some token begins `</think>`."""
+    from stdsl.compiler.reasoning import THINK, think_then
+    from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
+
+    composed = think_then(stdsl.compile(SCHEMA), THINK, "opened").constraint
+    vocab = vocabulary_of(smollm2_tokenizer)
+    rng, boundaries = random.Random(3), 0
+    for _ in range(3):
+        state = ConstraintState(composed.automaton, smollm2_tokenizer, vocab, max_tokens=None)
+        state.start()
+        for _ in range(25):
+            allowed = state.mask()
+            spellings = state.planner.spellings
+            closing = allowed & spellings.agreeing_with(CLOSE.encode()) & (spellings.lengths > 0)
+            if utf8(state.decided):
+                assert closing.any(), state.decided
+                boundaries += 1
+            others = np.flatnonzero(allowed & ~closing)
+            state.advance(int(rng.choice(others.tolist())))
+        assert CLOSE.encode() not in bytes(state.decided)
+    assert boundaries > 30
