@@ -33,6 +33,7 @@ from stdsl.runtime.control.constraint_state import vocabulary_of
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.runtime.options import check_prompt
 
 Prompt = str | Sequence[Mapping[str, str]]
 _TOKENIZERS: IdentityCache[Tokenizer] = IdentityCache(8)
@@ -123,8 +124,10 @@ def generate(hf_model: Any, hf_tokenizer: Any, prompt: Prompt, constraint: Any, 
              chat: bool = True, path: str | None = None, **generate_options: Any) -> Generation:
     """One output of a transformers model under `constraint`, as `stdsl.generate` returns it (.text, .value, .stats).
 
-    Greedy when `temperature` is 0; else sampling with top-p/top-k after the mask.
+    Greedy when `temperature` is 0; else sampling with top-p/top-k after the mask. A prompt of the wrong shape,
+    or whose text holds a lone surrogate, is an OptionError before any work.
     """
+    check_prompt(prompt)
     began = time.perf_counter()
     processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=max_new_tokens, path=path)
     ids = prompt_ids(hf_tokenizer, prompt, chat)

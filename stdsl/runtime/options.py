@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import re
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -18,6 +19,7 @@ from stdsl.runtime.batch.sampling import SamplingParams
 from stdsl.runtime.option_values import boolean, integer, refuse
 
 FLAGS = ("chat", "healing", "parallel_fields", "reference")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None} messages, or a list of token ids"
 
 
@@ -82,15 +84,28 @@ def stop_strings(stop: Any) -> tuple[str, ...]:
         stop = (stop,)
     if not isinstance(stop, Sequence) or not all(isinstance(s, str) and s for s in stop):
         raise refuse("stop", stop, allowed)
+    for index, text in enumerate(stop):
+        check_text("stop", f"stop[{index}]", text)
     return tuple(stop)
 
 
+def check_text(argument: str, where: str, text: str) -> None:
+    """Refuse text holding a lone surrogate (a str that is not Unicode text: no tokenizer can encode it),
+    naming where it is and the code point offset."""
+    found = _LONE_SURROGATE.search(text)
+    if found is not None:
+        raise OptionError(argument, f"{where} holds a lone surrogate (U+{ord(found.group()):04X}) at offset "
+                                    f"{found.start()}; text must be valid Unicode")
+
+
 def check_prompt(prompt: Any, vocab_size: int | None = None) -> None:
-    """Refuse a prompt that is not a str, chat messages or token ids (ids below `vocab_size` when given).
+    """Refuse a prompt that is not a str, chat messages or token ids (ids below `vocab_size` when given),
+    or whose text holds a lone surrogate.
 
     An empty str is a valid prompt; an empty list is neither messages nor ids and is refused.
     """
     if isinstance(prompt, str):
+        check_text("prompt", "prompt", prompt)
         return
     if not isinstance(prompt, (list, tuple)) or not prompt:
         raise refuse("prompt", prompt, PROMPT_SHAPES)
@@ -113,3 +128,6 @@ def _check_message(index: int, message: Mapping[Any, Any]) -> None:
         raise OptionError("prompt", f"prompt[{index}] needs a str 'role', got {reprlib.repr(role)}")
     if "content" not in message or not (content is None or isinstance(content, str)):
         raise OptionError("prompt", f"prompt[{index}] needs a str (or None) 'content', got {reprlib.repr(content)}")
+    for key, value in message.items():
+        if isinstance(value, str):
+            check_text("prompt", f"prompt[{index}][{key!r}]", value)

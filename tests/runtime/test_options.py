@@ -224,3 +224,46 @@ def test_an_empty_prompt_decodes_without_the_chat_template(tiny_model) -> None:
 
     result = stdsl.generate(tiny_model, "", {"type": "integer"}, chat=False, max_tokens=8)
     assert result.text and result.finish_reason in ("stop", "length", "eos")
+
+
+LONE_SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=8), LONE_SURROGATES, st.text(max_size=8), st.sampled_from(["str", "content", "role", "stop"]))
+def test_a_lone_surrogate_anywhere_is_refused_with_its_place_and_offset(before: str, lone: str, after: str,
+                                                                         where: str) -> None:
+    """Issue 28 item 7: a str that is not Unicode text is an OptionError naming the prompt part and the offset of
+    the first lone surrogate (not a TypeError from the tokenizer)."""
+    text = before + lone + after
+    named = {"str": "prompt", "content": "prompt[1]['content']", "role": "prompt[1]['role']", "stop": "stop[1]"}
+    with pytest.raises(OptionError) as caught:
+        if where == "str":
+            check_prompt(text)
+        elif where == "stop":
+            DecodeOptions.of(stop=["fine", text])
+        else:
+            check_prompt([{"role": "system", "content": "ok"}, {"role": "user", "content": "ok", where: text}])
+    assert caught.value.argument == ("stop" if where == "stop" else "prompt")
+    assert str(caught.value) == (f"{named[where]} holds a lone surrogate (U+{ord(lone):04X}) at offset "
+                                 f"{len(before)}; text must be valid Unicode")
+
+
+def test_every_library_entry_point_refuses_a_lone_surrogate_before_any_pass(tiny_model) -> None:
+    import stdsl
+    from stdsl.runtime.decode import engine_for
+
+    engine = engine_for(tiny_model)
+    passes = engine.metrics()["passes"]
+    messages = [{"role": "user", "content": "ok \udfff"}]
+    calls = [lambda: stdsl.generate(tiny_model, "\ud800", None), lambda: stdsl.generate(tiny_model, messages, None),
+             lambda: stdsl.stream(tiny_model, "a\ud800", None), lambda: engine.submit("x\udc00y"),
+             lambda: stdsl.generate(tiny_model, "fine", None, stop=["\ud800"])]
+    for call in calls:
+        with pytest.raises(OptionError, match="lone surrogate"):
+            call()
+    batch = stdsl.generate_batch(tiny_model, [{"prompt": "\ud800", "constraint": {"type": "integer"}},
+                                              {"prompt": "Count:", "constraint": {"type": "integer"}, "max_tokens": 4}])
+    assert isinstance(batch[0], OptionError) and "prompt holds a lone surrogate (U+D800) at offset 0" in str(batch[0])
+    assert not isinstance(batch[1], Exception) and batch[1].text
+    assert engine.metrics()["passes"] > passes  # only the good request of the batch decoded
