@@ -86,6 +86,7 @@ class Engine:
         self._waiting: list[Row] = []
         self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
         self._rows: list[Row] = []
+        self._admitting: list[Row] = []
         self._caches: list[RowSlotsCache] = []
         self._logits: mx.array | None = None
         self._lock = threading.Condition()
@@ -150,11 +151,15 @@ class Engine:
                     "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
                     "kv_bytes": sum(c.nbytes for c in self._caches)}
 
-    def close(self) -> None:
-        """Cancel every row and stop the decode thread."""
+    def close(self, drain_seconds: float = 0.0) -> None:
+        """Refuse new requests, let the rows in flight finish for up to `drain_seconds`, cancel the rest (each
+        stops at the next step, a prefill between two chunks) and wait for the decode thread to end."""
         with self._lock:
             self._closed = True
-            for row in self._waiting + self._rows:
+            if not any(t.is_current() for t in self._threads):
+                self._lock.wait_for(lambda: not (self._rows or self._waiting or self._admitting),
+                                    timeout=max(drain_seconds, 0.0))
+            for row in self._waiting + self._admitting + self._rows:
                 row.cancelled = True
             self._lock.notify_all()
             threads = list(self._threads)
@@ -189,6 +194,8 @@ class Engine:
                 for row in self._rows:
                     row.fail(error)
                 self._rows, self._caches, self._logits = [], [], None
+            with self._lock:
+                self._lock.notify_all()
 
     def step(self) -> None:
         """One engine step: admit and prefill waiting rows, sample ready rows, run one pass over the batch."""
@@ -205,9 +212,14 @@ class Engine:
                 row.cancel_now()
             room = self.max_rows - len(self._rows)
             admitted, self._waiting = self._waiting[:room], self._waiting[room:]
+            self._admitting = admitted
         self._drop([i for i, r in enumerate(self._rows) if r.cancelled], cancelled=True)
         if admitted:
-            self._admit(admitted)
+            try:
+                self._admit(admitted)
+            finally:
+                with self._lock:
+                    self._admitting = []
         self._sample()
         if self._rows:
             self._pass()
@@ -230,6 +242,10 @@ class Engine:
         pending = [s[k:] for s, k in zip(sequences, starts)]
         last: list[mx.array | None] = [None] * len(rows)
         while any(pending):
+            if all(row.cancelled for row in rows):
+                for row in rows:
+                    row.cancel_now()
+                return
             width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
             chunk = [p[:width] for p in pending]
             logits = forward_rows(self.model.net, caches, chunk)
