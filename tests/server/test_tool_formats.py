@@ -1,0 +1,243 @@
+"""Every tool-call format against its family's own parser: a reply the grammar accepts is read by mlx-lm's parser (or,
+where mlx-lm has none, a reader written here from the family's published format) into the same calls as ours, with
+arguments that validate; mutations of accepted replies are refused or read the same way."""
+from __future__ import annotations
+
+import functools
+import json
+import random
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from mlx_lm.tool_parsers import function_gemma, gemma4, glm47, json_tools, kimi_k2, mistral, qwen3_coder
+
+from stdsl.errors import SchemaError
+from stdsl.server.constraint_spec import build_constraint
+from stdsl.server.tool_formats import FORMATS, format_of_template
+from tests.server.test_reply_grammar import _random_accepted
+
+Call = tuple[str, Any]
+
+
+def _mlx_split(reply: str, start: str, end: str) -> list[str]:
+    """The tool texts mlx-lm's server hands its parser: from each start marker to the next end marker (no end
+    marker: to the end of the reply), as its text state machine splits them."""
+    texts, position = [], 0
+    while (found := reply.find(start, position)) >= 0:
+        inner = found + len(start)
+        close = reply.find(end, inner) if end else -1
+        texts.append(reply[inner:] if close < 0 else reply[inner:close])
+        if close < 0:
+            break
+        position = close + len(end)
+    return texts
+
+
+def _mlx_reader(module: Any) -> Any:
+    def read(reply: str, tools: list[dict]) -> list[Call]:
+        calls: list[Call] = []
+        for text in _mlx_split(reply, module.tool_call_start, module.tool_call_end):
+            parsed = module.parse_tool_call(text, tools)
+            for call in parsed if isinstance(parsed, list) else [parsed]:
+                calls.append((call["name"], call["arguments"]))
+        return calls
+    return read
+
+
+def _plain_json(reply: str, tools: list[dict]) -> list[Call]:
+    if not reply[:1] or reply[0] not in "{[":
+        return []
+    parsed = json_tools.parse_tool_call(reply, tools)
+    return [(c["name"], c["arguments"]) for c in (parsed if isinstance(parsed, list) else [parsed])]
+
+
+def _llama3(reply: str, tools: list[dict]) -> list[Call]:
+    """vLLM's llama3_json reading: after <|python_tag|>, JSON objects separated by '; '."""
+    start = reply.find("<|python_tag|>")
+    if start < 0:
+        return []
+    text, position, calls = reply[start + len("<|python_tag|>"):], 0, []
+    decoder = json.JSONDecoder()
+    while position < len(text):
+        value, position = decoder.raw_decode(text, position)
+        calls.append((value["name"], value.get("parameters", value.get("arguments"))))
+        position += len("; ") if text.startswith("; ", position) else 0
+    return calls
+
+
+_DEEPSEEK = re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>(.*?)\n```json\n(.*?)\n```<｜tool▁call▁end｜>",
+                       re.DOTALL)
+_HARMONY = re.compile(r"<\|channel\|>commentary to=functions\.([\w-]+) <\|constrain\|>json<\|message\|>(.*?)<\|call\|>",
+                      re.DOTALL)
+
+
+def _regex_reader(pattern: re.Pattern[str], section: str) -> Any:
+    """vLLM's reading: no calls unless the section marker occurs; then every call after it."""
+    def read(reply: str, tools: list[dict]) -> list[Call]:
+        start = reply.find(section)
+        found = pattern.findall(reply, start) if start >= 0 else []
+        return [(name, json.loads(arguments)) for name, arguments in found]
+    return read
+
+
+FAMILY_READERS = {
+    "hermes": _mlx_reader(json_tools), "qwen_xml": _mlx_reader(qwen3_coder), "mistral": _mlx_reader(mistral),
+    "mistral_v11": _mlx_reader(mistral), "glm4": _mlx_reader(glm47), "glm47": _mlx_reader(glm47),
+    "kimi_k2": _mlx_reader(kimi_k2), "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
+    "json": _plain_json, "llama3_json": _llama3, "deepseek_v3": _regex_reader(_DEEPSEEK, "<｜tool▁calls▁begin｜>"),
+    "harmony": _regex_reader(_HARMONY, "<|channel|>commentary"),
+}
+NESTED_REFUSED = {"function_gemma", "gemma4"}
+
+SCALARS = [
+    {"type": "string"},
+    {"type": "string", "enum": ["celsius", "fahrenheit", "a b"]},
+    {"type": "integer", "minimum": -50, "maximum": 5000},
+    {"type": "boolean"},
+    {"type": "number", "minimum": 0, "maximum": 10},
+]
+NESTED = [
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 3},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"],
+     "additionalProperties": False},
+]
+NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True)
+
+
+@st.composite
+def tool_lists(draw: Any, nested: bool) -> list[dict]:
+    names = draw(st.lists(NAMES, min_size=1, max_size=3, unique=True))
+    tools = []
+    for name in names:
+        keys = draw(st.lists(NAMES, max_size=3, unique=True))
+        properties = {k: draw(st.sampled_from(SCALARS + (NESTED if nested else []))) for k in keys}
+        required = [k for k in keys if draw(st.booleans())]
+        tools.append({"name": name, "parameters": {"type": "object", "properties": properties, "required": required,
+                                                   "additionalProperties": False}})
+    return tools
+
+
+def _spec(name: str, tools: list[dict], choice: str = "auto", parallel: bool = True) -> dict:
+    return {"kind": "tools", "format": name, "tools": tools, "choice": choice, "parallel": parallel, "content": None}
+
+
+def _openai_tools(tools: list[dict]) -> list[dict]:
+    return [{"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}} for t in tools]
+
+
+def _check_reply(name: str, reply: str, tools: list[dict]) -> list[Call]:
+    """The family's reader and ours agree on the calls, and every call's arguments validate."""
+    parameters = {t["name"]: t["parameters"] for t in tools}
+    content, ours = FORMATS[name].parse(reply, parameters)
+    theirs = FAMILY_READERS[name](reply, _openai_tools(tools))
+    assert [(c.name, json.loads(c.arguments)) for c in ours] == theirs, (name, reply)
+    for call_name, arguments in theirs:
+        jsonschema.validate(arguments, parameters[call_name])
+    if FORMATS[name].streams_content:
+        assert reply.startswith(content)
+    return theirs
+
+
+def _mutants(reply: str, rng: random.Random) -> list[str]:
+    out = []
+    for _ in range(6):
+        i = rng.randrange(len(reply) + 1)
+        kind = rng.random()
+        if kind < 0.4 and i < len(reply):
+            out.append(reply[:i] + reply[i + 1:])
+        elif kind < 0.8:
+            out.append(reply[:i] + rng.choice('"{}<>|,:\n a1') + reply[i:])
+        else:
+            out.append(reply + rng.choice(["\n", "x", "}", "<tool_call>"]))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(spec_text: str) -> Any:
+    return build_constraint(json.loads(spec_text), 60)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data())
+def test_accepted_replies_parse_with_the_familys_parser(name: str, data: st.DataObject) -> None:
+    tools = data.draw(tool_lists(name not in NESTED_REFUSED))
+    choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
+    parallel = data.draw(st.booleans())
+    constraint = _compiled(json.dumps(_spec(name, tools, choice, parallel)))
+    rng = random.Random(data.draw(st.integers(0, 2**16)))
+    calls_seen = 0
+    for _ in range(10):
+        trigger = FORMATS[name].triggers[:1]
+        prefix = (trigger[0].encode() if trigger and choice == "auto" and FORMATS[name].streams_content
+                  and rng.random() < 0.6 else b"")
+        reply = _random_accepted(constraint.automaton, rng, prefix, soft_limit=160).decode("utf-8")
+        calls = _check_reply(name, reply, tools)
+        calls_seen += len(calls)
+        if choice not in ("auto", "required"):
+            assert [c[0] for c in calls] == [choice]
+        if choice == "required" or not parallel:
+            assert len(calls) >= (choice == "required") and (parallel or len(calls) <= 1)
+        for mutant in _mutants(reply, rng):
+            if constraint.accepts(mutant.encode()):
+                _check_reply(name, mutant, tools)
+    if choice != "auto":
+        assert calls_seen >= 10
+
+
+WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city"]}}
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_tool_choice_none_and_rendered_calls(name: str) -> None:
+    """choice none: no call can be written; a rendered call is accepted and read back verbatim."""
+    tool_format = FORMATS[name]
+    none = _compiled(json.dumps(_spec(name, [WEATHER], "none")))
+    auto = _compiled(json.dumps(_spec(name, [WEATHER])))
+    first = tool_format.render("get_weather", '{"city":"Rome","days":3}', 0)
+    second = tool_format.render("get_weather", '{"city":"Oslo"}', 1)
+    reply = tool_format.join([first, second]) if name != "harmony" else first
+    assert auto.accepts(reply.encode()) and not none.accepts(reply.encode())
+    content, calls = tool_format.parse(reply, {"get_weather": WEATHER["parameters"]})
+    expected = [("get_weather", {"city": "Rome", "days": 3}), ("get_weather", {"city": "Oslo"})]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == expected[: len(calls)]
+    assert len(calls) == (1 if name == "harmony" else 2) and calls[0].text == first
+    assert _check_reply(name, reply, [WEATHER]) == expected[: len(calls)]
+
+
+@pytest.mark.parametrize(("name", "schema", "word"), [
+    ("qwen_xml", {"type": "string", "pattern": "a+"}, "pattern"),
+    ("qwen_xml", {"enum": [1, 2]}, "one\ntype|one type"),
+    ("gemma4", {"type": "object"}, "strings, numbers"),
+    ("glm47", {"type": "string", "maxLength": 3}, "maxLength"),
+])
+def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: str, schema: dict, word: str) -> None:
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {"x": schema}}}
+    with pytest.raises(SchemaError, match=word) as error:
+        build_constraint(_spec(name, [tool]), 60)
+    assert "tools[f].function.parameters/properties/x" in error.value.path
+
+
+@pytest.mark.parametrize(("template", "name"), [
+    ("{{ '<|channel|>' }}{{ '<|constrain|>' }}", "harmony"),
+    ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("<｜tool▁calls▁begin｜>...```json", "deepseek_v3"),
+    ("<|tool_call>call:{{ n }}<tool_call|>", "gemma4"),
+    ("<start_function_call>", "function_gemma"),
+    ("<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>\\n<arg_value>", "glm4"),
+    ("<tool_call>{{ name }}<arg_key>{{ k }}</arg_key><arg_value>", "glm47"),
+    ("<tool_call>\\n<function={{ n }}>\\n<parameter={{ p }}>", "qwen_xml"),
+    ("[TOOL_CALLS]{{ name }}[ARGS]", "mistral_v11"),
+    ("[AVAILABLE_TOOLS][TOOL_CALLS]", "mistral"),
+    ("<|python_tag|>{{ '\"parameters\"' }}", "llama3_json"),
+    ("<tool_call>{{ tool_call.name }}</tool_call>", "hermes"),
+    ("{{ messages }}", "hermes"),
+])
+def test_the_chat_template_chooses_the_format(template: str, name: str) -> None:
+    assert format_of_template(template).name == name
