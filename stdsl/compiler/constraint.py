@@ -23,6 +23,7 @@ from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_free_form, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
+from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
@@ -46,6 +47,8 @@ class Constraint:
     model_class: Any = None
     compile_seconds: float = 0.0
     _extra: dict[str, Any] = field(default_factory=dict)
+    special_tokens: tuple[str, ...] = ()
+    """The special tokens the constraint uses (by their text), each spelled privately (`compiler.special_tokens`)."""
 
     @property
     def num_states(self) -> int:
@@ -58,8 +61,9 @@ class Constraint:
         return self.automaton.nbytes
 
     def accepts(self, data: bytes | str) -> bool:
-        """Whether the whole of `data` is an output this constraint allows."""
-        return self.automaton.accepts(data.encode("utf-8") if isinstance(data, str) else data)
+        """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
+        read as that token; bytes: read as they are, special tokens in their private spelling)."""
+        return self.automaton.accepts(spelled(data, self.special_tokens) if isinstance(data, str) else data)
 
     def parse(self, text: str) -> Any:
         """The typed value of an accepted output: a Pydantic instance, parsed JSON, or the text."""
@@ -165,9 +169,11 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
     if isinstance(spec, Grammar):
         from stdsl.compiler.grammar.lowering import lower_grammar
 
-        lowered = lower_grammar(spec, max_states=max_states)
+        specials: dict[str, None] = {}
+        lowered = lower_grammar(spec, max_states=max_states, specials=specials)
         if isinstance(lowered, Automaton):
-            return Constraint(lowered, "grammar", spec, None, time.perf_counter() - start)
+            return Constraint(lowered, "grammar", spec, None, time.perf_counter() - start,
+                              special_tokens=tuple(specials))
         return lowered
     if isinstance(spec, str):
         raise CompileError(

@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
 
@@ -17,18 +18,25 @@ class Grammar:
     else Lark, vLLM's rule), starting at rule `start` (None: `start` for Lark, `root` for GBNF/EBNF).
 
     `source` names the grammar in errors (a file path); `Grammar.from_file(path)` reads one.
+    `special_tokens` are the tokenizer's special (and added) tokens as (text, id) pairs, which `<[id]>` needs
+    and `<name>` is checked against (None: compiled without a tokenizer; `with_special_tokens` sets them).
     """
 
     text: str
     syntax: str = "auto"
     start: str | None = None
     source: str = "<grammar>"
+    special_tokens: tuple[tuple[str, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise TypeError(f"Grammar text must be a str, got {type(self.text).__name__}")
         if self.syntax not in SYNTAXES:
             raise ValueError(f"Grammar syntax must be one of {', '.join(SYNTAXES)}, got {self.syntax!r}")
+
+    def with_special_tokens(self, tokens: Mapping[str, int]) -> Grammar:
+        """This grammar compiled for a tokenizer whose special (and added) tokens are `tokens` (text -> id)."""
+        return replace(self, special_tokens=tuple(sorted((str(text), int(i)) for text, i in tokens.items())))
 
     @classmethod
     def from_file(cls, path: str, syntax: str = "auto", start: str | None = None) -> Grammar:

@@ -9,6 +9,7 @@ terminals and after the last one, and before the first only with `allow_initial_
 
 from __future__ import annotations
 
+import bisect
 import re
 
 import numpy as np
@@ -21,6 +22,7 @@ from stdsl.compiler.grammar.rule_algebra import rule_symbol
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.regex.case_fold import fold_ranges
 from stdsl.compiler.regex.parser import parse_regex
+from stdsl.compiler.special_tokens import special_spelling
 from stdsl.errors import GrammarError, RegexError, SchemaError
 
 MAX_RULES = 20_000
@@ -30,10 +32,17 @@ JSON, which accepts `{"a": 1}` as well as `{"a":1}`)."""
 
 
 class RuleTable:
-    """All rules of a grammar and its nested grammars: names (nested ones prefixed), bodies, where each stands."""
+    """All rules of a grammar and its nested grammars: names (nested ones prefixed), bodies, where each stands.
 
-    def __init__(self, source: str) -> None:
+    `tokens` are the tokenizer's special (and added) tokens, text -> id (None: no tokenizer); `specials` collects
+    the special tokens the grammar uses (None: special tokens are refused, as in a program's field).
+    """
+
+    def __init__(self, source: str, tokens: dict[str, int] | None = None,
+                 specials: dict[str, None] | None = None) -> None:
         self.source = source
+        self.tokens = tokens
+        self.specials = specials
         self.names: list[str] = []
         self.positions: list[st.Position] = []
         self.bodies: list[ir.Node] = []
@@ -50,6 +59,41 @@ class RuleTable:
 
     def error(self, message: str, position: st.Position) -> GrammarError:
         return GrammarError(message, self.source, *position)
+
+    def special_token(self, expr: st.SpecialToken) -> ir.Node:
+        """The private spelling of a special token reference (an alternation for an id range), recorded as used."""
+        written = expr.name or "<[" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in expr.ranges) + "]>"
+        if self.specials is None:
+            raise self.error(f"the special token {written} can only stand in a grammar passed as the whole "
+                             "constraint (stdsl.Grammar), not in a program's field", expr.position)
+        if expr.name is not None:
+            if self.tokens is not None and expr.name not in self.tokens:
+                raise self.error(f"{expr.name} is not a special or added token of the tokenizer", expr.position)
+            names = [expr.name]
+        else:
+            names = self._names_by_id(expr, written)
+        for name in names:
+            self.specials.setdefault(name)
+        return ir.alt(*(ir.literal(special_spelling(name)) for name in names))
+
+    def _names_by_id(self, expr: st.SpecialToken, written: str) -> list[str]:
+        """The texts of the tokens `<[ids]>` names; each id must be a special or added token of the tokenizer."""
+        if self.tokens is None:
+            raise self.error(f"{written} names tokens by id, which needs the tokenizer: pass the grammar uncompiled "
+                             "to generate (it is compiled for the model's tokenizer), compile "
+                             "Grammar(...).with_special_tokens(tokenizer.special_tokens), or name the token "
+                             "(<|python_tag|>)", expr.position)
+        by_id = {i: name for name, i in self.tokens.items()}
+        ids = sorted(by_id)
+        names: list[str] = []
+        for low, high in expr.ranges:
+            inside = ids[bisect.bisect_left(ids, low):bisect.bisect_right(ids, high)]
+            if len(inside) != high - low + 1:
+                missing = next(i for k, i in enumerate(range(low, high + 1)) if k >= len(inside) or inside[k] != i)
+                raise self.error(f"{written}: token id {missing} is not a special or added token of the tokenizer "
+                                 "(only those can be named by id; write ordinary text as a string)", expr.position)
+            names.extend(by_id[i] for i in inside)
+        return list(dict.fromkeys(names))
 
 
 class GrammarLowering:
@@ -125,6 +169,10 @@ class GrammarLowering:
             return self.combine(expr, self.terminal_expression)
         if isinstance(expr, (st.JsonSchema, st.NestedGrammar)):
             raise self.table.error("%json and %lark may only stand in rules", expr.position)
+        if isinstance(expr, st.SpecialToken):
+            where = f"the lazy rule '{self.lazy_rule}'" if self.lazy_rule else "a terminal"
+            raise self.table.error(f"a special token cannot stand inside {where} (it is one token of the tokenizer, "
+                                   "not text); use it in a rule", expr.position)
         return self.leaf(expr)
 
     def rule_expression(self, expr: st.Expression) -> ir.Node:
@@ -140,6 +188,8 @@ class GrammarLowering:
             return self.combine(expr, self.rule_expression)
         if isinstance(expr, st.JsonSchema):
             return ir.seq(self.json_value(expr), self.trailing)
+        if isinstance(expr, st.SpecialToken):
+            return ir.seq(self.table.special_token(expr), self.trailing)
         if isinstance(expr, st.NestedGrammar):
             self.nested += 1
             inner = GrammarLowering(expr.grammar, self.table,

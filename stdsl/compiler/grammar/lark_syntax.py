@@ -4,7 +4,7 @@ Statements: `rule: ...`, `TERMINAL: ...` (with `?rule` / `!rule`, `| alternative
 lines, `-> alias`), `%ignore`, `%import common.NAME [-> ALIAS]` / `%import common (A, B)`,
 `%declare`, `%llguidance {...}` / `%grammar_options {...}`. What would change the language in
 ways this compiler cannot follow (priorities, templates, `%override`, lexeme options such as
-`[lazy]`, special tokens) is refused with a GrammarError at its line and column.
+`stop=`) is refused with a GrammarError at its line and column.
 """
 
 from __future__ import annotations
@@ -331,9 +331,10 @@ class _LarkParser:
                                  "regexes and other terminals", token)
             return st.Reference(token.text, position)
         if token.kind == "SPECIAL":
-            raise self.error(f"special tokens such as {token.text} are not supported: the compiler reads text "
-                             "without a tokenizer; write the token's text as a string literal only if the model "
-                             "emits it as text", token)
+            if terminal:
+                raise self.error(f"the special token {token.text} cannot stand inside a terminal (it is one token "
+                                 "of the tokenizer, not text); use it in a rule", token)
+            return self.special_token(token)
         if token.kind == "DIRECTIVE" and token.text in ("%json", "%lark"):
             block = self.take("JSON" if token.text == "%json" else "BLOCK")
             if terminal:
@@ -344,6 +345,23 @@ class _LarkParser:
             nested = _LarkParser(self.source, block.value, block.end - 1)
             return st.NestedGrammar(nested.grammar(), position)
         raise self.error(f"unexpected {token.text!r}", token)
+
+    def special_token(self, token: Token) -> st.SpecialToken:
+        """`<name>` by the token's text, or `<[id]>` / `<[a-b,c]>` by inclusive id ranges."""
+        text = token.text
+        if not text.startswith("<[") or not text.endswith("]>"):
+            return st.SpecialToken(text, (), self.position(token))
+        ranges: list[tuple[int, int]] = []
+        for part in text[2:-2].split(","):
+            low, dash, high = part.partition("-")
+            if not low.isdigit() or (dash and not high.isdigit()):
+                raise self.error(f"{text}: token ids are written <[N]>, <[N-M]> or <[N-M,K]> (decimal, inclusive "
+                                 "ranges; negated sets <[^...]> are not supported)", token)
+            first, last = int(low), int(high) if dash else int(low)
+            if last < first:
+                raise self.error(f"{text}: the id range {part} is empty (its end comes before its start)", token)
+            ranges.append((first, last))
+        return st.SpecialToken(None, tuple(ranges), self.position(token))
 
     def string(self, token: Token) -> st.Literal:
         text = token.text

@@ -73,18 +73,24 @@ def parse_grammar(grammar: Grammar) -> st.GrammarTree:
     return tree
 
 
-def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES) -> Automaton | PushdownConstraint:
+def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES,
+                  specials: dict[str, None] | None = None) -> Automaton | PushdownConstraint:
     """Compile `grammar`: its DFA when no recursion is left after inlining and iteration (`stdsl.compile` makes
     it a `Constraint` of kind "grammar"), else a `PushdownConstraint` of kind "grammar". Raises GrammarError
-    naming source, line and column."""
+    naming source, line and column.
+
+    The special tokens the grammar uses are added to `specials` (their private spellings, `special_tokens`, stand
+    in the automaton); with `specials` None a special token is refused."""
     began = time.perf_counter()
     tree = parse_grammar(grammar)
-    table = RuleTable(grammar.source)
+    tokens = dict(grammar.special_tokens) if grammar.special_tokens is not None else None
+    table = RuleTable(grammar.source, tokens, specials)
     lowered = GrammarLowering(tree, table)
     main = ir.seq(lowered.leading, rule_symbol(lowered.start))
     result = _RulePlan(table, main).compile(max_states)
     if isinstance(result, PushdownGrammar):
-        return PushdownConstraint(result, "grammar", grammar, time.perf_counter() - began)
+        used = tuple(specials) if specials is not None else ()
+        return PushdownConstraint(result, "grammar", grammar, time.perf_counter() - began, special_tokens=used)
     return result
 
 

@@ -47,6 +47,16 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class SpecialToken:
+    """`<name>` (a special token by its text, such as `<|python_tag|>`) or `<[ids]>` (by token id: `ranges` of
+    inclusive id ranges): exactly one token of the tokenizer, never text that spells the same characters."""
+
+    name: str | None
+    ranges: tuple[tuple[int, int], ...]
+    position: Position
+
+
+@dataclass(frozen=True)
 class Sequence:
     """Concatenation (no items: the empty string)."""
 
@@ -88,7 +98,8 @@ class NestedGrammar:
     position: Position
 
 
-Expression = Literal | Pattern | CharClass | Reference | Sequence | Choice | Repetition | JsonSchema | NestedGrammar
+Expression = (Literal | Pattern | CharClass | Reference | SpecialToken | Sequence | Choice | Repetition | JsonSchema
+              | NestedGrammar)
 
 
 @dataclass(frozen=True)

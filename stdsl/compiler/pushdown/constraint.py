@@ -13,6 +13,7 @@ from stdsl.compiler.json_schema.recursive import compile_recursive_schema, free_
 from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.compiler.special_tokens import spelled
 
 
 @dataclass
@@ -24,6 +25,8 @@ class PushdownConstraint:
     source: Any = None
     compile_seconds: float = 0.0
     model_class: Any = None
+    special_tokens: tuple[str, ...] = ()
+    """The special tokens the constraint uses (by their text), each spelled privately (`compiler.special_tokens`)."""
     machine: PushdownMachine = field(init=False)
 
     def __post_init__(self) -> None:
@@ -49,8 +52,9 @@ class PushdownConstraint:
         return self.machine.nbytes
 
     def accepts(self, data: bytes | str) -> bool:
-        """Whether the whole of `data` is an output this constraint allows."""
-        return self.machine.accepts(data.encode("utf-8") if isinstance(data, str) else data)
+        """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
+        read as that token; bytes: read as they are, special tokens in their private spelling)."""
+        return self.machine.accepts(spelled(data, self.special_tokens) if isinstance(data, str) else data)
 
     def parse(self, text: str) -> Any:
         """A validated Pydantic instance, parsed JSON for a schema constraint, else the text."""

@@ -15,8 +15,9 @@ from typing import Any
 from stdsl.compiler.reasoning import ReasoningConstraint
 from stdsl.errors import OptionError
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
-from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
+from stdsl.runtime.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.runtime.options import DecodeOptions
 
 Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]
@@ -80,7 +81,7 @@ def _free_text() -> Any:
 def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> ConstraintState:
     """The row state of a compiled constraint (DFA or pushdown) for this model's tokenizer."""
     tokenizer = model.tokenizer
-    vocab = vocabulary_of(tokenizer)
+    vocab = vocabulary_for(tokenizer, compiled)
     machine = machine_of(compiled)
     if machine is not None:
         return PushdownState(machine, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
@@ -88,8 +89,9 @@ def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> Const
     return ConstraintState(automaton, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
 
 
-def compiled_constraint(constraint: Any) -> Any:
-    """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through)."""
+def compiled_constraint(constraint: Any, tokenizer: Any = None) -> Any:
+    """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through), a
+    grammar for `tokenizer`'s special tokens when given."""
     if constraint is None:
         return _free_text()
     if isinstance(constraint, ReasoningConstraint) or (hasattr(constraint, "transitions")
@@ -97,14 +99,14 @@ def compiled_constraint(constraint: Any) -> Any:
         return constraint
     from stdsl.compiler.constraint import compile as compile_constraint
 
-    return compile_constraint(constraint)
+    return compile_constraint(constraint if tokenizer is None else for_tokenizer(constraint, tokenizer))
 
 
 def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
     """Render the prompt, compile the constraint (after a thinking block where the prompt leaves the model to
     think) and start its state (BudgetError here when nothing fits)."""
     prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
-    compiled = compiled_constraint(constraint)
+    compiled = compiled_constraint(constraint, model.tokenizer)
     reasoning = reasoning_constraint(model, compiled, prompt_ids, options)
     control = constraint_state(model, compiled if reasoning is None else reasoning.constraint, options)
     if reasoning is not None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from stdsl.compiler.special_tokens import visible_bytes
 from stdsl.errors import Cancelled, GenerationError, StdslError
 from stdsl.runtime.batch.sampling import RowSampler
 from stdsl.runtime.control.constraint_state import ConstraintState
@@ -145,7 +146,7 @@ class Row:
     def publish(self) -> None:
         """Send the text decided since the last event (held back where it could still start a stop string)."""
         decided = self._answer_bytes()
-        self._text += self._decoder.decode(decided[self._shown_bytes :])
+        self._text += self._decoder.decode(visible_bytes(decided[self._shown_bytes :]))
         self._shown_bytes = len(decided)
         stops = self.options.stop
         if stops and self._stop_at is None:
@@ -178,7 +179,7 @@ class Row:
         """Finish the row: flush the text, build its `Generation`, and hand it to the caller."""
         control = self.control
         answer = self._answer_bytes(final=True)
-        self._text += self._decoder.decode(answer[self._shown_bytes :], final=True)
+        self._text += self._decoder.decode(visible_bytes(answer[self._shown_bytes :]), final=True)
         self._shown_bytes = len(answer)
         if self._stop_at is None and not control.accepting and not self.partial:
             self.fail(GenerationError("decoding ended outside an accepting state"))

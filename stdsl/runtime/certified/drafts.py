@@ -467,10 +467,12 @@ def _internal(error: BaseException) -> GenerationError:
 
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
-    """Decode with certified parallel fields where exact (greedy, a DFA with two or more blocks), else as usual."""
-    compiled = compiled_constraint(constraint)
-    blocks = [] if machine_of(compiled) is not None or not options.sampling.greedy else block_plan(
-        getattr(compiled, "automaton", compiled))
+    """Decode with certified parallel fields where exact (greedy, a DFA with two or more blocks and no special
+    tokens), else as usual."""
+    compiled = compiled_constraint(constraint, engine.model.tokenizer)
+    specials = bool(getattr(compiled, "special_tokens", ()))
+    plain = machine_of(compiled) is not None or not options.sampling.greedy or specials
+    blocks = [] if plain else block_plan(getattr(compiled, "automaton", compiled))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     holder: list[CertifiedDecoder] = []

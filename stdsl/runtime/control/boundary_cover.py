@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
+from stdsl.compiler.special_tokens import SPECIAL_MARK
 from stdsl.runtime.control.characters import lead_byte_representatives, valid_utf8_prefix
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.split_memo import SplitMemo
@@ -125,7 +126,8 @@ class BoundaryCovers:
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
-        """What may follow `state`, as far as a split can depend on it (b"" when the output may end here):
+        """What may follow `state`, as far as a split can depend on it (b"" when the output may end here, or a
+        special token may follow: no split crosses one, and a forced chain is read up to the first):
 
         each next character with the forced chain after it (up to MAX_LOOKAHEAD_BYTES); after a
         punctuation character that nothing forces on from, each punctuation character that may follow
@@ -148,17 +150,18 @@ class BoundaryCovers:
         def punctuation_after(origin: int) -> list[bytes]:
             """Each punctuation character that may follow `origin`, with the forced chain after it."""
             if origin not in punctuation:
-                punctuation[origin] = [more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
+                punctuation[origin] = [more + _before_special(self.planner.chain(beyond)[0])[:MAX_LOOKAHEAD_BYTES]
                                        for more, beyond in next_steps(origin) if more in PUNCTUATION]
             return punctuation[origin]
 
-        if self.planner.automaton.accepting[state]:
+        if self.planner.automaton.accepting[state] or self.planner.transitions[state][SPECIAL_MARK] >= 0:
             found[b""] = Lookahead(b"", 0, 0, False)
         for data, after in next_steps(state):
-            whole, chain_end = self.planner.chain(after)
+            full, chain_end = self.planner.chain(after)
+            whole = _before_special(full)
             chain = whole[:MAX_LOOKAHEAD_BYTES]
             text = data + chain
-            choices = next_steps(chain_end) if chain and len(whole) <= MAX_LOOKAHEAD_BYTES else []
+            choices = next_steps(chain_end) if chain and whole == full and len(whole) <= MAX_LOOKAHEAD_BYTES else []
             extended = 0 < len(choices) <= MAX_BRANCHES
             found.setdefault(text, Lookahead(text, len(data), len(text), bool(chain), extended))
             if extended:
@@ -390,6 +393,12 @@ class BoundaryCovers:
     def _byte_at(self, offset: int) -> np.ndarray:
         """Each token's byte at `offset` (NO_BYTE where the token is shorter), shared by the tokenizer's grammars."""
         return self.planner.spellings.byte_at(offset)
+
+
+def _before_special(data: bytes) -> bytes:
+    """`data` up to its first special token (the split of what comes before it ends there)."""
+    at = data.find(SPECIAL_MARK)
+    return data if at < 0 else data[:at]
 
 
 _PARTS: IdentityCache[dict[PartKey, LookaheadPart]] = IdentityCache(8)

@@ -16,18 +16,24 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.ops import step_edges
+from stdsl.compiler.special_tokens import SPECIAL_MARK
 from stdsl.kernels.rows import row_next_states
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.control.budget import UNREACHABLE, NeedBound, Successors, distinct_states, relax, table_successors
 
+MARK = bytes([SPECIAL_MARK])
+
 
 def single_byte_tokens(vocab: Vocabulary) -> np.ndarray:
-    """bool (256,): bytes that are a token on their own (eos and specials never are), once per vocabulary."""
+    """bool (256,): bytes that are a token on their own (eos and specials never are), once per vocabulary; the mark
+    of special tokens' spellings counts as one where the vocabulary spells some (a spelling's bytes bound its one
+    token from above)."""
 
     def build() -> np.ndarray:
         ones = np.flatnonzero(vocab.walk_lengths == 1).tolist()
         out = np.zeros(256, dtype=bool)
         out[[vocab.bytes_of(i)[0] for i in ones]] = True
+        out[SPECIAL_MARK] = any(b is not None and b[:1] == MARK for b in vocab.token_bytes)
         return out
 
     return vocab.cached("single_byte_tokens", build)
@@ -59,18 +65,19 @@ def row_successors(automaton: Any, vocab: Vocabulary) -> Successors:
 def forced_steps(automaton: Any) -> tuple[np.ndarray, np.ndarray]:
     """(forced, step) per state: whether it is forced (not accepting, one live byte) and where that byte leads.
 
+    The mark that opens or closes a special token's spelling is never forced (as the planner's chains stop there).
     Read from an `Automaton`'s stored rows (its forced states have one live class), else from its 256-column table.
     """
     accepting = np.asarray(automaton.accepting, dtype=bool)
     states = np.arange(accepting.shape[0])
     if isinstance(automaton, Automaton):
         forced_byte = np.asarray(automaton.forced_byte, dtype=np.int64)
-        forced = forced_byte >= 0
+        forced = (forced_byte >= 0) & (forced_byte != SPECIAL_MARK)
         step = automaton.next_states(states, automaton.byte_class[np.maximum(forced_byte, 0)])
     else:
         transitions = np.asarray(automaton.transitions)
         live = transitions >= 0
-        forced = ~accepting & (live.sum(axis=1) == 1)
+        forced = ~accepting & (live.sum(axis=1) == 1) & ~live[:, SPECIAL_MARK]
         step = transitions[states, live.argmax(axis=1)]
     return forced, np.where(forced, step, -1).astype(np.int64)
 

@@ -6,8 +6,10 @@ the stable-tail test certifies it, heals y when it would merge with w, and sets 
 cover: while the open block holds forced bytes, the next token must continue the tokenizer's own
 split of that block for some allowed next character and the forced chain after it.
 
-Output text never contains special tokens (their vocabulary bytes are None), so "the tokenizer's
-own split" is `encode_ordinary`: `encode` with special-token text spelled as ordinary text.
+Output text holds special tokens only where its constraint names them, spelled privately
+(`compiler.special_tokens`); each is its own token and no split crosses it, as `encode` splits special
+text out first. Between them "the tokenizer's own split" is `encode_ordinary`: `encode` with
+special-token text spelled as ordinary text.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
 from stdsl.errors import GenerationError, UnspellableError
 from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
 from stdsl.runtime.control.byte_rows import byte_rows, live_counts
@@ -26,6 +29,8 @@ from stdsl.runtime.control.characters import next_characters, starts_a_character
 from stdsl.runtime.control.split_memo import SplitMemo
 from stdsl.runtime.control.token_spellings import TokenSpellings
 from stdsl.runtime.control.window import Window
+
+MARK = bytes([SPECIAL_MARK])
 
 MAX_CACHED_TAILS = 4096
 """Stable-tail answers kept per planner (the cache is emptied when full)."""
@@ -91,10 +96,17 @@ class ForcedPlanner:
     # ------------------------------------------------------------------ helpers
 
     def chain(self, state: int) -> tuple[bytes, int]:
-        """(forced chain, chain end) of `state`, cached."""
+        """(forced chain, chain end) of `state`, cached. A chain stops where a special token's spelling opens: the
+        token is chosen by the mask (taken without a pass when it is the only one), never forced as bytes, so two
+        special tokens whose spellings share a prefix are never split inside it."""
         hit = self._chain_cache.get(state)
         if hit is None:
-            hit = (self.automaton.forced_chain(state), self.automaton.chain_end(state))
+            forced = self.automaton.forced_chain(state)
+            special = forced.find(MARK)
+            if special < 0:
+                hit = (forced, self.automaton.chain_end(state))
+            else:
+                hit = (forced[:special], self.automaton.step(state, forced[:special]))
             self._chain_cache[state] = hit
         return hit
 
@@ -113,7 +125,36 @@ class ForcedPlanner:
         return sorted(bounds)
 
     def encode_segment(self, data: bytes) -> list[int]:
-        """Canonical tokens of `data` on its own: blocks of its valid UTF-8 runs, single bytes elsewhere."""
+        """Canonical tokens of `data` on its own: each special token's spelling its token, and between them blocks
+        of the valid UTF-8 runs, single bytes elsewhere."""
+        if MARK not in data:
+            return self._encode_text(data)
+        out: list[int] = []
+        position = 0
+        for start, end in special_spans(data):
+            out += self._encode_text(data[position:start])
+            token = self.by_bytes.get(data[start:end])
+            if token is None:
+                raise GenerationError(f"the special token {visible_bytes(data[start:end])!r} has no token in this "
+                                      "vocabulary")
+            out.append(token)
+            position = end
+        return out + self._encode_text(data[position:])
+
+    def _segment_bounds(self, data: bytes) -> set[int]:
+        """Block boundaries of output `data` that ends with a special token: the edges of every special token's
+        spelling and the blocks of the text between them."""
+        bounds = {0, len(data)}
+        position = 0
+        for start, end in special_spans(data):
+            bounds.update(position + b for b in self.boundaries(data[position:start].decode("utf-8")))
+            bounds.update((start, end))
+            position = end
+        return bounds
+
+    def _encode_text(self, data: bytes) -> list[int]:
+        """Canonical tokens of `data` (no special token in it): blocks of its valid UTF-8 runs, single bytes
+        elsewhere."""
         out: list[int] = []
         position = 0
         while position < len(data):
@@ -170,7 +211,7 @@ class ForcedPlanner:
             return hit
         text = tail.decode("utf-8")
         live = np.flatnonzero(self.transitions[end_state] >= 0).tolist()
-        result = all(byte < 0x80 or starts_a_character(byte) for byte in live) and all(
+        result = all(byte < 0x80 or byte == SPECIAL_MARK or starts_a_character(byte) for byte in live) and all(
             len(tail) in self.boundaries(text + ch) for ch in next_characters(live))
         if len(self._tail_cache) >= MAX_CACHED_TAILS:
             self._tail_cache.clear()
@@ -215,15 +256,20 @@ class ForcedPlanner:
         if forced:
             forced_end = len(s)
         finished = bool(self.live_count[end_state] == 0)
-        valid = valid_utf8_prefix(s)
-        text = s[:valid].decode("utf-8")
-        spans = self.tokenizer.pre_tokenize(text, ordinary=True)
-        bounds = self.boundaries(text, spans)
+        closed = special_spans(s) if MARK in s else []
+        hard = closed[-1][1] if closed else 0
+        opened = s.find(MARK, hard)
+        valid = opened if opened >= 0 else hard + valid_utf8_prefix(s[hard:])
+        text = s[hard:valid].decode("utf-8")
+        spans = [(hard + a, hard + b) for a, b in self.tokenizer.pre_tokenize(text, ordinary=True)]
+        bounds = self.boundaries(text, spans) if not closed and opened < 0 else sorted(
+            self._segment_bounds(s[:hard]) | {hard, valid} | {b for span in spans for b in span})
         last_start = spans[-1][0] if spans else valid
         trailing_ws = len(text) - len(text.rstrip())
         ws_start = valid - len(text[len(text) - trailing_ws :].encode("utf-8"))
         m = min(last_start, ws_start)
-        stable = max(b for b in bounds if b <= m)
+        # A special token starts where a mark opens: the text before it is final (no split crosses a special token).
+        stable = valid if opened >= 0 else max(b for b in bounds if b <= m)
         certified = bool(forced) and valid == len(s) and trailing_ws == 0
         certified = certified and self.stable_tail(s[last_start:], end_state)
         commit_end = len(s) if finished or certified else max(y_end, stable)

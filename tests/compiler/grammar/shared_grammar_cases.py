@@ -53,6 +53,20 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         ["1+2*3", "-(1.5 - 2)/4", "1 + 2", "((3))", "--1", "2e3*.5", "1\t*\t2 "],
         ["1+", "(1", "1 2", " 1", "1\n+2", "+1", "1+*2", "()", ""],
     ),
+    "llg_llama31_brave_wolfram_special_tokens.lark": (
+        ["hello world", "", '<|python_tag|>brave_search.call(query="x y")<|eom_id|>',
+         '<|python_tag|>wolfram_alpha.call(query="2+2\\n")<|eom_id|>'],
+        ['<|python_tag|>brave_search.call(query="x")', '<|python_tag|>brave_search.call(query=x)<|eom_id|>',
+         'hi <|python_tag|>wolfram_alpha.call(query="1")<|eom_id|>', '<|eom_id|>'],
+    ),
+    "llg_reasoning_then_json.lark": (
+        ['<think>\nhmm\n</think>{"street": "Main", "city": "Oslo", "zip": 1, "state": "N"}',
+         '<think>\n</think>{"street":"a","city":"c","zip":2.5,"state":"b"}'],
+        ['<think>\nhmm</think>{"street": "Main", "city": "Oslo", "zip": 1}',
+         '<think>hmm</think>{"street": "Main", "city": "Oslo", "zip": 1, "state": "N"}',
+         '<think>\na</think>b</think>{"street": "Main", "city": "Oslo", "zip": 1, "state": "N"}',
+         '{"street": "Main", "city": "Oslo", "zip": 1, "state": "N"}'],
+    ),
     "vllm_sql_subset.lark": (
         ["SELECTcol_1fromtable_1wherecol_1=1", "SELECTcol_1fromtable_2wherecol_2=2"],
         ["SELECT col_1 from table_1 where col_1=1", "SELECTcol_1fromtable_1wherecol_1=3", ""],
@@ -60,8 +74,6 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 MAY_BE_REFUSED = {
-    "llg_llama31_brave_wolfram_special_tokens.lark": "special tokens <|name|> need a tokenizer that has them",
-    "llg_reasoning_then_json.lark": "special tokens <think> need a tokenizer that has them",
     "llg_lazy_text_interleaved_toolcalls.lark": "[lazy] lexemes change the language",
 }
 """Files the front end may refuse (with a GrammarError at a line and column) instead of compiling."""

@@ -17,6 +17,7 @@ import lark
 import pytest
 
 from stdsl import Grammar, compile
+from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import GrammarError
 from tests.compiler.grammar.generated_grammars import mutations
 from tests.compiler.grammar.shared_grammar_cases import CASES, MAY_BE_REFUSED, PLAIN_TEXT_ACCEPTED
@@ -78,7 +79,7 @@ def test_accepts_and_refuses_by_hand(name: str) -> None:
     accepted, refused = CASES[name]
     wrong = [s for s in accepted if not constraint.accepts(s)] + [s for s in refused if constraint.accepts(s)]
     assert not wrong, f"{name}: wrong on {wrong}"
-    assert all(constraint.accepts(s.encode()) for s in accepted)
+    assert all(constraint.accepts(spelled(s, constraint.special_tokens)) for s in accepted)
 
 
 @needs_grammars
