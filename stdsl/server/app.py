@@ -320,9 +320,16 @@ async def _results_unless_gone(request: Request, plan: Plan,
         gone.cancel()
         if not reading.done():
             reading.cancel()
+            reading.add_done_callback(_retrieved)
             for _, handle in handles:
                 handle.cancel()
     return list(reading.result()) if reading in done else None
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a cancelled read's outcome as seen (asyncio logs an outcome nobody read)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _usage(state: ServerState, plan: Plan, results: list[ChoiceResult]) -> Usage:

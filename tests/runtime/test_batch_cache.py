@@ -96,3 +96,22 @@ def test_prompt_cache_stays_under_its_byte_bound(stored, budget) -> None:
     for sequence in stored:
         cache.discard(sequence)
     assert cache.nbytes == 0 and len(cache) == 0 and cache.lookup(stored[0]) is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(hits=st.lists(st.booleans(), min_size=1, max_size=4),
+       prefix=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=5),
+       tail=st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=4))
+def test_rows_admitted_with_and_without_a_cached_prefix_decode_as_alone(net, hits, prefix, tail) -> None:
+    """A group mixing prompt-cache hits and misses, in any order (a miss first once gave fewer key rows than rows)."""
+    solo = make_row_caches(net, 1)
+    forward_rows(net, solo, [prefix])
+    stored = [cache.row(0) for cache in solo]
+    group = make_row_caches(net, 0)
+    for hit in hits:
+        for layer, cache in enumerate(group):
+            cache.append_rows([stored[layer] if hit else None], [len(prefix) if hit else 0])
+    logits = forward_rows(net, group, [tail if hit else prefix + tail for hit in hits])
+    alone = forward_rows(net, make_row_caches(net, 1), [prefix + tail])
+    for row in range(len(hits)):
+        np.testing.assert_allclose(np.array(logits[row]), np.array(alone[0]), atol=1e-4)

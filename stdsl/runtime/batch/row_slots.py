@@ -127,6 +127,9 @@ class RowSlotsCache:
         if self.keys is not None and self.values is not None:
             blocks_k.append(_fit(self.keys, width))
             blocks_v.append(_fit(self.values, width))
+        elif self.lengths:  # rows appended before any had keys are empty rows
+            blocks_k.append(mx.zeros((len(self.lengths), heads, width, kdim), base_keys.dtype))
+            blocks_v.append(mx.zeros((len(self.lengths), heads, width, vdim), base_values.dtype))
         for row, n in zip(rows, lengths):
             if row is None:
                 blocks_k.append(mx.zeros((1, heads, width, kdim), base_keys.dtype))
