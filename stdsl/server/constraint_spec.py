@@ -1,7 +1,8 @@
 """A request's output constraint as plain JSON (the cache key), and its compilation.
 
 A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
-`regex` (`pattern`), `choice` (`choices`), `program` (`source`, `arguments`) or `tools`
+`regex` (`pattern`), `choice` (`choices`), `grammar` (`text`, `syntax`, `source`: the field, for errors),
+`structural_tag` (`tag`: XGrammar's object), `program` (`source`, `arguments`) or `tools`
 (`format`: a tool-call format's name, `tools`, `choice`, `parallel`, `content`: a spec or null), or
 `reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null).  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
@@ -22,9 +23,10 @@ from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
-from stdsl.errors import CompileError, SchemaError, StdslError
+from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
 from stdsl.server.reply_grammar import reply_ir
 from stdsl.server.tool_formats import ToolSpec, format_named
+from stdsl.server.tool_formats.structural_tag import structural_tag_ir
 
 Spec = Mapping[str, Any]
 Compiled = Constraint | PushdownConstraint | ReasoningConstraint
@@ -84,6 +86,29 @@ def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
     return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
 
 
+def _embedder(deadline: _Deadline) -> Any:
+    """Compiles a structural tag's schema, regex or grammar to an embedded DFA, errors naming the tag's field."""
+    from stdsl.compiler.grammar import Grammar
+
+    def embed(item: tuple[Any, ...], path: str) -> ir.Node:
+        try:
+            if item[0] == "json_schema":
+                compiled: Compiled = compile_embeddable(item[1], max_seconds=deadline.left())
+            elif item[0] == "regex":
+                compiled = compile_constraint(Regex(item[1]), max_seconds=deadline.left())
+            else:
+                compiled = compile_constraint(Grammar(item[1], syntax=item[2]), max_seconds=deadline.left())
+        except CompileTimeError:
+            raise
+        except StdslError as error:
+            raise CompileError(f"{path}: {error}") from None
+        if not isinstance(compiled, Constraint):
+            raise CompileError(f"{path}: a recursive grammar cannot be embedded in a structural tag")
+        return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+
+    return embed
+
+
 def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled:
     """The compiled constraint of `spec` within `deadline` (with `embeddable`, a DFA where one exists)."""
     kind = spec.get("kind")
@@ -92,6 +117,16 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         return _schema(spec["schema"], bool(spec.get("strict", True)), deadline, embeddable)
     if kind == "json_object":
         return _schema(ANY_OBJECT, True, deadline, embeddable)
+    if kind == "grammar":
+        from stdsl.compiler.grammar import Grammar
+
+        grammar = Grammar(spec["text"], syntax=spec.get("syntax", "auto"), source=spec.get("source", "<grammar>"))
+        return compile_constraint(grammar, max_seconds=deadline.left())
+    if kind == "structural_tag":
+        node = structural_tag_ir(spec["tag"], _embedder(deadline))
+        with compile_deadline(deadline.left()):
+            automaton = build_automaton(node)
+        return Constraint(automaton, "structural_tag", dict(spec), None, time.perf_counter() - start)
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
     if kind == "choice":

@@ -116,8 +116,17 @@ class ResponseFormatJsonSchema(_Body):
     json_schema: JsonSchemaFormat
 
 
-ResponseFormat = Annotated[ResponseFormatText | ResponseFormatJsonObject | ResponseFormatJsonSchema,
-                           Field(discriminator="type")]
+class ResponseFormatStructuralTag(_Body):
+    """XGrammar's structural tag: `format` (a tree of primitives), or the older `structures` and `triggers`."""
+
+    type: Literal["structural_tag"]
+    format: dict[str, Any] | None = None
+    structures: list[dict[str, Any]] | None = None
+    triggers: list[str] | None = None
+
+
+ResponseFormat = Annotated[ResponseFormatText | ResponseFormatJsonObject | ResponseFormatJsonSchema
+                           | ResponseFormatStructuralTag, Field(discriminator="type")]
 
 
 class StreamOptions(_Body):

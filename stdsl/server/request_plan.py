@@ -24,6 +24,7 @@ from stdsl.server.protocol import (
     NamedToolChoice,
     ResponseFormatJsonObject,
     ResponseFormatJsonSchema,
+    ResponseFormatStructuralTag,
     UserMessage,
     _Sampling,
 )
@@ -66,9 +67,16 @@ def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
     return {"kind": "json_schema", "schema": schema, "strict": strict}
 
 
-def _grammar_refused(param: str) -> RequestError:
-    return RequestError(f"{param}: context-free grammars in EBNF/Lark are not supported; use a JSON Schema, "
-                        "a regex or a .stc program (field 'program')", param=param, code="unsupported_grammar")
+def _grammar_spec(text: str, param: str) -> dict[str, Any]:
+    """A grammar (Lark, GBNF or EBNF, told apart as vLLM does); its errors name `param`, line and column."""
+    return {"kind": "grammar", "text": text, "syntax": "auto", "source": param}
+
+
+def _structural_tag_spec(response_format: ResponseFormatStructuralTag) -> dict[str, Any]:
+    if response_format.format is None and response_format.structures is None:
+        raise RequestError("response_format: a structural tag needs 'format' (or the older 'structures' and "
+                           "'triggers')", param="response_format")
+    return {"kind": "structural_tag", "tag": response_format.model_dump(exclude_none=True)}
 
 
 def _choice_spec(choices: Sequence[str], param: str) -> dict[str, Any]:
@@ -86,6 +94,8 @@ def output_spec(request: _Sampling, response_format: Any) -> tuple[dict[str, Any
                       "response_format"))
     elif isinstance(response_format, ResponseFormatJsonObject):
         found.append(({"kind": "json_object"}, "response_format"))
+    elif isinstance(response_format, ResponseFormatStructuralTag):
+        found.append((_structural_tag_spec(response_format), "response_format"))
     if request.guided_json is not None:
         found.append((_schema_spec(request.guided_json, True, "guided_json"), "guided_json"))
     if request.guided_regex is not None:
@@ -93,11 +103,11 @@ def output_spec(request: _Sampling, response_format: Any) -> tuple[dict[str, Any
     if request.guided_choice is not None:
         found.append((_choice_spec(request.guided_choice, "guided_choice"), "guided_choice"))
     if request.guided_grammar is not None:
-        raise _grammar_refused("guided_grammar")
+        found.append((_grammar_spec(request.guided_grammar, "guided_grammar"), "guided_grammar"))
     outputs = request.structured_outputs
     if outputs is not None:
         if outputs.grammar is not None:
-            raise _grammar_refused("structured_outputs.grammar")
+            found.append((_grammar_spec(outputs.grammar, "structured_outputs.grammar"), "structured_outputs"))
         if outputs.json_ is not None:
             found.append((_schema_spec(outputs.json_, True, "structured_outputs.json"), "structured_outputs"))
         if outputs.regex is not None:
