@@ -227,7 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
-          limits=limits, aliases=tuple(args.model_alias))
+          limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds)
     return 0
 
 
@@ -304,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
     p.add_argument("--model-alias", action="append", default=[], metavar="NAME",
                    help="another name requests may give as `model` (repeatable)")
+    p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
+                   help="on SIGTERM or SIGINT, seconds the requests in flight may take to finish before they are "
+                        "cancelled (a second signal exits at once; default 10)")
     for name, text in SERVE_LIMITS:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N", help=text)
     p.set_defaults(func=cmd_serve)

@@ -55,7 +55,9 @@ class ConstraintCache:
         self.pool = CompilePool(workers, grace_seconds=grace_seconds)
 
     def close(self) -> None:
-        """Stop the compile workers, a compile in progress included."""
+        """Stop the compile workers, a compile in progress included, and drop the compiles still pending."""
+        for pending in self._pending.values():
+            pending.cancel()
         self.pool.close()
 
     async def get(self, spec: Spec) -> Compiled:
@@ -70,6 +72,10 @@ class ConstraintCache:
         waiter = self._pending[key]
         try:
             return await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            if waiter.cancelled():
+                raise CompileError("the server is shutting down; the constraint was not compiled") from None
+            raise
         finally:
             if waiter.done():
                 self._pending.pop(key, None)
