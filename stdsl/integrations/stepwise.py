@@ -26,7 +26,11 @@ from stdsl.runtime.model.tokenizer import Tokenizer
 
 
 def controller_for(constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> ConstraintState:
-    """The per-request controller of a compiled constraint (pushdown or DFA), planning without healing."""
+    """The per-request controller of a compiled constraint (pushdown or DFA), planning without healing. A constraint
+    with special tokens is refused: the processors mask every row with the tokenizer's one shared vocabulary."""
+    if getattr(constraint, "special_tokens", ()):
+        raise StdslError(f"the constraint uses the special tokens {', '.join(constraint.special_tokens)}, which the "
+                         "vLLM and transformers processors cannot decode yet; use stdsl.generate, stream or the server")
     machine = machine_of(constraint)
     if machine is not None:
         return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=False)

@@ -169,3 +169,25 @@ def test_qwen_think_tokens_are_special_and_the_shared_reasoning_grammar_decodes(
     assert mask[close] and mask[specials].sum() == 1
     assert state.advance(close)[0] == close
     assert state.decided == special_spelling("<think>") + b"\n" + special_spelling("</think>")
+
+
+@pytest.mark.parametrize("max_tokens", [24, 6])
+def test_smollm2_writes_the_special_token_once_between_valid_text(smollm2, max_tokens: int) -> None:
+    """The real model under `"a" <|im_start|> /[0-9]+/`: the special id once, right after "a", then digits."""
+    grammar = stdsl.Grammar('start: "Answer: " <|im_start|> /[0-9]{1,12}/')
+    out = stdsl.generate(smollm2, "What is 6 times 7?", constraint=grammar, max_tokens=max_tokens)
+    tokenizer = smollm2.tokenizer
+    assert out.tokens.count(IM_START) == 1 and out.tokens[:2] == tokenizer.encode("Answer: <|im_start|>")[:2]
+    assert out.text.startswith("Answer: <|im_start|>") and out.text[len("Answer: <|im_start|>"):].isdigit()
+    assert tokenizer.decode(out.tokens) == out.text and len(out.tokens) <= max_tokens
+    assert stdsl.compile(grammar).accepts(out.data)
+
+
+def test_the_engine_processors_refuse_special_tokens(smollm2_tokenizer) -> None:
+    """vLLM's and transformers' processors mask every row with one shared vocabulary: refused, not approximated."""
+    from stdsl.errors import StdslError
+    from stdsl.integrations.stepwise import controller_for
+
+    compiled = stdsl.compile(stdsl.Grammar('start: "a" <|im_start|>'))
+    with pytest.raises(StdslError, match="<|im_start|>"):
+        controller_for(compiled, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer), None)
