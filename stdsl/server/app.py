@@ -207,6 +207,8 @@ def _include_usage(body: Any) -> bool:
 
 def _param_of(spec: dict[str, Any] | None) -> str:
     kind = (spec or {}).get("kind")
+    if kind == "grammar":
+        return str((spec or {}).get("source", "guided_grammar"))
     return {"tools": "tools", "program": "program"}.get(str(kind), "response_format")
 
 

@@ -100,8 +100,8 @@ def test_errors_name_the_field(server) -> None:
     status, error = _error(server, {**BASE, "tools": [{"type": "function", "function": {"name": "f"}}],
                                     "tool_choice": {"type": "function", "function": {"name": "g"}}})
     assert status == 400 and error["param"] == "tool_choice"
-    status, error = _error(server, {**BASE, "guided_grammar": "start: 'a'"})
-    assert status == 400 and error["param"] == "guided_grammar"
+    status, error = _error(server, {**BASE, "guided_grammar": "start: 'a' ("})
+    assert status == 400 and error["param"] == "guided_grammar" and "guided_grammar:1:" in error["message"]
     status, error = _error(server, {**BASE, "presence_penalty": 0.5})
     assert status == 400 and error["param"] == "presence_penalty"
     response = httpx.get(server + "/nothing-here")
