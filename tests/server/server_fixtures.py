@@ -52,3 +52,26 @@ def metric(base_url: str, name: str, headers: dict[str, str] | None = None) -> f
         if line.startswith(f"stdsl_{name} "):
             return float(line.split()[1])
     raise KeyError(name)
+
+
+def live_group(pgid: int, within: float = 0.0) -> list[Any]:
+    """The live (not zombie) processes of process group `pgid`, after waiting up to `within` seconds for it to
+    empty (for tests that start a server or a pool in its own session and check that nothing outlives it)."""
+    import os
+
+    import psutil
+
+    def members() -> list[Any]:
+        out = []
+        for process in psutil.process_iter(["status"]):
+            try:
+                if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                    out.append(process)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return out
+
+    end = time.monotonic() + within
+    while (left := members()) and time.monotonic() < end:
+        time.sleep(0.1)
+    return left

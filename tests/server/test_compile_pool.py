@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import openai
 import psutil
@@ -15,7 +18,9 @@ import pytest
 from stdsl.errors import CompileTimeError
 from stdsl.server.compile_pool import CompilePool
 from stdsl.server.constraint_cache import ConstraintCache
-from tests.server.server_fixtures import running_server
+from tests.server.server_fixtures import live_group, running_server
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _schema(i: int) -> dict:
@@ -133,3 +138,36 @@ def test_a_schema_that_times_out_leaves_the_next_compiling(tiny_model) -> None:
                 assert slow.is_alive()
                 slow.join()
                 assert slow_error and slow_error[0].code == "constraint_compile_timeout"
+
+
+EXIT_WHILE_COMPILING = """
+import asyncio, sys, time
+from stdsl.server.compile_pool import CompilePool
+from tests.server.test_compile_pool import _overlapping, _spec
+
+async def main():
+    pool = CompilePool(2)
+    job = asyncio.ensure_future(pool.run(_spec(_overlapping(10)), 600.0))
+    await asyncio.sleep(1.0)
+    print(" ".join(map(str, pool.pids())), flush=True)
+    if sys.argv[1] == "hang":
+        time.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "hang"])
+def test_no_worker_outlives_its_process(ending: str) -> None:
+    """A script that ends with a compile running leaves no worker (exit hook); nor does one killed outright
+    (each worker asks the kernel to end it with its parent)."""
+    child = subprocess.Popen([sys.executable, "-c", EXIT_WHILE_COMPILING, ending], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert child.stdout is not None
+    pids = [int(p) for p in child.stdout.readline().split()]
+    assert len(pids) == 2
+    if ending == "hang":
+        child.kill()
+    assert child.wait(timeout=30) == (0 if ending == "exit" else -signal.SIGKILL)
+    assert all(_gone(pid, 10) for pid in pids)
+    assert not live_group(child.pid, within=10)

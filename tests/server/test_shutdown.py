@@ -14,10 +14,9 @@ from contextlib import contextmanager
 
 import httpx
 import openai
-import psutil
 import pytest
 
-from tests.server.server_fixtures import free_port
+from tests.server.server_fixtures import free_port, live_group
 
 LONG_TEXT = {"type": "string", "minLength": 900, "maxLength": 1000}
 """A reply of hundreds of tokens: still decoding when the signal comes."""
@@ -25,26 +24,6 @@ OVERLAPPING = {"oneOf": [{"type": "object", "required": [f"k{i % 6}", f"k{(i + 1
                           "properties": {f"k{j}": {"type": "integer", "minimum": (i + j) % 5, "maximum": 10 + i}
                                          for j in range(6)}} for i in range(10)]}
 """Issue 28's schema: a compile that runs to its limit (30 s here), so a worker is busy when the signal comes."""
-
-
-def _group(pgid: int) -> list[psutil.Process]:
-    """The live (not zombie) processes of a process group."""
-    out = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return out
-
-
-def _empty_within(pgid: int, seconds: float) -> list[psutil.Process]:
-    """Wait up to `seconds` for the group to empty; what is left."""
-    end = time.monotonic() + seconds
-    while (left := _group(pgid)) and time.monotonic() < end:
-        time.sleep(0.1)
-    return left
 
 
 @contextmanager
@@ -70,7 +49,7 @@ def _server(shutdown_seconds: int) -> Iterator[tuple[subprocess.Popen[str], str]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-        for left in _group(process.pid):
+        for left in live_group(process.pid):
             left.kill()
 
 
@@ -114,7 +93,7 @@ def _load(url: str) -> tuple[threading.Thread, list[str]]:
 def test_sigterm_drains_within_the_bound_and_leaves_no_process(smollm2_gguf_path) -> None:
     with _server(shutdown_seconds=3) as (process, url):
         streaming, pieces = _load(url)
-        assert len(_group(process.pid)) >= 3  # the server, its compile workers, the resource tracker
+        assert len(live_group(process.pid)) >= 3  # the server, its compile workers, the resource tracker
         process.send_signal(signal.SIGTERM)
         start = time.monotonic()
         time.sleep(1.0)
@@ -124,7 +103,7 @@ def test_sigterm_drains_within_the_bound_and_leaves_no_process(smollm2_gguf_path
         assert time.monotonic() - start < 3 + 20
         streaming.join(timeout=10)
         assert not streaming.is_alive() and pieces
-        assert not _empty_within(process.pid, 10)
+        assert not live_group(process.pid, within=10)
 
 
 @pytest.mark.timeout(400)
@@ -137,4 +116,4 @@ def test_a_second_signal_exits_at_once_and_leaves_no_process(smollm2_gguf_path) 
         start = time.monotonic()
         assert process.wait(timeout=10) == 128 + signal.SIGINT
         assert time.monotonic() - start < 5
-        assert not _empty_within(process.pid, 10)
+        assert not live_group(process.pid, within=10)
