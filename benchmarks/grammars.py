@@ -156,7 +156,8 @@ class QwenEngines:
         return self._stdsl_driver(compiled)
 
     def _stdsl_driver(self, constraint: Any) -> tuple[Callable[[], Any], Callable[[int], Any], Callable[[], Any]]:
-        """stdsl's rows on demand: the cached row of the current state (configuration) packed into the bitmask."""
+        """stdsl's rows on demand: the cached mask of the current state (configuration) copied into the bitmask, by
+        the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`)."""
         from stdsl.kernels.rows import RowCache
         from stdsl.runtime.control.pushdown_state import pushdown_tables
 
@@ -178,13 +179,9 @@ class QwenEngines:
             return fill_dfa, advance_dfa, lambda: state.__setitem__(0, start)
         rows = pushdown_tables(constraint.machine, self.vocab).rows
         config = [constraint.machine.start]
-        words = self.bits.view(np.uint8).reshape(-1)
 
         def fill_pushdown() -> None:
-            allowed = rows.next_states(config[0]) >= 0
-            allowed[self.vocab.eos_ids] = constraint.machine.config_accepts(config[0])
-            packed = np.packbits(allowed, bitorder="little")
-            words[: len(packed)] = packed
+            rows.fill_bitmask(config[0], self.bits[0])
 
         def advance_pushdown(token: int) -> None:
             config[0] = int(rows.next_states(config[0])[token])

@@ -102,14 +102,14 @@ class ConstraintState:
         """Admissible tokens at the current sampling configuration (bool (V,), eos included iff accepting)."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
-        row = self.rows.next_states(self.state)
-        allowed = row >= 0
+        allowed = self.rows.token_mask(self.state).dense()
+        allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
         if self.pending:
             # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
             # which the automaton at `state` does not force: the next token must spell them, or a prefix.
             allowed &= self.planner.spellings.agreeing_with(self.pending)
         if self.budget is not None and self.remaining is not None:
-            within = self.budget.admits(self.state, row, self.remaining)
+            within = self.budget.admits(self.state, self.rows.next_states(self.state), self.remaining)
             if within is not None:
                 allowed &= within
         ending = self.accepting
