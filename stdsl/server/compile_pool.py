@@ -3,8 +3,9 @@
 The compiler runs in spawned processes (it never imports MLX, and a slow schema never holds the
 interpreter lock the decode thread needs).  The compiler keeps each job's limit itself
 (`max_seconds`); a worker that has not answered by the limit plus `grace_seconds` is killed, which
-frees its memory, and a new one is started at once, so the next compile does not wait for it.  Workers
-start with the pool, so the first compiles do not wait for an interpreter to start either.  A
+frees its memory, and a new one is started at once, so the next compile does not wait for it.  All the
+workers start with the first compile (a server that never compiles starts none), so later ones do not wait
+for an interpreter to start either.  A
 worker grown past `max_worker_bytes` is replaced after its job.  Several workers let other clients'
 schemas compile beside one client's slow schema.  No worker outlives the server: `close` kills them
 (so does interpreter exit), and on Linux each asks the kernel to kill it when its parent goes.
@@ -104,8 +105,9 @@ class CompilePool:
         self.max_worker_bytes = max_worker_bytes
         self.replaced = 0
         self._context = multiprocessing.get_context("spawn")
-        self._idle = [_Worker(self._context) for _ in range(workers)]
+        self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
+        self._started = False
         self._slots = asyncio.Semaphore(workers)
         self._closed = False
         _LIVE.add(self)
@@ -120,6 +122,9 @@ class CompilePool:
         async with self._slots:
             if self._closed:
                 raise CompileError("the compile pool is closed")
+            if not self._started:
+                self._started = True
+                self._idle = [_Worker(self._context) for _ in range(self.workers)]
             worker = self._idle.pop() if self._idle else _Worker(self._context)
             self._busy.add(worker)
             try:
