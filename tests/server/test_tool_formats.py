@@ -162,7 +162,7 @@ def _compiled(spec_text: str) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_READERS))
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
           phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
 def test_accepted_replies_parse_with_the_familys_parser(name: str, data: st.DataObject) -> None:
