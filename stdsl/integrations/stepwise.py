@@ -146,7 +146,10 @@ class StepwiseConstraint:
 
     @property
     def finish_reason(self) -> str:
-        """As `stdsl.generate`: 'eos' (sampled), 'stop' (the constraint admits nothing more), 'length' (budget)."""
+        """As `stdsl.generate`: 'length' (the budget changed the output or ran out), 'eos' (sampled), 'stop'
+        (the constraint admits nothing more)."""
+        if self.control.budget_shaped:
+            return "length"
         if self.eos_sampled:
             return "eos"
         return "stop" if self.control.planner.live_count[self.control.state] == 0 else "length"

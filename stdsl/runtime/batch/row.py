@@ -193,8 +193,9 @@ class Row:
         stats.emitted_tokens = len(control.tokens)
         stats.seconds = time.perf_counter() - self.began
         data = answer if self._stop_at is None else text.encode("utf-8")
+        reason = "length" if control.budget_shaped else self.finish_reason or finish_reason
         result = Generation(text=text, tokens=list(control.tokens), stats=stats, accepted=True,
-                            finish_reason=self.finish_reason or finish_reason, data=data, parser=self.parser,
+                            finish_reason=reason, data=data, parser=self.parser,
                             reasoning=self._reasoning if self._has_block else None)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)

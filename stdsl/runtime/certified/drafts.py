@@ -415,8 +415,9 @@ class CertifiedDecoder:
         stats.emitted_tokens = len(control.tokens)
         stats.seconds = time.perf_counter() - self.began
         data = bytes(control.decided)
+        reason = "length" if control.budget_shaped else self.finish_reason
         result = Generation(text=data.decode("utf-8", errors="replace"), tokens=list(control.tokens), stats=stats,
-                            accepted=True, finish_reason=self.finish_reason, data=data, parser=self.parser)
+                            accepted=True, finish_reason=reason, data=data, parser=self.parser)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 

@@ -50,6 +50,11 @@ class ConstraintState:
     """
 
     cover: BoundaryCover | None = None
+    budget_shaped = False
+    """Whether the token budget changed this output: at some step its mask withheld a token the mask without
+    it admitted, or a forced span was split on its own to fit. Until then the output is, token for token,
+    what decoding without `max_tokens` gives (the finish reason is then "length", never "stop")."""
+    _masked_at = -1
     reasoning: ReasoningPolicy | None = None
     """The thinking block of a reasoning model's output, and its budget (None: the output has no block)."""
 
@@ -108,18 +113,29 @@ class ConstraintState:
             # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
             # which the automaton at `state` does not force: the next token must spell them, or a prefix.
             allowed &= self.planner.spellings.agreeing_with(self.pending)
+        ending = self.accepting
+        unbudgeted = None
         if self.budget is not None and self.remaining is not None:
             within = self.budget.admits(self.state, self.rows.next_states(self.state), self.remaining)
             if within is not None:
+                if not self.budget_shaped:
+                    unbudgeted = self._covered(allowed.copy(), ending)
                 allowed &= within
-        ending = self.accepting
+        allowed = self._covered(allowed, ending)
+        if unbudgeted is not None and not np.array_equal(unbudgeted, allowed):
+            self.budget_shaped = True
+        self._masked_at = len(self.tokens)
+        if self.reasoning is not None:
+            allowed = self.reasoning.restrict(self, allowed)
+        return allowed
+
+    def _covered(self, allowed: np.ndarray, ending: bool) -> np.ndarray:
+        """`allowed` under the boundary cover (which yields where it would leave no token), eos set iff ending."""
         if self.cover:
             covered = allowed & self.planner.cover_mask(self.cover)
             if covered.any() or (ending and self.cover.eos):
                 allowed, ending = covered, ending and self.cover.eos
         allowed[self.vocab.eos_ids] = ending
-        if self.reasoning is not None:
-            allowed = self.reasoning.restrict(self, allowed)
         return allowed
 
     def least_tokens(self, plan: Plan) -> int:
@@ -165,6 +181,7 @@ class ConstraintState:
             least = self.least_output_tokens
             assert least is not None
             check_feasible(least, self.remaining)
+        self.budget_shaped = self.budget_shaped or not fits
         return plan if fits else fallback
 
     def advance(self, token: int) -> list[int]:
@@ -178,6 +195,8 @@ class ConstraintState:
                 raise GenerationError(f"eos token {token} sampled outside an accepting state")
             self.finished = True
             return []
+        if self.budget is not None and not self.budget_shaped and self._masked_at != len(self.tokens):
+            self.mask()  # a caller that chose `token` without asking (certified drafts): the budget is checked here
         if self.cover and not self.planner.cover_mask(self.cover)[token] and not self.mask()[token]:
             raise GenerationError(f"token {token} breaks the tokenizer's split of the forced text {self.pending!r}")
         return self._take(self._plan_after(token), sampled=True) + self._take_singletons()
@@ -186,6 +205,7 @@ class ConstraintState:
         """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
         plan = self.planner.plan(self.window, self.state, self.pending, token)
         if self.remaining is not None and not self._fits(plan):
+            self.budget_shaped = True
             plan = self.planner.table_plan(self.window, self.state, token)
             if not self._fits(plan):
                 raise GenerationError(f"token {token} leaves no valid ending within the budget")

@@ -195,7 +195,9 @@ class PushdownState(ConstraintState):
         least = self.least_output_tokens
         assert least is not None
         check_feasible(least, self.remaining)
-        return fallback if self.least_tokens(plan) > self.remaining else plan
+        fits = self.least_tokens(plan) <= self.remaining
+        self.budget_shaped = self.budget_shaped or not fits
+        return plan if fits else fallback
 
     def mask(self) -> np.ndarray:
         """Admissible tokens; GenerationError when none is (never an invalid output)."""
