@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.errors import CompileError
-from stdsl.server.not_containing import not_containing
+from stdsl.compiler.not_containing import not_containing
 
 LITERAL_SETS = [
     ["<ab"],

@@ -79,7 +79,7 @@ def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
     """`node`'s strings that contain none of `literals` (`node` itself when there are none)."""
     if not literals:
         return node
-    from stdsl.server.not_containing import not_containing
+    from stdsl.compiler.not_containing import not_containing
     from stdsl.server.tool_formats.raw_values import intersection
 
     return intersection(node, not_containing(list(literals)))
@@ -119,7 +119,7 @@ class ToolFormat:
 
     def free_ir(self) -> ir.Node:
         """Any text that cannot start a call."""
-        from stdsl.server.not_containing import not_containing
+        from stdsl.compiler.not_containing import not_containing
 
         return not_containing(list(self.triggers))
 

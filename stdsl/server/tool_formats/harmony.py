@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 
 from stdsl.compiler import ir
-from stdsl.server.not_containing import not_containing
+from stdsl.compiler.not_containing import not_containing
 from stdsl.server.tool_formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
 
 ANALYSIS_OPEN = "<|channel|>analysis<|message|>"

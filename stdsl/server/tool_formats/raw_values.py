@@ -14,7 +14,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.errors import SchemaError
-from stdsl.server.not_containing import not_containing
+from stdsl.compiler.not_containing import not_containing
 
 STRING_KEYWORDS = {"type", "description", "title", "default", "examples", "enum", "const"}
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -25,7 +25,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.errors import CompileError
-from stdsl.server.not_containing import not_containing
+from stdsl.compiler.not_containing import not_containing
 
 Lower = Callable[[Any, str], ir.Node]
 """Lowers a JSON Schema, a Regex or a Grammar (by kind) to embedded IR: (spec, path) -> node."""
