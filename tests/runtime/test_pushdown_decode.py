@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 
@@ -205,36 +206,48 @@ def test_a_recursive_program_type_compiles_to_the_pushdown_and_decodes(tiny_mode
     assert result["tree"].name
 
 
-def fewest_tokens(machine, vocab, limit: int) -> int:
-    """The fewest tokens of any valid output: breadth-first search over configurations with the real token rows."""
+def fewest_tokens(machine, tokenizer, vocab, limit: int) -> int:
+    """The fewest tokens of any valid output under the table policy (each sampled token then its forced chain in the
+    tokenizer's own split): uniform-cost search over configurations with the real token rows, chains from the machine
+    and counted by `encode_ordinary` (none of the budget's own code)."""
     rows = pushdown_tables(machine, vocab).rows
-    frontier, seen = {machine.start}, {machine.start}
-    for length in range(limit + 1):
-        if any(machine.config_accepts(c) for c in frontier):
-            return length
-        following: set[int] = set()
-        for config in frontier:
-            row = rows.next_states(config)
-            following.update(int(c) for c in np.unique(row[row >= 0]))
-        frontier = following - seen
-        seen |= frontier
+
+    def chain(config: int) -> tuple[int, int]:
+        forced = machine.forced_chain(config)
+        return (len(tokenizer.encode_ordinary(forced.decode())) if forced else 0), machine.chain_end(config)
+
+    first, start = chain(machine.start)
+    best, heap = {start: first}, [(first, start)]
+    while heap:
+        cost, config = heapq.heappop(heap)
+        if cost > limit:
+            break
+        if cost > best[config]:
+            continue
+        if machine.config_accepts(config):
+            return cost
+        row = rows.next_states(config)
+        for after in np.unique(row[row >= 0]).tolist():
+            count, end = chain(after)
+            if cost + 1 + count < best.get(end, limit + 1):
+                best[end] = cost + 1 + count
+                heapq.heappush(heap, (cost + 1 + count, end))
     raise AssertionError(f"no valid output within {limit} tokens")
 
 
-def test_the_budget_error_is_a_bound_as_tight_as_the_one_step_rule(tiny_model) -> None:
-    """Issue 15 item 3: the least budget is the first at which Proposition 2's mask admits a token, and says it is
-    a bound (between the true shortest output and the old count in bytes); that budget decodes a valid output."""
+def test_the_budget_error_states_the_true_minimum(tiny_model) -> None:
+    """Issue 27 item 1: the least budget is the true shortest output (no longer Proposition 2's byte bound); one
+    below it is refused with that number, and it decodes a valid output."""
     tokenizer = tiny_model.tokenizer
     vocab = vocabulary_of(tokenizer)
     constraint = stdsl.compile(FS_SCHEMA)
-    loose = PushdownState(constraint.machine, tokenizer, vocab, max_tokens=10**6)
-    loose.start()
     tight = PushdownState(constraint.machine, tokenizer, vocab, max_tokens=3)
-    with pytest.raises(BudgetError, match="upper bound on the shortest valid output"):
+    with pytest.raises(BudgetError, match="the shortest valid output needs"):
         tight.start()
     least = tight.least_output_tokens
-    assert least is not None and fewest_tokens(constraint.machine, vocab, least) <= least < loose.least_output_tokens
-    with pytest.raises(BudgetError, match=f"from {least} tokens on"):
+    assert least is not None and least == fewest_tokens(constraint.machine, tokenizer, vocab, 40)
+    assert least < constraint.machine.need(constraint.machine.start)
+    with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} tokens"):
         generate(tiny_model, "Tree", constraint, max_tokens=least - 1)
     out = generate(tiny_model, "Tree", constraint, max_tokens=least)
     jsonschema.validate(json.loads(out.text), FS_SCHEMA)

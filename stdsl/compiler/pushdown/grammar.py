@@ -9,6 +9,7 @@ lengths bn(q) of Proposition 2 are computed for the budget rule.
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -437,6 +438,14 @@ def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
     """bn over states for completions that nest at most `room` calls deeper (the row of `bn_within`)."""
     levels = grammar.bn_within
     return levels[min(max(room, 0), len(levels) - 1)]
+
+
+def completions_over(grammar: PushdownGrammar, allowed: np.ndarray) -> np.ndarray:
+    """`bn_within` counted over the byte moves on `allowed` bytes (bool (256,)) only: the shortest completions a
+    vocabulary can spell one single-byte token at a time (UNREACHABLE where none); the grammar is unchanged."""
+    restricted = copy.copy(grammar)
+    restricted.byte_table = np.where(np.asarray(allowed, dtype=bool)[None, :], grammar.byte_table, -1)
+    return _completions_within_depth(restricted, _CompletionGraph(restricted))
 
 
 def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:

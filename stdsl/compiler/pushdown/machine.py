@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.pushdown.grammar import UNREACHABLE, PushdownGrammar
 
 DEAD = -1
@@ -75,6 +76,7 @@ class PushdownMachine:
         self._steps: dict[int, int] = {}
         self._rows: dict[int, np.ndarray] = {}
         self._need = np.zeros(0, dtype=np.int64)
+        self._classes: tuple[list[int], np.ndarray] | None = None
         self._settle(int(grammar.starts[0]), EMPTY_STACK)
         self.accepting = _ByRow(self.config_accepts)
         self.transitions = _ByRow(self.byte_row)
@@ -256,11 +258,24 @@ class PushdownMachine:
         config = self.step(self.start, data)
         return config >= 0 and self.config_accepts(config)
 
+    def _byte_classes(self) -> tuple[list[int], np.ndarray]:
+        """One byte per class of bytes every state reads alike (own moves and calls), and each byte's class:
+        bytes of a class step every configuration to the same one, so a row steps one byte per class."""
+        if self._classes is None:
+            grammar = self.grammar
+            both = np.concatenate([np.asarray(grammar.byte_table, dtype=np.int32),
+                                   np.asarray(grammar.call_of_byte, dtype=np.int32)], axis=0)
+            _, byte_class = canonical_classes(both, np.arange(256))
+            first = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
+            self._classes = (first, byte_class.astype(np.int64))
+        return self._classes
+
     def byte_row(self, config: int) -> np.ndarray:
         """The next configuration on each of the 256 bytes (read-only, DEAD where refused)."""
         row = self._rows.get(config)
         if row is None:
-            row = np.array([self.step_byte(config, b) for b in range(256)], dtype=np.int64)
+            first, byte_class = self._byte_classes()
+            row = np.array([self.step_byte(config, b) for b in first], dtype=np.int64)[byte_class]
             row.flags.writeable = False
             self._rows[config] = row
         return row

@@ -1,0 +1,317 @@
+"""Exact token budgets on a pushdown (Theorem 21 on configurations): need(c) by A* search, memoized by configuration.
+
+need(c) is the least number of emitted tokens (sampled or forced) that takes configuration c to
+acceptance under the table policy the DFA budget counts: a sampled token, then its whole forced
+chain split on its own, so a step from c through token t costs 1 + |φ(c')| and lands on end(c').
+A token may push and pop any number of return states; the search steps concrete configurations,
+so tokens and forced chains that span pops are counted exactly.
+
+The configuration graph is finite (the stack is capped) but far too large to solve whole, so each
+question is answered by A* from its configuration, over the distinct configurations one token
+reaches (read from the symbolic rows of Theorem 22: one entry per outcome, not per token), with
+a heuristic of proven lower bounds that every search sharpens (Adaptive A*): after a search that
+found need(root) = D, each configuration u it reached has need(u) >= D - g(u), and those on the
+found path get their exact value; a search cut at threshold T proves need(u) > T - g(u). Far from
+the limit, Proposition 2's byte bound (bytes of the shortest completion, when every byte the grammar
+reads is a token of its own) answers without a search. A search that expands more than
+`max_expansions` configurations gives up; the answer is then that bound (sound: never below the
+truth), and `bounded_answers` counts it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from stdsl.compiler.pushdown.grammar import completions_over
+from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
+from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.runtime.control.budget import UNREACHABLE
+from stdsl.runtime.control.need_graphs import single_byte_tokens
+from stdsl.runtime.control.planner import ForcedPlanner
+
+MAX_EXPANSIONS = 20_000
+"""Configurations one search may expand before it gives up and answers with the byte bound."""
+MAX_SEARCH_SECONDS = 5.0
+"""Wall time one search may take before it gives up likewise (a grammar whose rows are slow to walk)."""
+MAX_MEMO = 2_000_000
+"""Memoized configurations (steps, bounds) kept before the memo is emptied; exact values are kept longest."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One token step from a configuration: its cost 1 + |φ(c')| and the chain end end(c') it lands on."""
+
+    cost: int
+    end: int
+
+
+class _GaveUp(Exception):
+    """A search passed its expansion or time guard."""
+
+
+def present_codes(row: SymbolicRow, vocab_size: int) -> np.ndarray:
+    """The outcome codes some token of a symbolic row has (codes 2 and up)."""
+    counts = np.bincount(np.asarray(row.codes, dtype=np.int64), minlength=2 + len(row.outcomes))
+    codes = np.flatnonzero(counts)
+    return codes[codes >= 2]
+
+
+def next_configurations(rows: ContextRows, config: int) -> np.ndarray:
+    """The distinct live configurations one token takes `config` to (as `ContextRows.next_states`, without a row
+    over the vocabulary: the free row's outcomes composed with the stack, the context row's, concrete steps)."""
+    machine = rows.machine
+    state = machine.state_of(config)
+    free = rows.free_row(state)
+    found = [free.table(machine, config)[present_codes(free, rows.vocab.size)]]
+    if free.needs.size:
+        known, below_empty = machine.stack_top(config, CONTEXT_SYMBOLS)
+        context = rows.context_row(free, state, known, below_empty)
+        found.append(context.table(machine, config)[present_codes(context, rows.vocab.size)])
+        token_bytes = rows.vocab.token_bytes
+        found.append(np.array([machine.step(config, token_bytes[t] or b"") for t in context.needs.tolist()],
+                              dtype=np.int64))
+    out = np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in found]))
+    return out[out >= 0]
+
+
+class PushdownNeed:
+    """need(c) on a machine's configurations under one planner's table policy, solved on demand and memoized.
+
+    `exact[c]` holds solved values, `lower[c]` proven lower bounds. `byte_bound` is Proposition 2's need+ where it
+    bounds tokens from above (every byte the grammar reads is a single-byte token), else None.
+    """
+
+    def __init__(self, machine: PushdownMachine, rows: ContextRows, planner: ForcedPlanner, vocab: Vocabulary,
+                 max_expansions: int = MAX_EXPANSIONS, max_seconds: float = MAX_SEARCH_SECONDS) -> None:
+        self.machine = machine
+        self.rows = rows
+        self.planner = planner
+        self.max_expansions = max_expansions
+        self.max_seconds = max_seconds
+        self.single_bytes = single_byte_tokens(vocab)
+        read = (np.asarray(machine.grammar.byte_table) >= 0).any(axis=0)
+        self.spells_every_byte = bool((self.single_bytes | ~read).all())
+        self._spellable: np.ndarray | None = None
+        self._bounds: dict[int, int | None] = {}
+        self.exact: dict[int, int] = {}
+        self.lower: dict[int, int] = {}
+        self._steps: dict[int, tuple[Step, ...]] = {}
+        self._chains: dict[int, Step] = {}
+        self.searches = 0
+        self.expansions = 0
+        self.bounded_answers = 0
+        """Questions answered by the byte bound because a search gave up (0: every answer was exact)."""
+
+    # ------------------------------------------------------------------ the graph
+
+    def chain_step(self, after: int) -> Step:
+        """1 + |φ(after)| and end(after) for the configuration a token reaches."""
+        found = self._chains.get(after)
+        if found is None:
+            forced, end = self.planner.chain(after)
+            count = len(self.planner.encode_segment(forced)) if forced else 0
+            found = self._chains[after] = Step(1 + count, int(end))
+        return found
+
+    def steps(self, config: int) -> tuple[Step, ...]:
+        """The token steps from `config`: the cheapest per distinct chain end."""
+        found = self._steps.get(config)
+        if found is None:
+            best: dict[int, int] = {}
+            for after in next_configurations(self.rows, config).tolist():
+                step = self.chain_step(after)
+                if step.end >= 0 and step.cost < best.get(step.end, UNREACHABLE):
+                    best[step.end] = step.cost
+            found = tuple(Step(cost, end) for end, cost in best.items())
+            if len(self._steps) >= MAX_MEMO:
+                self._steps.clear()
+                self._chains.clear()
+                self.lower.clear()
+            self._steps[config] = found
+        return found
+
+    def byte_bound(self, config: int) -> int | None:
+        """Proposition 2's need+ (bytes of the shortest completion one single-byte token at a time, forced chains
+        split on their own), an upper bound on need; None where no such completion exists."""
+        if self.spells_every_byte:
+            bound = self.machine.need(config)
+            return bound if bound < UNREACHABLE else None
+        if config not in self._bounds:
+            if len(self._bounds) >= MAX_MEMO:
+                self._bounds.clear()
+            self._bounds[config] = self._spelled_bound(config)
+        return self._bounds[config]
+
+    def _spelled_bound(self, config: int) -> int | None:
+        """need+ over the bytes that are tokens of their own: the state's completion with the room left above the
+        stack, plus each return state's with the room it has once popped (as `PushdownMachine.need`)."""
+        if self._spellable is None:
+            self._spellable = completions_over(self.machine.grammar, self.single_bytes)
+        levels, cap = self._spellable, self.machine.max_depth
+        state, stack = self.machine.configuration(config)
+        total = int(levels[min(cap - len(stack), len(levels) - 1), state])
+        for below, returned in enumerate(stack):
+            total += int(levels[min(cap - below, len(levels) - 1), returned])
+        return total if total < UNREACHABLE else None
+
+    def _known(self, config: int) -> int | None:
+        if self.machine.config_accepts(config):
+            return 0
+        return self.exact.get(config)
+
+    def _heuristic(self, config: int) -> int:
+        return max(1, self.lower.get(config, 1))
+
+    # ------------------------------------------------------------------ questions
+
+    def need_at(self, config: int) -> int:
+        """need(config) (UNREACHABLE when no completion exists; the byte bound when a search gave up)."""
+        known = self._known(config)
+        if known is not None:
+            return known
+        try:
+            found = self._search(config, None)
+        except _GaveUp:
+            self.bounded_answers += 1
+            bound = self.byte_bound(config)
+            return UNREACHABLE if bound is None else bound
+        return UNREACHABLE if found is None else found
+
+    def within(self, config: int, limit: int) -> bool:
+        """Whether need(config) <= limit (a search cut at `limit`; the byte bound decides when a search gives up)."""
+        if limit < 0:
+            return False
+        known = self._known(config)
+        if known is not None:
+            return known <= limit
+        if self.lower.get(config, 1) > limit:
+            return False
+        bound = self.byte_bound(config)
+        if bound is not None and bound <= limit:
+            return True
+        try:
+            return self._search(config, limit) is not None
+        except _GaveUp:
+            self.bounded_answers += 1
+            return False
+
+    def _search(self, root: int, threshold: int | None) -> int | None:
+        """A* from `root`: need(root), or None when it exceeds `threshold` (or no completion exists)."""
+        self.searches += 1
+        began = time.perf_counter()
+        cost_to = {root: 0}
+        came_from: dict[int, tuple[int, int]] = {}
+        heap = [(self._heuristic(root), 0, root)]
+        expanded = 0
+        while heap:
+            estimate, cost, config = heapq.heappop(heap)
+            if cost > cost_to[config]:
+                continue
+            if threshold is not None and estimate > threshold:
+                break
+            known = self._known(config)
+            if known is not None:
+                if estimate == cost + known:
+                    return self._solved(root, config, cost + known, cost_to, came_from)
+                heapq.heappush(heap, (cost + known, cost, config))
+                continue
+            expanded += 1
+            self.expansions += 1
+            if expanded > self.max_expansions or (expanded & 63 == 0
+                                                   and time.perf_counter() - began > self.max_seconds):
+                raise _GaveUp
+            for step in self.steps(config):
+                reached = cost + step.cost
+                if reached < cost_to.get(step.end, UNREACHABLE) and (threshold is None or reached <= threshold):
+                    cost_to[step.end] = reached
+                    came_from[step.end] = (config, step.cost)
+                    known = self._known(step.end)
+                    heapq.heappush(heap, (reached + (known if known is not None else self._heuristic(step.end)),
+                                          reached, step.end))
+        bound = UNREACHABLE - 1 if threshold is None else threshold
+        for config, cost in cost_to.items():
+            self.lower[config] = max(self.lower.get(config, 1), bound + 1 - cost)
+        return None
+
+    def _solved(self, root: int, goal: int, total: int, cost_to: dict[int, int],
+                came_from: dict[int, tuple[int, int]]) -> int:
+        """Record what a search that found need(root) = total proves: exact values along the path, lower bounds."""
+        for config, cost in cost_to.items():
+            if config not in self.exact:
+                self.lower[config] = max(self.lower.get(config, 1), total - cost)
+        rest = total - cost_to[goal]
+        config = goal
+        while True:
+            if config not in self.exact and not self.machine.config_accepts(config):
+                self.exact[config] = rest
+            if config == root:
+                return total
+            config, weight = came_from[config]
+            rest += weight
+
+
+class PushdownBudget:
+    """The budget mask M_r on configurations (what `ConstraintState` asks of a budget), from exact need.
+
+    A token t at c is admitted with r tokens left iff 1 + |φ(c')| + need(end(c')) <= r. Far from the limit
+    the byte bound of every successor fits and the mask is inactive without a search (cached per configuration).
+    """
+
+    def __init__(self, need: PushdownNeed) -> None:
+        self.solver = need
+        self._largest: dict[int, int] = {}
+
+    @property
+    def exact(self) -> bool:
+        """Whether every answer so far was exact (no search gave up for the byte bound)."""
+        return self.solver.bounded_answers == 0
+
+    def need_at(self, config: int) -> int:
+        """need(config)."""
+        return self.solver.need_at(int(config))
+
+    def fits(self, config: int, spent: int, remaining: int) -> bool:
+        """Whether `spent` tokens plus need(config) fit in `remaining`."""
+        return self.solver.within(int(config), remaining - spent)
+
+    def through_fits(self, after: int, remaining: int) -> bool:
+        """Whether a token that reaches `after` leaves a valid ending within `remaining` tokens (its own included)."""
+        step = self.solver.chain_step(after)
+        return self.solver.within(step.end, remaining - step.cost)
+
+    def largest_bound(self, config: int) -> int | None:
+        """The most 1 + |φ(c')| + need+(end(c')) over config's successors c' (None: no byte bound)."""
+        found = self._largest.get(config)
+        if found is None:
+            solver = self.solver
+            largest = 0
+            for after in next_configurations(solver.rows, config).tolist():
+                step = solver.chain_step(after)
+                bound = solver.byte_bound(step.end)
+                if bound is None:
+                    return None
+                largest = max(largest, step.cost + bound)
+            if len(self._largest) >= MAX_MEMO:
+                self._largest.clear()
+            found = self._largest[config] = largest
+        return found
+
+    def admits(self, config: int, row: np.ndarray, remaining: int) -> np.ndarray | None:
+        """Tokens after which a valid ending still fits in `remaining` tokens (None: every live token does)."""
+        largest = self.largest_bound(int(config))
+        if largest is not None and largest <= remaining:
+            return None
+        live = row >= 0
+        configs, inverse = np.unique(row[live], return_inverse=True)
+        fits = np.fromiter((self.through_fits(c, remaining) for c in configs.tolist()), dtype=bool,
+                           count=configs.size)
+        if fits.all():
+            return None
+        out = np.zeros(row.shape, dtype=bool)
+        out[live] = fits[inverse.reshape(-1)]
+        return out
