@@ -4,12 +4,13 @@ Walks each recursive task's gold answer (compact JSON) token by token with the Q
 and times the full-vocabulary mask at every step: *before*, the concrete level pass from each
 configuration (`pushdown_row`, what every step cost when rows were cached per configuration);
 *after*, `PushdownRows` composing rows from symbolic rows (Theorem 22), cold (a fresh constraint)
-and warm (the same answer again on the same tables, as a second request of the schema would);
-and llguidance in the same run when it imports (the peers' venv). Reports median, p95 and mean
+and warm (the same answer again on the same tables, as a second request of the schema would), as the
+bool mask and as the int32 bitmask fill (`PushdownRows.fill_bitmask`, a copy of the memoized packed
+words); and llguidance's bitmask fill in the same run when it imports. Reports median, p95 and mean
 per step, the symbolic-row hit rate and cache bytes. Writes benchmarks/results/pushdown_masks.{json,md}.
 
-    python benchmarks/pushdown_masks.py                          # stdsl only (our venv)
-    /tmp/peers/venv/bin/python benchmarks/pushdown_masks.py      # with llguidance beside it
+    python benchmarks/pushdown_masks.py                          # with llguidance where it is installed
+    python benchmarks/pushdown_masks.py --no-llguidance          # stdsl only
     python benchmarks/pushdown_masks.py --device                 # plus the device state vector section
 """
 
@@ -32,6 +33,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
 from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
+from stdsl.kernels.token_mask import bitmask_words  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
 from stdsl.kernels.vocabulary import Vocabulary  # noqa: E402
 
@@ -80,6 +82,19 @@ def walk_after(rows: PushdownRows, ids: list[int]) -> list[float]:
         assert allowed[token]
         config = int(rows.next_states(config)[token])
     assert rows.mask(config)[rows.vocab.eos_ids].all()
+    return times
+
+
+def walk_fill(rows: PushdownRows, ids: list[int]) -> list[float]:
+    """Per-step time of the int32 bitmask fill (`PushdownRows.fill_bitmask`, what the peers' fill is compared to)."""
+    config, times = rows.machine.start, []
+    out = np.zeros(bitmask_words(rows.vocab.size), dtype=np.int32)
+    for token in ids:
+        tick = time.perf_counter()
+        rows.fill_bitmask(config, out)
+        times.append(time.perf_counter() - tick)
+        assert (int(out[token >> 5]) >> (token & 31)) & 1
+        config = int(rows.next_states(config)[token])
     return times
 
 
@@ -172,8 +187,9 @@ def render(report: dict[str, Any]) -> str:
              f"Generated {report['generated']} on {report['machine']}. Each recursive task's gold answer (compact "
              "JSON) is walked token by token; every step times the full-vocabulary mask.", "",
              "| task | steps | before median / p95 / mean ms | after cold median / p95 / mean ms | "
-             "after warm median / p95 / mean ms | llguidance median / p95 / mean ms | hit rate cold / warm | "
-             "free + context walks | symbolic cache |", "|---|---|---|---|---|---|---|---|---|"]
+             "after warm median / p95 / mean ms | warm bitmask fill median / p95 / mean ms | "
+             "llguidance median / p95 / mean ms | hit rate cold / warm | free + context walks | symbolic cache |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(s: dict[str, float] | None) -> str:
         return "n/a" if not s else f"{s['median_ms']:.3f} / {s['p95_ms']:.2f} / {s['mean_ms']:.2f}"
@@ -181,7 +197,8 @@ def render(report: dict[str, Any]) -> str:
     for r in report["tasks"] + [report["all"]]:
         cold, warm = r["cold_stats"], r["warm_stats"]
         lines.append(f"| {r['task']} | {r['steps']} | {cell(r['before'])} | {cell(r['after_cold'])} | "
-                     f"{cell(r['after_warm'])} | {cell(r.get('llguidance'))} | {cold['hit_rate']:.0%} / "
+                     f"{cell(r['after_warm'])} | {cell(r.get('after_warm_fill'))} | {cell(r.get('llguidance'))} | "
+                     f"{cold['hit_rate']:.0%} / "
                      f"{warm['hit_rate']:.0%} | {cold['free_walks']} + {cold['context_walks']} | "
                      f"{cold['symbolic_bytes'] / 1e6:.2f} MB |")
     lines += ["", "*before*: the concrete level pass (`pushdown_row`) from each configuration, which every step "
@@ -189,7 +206,9 @@ def render(report: dict[str, Any]) -> str:
               "rarely met twice). *after*: `PushdownRows`, composing each row from the free row of the "
               "configuration's state and, for the few tokens that pop what they did not push, a context row of "
               "(state, top two return states); cold on a fresh constraint, warm when the same answer is walked "
-              "again on the same tables. Hit rate: symbolic-row lookups served without a walk of the trie. "
+              "again on the same tables (the bool mask; the warm bitmask fill copies the memoized packed words of "
+              "each configuration's mask into an int32 buffer, the layout llguidance's fill writes). Hit rate: "
+              "symbolic-row lookups served without a walk of the trie. "
               "Symbolic cache: bytes of the cached symbolic rows after the cold walk (LRU bound "
               f"{report['max_bytes'] / 2**20:.0f} MiB per constraint; the *all* row sums the five). llguidance: "
               "`fill_next_token_bitmask` along the same tokens, same process.", ""]
@@ -212,7 +231,8 @@ def main() -> None:
     _ = vocab.levels
     encoding = qwen_tiktoken_encoding()
     peer, peer_error = (None, "skipped (--no-llguidance)") if args.no_llguidance else llguidance_peer()
-    records, everything = [], {"before": [], "after_cold": [], "after_warm": [], "llguidance": []}
+    records, everything = [], {"before": [], "after_cold": [], "after_warm": [], "after_warm_fill": [],
+                               "llguidance": []}
     totals = {"cold": [], "warm": []}
     for task in load_tasks(args.tasks):
         ids = encoding.encode(json.dumps(task["gold"], separators=(",", ":"), ensure_ascii=False))
@@ -222,6 +242,7 @@ def main() -> None:
         cold_stats = stats_record(rows)
         warm = walk_after(rows, ids)
         warm_stats = stats_record(rows)
+        warm_fill = walk_fill(rows, ids)
         for stat in ("free_hits", "free_walks", "context_hits", "context_walks"):
             warm_stats[stat] -= cold_stats[stat]
         hits = warm_stats["free_hits"] + warm_stats["context_hits"]
@@ -229,11 +250,13 @@ def main() -> None:
         totals["cold"].append(cold_stats)
         totals["warm"].append(warm_stats)
         record = {"task": task["name"], "steps": len(ids), "before": summary(before), "after_cold": summary(cold),
-                  "after_warm": summary(warm), "cold_stats": cold_stats, "warm_stats": warm_stats,
+                  "after_warm": summary(warm), "after_warm_fill": summary(warm_fill), "cold_stats": cold_stats,
+                  "warm_stats": warm_stats,
                   "configurations": rows.machine.num_configurations, "states": rows.machine.grammar.num_states}
         everything["before"] += before
         everything["after_cold"] += cold
         everything["after_warm"] += warm
+        everything["after_warm_fill"] += warm_fill
         if peer is not None:
             guided = walk_llguidance(peer, task["schema"], ids)
             record["llguidance"] = summary(guided)
