@@ -29,6 +29,7 @@ from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.server.chat_render import CallMemory
 from stdsl.server.constraint_cache import ConstraintCache
+from stdsl.server.custom_tools import error_field
 from stdsl.server.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.limits import ClientLedger, Limits, check_request, check_tokens, client_key
 from stdsl.server.metrics import Metrics
@@ -40,6 +41,9 @@ from stdsl.server.protocol import (
     Completion,
     CompletionChoice,
     CompletionRequest,
+    CustomCall,
+    CustomToolCall,
+    CustomToolCallDelta,
     Delta,
     FunctionCall,
     ModelCard,
@@ -53,6 +57,7 @@ from stdsl.server.reply_reader import ReplyReader, ReplyUpdate
 from stdsl.server.request_body import read_request, validation_error
 from stdsl.server.request_plan import Plan, chat_plan, completion_plan
 from stdsl.server.rows import ChoiceResult, read_choice
+from stdsl.server.tool_formats import ParsedCall
 
 OPEN_PATHS = ("/health",)
 
@@ -205,10 +210,12 @@ def _include_usage(body: Any) -> bool:
     return bool(body.stream_options and body.stream_options.include_usage)
 
 
-def _param_of(spec: dict[str, Any] | None) -> str:
+def _param_of(spec: dict[str, Any] | None, message: str = "") -> str:
     kind = (spec or {}).get("kind")
     if kind == "grammar":
         return str((spec or {}).get("source", "guided_grammar"))
+    if kind == "tools" and error_field(message):
+        return str(error_field(message))
     return {"tools": "tools", "program": "program"}.get(str(kind), "response_format")
 
 
@@ -217,7 +224,7 @@ async def _submit(state: ServerState, plan: Plan) -> list[tuple[int, RowHandle]]
     try:
         compiled = await state.cache.get(plan.spec) if plan.spec is not None else None
     except StdslError as error:
-        raise from_stdsl_error(error, _param_of(plan.spec)) from None
+        raise from_stdsl_error(error, _param_of(plan.spec, str(error))) from None
     handles: list[tuple[int, RowHandle]] = []
     try:
         for index, prompt in enumerate(plan.prompts):
@@ -253,13 +260,20 @@ def _completion_tokens(state: ServerState, result: ChoiceResult) -> int:
     return len(state.model.tokenizer.encode(result.reasoning)) + len(state.model.tokenizer.encode(result.reader.text))
 
 
-def _tool_calls(state: ServerState, result: ChoiceResult) -> list[ToolCall] | None:
-    calls = []
-    for call in result.calls:
-        tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
-        state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
-        calls.append(tool_call)
-    return calls or None
+def _returned_call(state: ServerState, plan: Plan, call: ParsedCall) -> ToolCall | CustomToolCall:
+    """A call as the API returns it (a custom tool's raw input read back), remembered for verbatim re-rendering."""
+    if call.name in plan.custom_tools and plan.tool_format is not None:
+        raw = plan.tool_format.custom_input(call.arguments)
+        custom = CustomToolCall(custom=CustomCall(name=call.name, input=raw))
+        state.memory.remember(custom.id, call.name, plan.tool_format.custom_arguments(raw), call.text)
+        return custom
+    tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
+    state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
+    return tool_call
+
+
+def _tool_calls(state: ServerState, plan: Plan, result: ChoiceResult) -> list[ToolCall | CustomToolCall] | None:
+    return [_returned_call(state, plan, call) for call in result.calls] or None
 
 
 def _program_content(result: ChoiceResult) -> str:
@@ -353,7 +367,7 @@ def _body(state: ServerState, plan: Plan, results: list[ChoiceResult], chat: boo
     chat_choices = []
     for i, result in enumerate(results):
         content: str | None = _program_content(result) if plan.program else result.reader.content
-        calls = _tool_calls(state, result)
+        calls = _tool_calls(state, plan, result)
         if calls and not content:
             content = None
         message = ReplyMessage(content=content, reasoning_content=result.reasoning or None, tool_calls=calls)
@@ -394,9 +408,11 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
             if update.content and not plan.program:
                 await outbox.put(chunk(index, Delta(content=update.content), update.content))
             for call in update.calls:
-                tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
-                state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
-                delta = ToolCallDelta(index=calls_sent, id=tool_call.id, function=tool_call.function)
+                returned = _returned_call(state, plan, call)
+                delta: ToolCallDelta | CustomToolCallDelta = (
+                    CustomToolCallDelta(index=calls_sent, id=returned.id, custom=returned.custom)
+                    if isinstance(returned, CustomToolCall)
+                    else ToolCallDelta(index=calls_sent, id=returned.id, function=returned.function))
                 await outbox.put(chunk(index, Delta(tool_calls=[delta])))
                 calls_sent += 1
 

@@ -15,7 +15,18 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from stdsl.server.protocol import AssistantMessage, Content, Message, SystemMessage, Tool, ToolMessage
+from stdsl.server.custom_tools import template_tool
+from stdsl.server.protocol import (
+    AssistantMessage,
+    Content,
+    CustomTool,
+    CustomToolCall,
+    Message,
+    SystemMessage,
+    Tool,
+    ToolCall,
+    ToolMessage,
+)
 from stdsl.server.tool_formats import ToolFormat
 
 HERMES_SYSTEM = (
@@ -64,12 +75,22 @@ def _template_knows_tool_role(template: str) -> bool:
     return re.search(r"""['"]tool['"]""", template) is not None
 
 
-def tool_definitions(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    """The tools as the OpenAI API (and Hugging Face templates) write them."""
-    return [tool.model_dump(exclude_none=True) for tool in tools]
+def tool_definitions(tools: Sequence[Tool | CustomTool], tool_format: ToolFormat) -> list[dict[str, Any]]:
+    """The tools as the OpenAI API (and Hugging Face templates) write function tools; a custom tool as the
+    function whose arguments carry its input in `tool_format`."""
+    return [template_tool(tool, tool_format) if isinstance(tool, CustomTool) else tool.model_dump(exclude_none=True)
+            for tool in tools]
 
 
-def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, tool_format: ToolFormat,
+def call_text(call: ToolCall | CustomToolCall, tool_format: ToolFormat, memory: CallMemory, index: int) -> str:
+    """An assistant turn's call as the model wrote it (a custom call's input carried as the format carries it)."""
+    if isinstance(call, CustomToolCall):
+        arguments = tool_format.custom_arguments(call.custom.input)
+        return memory.text(call.id, call.custom.name, arguments, tool_format, index)
+    return memory.text(call.id, call.function.name, call.function.arguments, tool_format, index)
+
+
+def chat_messages(messages: Sequence[Message], tools: Sequence[Tool | CustomTool] | None, tool_format: ToolFormat,
                   template: str, memory: CallMemory) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Plain role/content dicts for the template, and the extra template variables (`tools`)."""
     out: list[dict[str, Any]] = []
@@ -77,8 +98,7 @@ def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, too
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": content_text(message.content)})
         elif isinstance(message, AssistantMessage):
-            calls = [memory.text(c.id, c.function.name, c.function.arguments, tool_format, i)
-                     for i, c in enumerate(message.tool_calls or ())]
+            calls = [call_text(c, tool_format, memory, i) for i, c in enumerate(message.tool_calls or ())]
             out.append({"role": "assistant", "content": content_text(message.content) + tool_format.join(calls)})
         elif isinstance(message, ToolMessage):
             if _template_knows_tool_role(template):
@@ -92,9 +112,9 @@ def chat_messages(messages: Sequence[Message], tools: Sequence[Tool] | None, too
     variables: dict[str, Any] = {}
     if tools:
         if _template_takes_tools(template):
-            variables["tools"] = tool_definitions(tools)
+            variables["tools"] = tool_definitions(tools, tool_format)
         else:
-            listing = "\n".join(json.dumps(t) for t in tool_definitions(tools))
+            listing = "\n".join(json.dumps(t) for t in tool_definitions(tools, tool_format))
             system = HERMES_SYSTEM.format(tools=listing)
             if out and out[0]["role"] == "system":
                 out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + system}

@@ -3,7 +3,8 @@
 A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
 `regex` (`pattern`), `choice` (`choices`), `grammar` (`text`, `syntax`, `source`: the field, for errors),
 `structural_tag` (`tag`: XGrammar's object), `program` (`source`, `arguments`) or `tools`
-(`format`: a tool-call format's name, `tools`, `choice`, `parallel`, `content`: a spec or null), or
+(`format`: a tool-call format's name, `tools` (`name` and `parameters`, or a custom tool's `name` and
+`custom`: `syntax`, `definition`, `field`), `choice`, `parallel`, `content`: a spec or null), or
 `reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null).  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
 compiler, so it runs in a worker process, off the decode loop.
@@ -76,6 +77,16 @@ def _arguments_ir(deadline: _Deadline) -> Any:
     return lower
 
 
+def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:
+    """A tool of a tools spec: a function's parameter schema, or a custom tool's input language compiled."""
+    if "custom" not in entry:
+        return ToolSpec(entry["name"], entry["parameters"])
+    from stdsl.server.custom_tools import input_language
+    from stdsl.server.tool_formats.base import CUSTOM_PARAMETERS
+
+    return ToolSpec(entry["name"], CUSTOM_PARAMETERS, input_language(entry["custom"], deadline.left()))
+
+
 def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
     """The IR of a response format used next to tools (a DFA), or None for free text."""
     if spec is None:
@@ -141,7 +152,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
             return program.constraint(program.arguments(spec.get("arguments") or {}))
     if kind == "tools":
         tool_format = format_named(spec["format"])
-        tools = [ToolSpec(t["name"], t["parameters"]) for t in spec["tools"]]
+        tools = [_tool_spec(t, deadline) for t in spec["tools"]]
         content = _content_ir(spec.get("content"), deadline)
         node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)

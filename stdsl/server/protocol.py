@@ -47,6 +47,21 @@ class ToolCall(_Body):
     function: FunctionCall
 
 
+class CustomCall(_Body):
+    """A custom tool's call: its raw `input` (text in the tool's grammar)."""
+
+    name: ToolName
+    input: str
+
+
+class CustomToolCall(_Body):
+    """A call of an OpenAI custom tool (`{"type": "custom", "custom": {"name", "input"}}`)."""
+
+    id: str = Field(default_factory=lambda: f"call_{uuid.uuid4().hex[:24]}")
+    type: Literal["custom"] = "custom"
+    custom: CustomCall
+
+
 class SystemMessage(_Body):
     role: Literal["system", "developer"]
     content: Content
@@ -62,7 +77,7 @@ class UserMessage(_Body):
 class AssistantMessage(_Body):
     role: Literal["assistant"]
     content: Content | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[ToolCall | CustomToolCall] | None = None
     name: str | None = None
 
 
@@ -87,6 +102,37 @@ class Tool(_Body):
     function: FunctionDefinition
 
 
+class CustomGrammar(_Body):
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class CustomFormat(_Body):
+    """A custom tool's input: `text` (any) or a `grammar`, nested as Chat Completions write it
+    (`{"type": "grammar", "grammar": {"syntax", "definition"}}`) or flat as the Responses API does."""
+
+    type: Literal["text", "grammar"]
+    grammar: CustomGrammar | None = None
+    syntax: Literal["lark", "regex"] | None = None
+    definition: str | None = None
+
+
+class CustomDefinition(_Body):
+    name: ToolName
+    description: str | None = None
+    format: CustomFormat | None = None
+
+
+class CustomTool(_Body):
+    """An OpenAI custom tool: the model calls it with raw text in its format's language."""
+
+    type: Literal["custom"]
+    custom: CustomDefinition
+
+
+AnyTool = Annotated[Tool | CustomTool, Field(discriminator="type")]
+
+
 class NamedFunction(_Body):
     name: ToolName
 
@@ -94,6 +140,11 @@ class NamedFunction(_Body):
 class NamedToolChoice(_Body):
     type: Literal["function"]
     function: NamedFunction
+
+
+class NamedCustomToolChoice(_Body):
+    type: Literal["custom"]
+    custom: NamedFunction
 
 
 class JsonSchemaFormat(_Body):
@@ -181,8 +232,8 @@ class ChatCompletionRequest(_Sampling):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     response_format: ResponseFormat | None = None
-    tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    tools: list[AnyTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | NamedCustomToolChoice | None = None
     parallel_tool_calls: bool = True
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_budget: int | None = Field(default=None, ge=0)
@@ -213,7 +264,7 @@ class ReplyMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     reasoning_content: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[ToolCall | CustomToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -243,11 +294,18 @@ class ToolCallDelta(BaseModel):
     function: FunctionCall
 
 
+class CustomToolCallDelta(BaseModel):
+    index: int
+    id: str
+    type: Literal["custom"] = "custom"
+    custom: CustomCall
+
+
 class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     reasoning_content: str | None = None
-    tool_calls: list[ToolCallDelta] | None = None
+    tool_calls: list[ToolCallDelta | CustomToolCallDelta] | None = None
 
 
 class ChatCompletionChunk(BaseModel):

@@ -46,8 +46,8 @@ def reply_ir(
         chosen = [tool for tool in tools if tool.name == choice]
         if not chosen:
             raise CompileError(f"tool_choice names {choice!r}, which is not among the tools {names}")
-        return tool_format.calls_ir(tool_format.call_ir(chosen[0], arguments_ir), False)
-    calls = tool_format.calls_ir(ir.alt(*(tool_format.call_ir(tool, arguments_ir) for tool in tools)), parallel)
+        return tool_format.calls_ir(tool_format.tool_call_ir(chosen[0], arguments_ir), False)
+    calls = tool_format.calls_ir(ir.alt(*(tool_format.tool_call_ir(tool, arguments_ir) for tool in tools)), parallel)
     if choice == "required":
         return calls
     return tool_format.reply_ir(text, calls, content is not None)

@@ -16,11 +16,14 @@ from typing import Any
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.chat_prompt import chat_prompt_ids
 from stdsl.server.chat_render import CallMemory, chat_messages
+from stdsl.server.custom_tools import custom_entry
 from stdsl.server.errors import RequestError
 from stdsl.server.protocol import (
     MAX_STOP,
     ChatCompletionRequest,
     CompletionRequest,
+    CustomTool,
+    NamedCustomToolChoice,
     NamedToolChoice,
     ResponseFormatJsonObject,
     ResponseFormatJsonSchema,
@@ -30,6 +33,7 @@ from stdsl.server.protocol import (
 )
 from stdsl.server.reasoning_plan import template_kwargs, thinking_spec
 from stdsl.server.tool_formats import FORMATS, ToolFormat, format_of_template
+from stdsl.server.tool_formats.base import CUSTOM_PARAMETERS
 
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 1024
@@ -48,6 +52,8 @@ class Plan:
     parameters: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     reader_stops: tuple[str, ...] = ()
     program: bool = False
+    custom_tools: frozenset[str] = frozenset()
+    """The offered tools that are OpenAI custom tools (their calls return raw `input`)."""
 
 
 def context_length(model: Any) -> int:
@@ -173,14 +179,20 @@ def tool_parameters(index: int, parameters: Mapping[str, Any]) -> dict[str, Any]
 def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None,
                 tool_format: ToolFormat) -> dict[str, Any]:
     choice = request.tool_choice
-    named = choice.function.name if isinstance(choice, NamedToolChoice) else None
-    names = [tool.function.name for tool in request.tools or ()]
+    named = (choice.function.name if isinstance(choice, NamedToolChoice)
+             else choice.custom.name if isinstance(choice, NamedCustomToolChoice) else None)
+    names = [_tool_name(tool) for tool in request.tools or ()]
     if named is not None and named not in names:
         raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice")
-    tools = [{"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
+    tools = [custom_entry(i, t) if isinstance(t, CustomTool)
+             else {"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
              for i, t in enumerate(request.tools or ())]
     return {"kind": "tools", "format": tool_format.name, "tools": tools, "choice": named or choice or "auto",
             "parallel": request.parallel_tool_calls, "content": content}
+
+
+def _tool_name(tool: Any) -> str:
+    return str(tool.custom.name if isinstance(tool, CustomTool) else tool.function.name)
 
 
 def _tool_format(name: str | None, template: str | None) -> ToolFormat:
@@ -219,7 +231,8 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     if tools_spec is not None:
         plan.spec = tools_spec
         plan.tool_format = call_format
-        plan.parameters = {t["name"]: t["parameters"] for t in tools_spec["tools"]}
+        plan.parameters = {t["name"]: t.get("parameters", CUSTOM_PARAMETERS) for t in tools_spec["tools"]}
+        plan.custom_tools = frozenset(t["name"] for t in tools_spec["tools"] if "custom" in t)
         plan.reader_stops = stops
     elif spec is None:
         options["stop"] = stops

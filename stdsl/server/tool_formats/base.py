@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.errors import SchemaError, StdslError
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool offered to the model: its name and the JSON Schema of its arguments (an object)."""
+    """A tool offered to the model: its name and the JSON Schema of its arguments (an object), or for an OpenAI
+    custom tool the DFA of its raw input's language (`custom_input`; `parameters` then the one string `input`)."""
 
     name: str
     parameters: Mapping[str, Any]
+    custom_input: Automaton | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ Tools = Mapping[str, Mapping[str, Any]]
 """The offered tools' parameter schemas by name (what a reader needs to type raw values)."""
 
 _DECODER = json.JSONDecoder()
+CUSTOM_PARAMETER = "input"
+"""The one parameter that carries a custom tool's raw input in the formats that write parameters apart."""
+CUSTOM_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {CUSTOM_PARAMETER: {"type": "string"}},
+                                        "required": [CUSTOM_PARAMETER]}
+"""A custom tool's parameters as those formats' readers see them: the one string `input`, read raw."""
 
 
 def parameters_path(tool: ToolSpec) -> str:
@@ -113,6 +121,28 @@ class ToolFormat:
         """The text of a call (the `index`-th of its reply), as the model writes it under `call_ir`."""
         raise NotImplementedError
 
+    def tool_call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
+        """One call of `tool`: `custom_call_ir` for a custom tool, else `call_ir`."""
+        if tool.custom_input is not None:
+            return self.custom_call_ir(tool, tool.custom_input)
+        return self.call_ir(tool, arguments_ir)
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """One call of a custom tool whose raw input is a string of `text`'s language."""
+        raise NotImplementedError
+
+    def custom_arguments(self, raw: str) -> str:
+        """The arguments text (what `render` writes and `read_calls` returns) of a custom call carrying `raw`:
+        here the input as one JSON string."""
+        return json.dumps(raw, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        """The raw input of a custom call read by this format (the inverse of `custom_arguments`)."""
+        value = json.loads(arguments)
+        if not isinstance(value, str):
+            raise StdslError(f"a custom tool call's input is not a JSON string: {arguments[:80]!r}")
+        return value
+
     def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
         """Every complete call of the section that begins at `start` (a cut last call is dropped)."""
         raise NotImplementedError
@@ -170,6 +200,30 @@ class JsonArgumentsFormat(ToolFormat):
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool)), self.body_excludes)
         return ir.seq(self.head_ir(tool.name), arguments, ir.literal(self.tail))
+
+    custom_in_object = False
+    """Whether a custom call's arguments are `{"input": JSON string}` (a family whose parser takes only an object)
+    rather than the JSON string alone."""
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as the JSON string that stands for the arguments (or their one member `input`)."""
+        from stdsl.compiler.json_schema.scalars.escaped_automaton import json_string_of
+
+        arguments = json_string_of(text.transitions, text.accepting)
+        if self.custom_in_object:
+            arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
+        return ir.seq(self.head_ir(tool.name), without_literals(arguments, self.body_excludes),
+                      ir.literal(self.tail))
+
+    def custom_arguments(self, raw: str) -> str:
+        if self.custom_in_object:
+            return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+        return super().custom_arguments(raw)
+
+    def custom_input(self, arguments: str) -> str:
+        if self.custom_in_object:
+            return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
+        return super().custom_input(arguments)
 
     def head_ir(self, name: str) -> ir.Node:
         """The grammar of a call's head (a literal unless the head carries a number the model chooses)."""

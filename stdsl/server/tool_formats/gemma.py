@@ -14,8 +14,10 @@ import re
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.errors import SchemaError
 from stdsl.server.tool_formats.base import (
+    CUSTOM_PARAMETER,
     ArgumentsIR,
     ParsedCall,
     ToolFormat,
@@ -25,7 +27,7 @@ from stdsl.server.tool_formats.base import (
     parameters_path,
     properties_of,
 )
-from stdsl.server.tool_formats.raw_values import check_key, raw_string_ir
+from stdsl.server.tool_formats.raw_values import check_key, intersection, raw_string_ir
 
 SCALAR_TYPES = ("integer", "number", "boolean", "null")
 
@@ -67,6 +69,23 @@ class FunctionGemmaFormat(ToolFormat):
                             key in required))
         return ir.seq(ir.literal(f"{self.open_tag}call:{tool.name}{{"), _comma_list(entries),
                       ir.literal(f"}}{self.close_tag}"))
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as the one string parameter `input`, between the string delimiters."""
+        if not re.fullmatch(self.name_pattern, tool.name):
+            raise SchemaError(f"the {self.name} call syntax cannot write the tool name {tool.name!r}",
+                              f"tools[{tool.name}].custom")
+        bounds = raw_string_ir({"type": "string"}, f"tools[{tool.name}].custom", (self.quote, self.close_tag),
+                               self.name, self.excluded)
+        raw = intersection(ir.Embedded(text.transitions, text.accepting), bounds)
+        return ir.seq(ir.literal(f"{self.open_tag}call:{tool.name}{{{CUSTOM_PARAMETER}:{self.quote}"), raw,
+                      ir.literal(f"{self.quote}}}{self.close_tag}"))
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)

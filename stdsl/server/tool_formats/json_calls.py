@@ -64,6 +64,7 @@ class MistralFormat(_NamedJsonFormat):
     separator = ", "
     section_close = "]"
     template_marks = ("[TOOL_CALLS]",)
+    custom_in_object = True
 
 
 class DeepSeekV3Format(JsonArgumentsFormat):

@@ -11,8 +11,11 @@ import re
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.not_containing import not_containing
 from stdsl.errors import SchemaError
 from stdsl.server.tool_formats.base import (
+    CUSTOM_PARAMETER,
     ArgumentsIR,
     ParsedCall,
     ToolFormat,
@@ -78,6 +81,19 @@ class QwenXmlFormat(ToolFormat):
             parts.append(parameter if key in required else ir.optional(parameter))
         parts.append(ir.literal(self._TAIL))
         return ir.seq(*parts)
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as the one string parameter `input` (the parser reads a parameter it has no type for raw)."""
+        raw = intersection(ir.Embedded(text.transitions, text.accepting), not_containing(list(self._STOPS)),
+                           not_word("null"))
+        return ir.seq(ir.literal(f"{CALL_OPEN}\n<function={tool.name}>\n<parameter={CUSTOM_PARAMETER}>\n"), raw,
+                      ir.literal(f"\n</parameter>\n{self._TAIL}"))
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)
@@ -154,6 +170,22 @@ class GlmFormat(ToolFormat):
             parts.append(pair if key in required else ir.optional(pair))
         parts.append(ir.literal(CALL_CLOSE))
         return ir.seq(*parts)
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as a JSON string in the one value `input`: the parser strips a raw value and reads an
+        untyped one as JSON, so a JSON string carries any input exactly."""
+        from stdsl.compiler.json_schema.scalars.escaped_automaton import json_string_of
+
+        value = without_literals(json_string_of(text.transitions, text.accepting), self._STOPS)
+        return ir.seq(ir.literal(f"{CALL_OPEN}{tool.name}{self.newline}<arg_key>{CUSTOM_PARAMETER}</arg_key>"
+                                 f"{self.newline}<arg_value>"), value,
+                      ir.literal(f"</arg_value>{self.newline}{CALL_CLOSE}"))
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: json.dumps(raw, ensure_ascii=False)}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return super().custom_input(str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER]))
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)
