@@ -103,7 +103,7 @@ def params_for(engine: str, schema: dict[str, Any], max_tokens: int) -> Any:
 
 
 def validity(text: str, schema: dict[str, Any]) -> str:
-    """'valid', 'empty' (nothing emitted: stdsl's refusal when no valid output fits), or 'invalid'."""
+    """'valid', 'empty' (nothing emitted), or 'invalid'."""
     if not text.strip():
         return "empty"
     try:
@@ -111,6 +111,18 @@ def validity(text: str, schema: dict[str, Any]) -> str:
     except (ValueError, jsonschema.ValidationError):
         return "invalid"
     return "valid"
+
+
+def cut_verdict(llm: Any, prompt: Any, params: Any, schema: dict[str, Any]) -> str:
+    """`validity` of one request under a small budget; 'empty' also when the engine refuses it at admission
+    (the stdsl processor's HTTP 400 when no valid output fits: `LLM.generate` raises it)."""
+    from vllm.exceptions import VLLMValidationError
+
+    try:
+        output = llm.generate([prompt], [params], use_tqdm=False)[0]
+    except (ValueError, VLLMValidationError):
+        return "empty"
+    return validity(output.outputs[0].text, schema)
 
 
 def run_engine(engine: str, folder: Path, tasks: list[dict[str, Any]], max_tokens: int,
@@ -146,8 +158,8 @@ def run_engine(engine: str, folder: Path, tasks: list[dict[str, Any]], max_token
                      "validity": validity(completion.text, task["schema"]), "text": completion.text})
     budgets = []
     for budget in sweep:
-        cut = llm.generate(prompts, [params_for(engine, t["schema"], budget) for t in tasks], use_tqdm=False)
-        verdicts = [validity(o.outputs[0].text, t["schema"]) for t, o in zip(tasks, cut)]
+        verdicts = [cut_verdict(llm, prompt, params_for(engine, t["schema"], budget), t["schema"])
+                    for prompt, t in zip(prompts, tasks)]
         budgets.append({"max_tokens": budget, **{v: verdicts.count(v) for v in ("valid", "invalid", "empty")}})
     return {"engine": engine, "startup_seconds": round(startup, 1), "generate_seconds": round(seconds, 1),
             "engine_steps": steps, "mask_ms_per_step": round(1000 * mask_seconds / max(steps, 1), 3),

@@ -184,7 +184,10 @@ def test_llm_end_to_end_on_smollm2(smollm2_hf_folder, monkeypatch) -> None:
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
     llm = vllm.LLM(model=str(smollm2_hf_folder), max_model_len=1024, enforce_eager=True, dtype="float32",
                    logits_processors=[StdslLogitsProcessor])
-    cases = [(SPECS[0], 40), (SPECS[1], 12), (SPECS[2], 30), (SPECS[3], 5), (SPECS[0], 13), (None, 8)]
+    from vllm.exceptions import VLLMValidationError
+
+    cases = [(SPECS[0], 40), (SPECS[1], 12), (SPECS[2], 30), (SPECS[3], 5), (SPECS[0], 13), (SPECS[4], 16),
+             (SPECS[5], 9), (None, 8)]
     params = [SamplingParams(max_tokens=n, temperature=0.8, seed=1, extra_args={"stdsl": spec} if spec else None)
               for spec, n in cases]
     outputs = llm.generate(["Reply with the requested value."] * len(cases), params)
@@ -193,6 +196,8 @@ def test_llm_end_to_end_on_smollm2(smollm2_hf_folder, monkeypatch) -> None:
         assert len(completion.token_ids) <= max_tokens
         if spec is not None:
             assert compiled_constraint(parse_spec(spec)).accepts(completion.text), completion.text
+    with pytest.raises(VLLMValidationError, match="no valid output fits in max_tokens=4"):
+        llm.generate(["x"], [SamplingParams(max_tokens=4, extra_args={"stdsl": SPECS[0]})])
 
 
 @pytest.mark.slow
@@ -230,10 +235,23 @@ def test_openai_server_with_the_processor(smollm2_hf_folder) -> None:
             "max_tokens": 12, "temperature": 0.7, "vllm_xargs": {"stdsl": json.dumps(spec)}}).json()
         jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), PERSON)
         assert reply["usage"]["completion_tokens"] <= 12
-        bad = httpx.post(f"{base}/v1/completions", timeout=60, json={
-            "model": str(smollm2_hf_folder), "prompt": "x", "max_tokens": 4,
-            "vllm_xargs": {"stdsl": json.dumps({"kind": "regex", "pattern": "("})}})
-        assert bad.status_code == 400 and "stdsl constraint" in bad.text
+        grammar = {"kind": "grammar", "grammar": SPECS[4]["grammar"]}
+        reply = httpx.post(f"{base}/v1/completions", timeout=300, json={
+            "model": str(smollm2_hf_folder), "prompt": "Pairs:", "max_tokens": 16, "temperature": 0.7,
+            "vllm_xargs": {"stdsl": json.dumps(grammar)}}).json()
+        assert compiled_constraint(parse_spec(grammar)).accepts(reply["choices"][0]["text"])
+        refused = [("[" * 1200 + "]" * 1200, {}, "nests deeper than 128"),
+                   (json.dumps({"kind": "json_schema"}), {}, "missing key 'schema'"),
+                   (json.dumps({"kind": "choice", "choices": "abc"}), {}, "choices: must be a non-empty list"),
+                   (json.dumps({"kind": "regex", "pattern": "("}), {}, "stdsl constraint"),
+                   (json.dumps({"kind": "grammar", "grammar": "start: ("}), {}, "stdsl.grammar:1:"),
+                   (json.dumps(spec), {"structured_outputs": {"regex": "[a-z]+"}}, "structured_outputs: "),
+                   (json.dumps(spec), {"max_tokens": 4}, "no valid output fits in max_tokens=4")]
+        for text, extra, message in refused:
+            bad = httpx.post(f"{base}/v1/completions", timeout=60, json={
+                "model": str(smollm2_hf_folder), "prompt": "x", "max_tokens": 12, "vllm_xargs": {"stdsl": text},
+                **extra})
+            assert bad.status_code == 400 and message in bad.text, (message, bad.status_code, bad.text[:300])
     finally:
         server.terminate()
         server.wait(timeout=60)
