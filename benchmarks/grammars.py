@@ -81,12 +81,11 @@ class QwenEngines:
     """The three engines on the Qwen3.5 vocabulary: compile a grammar, fill bitmasks along token ids."""
 
     def __init__(self, peers: list[str], errors: list[str]) -> None:
-        from stdsl.runtime.control.constraint_state import vocabulary_of
         from stdsl.runtime.model.tokenizer import Tokenizer
 
         self.qwen = load_qwen_vocab()
         self.size = len(self.qwen.token_bytes)
-        self.vocab = vocabulary_of(Tokenizer.qwen())
+        self.tokenizer = Tokenizer.qwen()
         self.bits = np.zeros((1, (self.size + 31) // 32), dtype=np.int32)
         self.row_caches: dict[int, Any] = {}
         self.llg: Any = None
@@ -160,12 +159,14 @@ class QwenEngines:
         the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`)."""
         from stdsl.kernels.rows import RowCache
         from stdsl.runtime.control.pushdown_state import pushdown_tables
+        from stdsl.runtime.control.special_vocabulary import vocabulary_for
 
+        vocab = vocabulary_for(self.tokenizer, constraint)  # the engine's: special tokens spelled where used
         if hasattr(constraint, "automaton"):
             automaton = constraint.automaton
             if id(automaton) not in self.row_caches:
                 rows = max(256, automaton.num_states)
-                self.row_caches[id(automaton)] = RowCache(automaton, self.vocab, max_rows=rows)
+                self.row_caches[id(automaton)] = RowCache(automaton, vocab, max_rows=rows)
             cache = self.row_caches[id(automaton)]
             start = constraint.automaton.start
             state = [start]
@@ -177,7 +178,7 @@ class QwenEngines:
                 state[0] = int(cache.advance(state[0], token))
 
             return fill_dfa, advance_dfa, lambda: state.__setitem__(0, start)
-        rows = pushdown_tables(constraint.machine, self.vocab).rows
+        rows = pushdown_tables(constraint.machine, vocab).rows
         config = [constraint.machine.start]
 
         def fill_pushdown() -> None:
