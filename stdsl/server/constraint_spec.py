@@ -81,7 +81,7 @@ def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:
     """A tool of a tools spec: a function's parameter schema, or a custom tool's input language compiled."""
     if "custom" not in entry:
         return ToolSpec(entry["name"], entry["parameters"])
-    from stdsl.server.custom_tools import input_language
+    from stdsl.server.custom_input import input_language
     from stdsl.server.tool_formats.base import CUSTOM_PARAMETERS
 
     return ToolSpec(entry["name"], CUSTOM_PARAMETERS, input_language(entry["custom"], deadline.left()))
