@@ -227,7 +227,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
-          limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds)
+          limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
+          tool_format=args.tool_format)
     return 0
 
 
@@ -307,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
                    help="on SIGTERM or SIGINT, seconds the requests in flight may take to finish before they are "
                         "cancelled (a second signal exits at once; default 10)")
+    from stdsl.server.tool_formats import FORMATS
+
+    p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
+                   help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
+                        "one the model's chat template writes, else hermes; a request's tool_format overrides it)")
     for name, text in SERVE_LIMITS:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N", help=text)
     p.set_defaults(func=cmd_serve)

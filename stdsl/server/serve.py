@@ -9,22 +9,26 @@ from stdsl.errors import StdslError
 
 def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, max_rows: int = 8,
           api_key: str | None = None, max_queue: int = 64, limits: Mapping[str, int] | None = None,
-          aliases: tuple[str, ...] = (), shutdown_seconds: int = 10) -> None:
+          aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None) -> None:
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted; requests may also name it by `aliases`;
-    `limits` sets `stdsl.server.limits.Limits` fields (the others keep their defaults).  SIGTERM or SIGINT lets
+    `limits` sets `stdsl.server.limits.Limits` fields (the others keep their defaults); `tool_format` names the
+    tool-call format (None: the one the chat template writes, else Hermes).  SIGTERM or SIGINT lets
     the requests in flight finish for up to `shutdown_seconds`, then cancels them and returns (see `shutdown.py`)."""
     from stdsl.runtime.model.loading import load
     from stdsl.server.app import create_app
     from stdsl.server.limits import Limits
     from stdsl.server.shutdown import run_until_signalled
+    from stdsl.server.tool_formats import FORMATS
 
     if not 0 < port < 65536:
         raise StdslError(f"--port must lie in 1..65535, got {port}")
     if shutdown_seconds < 0:
         raise StdslError(f"--shutdown-seconds must be at least 0, got {shutdown_seconds}")
+    if tool_format is not None and tool_format not in FORMATS:
+        raise StdslError(f"--tool-format must be one of {', '.join(sorted(FORMATS))}, got {tool_format!r}")
     model = load(model_name)
     app = create_app(model, max_rows=max_rows, api_key=api_key, max_queue=max_queue, limits=Limits(**(limits or {})),
-                     aliases=aliases)
+                     aliases=aliases, tool_format=tool_format)
     state = app.state.server
     run_until_signalled(app, host=host, port=port, drain_seconds=shutdown_seconds,
                         on_signal=lambda: state.engine.close(drain_seconds=shutdown_seconds),
