@@ -188,3 +188,38 @@ def test_sampled_masks_equal_stdsls_for_recursive_and_regular_constraints(tiny_h
     for step, (got, want) in enumerate(zip(recorder.masks, expected)):
         assert np.array_equal(got[0], want), f"step {step}"
     assert stdsl.compile(constraint).accepts(processor.finish(out)[0].text)
+
+
+PAIRS = 'start: pair ("," pair)*\npair: KEY "=" VALUE\nKEY: /[a-z]{1,6}/\nVALUE: /[0-9]{1,3}/'
+NESTED = 'root ::= "(" root ")" | "x" | "[" root ("," root)* "]"'
+
+
+@settings(max_examples=6, deadline=None)
+@given(budget=st.integers(4, 30), seed=st.integers(0, 2**16))
+def test_a_grammar_constraint_gives_outputs_larks_parser_accepts(tiny_hf, budget: int, seed: int) -> None:
+    import lark
+
+    model, hf_tokenizer = tiny_hf
+    try:
+        result = generate(model, hf_tokenizer, "go", stdsl.Grammar(PAIRS), max_new_tokens=budget, temperature=1.0,
+                          seed=seed)
+    except BudgetError:
+        assert budget < 5
+        return
+    assert len(result.tokens) <= budget
+    lark.Lark(PAIRS, parser="earley", lexer="dynamic").parse(result.text)
+
+
+@pytest.mark.slow
+def test_a_recursive_grammar_constraint_stays_balanced(tiny_hf) -> None:
+    model, hf_tokenizer = tiny_hf
+    for seed in range(2):
+        result = generate(model, hf_tokenizer, "go", stdsl.Grammar(NESTED), max_new_tokens=14, temperature=1.0,
+                          seed=seed)
+        assert stdsl.compile(stdsl.Grammar(NESTED)).accepts(result.text)
+        assert result.text.count("(") == result.text.count(")") and len(result.tokens) <= 14
+
+
+def test_a_bad_grammar_is_refused_naming_line_and_column(tiny_hf) -> None:
+    with pytest.raises(stdsl.GrammarError, match=r"<grammar>:2:7: unclosed"):
+        StdslLogitsProcessor(stdsl.Grammar('start: "a"\nrule: ( "b"'), tiny_hf[1], max_new_tokens=8)
