@@ -148,6 +148,7 @@ def test_fuzz_never_a_server_error(fuzzed, case) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(max(600, EXAMPLES * 5))
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(case=cases)
 def test_fuzz_never_a_server_error_long(fuzzed, case) -> None:

@@ -99,7 +99,8 @@ def test_health_answers_while_a_big_prompt_is_tokenized(server) -> None:
     took = time.monotonic() - started
     assert took > 1.0, "the prompt was too small to test anything"
     assert reply[0].status_code == 400 and reply[0].json()["error"]["code"] == "context_length_exceeded"
-    assert slowest < min(1.0, took / 2), f"/health took {slowest:.2f} s while a prompt was tokenized for {took:.1f} s"
+    # a tokenizer that held the GIL stalled /health for the whole tokenization (took); a loaded machine adds ~1 s
+    assert slowest < took / 3, f"/health took {slowest:.2f} s while a prompt was tokenized for {took:.1f} s"
 
 
 def test_a_non_streaming_client_that_disconnects_frees_its_row(server) -> None:
