@@ -8,6 +8,11 @@ THINK is every text without the closing tag (Proposition 3, exact), so the tag c
 written and ends the block at its first occurrence; CLOSE is the closing text as the family writes
 it; ANSWER is the user's constraint, a DFA or a pushdown.  The whole is one constraint, so the
 budget rule of Theorem 21 keeps room for CLOSE and the shortest answer under every `max_tokens`.
+
+Where the model's tokenizer has a tag as one special or added token (Qwen3.5's `</think>`), the tag is
+written as that token (`tokens`; `special_tokens.token_markers` decides), so the model closes the block
+with the token it was trained on; THINK still never contains the tag's text, so the first tag in the
+visible output is the real one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import GrammarConflictError
 from stdsl.compiler.pushdown.prefixed import prefixed_grammar
+from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError
 
 MODES = ("opened", "required", "optional")
@@ -37,6 +43,16 @@ class ThinkingFormat:
     close: str
     close_text: str
 
+    @property
+    def markers(self) -> tuple[str, str]:
+        """The tags a family's tokenizer may have as one special or added token."""
+        return (self.open, self.close)
+
+    def spelled(self, tokens: tuple[str, ...]) -> tuple[bytes, bytes, bytes]:
+        """The opening tag, the closing tag and the closing text as the output's bytes, the tags in `tokens`
+        written as their tokens."""
+        return spelled(self.open, tokens), spelled(self.close, tokens), spelled(self.close_text, tokens)
+
 
 THINK = ThinkingFormat("think", "<think>", "</think>", "</think>\n\n")
 """Qwen3 / Qwen3.5, QwQ and DeepSeek-R1: `<think>` ... `</think>` and a blank line before the answer."""
@@ -46,12 +62,14 @@ FORMATS = {THINK.name: THINK}
 
 @dataclass
 class ReasoningConstraint:
-    """THINK · CLOSE · ANSWER compiled as one constraint (`constraint`), with the answer's own (`answer`)."""
+    """THINK · CLOSE · ANSWER compiled as one constraint (`constraint`), with the answer's own (`answer`); `tokens`
+    are the format's tags written as one token of the tokenizer."""
 
     constraint: Constraint | PushdownConstraint
     answer: Constraint | PushdownConstraint | Automaton
     format: ThinkingFormat
     mode: str
+    tokens: tuple[str, ...] = ()
 
     @property
     def nbytes(self) -> int:
@@ -66,41 +84,50 @@ class ReasoningConstraint:
         return f"ReasoningConstraint({self.format.name}, {self.mode}, answer={self.answer!r})"
 
 
-def thinking_prefix(fmt: ThinkingFormat, mode: str) -> ir.Node:
-    """The IR of what precedes the answer in `mode` (see the module docstring)."""
+def thinking_prefix(fmt: ThinkingFormat, mode: str, tokens: tuple[str, ...] = ()) -> ir.Node:
+    """The IR of what precedes the answer in `mode` (see the module docstring), the tags in `tokens` as tokens."""
     if mode not in MODES:
         raise CompileError(f"thinking mode must be one of {', '.join(MODES)}, got {mode!r}")
-    block = ir.seq(not_containing([fmt.close]), ir.literal(fmt.close_text))
+    opening, _, close_text = fmt.spelled(tokens)
+    block = ir.seq(not_containing([fmt.close]), ir.literal(close_text))
     if mode == "opened":
         return block
-    opened = ir.seq(ir.literal(fmt.open), block)
+    opened = ir.seq(ir.literal(opening), block)
     return opened if mode == "required" else ir.optional(opened)
 
 
-def think_then(answer: Constraint | PushdownConstraint | Automaton, fmt: ThinkingFormat, mode: str
-               ) -> ReasoningConstraint:
-    """`answer` preceded by the thinking block of `fmt` in `mode`.
+def think_then(answer: Constraint | PushdownConstraint | Automaton, fmt: ThinkingFormat, mode: str,
+               tokens: tuple[str, ...] = ()) -> ReasoningConstraint:
+    """`answer` preceded by the thinking block of `fmt` in `mode`; the tags in `tokens` (those the model's tokenizer
+    has as one token) are written as those tokens, and the answer's own special tokens are kept.
 
     An optional block before an answer that may itself begin with the opening tag is refused: which
     part of such an output is thinking would be ambiguous.
     """
-    prefix = thinking_prefix(fmt, mode)
+    unknown = [token for token in tokens if token not in fmt.markers]
+    if unknown:
+        raise CompileError(f"{unknown[0]!r} is not a tag of the {fmt.name} thinking format")
+    used = tuple(tag for tag in fmt.markers if tag in tokens and (mode != "opened" or tag == fmt.close))
+    prefix = thinking_prefix(fmt, mode, used)
     if not isinstance(answer, (Constraint, PushdownConstraint, Automaton)):
         raise CompileError("a thinking block can precede a compiled constraint or automaton, "
                            f"not {type(answer).__name__}")
+    specials = tuple(dict.fromkeys((*getattr(answer, "special_tokens", ()), *used)))
     if isinstance(answer, PushdownConstraint):
         try:
             grammar = prefixed_grammar(prefix, answer.grammar)
         except GrammarConflictError:
             raise _ambiguous(fmt) from None
-        composed: Constraint | PushdownConstraint = PushdownConstraint(grammar, "reasoning", answer.source)
+        composed: Constraint | PushdownConstraint = PushdownConstraint(grammar, "reasoning", answer.source,
+                                                                       special_tokens=specials)
     else:
         automaton = answer if isinstance(answer, Automaton) else answer.automaton
-        if mode == "optional" and automaton.step(automaton.start, fmt.open.encode()) >= 0:
+        if mode == "optional" and automaton.step(automaton.start, fmt.spelled(used)[0]) >= 0:
             raise _ambiguous(fmt)
         node = ir.seq(prefix, ir.Embedded(automaton.transitions, automaton.accepting))
-        composed = Constraint(build_automaton(node), "reasoning", getattr(answer, "source", None))
-    return ReasoningConstraint(composed, answer, fmt, mode)
+        composed = Constraint(build_automaton(node), "reasoning", getattr(answer, "source", None),
+                              special_tokens=specials)
+    return ReasoningConstraint(composed, answer, fmt, mode, used)
 
 
 def _ambiguous(fmt: ThinkingFormat) -> CompileError:

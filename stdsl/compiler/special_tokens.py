@@ -11,7 +11,7 @@ one token. Output shown to users drops the 0xFF marks: the token's own text stay
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 SPECIAL_MARK = 0xFF
 """The byte that opens and closes a special token's spelling."""
@@ -22,6 +22,17 @@ _MARK = bytes([SPECIAL_MARK])
 def special_spelling(name: str) -> bytes:
     """The private bytes of the special token whose text is `name`."""
     return _MARK + name.encode("utf-8") + _MARK
+
+
+def token_markers(markers: Iterable[str], tokens: Container[str]) -> tuple[str, ...]:
+    """The markers of a format (a thinking block's tags, a tool-call format's) that a tokenizer writes as one token:
+    those among its special or added tokens (`tokens`: the names, such as a runtime tokenizer's `special_tokens`).
+
+    The one text-or-token decision of every format: a marker the model was trained to emit as one token is
+    written as that token (its private spelling, via `spelled`), so the mask admits that id and no text spells
+    it there; any other marker stays text.
+    """
+    return tuple(marker for marker in dict.fromkeys(markers) if marker in tokens)
 
 
 def visible_bytes(data: bytes) -> bytes:

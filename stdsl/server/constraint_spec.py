@@ -4,8 +4,10 @@ A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json
 `regex` (`pattern`), `choice` (`choices`), `grammar` (`text`, `syntax`, `source`: the field, for errors),
 `structural_tag` (`tag`: XGrammar's object), `program` (`source`, `arguments`) or `tools`
 (`format`: a tool-call format's name, `tools` (`name` and `parameters`, or a custom tool's `name` and
-`custom`: `syntax`, `definition`, `field`), `choice`, `parallel`, `content`: a spec or null), or
-`reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null).  Its canonical text
+`custom`: `syntax`, `definition`, `field`), `choice`, `parallel`, `content`: a spec or null, `tokens`: the
+format's markers written as one token of the model's tokenizer), or
+`reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null, `tokens`: the tags written
+as one token of the model's tokenizer).  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
 compiler, so it runs in a worker process, off the decode loop.
 """
@@ -151,14 +153,15 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         with compile_deadline(deadline.left()):
             return program.constraint(program.arguments(spec.get("arguments") or {}))
     if kind == "tools":
-        tool_format = format_named(spec["format"])
+        tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
         tools = [_tool_spec(t, deadline) for t in spec["tools"]]
         content = _content_ir(spec.get("content"), deadline)
         node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
         with compile_deadline(deadline.left()):
             automaton = build_automaton(node)
-        return Constraint(automaton, "tools", dict(spec), None, time.perf_counter() - start)
+        return Constraint(automaton, "tools", dict(spec), None, time.perf_counter() - start,
+                          special_tokens=tool_format.tokens)
     if kind == "reasoning":
         return _reasoning(spec, deadline)
     raise CompileError(f"unknown constraint kind {kind!r}")
@@ -172,7 +175,7 @@ def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:
     if isinstance(compiled, ReasoningConstraint):
         raise CompileError("a reasoning constraint cannot be the answer of another")
     with compile_deadline(deadline.left()):
-        return think_then(compiled, FORMATS[spec["format"]], spec["mode"])
+        return think_then(compiled, FORMATS[spec["format"]], spec["mode"], tuple(spec.get("tokens") or ()))
 
 
 def build_constraint(spec: Spec, max_seconds: float) -> Compiled:

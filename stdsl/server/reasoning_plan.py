@@ -4,13 +4,15 @@
 `enable_thinking` turns Qwen3's thinking on or off).  When the rendered prompt leaves the model to
 think (`thinking_of`), the output constraint becomes a `reasoning` spec: the thinking block, then
 the answer under the request's constraint (free text, a format, tool calls).  `reasoning_budget`
-(or vLLM's `thinking_token_budget`) closes the block after that many tokens.
+(or vLLM's `thinking_token_budget`) closes the block after that many tokens.  The tags the model's tokenizer
+has as one token (`tokens`) are written as those tokens.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from stdsl.compiler.special_tokens import token_markers
 from stdsl.errors import OptionError
 from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, thinking_of
 from stdsl.server.errors import RequestError
@@ -55,5 +57,7 @@ def thinking_spec(request: ChatCompletionRequest, tokenizer: Any, prompt: list[i
         raise RequestError(str(error), param=f"chat_template_kwargs.{SWITCH}") from None
     if thinking is None or (thinking.mode == "optional" and budget == 0):
         return spec, {"reasoning": False}
-    wrapped = {"kind": "reasoning", "format": thinking.format.name, "mode": thinking.mode, "answer": spec}
+    tokens = token_markers(thinking.format.markers, tokenizer.special_tokens)
+    wrapped = {"kind": "reasoning", "format": thinking.format.name, "mode": thinking.mode, "answer": spec,
+               "tokens": list(tokens)}
     return wrapped, {"reasoning_budget": budget}

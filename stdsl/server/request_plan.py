@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stdsl.compiler.special_tokens import token_markers
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.chat_prompt import chat_prompt_ids
 from stdsl.server.chat_render import CallMemory, chat_messages
@@ -219,6 +220,9 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     template = tokenizer.chat_template or CHATML_TEMPLATE
     call_format = _tool_format(request.tool_format or tool_format, tokenizer.chat_template)
     tools_spec = _tools_spec(request, spec, call_format) if request.tools else None
+    tokens = token_markers(call_format.markers, tokenizer.special_tokens)
+    if tools_spec is not None and tokens:
+        tools_spec["tokens"] = list(tokens)
     messages = list(request.messages)
     if spec is not None and spec["kind"] == "program":
         messages += _program_messages(spec)

@@ -130,7 +130,7 @@ class Row:
         policy = self.control.reasoning
         if policy is None:
             return decided
-        thought = policy.region.thinking(decided, final)
+        thought = visible_bytes(policy.region.thinking(decided, final))
         piece = self._thought_decoder.decode(thought[self._thought_shown:], final=final)
         self._thought_shown = len(thought)
         if piece:

@@ -2,7 +2,8 @@
 
 A request whose prompt leaves a reasoning model to think (`thinking_of`) decodes under THINK ·
 CLOSE · ANSWER (`stdsl.compiler.reasoning`), and its row carries the `ReasoningPolicy` that splits
-the thinking text from the answer and closes the block at `reasoning_budget`.  A constraint that
+the thinking text from the answer and closes the block at `reasoning_budget`; a tag the tokenizer has as one
+token is written as that token (`token_markers`).  A constraint that
 already is a `ReasoningConstraint` (the server composes its own in the compile worker) is used as is.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint, think_then
+from stdsl.compiler.special_tokens import token_markers
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
 from stdsl.runtime.control.thinking_region import ThinkingRegion
@@ -44,10 +46,12 @@ def reasoning_constraint(model: Any, compiled: Any, prompt_ids: list[int], optio
     thinking = thinking_for(model, prompt_ids, options)
     if thinking is None:
         return None
-    return _COMPOSED.get((compiled,), lambda: think_then(compiled, thinking.format, thinking.mode),
-                         (thinking.format, thinking.mode))
+    tokens = token_markers(thinking.format.markers, getattr(model.tokenizer, "special_tokens", None) or {})
+    return _COMPOSED.get((compiled,), lambda: think_then(compiled, thinking.format, thinking.mode, tokens),
+                         (thinking.format, thinking.mode, tokens))
 
 
 def reasoning_policy(constraint: ReasoningConstraint, options: DecodeOptions) -> ReasoningPolicy:
     """The row policy of a reasoning constraint under the request's `reasoning_budget`."""
-    return ReasoningPolicy(ThinkingRegion(constraint.format, constraint.mode), options.reasoning_budget)
+    return ReasoningPolicy(ThinkingRegion(constraint.format, constraint.mode, constraint.tokens),
+                           options.reasoning_budget)

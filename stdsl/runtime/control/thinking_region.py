@@ -20,15 +20,14 @@ def partial_suffix(data: bytes, tag: bytes) -> int:
 
 
 class ThinkingRegion:
-    """The thinking block of one output in `mode`; every query takes the output's decided bytes so far
-    (which only grow), and positions found once are kept."""
+    """The thinking block of one output in `mode` (`tokens`: the tags written as one token); every query takes the
+    output's decided bytes so far (which only grow), and positions found once are kept."""
 
-    def __init__(self, fmt: ThinkingFormat, mode: str) -> None:
+    def __init__(self, fmt: ThinkingFormat, mode: str, tokens: tuple[str, ...] = ()) -> None:
         self.format = fmt
         self.mode = mode
-        self.open = fmt.open.encode()
-        self.close = fmt.close.encode()
-        self.close_text = fmt.close_text.encode()
+        self.open, self.close, self.close_text = fmt.spelled(tokens)
+        """The tags and closing text as the output's bytes (the tags in `tokens` in their tokens' spelling)."""
         self.start: int | None = 0 if mode == "opened" else None
         """Offset where the thinking text starts (None: not decided yet, -1: the output has no block)."""
         self.end: int | None = None

@@ -1,12 +1,14 @@
 """What every tool-call format gives: the grammar of one call and of a run of calls, the text of a call, a reader.
 
 A reply is free text (no trigger of the format in it), then optionally the calls: the section
-open text, calls joined by the separator, the section close text.  Formats whose replies do not
-have that shape (Harmony channels, a bare JSON call) override `reply_ir` and `parse`.
+open text, calls joined by the separator, the section close text.  A marker the model's tokenizer has
+as one token is written as that token (`with_tokens`); free text never spells a trigger as text.  Formats
+whose replies do not have that shape (Harmony channels, a bare JSON call) override `reply_ir` and `parse`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +16,8 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.errors import SchemaError, StdslError
+from stdsl.compiler.special_tokens import spelled
+from stdsl.errors import CompileError, SchemaError, StdslError
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,24 @@ class ToolFormat:
     """Strings whose presence in a chat template (all of them) recognises this family."""
     body_excludes: tuple[str, ...] = ()
     """Literals no argument value may contain (the markers the family's parser splits a call at)."""
+    markers: tuple[str, ...] = ()
+    """The format's own texts that a family's tokenizer may have as one special or added token."""
+    tokens: tuple[str, ...] = ()
+    """The markers this request's tokenizer has as one token (`with_tokens`), each written as that token."""
+
+    def with_tokens(self, tokens: Sequence[str]) -> ToolFormat:
+        """This format writing `tokens` (markers of its own, as `special_tokens.token_markers` chose them for the
+        model's tokenizer) as one token each; the text parsers read the same reply (a token shows as its text)."""
+        unknown = [token for token in tokens if token not in self.markers]
+        if unknown:
+            raise CompileError(f"{unknown[0]!r} is not a marker of the {self.name} tool-call format")
+        chosen = copy.copy(self)
+        chosen.tokens = tuple(dict.fromkeys(tokens))
+        return chosen
+
+    def literal(self, text: str) -> ir.Node:
+        """The format's own text (a tag, a call head), each marker in `tokens` written as its token."""
+        return ir.literal(spelled(text, self.tokens))
 
     def recognises(self, template: str) -> bool:
         """Whether `template` is this family's chat template."""
@@ -155,8 +176,8 @@ class ToolFormat:
 
     def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
         """The calls part of a reply: one call, or with `parallel` one or more joined by the separator."""
-        many = ir.seq(call, ir.star(ir.seq(ir.literal(self.separator), call))) if parallel else call
-        return ir.seq(ir.literal(self.section_open), many, ir.literal(self.section_close))
+        many = ir.seq(call, ir.star(ir.seq(self.literal(self.separator), call))) if parallel else call
+        return ir.seq(self.literal(self.section_open), many, self.literal(self.section_close))
 
     def content_ir(self, content: ir.Node) -> ir.Node:
         """A reply without calls whose content is `content`."""
@@ -199,7 +220,7 @@ class JsonArgumentsFormat(ToolFormat):
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool)), self.body_excludes)
-        return ir.seq(self.head_ir(tool.name), arguments, ir.literal(self.tail))
+        return ir.seq(self.head_ir(tool.name), arguments, self.literal(self.tail))
 
     custom_in_object = False
     """Whether a custom call's arguments are `{"input": JSON string}` (a family whose parser takes only an object)
@@ -213,7 +234,7 @@ class JsonArgumentsFormat(ToolFormat):
         if self.custom_in_object:
             arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
         return ir.seq(self.head_ir(tool.name), without_literals(arguments, self.body_excludes),
-                      ir.literal(self.tail))
+                      self.literal(self.tail))
 
     def custom_arguments(self, raw: str) -> str:
         if self.custom_in_object:
@@ -227,7 +248,7 @@ class JsonArgumentsFormat(ToolFormat):
 
     def head_ir(self, name: str) -> ir.Node:
         """The grammar of a call's head (a literal unless the head carries a number the model chooses)."""
-        return ir.literal(self.head(name, 0))
+        return self.literal(self.head(name, 0))
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         return self.head(name, index) + arguments + self.tail

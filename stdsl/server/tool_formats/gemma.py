@@ -43,13 +43,14 @@ class FunctionGemmaFormat(ToolFormat):
     excluded = "}"
     name_pattern = r"[A-Za-z0-9_]{1,64}"
     template_marks: tuple[str, ...] = ("<start_function_call>",)
+    markers: tuple[str, ...] = (open_tag, close_tag, quote)
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
         """A string between the quote delimiters; any other value a JSON scalar."""
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind == "string":
             text = raw_string_ir(schema, path, (self.quote, self.close_tag), self.name, self.excluded)
-            return ir.seq(ir.literal(self.quote), text, ir.literal(self.quote))
+            return ir.seq(self.literal(self.quote), text, self.literal(self.quote))
         if kind not in SCALAR_TYPES:
             raise SchemaError(f"the {self.name} call syntax writes only strings, numbers, booleans and null exactly; "
                               f"give the parameter one of those types", path)
@@ -65,10 +66,10 @@ class FunctionGemmaFormat(ToolFormat):
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
-            entries.append((ir.seq(ir.literal(f"{key}:"), self.value_ir(schema, path, arguments_ir)),
+            entries.append((ir.seq(self.literal(f"{key}:"), self.value_ir(schema, path, arguments_ir)),
                             key in required))
-        return ir.seq(ir.literal(f"{self.open_tag}call:{tool.name}{{"), _comma_list(entries),
-                      ir.literal(f"}}{self.close_tag}"))
+        return ir.seq(self.literal(f"{self.open_tag}call:{tool.name}{{"), _comma_list(entries),
+                      self.literal(f"}}{self.close_tag}"))
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
         """The raw input as the one string parameter `input`, between the string delimiters."""
@@ -78,8 +79,8 @@ class FunctionGemmaFormat(ToolFormat):
         bounds = raw_string_ir({"type": "string"}, f"tools[{tool.name}].custom", (self.quote, self.close_tag),
                                self.name, self.excluded)
         raw = intersection(ir.Embedded(text.transitions, text.accepting), bounds)
-        return ir.seq(ir.literal(f"{self.open_tag}call:{tool.name}{{{CUSTOM_PARAMETER}:{self.quote}"), raw,
-                      ir.literal(f"{self.quote}}}{self.close_tag}"))
+        return ir.seq(self.literal(f"{self.open_tag}call:{tool.name}{{{CUSTOM_PARAMETER}:{self.quote}"), raw,
+                      self.literal(f"{self.quote}}}{self.close_tag}"))
 
     def custom_arguments(self, raw: str) -> str:
         return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
@@ -123,6 +124,7 @@ class Gemma4Format(FunctionGemmaFormat):
     excluded = ""
     name_pattern = r"[A-Za-z0-9_-]{1,64}"
     template_marks = ("<|tool_call>", "<tool_call|>")
+    markers = (open_tag, close_tag, quote)
 
 
 def _comma_list(entries: list[tuple[ir.Node, bool]]) -> ir.Node:

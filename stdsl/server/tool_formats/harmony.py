@@ -36,6 +36,7 @@ class HarmonyFormat(JsonArgumentsFormat):
     streams_content = False
     template_marks = ("<|channel|>", "<|constrain|>")
     body_excludes = ("<|call|>",)
+    markers = ("<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|constrain|>", "<|call|>")
 
     def head(self, name: str, index: int) -> str:
         return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
@@ -48,10 +49,11 @@ class HarmonyFormat(JsonArgumentsFormat):
         return not_containing(["<|"])
 
     def _analysis(self) -> ir.Node:
-        return ir.optional(ir.seq(ir.literal(ANALYSIS_OPEN), not_containing(["<|"]), ir.literal(ANALYSIS_CLOSE)))
+        return ir.optional(ir.seq(self.literal(ANALYSIS_OPEN), not_containing(["<|"]),
+                                  self.literal(ANALYSIS_CLOSE)))
 
     def content_ir(self, content: ir.Node) -> ir.Node:
-        return ir.seq(self._analysis(), ir.literal(FINAL_OPEN), content)
+        return ir.seq(self._analysis(), self.literal(FINAL_OPEN), content)
 
     def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
         return ir.seq(self._analysis(), call)

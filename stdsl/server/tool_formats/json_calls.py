@@ -42,6 +42,7 @@ class HermesFormat(_NamedJsonFormat):
     tail = "}\n</tool_call>"
     template_marks = ("<tool_call>",)
     body_excludes = ("</tool_call>",)
+    markers = ("<tool_call>", "</tool_call>")
 
 
 class Llama3JsonFormat(_NamedJsonFormat):
@@ -53,6 +54,7 @@ class Llama3JsonFormat(_NamedJsonFormat):
     separator = "; "
     key = "parameters"
     template_marks = ("<|python_tag|>",)
+    markers = ("<|python_tag|>",)
 
 
 class MistralFormat(_NamedJsonFormat):
@@ -64,6 +66,7 @@ class MistralFormat(_NamedJsonFormat):
     separator = ", "
     section_close = "]"
     template_marks = ("[TOOL_CALLS]",)
+    markers = ("[TOOL_CALLS]",)
     custom_in_object = True
 
 
@@ -79,6 +82,8 @@ class DeepSeekV3Format(JsonArgumentsFormat):
     tail = "\n```<｜tool▁call▁end｜>"
     template_marks = ("<｜tool▁calls▁begin｜>", "```json")
     body_excludes = ("<｜tool▁call▁end｜>",)
+    markers = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+               "<｜tool▁sep｜>")
     _HEAD = re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>(?P<name>[a-zA-Z0-9_-]{1,64})\n```json\n")
 
     def head(self, name: str, index: int) -> str:
@@ -101,6 +106,8 @@ class KimiK2Format(JsonArgumentsFormat):
     tail = "<|tool_call_end|>"
     template_marks = ("<|tool_calls_section_begin|>",)
     body_excludes = ("<|tool_call_end|>", "<|tool_calls_section_end|>")
+    markers = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+               "<|tool_call_argument_begin|>", "<|tool_call_end|>")
     _HEAD = re.compile(r"<\|tool_call_begin\|>functions\.(?P<name>[a-zA-Z0-9_-]{1,64}):(0|[1-9][0-9]*)"
                        r"<\|tool_call_argument_begin\|>")
 
@@ -110,8 +117,8 @@ class KimiK2Format(JsonArgumentsFormat):
     def head_ir(self, name: str) -> ir.Node:
         digit = ir.byte_set([(ord("0"), ord("9"))])
         number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
-        return ir.seq(ir.literal(f"<|tool_call_begin|>functions.{name}:"), number,
-                      ir.literal("<|tool_call_argument_begin|>"))
+        return ir.seq(self.literal(f"<|tool_call_begin|>functions.{name}:"), number,
+                      self.literal("<|tool_call_argument_begin|>"))
 
     def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
         match = self._HEAD.match(reply, position)
@@ -160,6 +167,7 @@ class MistralV11Format(JsonArgumentsFormat):
     triggers = ("[TOOL_CALLS]",)
     separator = ""
     template_marks = ("[TOOL_CALLS]", "[ARGS]")
+    markers = ("[TOOL_CALLS]", "[ARGS]")
     _HEAD = re.compile(r"\[TOOL_CALLS\](?P<name>[a-zA-Z0-9_-]{1,64})\[ARGS\]")
 
     def head(self, name: str, index: int) -> str:

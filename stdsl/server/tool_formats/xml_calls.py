@@ -54,6 +54,7 @@ class QwenXmlFormat(ToolFormat):
     name = "qwen_xml"
     triggers = (CALL_OPEN, "<function=")
     template_marks = ("<function=", "<parameter=")
+    markers = (CALL_OPEN, CALL_CLOSE)
     _FUNCTION_HEAD = re.compile(r"<tool_call>\n<function=([A-Za-z0-9_-]{1,64})>\n")
     _PARAMETER_HEAD = re.compile(r"<parameter=([A-Za-z_][A-Za-z0-9_]*)>\n")
     _TAIL = f"</function>\n{CALL_CLOSE}"
@@ -72,22 +73,22 @@ class QwenXmlFormat(ToolFormat):
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
         where = parameters_path(tool)
-        parts: list[ir.Node] = [ir.literal(f"{CALL_OPEN}\n<function={tool.name}>\n")]
+        parts: list[ir.Node] = [self.literal(f"{CALL_OPEN}\n<function={tool.name}>\n")]
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
             value = self.value_ir(schema, path, arguments_ir)
-            parameter = ir.seq(ir.literal(f"<parameter={key}>\n"), value, ir.literal("\n</parameter>\n"))
+            parameter = ir.seq(self.literal(f"<parameter={key}>\n"), value, self.literal("\n</parameter>\n"))
             parts.append(parameter if key in required else ir.optional(parameter))
-        parts.append(ir.literal(self._TAIL))
+        parts.append(self.literal(self._TAIL))
         return ir.seq(*parts)
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
         """The raw input as the one string parameter `input` (the parser reads a parameter it has no type for raw)."""
         raw = intersection(ir.Embedded(text.transitions, text.accepting), not_containing(list(self._STOPS)),
                            not_word("null"))
-        return ir.seq(ir.literal(f"{CALL_OPEN}\n<function={tool.name}>\n<parameter={CUSTOM_PARAMETER}>\n"), raw,
-                      ir.literal(f"\n</parameter>\n{self._TAIL}"))
+        return ir.seq(self.literal(f"{CALL_OPEN}\n<function={tool.name}>\n<parameter={CUSTOM_PARAMETER}>\n"), raw,
+                      self.literal(f"\n</parameter>\n{self._TAIL}"))
 
     def custom_arguments(self, raw: str) -> str:
         return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
@@ -146,6 +147,7 @@ class GlmFormat(ToolFormat):
     newline = "\n"
     triggers = (CALL_OPEN,)
     template_marks = ("<arg_key>",)
+    markers = (CALL_OPEN, CALL_CLOSE, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
     _STOPS = ("</arg_value>", CALL_CLOSE)
 
     def recognises(self, template: str) -> bool:
@@ -160,15 +162,15 @@ class GlmFormat(ToolFormat):
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
         where = parameters_path(tool)
-        parts: list[ir.Node] = [ir.literal(f"{CALL_OPEN}{tool.name}{self.newline}")]
+        parts: list[ir.Node] = [self.literal(f"{CALL_OPEN}{tool.name}{self.newline}")]
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
             value = self.value_ir(schema, path, arguments_ir)
-            pair = ir.seq(ir.literal(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>"), value,
-                          ir.literal(f"</arg_value>{self.newline}"))
+            pair = ir.seq(self.literal(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>"), value,
+                          self.literal(f"</arg_value>{self.newline}"))
             parts.append(pair if key in required else ir.optional(pair))
-        parts.append(ir.literal(CALL_CLOSE))
+        parts.append(self.literal(CALL_CLOSE))
         return ir.seq(*parts)
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
@@ -177,9 +179,9 @@ class GlmFormat(ToolFormat):
         from stdsl.compiler.json_schema.scalars.escaped_automaton import json_string_of
 
         value = without_literals(json_string_of(text.transitions, text.accepting), self._STOPS)
-        return ir.seq(ir.literal(f"{CALL_OPEN}{tool.name}{self.newline}<arg_key>{CUSTOM_PARAMETER}</arg_key>"
+        return ir.seq(self.literal(f"{CALL_OPEN}{tool.name}{self.newline}<arg_key>{CUSTOM_PARAMETER}</arg_key>"
                                  f"{self.newline}<arg_value>"), value,
-                      ir.literal(f"</arg_value>{self.newline}{CALL_CLOSE}"))
+                      self.literal(f"</arg_value>{self.newline}{CALL_CLOSE}"))
 
     def custom_arguments(self, raw: str) -> str:
         return json.dumps({CUSTOM_PARAMETER: json.dumps(raw, ensure_ascii=False)}, ensure_ascii=False)
