@@ -58,6 +58,10 @@ class HarmonyFormat(JsonArgumentsFormat):
     def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
         return ir.seq(self._analysis(), call)
 
+    def reply_ir(self, text: ir.Node, calls: ir.Node, formatted: bool) -> ir.Node:
+        """A final-channel message or a call: a Harmony reply is messages on channels, never text before them."""
+        return ir.alt(self.content_ir(text), calls)
+
     def join(self, texts: Sequence[str]) -> str:
         return "".join(texts[:1])
 
