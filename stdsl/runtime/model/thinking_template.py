@@ -3,8 +3,8 @@
 A template that mentions `<think>`, `enable_thinking` or `reasoning_content` belongs to a thinking
 family.  The prompt's end then says where the block stands: opened by the template (the output
 starts inside it), closed by the template (thinking is off: nothing changes), or not written (the
-model may open it, or must when thinking is asked for).  gpt-oss's analysis channel is delimited by
-special tokens, which a byte constraint cannot write, so asking it to think is refused.
+model may open it, or must when thinking is asked for).  gpt-oss's analysis channel is a message of
+its own before a final-channel answer, not a block before the answer, so asking it to think is refused.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def thinking_of(template: str | None, prompt_tail: str, requested: bool | None) 
         return None
     if template and HARMONY_MARK in template:
         if requested:
-            raise OptionError("reasoning", "this chat template writes gpt-oss's analysis channel, delimited by "
-                                           "special tokens that a byte-level constraint cannot write; thinking "
-                                           "before a constrained answer is not supported for it")
+            raise OptionError("reasoning", "this chat template writes gpt-oss's analysis channel, whose answer "
+                                           "follows in a final-channel message; thinking before a constrained "
+                                           "answer is not supported for it (its tool calls may still carry an "
+                                           "analysis message: tool_format harmony)")
         return None
     fmt = THINK
     state = block_state(prompt_tail, fmt)
