@@ -4,7 +4,7 @@
 # the stdsl processor and a client against it, the offline example, then the vLLM tests.  Every command the
 # doc shows is a line of this script (tests/integrations/test_scale_doc.py checks it), so the two cannot drift.
 #
-#     bash benchmarks/vllm_setup.sh            # from the repository root; about 25 minutes on 2 cores
+#     bash benchmarks/vllm_setup.sh            # from the repository root; 40 minutes here on 2 busy cores, 24 of them installing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf /tmp/vllm-venv /tmp/smollm2-hf
