@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-_BUILT: dict[tuple[int, str], tuple[Any, Any]] = {}
+_BUILT: dict[tuple[int, str, str], tuple[Any, Any]] = {}
 
 
 def marker_texts() -> list[str]:
@@ -19,8 +19,8 @@ def marker_texts() -> list[str]:
 
 def family_model(base: Any, kind: str, chat_template: str) -> tuple[Any, Any]:
     """(tokenizer, tiny model) over SmolLM2's tokenizer with every marker added as a `kind` ("special" or "added")
-    token, built once per process (per-tokenizer tables are then shared by every test that uses it)."""
-    key = (id(base), kind)
+    token, built once per process and template (per-tokenizer tables are then shared by the tests that use it)."""
+    key = (id(base), kind, chat_template)
     if key not in _BUILT:
         markers = marker_texts()
         tokenizer = with_added_tokens(base, special=markers if kind == "special" else (),

@@ -16,6 +16,7 @@ from stdsl.errors import CompileError
 from stdsl.server.constraint_spec import build_constraint
 from stdsl.server.tool_formats import FORMATS
 from tests.runtime.special_tokenizers import family_model
+from tests.runtime.thinking_templates import OPENING
 from tests.server.test_reply_grammar import _random_accepted
 from tests.server.test_tool_formats import FAMILY_READERS, _check_reply, _openai_tools
 
@@ -85,7 +86,7 @@ DECODED = ["llama3_json", "mistral", "hermes", "kimi_k2", "deepseek_v3", "harmon
 def test_decoding_emits_each_marker_as_its_one_id(smollm2_tokenizer, name: str) -> None:
     """The tiny model over a tokenizer with the family's markers as special tokens: each marker of a reply is one
     emitted id, the ids decode to the visible reply, and the family's parser reads valid calls from it."""
-    tokenizer, model = family_model(smollm2_tokenizer, "special", "")
+    tokenizer, model = family_model(smollm2_tokenizer, "special", OPENING)
     tokens = token_markers(FORMATS[name].markers, tokenizer.special_tokens)
     assert tokens == FORMATS[name].markers
     prompt = tokenizer.encode("<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n")
@@ -105,15 +106,18 @@ def test_decoding_emits_each_marker_as_its_one_id(smollm2_tokenizer, name: str) 
 
 
 def test_the_server_plan_asks_for_the_tokens_its_tokenizer_has(smollm2_tokenizer) -> None:
+    """The tool format's markers and the thinking tags the tokenizer has are asked for as tokens in the spec."""
     from stdsl.server.chat_render import CallMemory
     from stdsl.server.protocol import ChatCompletionRequest
     from stdsl.server.request_plan import chat_plan
 
-    _, model = family_model(smollm2_tokenizer, "special", "")
+    _, model = family_model(smollm2_tokenizer, "special", OPENING)
     tools: list[dict[str, Any]] = _openai_tools(TOOLS)
     request = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], "tools": tools})
-    for name in ("llama3_json", "mistral", "json"):
+    for name in ("llama3_json", "mistral", "hermes", "json"):
         plan = chat_plan(request, model, CallMemory(), tool_format=name)
-        assert plan.spec is not None and plan.spec.get("tokens", []) == list(FORMATS[name].markers), name
-    plain = chat_plan(request, family_model(smollm2_tokenizer, "special", "")[1], CallMemory(), tool_format="hermes")
-    assert json.loads(json.dumps(plain.spec))["tokens"] == ["<tool_call>", "</tool_call>"]
+        spec = json.loads(json.dumps(plan.spec))
+        assert spec["kind"] == "reasoning" and spec["mode"] == "opened" and spec["tokens"] == ["<think>", "</think>"]
+        assert spec["answer"].get("tokens", []) == list(FORMATS[name].markers), name
+        compiled = build_constraint(spec, 60)
+        assert set(compiled.constraint.special_tokens) == {"</think>", *FORMATS[name].markers}
