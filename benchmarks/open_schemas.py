@@ -185,16 +185,17 @@ def main() -> int:
             rows.append(row)
             print({k: v for k, v in row.items() if k not in ("outputs", "at_least")}, flush=True)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "open_schemas.json").write_text(json.dumps({"command": COMMAND, "max_tokens": args.max_tokens,
+    command = f"{COMMAND} --max-tokens {args.max_tokens}" + (f" --tasks {args.tasks}" if args.tasks else "")
+    (RESULTS / "open_schemas.json").write_text(json.dumps({"command": command, "max_tokens": args.max_tokens,
                                                             "rows": rows}, indent=2))
-    (RESULTS / "open_schemas.md").write_text(report(rows, args.max_tokens))
+    (RESULTS / "open_schemas.md").write_text(report(rows, args.max_tokens, command))
     return 0
 
 
-def report(rows: list[dict[str, Any]], max_tokens: int) -> str:
+def report(rows: list[dict[str, Any]], max_tokens: int, command: str) -> str:
     """The markdown table: each task's closed and open twins side by side."""
     lines = [f"# Open schemas against their closed twins (SmolLM2-135M, greedy, max_tokens={max_tokens})\n",
-             f"`{COMMAND}`\n",
+             f"`{command}`\n",
              "Least budget: what the engine's BudgetError names; true minimum: uniform-cost search over token rows. "
              "Passes, tokens and seconds summed over the task's prompts; mask: mean ms per step at max_tokens and at "
              "the least budget (budget mask active).\n",

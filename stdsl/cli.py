@@ -223,7 +223,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from stdsl.extras import require_extra
 
     require_extra("serve")  # a missing fastapi or uvicorn is one line naming the pip install, not a traceback
-    from stdsl.server.serve import serve
+    from stdsl.server.http.serve import serve
 
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
                    help="on SIGTERM or SIGINT, seconds the requests in flight may take to finish before they are "
                         "cancelled (a second signal exits at once; default 10)")
-    from stdsl.server.tool_formats import FORMATS
+    from stdsl.server.tools.formats import FORMATS
 
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "

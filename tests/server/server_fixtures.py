@@ -24,7 +24,7 @@ def running_server(model: Any, **options: Any) -> Iterator[str]:
     The tests name the model "m" (an alias, unless `options` give others)."""
     import uvicorn
 
-    from stdsl.server.app import create_app
+    from stdsl.server.http.app import create_app
 
     options.setdefault("aliases", ("m",))
     app = create_app(model, **options)

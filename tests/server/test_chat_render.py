@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from stdsl.runtime.model.chat_template import render_chat_template
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
-from stdsl.server.chat_render import CallMemory, chat_messages
-from stdsl.server.protocol import ChatCompletionRequest
-from stdsl.server.tool_formats import FORMATS as SYNTAXES
+from stdsl.server.http.protocol import ChatCompletionRequest
+from stdsl.server.requests.chat_render import CallMemory, chat_messages
+from stdsl.server.tools.formats import FORMATS as SYNTAXES
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

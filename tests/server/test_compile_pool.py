@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from stdsl.errors import CompileTimeError
-from stdsl.server.compile_pool import CompilePool
-from stdsl.server.constraint_cache import ConstraintCache
+from stdsl.server.constraints.compile_pool import CompilePool
+from stdsl.server.constraints.constraint_cache import ConstraintCache
 from tests.server.server_fixtures import live_group, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +142,7 @@ def test_a_schema_that_times_out_leaves_the_next_compiling(tiny_model) -> None:
 
 EXIT_WHILE_COMPILING = """
 import asyncio, sys, time
-from stdsl.server.compile_pool import CompilePool
+from stdsl.server.constraints.compile_pool import CompilePool
 from tests.server.test_compile_pool import _overlapping, _spec
 
 async def main():

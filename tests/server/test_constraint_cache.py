@@ -8,7 +8,7 @@ import json
 import pytest
 
 from stdsl.errors import CompileTimeError
-from stdsl.server.constraint_cache import ConstraintCache, UnsupportedSchema
+from stdsl.server.constraints.constraint_cache import ConstraintCache, UnsupportedSchema
 
 
 def _schema(i: int) -> dict:

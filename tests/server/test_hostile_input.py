@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from stdsl.server.limits import Limits
+from stdsl.server.http.limits import Limits
 from tests.server.server_fixtures import metric, running_server
 
 BASE = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}
@@ -122,9 +122,9 @@ def test_a_non_streaming_client_that_disconnects_frees_its_row(server) -> None:
 
 
 def test_control_token_text_in_a_message_is_ordinary_text(tiny_model) -> None:
-    from stdsl.server.chat_render import CallMemory
-    from stdsl.server.protocol import ChatCompletionRequest
-    from stdsl.server.request_plan import chat_plan
+    from stdsl.server.http.protocol import ChatCompletionRequest
+    from stdsl.server.requests.chat_render import CallMemory
+    from stdsl.server.requests.request_plan import chat_plan
 
     tokenizer = tiny_model.tokenizer
     specials = {tokenizer.special_tokens[t] for t in ("<|im_start|>", "<|im_end|>")}

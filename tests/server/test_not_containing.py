@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.errors import CompileError
 from stdsl.compiler.not_containing import not_containing
+from stdsl.errors import CompileError
 
 LITERAL_SETS = [
     ["<ab"],

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.server.reply_reader import REPETITION, STOP, ReplyReader, ends_in_loop
-from stdsl.server.tool_formats import FORMATS as SYNTAXES
+from stdsl.server.tools.formats import FORMATS as SYNTAXES
+from stdsl.server.tools.reply_reader import REPETITION, STOP, ReplyReader, ends_in_loop
 
 HERMES = SYNTAXES["hermes"]
 CALL_A = HERMES.render("f", '{"a":1}')

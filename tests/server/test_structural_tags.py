@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from stdsl.errors import CompileError
-from stdsl.server.constraint_spec import build_constraint
+from stdsl.server.constraints.constraint_spec import build_constraint
 from tests.server.server_fixtures import running_server
 
 INTEGER = {"type": "json_schema", "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}}

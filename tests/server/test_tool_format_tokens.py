@@ -13,8 +13,8 @@ import pytest
 import stdsl
 from stdsl.compiler.special_tokens import special_spelling, token_markers, visible_bytes
 from stdsl.errors import CompileError
-from stdsl.server.constraint_spec import build_constraint
-from stdsl.server.tool_formats import FORMATS
+from stdsl.server.constraints.constraint_spec import build_constraint
+from stdsl.server.tools.formats import FORMATS
 from tests.runtime.special_tokenizers import family_model
 from tests.runtime.thinking_templates import OPENING
 from tests.server.test_reply_grammar import _random_accepted
@@ -107,9 +107,9 @@ def test_decoding_emits_each_marker_as_its_one_id(smollm2_tokenizer, name: str) 
 
 def test_the_server_plan_asks_for_the_tokens_its_tokenizer_has(smollm2_tokenizer) -> None:
     """The tool format's markers and the thinking tags the tokenizer has are asked for as tokens in the spec."""
-    from stdsl.server.chat_render import CallMemory
-    from stdsl.server.protocol import ChatCompletionRequest
-    from stdsl.server.request_plan import chat_plan
+    from stdsl.server.http.protocol import ChatCompletionRequest
+    from stdsl.server.requests.chat_render import CallMemory
+    from stdsl.server.requests.request_plan import chat_plan
 
     _, model = family_model(smollm2_tokenizer, "special", OPENING)
     tools: list[dict[str, Any]] = _openai_tools(TOOLS)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from mlx_lm.tool_parsers import function_gemma, gemma4, glm47, json_tools, kimi_k2, mistral, qwen3_coder
 
 from stdsl.errors import SchemaError
-from stdsl.server.constraint_spec import build_constraint
-from stdsl.server.tool_formats import FORMATS, format_of_template
+from stdsl.server.constraints.constraint_spec import build_constraint
+from stdsl.server.tools.formats import FORMATS, format_of_template
 from tests.server.test_reply_grammar import _random_accepted
 
 Call = tuple[str, Any]

@@ -15,8 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from stdsl.server.custom_tools import template_tool
-from stdsl.server.protocol import (
+from stdsl.server.http.protocol import (
     AssistantMessage,
     Content,
     CustomTool,
@@ -27,7 +26,8 @@ from stdsl.server.protocol import (
     ToolCall,
     ToolMessage,
 )
-from stdsl.server.tool_formats import ToolFormat
+from stdsl.server.tools.custom_tools import template_tool
+from stdsl.server.tools.formats import ToolFormat
 
 HERMES_SYSTEM = (
     "You may call one or more functions to assist with the user query.\n\n"

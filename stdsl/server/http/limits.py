@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.errors import StdslError
-from stdsl.server.chat_render import content_text
-from stdsl.server.errors import RequestError
-from stdsl.server.protocol import ChatCompletionRequest, CompletionRequest
+from stdsl.server.http.errors import RequestError
+from stdsl.server.http.protocol import ChatCompletionRequest, CompletionRequest
+from stdsl.server.requests.chat_render import content_text
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.row import RowHandle
-from stdsl.server.chat_render import CallMemory
-from stdsl.server.constraint_cache import ConstraintCache
-from stdsl.server.custom_tools import error_field
-from stdsl.server.errors import RequestError, from_stdsl_error, overloaded
-from stdsl.server.limits import ClientLedger, Limits, check_request, check_tokens, client_key
-from stdsl.server.metrics import Metrics
-from stdsl.server.protocol import (
+from stdsl.server.constraints.constraint_cache import ConstraintCache
+from stdsl.server.http.errors import RequestError, from_stdsl_error, overloaded
+from stdsl.server.http.limits import ClientLedger, Limits, check_request, check_tokens, client_key
+from stdsl.server.http.metrics import Metrics
+from stdsl.server.http.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
@@ -53,11 +51,13 @@ from stdsl.server.protocol import (
     ToolCallDelta,
     Usage,
 )
-from stdsl.server.reply_reader import ReplyReader, ReplyUpdate
-from stdsl.server.request_body import read_request, validation_error
-from stdsl.server.request_plan import Plan, chat_plan, completion_plan
-from stdsl.server.rows import ChoiceResult, read_choice
-from stdsl.server.tool_formats import ParsedCall
+from stdsl.server.http.request_body import read_request, validation_error
+from stdsl.server.requests.chat_render import CallMemory
+from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan
+from stdsl.server.requests.rows import ChoiceResult, read_choice
+from stdsl.server.tools.custom_tools import error_field
+from stdsl.server.tools.formats import ParsedCall
+from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)
 

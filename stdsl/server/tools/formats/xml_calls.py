@@ -14,7 +14,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.not_containing import not_containing
 from stdsl.errors import SchemaError
-from stdsl.server.tool_formats.base import (
+from stdsl.server.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
     ParsedCall,
@@ -26,7 +26,7 @@ from stdsl.server.tool_formats.base import (
     properties_of,
     without_literals,
 )
-from stdsl.server.tool_formats.raw_values import (
+from stdsl.server.tools.formats.raw_values import (
     check_key,
     intersection,
     is_string_schema,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.errors import CompileError, CompileTimeError
-from stdsl.server.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
-from stdsl.server.constraint_spec import Compiled, Outcome, Spec, canonical_text
+from stdsl.server.constraints.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
+from stdsl.server.constraints.constraint_spec import Compiled, Outcome, Spec, canonical_text
 
 
 @dataclass

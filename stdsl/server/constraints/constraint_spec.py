@@ -27,9 +27,9 @@ from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
-from stdsl.server.reply_grammar import reply_ir
-from stdsl.server.tool_formats import ToolSpec, format_named
-from stdsl.server.tool_formats.structural_tag import structural_tag_ir
+from stdsl.server.tools.formats import ToolSpec, format_named
+from stdsl.server.tools.formats.structural_tag import structural_tag_ir
+from stdsl.server.tools.reply_grammar import reply_ir
 
 Spec = Mapping[str, Any]
 Compiled = Constraint | PushdownConstraint | ReasoningConstraint
@@ -83,8 +83,8 @@ def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:
     """A tool of a tools spec: a function's parameter schema, or a custom tool's input language compiled."""
     if "custom" not in entry:
         return ToolSpec(entry["name"], entry["parameters"])
-    from stdsl.server.custom_input import input_language
-    from stdsl.server.tool_formats.base import CUSTOM_PARAMETERS
+    from stdsl.server.constraints.custom_input import input_language
+    from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
 
     return ToolSpec(entry["name"], CUSTOM_PARAMETERS, input_language(entry["custom"], deadline.left()))
 

@@ -16,7 +16,7 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.errors import SchemaError
-from stdsl.server.tool_formats.base import (
+from stdsl.server.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
     ParsedCall,
@@ -27,7 +27,7 @@ from stdsl.server.tool_formats.base import (
     parameters_path,
     properties_of,
 )
-from stdsl.server.tool_formats.raw_values import check_key, intersection, raw_string_ir
+from stdsl.server.tools.formats.raw_values import check_key, intersection, raw_string_ir
 
 SCALAR_TYPES = ("integer", "number", "boolean", "null")
 

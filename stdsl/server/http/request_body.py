@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from stdsl.server.errors import RequestError
+from stdsl.server.http.errors import RequestError
 
 MAX_DEPTH = 128
 MAX_INT_DIGITS = 40

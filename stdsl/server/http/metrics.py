@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from stdsl.server.constraint_cache import CacheStats
+from stdsl.server.constraints.constraint_cache import CacheStats
 
 PREFIX = "stdsl_"
 

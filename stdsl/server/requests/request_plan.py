@@ -15,11 +15,8 @@ from typing import Any
 
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
-from stdsl.server.chat_prompt import chat_prompt_ids
-from stdsl.server.chat_render import CallMemory, chat_messages
-from stdsl.server.custom_tools import custom_entry
-from stdsl.server.errors import RequestError
-from stdsl.server.protocol import (
+from stdsl.server.http.errors import RequestError
+from stdsl.server.http.protocol import (
     MAX_STOP,
     ChatCompletionRequest,
     CompletionRequest,
@@ -32,9 +29,12 @@ from stdsl.server.protocol import (
     UserMessage,
     _Sampling,
 )
-from stdsl.server.reasoning_plan import template_kwargs, thinking_spec
-from stdsl.server.tool_formats import FORMATS, ToolFormat, format_of_template
-from stdsl.server.tool_formats.base import CUSTOM_PARAMETERS
+from stdsl.server.requests.chat_prompt import chat_prompt_ids
+from stdsl.server.requests.chat_render import CallMemory, chat_messages
+from stdsl.server.requests.reasoning_plan import template_kwargs, thinking_spec
+from stdsl.server.tools.custom_tools import custom_entry
+from stdsl.server.tools.formats import FORMATS, ToolFormat, format_of_template
+from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
 
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 1024
@@ -248,7 +248,7 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
 def _program_messages(spec: Mapping[str, Any]) -> list[UserMessage]:
     """The program's own prompt messages (placeholders filled from its arguments), appended to the chat."""
     from stdsl.compiler.stc.program import CompiledProgram
-    from stdsl.server.protocol import SystemMessage
+    from stdsl.server.http.protocol import SystemMessage
 
     program = CompiledProgram(spec["source"], "<request program>")
     out: list[Any] = []

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from stdsl.compiler import ir
 from stdsl.errors import CompileError
-from stdsl.server.tool_formats import ArgumentsIR, ToolFormat, ToolSpec
+from stdsl.server.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 
 CHOICES = ("none", "auto", "required")
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.errors import SchemaError
 from stdsl.compiler.not_containing import not_containing
+from stdsl.errors import SchemaError
 
 STRING_KEYWORDS = {"type", "description", "title", "default", "examples", "enum", "const"}
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

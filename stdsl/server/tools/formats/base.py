@@ -91,7 +91,7 @@ def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
     if not literals:
         return node
     from stdsl.compiler.not_containing import not_containing
-    from stdsl.server.tool_formats.raw_values import intersection
+    from stdsl.server.tools.formats.raw_values import intersection
 
     return intersection(node, not_containing(list(literals)))
 

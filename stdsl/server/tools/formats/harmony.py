@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from stdsl.compiler import ir
 from stdsl.compiler.not_containing import not_containing
-from stdsl.server.tool_formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
+from stdsl.server.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
 
 ANALYSIS_OPEN = "<|channel|>analysis<|message|>"
 ANALYSIS_CLOSE = "<|end|><|start|>assistant"

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stdsl.compiler import ir
-from stdsl.errors import CompileError
 from stdsl.compiler.not_containing import not_containing
+from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
 """Lowers a JSON Schema, a Regex or a Grammar (by kind) to embedded IR: (spec, path) -> node."""

@@ -13,8 +13,8 @@ from stdsl.errors import (
     StdslError,
     UnspellableError,
 )
-from stdsl.server.constraint_cache import UnsupportedSchema
-from stdsl.server.protocol import ErrorBody, ErrorDetail
+from stdsl.server.constraints.constraint_cache import UnsupportedSchema
+from stdsl.server.http.protocol import ErrorBody, ErrorDetail
 
 
 class RequestError(StdslError):

@@ -16,8 +16,8 @@ from typing import Any
 from stdsl.errors import Cancelled
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.generation import Generation
-from stdsl.server.reply_reader import ReplyReader
-from stdsl.server.tool_formats import ParsedCall
+from stdsl.server.tools.formats import ParsedCall
+from stdsl.server.tools.reply_reader import ReplyReader
 
 _DONE = object()
 

@@ -1,0 +1,1 @@
+"""Tool calls: the reply grammar beside tools, the reader of replies, custom tools, and each family's call format."""
