@@ -262,6 +262,8 @@ def generate_all(model: Any, path: Path, ours: Any, drivers: dict[str, Driver], 
                              "finish": result.finish_reason, "valid": bool(ours.accepts(result.text))})
             except stdsl.BudgetError as error:
                 runs.append({"max_tokens": budget, "infeasible": str(error)[:200], "valid": None})
+            except stdsl.CompileError as error:  # e.g. a special token SmolLM2's tokenizer lacks: not applicable
+                runs.append({"max_tokens": budget, "refused": f"{type(error).__name__}: {error}"[:300], "valid": None})
             except stdsl.StdslError as error:
                 runs.append({"max_tokens": budget, "error": f"{type(error).__name__}: {error}"[:300], "valid": False})
         out["stdsl"] = runs
@@ -361,6 +363,34 @@ def targets(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def generation_totals(generation: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Valid outputs and feasible runs per engine (infeasible budgets and refused grammars are not runs)."""
+    totals: dict[str, dict[str, int]] = {}
+    for per_engine in generation.values():
+        for engine, runs in per_engine.items():
+            t = totals.setdefault(engine, {"valid": 0, "runs": 0})
+            for run in runs:
+                if run.get("valid") is not None:
+                    t["runs"] += 1
+                    t["valid"] += int(bool(run["valid"]))
+    return totals
+
+
+def rerender(out: Path) -> None:
+    """Rewrite the Markdown (and the totals and targets) of a saved run, reading a stdsl refusal as not a run."""
+    report = json.loads(out.with_suffix(".json").read_text())
+    for per_engine in report.get("generation", {}).values():
+        for run in per_engine.get("stdsl", []):
+            if str(run.get("error", "")).startswith(("CompileError", "GrammarError")):
+                run["refused"] = run.pop("error")
+                run["valid"] = None
+    if "generation" in report:
+        report["generation_totals"] = generation_totals(report["generation"])
+    report["targets"] = targets(report)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    out.with_suffix(".md").write_text(render(report))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="llguidance,xgrammar")
@@ -369,7 +399,11 @@ def main() -> None:
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--no-generate", action="store_true", help="skip the outputs on SmolLM2")
     ap.add_argument("--out", default=str(BENCH_DIR / "results" / "grammars"))
+    ap.add_argument("--rerender", action="store_true", help="rewrite the Markdown of the saved run, measure nothing")
     args = ap.parse_args()
+    if args.rerender:
+        rerender(Path(args.out))
+        return
     began = time.perf_counter()
     errors: list[str] = []
     peers = [p for p in args.peers.split(",") if p]
@@ -396,15 +430,7 @@ def main() -> None:
             drivers["xgrammar"] = XGrammarGrammarDriver(model, fast_forward=False)
         report["generation"] = {path.name: generate_all(model, path, ours, drivers, budgets)
                                 for path, (_, ours) in zip(paths, measured, strict=True)}
-        totals: dict[str, dict[str, int]] = {}
-        for per_engine in report["generation"].values():
-            for engine, runs in per_engine.items():
-                t = totals.setdefault(engine, {"valid": 0, "runs": 0})
-                for run in runs:
-                    if run.get("valid") is not None:
-                        t["runs"] += 1
-                        t["valid"] += int(bool(run["valid"]))
-        report["generation_totals"] = totals
+        report["generation_totals"] = generation_totals(report["generation"])
     report["targets"] = targets(report)
     report["wall_s"] = time.perf_counter() - began
     out = Path(args.out)
