@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -200,3 +201,69 @@ def test_recursive_trees_need_equals_the_token_search(small_tokenizer, schema: d
 @given(schema=st.one_of(open_objects(), recursive_trees()), seed=st.integers(0, 2**16))
 def test_many_schemas_need_equals_the_token_search(small_tokenizer, schema: dict, seed: int) -> None:
     check_exact(schema, small_tokenizer, seed)
+
+
+SHARED_TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks"
+
+
+def opened(schema):
+    """The schema with every `additionalProperties` removed (undeclared members then hold any JSON value)."""
+    if isinstance(schema, dict):
+        return {k: opened(v) for k, v in schema.items() if k != "additionalProperties"}
+    if isinstance(schema, list):
+        return [opened(v) for v in schema]
+    return schema
+
+
+def least_budget(constraint, tokenizer) -> int:
+    """The least budget the engine admits (what its BudgetError names)."""
+    from stdsl.runtime.control.constraint_state import ConstraintState
+
+    vocab = vocabulary_of(tokenizer)
+    machine = getattr(constraint, "machine", None)
+    control = (PushdownState(machine, tokenizer, vocab, max_tokens=1) if machine is not None
+               else ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=1))
+    try:
+        control.start()
+    except BudgetError:
+        pass
+    assert control.least_output_tokens is not None
+    if machine is not None:
+        assert control.budget.exact
+    return control.least_output_tokens
+
+
+def shared_schemas() -> list[tuple[str, dict]]:
+    if not SHARED_TASKS.is_dir():
+        pytest.skip("shared tasks are not available")
+    paths = sorted((SHARED_TASKS / "extraction").glob("*.json")) + sorted((SHARED_TASKS / "recursive").glob("*.json"))
+    return [(p.stem, json.loads(p.read_text())["schema"]) for p in paths]
+
+
+def check_open_twin(tiny_model, schema: dict, budgets) -> None:
+    """The open twin's least budget is at most the closed one's (a closed output is an open one) and is refused one
+    below; each budget from it decodes a valid output."""
+    from stdsl.runtime.decode import generate
+
+    tokenizer = tiny_model.tokenizer
+    open_schema = opened(schema)
+    closed, open_ = stdsl.compile(schema), stdsl.compile(open_schema)
+    least = least_budget(open_, tokenizer)
+    assert least <= least_budget(closed, tokenizer)
+    with pytest.raises(BudgetError, match=f"needs {least} tokens"):
+        generate(tiny_model, "Answer.", open_, max_tokens=least - 1)
+    for extra in budgets:
+        out = generate(tiny_model, "Answer.", open_, max_tokens=least + extra)
+        jsonschema.validate(json.loads(out.text), open_schema)
+        assert len(out.tokens) <= least + extra
+
+
+def test_open_twins_of_the_shared_tasks_keep_the_closed_boundary(tiny_model) -> None:
+    for _, schema in shared_schemas():
+        check_open_twin(tiny_model, schema, (0, 7))
+
+
+@pytest.mark.slow
+def test_open_twins_decode_valid_at_every_feasible_budget(tiny_model) -> None:
+    for _, schema in shared_schemas():
+        check_open_twin(tiny_model, schema, range(0, 40))
