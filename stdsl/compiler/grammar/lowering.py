@@ -34,7 +34,8 @@ from stdsl.compiler.grammar.rule_algebra import (
     substitute,
     without_self_recursion,
 )
-from stdsl.compiler.grammar.rule_graph import is_cyclic, nonterminal_choices, strongly_connected
+from stdsl.compiler.grammar.rule_graph import is_cyclic, nonterminal_choices
+from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import (
     Definition,

@@ -12,6 +12,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
@@ -75,37 +76,12 @@ def reference_graph(schema: Any) -> dict[str, list[str]]:
 def recursive_targets(schema: Any) -> list[str]:
     """Reference targets on a cycle (strongly connected components with an inner edge), in discovery order."""
     graph = reference_graph(schema)
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cyclic: set[str] = set()
-
-    def connect(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for succ in graph[node]:
-            if succ not in index:
-                connect(succ)
-                low[node] = min(low[node], low[succ])
-            elif succ in on_stack:
-                low[node] = min(low[node], index[succ])
-        if low[node] == index[node]:
-            component: list[str] = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1 or node in graph[node]:
-                cyclic.update(component)
-
-    for node in graph:
-        if node not in index:
-            connect(node)
-    return [node for node in graph if node in cyclic]
+    names = list(graph)
+    number = {name: i for i, name in enumerate(names)}
+    edges = [{number[succ] for succ in graph[name]} for name in names]
+    cyclic = {i for component in strongly_connected(edges)
+              for i in component if len(component) > 1 or component[0] in edges[component[0]]}
+    return [name for name in names if number[name] in cyclic]
 
 
 def is_recursive_schema(schema: Any) -> bool:
