@@ -91,7 +91,7 @@ def test_the_reported_family_is_refused_on_time() -> None:
 @given(overlapping_schema(most=8))
 def test_overlapping_unions_keep_a_short_limit(schema: dict[str, Any]) -> None:
     limit = 0.3
-    assert compile_within(schema, limit) < 1.1 * limit + 0.05
+    assert compile_within(schema, limit) < 1.1 * limit + 0.15  # 0.15 s: a full collection of a long test process
 
 
 @pytest.mark.slow
