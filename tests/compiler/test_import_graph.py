@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 import stdsl
+from stdsl.compiler.graph_components import strongly_connected
 
 PACKAGE = Path(stdsl.__file__).parent
 
@@ -50,48 +51,11 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-    for start in graph:
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, successors = work[-1]
-            advanced = False
-            for succ in successors:
-                if succ not in index:
-                    index[succ] = low[succ] = len(index)
-                    stack.append(succ)
-                    on_stack.add(succ)
-                    work.append((succ, iter(sorted(graph[succ]))))
-                    advanced = True
-                    break
-                if succ in on_stack:
-                    low[node] = min(low[node], index[succ])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.add(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(component)
-    return found
+    """The strongly connected components of more than one module."""
+    names = list(graph)
+    number = {name: i for i, name in enumerate(names)}
+    edges = [{number[succ] for succ in graph[name]} for name in names]
+    return [{names[i] for i in component} for component in strongly_connected(edges) if len(component) > 1]
 
 
 def test_the_finder_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
