@@ -206,6 +206,16 @@ class ToolFormat:
         return reply[:start], self.read_calls(reply, start, tools)
 
 
+class InputParameterCustomCalls:
+    """Custom calls written as one string parameter `input` (formats whose parser reads parameters, not a value)."""
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
+
+
 class JsonArgumentsFormat(ToolFormat):
     """A format whose call is `head(name)`, the arguments as one JSON object, then `tail`."""
 

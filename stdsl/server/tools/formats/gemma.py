@@ -19,6 +19,7 @@ from stdsl.errors import SchemaError
 from stdsl.server.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
+    InputParameterCustomCalls,
     ParsedCall,
     ToolFormat,
     Tools,
@@ -32,7 +33,7 @@ from stdsl.server.tools.formats.raw_values import check_key, intersection, raw_s
 SCALAR_TYPES = ("integer", "number", "boolean", "null")
 
 
-class FunctionGemmaFormat(ToolFormat):
+class FunctionGemmaFormat(InputParameterCustomCalls, ToolFormat):
     """FunctionGemma: `<start_function_call>call:NAME{key:<escape>text<escape>,n:1}<end_function_call>`."""
 
     name = "function_gemma"
@@ -81,12 +82,6 @@ class FunctionGemmaFormat(ToolFormat):
         raw = intersection(ir.Embedded(text.transitions, text.accepting), bounds)
         return ir.seq(self.literal(f"{self.open_tag}call:{tool.name}{{{CUSTOM_PARAMETER}:{self.quote}"), raw,
                       self.literal(f"{self.quote}}}{self.close_tag}"))
-
-    def custom_arguments(self, raw: str) -> str:
-        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
-
-    def custom_input(self, arguments: str) -> str:
-        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)

@@ -17,6 +17,7 @@ from stdsl.errors import SchemaError
 from stdsl.server.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
+    InputParameterCustomCalls,
     ParsedCall,
     ToolFormat,
     Tools,
@@ -47,7 +48,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-class QwenXmlFormat(ToolFormat):
+class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
     """`<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>`
     (Qwen3-Coder, Qwen3.5).  Parameters in schema order, the required ones present."""
 
@@ -89,12 +90,6 @@ class QwenXmlFormat(ToolFormat):
                            not_word("null"))
         return ir.seq(self.literal(f"{CALL_OPEN}\n<function={tool.name}>\n<parameter={CUSTOM_PARAMETER}>\n"), raw,
                       self.literal(f"\n</parameter>\n{self._TAIL}"))
-
-    def custom_arguments(self, raw: str) -> str:
-        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
-
-    def custom_input(self, arguments: str) -> str:
-        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)
