@@ -17,7 +17,7 @@ BASE = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_toke
 
 @pytest.fixture(scope="module")
 def server(tiny_model):
-    limits = Limits(max_body_bytes=1 << 20, max_prompt_bytes=700_000, max_client_rows=16)
+    limits = Limits(max_body_bytes=2 << 20, max_prompt_bytes=1_900_000, max_client_rows=16)
     with running_server(tiny_model, max_rows=4, limits=limits) as url:
         yield url
 
@@ -83,7 +83,7 @@ def test_a_body_past_the_limit_is_a_413_before_it_is_read(server) -> None:
 
 
 def test_health_answers_while_a_big_prompt_is_tokenized(server) -> None:
-    text = "".join(f"w{i} " for i in range(40_000))  # 0.27 MB of distinct words: seconds of tokenization
+    text = "".join(f"w{i} " for i in range(240_000))  # 1.8 MB of distinct words: seconds of tokenization
     reply: list[httpx.Response] = []
     worker = threading.Thread(target=lambda: reply.append(httpx.post(
         server + "/chat/completions", json={**BASE, "messages": [{"role": "user", "content": text}]}, timeout=120)))
@@ -181,7 +181,7 @@ def test_empty_tool_parameters_mean_any_object(server) -> None:
 def test_per_request_limits_are_a_400_naming_them(server) -> None:
     status, reply = _post(server, {"model": "m", "prompt": ["a"] * 300, "n": 8, "max_tokens": 2}, "/completions")
     assert status == 400 and "--max-request-rows" in reply["error"]["message"] and reply["error"]["param"] == "prompt"
-    status, reply = _post(server, {**BASE, "messages": [{"role": "user", "content": "é" * 400_000}]})
+    status, reply = _post(server, {**BASE, "messages": [{"role": "user", "content": "é" * 1_000_000}]})
     assert status == 400 and "--max-prompt-bytes" in reply["error"]["message"]
     status, reply = _post(server, {"model": "m", "prompt": ["a"] * 40, "max_tokens": 2000}, "/completions")
     assert status == 400 and "--max-request-tokens" in reply["error"]["message"]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from stdsl.server.http.errors import RequestError
+from stdsl.server.http.protocol import ChatCompletionRequest, CompletionRequest
 
 MAX_DEPTH = 128
 MAX_INT_DIGITS = 40
@@ -105,13 +106,26 @@ def check_json(value: Any) -> None:
             stack.extend((member, (*location, i)) for i, member in reversed(list(enumerate(item))))
 
 
-def check_fields(body: Any) -> None:
-    """Refuse the fields that would change the output but that this server cannot honour."""
+def check_fields(body: Any, model: type[BaseModel]) -> None:
+    """Refuse the fields that would change the output but that this server cannot honour, and the fields of the
+    other endpoint (`messages` or `tools` sent to /v1/completions), which `model` would otherwise ignore."""
     if not isinstance(body, dict):
         return
     for name, message in UNSUPPORTED_FIELDS.items():
         if body.get(name) not in (None, {}, []):
             raise RequestError(message, param=name, code="unsupported_parameter")
+    for name in sorted(_other_endpoint_fields(model)):
+        if body.get(name) not in (None, False, "", {}, []):
+            raise RequestError(f"{name} is not a field of this endpoint (it belongs to the other completions "
+                               "endpoint)", param=name, code="unsupported_parameter")
+
+
+def _other_endpoint_fields(model: type[BaseModel]) -> set[str]:
+    """Fields that the other completions endpoint's request declares and `model` does not."""
+    if model not in (ChatCompletionRequest, CompletionRequest):
+        return set()
+    declared = set(ChatCompletionRequest.model_fields) | set(CompletionRequest.model_fields)
+    return declared - set(model.model_fields)
 
 
 def parse_body(raw: bytes, model: type[Body]) -> Body:
@@ -123,7 +137,7 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
     except ValueError as error:
         raise RequestError(f"the body is not valid JSON: {error}", code="invalid_json") from None
     check_json(data)
-    check_fields(data)
+    check_fields(data, model)
     try:
         return model.model_validate(data)
     except ValidationError as error:
