@@ -6,7 +6,11 @@ a Pydantic class).  Nothing downstream knows which front end produced the automa
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
+import numbers
+import reprlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,7 +28,14 @@ from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_free_form, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.special_tokens import spelled
-from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
+from stdsl.errors import (
+    CompileError,
+    CompileTimeError,
+    EmptyLanguageError,
+    OptionError,
+    SchemaError,
+    StateBudgetError,
+)
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 60.0
@@ -35,6 +46,10 @@ class Regex:
     """A regular-expression constraint (Python `re` syntax, matched against the whole output)."""
 
     pattern: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str):
+            raise OptionError("pattern", f"a Regex pattern must be a str, got {reprlib.repr(self.pattern)}")
 
 
 @dataclass
@@ -110,6 +125,7 @@ def compile(
     whitespace: Whitespace | None = None,
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
+    **unknown: Any,
 ) -> Constraint | PushdownConstraint:
     """Compile a JSON Schema (dict or bool), a `Regex`, a `Grammar` (Lark, GBNF, EBNF), a Pydantic class, a
     `Program` or `@program` function (its output under the declared parameter defaults) or a `Constraint`.
@@ -121,6 +137,7 @@ def compile(
     The last few compilations are kept, so calling `generate` in a loop with the same schema
     compiles it (and builds its tables) once.
     """
+    _check_keywords(unknown, whitespace, max_states, max_seconds)
     if isinstance(spec, (Constraint, PushdownConstraint)):
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
@@ -129,6 +146,23 @@ def compile(
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
     return _compile_cached(spec, whitespace, max_states, max_seconds, False)
+
+
+def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, max_seconds: Any) -> None:
+    """Refuse an unknown keyword or a bad value of a known one with an OptionError naming it."""
+    known = ["whitespace", "max_states", "max_seconds"]
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise OptionError(name, f"compile() has no keyword {name!r}{hint}; its keywords are {', '.join(known)}")
+    if whitespace is not None and not isinstance(whitespace, Whitespace):
+        raise OptionError("whitespace", f"whitespace must be None or a Whitespace, got {reprlib.repr(whitespace)}")
+    if isinstance(max_states, bool) or not isinstance(max_states, numbers.Integral) or max_states < 1:
+        raise OptionError("max_states", f"max_states must be an integer >= 1, got {reprlib.repr(max_states)}")
+    if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, numbers.Real)
+                                    or not math.isfinite(max_seconds) or max_seconds <= 0):
+        raise OptionError("max_seconds", f"max_seconds must be None or a finite number of seconds > 0, got "
+                                         f"{reprlib.repr(max_seconds)}")
 
 
 def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> Constraint:

@@ -13,7 +13,7 @@ from typing import Any
 
 from stdsl.errors import OptionError, StdslError
 from stdsl.runtime.batch.engine import Engine
-from stdsl.runtime.batch.requests import Prompt, prepare_request, prompt_tokens
+from stdsl.runtime.batch.requests import Prompt, check_stop, prepare_request, prompt_tokens
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.batch.thinking import template_variables, thinking_for
 from stdsl.runtime.generation import Generation
@@ -41,6 +41,7 @@ def submit(engine: Engine, prompt: Prompt, constraint: Any, **options: Any) -> R
     first) and return its handle."""
     settings = DecodeOptions.of(**options)
     check_prompt(prompt)
+    check_stop(constraint, settings)
     if settings.parallel_fields and not _thinks(engine.model, prompt, settings):
         from stdsl.runtime.certified.drafts import submit_certified
 
@@ -55,8 +56,15 @@ def _thinks(model: Any, prompt: Prompt, settings: DecodeOptions) -> bool:
 
 
 def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Generation:
-    """Decode one output under `constraint` and return it (options: see `DecodeOptions`)."""
-    return submit(engine_for(model), prompt, constraint, **options).result()
+    """Decode one output under `constraint` and return it (options: see `DecodeOptions`).
+
+    A caller interrupted while it waits (KeyboardInterrupt) cancels the row, so the engine frees it."""
+    handle = submit(engine_for(model), prompt, constraint, **options)
+    try:
+        return handle.result()
+    except BaseException:
+        handle.cancel()
+        raise
 
 
 class Stream:
@@ -104,6 +112,16 @@ def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_row
     if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
         raise OptionError("requests", f"requests must be a list of dicts, got {type(requests).__name__}")
     engine = engine_for(model) if max_rows is None else Engine(model, max_rows=max_rows)
+    try:
+        return _decode_all(engine, requests, defaults)
+    finally:
+        if max_rows is not None:
+            engine.close()
+
+
+def _decode_all(engine: Engine, requests: Sequence[Mapping[str, Any]], defaults: Mapping[str, Any]
+                ) -> list[Generation | StdslError]:
+    """`generate_batch` on `engine`; a caller interrupted while it waits cancels every row it submitted."""
     outcomes: list[Generation | StdslError | RowHandle] = []
     for index, request in enumerate(requests):
         try:
@@ -116,14 +134,18 @@ def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_row
         except StdslError as error:
             outcomes.append(error)
     results: list[Generation | StdslError] = []
-    for outcome in outcomes:
-        if isinstance(outcome, RowHandle):
-            try:
-                results.append(outcome.result())
-            except StdslError as error:
-                results.append(error)
-        else:
-            results.append(outcome)
-    if max_rows is not None:
-        engine.close()
+    try:
+        for outcome in outcomes:
+            if isinstance(outcome, RowHandle):
+                try:
+                    results.append(outcome.result())
+                except StdslError as error:
+                    results.append(error)
+            else:
+                results.append(outcome)
+    except BaseException:
+        for outcome in outcomes:
+            if isinstance(outcome, RowHandle):
+                outcome.cancel()
+        raise
     return results

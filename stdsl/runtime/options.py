@@ -27,9 +27,9 @@ PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None}
 class DecodeOptions:
     """What one request asks of decoding; build it with `DecodeOptions.of(**options)` to refuse unknown names.
 
-    `max_tokens` counts every emitted token (None: no limit); `stop` ends a free-text row before any of
-    its strings; `reference=True` feeds one token per pass (the oracle decoder). `reasoning` turns a
-    reasoning model's thinking block on or off (None: as the chat template and prompt have it), and
+    `max_tokens` counts every emitted token (None: no limit); `stop` ends a free-text row before any of its
+    strings (refused with a constraint); `reference=True` feeds one token per pass (the oracle decoder).
+    `reasoning` turns a reasoning model's thinking block on or off (None: as the chat template and prompt have it), and
     `reasoning_budget` closes the block after that many thinking tokens (`max_tokens` counts both parts).
     """
 

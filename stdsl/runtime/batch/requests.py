@@ -69,13 +69,32 @@ def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True, variables: Mapp
     return ids
 
 
+FREE_TEXT = r"[\s\S]*"
+
+
 @cache
 def _free_text() -> Any:
     """The automaton of all UTF-8 text (what an unconstrained request may emit)."""
     from stdsl.compiler.constraint import Regex
     from stdsl.compiler.constraint import compile as compile_constraint
 
-    return compile_constraint(Regex(r"[\s\S]*"))
+    return compile_constraint(Regex(FREE_TEXT))
+
+
+def _is_free_text(constraint: Any) -> bool:
+    """Whether `constraint` leaves the answer free: None, or all text (after a thinking block, for a reasoning one)."""
+    from stdsl.compiler.constraint import Regex
+
+    answer = constraint.answer if isinstance(constraint, ReasoningConstraint) else constraint
+    return answer is None or answer == Regex(FREE_TEXT) or getattr(answer, "source", None) == Regex(FREE_TEXT)
+
+
+def check_stop(constraint: Any, options: DecodeOptions) -> None:
+    """Refuse `stop` with a constraint: cutting a constrained output at a stop string would return text the
+    constraint does not accept, so a stop belongs in the constraint itself."""
+    if options.stop and not _is_free_text(constraint):
+        raise OptionError("stop", "stop applies to free text only (constraint=None); with a constraint a stop string "
+                                  "would cut the output short of a valid one: write the end into the constraint")
 
 
 def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> ConstraintState:
@@ -105,6 +124,7 @@ def compiled_constraint(constraint: Any, tokenizer: Any = None) -> Any:
 def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
     """Render the prompt, compile the constraint (after a thinking block where the prompt leaves the model to
     think) and start its state (BudgetError here when nothing fits)."""
+    check_stop(constraint, options)
     prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
     compiled = compiled_constraint(constraint, model.tokenizer)
     reasoning = reasoning_constraint(model, compiled, prompt_ids, options)

@@ -48,10 +48,14 @@ class RowHandle:
         self._done = threading.Event()
 
     def __iter__(self) -> Iterator[Event]:
-        """Events until the row finishes; raises the row's error (a StdslError) if it failed or was cancelled."""
+        """Events until the row finishes; raises the row's error (a StdslError) if it failed or was cancelled.
+
+        The end marker is put back when it is read, so a second loop (`Stream.result` after the caller's own
+        loop) ends at once instead of waiting for an event that never comes."""
         while True:
             item = self._events.get()
             if item is _END:
+                self._events.put(_END)
                 if self._error is not None:
                     raise self._error
                 return
@@ -79,6 +83,9 @@ class RowHandle:
         self._events.put(event)
 
     def _finish(self, result: Generation | None, error: BaseException | None) -> None:
+        """End the row once: a later end (a failure after a cancel) changes nothing."""
+        if self._done.is_set():
+            return
         self._result, self._error = result, error
         self._done.set()
         self._events.put(_END)

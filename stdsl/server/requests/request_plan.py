@@ -150,6 +150,16 @@ def _stops(request: _Sampling) -> tuple[str, ...]:
     return stops
 
 
+def _free_text_stops(request: _Sampling, spec: dict[str, Any] | None) -> tuple[str, ...]:
+    """The stop strings of a request without an output constraint; with one they are refused (a stop string would
+    cut the output short of a valid one)."""
+    stops = _stops(request)
+    if stops and spec is not None:
+        raise RequestError("stop applies to free text only; with an output constraint a stop string would cut the "
+                           "output short of a valid one", param="stop")
+    return stops
+
+
 def _options(request: _Sampling, max_tokens: int | None, default: int, prompt_len: int, context: int,
              prompt_param: str) -> dict[str, Any]:
     if prompt_len >= context:
@@ -238,8 +248,8 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
         plan.parameters = {t["name"]: t.get("parameters", CUSTOM_PARAMETERS) for t in tools_spec["tools"]}
         plan.custom_tools = frozenset(t["name"] for t in tools_spec["tools"] if "custom" in t)
         plan.reader_stops = stops
-    elif spec is None:
-        options["stop"] = stops
+    else:
+        options["stop"] = _free_text_stops(request, spec)
     plan.spec, thinking_options = thinking_spec(request, tokenizer, prompt, plan.spec)
     options.update(thinking_options)
     return plan
@@ -285,8 +295,7 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
     context = context_length(model)
     options = _options(request, request.max_tokens, COMPLETION_MAX_TOKENS, max(len(p) for p in prompts), context,
                        "prompt")
-    if spec is None:
-        options["stop"] = _stops(request)
+    options["stop"] = _free_text_stops(request, spec)
     return Plan(prompts, spec, options, request.n)
 
 
