@@ -20,6 +20,7 @@ from stdsl.errors import (
     RegexError,
     SchemaError,
     StdslError,
+    UnsupportedModelError,
 )
 
 if TYPE_CHECKING:
@@ -82,4 +83,5 @@ __all__ = [
     "GenerationError",
     "OptionError",
     "Cancelled",
+    "UnsupportedModelError",
 ]

@@ -71,6 +71,11 @@ class MissingExtraError(StdslError, ImportError):
         super().__init__(message)
 
 
+class UnsupportedModelError(StdslError):
+    """The model's layers keep a state the batch engine cannot slot by row (a sliding-window, rotating or recurrent
+    cache): refused when the model is loaded or an engine is made for it, before any request."""
+
+
 class Cancelled(StdslError):
     """The request was cancelled before it finished."""
 

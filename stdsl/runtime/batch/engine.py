@@ -27,7 +27,7 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import StdslError
-from stdsl.runtime.batch.forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.forward import forward_rows, plain_cache_layers
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
 from stdsl.runtime.batch.row import Row, RowHandle
@@ -72,7 +72,8 @@ class Engine:
     """Steps many requests on one model together; `submit` returns a `RowHandle` at once.
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of
-    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state.
+    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers
+    keep other than plain KV caches is refused here (UnsupportedModelError), before any request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
@@ -80,6 +81,7 @@ class Engine:
         from stdsl.runtime.option_values import integer
 
         self.model = model
+        self._layers = plain_cache_layers(model.net, f"model {getattr(model, 'name', type(model).__name__)!r}")
         self.max_rows = integer("max_rows", max_rows, minimum=1)
         self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
         self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
@@ -190,8 +192,10 @@ class Engine:
                         return
             try:
                 self.step()
-            except Exception as error:  # a failed pass fails the rows it carried, never the thread
-                for row in self._rows:
+            except Exception as error:  # a failed step fails the rows in flight (running or joining), never the thread
+                with self._lock:
+                    carried, self._admitting = self._rows + self._admitting, []
+                for row in carried:
                     row.fail(error)
                 self._rows, self._caches, self._logits = [], [], None
             with self._lock:
@@ -216,22 +220,28 @@ class Engine:
         self._drop([i for i, r in enumerate(self._rows) if r.cancelled], cancelled=True)
         if admitted:
             try:
-                self._admit(admitted)
-            finally:
-                with self._lock:
-                    self._admitting = []
+                prefilled = self._prefill(admitted)
+            except Exception as error:  # a failed prefill fails the rows it carried, not the running ones
+                for row in admitted:
+                    row.fail(error)
+                prefilled = None
+            if prefilled is not None:
+                self._join(admitted, *prefilled)
+            with self._lock:
+                self._admitting = []
         self._sample()
         if self._rows:
             self._pass()
 
-    def _admit(self, rows: list[Row]) -> None:
-        """Prefill new rows together from their longest cached prefix and append them to the running batch.
+    def _prefill(self, rows: list[Row]) -> tuple[list[RowSlotsCache], list[mx.array | None]] | None:
+        """Prefill new rows together from their longest cached prefix, in caches of their own; their caches and
+        last logits, or None when every row was cancelled meanwhile.
 
         Chunks are at most `prefill_chunk` wide and follow the drip rule, so one long prompt among short
         ones is prefilled alone after the short ones instead of padding them all.
         """
         sequences = [row.prompt_ids + row.feed for row in rows]
-        caches = make_row_caches(self.model.net, 0)
+        caches = [RowSlotsCache() for _ in range(self._layers)]
         starts: list[int] = []
         for sequence in sequences:
             hit = self.prompt_cache.lookup(sequence[:-1])
@@ -245,7 +255,7 @@ class Engine:
             if all(row.cancelled for row in rows):
                 for row in rows:
                     row.cancel_now()
-                return
+                return None
             width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
             chunk = [p[:width] for p in pending]
             logits = forward_rows(self.model.net, caches, chunk)
@@ -264,6 +274,10 @@ class Engine:
                 self._remember(sequence, caches, i)
             row.feed = []
             row.publish()
+        return caches, last
+
+    def _join(self, rows: list[Row], caches: list[RowSlotsCache], last: list[mx.array | None]) -> None:
+        """Append prefilled rows (their caches and last logits) to the running batch."""
         for layer, cache in enumerate(caches):
             if not self._caches:
                 self._caches = [RowSlotsCache() for _ in caches]

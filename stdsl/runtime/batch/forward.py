@@ -13,24 +13,27 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from stdsl.errors import StdslError
+from stdsl.errors import StdslError, UnsupportedModelError
 from stdsl.runtime.batch.row_slots import RowSlotsCache
 
 
-class UnsupportedModelError(StdslError):
-    """The model's layers keep a state the batch engine cannot slot by row (e.g. recurrent or sliding caches)."""
+def plain_cache_layers(net: Any, name: str = "this model") -> int:
+    """The number of layers of `net`, each of which must keep a plain KV cache; a model with a sliding-window,
+    rotating or recurrent cache (mlx-lm's RotatingKVCache, ArraysCache, ...) is refused with UnsupportedModelError."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    layers = make_prompt_cache(net)
+    others = sorted({type(layer).__name__ for layer in layers if type(layer) is not KVCache})
+    if others:
+        raise UnsupportedModelError(
+            f"{name} keeps {', '.join(others)} in some layers; stdsl's batch engine slots a plain KV cache (KVCache) "
+            "per row and supports no sliding-window, rotating or recurrent layers")
+    return len(layers)
 
 
 def make_row_caches(net: Any, rows: int = 0) -> list[RowSlotsCache]:
     """One `RowSlotsCache` per attention layer holding `rows` empty rows (models with other caches are refused)."""
-    from mlx_lm.models.cache import make_prompt_cache
-
-    layers = make_prompt_cache(net)
-    for layer in layers:
-        if type(layer) is not KVCache:
-            raise UnsupportedModelError(
-                f"the batch engine needs a plain KV cache in every layer; this model uses {type(layer).__name__}")
-    return [RowSlotsCache([0] * rows) for _ in layers]
+    return [RowSlotsCache([0] * rows) for _ in range(plain_cache_layers(net))]
 
 
 def _head(net: Any, hidden: mx.array) -> mx.array:

@@ -161,12 +161,18 @@ def _dequantize_in_place(net: nn.Module) -> None:
 def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> Model:
     """Load a model: None/"smollm2" → the embedded SmolLM2-135M-Instruct; "*.gguf" → GGUF; else mlx-lm.
 
-    `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend.
+    `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend. A model whose
+    layers keep other than plain KV caches (sliding-window, recurrent) is refused with UnsupportedModelError.
     """
+    from stdsl.runtime.batch.forward import plain_cache_layers
+
     if name_or_path is None or name_or_path == EMBEDDED_NAME:
-        return load_gguf(embedded_gguf_path(), quantized=quantized, name=EMBEDDED_NAME)
-    if str(name_or_path).lower().endswith(".gguf"):
+        model = load_gguf(embedded_gguf_path(), quantized=quantized, name=EMBEDDED_NAME)
+    elif str(name_or_path).lower().endswith(".gguf"):
         if not Path(name_or_path).is_file():
             raise ModelLoadError(f"GGUF file not found: {name_or_path}")
-        return load_gguf(name_or_path, quantized=quantized)
-    return load_mlx_lm(str(name_or_path), quantized=quantized)
+        model = load_gguf(name_or_path, quantized=quantized)
+    else:
+        model = load_mlx_lm(str(name_or_path), quantized=quantized)
+    plain_cache_layers(model.net, f"model {model.name!r}")
+    return model

@@ -1,0 +1,133 @@
+"""A model pass that raises fails exactly the rows it carried, never waits forever, and never stops the engine:
+a failed prefill fails the rows being admitted (they hung forever before, and the running rows failed in their
+place); a failed decode pass fails the running rows. A model whose cache is not a plain KV cache is refused when the
+engine is made, with UnsupportedModelError naming the cache, instead of hanging `generate`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import pytest
+
+import stdsl
+from stdsl.compiler.constraint import Regex
+from stdsl.errors import StdslError, UnsupportedModelError
+from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.model.loading import Model
+
+DIGITS = Regex(r"[0-9]{40}")
+FAILURE = "forward failed on purpose"
+
+
+class _FailingInner:
+    """An mlx-lm inner model that raises on a pass feeding `marker`, or on the next pass once `armed`."""
+
+    def __init__(self, inner: Any, marker: int) -> None:
+        self.inner, self.marker, self.armed = inner, marker, False
+        self.embed_tokens = inner.embed_tokens
+
+    def __call__(self, inputs: mx.array, cache: Any = None) -> mx.array:
+        if self.armed or self.marker in inputs.tolist()[0] + sum(inputs.tolist()[1:], []):
+            self.armed = False
+            raise RuntimeError(FAILURE)
+        return self.inner(inputs, cache=cache)
+
+
+class _FailingNet:
+    """The tiny llama with its inner model wrapped in `_FailingInner`."""
+
+    def __init__(self, net: Any, marker: int) -> None:
+        self.model = _FailingInner(net.model, marker)
+        self.layers, self.args = net.layers, net.args
+
+
+@pytest.fixture
+def failing(tiny_model) -> tuple[Model, _FailingInner, int]:
+    marker = tiny_model.tokenizer.encode("Hello")[0]
+    net = _FailingNet(tiny_model.net, marker)
+    return Model(net=net, tokenizer=tiny_model.tokenizer, name="failing-tiny"), net.model, marker
+
+
+def _failed_on_purpose(handle: Any) -> None:
+    with pytest.raises(StdslError) as caught:
+        handle.result(timeout=60)
+    assert FAILURE in str(caught.value), caught.value
+
+
+def test_a_failed_prefill_fails_its_rows_and_the_running_rows_finish(failing) -> None:
+    model, _, marker = failing
+    engine = Engine(model, max_rows=8)
+    running = [engine.submit(f"Digits {i}.", DIGITS, max_tokens=60) for i in range(2)]
+    for handle in running:
+        next(iter(handle))
+    doomed = engine.submit([1, 2, marker], None, max_tokens=4)
+    _failed_on_purpose(doomed)
+    for handle in running:
+        result = handle.result(timeout=60)
+        assert len(result.text) == 40 and result.text.isdigit()
+    after = engine.submit("Digits again.", DIGITS, max_tokens=60).result(timeout=60)
+    assert after.text.isdigit()
+    assert engine.metrics()["rows_active"] == 0
+    engine.close()
+
+
+def test_a_failed_prefill_alone_fails_instead_of_waiting_forever(failing) -> None:
+    model, _, marker = failing
+    engine = Engine(model, max_rows=2)
+    _failed_on_purpose(engine.submit([marker], None, max_tokens=4))
+    assert engine.submit("Digits.", DIGITS, max_tokens=60).result(timeout=60).text.isdigit()
+    engine.close()
+
+
+def test_a_failed_decode_pass_fails_the_running_rows_and_the_engine_goes_on(failing) -> None:
+    model, inner, _ = failing
+    engine = Engine(model, max_rows=4)
+    running = [engine.submit(f"Digits {i}.", DIGITS, max_tokens=60) for i in range(2)]
+    for handle in running:
+        next(iter(handle))
+    inner.armed = True
+    for handle in running:
+        _failed_on_purpose(handle)
+    assert engine.submit("Digits.", DIGITS, max_tokens=60).result(timeout=60).text.isdigit()
+    engine.close()
+
+
+def _tiny_gemma3(tokenizer: Any) -> Model:
+    """A random 2-layer Gemma 3 text model: one sliding-window layer (RotatingKVCache) and one global layer."""
+    from mlx_lm.models.gemma3_text import Model as Gemma3
+    from mlx_lm.models.gemma3_text import ModelArgs
+
+    args = ModelArgs(model_type="gemma3_text", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                     num_attention_heads=2, head_dim=32, num_key_value_heads=1, vocab_size=tokenizer.vocab_size,
+                     sliding_window=16, sliding_window_pattern=2, query_pre_attn_scalar=32)
+    return Model(net=Gemma3(args), tokenizer=tokenizer, name="tiny-gemma3")
+
+
+def _tiny_mamba(tokenizer: Any) -> Model:
+    """A random 2-layer Mamba model (recurrent layers: ArraysCache)."""
+    from mlx_lm.models.mamba import Model as Mamba
+    from mlx_lm.models.mamba import ModelArgs
+
+    args = ModelArgs(model_type="mamba", vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128,
+                     state_size=8, num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True,
+                     time_step_rank=8)
+    return Model(net=Mamba(args), tokenizer=tokenizer, name="tiny-mamba")
+
+
+@pytest.mark.parametrize("build,cache", [(_tiny_gemma3, "RotatingKVCache"), (_tiny_mamba, "ArraysCache")])
+def test_a_model_without_plain_kv_caches_is_refused_by_name(smollm2_tokenizer, build, cache: str) -> None:
+    model = build(smollm2_tokenizer)
+    with pytest.raises(UnsupportedModelError) as caught:
+        Engine(model)
+    assert cache in str(caught.value) and "tiny" in str(caught.value)
+    with pytest.raises(UnsupportedModelError):
+        stdsl.generate(model, "Hi.", {"type": "integer"}, max_tokens=4)
+
+
+def test_load_refuses_such_a_model(smollm2_tokenizer, monkeypatch) -> None:
+    from stdsl.runtime.model import loading
+
+    monkeypatch.setattr(loading, "load_mlx_lm", lambda name, quantized=None: _tiny_gemma3(smollm2_tokenizer))
+    with pytest.raises(UnsupportedModelError, match="RotatingKVCache"):
+        stdsl.load("some/gemma-3-folder")
