@@ -1,9 +1,7 @@
 """Shared fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
 from __future__ import annotations
 
-import atexit
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,23 +18,6 @@ TINY_SEED = 0
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-
-def _exit_with(config: pytest.Config, status: int) -> None:
-    config.get_terminal_writer().flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """End the process with pytest's own status once the session is over (its summary flushed first).
-
-    With torch importable (transformers imports it under mlx-lm), the interpreter's teardown after
-    MLX work on the engine thread sometimes aborts ("terminate called without an active exception")
-    after every test has run and reported; that abort is not a test result.
-    """
-    atexit.register(_exit_with, session.config, int(exitstatus))
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 
 A thread that ran an `mx.compile`d function destroys MLX's per-thread compile cache when it ends,
 which needs the GIL; ending during interpreter finalization aborted the process (exit 134) in
-about half the runs. Each test runs several real processes at once and needs every one to exit 0.
+about half the runs, so worker threads never end (`stdsl.runtime.workers`). Each test runs several
+real processes at once and needs every one to exit 0.
 """
 
 from __future__ import annotations
@@ -15,19 +16,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 COMPILED_ON_A_WORKER = """
 import atexit
+import threading
+
 import mlx.core as mx
-from stdsl.runtime.workers import Worker, begin_exit, settle
+from stdsl.runtime.workers import Worker
 
 double = mx.compile(lambda a: a * 2 + 1)
-worker = Worker(lambda: mx.eval(double(mx.ones(4))), "test-worker")
-worker.start()
+release = threading.Event()
 
-@atexit.register
-def _end():
-    begin_exit()
-    worker.wait()
-    settle()
+
+def work():
+    mx.eval(double(mx.ones(4)))
+    release.wait()
+
+
+Worker(work, "test-worker").start()
+atexit.register(release.set)
 """
+"""A worker whose target returns while the interpreter exits (released by an exit hook that no exit protocol
+orders): a thread that ended then crashed the process every time (exit 134 or 139); a pooled one waits on."""
 
 
 def _run_all(commands: list[list[str]], timeout: float = 240.0) -> list[subprocess.CompletedProcess[str]]:

@@ -4,7 +4,7 @@ Every step: sample all rows whose logits are ready (masks from each row's constr
 advance their constraints (a sampled token plus its forced span, Theorem 19), drop finished and
 cancelled rows, then one model pass feeds every row at once (ragged feeds, `RowSlotsCache`). New
 rows are prefilled together in chunks, starting from the longest prefix the prompt cache holds,
-and join the running batch between steps. `submit` is thread-safe; a daemon thread steps the
+and join the running batch between steps. `submit` is thread-safe; a pooled worker thread (`workers.py`) steps the
 batch while there is work and exits when idle.
 
 Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
@@ -34,7 +34,7 @@ from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.row_slots import RowSlotsCache
 from stdsl.runtime.batch.sampling import sample_rows
 from stdsl.runtime.options import DecodeOptions, check_prompt
-from stdsl.runtime.workers import Worker, begin_exit, settle
+from stdsl.runtime.workers import Worker
 
 T = TypeVar("T")
 
@@ -48,12 +48,11 @@ _LIVE: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 @atexit.register
 def _close_engines() -> None:
-    """Stop every decode thread before the interpreter tears MLX down (a running step would abort the process)."""
-    begin_exit()
+    """Stop every engine's decoding before the interpreter finalizes (a thread inside an MLX call then would abort
+    the process) and drop its KV state."""
     for engine in list(_LIVE):
         engine.close()
         engine.release()
-    settle()
 
 
 def feed_width(lengths: Sequence[int]) -> int:
