@@ -1,23 +1,26 @@
 """The output of a reasoning model: a thinking block of free text, its closing text, then the constrained answer.
 
-    OUTPUT = THINK · CLOSE · ANSWER          the prompt opened the block ("opened")
-           = OPEN · THINK · CLOSE · ANSWER   the block is opened by forced text ("required")
-           = (OPEN · THINK · CLOSE)? ANSWER  the model chooses whether to think ("optional")
+    OUTPUT = THINK · CLOSE · HEAD · ANSWER          the prompt opened the block ("opened")
+           = OPEN · THINK · CLOSE · HEAD · ANSWER   the block is opened by forced text ("required")
+           = (OPEN · THINK · CLOSE)? HEAD · ANSWER  the model chooses whether to think ("optional")
+           = HEAD · ANSWER                          thinking is off in a family whose answer has a HEAD ("off")
 
 THINK is every text without the closing tag (Proposition 3, exact), so the tag can always be
 written and ends the block at its first occurrence; CLOSE is the closing text as the family writes
-it; ANSWER is the user's constraint, a DFA or a pushdown.  The whole is one constraint, so the
-budget rule of Theorem 21 keeps room for CLOSE and the shortest answer under every `max_tokens`.
+it; HEAD is what the family writes before every answer (empty for `<think>` blocks, the final-channel
+header for gpt-oss's Harmony); ANSWER is the user's constraint, a DFA or a pushdown.  The whole is one
+constraint, so the budget rule of Theorem 21 keeps room for CLOSE, HEAD and the shortest answer under
+every `max_tokens`.
 
-Where the model's tokenizer has a tag as one special or added token (Qwen3.5's `</think>`), the tag is
-written as that token (`tokens`; `special_tokens.token_markers` decides), so the model closes the block
-with the token it was trained on; THINK still never contains the tag's text, so the first tag in the
-visible output is the real one.
+Where the model's tokenizer has a tag as one special or added token (Qwen3.5's `</think>`, gpt-oss's
+`<|channel|>`, `<|end|>`...), the tag is written as that token (`tokens`; `special_tokens.token_markers`
+decides), so the model closes the block with the token it was trained on; THINK still never contains
+the closing tag's text, so the first tag in the visible output is the real one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
@@ -30,34 +33,43 @@ from stdsl.compiler.pushdown.prefixed import prefixed_grammar
 from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError
 
-MODES = ("opened", "required", "optional")
+MODES = ("opened", "required", "optional", "off")
 
 
 @dataclass(frozen=True)
 class ThinkingFormat:
-    """How a model family writes its thinking block: the opening tag, the closing tag, and the closing text
-    (the tag and what the family writes after it before the answer)."""
+    """How a model family writes its thinking block: the opening tag, the closing tag, the closing text (the tag
+    and what the family writes after it), the markers its tokenizer may have as one token, and the head written
+    before every answer, after the block or in its place."""
 
     name: str
     open: str
     close: str
     close_text: str
+    markers: tuple[str, ...]
+    answer_head: str = ""
 
-    @property
-    def markers(self) -> tuple[str, str]:
-        """The tags a family's tokenizer may have as one special or added token."""
-        return (self.open, self.close)
-
-    def spelled(self, tokens: tuple[str, ...]) -> tuple[bytes, bytes, bytes]:
-        """The opening tag, the closing tag and the closing text as the output's bytes, the tags in `tokens`
-        written as their tokens."""
-        return spelled(self.open, tokens), spelled(self.close, tokens), spelled(self.close_text, tokens)
+    def spelled(self, tokens: tuple[str, ...]) -> tuple[bytes, bytes, bytes, bytes]:
+        """The opening tag, the closing tag, the closing text and the answer's head as the output's bytes, the
+        markers in `tokens` written as their tokens."""
+        return (spelled(self.open, tokens), spelled(self.close, tokens), spelled(self.close_text, tokens),
+                spelled(self.answer_head, tokens))
 
 
-THINK = ThinkingFormat("think", "<think>", "</think>", "</think>\n\n")
+THINK = ThinkingFormat("think", "<think>", "</think>", "</think>\n\n", ("<think>", "</think>"))
 """Qwen3 / Qwen3.5, QwQ and DeepSeek-R1: `<think>` ... `</think>` and a blank line before the answer."""
 
-FORMATS = {THINK.name: THINK}
+HARMONY_MARKERS = ("<|channel|>", "<|message|>", "<|end|>", "<|start|>")
+HARMONY = ThinkingFormat("harmony", "<|channel|>analysis<|message|>", "<|end|>", "<|end|><|start|>assistant",
+                         HARMONY_MARKERS, "<|channel|>final<|message|>")
+"""gpt-oss (Harmony, after the prompt's `<|start|>assistant`): the analysis-channel message is the block, the
+answer is the final-channel message."""
+
+HARMONY_CALLS = replace(HARMONY, name="harmony_calls", answer_head="")
+"""Harmony before a reply that writes its own channel header: a final-channel message or a commentary-channel
+tool call (`stdsl.server.tools.formats.harmony`)."""
+
+FORMATS = {f.name: f for f in (THINK, HARMONY, HARMONY_CALLS)}
 
 
 @dataclass
@@ -85,15 +97,30 @@ class ReasoningConstraint:
 
 
 def thinking_prefix(fmt: ThinkingFormat, mode: str, tokens: tuple[str, ...] = ()) -> ir.Node:
-    """The IR of what precedes the answer in `mode` (see the module docstring), the tags in `tokens` as tokens."""
+    """The IR of what precedes the answer in `mode` (see the module docstring), the markers in `tokens` as tokens."""
     if mode not in MODES:
         raise CompileError(f"thinking mode must be one of {', '.join(MODES)}, got {mode!r}")
-    opening, _, close_text = fmt.spelled(tokens)
+    opening, _, close_text, head = fmt.spelled(tokens)
+    if mode == "off":
+        if not head:
+            raise CompileError(f"the {fmt.name} thinking format writes nothing before an answer, so it has no "
+                               "'off' mode: leave the answer unwrapped")
+        return ir.literal(head)
     block = ir.seq(not_containing([fmt.close]), ir.literal(close_text))
-    if mode == "opened":
-        return block
-    opened = ir.seq(ir.literal(opening), block)
-    return opened if mode == "required" else ir.optional(opened)
+    opened = block if mode == "opened" else ir.seq(ir.literal(opening), block)
+    before = ir.optional(opened) if mode == "optional" else opened
+    return ir.seq(before, ir.literal(head)) if head else before
+
+
+def written_markers(fmt: ThinkingFormat, mode: str, tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """The markers among `tokens` that the text forced in `mode` contains (the opening tag only where it is
+    written: not when the prompt opened the block)."""
+    texts = [fmt.answer_head]
+    if mode != "off":
+        texts.append(fmt.close_text)
+    if mode in ("required", "optional"):
+        texts.append(fmt.open)
+    return tuple(marker for marker in fmt.markers if marker in tokens and any(marker in text for text in texts))
 
 
 def think_then(answer: Constraint | PushdownConstraint | Automaton, fmt: ThinkingFormat, mode: str,
@@ -106,8 +133,8 @@ def think_then(answer: Constraint | PushdownConstraint | Automaton, fmt: Thinkin
     """
     unknown = [token for token in tokens if token not in fmt.markers]
     if unknown:
-        raise CompileError(f"{unknown[0]!r} is not a tag of the {fmt.name} thinking format")
-    used = tuple(tag for tag in fmt.markers if tag in tokens and (mode != "opened" or tag == fmt.close))
+        raise CompileError(f"{unknown[0]!r} is not a marker of the {fmt.name} thinking format")
+    used = written_markers(fmt, mode, tokens)
     prefix = thinking_prefix(fmt, mode, used)
     if not isinstance(answer, (Constraint, PushdownConstraint, Automaton)):
         raise CompileError("a thinking block can precede a compiled constraint or automaton, "
@@ -122,12 +149,20 @@ def think_then(answer: Constraint | PushdownConstraint | Automaton, fmt: Thinkin
                                                                        special_tokens=specials)
     else:
         automaton = answer if isinstance(answer, Automaton) else answer.automaton
-        if mode == "optional" and automaton.step(automaton.start, fmt.spelled(used)[0]) >= 0:
+        if mode == "optional" and _may_begin_like_block(automaton, fmt, used):
             raise _ambiguous(fmt)
         node = ir.seq(prefix, ir.Embedded(automaton.transitions, automaton.accepting))
         composed = Constraint(build_automaton(node), "reasoning", getattr(answer, "source", None),
                               special_tokens=specials)
     return ReasoningConstraint(composed, answer, fmt, mode, used)
+
+
+def _may_begin_like_block(automaton: Automaton, fmt: ThinkingFormat, tokens: tuple[str, ...]) -> bool:
+    """Whether the head and an answer of `automaton` may together begin with the opening tag."""
+    opening, _, _, head = fmt.spelled(tokens)
+    if head.startswith(opening):
+        return True
+    return opening.startswith(head) and automaton.step(automaton.start, opening[len(head):]) >= 0
 
 
 def _ambiguous(fmt: ThinkingFormat) -> CompileError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.reasoning import THINK
+from stdsl.compiler.reasoning import HARMONY, HARMONY_MARKERS, THINK
 from stdsl.runtime.control.thinking_region import ThinkingRegion, partial_suffix
 
 PIECES = st.lists(st.sampled_from(["<", "/", "think", ">", "</", "</think", "x", "\n", "é", "<think>"]), max_size=10)
@@ -55,3 +55,32 @@ def test_partial_suffix_is_the_longest_proper_prefix_of_the_tag_at_the_end() -> 
     assert partial_suffix(b"a<", b"</think>") == 1
     assert partial_suffix(b"a</think>", b"</think>") == 0
     assert partial_suffix(b"", b"</think>") == 0
+
+
+HARMONY_PIECES = st.lists(st.sampled_from(["a", "<|", "end", "|>", "<|end", "<|start|>", "é", "final"]),
+                          max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mode=st.sampled_from(["opened", "required", "optional", "off"]), opened=st.booleans(), thought=HARMONY_PIECES,
+       answer=st.text(alphabet="ab<|{}", max_size=6), tokens=st.sampled_from([(), HARMONY_MARKERS]),
+       cuts=st.lists(st.integers(0, 120), max_size=6))
+def test_a_growing_harmony_output_splits_as_the_whole_does(mode, opened, thought, answer, tokens, cuts) -> None:
+    """Harmony's block ends at the first `<|end|>` (text or token), the closing text and the final-channel header are
+    neither thinking nor answer, and in "off" (or an optional block not taken) the header alone precedes the answer."""
+    opening, close, close_text, head = HARMONY.spelled(tokens)
+    text = "".join(thought).encode()
+    text = text.split(HARMONY.close.encode())[0]
+    takes_block = mode in ("opened", "required") or (mode == "optional" and opened)
+    if takes_block:
+        data = (b"" if mode == "opened" else opening) + text + close_text + head + answer.encode()
+    else:
+        data = head + answer.encode()
+    region = ThinkingRegion(HARMONY, mode, tokens)
+    for cut in sorted({*cuts, len(data)}):
+        prefix = data[: min(cut, len(data))]
+        shown = region.thinking(prefix)
+        assert close not in shown and (text if takes_block else b"").startswith(shown)
+        assert answer.encode().startswith(region.answer(prefix))
+    assert region.thinking(data, final=True) == (text if takes_block else b"")
+    assert region.answer(data) == answer.encode() and region.has_block == takes_block

@@ -1,4 +1,4 @@
-"""Small chat templates of a thinking model for the tests (SmolLM2 does not think), and readers of its outputs.
+"""Small chat templates of thinking models for the tests (SmolLM2 does not think), and readers of their outputs.
 
 OPENING writes `<think>\\n` after the assistant header, as DeepSeek-R1 and Qwen3.5 do (the output
 starts inside the block); CHOOSING leaves it to the model, as Qwen3 does.  Both close an empty block
@@ -35,3 +35,14 @@ def tokens_before(tokenizer: Any, tokens: list[int], offset: int) -> int:
         if end > offset:
             return count
     return len(tokens)
+
+
+HARMONY_TEMPLATE = (
+    "{%- for message in messages %}{{ '<|start|>' + message['role'] + '<|message|>' + message['content'] + '<|end|>' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|start|>assistant' }}"
+    "{%- if analysis_opened %}{{ '<|channel|>analysis<|message|>' }}{%- endif %}"
+    "{%- if final_opened %}{{ '<|channel|>final<|message|>' }}{%- endif %}{%- endif %}"
+    "{#- tool calls: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|> #}"
+)
+"""A small gpt-oss (Harmony) template: messages as `<|start|>ROLE<|message|>TEXT<|end|>`, the generation prompt
+`<|start|>assistant`, and switches that open the analysis or the final channel in the prompt."""

@@ -16,7 +16,13 @@ from stdsl.compiler.special_tokens import token_markers
 from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
 from stdsl.runtime.control.thinking_region import ThinkingRegion
-from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, Thinking, thinking_of
+from stdsl.runtime.model.thinking_template import (
+    PROMPT_TAIL_TOKENS,
+    Thinking,
+    before_reply,
+    thinking_of,
+    thinking_off,
+)
 from stdsl.runtime.options import DecodeOptions
 
 MAX_COMPOSED = 16
@@ -29,13 +35,19 @@ def template_variables(options: DecodeOptions) -> dict[str, Any]:
 
 
 def thinking_for(model: Any, prompt_ids: list[int], options: DecodeOptions) -> Thinking | None:
-    """The thinking block the output of this prompt has (None: none, or optional with a zero budget)."""
+    """The thinking block the output of this prompt has (None: none; an optional one with a zero budget is off)."""
     tokenizer = model.tokenizer
     tail = tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])
     thinking = thinking_of(getattr(tokenizer, "chat_template", None), tail, options.reasoning)
-    if thinking is None or (thinking.mode == "optional" and options.reasoning_budget == 0):
-        return None
+    if thinking is not None and thinking.mode == "optional" and options.reasoning_budget == 0:
+        return thinking_off(thinking.format)
     return thinking
+
+
+def harmony_reply(compiled: Any) -> bool:
+    """Whether `compiled` is a Harmony tool reply (it writes its own channel header)."""
+    source = getattr(compiled, "source", None)
+    return getattr(compiled, "kind", None) == "tools" and isinstance(source, dict) and source.get("format") == "harmony"
 
 
 def reasoning_constraint(model: Any, compiled: Any, prompt_ids: list[int], options: DecodeOptions
@@ -43,7 +55,7 @@ def reasoning_constraint(model: Any, compiled: Any, prompt_ids: list[int], optio
     """The thinking block before `compiled` after this prompt, composed (kept for the last few), or None."""
     if isinstance(compiled, ReasoningConstraint):
         return compiled
-    thinking = thinking_for(model, prompt_ids, options)
+    thinking = before_reply(thinking_for(model, prompt_ids, options), harmony_reply(compiled))
     if thinking is None:
         return None
     tokens = token_markers(thinking.format.markers, getattr(model.tokenizer, "special_tokens", None) or {})

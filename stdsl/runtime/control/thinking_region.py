@@ -1,9 +1,9 @@
-"""Where a row's thinking block lies in its decided bytes: thinking text, closing text, answer.
+"""Where a row's thinking block lies in its decided bytes: thinking text, closing text, answer's head, answer.
 
-The output is THINK · CLOSE · ANSWER (or OPEN first, or optionally; `stdsl.compiler.reasoning`).
-Since THINK never contains the closing tag, the block ends at the tag's first occurrence, so the
-split of a prefix of the output is decided as it grows: bytes that might still begin the tag (or,
-before an optional block, the opening tag) are held back until they are decided.
+The output is THINK · CLOSE · HEAD · ANSWER (or OPEN first, or optionally, or HEAD · ANSWER alone;
+`stdsl.compiler.reasoning`).  Since THINK never contains the closing tag, the block ends at the tag's
+first occurrence, so the split of a prefix of the output is decided as it grows: bytes that might
+still begin the tag (or, before an optional block, the opening tag) are held back until they are decided.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ class ThinkingRegion:
     def __init__(self, fmt: ThinkingFormat, mode: str, tokens: tuple[str, ...] = ()) -> None:
         self.format = fmt
         self.mode = mode
-        self.open, self.close, self.close_text = fmt.spelled(tokens)
-        """The tags and closing text as the output's bytes (the tags in `tokens` in their tokens' spelling)."""
-        self.start: int | None = 0 if mode == "opened" else None
+        self.open, self.close, self.close_text, self.head = fmt.spelled(tokens)
+        """The tags, closing text and answer's head as the output's bytes (the markers in `tokens` in their
+        tokens' spelling)."""
+        self.start: int | None = {"opened": 0, "off": -1}.get(mode)
         """Offset where the thinking text starts (None: not decided yet, -1: the output has no block)."""
         self.end: int | None = None
         """Offset of the closing tag once written (the thinking text ends there)."""
@@ -65,13 +66,16 @@ class ThinkingRegion:
         return decided[self.start:len(decided) - held]
 
     def answer(self, decided: bytes) -> bytes:
-        """The answer's bytes decided so far (nothing while the block or its closing text is still being written)."""
+        """The answer's bytes decided so far (nothing while the block, its closing text or the answer's head is
+        still being written)."""
         self._locate(decided)
         if self.start == -1:
-            return decided
-        if self.end is None:
+            after = 0
+        elif self.end is None:
             return b""
-        return decided[self.end + len(self.close_text):]
+        else:
+            after = self.end + len(self.close_text)
+        return decided[after + len(self.head):] if len(decided) >= after + len(self.head) else b""
 
     def closing_rest(self, decided: bytes) -> bytes:
         """The bytes that close the open block soonest from here: the rest of a closing tag begun at the end of

@@ -3,7 +3,8 @@
 `chat_template_kwargs` reach the chat template as variables (vLLM's and SGLang's field;
 `enable_thinking` turns Qwen3's thinking on or off).  When the rendered prompt leaves the model to
 think (`thinking_of`), the output constraint becomes a `reasoning` spec: the thinking block, then
-the answer under the request's constraint (free text, a format, tool calls).  `reasoning_budget`
+the answer under the request's constraint (free text, a format, tool calls); a Harmony answer goes in
+the final channel, or is the Harmony tool reply, which writes its own channel (`before_reply`).  `reasoning_budget`
 (or vLLM's `thinking_token_budget`) closes the block after that many tokens.  The tags the model's tokenizer
 has as one token (`tokens`) are written as those tokens.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.errors import OptionError
-from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, thinking_of
+from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, before_reply, thinking_of, thinking_off
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import ChatCompletionRequest
 
@@ -55,7 +56,11 @@ def thinking_spec(request: ChatCompletionRequest, tokenizer: Any, prompt: list[i
         thinking = thinking_of(tokenizer.chat_template, tail, switch)
     except OptionError as error:
         raise RequestError(str(error), param=f"chat_template_kwargs.{SWITCH}") from None
-    if thinking is None or (thinking.mode == "optional" and budget == 0):
+    if thinking is not None and thinking.mode == "optional" and budget == 0:
+        thinking = thinking_off(thinking.format)
+    harmony_reply = spec is not None and spec.get("kind") == "tools" and spec.get("format") == "harmony"
+    thinking = before_reply(thinking, harmony_reply)
+    if thinking is None:
         return spec, {"reasoning": False}
     tokens = token_markers(thinking.format.markers, tokenizer.special_tokens)
     wrapped = {"kind": "reasoning", "format": thinking.format.name, "mode": thinking.mode, "answer": spec,

@@ -5,10 +5,13 @@
     FINAL    = <|channel|>final<|message|> CONTENT
     CALL     = <|channel|>commentary to=functions.NAME <|constrain|>json<|message|> ARGS <|call|>
 
-TEXT contains no `<|`.  `<|call|>` ends the turn, so a reply holds at most one call
-(`parallel_tool_calls` changes nothing).  The content is the final channel's text, known only once
-the channel is, so it is sent when the reply ends.  mlx-lm has no Harmony parser: the reader
-here follows OpenAI's published format.
+ANALYSIS is the thinking block of the Harmony format (`stdsl.compiler.reasoning.HARMONY_CALLS`,
+TEXT: no `<|end|>`), composed before this format's grammar of FINAL | CALL where the chat template is
+Harmony's, so the analysis text is the reply's reasoning and `reasoning_budget` bounds it; the reader
+here still skips one at the start of a reply.  `<|call|>` ends the turn, so a reply holds at most one
+call (`parallel_tool_calls` changes nothing).  The content is the final channel's text, known only once
+the channel is, so it is sent when the reply ends.  mlx-lm has no Harmony parser: the reader here
+follows OpenAI's published format.
 """
 
 from __future__ import annotations
@@ -18,12 +21,10 @@ from collections.abc import Sequence
 
 from stdsl.compiler import ir
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.reasoning import HARMONY
 from stdsl.server.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
 
-ANALYSIS_OPEN = "<|channel|>analysis<|message|>"
-ANALYSIS_CLOSE = "<|end|><|start|>assistant"
-FINAL_OPEN = "<|channel|>final<|message|>"
-_ANALYSIS = re.compile(re.escape(ANALYSIS_OPEN) + r"(?:(?!<\|).)*" + re.escape(ANALYSIS_CLOSE), re.DOTALL)
+_ANALYSIS = re.compile(re.escape(HARMONY.open) + ".*?" + re.escape(HARMONY.close_text), re.DOTALL)
 _HEAD = re.compile(r"<\|channel\|>commentary to=functions\.([A-Za-z0-9_-]{1,64}) <\|constrain\|>json<\|message\|>")
 
 
@@ -48,15 +49,11 @@ class HarmonyFormat(JsonArgumentsFormat):
     def free_ir(self) -> ir.Node:
         return not_containing(["<|"])
 
-    def _analysis(self) -> ir.Node:
-        return ir.optional(ir.seq(self.literal(ANALYSIS_OPEN), not_containing(["<|"]),
-                                  self.literal(ANALYSIS_CLOSE)))
-
     def content_ir(self, content: ir.Node) -> ir.Node:
-        return ir.seq(self._analysis(), self.literal(FINAL_OPEN), content)
+        return ir.seq(self.literal(HARMONY.answer_head), content)
 
     def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
-        return ir.seq(self._analysis(), call)
+        return call
 
     def reply_ir(self, text: ir.Node, calls: ir.Node, formatted: bool) -> ir.Node:
         """A final-channel message or a call: a Harmony reply is messages on channels, never text before them."""
@@ -68,8 +65,8 @@ class HarmonyFormat(JsonArgumentsFormat):
     def parse(self, reply: str, tools: Tools) -> tuple[str, list[ParsedCall]]:
         analysis = _ANALYSIS.match(reply)
         position = analysis.end() if analysis else 0
-        if reply.startswith(FINAL_OPEN, position):
-            return reply[position + len(FINAL_OPEN):], []
+        if reply.startswith(HARMONY.answer_head, position):
+            return reply[position + len(HARMONY.answer_head):], []
         head = self.head_at(reply, position)
         value = read_json(reply, head[1]) if head is not None else None
         if head is None or value is None or not reply.startswith(self.tail, value[1]):
