@@ -6,6 +6,11 @@
 #   4. the decode tests with MLX's default device on the GPU (tests/runtime)
 #   5. the vLLM processor end to end on a GPU build of vLLM (tests/integrations/test_vllm.py, slow test included)
 #   6. benchmarks/integrations.py on the GPU (stdsl beside xgrammar and guidance)
+#   7. pushdown masks on the decode path from the device vector (issue 27 item 4): with MLX's default device
+#      on the GPU, `auto` picks the device (so check 4 decodes under device masks too); device masks equal the
+#      host rows' on every configuration to depth 4 (budgets too), and decoding under device masks is
+#      token-identical to host masks (tests/kernels/test_pushdown_device_masks.py,
+#      tests/runtime/test_pushdown_device_decode.py)
 # Each check that lacks its package is recorded as "skipped: <why>", never as passed.  The summary,
 # with the device named, goes to benchmarks/results/gpu_checks.json (and to $OUT when set).
 #
@@ -50,10 +55,19 @@ mx.set_default_device(mx.gpu)
 from stdsl.kernels.pushdown_device import check_pushdown_device
 print('pushdown device vector: tokens checked', check_pushdown_device())"
   check decode_tests_gpu 600 "$PYTHON" -m pytest tests/runtime -x -q -p no:cacheprovider
+  check pushdown_masks_auto_cuda 120 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -c "
+from stdsl.kernels.pushdown_device_masks import mask_source
+from stdsl.kernels.walk import backend
+assert backend() == 'cuda' and mask_source() == 'device', (backend(), mask_source())
+print('pushdown masks on the decode path come from the device vector by default on', backend())"
+  check pushdown_device_masks_cuda 600 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -m pytest -q -p no:cacheprovider \
+    tests/kernels/test_pushdown_device_masks.py tests/runtime/test_pushdown_device_decode.py
 else
   skip walk_kernel_cuda "mlx with the CUDA backend is not installed (pip install 'mlx[cuda12]')"
   skip pushdown_device_cuda "mlx with the CUDA backend is not installed"
   skip decode_tests_gpu "mlx with the CUDA backend is not installed"
+  skip pushdown_masks_auto_cuda "mlx with the CUDA backend is not installed"
+  skip pushdown_device_masks_cuda "mlx with the CUDA backend is not installed"
 fi
 
 if has torch && torch_cuda; then

@@ -12,12 +12,15 @@ per step, the symbolic-row hit rate and cache bytes. Writes benchmarks/results/p
     python benchmarks/pushdown_masks.py                          # with llguidance where it is installed
     python benchmarks/pushdown_masks.py --no-llguidance          # stdsl only
     python benchmarks/pushdown_masks.py --device                 # plus the device state vector section
+    python benchmarks/pushdown_masks.py --sources-only --tasks fs expression
+        # only the decode path's mask by source (host rows, device vector), merged into the existing results
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import sys
@@ -32,6 +35,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
 from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
+from stdsl.kernels.pushdown_device_masks import DeviceMasks  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
 from stdsl.kernels.token_mask import bitmask_words  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
@@ -181,6 +185,64 @@ def render_device(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def sources_section(tasks: list[dict[str, Any]], vocab: Vocabulary, encode: Any, command: str) -> dict[str, Any]:
+    """Per-step time of the decode path's live mask by source: host rows (`PushdownRows.mask`) and the device vector
+    (`DeviceMasks.mask`, on MLX's default device), each on its own fresh tables (cold), then the same answer again
+    (warm); every step checks the two masks equal."""
+    import mlx.core as mx
+
+    records, pooled = [], {f"{source}_{phase}": [] for source in ("host", "device") for phase in ("cold", "warm")}
+    for task in tasks:
+        ids = encode(json.dumps(task["gold"], separators=(",", ":"), ensure_ascii=False))
+        machine = stdsl.compile(task["schema"]).machine
+        host, device = PushdownRows(machine, vocab), DeviceMasks(PushdownRows(machine, vocab))
+        times: dict[str, list[float]] = {key: [] for key in pooled}
+        for phase in ("cold", "warm"):
+            config = machine.start
+            for token in ids:
+                tick = time.perf_counter()
+                expected = host.mask(config)
+                middle = time.perf_counter()
+                got = device.mask(config)
+                times[f"host_{phase}"].append(middle - tick)
+                times[f"device_{phase}"].append(time.perf_counter() - middle)
+                assert np.array_equal(got, expected) and expected[token], (task["name"], config)
+                config = int(host.next_states(config)[token])
+        for key, values in times.items():
+            pooled[key] += values
+        records.append({"task": task["name"], "steps": len(ids), **{key: summary(v) for key, v in times.items()},
+                        "device_masks_computed": device.device.stats.masks, "device_bytes": device.device.nbytes})
+        print(json.dumps(records[-1]), flush=True)
+    total = {"task": "all", "steps": sum(r["steps"] for r in records), **{k: summary(v) for k, v in pooled.items()},
+             **{key: sum(r[key] for r in records) for key in ("device_masks_computed", "device_bytes")}}
+    return {"backend": str(mx.default_device()), "tasks": records + [total], "command": command,
+            "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load": f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"}
+
+
+def render_sources(section: dict[str, Any]) -> list[str]:
+    """The markdown lines of the mask-source section."""
+    lines = [f"## The decode path's mask by source ({section['backend']}, {section['generated']}, {section['load']})",
+             "",
+             "| task | steps | host rows cold median / p95 / mean ms | device cold | host rows warm | device warm | "
+             "device masks computed | device tables |", "|---|---|---|---|---|---|---|---|"]
+
+    def cell(s: dict[str, float]) -> str:
+        return f"{s['median_ms']:.3f} / {s['p95_ms']:.2f} / {s['mean_ms']:.2f}"
+
+    for r in section["tasks"]:
+        lines.append(f"| {r['task']} | {r['steps']} | {cell(r['host_cold'])} | {cell(r['device_cold'])} | "
+                     f"{cell(r['host_warm'])} | {cell(r['device_warm'])} | {r['device_masks_computed']} | "
+                     f"{r['device_bytes'] / 1e6:.2f} MB |")
+    lines += ["", "What `PushdownState` asks each step for the live mask (before forced text and the budget): *host "
+              "rows*, `PushdownRows.mask` (the default on the CPU); *device*, `DeviceMasks.mask`, the state vector "
+              "encoded and masked by `PushdownDevice` on MLX's default device and read back (the default on a "
+              "Metal or CUDA GPU; `STDSL_PUSHDOWN_MASKS=device|host` overrides). Each source on its own fresh "
+              "tables (cold), then the same answer again (warm); the two masks are checked equal at every step.",
+              "", f"Command: `{section['command']}`", ""]
+    return lines
+
+
 def render(report: dict[str, Any]) -> str:
     """The markdown report."""
     lines = [f"# Pushdown masks on Qwen3.5's vocabulary ({report['vocab_size']:,} ids)", "",
@@ -217,6 +279,8 @@ def render(report: dict[str, Any]) -> str:
     if report.get("device"):
         lines += render_device(report["device"])
     lines += [f"Command: `{report['command']}`", ""]
+    if report.get("sources"):
+        lines += render_sources(report["sources"])
     return "\n".join(lines)
 
 
@@ -226,10 +290,24 @@ def main() -> None:
     parser.add_argument("--no-llguidance", action="store_true", help="skip llguidance even where it imports")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "pushdown_masks")
     parser.add_argument("--device", action="store_true", help="also time the device state vector (PushdownDevice)")
+    parser.add_argument("--sources", action="store_true", help="also time the decode path's mask by source")
+    parser.add_argument("--sources-only", action="store_true",
+                        help="time only the mask by source, merged into the existing results of --out")
     args = parser.parse_args()
     vocab = qwen_vocabulary()
     _ = vocab.levels
     encoding = qwen_tiktoken_encoding()
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    if args.sources_only:
+        existing = args.out.with_suffix(".json")
+        if not existing.is_file():
+            raise SystemExit(f"--sources-only merges into {existing}, which does not exist: run without it first")
+        report = json.loads(existing.read_text())
+        report["sources"] = sources_section(load_tasks(args.tasks), vocab, encoding.encode, command)
+        existing.write_text(json.dumps(report, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(render(report))
+        print(render(report))
+        return
     peer, peer_error = (None, "skipped (--no-llguidance)") if args.no_llguidance else llguidance_peer()
     records, everything = [], {"before": [], "after_cold": [], "after_warm": [], "after_warm_fill": [],
                                "llguidance": []}
@@ -278,10 +356,12 @@ def main() -> None:
                 **{key: summary(times) for key, times in everything.items() if times},
                 "cold_stats": pooled(totals["cold"]), "warm_stats": pooled(totals["warm"])},
         "llguidance_error": peer_error,
-        "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
+        "command": command,
     }
     if args.device:
         report["device"] = device_section(load_tasks(args.tasks), vocab, encoding.encode)
+    if args.sources:
+        report["sources"] = sources_section(load_tasks(args.tasks), vocab, encoding.encode, command)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(render(report))

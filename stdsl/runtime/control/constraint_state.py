@@ -107,7 +107,7 @@ class ConstraintState:
         """Admissible tokens at the current sampling configuration (bool (V,), eos included iff accepting)."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
-        allowed = self.rows.token_mask(self.state).dense()
+        allowed = self._live_mask()
         allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
         if self.pending:
             # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
@@ -116,7 +116,7 @@ class ConstraintState:
         ending = self.accepting
         unbudgeted = None
         if self.budget is not None and self.remaining is not None:
-            within = self.budget.admits(self.state, self.rows.next_states(self.state), self.remaining)
+            within = self._budget_mask()
             if within is not None:
                 if not self.budget_shaped:
                     unbudgeted = self._covered(allowed.copy(), ending)
@@ -128,6 +128,15 @@ class ConstraintState:
         if self.reasoning is not None:
             allowed = self.reasoning.restrict(self, allowed)
         return allowed
+
+    def _live_mask(self) -> np.ndarray:
+        """A fresh bool (V,) of the tokens with a live walk from the current state (the rows' memoized mask)."""
+        return self.rows.token_mask(self.state).dense()
+
+    def _budget_mask(self) -> np.ndarray | None:
+        """The budget's mask at the current state (None: every live token leaves a valid ending within it)."""
+        assert self.budget is not None and self.remaining is not None
+        return self.budget.admits(self.state, self.rows.next_states(self.state), self.remaining)
 
     def _covered(self, allowed: np.ndarray, ending: bool) -> np.ndarray:
         """`allowed` under the boundary cover (which yields where it would leave no token), eos set iff ending."""

@@ -5,7 +5,8 @@ Configuration ids of the `PushdownMachine` stand in for automaton states, so the
 are reused unchanged; rows are composed from symbolic rows walked once per state and top of stack
 (Theorem 22; shared by every request on the machine, eos and acceptance read from the concrete
 stack), and the budget rule is Theorem 21's, exact on configurations (`pushdown_budget`): a token is
-admitted only if 1 + |φ(c')| + need(end(c')) ≤ tokens left.
+admitted only if 1 + |φ(c')| + need(end(c')) ≤ tokens left.  The live mask comes from the host rows or, on a
+GPU (or as `STDSL_PUSHDOWN_MASKS` says), from the device state vector (`pushdown_device_masks`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
+from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.control.constraint_state import ConstraintState
@@ -58,6 +60,7 @@ class PushdownTables:
         self.rows = PushdownRows(machine, vocab, max_bytes=max_row_bytes)
         self._planners: IdentityCache[PushdownPlanner] = IdentityCache()
         self._budgets: IdentityCache[PushdownBudget] = IdentityCache()
+        self._device_masks: DeviceMasks | None = None
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> PushdownPlanner:
         """The forced planner for a tokenizer, built once."""
@@ -68,6 +71,12 @@ class PushdownTables:
         """The exact budget under a planner's table policy (need is memoized across requests), built once."""
         return self._budgets.get((planner,), lambda: PushdownBudget(
             PushdownNeed(self.machine, self.rows.symbolic, planner, self.vocab)))
+
+    def device_masks(self) -> DeviceMasks | None:
+        """The masks from the device state vector, built once (None where the stack cap exceeds its slots)."""
+        if self._device_masks is None and device_fits(self.rows):
+            self._device_masks = DeviceMasks(self.rows)
+        return self._device_masks
 
 
 MAX_TABLES = 16
@@ -93,12 +102,15 @@ class PushdownState(ConstraintState):
     """One output under a recursive constraint; the same protocol as `ConstraintState` (start, mask, advance).
 
     A configuration whose mask admits nothing (e.g. the nesting cap leaves no way on) raises
-    GenerationError instead of letting an invalid output through.
+    GenerationError instead of letting an invalid output through.  `masks` ('device', 'host', 'auto'; default
+    $STDSL_PUSHDOWN_MASKS, else 'auto') picks where live masks come from (`mask_source`); `device_masks` is
+    None on the host rows, which a stack cap past the device vector's slots also keeps.
     """
 
     def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer, vocab: Vocabulary, *,
-                 max_tokens: int | None = None, healing: bool = True) -> None:
+                 max_tokens: int | None = None, healing: bool = True, masks: str | None = None) -> None:
         tables = pushdown_tables(machine, vocab)
+        self.device_masks = tables.device_masks() if mask_source(masks) == "device" else None
         self.automaton = machine
         self.vocab = vocab
         self.planner = tables.planner(tokenizer, healing)
@@ -145,6 +157,23 @@ class PushdownState(ConstraintState):
         if not allowed.any():
             raise self._stuck()
         return allowed
+
+    def _live_mask(self) -> np.ndarray:
+        """The live mask at the current configuration, from the device vector or the host rows."""
+        if self.device_masks is not None:
+            return self.device_masks.mask(self.state)
+        return super()._live_mask()
+
+    def _budget_mask(self) -> np.ndarray | None:
+        """The exact budget's mask, on the host; under device masks, None without composing a host row where every
+        successor's byte bound fits (as `PushdownBudget.admits` answers there)."""
+        if self.device_masks is not None:
+            budget: PushdownBudget = self.budget  # type: ignore[assignment]
+            assert self.remaining is not None
+            largest = budget.largest_bound(self.state)
+            if largest is not None and largest <= self.remaining:
+                return None
+        return super()._budget_mask()
 
     def _take(self, plan: Plan, sampled: bool) -> list[int]:
         """Commit a plan; a plan that ends at a dead end outside acceptance raises GenerationError."""
