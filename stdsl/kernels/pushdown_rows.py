@@ -5,8 +5,8 @@ configuration: a node's configuration is an interned id of the `PushdownMachine`
 steps only its distinct (configuration, byte) pairs, memoized across calls; it is the exact
 reference.  `PushdownRows`, what decoding uses, composes the same rows from symbolic rows
 (`pushdown_context_rows`), walked once per state and top of stack (Theorem 22), and memoizes each
-configuration's mask as a `TokenMask` (with its packed bitmask words once filled) in an LRU bounded
-in bytes, so a configuration met again costs what a DFA state's cached mask costs.
+configuration's mask as a `TokenMask` in an LRU bounded in bytes, and its packed bitmask words in
+another (`PackedMasks`), so a configuration met again costs what a DFA state's cached mask costs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
+from stdsl.kernels.packed_masks import DEFAULT_MAX_PACKED_BYTES, PackedMasks
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES, ContextRows, ContextRowStats
 from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.vocabulary import Vocabulary
@@ -67,11 +68,13 @@ class PushdownRows:
     concrete LRU of `max_rows` only serves the repeated asks of one step (the mask, then the
     singleton check after the advance).  Each row equals `pushdown_row` at its configuration.
     Masks (`token_mask`) are kept per configuration in an LRU bounded by `max_mask_bytes`; equal
-    masks (a string's body at any depth) are one `TokenMask`, so its bitmask words are built once.
+    masks (a string's body at any depth) are one `TokenMask`, so its bitmask words (`packed`, bounded by
+    `max_packed_bytes`) are built once.
     """
 
     def __init__(self, machine: PushdownMachine, vocab: Vocabulary, max_rows: int = 4,
-                 max_bytes: int = DEFAULT_MAX_BYTES, max_mask_bytes: int = DEFAULT_MAX_MASK_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_mask_bytes: int = DEFAULT_MAX_MASK_BYTES,
+                 max_packed_bytes: int = DEFAULT_MAX_PACKED_BYTES) -> None:
         if max_rows < 1:
             raise StdslError(f"PushdownRows: max_rows must be at least 1, got {max_rows}")
         if max_mask_bytes < 1:
@@ -90,6 +93,7 @@ class PushdownRows:
         self._mask_sizes: dict[int, int] = {}
         self._mask_bytes = 0
         self._lock = threading.RLock()
+        self.packed = PackedMasks(vocab.size, max_packed_bytes)
 
     def next_states(self, config: int) -> np.ndarray:
         """Next configuration per token from `config` (read-only; DEAD where the token is refused)."""
@@ -127,17 +131,9 @@ class PushdownRows:
         return self.token_mask(config).dense()
 
     def fill_bitmask(self, config: int, out: np.ndarray) -> np.ndarray:
-        """Write the mask at `config` into an int32 bitmask (`TokenMask.fill_bitmask`, the peers' layout); returns
-        `out`.  The packed words are built on the first fill of a mask and copied on every later one."""
-        with self._lock:
-            mask = self.token_mask(config)
-            mask.fill_bitmask(out)
-            grown = mask.nbytes - self._mask_sizes[id(mask)]
-            if grown:
-                self._mask_sizes[id(mask)] += grown
-                self._mask_bytes += grown
-                self._evict()
-            return out
+        """Write the mask at `config` into an int32 bitmask (the peers' layout, `TokenMask.packed`) from the
+        configuration's packed words, memoized on first fill (`PackedMasks`).  Returns `out`."""
+        return self.packed.fill(config, self.token_mask, out)
 
     def _intern(self, mask: TokenMask) -> TokenMask:
         """The memoized mask equal to `mask`, or `mask` itself once recorded as new."""
@@ -175,13 +171,14 @@ class PushdownRows:
 
     @property
     def mask_nbytes(self) -> int:
-        """Bytes held by the memoized masks (each distinct mask once, with its bitmask words once filled)."""
+        """Bytes held by the memoized masks (each distinct mask once; the packed words are `packed.nbytes`)."""
         return self._mask_bytes
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached concrete rows, the memoized masks and the symbolic rows."""
-        return sum(r.nbytes for r in self._rows.values()) + self._mask_bytes + self.symbolic.nbytes
+        """Bytes held by the cached concrete rows, the memoized masks and packed words, and the symbolic rows."""
+        return (sum(r.nbytes for r in self._rows.values()) + self._mask_bytes + self.packed.nbytes
+                + self.symbolic.nbytes)
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -5,7 +5,8 @@ visited states, not |Q|·|V|.  A row is computed on first use and stored as the 
 reach plus the exceptions (sorted token ids and their states): inside a string almost every token
 leads back to the same state, and at a structural state almost every token is dead.  Beside it the
 state's `TokenMask` (the allowed or the refused ids, whichever are fewer) is kept, so a warm mask
-is a lookup; bool masks, bitmasks and next-state rows are expanded on request.
+is a lookup; bool masks and next-state rows are expanded on request, and int32 bitmasks are kept
+packed per state (`PackedMasks`, bounded in bytes) so a warm fill only writes finished words.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
+from stdsl.kernels.packed_masks import DEFAULT_MAX_PACKED_BYTES, PackedMasks
 from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.token_table import DEAD, ScaledTable, root_row, root_row_live, root_row_scaled, state_dtype
 from stdsl.kernels.vocabulary import Vocabulary
@@ -110,7 +112,8 @@ class RowCache:
     ones are one array with one `TokenMask` per acceptance, and the last such bool mask is kept expanded.
     """
 
-    def __init__(self, automaton: Any, vocab: Vocabulary, max_rows: int = 256) -> None:
+    def __init__(self, automaton: Any, vocab: Vocabulary, max_rows: int = 256,
+                 max_packed_bytes: int = DEFAULT_MAX_PACKED_BYTES) -> None:
         if max_rows < 1:
             raise StdslError(f"RowCache: max_rows must be at least 1, got {max_rows}")
         self.table = WalkTable.of(automaton)
@@ -122,6 +125,7 @@ class RowCache:
         self._shared_masks: dict[tuple[int, bool], TokenMask] = {}
         self._live_mask: tuple[TokenMask, np.ndarray] | None = None
         self._lock = threading.Lock()
+        self.packed = PackedMasks(vocab.size, max_packed_bytes)
 
     def _entry(self, state: int) -> tuple[CompactRow, TokenMask]:
         """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared)."""
@@ -223,9 +227,9 @@ class RowCache:
         return out
 
     def fill_bitmask(self, state: int, out: np.ndarray) -> np.ndarray:
-        """Write the mask at `state` into an int32 bitmask (`TokenMask.fill_bitmask`, the peers' layout); returns
-        `out`."""
-        return self.token_mask(state).fill_bitmask(out)
+        """Write the mask at `state` into an int32 bitmask (the peers' layout, `TokenMask.packed`) from the
+        state's packed words, memoized on first fill (`PackedMasks`).  Returns `out`."""
+        return self.packed.fill(state, self.token_mask, out)
 
     def advance(self, state: int, token_id: int) -> int:
         """State after `token_id` from `state` (-1 dead), walking only that token's bytes."""
@@ -250,14 +254,15 @@ class RowCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached rows and masks (each array counted once, shared or not) and the kept bool mask."""
+        """Bytes held by the cached rows and masks (each array counted once, shared or not), the kept bool mask and
+        the packed bitmasks."""
         arrays: dict[int, int] = {}
         for row, compact in self._rows.values():
             for array in (row.tokens, row.states, row.flips, compact.listed):
                 arrays[id(array)] = array.nbytes
             arrays[id(compact)] = compact.nbytes - compact.listed.nbytes
         kept = self._live_mask[1].nbytes if self._live_mask is not None else 0
-        return sum(arrays.values()) + kept
+        return sum(arrays.values()) + kept + self.packed.nbytes
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -3,22 +3,20 @@
 At a structural state a few tokens are allowed (keys, punctuation); inside a string almost all
 are.  `TokenMask` lists the allowed ids in the first case and the refused ids in the second, so a
 cached mask costs bytes in proportion to what differs from "none" or "all", not to the vocabulary,
-and a warm step hands it over without expanding anything.  `dense`, `fill_bitmask` and `allowed_ids`
+and a warm step hands it over without expanding anything.  `dense`, `packed` and `allowed_ids`
 expand it for consumers that need a full mask (a bool array, or the 32-tokens-per-int32 bitmask
-that XGrammar's and llguidance's kernels take).
+that XGrammar's and llguidance's kernels take; `PackedMasks` memoizes the latter per state).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
 from stdsl.errors import StdslError
 
 WORD_BITS = 32
-DENSE_WORD_SHARE = 16
 
 
 def bitmask_words(size: int) -> int:
@@ -74,53 +72,45 @@ class TokenMask:
         out[self.listed] = self.listed_allowed
         return out
 
-    @cached_property
-    def _bitmask(self) -> tuple[int, np.ndarray, np.ndarray]:
-        """(fill byte, word indices, word values): the bitmask is `fill` in every byte but `values` at `indices`,
-        or, where many words differ from the fill, (-1, all words, empty): a full copy is faster than a scatter.
+    def packed(self) -> np.ndarray:
+        """The mask as int32 bitmask words (bitmask_words(size),), read-only: bit j of word i is token 32·i + j, and
+        the bits past `size` are 0 (built anew per call; `PackedMasks` keeps them per state).
 
-        The last word is always listed when the fill is all ones, so bits past `size` stay 0.
+        With fewer listed ids than words, only their words are built (a structural state's few tokens);
+        otherwise the bool mask is packed whole.
         """
-        ids = self.listed.astype(np.int64)
-        index = ids >> 5
-        bits = np.left_shift(np.ones(ids.shape[0], dtype=np.uint32), (ids & 31).astype(np.uint32))
-        starts = np.flatnonzero(np.diff(index, prepend=-1))
-        words = index[starts]
-        values = np.bitwise_or.reduceat(bits, starts) if starts.size else np.zeros(0, dtype=np.uint32)
         total = bitmask_words(self.size)
-        fill = 0
-        if not self.listed_allowed:
-            fill, values = 255, ~values
-            if not words.size or words[-1] != total - 1:
-                words = np.append(words, total - 1)
-                values = np.append(values, np.uint32(0xFFFFFFFF))
-            values[-1] &= np.uint32((1 << (self.size - WORD_BITS * (total - 1))) - 1)
-        values = values.astype(np.uint32).view(np.int32)
-        if words.shape[0] * DENSE_WORD_SHARE > total:
-            full = np.full(total, -1 if fill else 0, dtype=np.int32)
-            full[words] = values
-            return -1, full, np.zeros(0, dtype=np.int32)
-        return fill, words.astype(np.int32), values
+        if self.listed.shape[0] > total:
+            bits = np.zeros(total * WORD_BITS, dtype=bool)
+            bits[: self.size] = self.dense()
+            words = np.packbits(bits, bitorder="little").view("<u4").astype(np.uint32)
+        else:
+            ids = self.listed.astype(np.intp)
+            words = np.zeros(total, dtype=np.uint32)
+            if ids.shape[0]:
+                index = ids >> 5
+                starts = np.flatnonzero(np.diff(index, prepend=-1))  # the ids are sorted: one run per word
+                bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+                words[index[starts]] = np.bitwise_or.reduceat(bits, starts)
+            if not self.listed_allowed:
+                np.invert(words, out=words)
+                words[-1] &= np.uint32((1 << (self.size - WORD_BITS * (total - 1))) - 1)
+        out = words.view(np.int32)
+        out.flags.writeable = False
+        return out
 
     def fill_bitmask(self, out: np.ndarray) -> np.ndarray:
-        """Write the mask into `out`, int32 (bitmask_words(size),) contiguous: bit j of word i is token 32·i + j;
-        returns `out`."""
+        """Write the mask into `out`, int32 (bitmask_words(size),) contiguous (the layout of `packed`); returns
+        `out`."""
         if out.dtype != np.int32 or out.shape != (bitmask_words(self.size),) or not out.flags.c_contiguous:
             raise StdslError(
                 f"TokenMask: the bitmask must be contiguous int32 of shape ({bitmask_words(self.size)},), "
                 f"got {out.dtype} {out.shape}"
             )
-        fill, words, values = self._bitmask
-        if fill < 0:
-            np.copyto(out, words)
-        else:
-            out.view(np.uint8).fill(fill)
-            np.put(out, words, values)
+        out[...] = self.packed()
         return out
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: the listed ids, and the bitmask words once a fill has built them."""
-        words = self.__dict__.get("_bitmask")
-        extra = 0 if words is None else int(words[1].nbytes + words[2].nbytes)
-        return int(self.listed.nbytes) + extra
+        """Bytes held: the listed ids."""
+        return int(self.listed.nbytes)

@@ -20,6 +20,7 @@ import stdsl
 from stdsl.compiler.pushdown.constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.errors import StdslError
+from stdsl.kernels.packed_masks import PackedMask
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.token_mask import bitmask_words
 from stdsl.kernels.vocabulary import Vocabulary
@@ -160,10 +161,11 @@ def test_a_configuration_met_again_is_served_from_the_memo_and_equal_masks_are_o
     first = rows.token_mask(shallow)
     assert rows.mask_misses == 1 and rows.token_mask(shallow) is first and rows.mask_hits == 1
     assert rows.token_mask(deep) is first, "equal masks at two depths are one object"
-    bytes_before = rows.mask_nbytes
     out = np.zeros(bitmask_words(vocab.size), dtype=np.int32)
     rows.fill_bitmask(deep, out)
-    assert rows.mask_nbytes > bytes_before, "the packed words built by the first fill are counted"
+    rows.fill_bitmask(shallow, out)
+    assert len(rows.packed) == 2 and rows.packed.nbytes == PackedMask.of(first).nbytes, "one packed form, counted once"
+    assert rows.nbytes >= rows.mask_nbytes + rows.packed.nbytes
     assert np.array_equal(out, packed(expected_mask(machine, shallow, vocab)))
 
 
@@ -180,6 +182,16 @@ def test_a_byte_bound_evicts_masks_and_keeps_them_exact() -> None:
     assert rows.mask_nbytes == sum(rows._mask_sizes.values()) and set(rows._users) == set(rows._mask_sizes)
     with pytest.raises(StdslError, match="max_mask_bytes"):
         PushdownRows(machine, vocab, max_mask_bytes=0)
+
+
+def test_a_byte_bound_evicts_packed_words_and_keeps_the_fills_exact() -> None:
+    vocab = mixed_vocabulary()
+    machine = compile_recursive(TREE).machine
+    configs = random_configurations(machine, PushdownRows(machine, vocab), random.Random(5), 60)
+    rows = assert_masks_exact(machine, vocab, configs, PushdownRows(machine, vocab, max_packed_bytes=64))
+    assert_masks_exact(machine, vocab, configs[::-1], rows)
+    assert rows.packed.nbytes <= 64 or len(rows.packed) == 1
+    assert rows.packed.misses > len(set(configs)), "evicted words were packed again"
 
 
 def test_the_controller_mask_is_the_memoized_mask_at_each_step(smollm2_tokenizer: Any,
