@@ -137,7 +137,21 @@ class Embedded:
     accepting: Any
 
 
-Node = Union[ByteSet, Seq, Alt, Repeat, Embedded]
+@dataclass(frozen=True, eq=False)
+class EmbeddedGrammar:
+    """A recursive grammar used as a sub-expression: its root body `main` and the bodies of its definitions
+    (`names[i]`'s body is `bodies[i]`, called by the symbol 256 + i inside them).  A node holding one lowers to a
+    pushdown (`compiler.pushdown.embedding`), never to one DFA.  `label` names it in errors, `nullable` says
+    whether it matches the empty string.  Compares by identity."""
+
+    label: str
+    main: Node
+    names: tuple[str, ...]
+    bodies: tuple[Node, ...]
+    nullable: bool
+
+
+Node = Union[ByteSet, Seq, Alt, Repeat, Embedded, EmbeddedGrammar]
 
 EMPTY: Node = Seq(())
 NOTHING: Node = Alt(())
@@ -354,8 +368,8 @@ def to_pattern(node: Node) -> str:
         for lo, hi in node.ranges:
             parts.append(f"\\x{lo:02x}" if lo == hi else f"\\x{lo:02x}-\\x{hi:02x}")
         return "[" + "".join(parts) + "]"
-    if isinstance(node, Embedded):
-        raise ValueError("an embedded automaton has no regex form")
+    if isinstance(node, (Embedded, EmbeddedGrammar)):
+        raise ValueError("an embedded automaton or grammar has no regex form")
     if isinstance(node, Seq):
         return "(?:" + "".join(to_pattern(i) for i in node.items) + ")"
     if isinstance(node, Alt):
@@ -370,6 +384,8 @@ def size(node: Node) -> int:
         return 1
     if isinstance(node, Embedded):
         return len(node.accepting)
+    if isinstance(node, EmbeddedGrammar):
+        return size(node.main) + sum(size(body) for body in node.bodies)
     if isinstance(node, Repeat):
         return 1 + size(node.item)
     return 1 + sum(size(i) for i in node.items)
@@ -396,7 +412,7 @@ def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
 
 
 __all__: Sequence[str] = [
-    "ByteSet", "Embedded", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq", "alt",
-    "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern", "size",
-    "distinct_nodes", "merged_ranges",
+    "ByteSet", "Embedded", "EmbeddedGrammar", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq",
+    "alt", "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern",
+    "size", "distinct_nodes", "merged_ranges",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.deadline import check_deadline
-from stdsl.errors import StateBudgetError
+from stdsl.errors import CompileError, StateBudgetError
 
 MAX_NFA_STATES = 2_000_000
 PERIOD_PROBES = 8
@@ -142,18 +142,20 @@ def estimated_states(node: ir.Node) -> int:
 
 
 def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
-    """Per DFA state (rows of a (n, 256) table, -1 dead), its moves grouped by target: (byte ranges, target)."""
+    """Per DFA state (rows of a (n, 256) table, -1 dead; wider in a pushdown body, whose columns past 255 are call
+    symbols), its moves grouped by target: (symbol ranges, target)."""
     table = np.asarray(transitions)
+    width = table.shape[1]
     flat = table.reshape(-1)
     boundary = np.ones(flat.size, dtype=bool)
     boundary[1:] = flat[1:] != flat[:-1]
-    boundary[::256] = True
+    boundary[::width] = True
     starts = np.flatnonzero(boundary)
     ends = np.append(starts[1:], flat.size) - 1
     live = flat[starts] >= 0
     grouped: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(table.shape[0])]
     for start, end, target in zip(starts[live].tolist(), ends[live].tolist(), flat[starts[live]].tolist()):
-        grouped[start >> 8].setdefault(target, []).append((start & 255, end & 255))
+        grouped[start // width].setdefault(target, []).append((start % width, end % width))
     return [[(tuple(spans), target) for target, spans in by_target.items()] for by_target in grouped]
 
 
@@ -237,6 +239,9 @@ class _Builder:
             return start
         if isinstance(node, ir.Embedded):
             return self.embedded(node, exit_state)
+        if isinstance(node, ir.EmbeddedGrammar):
+            raise CompileError(f"{node.label} is a recursive grammar: an expression holding it lowers to a pushdown "
+                               "(compiler.pushdown.embedding.compile_embedding), not to one automaton")
         if isinstance(node, ir.Alt):
             if id(node) not in self.templates:
                 self.templates[id(node)] = _trie_template(node) if _is_byte_string_alt(node) else None

@@ -23,7 +23,7 @@ from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.regex.case_fold import fold_ranges
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.special_tokens import special_spelling
-from stdsl.errors import GrammarError, RegexError, SchemaError
+from stdsl.errors import CompileError, CompileTimeError, GrammarError, RegexError, StateBudgetError
 
 MAX_RULES = 20_000
 JSON_WHITESPACE = Whitespace()
@@ -223,17 +223,21 @@ class GrammarLowering:
         raise AssertionError(f"not a leaf: {expr!r}")
 
     def json_value(self, expr: st.JsonSchema) -> ir.Node:
-        """The JSON texts valid against an inline schema (one without reference cycles)."""
-        from stdsl.compiler.json_schema.recursive import is_recursive_schema
+        """The JSON texts valid against an inline schema; one whose `$ref`s form a cycle is its pushdown embedded
+        (`pushdown.embedding`), so the grammar then compiles to a pushdown."""
+        from stdsl.compiler.json_schema.recursive import compile_recursive_schema, is_recursive_schema
+        from stdsl.compiler.pushdown.embedding import grammar_leaf
 
         if not isinstance(expr.schema, (dict, bool)):
             raise self.table.error("the schema after %json must be a JSON object or boolean", expr.position)
-        if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
-            raise self.table.error("a %json schema whose $refs form a cycle is not supported inside a grammar: "
-                                   "write the recursive part as grammar rules", expr.position)
         try:
+            if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
+                label = f"the %json schema at {self.table.source}:{expr.position[0]}:{expr.position[1]}"
+                return grammar_leaf(compile_recursive_schema(expr.schema, whitespace=JSON_WHITESPACE), label)
             node = schema_to_ir(expr.schema, whitespace=JSON_WHITESPACE)
-        except SchemaError as error:
+        except (StateBudgetError, CompileTimeError):
+            raise
+        except CompileError as error:
             raise self.table.error(f"in the %json schema: {error}", expr.position) from None
         if node == ir.NOTHING:
             raise self.table.error("the %json schema admits no value", expr.position)

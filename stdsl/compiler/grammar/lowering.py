@@ -15,7 +15,6 @@ import time
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.grammar import Grammar
@@ -37,13 +36,13 @@ from stdsl.compiler.grammar.rule_algebra import (
 from stdsl.compiler.grammar.rule_graph import is_cyclic, nonterminal_choices
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.embedding import compile_embedding, compile_merged
 from stdsl.compiler.pushdown.grammar import (
     Definition,
     DefinitionError,
     GrammarConflictError,
     PushdownGrammar,
     call_symbol,
-    compile_pushdown,
 )
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, GrammarError, StateBudgetError
 
@@ -218,12 +217,12 @@ class _RulePlan:
         nonterminals = sorted(chosen)
         main = substitute(self.main, inline, self.uses)
         if not nonterminals:
-            return build_automaton(main, max_states=max_states)
+            return compile_embedding(main, max_states=max_states)
         definitions = {r: self_recursion_as_iteration(substitute(bodies[r], inline, self.uses), r, self.uses)
                        for r in nonterminals}
         main = self._inline_regular(main, definitions)
         if not definitions:
-            return build_automaton(main, max_states=max_states)
+            return compile_embedding(main, max_states=max_states)
         return self._pushdown(main, definitions, max_states)
 
     def _inline_regular(self, main: ir.Node, definitions: dict[int, ir.Node]) -> ir.Node:
@@ -297,4 +296,4 @@ class _RulePlan:
                                            self.table.positions[rule])
                 body = cut
             out.append(Definition(self.table.names[rule], substitute(body, call, self.uses)))
-        return compile_pushdown(substitute(main, call, self.uses), out, max_states=max_states)
+        return compile_merged(substitute(main, call, self.uses), out, max_states=max_states)

@@ -172,6 +172,8 @@ class Nullable:
             result = all(self(item) for item in node.items)
         elif isinstance(node, ir.Alt):
             result = any(self(item) for item in node.items)
+        elif isinstance(node, ir.EmbeddedGrammar):
+            result = node.nullable
         else:
             result = bool(node.accepting[0])
         self._memo[id(node)] = result

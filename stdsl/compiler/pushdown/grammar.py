@@ -82,6 +82,10 @@ class PushdownGrammar:
         self.accepting = accepting
         self.call_state, self.call_callee, self.call_return = call_state, call_callee, call_return
         self.max_depth = max_depth
+        self.fragment: tuple[ir.Node, tuple[Definition, ...]] | None = None
+        """The root body and definitions this grammar was compiled from (`compile_pushdown` sets them), so that it
+        can be embedded in a larger constraint (`pushdown.embedding`); not pickled (a grammar sent to another
+        process is decoded there, not embedded)."""
         self.first = _first_sets(self)
         check_deadline("the pushdown call table")
         self.call_of_byte = _call_of_byte(self)
@@ -96,6 +100,9 @@ class PushdownGrammar:
         self.bn = _shortest_completions(self, graph)
         if self.bn_within[-1][starts[0]] >= UNREACHABLE:
             raise CompileError(f"every output nests deeper than the stack cap of {max_depth}")
+
+    def __getstate__(self) -> dict[str, object]:
+        return {key: (None if key == "fragment" else value) for key, value in self.__dict__.items()}
 
     @property
     def num_states(self) -> int:
@@ -156,8 +163,10 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
         call_return.append(table[states, CALL_BASE + columns] + off)
     callers, callees, returns = (np.concatenate(column).astype(np.int32)
                                  for column in (call_state, call_callee, call_return))
-    return PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts), callers,
-                           callees, returns, max_depth)
+    grammar = PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts),
+                              callers, callees, returns, max_depth)
+    grammar.fragment = (main, tuple(definitions))
+    return grammar
 
 
 LAYOUT_ROWS = 8192

@@ -32,6 +32,11 @@ def bounded_by(kind: FieldLanguage, literal: bytes, what: str) -> ir.Node:
     """The language of `kind` restricted so that the first `literal` after the value marks its end."""
     if not literal:
         return kind.text_ir()
+    node = kind.text_ir()
+    if isinstance(node, ir.EmbeddedGrammar):
+        from stdsl.compiler.pushdown.embedding import guarded
+
+        return guarded(node, ends_before(literal))
     own = kind.automaton
     bounded = intersect(own, ends_before(literal))
     if kind.free_text:

@@ -1,8 +1,8 @@
 """`grammar("file.lark")`: a field whose text is a sentence of a grammar (Lark, GBNF or EBNF) read from a file.
 
 The grammar is compiled by the grammar front end; a grammar without recursion becomes the field's DFA
-and is bounded, like `str(/regex/)`, by the literal text that follows the field. A recursive grammar
-needs the pushdown of its own and is refused as a field: pass it as the whole constraint instead.
+and is bounded, like `str(/regex/)`, by the literal text that follows the field. A recursive grammar is
+embedded (`pushdown.embedding`), bounded the same way body by body, and the program compiles to a pushdown.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.grammar.lowering import lower_grammar
+from stdsl.compiler.pushdown.embedding import grammar_leaf
 from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.syntax import Pos, ProgramError
 from stdsl.compiler.stc.types import FieldType
@@ -32,7 +33,7 @@ def grammar_path(written: str, pos: Pos) -> Path:
 
 def grammar_field(written: str, syntax: str, start: str | None, pos: Pos) -> GrammarType:
     """The field type of `grammar("FILE", syntax=..., start=...)`, its grammar compiled now so that a bad grammar
-    is reported with its own file, line and column, and a recursive one at the field."""
+    is reported with its own file, line and column."""
     path = grammar_path(written, pos)
     try:
         text = read_source(path)
@@ -40,18 +41,19 @@ def grammar_field(written: str, syntax: str, start: str | None, pos: Pos) -> Gra
         raise pos.error(f"grammar file {path}: {error.message}") from None
     grammar = Grammar(text, syntax=syntax, start=start, source=str(path))
     lowered = lower_grammar(grammar)
-    if not isinstance(lowered, Automaton):
-        raise pos.error(f"grammar {written} is recursive (it needs a pushdown of its own), so it cannot be a field "
-                        "inside a template; pass it as the whole constraint: stdsl.Grammar.from_file(...)")
-    return GrammarType(str(path), lowered)
+    if isinstance(lowered, Automaton):
+        return GrammarType(str(path), lowered)
+    return GrammarType(str(path), None, grammar_leaf(lowered.grammar, f"grammar {written}"))
 
 
 @dataclass(eq=False)
 class GrammarType(FieldType):
-    """Text in a regular grammar's language, written as is in the template (no quotes)."""
+    """Text in a grammar's language, written as is in the template (no quotes): the DFA of a regular grammar, or
+    the embedded pushdown of a recursive one (`recursive`)."""
 
     path: str = ""
-    dfa: Automaton = field(default=None)  # type: ignore[assignment]
+    dfa: Automaton | None = field(default=None)
+    recursive: ir.EmbeddedGrammar | None = None
 
     @property
     def free_text(self) -> bool:
@@ -59,6 +61,9 @@ class GrammarType(FieldType):
         return True
 
     def text_ir(self) -> ir.Node:
+        if self.dfa is None:
+            assert self.recursive is not None
+            return self.recursive
         return ir.Embedded(self.dfa.transitions, self.dfa.accepting)
 
     def schema(self) -> dict:

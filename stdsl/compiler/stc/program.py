@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.stc.jinja_text import render_text
 from stdsl.compiler.stc.parameters import ParameterType, check_arguments, stc_parameter_type
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
@@ -91,7 +92,10 @@ class CompiledProgram:
             holes = RecursiveHoles(self.resolver.recursive)
             main = self.template.to_ir(parts, holes.hole_ir)
             return RecursiveProgramConstraint(main, holes, parts)
-        automaton = build_automaton(self.template.to_ir(parts))
+        node = self.template.to_ir(parts)
+        if holds_grammar(node):
+            return RecursiveProgramConstraint(node, RecursiveHoles({}), parts)
+        automaton = build_automaton(node)
         return ProgramConstraint(automaton, parts, time.perf_counter() - start)
 
     def _locate(self, error: CompileError, parts: list[str | Hole]) -> ProgramError:

@@ -10,7 +10,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.constraint import Constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.compiler.pushdown.grammar import compile_pushdown
+from stdsl.compiler.pushdown.embedding import compile_merged
 from stdsl.compiler.stc.recursion import RecursiveHoles
 from stdsl.compiler.stc.template import Hole, Template
 
@@ -32,11 +32,11 @@ class ProgramConstraint(Constraint):
 
 
 class RecursiveProgramConstraint(PushdownConstraint):
-    """A program call's constraint when a field's type is recursive: a pushdown, read back by position."""
+    """A program call's constraint when a field's type or grammar is recursive: a pushdown, read back by position."""
 
     def __init__(self, main: ir.Node, holes: RecursiveHoles, parts: list[str | Hole]) -> None:
         began = time.perf_counter()
-        grammar = compile_pushdown(main, holes.definitions())
+        grammar = compile_merged(main, holes.definitions())
         super().__init__(grammar, "program", compile_seconds=time.perf_counter() - began)
         self.parts = parts
 

@@ -20,11 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
 from stdsl.server.tools.formats import ToolSpec, format_named
@@ -51,12 +54,40 @@ class _Deadline:
         return max(self.end - time.perf_counter(), 1e-3)
 
 
+def _embeddable_schema(schema: Any, *, max_seconds: float) -> Constraint | PushdownConstraint:
+    """A schema to embed in a larger constraint: a DFA whose free-form values nest at most `ANY_VALUE_DEPTH`
+    levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`)."""
+    if isinstance(schema, dict) and is_recursive_schema(schema):
+        return compile_constraint(schema, max_seconds=max_seconds)
+    return compile_embeddable(schema, max_seconds=max_seconds)
+
+
+def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
+    """A compiled constraint as a leaf of a larger IR: its DFA, or its pushdown's bodies (`grammar_leaf`, which
+    makes the larger constraint a pushdown); `label` names it in errors."""
+    if isinstance(compiled, Constraint):
+        return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+    if isinstance(compiled, PushdownConstraint):
+        return grammar_leaf(compiled.grammar, label)
+    raise CompileError(f"{label}: a reasoning constraint cannot stand inside another constraint")
+
+
+def _lowered(node: ir.Node, kind: str, spec: Spec, start: float, deadline: _Deadline,
+             special_tokens: tuple[str, ...] = ()) -> Constraint | PushdownConstraint:
+    """The constraint of a larger IR: one DFA, or a pushdown when it embeds a recursive grammar."""
+    with compile_deadline(deadline.left()):
+        lowered = compile_embedding(node)
+    if isinstance(lowered, Automaton):
+        return Constraint(lowered, kind, dict(spec), None, time.perf_counter() - start, special_tokens=special_tokens)
+    return PushdownConstraint(lowered, kind, dict(spec), time.perf_counter() - start, special_tokens=special_tokens)
+
+
 def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) -> Compiled:
     """A JSON Schema compiled exactly, or refused naming the keyword; non-strict falls back to any object.
 
-    `embeddable`: as a DFA to embed beside tools (free-form values nest at most `ANY_VALUE_DEPTH` levels).
+    `embeddable`: to embed beside tools (`_embeddable_schema`).
     """
-    compile_schema = compile_embeddable if embeddable else compile_constraint
+    compile_schema = _embeddable_schema if embeddable else compile_constraint
     try:
         return compile_schema(schema, max_seconds=deadline.left())
     except SchemaError:
@@ -66,15 +97,15 @@ def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) ->
 
 
 def _arguments_ir(deadline: _Deadline) -> Any:
-    """Lowers a tool's parameter schema to an embedded DFA (compiled and cached by `stdsl.compile`)."""
+    """Lowers a tool's parameter schema to an embedded DFA, or a recursive one to an embedded grammar (compiled
+    and cached by `stdsl.compile`)."""
 
     def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
         try:
-            compiled = compile_embeddable(dict(schema), max_seconds=deadline.left())
+            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left())
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
-        automaton = compiled.automaton
-        return ir.Embedded(automaton.transitions, automaton.accepting)
+        return embedded_ir(compiled, path)
 
     return lower
 
@@ -90,23 +121,22 @@ def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:
 
 
 def _content_ir(spec: Spec | None, deadline: _Deadline) -> ir.Node | None:
-    """The IR of a response format used next to tools (a DFA), or None for free text."""
+    """The IR of a response format used next to tools (a DFA, or an embedded grammar when it recurses), or None
+    for free text."""
     if spec is None:
         return None
-    compiled = build(spec, deadline, embeddable=True)
-    if not isinstance(compiled, Constraint):
-        raise SchemaError("a recursive response format cannot be combined with tools", "#")
-    return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+    return embedded_ir(build(spec, deadline, embeddable=True), "response_format")
 
 
 def _embedder(deadline: _Deadline) -> Any:
-    """Compiles a structural tag's schema, regex or grammar to an embedded DFA, errors naming the tag's field."""
+    """Compiles a structural tag's schema, regex or grammar to an embedded DFA (an embedded grammar when it
+    recurses), errors naming the tag's field."""
     from stdsl.compiler.grammar import Grammar
 
     def embed(item: tuple[Any, ...], path: str) -> ir.Node:
         try:
             if item[0] == "json_schema":
-                compiled: Compiled = compile_embeddable(item[1], max_seconds=deadline.left())
+                compiled: Compiled = _embeddable_schema(item[1], max_seconds=deadline.left())
             elif item[0] == "regex":
                 compiled = compile_constraint(Regex(item[1]), max_seconds=deadline.left())
             else:
@@ -115,9 +145,7 @@ def _embedder(deadline: _Deadline) -> Any:
             raise
         except StdslError as error:
             raise CompileError(f"{path}: {error}") from None
-        if not isinstance(compiled, Constraint):
-            raise CompileError(f"{path}: a recursive grammar cannot be embedded in a structural tag")
-        return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+        return embedded_ir(compiled, path)
 
     return embed
 
@@ -137,9 +165,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         return compile_constraint(grammar, max_seconds=deadline.left())
     if kind == "structural_tag":
         node = structural_tag_ir(spec["tag"], _embedder(deadline))
-        with compile_deadline(deadline.left()):
-            automaton = build_automaton(node)
-        return Constraint(automaton, "structural_tag", dict(spec), None, time.perf_counter() - start)
+        return _lowered(node, "structural_tag", spec, start, deadline)
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
     if kind == "choice":
@@ -158,10 +184,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         content = _content_ir(spec.get("content"), deadline)
         node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
-        with compile_deadline(deadline.left()):
-            automaton = build_automaton(node)
-        return Constraint(automaton, "tools", dict(spec), None, time.perf_counter() - start,
-                          special_tokens=tool_format.tokens)
+        return _lowered(node, "tools", spec, start, deadline, tool_format.tokens)
     if kind == "reasoning":
         return _reasoning(spec, deadline)
     raise CompileError(f"unknown constraint kind {kind!r}")

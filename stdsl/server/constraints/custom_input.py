@@ -1,9 +1,9 @@
 """The input language of an OpenAI custom tool compiled to one DFA (in the compile worker): any text, a regex or
 a Lark grammar.
 
-The call is part of the reply's tool-call automaton, so a recursive grammar (a pushdown) is refused
-naming the field and saying why, as is one with special tokens; a malformed one is located at the
-definition's field, line and column.
+A recursive grammar (a pushdown) becomes an embedded grammar, so the reply's constraint is then a pushdown
+(`pushdown.embedding`); one with special tokens is refused naming the field and saying why, and a malformed
+one is located at the definition's field, line and column.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint, Regex
 from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.pushdown.embedding import grammar_leaf
 from stdsl.errors import CompileError, CompileTimeError, RegexError, StdslError
 
 
@@ -33,9 +35,10 @@ def _regex_error(field: str, error: RegexError) -> CompileError:
     return CompileError(f"{field}:{line}:{column}: {reason}")
 
 
-def input_language(custom: Mapping[str, Any], seconds: float) -> Automaton:
-    """The DFA of a custom tool's raw input (`custom`: its spec entry), compiled within `seconds`; errors name
-    the definition's field (and the line and column where the grammar is malformed)."""
+def input_language(custom: Mapping[str, Any], seconds: float) -> Automaton | ir.EmbeddedGrammar:
+    """The DFA of a custom tool's raw input (`custom`: its spec entry), or the embedded grammar of a recursive one
+    (labelled with the field), compiled within `seconds`; errors name the definition's field (and the line and
+    column where the grammar is malformed)."""
     syntax, field = custom["syntax"], custom["field"]
     if syntax == "text":
         return _any_text()
@@ -54,12 +57,10 @@ def input_language(custom: Mapping[str, Any], seconds: float) -> Automaton:
     except StdslError as error:
         text = str(error)
         raise CompileError(text if text.startswith(field) else f"{field}: {text}") from None
-    if not isinstance(compiled, Constraint):
-        raise CompileError(f"{field}: the grammar is recursive (it compiles to a pushdown), but a custom tool's "
-                           "input is written inside the reply's tool-call automaton, which needs a regular "
-                           "language: bound the nesting (unroll the recursive rule a fixed number of levels), or "
-                           "send the grammar as the whole reply (structured_outputs.grammar)")
     if compiled.special_tokens:
         raise CompileError(f"{field}: special tokens ({', '.join(sorted(compiled.special_tokens)[:3])}) cannot be "
                            "part of a custom tool's input, which is text")
+    if isinstance(compiled, PushdownConstraint):
+        return grammar_leaf(compiled.grammar, field)
+    assert isinstance(compiled, Constraint)
     return compiled.automaton

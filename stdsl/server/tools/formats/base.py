@@ -23,11 +23,12 @@ from stdsl.errors import CompileError, SchemaError, StdslError
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool offered to the model: its name and the JSON Schema of its arguments (an object), or for an OpenAI
-    custom tool the DFA of its raw input's language (`custom_input`; `parameters` then the one string `input`)."""
+    custom tool the DFA of its raw input's language, or the embedded grammar of a recursive one (`custom_input`;
+    `parameters` then the one string `input`)."""
 
     name: str
     parameters: Mapping[str, Any]
-    custom_input: Automaton | None = None
+    custom_input: Automaton | ir.EmbeddedGrammar | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
     """`node`'s strings that contain none of `literals` (`node` itself when there are none)."""
     if not literals:
         return node
+    if isinstance(node, ir.EmbeddedGrammar):
+        from stdsl.compiler.pushdown.embedding import without_literals_in
+
+        return without_literals_in(node, literals)
     from stdsl.compiler.not_containing import not_containing
     from stdsl.server.tools.formats.raw_values import intersection
 
@@ -143,10 +148,20 @@ class ToolFormat:
         raise NotImplementedError
 
     def tool_call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
-        """One call of `tool`: `custom_call_ir` for a custom tool, else `call_ir`."""
+        """One call of `tool`: `custom_call_ir` (`recursive_custom_call_ir`) for a custom tool, else `call_ir`."""
+        if isinstance(tool.custom_input, ir.EmbeddedGrammar):
+            return self.recursive_custom_call_ir(tool, tool.custom_input)
         if tool.custom_input is not None:
             return self.custom_call_ir(tool, tool.custom_input)
         return self.call_ir(tool, arguments_ir)
+
+    def recursive_custom_call_ir(self, tool: ToolSpec, grammar: ir.EmbeddedGrammar) -> ir.Node:
+        """One call of a custom tool whose input language recurses (a grammar, `grammar.label` its field): refused
+        here, where the format writes the input raw between its markers."""
+        raise CompileError(f"{grammar.label}: the grammar is recursive, but the {self.name} tool-call format writes "
+                           "a custom tool's input raw between its markers, which needs a regular language: bound the "
+                           "nesting (unroll the recursive rule a fixed number of levels), or send the grammar as the "
+                           "whole reply (structured_outputs.grammar)")
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
         """One call of a custom tool whose raw input is a string of `text`'s language."""
@@ -245,6 +260,15 @@ class JsonArgumentsFormat(ToolFormat):
             arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
         return ir.seq(self.head_ir(tool.name), without_literals(arguments, self.body_excludes),
                       self.literal(self.tail))
+
+    def recursive_custom_call_ir(self, tool: ToolSpec, grammar: ir.EmbeddedGrammar) -> ir.Node:
+        """The recursive input as the JSON string that stands for the arguments: each grammar body escaped."""
+        from stdsl.compiler.pushdown.embedding import json_string_leaf
+
+        arguments: ir.Node = without_literals(json_string_leaf(grammar), self.body_excludes)
+        if self.custom_in_object:
+            arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
+        return ir.seq(self.head_ir(tool.name), arguments, self.literal(self.tail))
 
     def custom_arguments(self, raw: str) -> str:
         if self.custom_in_object:
