@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -120,6 +121,7 @@ class _NoPassModel:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self.net = SimpleNamespace(layers=[])  # no layers: the engine's cache check passes, no pass can run
 
     def make_cache(self) -> list:
         raise AssertionError("the decoder prepared a pass before reporting an infeasible budget")

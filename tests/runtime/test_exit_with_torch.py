@@ -60,6 +60,7 @@ def test_decoding_with_torch_imported_exits_0() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_decoding_with_torch_imported_exits_0_fifty_times_out_of_fifty() -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
