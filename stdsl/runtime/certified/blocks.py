@@ -5,12 +5,14 @@ is a product of one piece per pair of consecutive such cuts. Pieces with a singl
 literal text (keys, punctuation, template text); maximal runs of the other pieces are blocks
 (values, fields). The values of an object whose keys are all required, nested objects included,
 and the fields of a template separated by literal text come out as blocks this way; anything
-optional or repeated between two literals stays inside one block.
+optional or repeated between two literals stays inside one block. A pushdown constraint's blocks
+come the same way from its cut configurations (`cut_configurations`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,6 +20,27 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
 
 END = -1
+
+
+class Language(Protocol):
+    """What blocks and drafts read of a constraint: byte steps over its states (a DFA's, or a pushdown's
+    configuration ids) from start state 0."""
+
+    @property
+    def accepting(self) -> Any: ...
+
+    @property
+    def live_count(self) -> Any: ...
+
+    def next_state(self, state: int, byte: int) -> int: ...
+
+    def live_bytes(self, state: int) -> bytes: ...
+
+    def step(self, state: int, data: bytes) -> int: ...
+
+    def forced_chain(self, state: int) -> bytes: ...
+
+    def chain_end(self, state: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -51,8 +74,12 @@ def single_visit_cuts(automaton: Automaton) -> list[int]:
 
 def block_plan(automaton: Automaton) -> list[Block]:
     """The blocks of the automaton's language in output order (fewer than two: nothing to draft in parallel)."""
+    return blocks_between(automaton, single_visit_cuts(automaton))
+
+
+def blocks_between(automaton: Language, cuts: list[int]) -> list[Block]:
+    """The blocks between consecutive single-visit `cuts` (in the order every run meets them, from state 0)."""
     accepting = automaton.accepting
-    cuts = single_visit_cuts(automaton)
     if not cuts or cuts[0] != 0:
         return []
     blocks: list[Block] = []
@@ -77,7 +104,7 @@ def block_plan(automaton: Automaton) -> list[Block]:
 class BlockWatch:
     """Follows a draft's decided bytes from its block's entry and says when the block's exit has been reached."""
 
-    def __init__(self, automaton: Automaton, block: Block, start_offset: int = 0, state: int | None = None) -> None:
+    def __init__(self, automaton: Language, block: Block, start_offset: int = 0, state: int | None = None) -> None:
         self.automaton = automaton
         self.block = block
         self.state = block.entry if state is None else state

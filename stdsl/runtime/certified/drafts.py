@@ -11,8 +11,10 @@ argmax there. The accepted prefix, extended by the argmax at the first rejected 
 the last), is certified. Every round certifies at least one sampled token, so greedy outputs equal
 sequential greedy decoding (in exact arithmetic); after `MAX_ROUNDS` the rest decodes sequentially.
 
-Sampling at temperature > 0 is not certified (the test is for the argmax): such requests, pushdown
-constraints and languages with fewer than two blocks decode sequentially, as `generate` does.
+A pushdown constraint's blocks lie between its cut configurations (`cut_configurations`): states are
+configuration ids (state and stack), so a later block is drafted from its exact configuration and the
+replay steps the same machine. Sampling at temperature > 0 is not certified (the test is for the argmax):
+such requests and languages with fewer than two blocks decode sequentially, as `generate` does.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from stdsl.runtime.batch.requests import (
     prompt_tokens,
 )
 from stdsl.runtime.batch.row import Event, RowHandle
-from stdsl.runtime.certified.blocks import END, Block, BlockWatch, block_plan
-from stdsl.runtime.certified.forks import fork, masked_argmax, start_at
+from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, block_plan
+from stdsl.runtime.certified.cut_configurations import ConfigurationSteps, pushdown_block_plan
+from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.control.pushdown_state import machine_of
@@ -95,7 +98,8 @@ class CertifiedDecoder:
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
         self.pending = prompt_ids + self.control.start()
-        self.automaton = self.control.automaton
+        machine = machine_of(self.control.automaton)
+        self.automaton: Language = self.control.automaton if machine is None else ConfigurationSteps(machine)
         self.vocab = self.control.vocab
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.rounds = 0
@@ -232,7 +236,7 @@ class CertifiedDecoder:
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
         jobs: list[_Job] = []
         if frontier is not None:
-            control = fork(self.control)
+            control = recording(self.control)
             data = bytes(control.decided)
             watch = BlockWatch(self.automaton, self.blocks[frontier], len(data), self.automaton.step(0, data))
             request = RowRequest(self.prompt_ids + control.tokens, control, [], options, None, remember=False)
@@ -276,6 +280,7 @@ class CertifiedDecoder:
         data = result.data if end is None else result.data[:end]
         complete = end is not None or (job.watch.block.exit == END and result.finish_reason in ("eos", "stop"))
         tokens = {int(o) - job.origin: t for o, t in zip(offsets[:-1], result.tokens) if o >= job.origin}
+        tokens.update({o - job.origin: t for o, t in sampled_tokens(job.request.control).items() if o >= job.origin})
         draft = Draft(data[job.origin :], tokens, complete)
         if job.frontier:
             self.frontier_draft = draft
@@ -283,7 +288,7 @@ class CertifiedDecoder:
         self.drafts[job.block] = draft
         control = job.request.control
         if not complete and not control.finished:
-            resumed = fork(control)
+            resumed = recording(control)
             request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None, remember=False)
             self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
 
@@ -300,7 +305,7 @@ class CertifiedDecoder:
                 best = masked_argmax(scores(at), allowed)
                 if best != token and block in starts:
                     seen.add(block)
-                    fork_state = fork(control)
+                    fork_state = recording(control)
                     feed = fork_state.advance(best)
                     if feed and not fork_state.finished:
                         origin = starts[block]
@@ -468,12 +473,18 @@ def _internal(error: BaseException) -> GenerationError:
 
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
-    """Decode with certified parallel fields where exact (greedy, a DFA with two or more blocks and no special
-    tokens), else as usual."""
+    """Decode with certified parallel fields where exact (greedy, a DFA or pushdown with two or more blocks and no
+    special tokens), else as usual."""
     compiled = compiled_constraint(constraint, engine.model.tokenizer)
+    machine = machine_of(compiled)
     specials = bool(getattr(compiled, "special_tokens", ()))
-    plain = machine_of(compiled) is not None or not options.sampling.greedy or specials
-    blocks = [] if plain else block_plan(getattr(compiled, "automaton", compiled))
+    plain = not options.sampling.greedy or specials
+    if plain:
+        blocks = []
+    elif machine is not None:
+        blocks = pushdown_block_plan(machine)
+    else:
+        blocks = block_plan(getattr(compiled, "automaton", compiled))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     holder: list[CertifiedDecoder] = []

@@ -1,4 +1,9 @@
-"""Copies of a row state for certified decoding: forks that share tables, drafts placed at a block's entry."""
+"""Copies of a row state for certified decoding: forks that share tables, drafts placed at a block's entry.
+
+A draft row's state records the token it sampled at each output offset: where the forced-span policy
+re-splits a sampled token (`:"` sampled, `:` + `":` fed), the replay must take the sampled one to follow
+the row's path.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +25,38 @@ def fork(control: ConstraintState) -> ConstraintState:
     return twin
 
 
-def unbudgeted(control: ConstraintState) -> ConstraintState:
-    """A fork without the token budget (drafts are capped by draws instead; the replay applies the budget)."""
+class _Recording(ConstraintState):
+    """A row state that keeps each sampled token by the output offset it starts at (`sampled`)."""
+
+    sampled: dict[int, int]
+
+    def advance(self, token: int) -> list[int]:
+        self.sampled[len(self.committed)] = token
+        return super().advance(token)
+
+
+_RECORDING: dict[type, type] = {}
+
+
+def recording(control: ConstraintState) -> ConstraintState:
+    """A fork of a row state (DFA or pushdown) that records its sampled tokens from here on (`sampled_tokens`)."""
     twin = fork(control)
+    kind = type(control)
+    if not issubclass(kind, _Recording):
+        kind = _RECORDING.setdefault(kind, type(f"Recording{kind.__name__}", (_Recording, kind), {}))
+    twin.__class__ = kind
+    twin.sampled = dict(getattr(control, "sampled", {}))  # type: ignore[attr-defined]
+    return twin
+
+
+def sampled_tokens(control: ConstraintState) -> dict[int, int]:
+    """The tokens a recording state sampled, by output offset (empty for any other state)."""
+    return dict(getattr(control, "sampled", {}))
+
+
+def unbudgeted(control: ConstraintState) -> ConstraintState:
+    """A recording fork without the token budget (drafts are capped by draws instead; the replay applies it)."""
+    twin = recording(control)
     twin.budget, twin.remaining, twin.max_tokens = None, None, None
     return twin
 

@@ -1,0 +1,112 @@
+"""Cut configurations of a pushdown constraint: where every output passes once, on a fixed stack (D.5).
+
+A state of a nonterminal's body that every run of the body passes through, and no run visits
+twice (a single-visit cut of the body's graph, each call read as one edge to its return state), is
+met once per call of the body. On the root body (empty stack) that makes (state, []) a cut
+configuration; and where a root cut's only way on is one call, the callee's body runs exactly once
+there, on the stack [return state], so its own cuts are cut configurations too (and so on down).
+An open object's required declared members are separated by such cuts, its optional and undeclared
+tail is what follows the last one; a recursive schema's root object is the callee of its root's call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stdsl.compiler.automata.automaton import _cut_states
+from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
+from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.runtime.certified.blocks import Block, blocks_between
+
+
+class ConfigurationSteps:
+    """A pushdown machine read as an automaton over configuration ids (what blocks and drafts step through)."""
+
+    def __init__(self, machine: PushdownMachine) -> None:
+        self.machine = machine
+        self.accepting = machine.accepting
+        self.live_count = machine.live_count
+
+    def next_state(self, state: int, byte: int) -> int:
+        """The configuration after one byte (-1 dead)."""
+        return self.machine.step_byte(state, byte)
+
+    def live_bytes(self, state: int) -> bytes:
+        """The bytes a configuration admits, in increasing order."""
+        return bytes(np.flatnonzero(self.machine.byte_row(state) >= 0).tolist())
+
+    def step(self, state: int, data: bytes) -> int:
+        """The configuration after `data` (-1 once dead)."""
+        return self.machine.step(state, data)
+
+    def forced_chain(self, state: int) -> bytes:
+        """The forced bytes from a configuration, across calls and returns."""
+        return self.machine.forced_chain(state)
+
+    def chain_end(self, state: int) -> int:
+        """The configuration after `forced_chain(state)`."""
+        return self.machine.chain_end(state)
+
+
+def body_cuts(machine: PushdownMachine, nonterminal: int) -> list[int]:
+    """Single-visit cut states of a nonterminal's body (grammar state ids), in the order every run meets them.
+
+    The body's graph has its byte moves and one edge per call, to the call's return state; an accepting
+    state leads to the end of the body (the caller's return, or the end of the output).
+    """
+    grammar = machine.grammar
+    states = np.flatnonzero(np.asarray(grammar.owner) == nonterminal)
+    start = int(grammar.starts[nonterminal])
+    order = np.concatenate([[start], states[states != start]]).astype(np.int64)
+    local = np.full(grammar.num_states, -1, dtype=np.int64)
+    local[order] = np.arange(len(order))
+    moves = np.asarray(grammar.byte_table)[order].astype(np.int64)
+    byte_targets = np.where(moves >= 0, local[np.maximum(moves, 0)], -1)
+    indptr, indices = successor_lists(byte_targets)
+    edges: list[list[int]] = [indices[indptr[i] : indptr[i + 1]].tolist() for i in range(len(order))]
+    for caller, target in zip(np.asarray(grammar.call_state).tolist(), np.asarray(grammar.call_return).tolist()):
+        if local[caller] >= 0:
+            edges[int(local[caller])].append(int(local[target]))
+    table = np.full((len(order), max(1, max(len(e) for e in edges))), -1, dtype=np.int64)
+    for row, targets in enumerate(edges):
+        table[row, : len(targets)] = targets
+    accepting = np.asarray(grammar.accepting)[order]
+    cuts = np.flatnonzero(_cut_states(table, accepting)).tolist()
+    indptr, indices = successor_lists(table)
+    distance = bfs_distances(indptr, indices, np.array([0]))
+    single = []
+    for cut in cuts:
+        successors = indices[indptr[cut] : indptr[cut + 1]]
+        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
+            continue
+        single.append(cut)
+    return [int(order[c]) for c in sorted(single, key=lambda c: int(distance[c]))]
+
+
+def cut_configurations(machine: PushdownMachine) -> list[int]:
+    """Configuration ids every accepted output passes through once, in the order it meets them (start first)."""
+    return _spine(machine, 0, ())
+
+
+def _spine(machine: PushdownMachine, nonterminal: int, stack: tuple[int, ...]) -> list[int]:
+    """The cut configurations of one run of `nonterminal`'s body on `stack`, and of the calls it always makes once."""
+    grammar = machine.grammar
+    final = np.asarray(grammar.accepting) & ~np.asarray(grammar.has_successor)
+    callers = np.asarray(grammar.call_state)
+    cuts = body_cuts(machine, nonterminal)
+    out: list[int] = []
+    for here, there in zip(cuts, cuts[1:] + [-1]):
+        if not stack or (here != int(grammar.starts[nonterminal]) and not final[here]):
+            out.append(machine.config_of(here, stack))
+        edges = np.flatnonzero(callers == here)
+        sole_call = (len(edges) == 1 and not grammar.accepting[here]
+                     and not (np.asarray(grammar.byte_table[here]) >= 0).any()
+                     and int(grammar.call_return[edges[0]]) == there and len(stack) + 1 < machine.max_depth)
+        if sole_call:
+            out += _spine(machine, int(grammar.call_callee[edges[0]]), stack + (there,))
+    return out
+
+
+def pushdown_block_plan(machine: PushdownMachine) -> list[Block]:
+    """The blocks of a pushdown constraint's language between its cut configurations, in output order."""
+    return blocks_between(ConfigurationSteps(machine), cut_configurations(machine))
