@@ -77,6 +77,8 @@ class PushdownMachine:
         self._rows: dict[int, np.ndarray] = {}
         self._need = np.zeros(0, dtype=np.int64)
         self._classes: tuple[list[int], np.ndarray] | None = None
+        self._class_sizes: list[int] = []
+        self._last_forced: tuple[int, tuple[bytes, int]] = (DEAD, (b"", DEAD))
         self._settle(int(grammar.starts[0]), EMPTY_STACK)
         self.accepting = _ByRow(self.config_accepts)
         self.transitions = _ByRow(self.byte_row)
@@ -268,6 +270,7 @@ class PushdownMachine:
             _, byte_class = canonical_classes(both, np.arange(256))
             first = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
             self._classes = (first, byte_class.astype(np.int64))
+            self._class_sizes = np.bincount(byte_class, minlength=len(first)).tolist()
         return self._classes
 
     def byte_row(self, config: int) -> np.ndarray:
@@ -280,18 +283,38 @@ class PushdownMachine:
             self._rows[config] = row
         return row
 
+    def only_byte(self, config: int) -> int:
+        """The one admissible byte of `config`, or -1 where it admits none or several (stepping one byte per class
+        and stopping at the second live one: most configurations decide, and need no 256-byte row)."""
+        first, _ = self._byte_classes()
+        sizes = self._class_sizes
+        found = -1
+        for index, byte in enumerate(first):
+            if self.step_byte(config, byte) >= 0:
+                if found >= 0 or sizes[index] > 1:
+                    return -1
+                found = byte
+        return found
+
     def _follow_forced(self, config: int) -> tuple[bytes, int]:
-        """Forced bytes from `config` (not accepting, one admissible byte) until a decision point or a repeat."""
+        """Forced bytes from `config` (not accepting, one admissible byte) until a decision point or a repeat.
+
+        The last answer is kept: `forced_chain` and `chain_end` ask for the same configuration in turn."""
+        if self._last_forced[0] == config:
+            return self._last_forced[1]
+        start = config
         out = bytearray()
         seen: set[int] = set()
         while config >= 0 and not self.config_accepts(config) and config not in seen:
-            live = np.flatnonzero(self.byte_row(config) >= 0)
-            if len(live) != 1:
+            byte = self.only_byte(config)
+            if byte < 0:
                 break
             seen.add(config)
-            out.append(int(live[0]))
-            config = int(self.byte_row(config)[live[0]])
-        return bytes(out), config
+            out.append(byte)
+            config = self.step_byte(config, byte)
+        found = (bytes(out), config)
+        self._last_forced = (start, found)
+        return found
 
     def forced_chain(self, config: int) -> bytes:
         """The forced bytes from `config`, across calls and returns."""

@@ -13,15 +13,20 @@ a heuristic of proven lower bounds that every search sharpens (Adaptive A*): aft
 found need(root) = D, each configuration u it reached has need(u) >= D - g(u), and those on the
 found path get their exact value; a search cut at threshold T proves need(u) > T - g(u). Far from
 the limit, Proposition 2's byte bound (bytes of the shortest completion, when every byte the grammar
-reads is a token of its own) answers without a search. A search that expands more than
-`max_expansions` configurations gives up; the answer is then that bound (sound: never below the
-truth), and `bounded_answers` counts it.
+reads is a token of its own) answers without a search. Every configuration starts with the lower bound
+ceil(shortest completion bytes / longest token an output can hold) (`live_token_length`): no token spells
+more, so the search is led straight to the closing tokens. A search that expands more than
+`max_expansions` configurations, or passes its time, gives up; the answer is then that bound (sound:
+never below the truth), and `bounded_answers` counts it. One mask shares one time budget across its
+searches (`max_mask_seconds`): a token still unanswered when it runs out is refused (sound) and counted
+likewise; tokens answered without a search come first, so the ones on a proven path stay admitted.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +36,7 @@ from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.runtime.control.budget import UNREACHABLE
+from stdsl.runtime.control.live_token_length import longest_live_token
 from stdsl.runtime.control.need_graphs import single_byte_tokens
 from stdsl.runtime.control.planner import ForcedPlanner
 
@@ -38,6 +44,12 @@ MAX_EXPANSIONS = 20_000
 """Configurations one search may expand before it gives up and answers with the byte bound."""
 MAX_SEARCH_SECONDS = 5.0
 """Wall time one search may take before it gives up likewise (a grammar whose rows are slow to walk)."""
+MAX_MASK_SECONDS = 0.3
+"""Wall time the searches of one budget mask may take together before the tokens left unanswered are refused.
+Neither guard counts the walks that build symbolic rows: each is made once per grammar and vocabulary and shared,
+so a cold grammar's first questions are not answered by a bound for the cost of building its rows."""
+DEADLINE_EVERY = 16
+"""Expansions between two looks at the clock."""
 MAX_MEMO = 2_000_000
 """Memoized configurations (steps, bounds) kept before the memo is emptied; exact values are kept longest."""
 
@@ -54,11 +66,24 @@ class _GaveUp(Exception):
     """A search passed its expansion or time guard."""
 
 
+_PRESENT: dict[int, tuple[weakref.ref[SymbolicRow], np.ndarray]] = {}
+MAX_PRESENT = 65_536
+"""Rows whose present codes are kept (by identity, checked through a weak reference) before the memo is emptied."""
+
+
 def present_codes(row: SymbolicRow, vocab_size: int) -> np.ndarray:
-    """The outcome codes some token of a symbolic row has (codes 2 and up)."""
+    """The outcome codes some token of a symbolic row has (codes 2 and up), once per row: counting a dense row's
+    codes costs a pass over the vocabulary, and a search asks at every configuration it expands."""
+    found = _PRESENT.get(id(row))
+    if found is not None and found[0]() is row:
+        return found[1]
     counts = np.bincount(np.asarray(row.codes, dtype=np.int64), minlength=2 + len(row.outcomes))
     codes = np.flatnonzero(counts)
-    return codes[codes >= 2]
+    codes = codes[codes >= 2]
+    if len(_PRESENT) >= MAX_PRESENT:
+        _PRESENT.clear()
+    _PRESENT[id(row)] = (weakref.ref(row), codes)
+    return codes
 
 
 def next_configurations(rows: ContextRows, config: int) -> np.ndarray:
@@ -96,6 +121,7 @@ class PushdownNeed:
         self.single_bytes = single_byte_tokens(vocab)
         read = (np.asarray(machine.grammar.byte_table) >= 0).any(axis=0)
         self.spells_every_byte = bool((self.single_bytes | ~read).all())
+        self.longest_token = longest_live_token(machine.grammar, vocab)
         self._spellable: np.ndarray | None = None
         self._bounds: dict[int, int | None] = {}
         self.exact: dict[int, int] = {}
@@ -104,6 +130,8 @@ class PushdownNeed:
         self._chains: dict[int, Step] = {}
         self.searches = 0
         self.expansions = 0
+        self.walk_seconds = 0.0
+        """Wall time spent in steps that built symbolic rows (not counted against the time guards)."""
         self.bounded_answers = 0
         """Questions answered by the byte bound because a search gave up (0: every answer was exact)."""
 
@@ -122,8 +150,14 @@ class PushdownNeed:
         """The token steps from `config`: the cheapest per distinct chain end."""
         found = self._steps.get(config)
         if found is None:
+            stats = self.rows.stats
+            walks = stats.free_misses + stats.context_misses
+            began = time.perf_counter()
+            successors = next_configurations(self.rows, config).tolist()
+            if stats.free_misses + stats.context_misses != walks:
+                self.walk_seconds += time.perf_counter() - began
             best: dict[int, int] = {}
-            for after in next_configurations(self.rows, config).tolist():
+            for after in successors:
                 step = self.chain_step(after)
                 if step.end >= 0 and step.cost < best.get(step.end, UNREACHABLE):
                     best[step.end] = step.cost
@@ -164,8 +198,11 @@ class PushdownNeed:
             return 0
         return self.exact.get(config)
 
-    def _heuristic(self, config: int) -> int:
-        return max(1, self.lower.get(config, 1))
+    def lower_bound(self, config: int) -> int:
+        """A proven lower bound on need(config) of a configuration that does not accept: the search's own, or the
+        shortest completion's bytes over the longest token that may spell them."""
+        spread = -(-self.machine.need(config) // self.longest_token)
+        return max(1, spread, self.lower.get(config, 1))
 
     # ------------------------------------------------------------------ questions
 
@@ -182,34 +219,50 @@ class PushdownNeed:
             return UNREACHABLE if bound is None else bound
         return UNREACHABLE if found is None else found
 
-    def within(self, config: int, limit: int) -> bool:
-        """Whether need(config) <= limit (a search cut at `limit`; the byte bound decides when a search gives up)."""
+    def settled(self, config: int, limit: int) -> bool | None:
+        """Whether need(config) <= limit where that is known without a search (a solved value, a lower bound
+        above the limit, a byte bound within it), else None."""
         if limit < 0:
             return False
         known = self._known(config)
         if known is not None:
             return known <= limit
-        if self.lower.get(config, 1) > limit:
+        if self.lower_bound(config) > limit:
             return False
         bound = self.byte_bound(config)
         if bound is not None and bound <= limit:
             return True
+        return None
+
+    def within(self, config: int, limit: int, deadline: float | None = None) -> bool:
+        """Whether need(config) <= limit (a search cut at `limit`; False when a search gives up or passes
+        `deadline`, a `time.perf_counter()` value: refusing is sound)."""
+        answer = self.settled(config, limit)
+        if answer is not None:
+            return answer
         try:
-            return self._search(config, limit) is not None
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _GaveUp
+            return self._search(config, limit, deadline) is not None
         except _GaveUp:
             self.bounded_answers += 1
             return False
 
-    def _search(self, root: int, threshold: int | None) -> int | None:
-        """A* from `root`: need(root), or None when it exceeds `threshold` (or no completion exists)."""
+    def _search(self, root: int, threshold: int | None, deadline: float | None = None) -> int | None:
+        """A* from `root`: need(root), or None when it exceeds `threshold` (or no completion exists). Ties go to
+        the configuration further from the root (its estimate leans on less of the heuristic)."""
         self.searches += 1
-        began = time.perf_counter()
+        stop = time.perf_counter() + self.max_seconds
+        if deadline is not None:
+            stop = min(stop, deadline)
+        walked = self.walk_seconds
         cost_to = {root: 0}
         came_from: dict[int, tuple[int, int]] = {}
-        heap = [(self._heuristic(root), 0, root)]
+        heap = [(self.lower_bound(root), 0, root)]
         expanded = 0
         while heap:
-            estimate, cost, config = heapq.heappop(heap)
+            estimate, spent, config = heapq.heappop(heap)
+            cost = -spent
             if cost > cost_to[config]:
                 continue
             if threshold is not None and estimate > threshold:
@@ -218,21 +271,23 @@ class PushdownNeed:
             if known is not None:
                 if estimate == cost + known:
                     return self._solved(root, config, cost + known, cost_to, came_from)
-                heapq.heappush(heap, (cost + known, cost, config))
+                heapq.heappush(heap, (cost + known, -cost, config))
                 continue
             expanded += 1
             self.expansions += 1
-            if expanded > self.max_expansions or (expanded & 63 == 0
-                                                   and time.perf_counter() - began > self.max_seconds):
+            if expanded > self.max_expansions or (expanded % DEADLINE_EVERY == 0
+                                                   and time.perf_counter() - (self.walk_seconds - walked) > stop):
                 raise _GaveUp
             for step in self.steps(config):
                 reached = cost + step.cost
-                if reached < cost_to.get(step.end, UNREACHABLE) and (threshold is None or reached <= threshold):
+                if reached >= cost_to.get(step.end, UNREACHABLE):
+                    continue
+                known = self._known(step.end)
+                estimate = reached + (known if known is not None else self.lower_bound(step.end))
+                if threshold is None or estimate <= threshold:
                     cost_to[step.end] = reached
                     came_from[step.end] = (config, step.cost)
-                    known = self._known(step.end)
-                    heapq.heappush(heap, (reached + (known if known is not None else self._heuristic(step.end)),
-                                          reached, step.end))
+                    heapq.heappush(heap, (estimate, -reached, step.end))
         bound = UNREACHABLE - 1 if threshold is None else threshold
         for config, cost in cost_to.items():
             self.lower[config] = max(self.lower.get(config, 1), bound + 1 - cost)
@@ -262,8 +317,9 @@ class PushdownBudget:
     the byte bound of every successor fits and the mask is inactive without a search (cached per configuration).
     """
 
-    def __init__(self, need: PushdownNeed) -> None:
+    def __init__(self, need: PushdownNeed, max_mask_seconds: float = MAX_MASK_SECONDS) -> None:
         self.solver = need
+        self.max_mask_seconds = max_mask_seconds
         self._largest: dict[int, int] = {}
 
     @property
@@ -302,14 +358,25 @@ class PushdownBudget:
         return found
 
     def admits(self, config: int, row: np.ndarray, remaining: int) -> np.ndarray | None:
-        """Tokens after which a valid ending still fits in `remaining` tokens (None: every live token does)."""
+        """Tokens after which a valid ending still fits in `remaining` tokens (None: every live token does).
+
+        Tokens answered without a search come first, then searches, most promising first, until the mask's time
+        (`max_mask_seconds`, row walks not counted) runs out: the rest are refused and counted in `bounded_answers`."""
         largest = self.largest_bound(int(config))
         if largest is not None and largest <= remaining:
             return None
+        solver = self.solver
+        deadline, walked = time.perf_counter() + self.max_mask_seconds, solver.walk_seconds
         live = row >= 0
         configs, inverse = np.unique(row[live], return_inverse=True)
-        fits = np.fromiter((self.through_fits(c, remaining) for c in configs.tolist()), dtype=bool,
-                           count=configs.size)
+        steps = [solver.chain_step(c) for c in configs.tolist()]
+        answers = [solver.settled(step.end, remaining - step.cost) for step in steps]
+        open_ = sorted((i for i, a in enumerate(answers) if a is None),
+                       key=lambda i: steps[i].cost + solver.lower_bound(steps[i].end))
+        for i in open_:
+            answers[i] = solver.within(steps[i].end, remaining - steps[i].cost,
+                                       deadline + solver.walk_seconds - walked)
+        fits = np.array(answers, dtype=bool)
         if fits.all():
             return None
         out = np.zeros(row.shape, dtype=bool)
