@@ -155,10 +155,10 @@ def mask_paths(model: Any, steps: int) -> dict[str, Any]:
     """Masks for 6 rows (the extraction schemas, each driven along its gold answer): rows on demand per row
     against one walk over the combined table of all rows' automata (D.2), median per engine step."""
     from stdsl.compiler.constraint import compile as compile_constraint
+    from stdsl.control.constraint_state import vocabulary_of
     from stdsl.kernels.combined import CombinedTable
     from stdsl.kernels.walk import walk_next_states
     from stdsl.runtime.batch.requests import constraint_state
-    from stdsl.runtime.control.constraint_state import vocabulary_of
     from stdsl.runtime.options import DecodeOptions
 
     tokenizer = model.tokenizer

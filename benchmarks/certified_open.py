@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"
 from engine_oracle import sequential_greedy  # noqa: E402
 
 from stdsl.compiler.constraint import compile as compile_constraint  # noqa: E402
+from stdsl.control.pushdown_state import machine_of  # noqa: E402
 from stdsl.runtime.certified.cut_configurations import pushdown_block_plan  # noqa: E402
-from stdsl.runtime.control.pushdown_state import machine_of  # noqa: E402
 from stdsl.runtime.decode import generate  # noqa: E402
 from stdsl.runtime.model.loading import load  # noqa: E402
 

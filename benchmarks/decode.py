@@ -31,9 +31,10 @@ sys.path.insert(0, str(BENCH_DIR))
 from peers import bitmask_to_bool, version_of  # noqa: E402
 
 import stdsl  # noqa: E402
+from stdsl.control import constraint_state  # noqa: E402
+from stdsl.control.split import canonical_check  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.batch.sampling import SamplingParams, sample  # noqa: E402
-from stdsl.runtime.control import canonical_check, constraint_state  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
 
 SHARED = BENCH_DIR.parent.parent / "shared"
@@ -426,7 +427,7 @@ def grade(task: Task, value: Any) -> tuple[int, int, list[str]]:
 def check_canonical(model: Any, task: Task, run: Run) -> None:
     """Whether the emitted tokens are the tokenizer's own split of the output text (`encode_ordinary`:
     special-token text spelled as ordinary text); else where they first part, and whether that stretch
-    holds forced bytes (a planner's "boundary" difference) or not (see stdsl.runtime.control.canonical_check)."""
+    holds forced bytes (a planner's "boundary" difference) or not (see stdsl.control.split.canonical_check)."""
     canonical = list(model.tokenizer.encode_ordinary(run.text))
     run.canonical = canonical == run.tokens
     if not run.canonical:
@@ -554,7 +555,7 @@ METHOD = (
     "classification's label and sentiment. Canonical = the emitted tokens equal "
     "`tokenizer.encode_ordinary(text)` (special-token text as ordinary text); boundary diffs = stretches that "
     "differ and hold bytes the constraint forced (a planner bug); the rest are the model's own segmentation or "
-    "D.3's spanned cover (stdsl.runtime.control.canonical_check). "
+    "D.3's spanned cover (stdsl.control.split.canonical_check). "
     "Constraint s = time inside mask/advance (peers: mask fill + bool conversion + sampling; stdsl: "
     "ConstraintState.mask and .advance, sampling not included); slowest step = the longest such time in one "
     "step. Before measuring, every engine decoded `warmup_tokens` tokens of the first task once (MLX kernels, "

@@ -111,7 +111,7 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
     import llguidance.numpy
 
     import stdsl
-    from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+    from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
 
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)

@@ -158,9 +158,9 @@ class QwenEngines:
         """stdsl's rows on demand: the cached mask of the current state (configuration) copied into the bitmask, by
         the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`).  The bitmask's row
         is taken once, outside the timed fill, as the peers get the whole bitmask and an index."""
+        from stdsl.control.pushdown_state import pushdown_tables
+        from stdsl.control.special_vocabulary import vocabulary_for
         from stdsl.kernels.rows import RowCache
-        from stdsl.runtime.control.pushdown_state import pushdown_tables
-        from stdsl.runtime.control.special_vocabulary import vocabulary_for
 
         vocab = vocabulary_for(self.tokenizer, constraint)  # the engine's: special tokens spelled where used
         out = self.bits[0]

@@ -97,8 +97,8 @@ def undeclared_members(instance: Any, schema: Any, root: Any) -> int:
 
 def controller(constraint: Any, tokenizer: Any, vocab: Any) -> Any:
     """A fresh controller of a constraint without a budget (pushdown or DFA)."""
-    from stdsl.runtime.control.constraint_state import ConstraintState
-    from stdsl.runtime.control.pushdown_state import PushdownState
+    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.pushdown_state import PushdownState
 
     machine = getattr(constraint, "machine", None)
     return (PushdownState(machine, tokenizer, vocab) if machine is not None
@@ -133,7 +133,7 @@ def replay(constraint: Any, tokenizer: Any, vocab: Any, text: bytes) -> tuple[li
 
 def true_minimum(machine: Any, tokenizer: Any, vocab: Any) -> tuple[int, int]:
     """Fewest tokens of a valid output under the table policy (uniform-cost search) and configurations expanded."""
-    from stdsl.runtime.control.pushdown_state import pushdown_tables
+    from stdsl.control.pushdown_state import pushdown_tables
 
     rows = pushdown_tables(machine, vocab).rows
 
@@ -161,9 +161,9 @@ def true_minimum(machine: Any, tokenizer: Any, vocab: Any) -> tuple[int, int]:
 
 def least_budget(constraint: Any, tokenizer: Any, vocab: Any) -> tuple[int, bool, float]:
     """The engine's least budget (what its BudgetError names), whether it was exact, and the seconds to find it."""
+    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.pushdown_state import PushdownState
     from stdsl.errors import BudgetError
-    from stdsl.runtime.control.constraint_state import ConstraintState
-    from stdsl.runtime.control.pushdown_state import PushdownState
 
     machine = getattr(constraint, "machine", None)
     began = time.perf_counter()
@@ -183,8 +183,8 @@ class MaskClock:
     """Times the outermost `mask()` of the controllers (the budget mask included)."""
 
     def __init__(self) -> None:
-        from stdsl.runtime.control.constraint_state import ConstraintState
-        from stdsl.runtime.control.pushdown_state import PushdownState
+        from stdsl.control.constraint_state import ConstraintState
+        from stdsl.control.pushdown_state import PushdownState
 
         self.seconds: list[float] = []
         self._depth = 0
@@ -241,7 +241,7 @@ def main() -> int:
         (RESULTS / "open_schemas.md").write_text(report(saved["rows"], saved["max_tokens"], saved["command"]))
         return 0
     import stdsl
-    from stdsl.runtime.control.constraint_state import vocabulary_of
+    from stdsl.control.constraint_state import vocabulary_of
     from stdsl.runtime.model.loading import load
 
     model = load()

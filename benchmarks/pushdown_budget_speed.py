@@ -58,8 +58,8 @@ def constraints(tasks: set[str] | None) -> list[tuple[str, Any, list[int | None]
 
 def least_budget(machine: Any, tokenizer: Any, vocab: Any) -> int:
     """The engine's least budget (what its BudgetError names)."""
+    from stdsl.control.pushdown_state import PushdownState
     from stdsl.errors import BudgetError
-    from stdsl.runtime.control.pushdown_state import PushdownState
 
     probe = PushdownState(machine, tokenizer, vocab, max_tokens=1)
     try:
@@ -73,7 +73,7 @@ def least_budget(machine: Any, tokenizer: Any, vocab: Any) -> int:
 def walk(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int, seed: int) -> tuple[list[float], list[float], int]:
     """(mask seconds, mask-and-advance seconds) per step of one random walk under the budget, and the answers its
     budget has given by a bound so far (the budget is shared by every walk on the grammar)."""
-    from stdsl.runtime.control.pushdown_state import PushdownState
+    from stdsl.control.pushdown_state import PushdownState
 
     rng = random.Random(seed)
     control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pushdown_budget_speed.md"))
     args = parser.parse_args()
 
-    from stdsl.runtime.control.constraint_state import vocabulary_of
+    from stdsl.control.constraint_state import vocabulary_of
     from stdsl.runtime.model.gguf import GGUFFile
     from stdsl.runtime.model.loading import embedded_gguf_path
     from stdsl.runtime.model.tokenizer import Tokenizer

@@ -33,8 +33,8 @@ from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  
 from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
-from stdsl.runtime.control.pushdown_state import pushdown_tables  # noqa: E402
-from stdsl.runtime.control.constraint_state import vocabulary_of  # noqa: E402
+from stdsl.control.pushdown_state import pushdown_tables  # noqa: E402
+from stdsl.control.constraint_state import vocabulary_of  # noqa: E402
 from xgrammar_driver import XGrammarDriver  # noqa: E402
 
 SHARED = BENCH_DIR.parent.parent / "shared"

@@ -43,8 +43,8 @@ def constraints() -> list[tuple[str, Any]]:
 
 def bound(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int) -> int:
     """least_output_tokens of a pushdown controller started under `max_tokens`."""
+    from stdsl.control.pushdown_state import PushdownState
     from stdsl.errors import BudgetError
-    from stdsl.runtime.control.pushdown_state import PushdownState
 
     control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
     try:
@@ -57,7 +57,7 @@ def bound(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int) -> int:
 
 def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:
     """Fewest tokens of a valid output (breadth-first over configurations) and the configurations visited."""
-    from stdsl.runtime.control.pushdown_state import pushdown_tables
+    from stdsl.control.pushdown_state import pushdown_tables
 
     rows = pushdown_tables(machine, vocab).rows
     frontier, seen = {machine.start}, {machine.start}
@@ -74,7 +74,7 @@ def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:
 
 
 def main() -> int:
-    from stdsl.runtime.control.constraint_state import vocabulary_of
+    from stdsl.control.constraint_state import vocabulary_of
     from stdsl.runtime.model.loading import embedded_gguf_path
     from stdsl.runtime.model.tokenizer import Tokenizer
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.pushdown_state import PushdownState, machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.torch_mask import Row, WalkRow
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.constraint_state import ConstraintState
-from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.model.tokenizer import Tokenizer
 

@@ -26,11 +26,11 @@ except ImportError as missing:
     raise missing_extra("transformers", missing) from None
 
 from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.identity_cache import IdentityCache
 from stdsl.errors import GenerationError, StdslError
 from stdsl.integrations.batch import BatchConstraints
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.identity_cache import IdentityCache
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.model.tokenizer import Tokenizer
 from stdsl.runtime.options import check_prompt

@@ -36,11 +36,11 @@ try:
 except ImportError as missing:
     raise missing_extra("vllm", missing) from None
 
+from stdsl.control.constraint_state import vocabulary_of
 from stdsl.errors import BudgetError, OptionError, StdslError
 from stdsl.integrations.batch import BatchConstraints, mask_rows, take_tokens
 from stdsl.integrations.constraint_request import FIELD, compiled_constraint, parse_spec
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.control.constraint_state import vocabulary_of
 from stdsl.runtime.model.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from stdsl.control.budget.automaton_budget import UNREACHABLE, BudgetTable
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import stacked_classes
 from stdsl.kernels.token_table import DEAD, class_arrays, scaled_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.kernels.walk_layout import walk_layout
-from stdsl.runtime.control.budget import UNREACHABLE, BudgetTable
 
 PATHS = ("walk", "rows")
 NO_BUDGET = UNREACHABLE
@@ -149,7 +149,7 @@ def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: Tor
 
 def _host_next_states(row: WalkRow, vocab: Vocabulary) -> np.ndarray:
     """Row T[state, ·] from rows on demand (the cached row of the automaton's shared tables)."""
-    from stdsl.runtime.control.constraint_state import shared_tables
+    from stdsl.control.constraint_state import shared_tables
 
     return shared_tables(row.automaton, vocab).rows.next_states(row.state)
 
@@ -255,8 +255,8 @@ def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
     one and one past int16 ids) stacked in one batch, budget and cover rows included.  Raises
     StdslError on the first mismatch.
     """
+    from stdsl.control.budget.automaton_budget import build_budget_table
     from stdsl.kernels.token_table import token_table_rows
-    from stdsl.runtime.control.budget import build_budget_table
 
     device = torch.device(device)
     rng = np.random.default_rng(seed)

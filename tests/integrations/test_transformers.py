@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from transformers import LogitsProcessor, LogitsProcessorList
 
 import stdsl
+from stdsl.control.constraint_state import vocabulary_of
 from stdsl.errors import BudgetError, StdslError
 from stdsl.integrations.stepwise import controller_for
 from stdsl.integrations.transformers import StdslLogitsProcessor, generate, prompt_ids, stdsl_tokenizer
-from stdsl.runtime.control.constraint_state import vocabulary_of
 
 EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
 TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 import stdsl
 from stdsl.compiler.pushdown.constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.control.budget.automaton_budget import UNREACHABLE
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.walk import backend
-from stdsl.runtime.control.budget import UNREACHABLE
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.model.tokenizer import Tokenizer
 from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
 from tests.runtime import test_pushdown_budget

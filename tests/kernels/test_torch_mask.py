@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_fixtures import dfa_and_vocab_strategy, enum_regex, person_regex, random_dfa
 
+from stdsl.control.budget.automaton_budget import build_budget_table
 from stdsl.errors import StdslError
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.torch_mask import (
@@ -23,7 +24,6 @@ from stdsl.kernels.torch_mask import (
     walk_next_states_torch,
 )
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import build_budget_table
 
 CPU = torch.device("cpu")
 

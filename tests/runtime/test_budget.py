@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.control.split.planner import ForcedPlanner
 from stdsl.errors import BudgetError
 from stdsl.kernels.token_table import token_table
-from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
-from stdsl.runtime.control.planner import ForcedPlanner
 from stdsl.runtime.decode import generate
 
 BOUNDED_SCHEMA = {
@@ -154,8 +154,8 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
 
 def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tiny_model, monkeypatch) -> None:
     """Without the token table need is bounded over single-byte tokens: larger, never smaller, and still valid."""
-    import stdsl.runtime.control.constraint_state as constraint_state
-    from stdsl.runtime.control.identity_cache import IdentityCache
+    import stdsl.control.constraint_state as constraint_state
+    from stdsl.control.identity_cache import IdentityCache
 
     vocab = vocabulary_of(tiny_model.tokenizer)
     automaton = bounded_automata()[0]

@@ -1,7 +1,7 @@
 """At every boundary between forced and sampled text the emitted tokens are the tokenizer's own split (Theorem 20, D.3).
 
 Oracle: `Tokenizer.encode_ordinary` of the output (special-token text spelled as ordinary text),
-compared stretch by stretch by `stdsl.runtime.control.canonical_check`: a stretch that holds a forced byte
+compared stretch by stretch by `stdsl.control.split.canonical_check`: a stretch that holds a forced byte
 may differ only by D.3's cover ("spanned"). Three drivers of the controller: a document (teacher
 forcing with the tokenizer's own tokens: then even the sampled stretches must agree), random
 admissible tokens, and the greedy choices of a tiny random-weight model. Tokenizers: SmolLM2's and
@@ -23,8 +23,8 @@ import stdsl
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.runtime.control.canonical_check import boundary_differences, differences, forced_bytes
-from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.control.split.canonical_check import boundary_differences, differences, forced_bytes
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 SPECIAL_TEXT = ("<|im_end|>", "a<|im_start|>b", "<|endoftext|>")

@@ -19,11 +19,11 @@ from json_documents import load_task
 
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.control.pushdown_state import machine_of
 from stdsl.runtime.batch.requests import constraint_state
 from stdsl.runtime.certified.blocks import END, block_plan
 from stdsl.runtime.certified.cut_configurations import cut_configurations, pushdown_block_plan
 from stdsl.runtime.certified.forks import fork, recording, sampled_tokens
-from stdsl.runtime.control.pushdown_state import machine_of
 from stdsl.runtime.decode import generate
 from stdsl.runtime.options import DecodeOptions
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.server.constraints.constraint_spec import build_constraint
 from stdsl.server.tools.formats import FORMATS
 from tests.runtime.test_pushdown_budget import oracle_need, random_walk_configs

@@ -16,8 +16,8 @@ import pytest
 
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.pushdown.constraint import compile_recursive
-from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState
+from stdsl.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.control.pushdown_state import PushdownState
 
 OPEN_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}}
 

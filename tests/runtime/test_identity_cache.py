@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.control.identity_cache import IdentityCache
 
 
 class _Owner:

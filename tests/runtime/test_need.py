@@ -18,12 +18,12 @@ from json_documents import load_task
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.control.budget.automaton_budget import UNREACHABLE, BudgetTable, build_budget_table
+from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
+from stdsl.control.constraint_state import budget_table_for, vocabulary_of
+from stdsl.control.split.planner import ForcedPlanner, Window
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import UNREACHABLE, BudgetTable, build_budget_table
-from stdsl.runtime.control.constraint_state import budget_table_for, vocabulary_of
-from stdsl.runtime.control.need_graphs import chain_bound, forced_chains, row_successors
-from stdsl.runtime.control.planner import ForcedPlanner, Window
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 ALPHABET = b'ab{"}:,\xc3\xa9'

@@ -26,8 +26,8 @@ import pytest
 
 import stdsl
 from stdsl.compiler.pushdown.constraint import compile_recursive
-from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState
+from stdsl.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.control.pushdown_state import PushdownState
 
 SHARED_TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks"
 TEXTS_PER_SCHEMA = 3

@@ -18,10 +18,10 @@ from json_documents import compact, load_task, random_instance
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.runtime.control.boundary_cover import BoundaryCover
-from stdsl.runtime.control.characters import lead_byte_representatives, starts_a_character
-from stdsl.runtime.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
-from stdsl.runtime.control.planner import ForcedPlanner, Window, valid_utf8_prefix
+from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.control.split.boundary_cover import BoundaryCover
+from stdsl.control.split.characters import lead_byte_representatives, starts_a_character
+from stdsl.control.split.planner import ForcedPlanner, Window, valid_utf8_prefix
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 
@@ -166,8 +166,8 @@ def test_covers_are_the_same_from_the_tokenizers_shared_parts_as_computed_afresh
                                                                                    monkeypatch) -> None:
     """Lookahead parts and splits are shared by every grammar of a tokenizer: a grammar whose covers come
     from parts other grammars left behind gets the covers it computes with nothing shared."""
-    from stdsl.runtime.control import boundary_cover, split_memo
-    from stdsl.runtime.control.identity_cache import IdentityCache
+    from stdsl.control.identity_cache import IdentityCache
+    from stdsl.control.split import boundary_cover, split_memo
 
     fresh = {}
     for name in TASKS:

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.model.tokenizer import Tokenizer
 
 PIECES = ['{"', '":', '",', '"}', '}]', ']}', '}}', ']]', '[]', '{}', '},', '],', 'null', 'true', 'false', '"a"',
@@ -217,7 +217,7 @@ def opened(schema):
 
 def least_budget(constraint, tokenizer) -> int:
     """The least budget the engine admits (what its BudgetError names)."""
-    from stdsl.runtime.control.constraint_state import ConstraintState
+    from stdsl.control.constraint_state import ConstraintState
 
     vocab = vocabulary_of(tokenizer)
     machine = getattr(constraint, "machine", None)

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.live_token_length import longest_live_token
-from stdsl.runtime.control.pushdown_budget import PushdownBudget, PushdownNeed
-from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
+from stdsl.control.budget.live_token_length import longest_live_token
+from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.model.tokenizer import Tokenizer
 from tests.runtime.test_pushdown_budget import bytes_to_unicode, random_walk_configs, recursive_trees
 from tests.runtime.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)

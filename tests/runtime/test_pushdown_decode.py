@@ -12,9 +12,9 @@ import pytest
 
 import stdsl
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError, CompileError, GenerationError
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.decode import generate
 
 TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import stdsl
+from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.errors import BudgetError
-from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
 from tests.runtime.thinking_templates import CHOOSING, CLOSE, OPENING, tokens_before, with_template
 
 SCHEMA = {"type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]},
@@ -148,7 +148,7 @@ def test_parallel_fields_decode_the_block_first_then_the_answer(opening) -> None
 def test_the_closing_tag_can_always_be_written(smollm2_tokenizer) -> None:
     """At every character boundary of random thinking text some token begins `</think>`."""
     from stdsl.compiler.reasoning import THINK, think_then
-    from stdsl.runtime.control.constraint_state import ConstraintState, vocabulary_of
+    from stdsl.control.constraint_state import ConstraintState, vocabulary_of
 
     composed = think_then(stdsl.compile(SCHEMA), THINK, "opened").constraint
     vocab = vocabulary_of(smollm2_tokenizer)

@@ -14,10 +14,10 @@ import pytest
 
 import stdsl
 from stdsl.compiler.special_tokens import special_spelling
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.special_vocabulary import special_vocabulary
 from stdsl.errors import BudgetError, CompileError, GrammarError
 from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.special_vocabulary import special_vocabulary
 from stdsl.runtime.options import DecodeOptions
 
 IM_START, IM_END, REPO_NAME = 1, 2, 3

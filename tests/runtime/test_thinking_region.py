@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.reasoning import HARMONY, HARMONY_MARKERS, THINK
-from stdsl.runtime.control.thinking_region import ThinkingRegion, partial_suffix
+from stdsl.control.thinking_region import ThinkingRegion, partial_suffix
 
 PIECES = st.lists(st.sampled_from(["<", "/", "think", ">", "</", "</think", "x", "\n", "é", "<think>"]), max_size=10)
 

@@ -13,11 +13,11 @@ from functools import cache
 from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.pushdown_state import PushdownState, machine_of
+from stdsl.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.errors import OptionError
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
-from stdsl.runtime.control.constraint_state import ConstraintState
-from stdsl.runtime.control.pushdown_state import PushdownState, machine_of
-from stdsl.runtime.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.runtime.options import DecodeOptions
 
 Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]

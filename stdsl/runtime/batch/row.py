@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stdsl.compiler.special_tokens import visible_bytes
+from stdsl.control.constraint_state import ConstraintState
 from stdsl.errors import Cancelled, GenerationError, StdslError
 from stdsl.runtime.batch.sampling import RowSampler
-from stdsl.runtime.control.constraint_state import ConstraintState
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint, think_then
 from stdsl.compiler.special_tokens import token_markers
-from stdsl.runtime.control.identity_cache import IdentityCache
-from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
-from stdsl.runtime.control.thinking_region import ThinkingRegion
+from stdsl.control.identity_cache import IdentityCache
+from stdsl.control.reasoning_budget import ReasoningPolicy
+from stdsl.control.thinking_region import ThinkingRegion
 from stdsl.runtime.model.thinking_template import (
     PROMPT_TAIL_TOKENS,
     Thinking,

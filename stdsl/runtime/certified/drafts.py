@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.pushdown_state import machine_of
 from stdsl.errors import Cancelled, GenerationError, StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import (
@@ -42,8 +44,6 @@ from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, blo
 from stdsl.runtime.certified.cut_configurations import ConfigurationSteps, pushdown_block_plan
 from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
-from stdsl.runtime.control.constraint_state import ConstraintState
-from stdsl.runtime.control.pushdown_state import machine_of
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.workers import Worker, begin_exit

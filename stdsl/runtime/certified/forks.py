@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from stdsl.runtime.control.constraint_state import ConstraintState
-from stdsl.runtime.control.planner import Window
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.split.planner import Window
 
 
 def fork(control: ConstraintState) -> ConstraintState:

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from stdsl.compiler.special_tokens import SPECIAL_MARK
-from stdsl.runtime.control.characters import lead_byte_representatives, valid_utf8_prefix
-from stdsl.runtime.control.identity_cache import IdentityCache
-from stdsl.runtime.control.split_memo import SplitMemo
-from stdsl.runtime.control.token_spellings import NO_BYTE, TokenSpellings
+from stdsl.control.identity_cache import IdentityCache
+from stdsl.control.split.characters import lead_byte_representatives, valid_utf8_prefix
+from stdsl.control.split.split_memo import SplitMemo
+from stdsl.control.split.token_spellings import NO_BYTE, TokenSpellings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from stdsl.runtime.control.window import Window
+    from stdsl.control.split.window import Window
 
 MAX_LOOKAHEAD_BYTES = 64
 """How much of the forced chain after a next character the boundary cover looks at."""

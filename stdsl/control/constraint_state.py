@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
+from stdsl.control.budget.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
+from stdsl.control.identity_cache import IdentityCache
+from stdsl.control.reasoning_budget import ReasoningPolicy
+from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
 from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
-from stdsl.runtime.control.budget import BudgetTable, check_feasible
-from stdsl.runtime.control.identity_cache import IdentityCache
-from stdsl.runtime.control.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
-from stdsl.runtime.control.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
-from stdsl.runtime.control.reasoning_budget import ReasoningPolicy
 
 MAX_VOCABULARIES = 8
 _VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_VOCABULARIES)

@@ -33,12 +33,12 @@ import numpy as np
 
 from stdsl.compiler.pushdown.grammar import completions_over
 from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.control.budget.automaton_budget import UNREACHABLE
+from stdsl.control.budget.live_token_length import longest_live_token
+from stdsl.control.budget.need_graphs import single_byte_tokens
+from stdsl.control.split.planner import ForcedPlanner
 from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import UNREACHABLE
-from stdsl.runtime.control.live_token_length import longest_live_token
-from stdsl.runtime.control.need_graphs import single_byte_tokens
-from stdsl.runtime.control.planner import ForcedPlanner
 
 MAX_EXPANSIONS = 20_000
 """Configurations one search may expand before it gives up and answers with the byte bound."""

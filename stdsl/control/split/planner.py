@@ -22,13 +22,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
+from stdsl.control.split.boundary_cover import BoundaryCover, BoundaryCovers
+from stdsl.control.split.byte_rows import byte_rows, live_counts
+from stdsl.control.split.characters import next_characters, starts_a_character, valid_utf8_prefix
+from stdsl.control.split.split_memo import SplitMemo
+from stdsl.control.split.token_spellings import TokenSpellings
+from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, UnspellableError
-from stdsl.runtime.control.boundary_cover import BoundaryCover, BoundaryCovers
-from stdsl.runtime.control.byte_rows import byte_rows, live_counts
-from stdsl.runtime.control.characters import next_characters, starts_a_character, valid_utf8_prefix
-from stdsl.runtime.control.split_memo import SplitMemo
-from stdsl.runtime.control.token_spellings import TokenSpellings
-from stdsl.runtime.control.window import Window
 
 MARK = bytes([SPECIAL_MARK])
 

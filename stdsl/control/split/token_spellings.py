@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.control.identity_cache import IdentityCache
 
 NO_BYTE = 256
 """`byte_at`'s value for a token shorter than the offset."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.runtime.control.thinking_region import ThinkingRegion
+from stdsl.control.thinking_region import ThinkingRegion
 
 
 class ReasoningPolicy:

@@ -17,10 +17,10 @@ from typing import Any
 
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spelling
+from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.identity_cache import IdentityCache
 from stdsl.errors import CompileError
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.constraint_state import vocabulary_of
-from stdsl.runtime.control.identity_cache import IdentityCache
 
 MAX_SPECIAL_VOCABULARIES = 8
 _SPECIAL_VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_SPECIAL_VOCABULARIES)

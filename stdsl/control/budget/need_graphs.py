@@ -17,9 +17,16 @@ import numpy as np
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.ops import step_edges
 from stdsl.compiler.special_tokens import SPECIAL_MARK
+from stdsl.control.budget.automaton_budget import (
+    UNREACHABLE,
+    NeedBound,
+    Successors,
+    distinct_states,
+    relax,
+    table_successors,
+)
 from stdsl.kernels.rows import row_next_states
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.budget import UNREACHABLE, NeedBound, Successors, distinct_states, relax, table_successors
 
 MARK = bytes([SPECIAL_MARK])
 

@@ -17,15 +17,15 @@ import numpy as np
 
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.identity_cache import IdentityCache
+from stdsl.control.split.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.control.constraint_state import ConstraintState
-from stdsl.runtime.control.identity_cache import IdentityCache
-from stdsl.runtime.control.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
-from stdsl.runtime.control.pushdown_budget import PushdownBudget, PushdownNeed
 
 
 class _NoAutomaton:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stdsl.runtime.control.characters import valid_utf8_prefix
-from stdsl.runtime.control.identity_cache import IdentityCache
+from stdsl.control.identity_cache import IdentityCache
+from stdsl.control.split.characters import valid_utf8_prefix
 
 MAX_SPLITS = 8192
 MAX_TOKENIZERS = 8

@@ -1,0 +1,1 @@
+"""Valid outputs under a token budget (Theorem 21): need on automata and pushdowns, the budget masks."""
