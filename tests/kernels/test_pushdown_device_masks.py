@@ -23,9 +23,9 @@ from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks, ma
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.walk import backend
 from stdsl.runtime.model.tokenizer import Tokenizer
+from tests.control.budget import test_pushdown_budget
+from tests.control.budget.test_pushdown_budget import recursive_trees
 from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
-from tests.runtime import test_pushdown_budget
-from tests.runtime.test_pushdown_budget import recursive_trees
 
 
 @pytest.fixture(scope="module")

@@ -203,7 +203,7 @@ def test_many_schemas_need_equals_the_token_search(small_tokenizer, schema: dict
     check_exact(schema, small_tokenizer, seed)
 
 
-SHARED_TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks"
+SHARED_TASKS = Path(__file__).resolve().parents[3] / ".." / "shared" / "tasks"
 
 
 def opened(schema):

@@ -17,8 +17,8 @@ from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
 from stdsl.server.constraints.constraint_spec import build_constraint
 from stdsl.server.tools.formats import FORMATS
-from tests.runtime.test_pushdown_budget import oracle_need, random_walk_configs
-from tests.runtime.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
+from tests.control.budget.test_pushdown_budget import oracle_need, random_walk_configs
+from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
 
 
 def _tool_parameters(tree: dict) -> dict:

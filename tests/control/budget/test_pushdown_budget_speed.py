@@ -23,8 +23,8 @@ from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.runtime.model.tokenizer import Tokenizer
-from tests.runtime.test_pushdown_budget import bytes_to_unicode, random_walk_configs, recursive_trees
-from tests.runtime.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
+from tests.control.budget.test_pushdown_budget import bytes_to_unicode, random_walk_configs, recursive_trees
+from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
 
 NESTED = 'root ::= "(" root ")" | "x" | "[" root ("," root)* "]"'
 BRACKETS = ["((", "(((", "))", ")))", "))))", ")]", "])", "]]", "]))", "[(", "([", "[[", "(x", "x)", "x]", "x,",

@@ -101,7 +101,8 @@ def test_every_budget_is_valid_or_refused_up_front(tiny_model) -> None:
     for automaton in bounded_automata():
         free = generate(tiny_model, "Answer.", automaton, max_tokens=None)
         assert automaton.accepts(free.data)
-        control = ConstraintState(automaton, tiny_model.tokenizer, vocabulary_of(tiny_model.tokenizer), max_tokens=10**6)
+        vocabulary = vocabulary_of(tiny_model.tokenizer)
+        control = ConstraintState(automaton, tiny_model.tokenizer, vocabulary, max_tokens=10**6)
         control.start()
         least = control.least_output_tokens
         assert least is not None and least <= len(free.tokens)

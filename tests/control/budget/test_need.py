@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from json_documents import load_task
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
@@ -24,6 +23,7 @@ from stdsl.control.constraint_state import budget_table_for, vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner, Window
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
+from tests.runtime.json_documents import load_task
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 ALPHABET = b'ab{"}:,\xc3\xa9'

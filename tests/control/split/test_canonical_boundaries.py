@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_documents import compact, load_task, random_instance
 
 import stdsl
 from stdsl.compiler.automata.build import build_automaton
@@ -25,6 +24,7 @@ from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.control.constraint_state import ConstraintState, vocabulary_of
 from stdsl.control.split.canonical_check import boundary_differences, differences, forced_bytes
+from tests.runtime.json_documents import compact, load_task, random_instance
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 SPECIAL_TEXT = ("<|im_end|>", "a<|im_start|>b", "<|endoftext|>")

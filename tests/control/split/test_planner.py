@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from json_documents import compact, load_task, random_instance
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex
@@ -22,6 +21,7 @@ from stdsl.control.constraint_state import ConstraintState, shared_tables, vocab
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.characters import lead_byte_representatives, starts_a_character
 from stdsl.control.split.planner import ForcedPlanner, Window, valid_utf8_prefix
+from tests.runtime.json_documents import compact, load_task, random_instance
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 
