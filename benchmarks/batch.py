@@ -29,7 +29,8 @@ import numpy as np
 from mlx_lm.generate import BatchGenerator
 
 import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
-from stdsl.runtime.batch.engine import TOKEN_COST, Engine
+from stdsl.runtime.batch.core import TOKEN_COST
+from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.batch.requests import prompt_tokens
 from stdsl.runtime.model.loading import load

@@ -1,8 +1,10 @@
 """Single requests as clients of the batch engine: `generate`, `stream` and `generate_batch` for one model.
 
 Each model gets one shared engine (`engine_for`), so calls from several threads decode in the
-same batch. `reference=True` feeds one token per pass (the oracle the forced-span decoder is
-tested against, Theorem 19).
+same batch; the engine hangs on the model object itself, so a model that is dropped frees its
+engine and KV state with it. Every engine is stepped by the process's one runner thread.
+`reference=True` feeds one token per pass (the oracle the forced-span decoder is tested
+against, Theorem 19).
 """
 
 from __future__ import annotations
@@ -21,19 +23,24 @@ from stdsl.runtime.options import DecodeOptions, check_prompt
 
 __all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream", "submit"]
 
-_ENGINES: dict[int, tuple[Any, Engine]] = {}
-_ENGINES_LOCK = threading.Lock()
+_ENGINE_ATTRIBUTE = "_stdsl_engine"
+_ENGINE_LOCK = threading.Lock()
 DEFAULT_MAX_ROWS = 8
 
 
 def engine_for(model: Any) -> Engine:
-    """The model's shared engine (created on first use with `DEFAULT_MAX_ROWS` rows)."""
-    with _ENGINES_LOCK:
-        hit = _ENGINES.get(id(model))
-        if hit is None or hit[0] is not model:
-            hit = (model, Engine(model, max_rows=DEFAULT_MAX_ROWS))
-            _ENGINES[id(model)] = hit
-        return hit[1]
+    """The model's shared engine (created on first use with `DEFAULT_MAX_ROWS` rows), kept on the model object so
+    that it lives exactly as long as the model; a model object that takes no attributes is refused."""
+    with _ENGINE_LOCK:
+        engine = getattr(model, _ENGINE_ATTRIBUTE, None)
+        if not isinstance(engine, Engine):
+            engine = Engine(model, max_rows=DEFAULT_MAX_ROWS)
+            try:
+                setattr(model, _ENGINE_ATTRIBUTE, engine)
+            except AttributeError as error:
+                raise OptionError("model", f"a {type(model).__name__} cannot hold its engine (it takes no "
+                                           "attributes); pass a model from stdsl.load()") from error
+        return engine
 
 
 def submit(engine: Engine, prompt: Prompt, constraint: Any, **options: Any) -> RowHandle:
@@ -79,6 +86,8 @@ class Stream:
         self.reasoning = ""
 
     def __iter__(self) -> Iterator[str]:
+        """The pieces from the first: every loop replays the handle's events, so `reasoning` is gathered anew."""
+        self.reasoning = ""
         for event in self.handle:
             self.reasoning += event.reasoning
             if event.result is not None:
@@ -107,7 +116,8 @@ def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_row
     """Decode many requests together; one `Generation` per request, in order, or the StdslError that request met.
 
     Each request is a dict `{"prompt": ..., "constraint": ..., **options}`; `defaults` apply to every
-    request (a request's own options win). `max_rows` rows decode at once (default: the shared engine's).
+    request (a request's own options win). `max_rows` rows decode at once (default: the shared engine's); with
+    `max_rows` the requests get an engine of their own, stepped by the same runner thread (none is started).
     """
     if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
         raise OptionError("requests", f"requests must be a list of dicts, got {type(requests).__name__}")

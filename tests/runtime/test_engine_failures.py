@@ -20,33 +20,25 @@ DIGITS = Regex(r"[0-9]{40}")
 FAILURE = "forward failed on purpose"
 
 
-class _FailingInner:
-    """An mlx-lm inner model that raises on a pass feeding `marker`, or on the next pass once `armed`."""
-
-    def __init__(self, inner: Any, marker: int) -> None:
-        self.inner, self.marker, self.armed = inner, marker, False
-        self.embed_tokens = inner.embed_tokens
-
-    def __call__(self, inputs: mx.array, cache: Any = None) -> mx.array:
-        if self.armed or self.marker in inputs.tolist()[0] + sum(inputs.tolist()[1:], []):
-            self.armed = False
-            raise RuntimeError(FAILURE)
-        return self.inner(inputs, cache=cache)
-
-
 class _FailingNet:
-    """The tiny llama with its inner model wrapped in `_FailingInner`."""
+    """The tiny llama, raising on a pass that feeds `marker`, or on the next pass once `armed`."""
 
     def __init__(self, net: Any, marker: int) -> None:
-        self.model = _FailingInner(net.model, marker)
+        self.net, self.marker, self.armed = net, marker, False
         self.layers, self.args = net.layers, net.args
+
+    def __call__(self, inputs: mx.array, cache: Any = None) -> mx.array:
+        if self.armed or self.marker in sum(inputs.tolist(), []):
+            self.armed = False
+            raise RuntimeError(FAILURE)
+        return self.net(inputs, cache=cache)
 
 
 @pytest.fixture
-def failing(tiny_model) -> tuple[Model, _FailingInner, int]:
+def failing(tiny_model) -> tuple[Model, _FailingNet, int]:
     marker = tiny_model.tokenizer.encode("Hello")[0]
     net = _FailingNet(tiny_model.net, marker)
-    return Model(net=net, tokenizer=tiny_model.tokenizer, name="failing-tiny"), net.model, marker
+    return Model(net=net, tokenizer=tiny_model.tokenizer, name="failing-tiny"), net, marker
 
 
 def _failed_on_purpose(handle: Any) -> None:
@@ -81,12 +73,12 @@ def test_a_failed_prefill_alone_fails_instead_of_waiting_forever(failing) -> Non
 
 
 def test_a_failed_decode_pass_fails_the_running_rows_and_the_engine_goes_on(failing) -> None:
-    model, inner, _ = failing
+    model, net, _ = failing
     engine = Engine(model, max_rows=4)
     running = [engine.submit(f"Digits {i}.", DIGITS, max_tokens=60) for i in range(2)]
     for handle in running:
         next(iter(handle))
-    inner.armed = True
+    net.armed = True
     for handle in running:
         _failed_on_purpose(handle)
     assert engine.submit("Digits.", DIGITS, max_tokens=60).result(timeout=60).text.isdigit()

@@ -1,8 +1,11 @@
 """One model pass over a batch of ragged feeds, returning each row's logits at its last fed position.
 
 Row i feeds `feeds[i]` (any length, 0 for a row that waits); the input is right-padded to the
-longest feed. Only the last real position of each row goes through the output head, so a pass
-over long forced spans does not pay the vocabulary projection for every position.
+longest feed. The pass calls the model itself (`net(inputs, cache=...)`), so every architecture's
+logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's `logit_scale`).
+Only for the architectures in `HEAD_ONLY_ARCHITECTURES`, whose `Model.__call__` is exactly
+`head(model(x))`, does the output head run on the last real position of each row alone, so a
+pass over long forced spans or a prefill chunk does not pay the vocabulary projection for every position.
 """
 
 from __future__ import annotations
@@ -11,10 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.models import llama, qwen2, qwen3
 from mlx_lm.models.cache import KVCache
 
 from stdsl.errors import StdslError, UnsupportedModelError
 from stdsl.runtime.batch.row_slots import RowSlotsCache
+
+HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
+"""mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
+by tests/runtime/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
+goes through `net(...)`."""
 
 
 def plain_cache_layers(net: Any, name: str = "this model") -> int:
@@ -36,16 +45,21 @@ def make_row_caches(net: Any, rows: int = 0) -> list[RowSlotsCache]:
     return [RowSlotsCache([0] * rows) for _ in range(plain_cache_layers(net))]
 
 
+def head_only(net: Any) -> bool:
+    """Whether `net`'s logits may be taken by running its head on chosen positions alone (see the allow-list)."""
+    return type(net) in HEAD_ONLY_ARCHITECTURES
+
+
 def _head(net: Any, hidden: mx.array) -> mx.array:
-    """The output projection of an mlx-lm language model (tied embeddings or an lm_head)."""
-    head = getattr(net, "lm_head", None)
-    if head is not None:
-        return head(hidden)
-    return net.model.embed_tokens.as_linear(hidden)
+    """The output projection of an allow-listed model: the tied embedding or its `lm_head`, as its `__call__` does."""
+    if net.args.tie_word_embeddings:
+        return net.model.embed_tokens.as_linear(hidden)
+    return net.lm_head(hidden)
 
 
 def forward_rows(net: Any, caches: list[RowSlotsCache], feeds: Sequence[Sequence[int]]) -> mx.array:
-    """Float32 logits (B, V) at each row's last fed position after one pass; rows with an empty feed get garbage."""
+    """Float32 logits (B, V) at each row's last fed position after one pass (lazy); rows with an empty feed get
+    garbage."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")
@@ -53,15 +67,12 @@ def forward_rows(net: Any, caches: list[RowSlotsCache], feeds: Sequence[Sequence
     for cache in caches:
         cache.prepare([len(f) for f in feeds], width)
     inputs = mx.array(padded, dtype=mx.int32)
-    last = mx.array([max(len(f) - 1, 0) for f in feeds], dtype=mx.int32)
-    inner = getattr(net, "model", None)
-    if inner is not None and callable(inner) and hasattr(inner, "embed_tokens"):
-        hidden = inner(inputs, cache=caches)
-        picked = mx.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0, :]
-        logits = _head(net, picked)
+    last = mx.array([max(len(f) - 1, 0) for f in feeds], dtype=mx.int32)[:, None, None]
+    if head_only(net):
+        hidden = net.model(inputs, cache=caches)
+        logits = _head(net, mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
     else:
-        full = net(inputs, cache=caches)
-        logits = mx.take_along_axis(full, last[:, None, None], axis=1)[:, 0, :]
+        logits = mx.take_along_axis(net(inputs, cache=caches), last, axis=1)[:, 0, :]
     for cache in caches:
         cache.commit()
     return logits.astype(mx.float32)

@@ -1,0 +1,385 @@
+"""The batch core: rows, each with its own prompt, cache slot, constraint and sampler, stepped together.
+
+Like mlx-lm's `BatchGenerator`, the core owns no thread and no lock: whoever calls `step` (the
+process's runner thread, `stdsl.runtime.runner`) is the only one that touches its rows. `insert`
+queues a request, `remove` marks a row cancelled, `step` advances every row by one model pass and
+returns the ids of the rows that ended in it. Each row's text events and its end go to its `RowHandle`.
+
+A step: drop cancelled rows; admit waiting rows and prefill them together in chunks from the
+longest prefix the prompt cache holds; sample every row whose logits are ready (its mask usually
+computed during the previous pass) and advance its constraint by the token and its forced span
+(Theorem 19); then queue one model pass over every running row (`mx.async_eval`) and, while it
+runs, compute the masks of the rows that will sample after it: their constraint state after the
+feed is known before the pass. An exception fails exactly the rows it touched: a failed prefill
+the rows being admitted, a failed pass the rows in it, a failed mask, draw or advance its row; the
+core goes on with the others.
+
+Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
+single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: least squares gives 0.096). Each
+step feeds at most `width` tokens per row, the width among the feed lengths that maximises tokens
+fed per unit of cost; longer feeds drip the rest in later steps (their row samples again only once
+its feed is empty), so one long forced literal does not pad every other row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from stdsl.runtime.batch.forward import forward_rows, plain_cache_layers
+from stdsl.runtime.batch.prompt_cache import PromptCache
+from stdsl.runtime.batch.requests import RowRequest
+from stdsl.runtime.batch.row import Row, RowHandle
+from stdsl.runtime.batch.row_slots import RowSlotsCache
+from stdsl.runtime.batch.sampling import sample_rows
+from stdsl.runtime.option_values import integer
+
+TOKEN_COST = 0.1
+DEFAULT_PREFILL_CHUNK = 512
+PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "step")
+"""Seconds a core spends per phase (`BatchCore.seconds`): queueing a pass, waiting for its logits, masks,
+draws, constraint advance and text, prefill, and whole steps (the rest is `step` minus the others)."""
+
+
+def feed_width(lengths: Sequence[int]) -> int:
+    """The per-row token cap for one pass: the feed length maximising tokens fed per unit of pass cost."""
+    rows = len(lengths)
+    best, best_rate = 1, -1.0
+    for width in sorted(set(lengths)):
+        fed = sum(min(n, width) for n in lengths)
+        rate = fed / (1 + TOKEN_COST * rows * width)
+        if rate > best_rate:
+            best, best_rate = width, rate
+    return best
+
+
+class BatchCore:
+    """Steps many requests on one model together (single-threaded: only the thread that steps it may call
+    `insert` and `step`; `remove` and the read-only `busy`/`metrics` are safe from any thread).
+
+    `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of `prefill_chunk`
+    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers keep other
+    than plain KV caches is refused here (UnsupportedModelError), before any request.
+    """
+
+    def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+                 prompt_cache_bytes: int = 256 << 20) -> None:
+        self.model = model
+        self._layers = plain_cache_layers(model.net, f"model {getattr(model, 'name', type(model).__name__)!r}")
+        self.max_rows = integer("max_rows", max_rows, minimum=1)
+        self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
+        self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
+        self._uids = itertools.count()
+        self._live: dict[int, Row] = {}
+        self._waiting: list[Row] = []
+        self._rows: list[Row] = []
+        self._caches: list[RowSlotsCache] = []
+        self._logits: mx.array | None = None
+        self._masks: dict[Row, np.ndarray] = {}
+        self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
+                         "forced_tokens": 0, "requests": 0}
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+
+    # ------------------------------------------------------------------ the driver's side
+
+    def insert(self, request: RowRequest, handle: RowHandle) -> int:
+        """Queue a prepared request whose events go to `handle`; its id (a row fully forced ends here, passless)."""
+        uid = next(self._uids)
+        row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
+                  until=request.until, max_samples=request.max_samples, remember=request.remember)
+        row.feed = list(request.prefix)
+        self.counters["requests"] += 1
+        if request.control.finished:
+            row.complete("stop")
+            return uid
+        self._live[uid] = row
+        self._waiting.append(row)
+        return uid
+
+    def remove(self, uid: int) -> None:
+        """Cancel row `uid`: it ends as Cancelled at the next step (a prefill stops between two chunks). Safe from
+        any thread (it only sets a flag); an unknown or ended id is ignored."""
+        row = self._live.get(uid)
+        if row is not None:
+            row.cancelled = True
+
+    def remove_all(self) -> None:
+        """Cancel every row (see `remove`)."""
+        for row in list(self._live.values()):
+            row.cancelled = True
+
+    @property
+    def busy(self) -> bool:
+        """Whether rows are waiting or in flight (inserted and not yet reported ended by `step`)."""
+        return bool(self._live)
+
+    def metrics(self) -> dict[str, int]:
+        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use."""
+        return {**self.counters, "rows_active": len(self._rows), "rows_queued": len(self._waiting),
+                "prompt_cache_hits": self.prompt_cache.hits,
+                "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
+                "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
+                "kv_bytes": sum(c.nbytes for c in self._caches)}
+
+    def release(self) -> None:
+        """Drop the KV state held (running rows' caches and the prompt cache); call it only when not `busy`."""
+        self._caches, self._logits, self._masks = [], None, {}
+        self.prompt_cache.clear()
+
+    def abandon(self) -> list[int]:
+        """End every row at once as Cancelled without a pass (the process is exiting); their ids."""
+        for row in list(self._live.values()):
+            row.cancel_now()
+        self._waiting, self._rows = [], []
+        self.release()
+        return self._collect_ended()
+
+    def step(self) -> list[int]:
+        """One step: admit, prefill, sample, queue the next pass; the ids of the rows that ended in it."""
+        began = time.perf_counter()
+        try:
+            self._step()
+        except Exception as error:  # a fault outside the guarded phases: fail the rows in flight, keep waiting ones
+            for row in self._rows:
+                row.fail(error)
+            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+        self.seconds["step"] += time.perf_counter() - began
+        return self._collect_ended()
+
+    # ------------------------------------------------------------------ one step
+
+    def _step(self) -> None:
+        for row in [r for r in self._waiting if r.cancelled]:
+            self._waiting.remove(row)
+            row.cancel_now()
+        self._drop([i for i, r in enumerate(self._rows) if r.cancelled], cancelled=True)
+        room = self.max_rows - len(self._rows)
+        admitted, self._waiting = self._waiting[:room], self._waiting[room:]
+        if admitted:
+            self._admit(admitted)
+        self._sample()
+        if self._rows:
+            self._pass()
+
+    def _collect_ended(self) -> list[int]:
+        ended = [uid for uid, row in self._live.items() if row.handle.done]
+        for uid in ended:
+            del self._live[uid]
+        return ended
+
+    def _admit(self, rows: list[Row]) -> None:
+        """Prefill `rows` and join them to the running batch; a failure fails them (and, while joining, the
+        running rows whose caches it was rebuilding)."""
+        began = time.perf_counter()
+        try:
+            prefilled = self._prefill(rows)
+        except Exception as error:
+            for row in rows:
+                row.fail(error)
+            prefilled = None
+        self.seconds["prefill"] += time.perf_counter() - began
+        if prefilled is None:
+            return
+        try:
+            self._join(rows, *prefilled)
+        except Exception as error:
+            for row in self._rows + rows:
+                row.fail(error)
+            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+
+    def _prefill(self, rows: list[Row]) -> tuple[list[RowSlotsCache], list[mx.array | None]] | None:
+        """Prefill new rows together from their longest cached prefix, in caches of their own; their caches and
+        last logits, or None when every row was cancelled meanwhile.
+
+        Chunks are at most `prefill_chunk` wide and follow the drip rule, so one long prompt among short
+        ones is prefilled alone after the short ones instead of padding them all.
+        """
+        sequences = [row.prompt_ids + row.feed for row in rows]
+        caches = [RowSlotsCache() for _ in range(self._layers)]
+        starts: list[int] = []
+        for sequence in sequences:
+            hit = self.prompt_cache.lookup(sequence[:-1])
+            start = hit.length if hit is not None else 0
+            starts.append(start)
+            for layer, cache in enumerate(caches):
+                cache.append_rows([hit.layers[layer] if hit is not None else None], [start])
+        pending = [s[k:] for s, k in zip(sequences, starts)]
+        last: list[mx.array | None] = [None] * len(rows)
+        while any(pending):
+            if all(row.cancelled for row in rows):
+                for row in rows:
+                    row.cancel_now()
+                return None
+            width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
+            chunk = [p[:width] for p in pending]
+            logits = forward_rows(self.model.net, caches, chunk)
+            mx.eval(logits, *[c.keys for c in caches], *[c.values for c in caches])
+            self.counters["passes"] += 1
+            for i, (row, piece) in enumerate(zip(rows, chunk)):
+                if piece:
+                    row.stats.passes += 1
+                    self.counters["prefilled_tokens"] += len(piece)
+                    pending[i] = pending[i][len(piece) :]
+                    if not pending[i]:
+                        last[i] = logits[i]
+        for i, (row, sequence) in enumerate(zip(rows, sequences)):
+            self.counters["prompt_tokens"] += len(row.prompt_ids)
+            if row.remember:
+                self._remember(sequence, caches, i)
+            row.feed = []
+            row.publish()
+        return caches, last
+
+    def _join(self, rows: list[Row], caches: list[RowSlotsCache], last: list[mx.array | None]) -> None:
+        """Append prefilled rows (their caches and last logits) to the running batch."""
+        if not self._caches:
+            self._caches = [RowSlotsCache() for _ in caches]
+        for mine, cache in zip(self._caches, caches):
+            mine.append_rows([cache.row(i) for i in range(len(rows))], cache.lengths)
+        ready = mx.stack([x for x in last if x is not None])
+        self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
+        self._rows += rows
+
+    def _remember(self, sequence: list[int], caches: list[RowSlotsCache], index: int) -> None:
+        """Store row `index`'s prefilled KV state in the prompt cache (copied out of the group's arrays)."""
+        if self.prompt_cache.max_bytes == 0:
+            return
+        layers = []
+        for cache in caches:
+            keys, values = cache.row(index)
+            layers.append((mx.contiguous(keys), mx.contiguous(values)))
+        mx.eval(*[a for kv in layers for a in kv])
+        self.prompt_cache.store(sequence, layers)
+
+    def _mask(self, row: Row) -> np.ndarray:
+        """Row's admissible tokens now: the one computed during the last pass, else computed here."""
+        mask = self._masks.pop(row, None)
+        if mask is not None:
+            return mask
+        began = time.perf_counter()
+        mask = row.control.mask()
+        self.seconds["mask"] += time.perf_counter() - began
+        return mask
+
+    def _sample(self) -> None:
+        """Draw a token for every row whose feed is empty, advance its constraint, finish rows that are done."""
+        ready = [i for i, row in enumerate(self._rows) if not row.feed]
+        if not ready or self._logits is None:
+            return
+        began = time.perf_counter()
+        try:
+            mx.eval(self._logits)
+        finally:
+            self.seconds["wait"] += time.perf_counter() - began
+        finished: list[int] = []
+        masks: list[np.ndarray] = []
+        drawing: list[int] = []
+        for i in ready:
+            try:
+                masks.append(self._mask(self._rows[i]))
+                drawing.append(i)
+            except Exception as error:
+                self._rows[i].fail(error)
+                finished.append(i)
+        began = time.perf_counter()
+        tokens = self._draw(drawing, masks, finished)
+        self.seconds["sample"] += time.perf_counter() - began
+        began = time.perf_counter()
+        for i, token in zip(drawing, tokens):
+            if self._advance(self._rows[i], token):
+                finished.append(i)
+        self.seconds["control"] += time.perf_counter() - began
+        self._drop(sorted(set(finished)))
+
+    def _draw(self, drawing: list[int], masks: list[np.ndarray], finished: list[int]) -> list[int]:
+        """One token per drawing row; a failed draw fails those rows (added to `finished`) and draws nothing."""
+        if not drawing or self._logits is None:
+            return []
+        width = int(self._logits.shape[-1])
+        allowed = np.zeros((len(drawing), width), dtype=bool)
+        for k, mask in enumerate(masks):
+            n = min(width, mask.shape[0])
+            allowed[k, :n] = mask[:n]
+        logits = self._logits[mx.array(drawing, dtype=mx.int32)]
+        try:
+            return sample_rows(logits, allowed, [self._rows[i].sampler for i in drawing])
+        except Exception as error:
+            for i in drawing:
+                self._rows[i].fail(error)
+            finished += drawing
+            return []
+
+    def _advance(self, row: Row, token: int) -> bool:
+        """Take `token` into the row's constraint and publish its text; True when the row has ended."""
+        row.stats.sampled_tokens += 1
+        self.counters["sampled_tokens"] += 1
+        try:
+            feed = row.control.advance(token)
+        except Exception as error:
+            row.fail(error)
+            return True
+        row.publish()
+        if not feed or row.control.finished or row.stopped:
+            live = row.control.planner.live_count[row.control.state]
+            row.complete("eos" if not feed else "stop" if live == 0 else "length")
+            self.counters["forced_tokens"] += row.control.forced_count
+            return True
+        row.feed = list(feed)
+        return False
+
+    def _pass(self) -> None:
+        """Queue one model pass feeding every running row (up to the drip width), then compute the masks of the
+        rows that sample after it while it runs; a pass that fails fails the rows in it."""
+        began = time.perf_counter()
+        lengths = [len(row.feed) if row.max_feed is None else min(len(row.feed), row.max_feed) for row in self._rows]
+        width = feed_width(lengths)
+        feeds = []
+        for row, n in zip(self._rows, lengths):
+            take = min(n, width)
+            feeds.append(row.feed[:take])
+            row.feed = row.feed[take:]
+            if take:
+                row.stats.passes += 1
+        try:
+            logits = forward_rows(self.model.net, self._caches, feeds)
+            mx.async_eval(logits, *[c.keys for c in self._caches], *[c.values for c in self._caches])
+        except Exception as error:
+            for row in self._rows:
+                row.fail(error)
+            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+            return
+        finally:
+            self.seconds["pass"] += time.perf_counter() - began
+        self.counters["passes"] += 1
+        self._logits = logits
+        began = time.perf_counter()
+        for row in self._rows:
+            if not row.feed and not row.cancelled:
+                try:
+                    self._masks[row] = row.control.mask()
+                except Exception:  # computed again at the draw, where its error fails the row
+                    continue
+        self.seconds["mask"] += time.perf_counter() - began
+
+    def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
+        """Remove rows from the running batch (and their cache slots, logits and masks)."""
+        if not indices:
+            return
+        gone = set(indices)
+        for i in gone:
+            self._masks.pop(self._rows[i], None)
+            if cancelled:
+                self._rows[i].cancel_now()
+        keep = [i for i in range(len(self._rows)) if i not in gone]
+        self._rows = [self._rows[i] for i in keep]
+        for cache in self._caches:
+            cache.keep(keep)
+        if self._logits is not None:
+            self._logits = self._logits[mx.array(keep, dtype=mx.int32)] if keep else None
+        if not self._rows:
+            self._caches = []
