@@ -1,0 +1,418 @@
+"""One registry for every memo stdsl keeps between calls: one byte budget, least recently used entries dropped first.
+
+Compiled constraints, vocabularies, shared row tables, spellings, split memos, composed constraints: each is an
+entry of a named kind (`kind(name)`), keyed by live objects (by identity; held through weak references where they
+allow one, so the entry dies with its object) plus plain hashable values.  A cache that keeps its own entries (an
+engine's prompt cache) is `register`ed: its bytes count against the budget and `clear()` empties it too.
+
+    import stdsl
+    stdsl.caches.set_budget(256 << 20)   # bytes, all kinds together
+    stdsl.caches.stats()                 # {kind: CacheStats(entries, bytes, hits, misses, evictions)}
+    stdsl.caches.clear()
+
+Sizes: a value's `nbytes` (numpy arrays and stdsl's tables say what they hold), or the kind's `size` function;
+either is read again whenever anything is stored and at `stats()`, so tables that grow with use are counted as
+they grow.  Any other value is estimated once, when stored, as `sys.getsizeof` of it and of what it holds two
+levels down.  Thread-safe: one lock guards the entries, and a value is built outside it, once per key (concurrent
+callers of one key wait for the first build; other keys build in parallel; a build that asks for its own key
+gets a value built afresh, not a deadlock).  Imports nothing from stdsl but its
+errors, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from stdsl.errors import OptionError
+
+V = TypeVar("V")
+
+DEFAULT_BUDGET = 1 << 30
+"""Bytes all entries and registered caches may hold together before the least recently used entries go."""
+
+
+@dataclass
+class CacheStats:
+    """What one kind holds and has done: entries and bytes held now, lookups served (hits), builds (misses), drops."""
+
+    entries: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+    def __iadd__(self, other: CacheStats) -> CacheStats:
+        self.entries += other.entries
+        self.bytes += other.bytes
+        self.hits += other.hits
+        self.misses += other.misses
+        self.evictions += other.evictions
+        return self
+
+
+class RegisteredCache(Protocol):
+    """A cache that keeps its own entries (and its own bound) but reports to the registry and empties on `clear()`."""
+
+    def cache_stats(self) -> CacheStats: ...
+
+    def clear(self) -> None: ...
+
+
+def estimate_nbytes(value: Any, depth: int = 2) -> int:
+    """Bytes `value` holds: its `nbytes` where it has one, else `sys.getsizeof` of it and its contents `depth` deep."""
+    nbytes = getattr(value, "nbytes", None)
+    if nbytes is not None and not callable(nbytes):
+        return int(operator.index(nbytes))
+    size = sys.getsizeof(value)
+    if depth <= 0 or isinstance(value, (str, bytes, bytearray, int, float)):
+        return size
+    items: Iterable[Any]
+    if isinstance(value, dict):
+        items = (item for pair in value.items() for item in pair)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = value
+    elif isinstance(getattr(value, "__dict__", None), dict):
+        items = vars(value).values()
+    else:
+        return size
+    return size + sum(estimate_nbytes(item, depth - 1) for item in items)
+
+
+def _live_size(value: Any, size: Callable[[Any], int] | None) -> Callable[[], int] | None:
+    """How to re-read an entry's bytes as it grows (None: its size is the estimate made when it was stored)."""
+    if size is not None:
+        return lambda: int(size(value))
+    nbytes = getattr(value, "nbytes", None)
+    if nbytes is not None and not callable(nbytes):
+        return lambda: int(operator.index(value.nbytes))
+    return None
+
+
+class _Entry:
+    """One stored value: its kind, its owners (weakly where possible), its bytes, and how to re-read them."""
+
+    __slots__ = ("kind", "owners", "value", "nbytes", "measure", "stored")
+
+    def __init__(self, kind: CacheKind[Any], owners: tuple[Any, ...], value: Any, nbytes: int,
+                 measure: Callable[[], int] | None) -> None:
+        self.kind = kind
+        self.owners = owners
+        self.value = value
+        self.nbytes = nbytes
+        self.measure = measure
+        self.stored = False
+
+    def holds(self, owners: tuple[Any, ...]) -> bool:
+        """Whether this entry was stored for exactly these live objects (not dead ones whose ids were reused)."""
+        return all(_deref(kept) is owner for kept, owner in zip(self.owners, owners, strict=True))
+
+    def dead(self) -> bool:
+        """Whether an object it is keyed by has died."""
+        return any(isinstance(kept, weakref.ref) and kept() is None for kept in self.owners)
+
+
+def _deref(kept: Any) -> Any:
+    return kept() if isinstance(kept, weakref.ref) else kept
+
+
+class CacheRegistry:
+    """Every entry of every kind, least recently used first, under one byte budget (see the module docstring).
+
+    Sizes are read outside the lock (a table's `nbytes` may take the table's own lock), so no lock is ever
+    taken while this one is held, and nothing a value's destructor does can wait on it: what is dropped is let
+    go of after the lock is released.
+    """
+
+    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Hashable, ...], _Entry] = OrderedDict()
+        self._building: dict[tuple[Hashable, ...], tuple[threading.Lock, int]] = {}
+        """Keys being built now: a lock the builder holds until the value is stored, and the builder's thread."""
+        self._kinds: weakref.WeakSet[CacheKind[Any]] = weakref.WeakSet()
+        self._registered: list[tuple[str, weakref.ref[Any]]] = []
+        self._dead: list[tuple[Hashable, ...]] = []
+        self._next_kind = 0
+        self.budget = _checked_budget(budget)
+
+    def set_budget(self, nbytes: int) -> None:
+        """Hold at most `nbytes` bytes from now on (least recently used entries go at once when over)."""
+        budget = _checked_budget(nbytes)
+        registered = self._remeasure()
+        with self._lock:
+            self.budget = budget
+            dropped = self._fit(None, registered)
+        del dropped
+
+    def kind(self, name: str, *, max_entries: int | None = None, max_bytes: int | None = None,
+             size: Callable[[Any], int] | None = None) -> CacheKind[Any]:
+        """A new kind of entry named `name` (kinds of one name add up in `stats()`), optionally with its own
+        bound on entries or bytes, and `size(value)` where a value's bytes are neither `nbytes` nor well estimated."""
+        if not isinstance(name, str) or not name:
+            raise OptionError("name", f"a cache kind needs a non-empty name, got {name!r}")
+        for option, limit in (("max_entries", max_entries), ("max_bytes", max_bytes)):
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                raise OptionError(option, f"cache kind {name!r}: {option} must be None or an integer >= 1, "
+                                          f"got {limit!r}")
+        with self._lock:
+            self._next_kind += 1
+            made: CacheKind[Any] = CacheKind(self, name, self._next_kind, max_entries, max_bytes, size)
+            self._kinds.add(made)
+        return made
+
+    def register(self, name: str, cache: RegisteredCache) -> None:
+        """Count `cache` (held weakly) under kind `name`: its bytes against the budget, its stats in `stats()`,
+        and empty it on `clear()`."""
+        with self._lock:
+            self._registered = [(n, ref) for n, ref in self._registered if ref() is not None]
+            self._registered.append((name, weakref.ref(cache)))
+
+    def stats(self) -> dict[str, CacheStats]:
+        """Per kind name: entries, bytes (re-read now), hits, misses and evictions so far."""
+        registered = self._remeasure()
+        out: dict[str, CacheStats] = {}
+        with self._lock:
+            dropped = self._purge()
+            for kind in list(self._kinds):
+                out.setdefault(kind.name, CacheStats()).__iadd__(kind._counters())
+        del dropped
+        for name, stats in registered:
+            out.setdefault(name, CacheStats()).__iadd__(stats)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held now by every entry and registered cache."""
+        return sum(stats.bytes for stats in self.stats().values())
+
+    def clear(self) -> None:
+        """Drop every entry of every kind and empty every registered cache (counters of hits and misses stay)."""
+        with self._lock:
+            dropped = list(self._entries.values())
+            self._entries.clear()
+            for entry in dropped:
+                entry.kind._held(entry, -1)
+            caches = self._live_registered()
+        del dropped
+        for _, cache in caches:
+            cache.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _get(self, kind: CacheKind[V], owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...]
+             ) -> V:
+        key: tuple[Hashable, ...] = (kind.id, *(id(owner) for owner in owners), *extra)
+        me = threading.get_ident()
+        while True:
+            with self._lock:
+                hit = self._hit(kind, key, owners)
+                if hit is not None:
+                    return hit[0]
+                building = self._building.get(key)
+                if building is None:
+                    gate = threading.Lock()
+                    gate.acquire()
+                    self._building[key] = (gate, me)
+                    kind._misses += 1
+                    break
+            gate, builder = building
+            if builder == me:
+                return build()
+            with gate:
+                pass
+        try:
+            value = build()
+            entry = self._entry(kind, key, owners, value)
+            registered = self._remeasure()
+            with self._lock:
+                replaced = self._entries.pop(key, None)
+                if replaced is not None:
+                    replaced.kind._held(replaced, -1)
+                self._entries[key] = entry
+                kind._held(entry, 1)
+                dropped = self._fit(key, registered)
+            del dropped, replaced
+        finally:
+            with self._lock:
+                del self._building[key]
+            gate.release()
+        return value
+
+    def _hit(self, kind: CacheKind[V], key: tuple[Hashable, ...], owners: tuple[Any, ...]) -> tuple[V] | None:
+        """The stored value of `key` made for these very owners, now most recently used (call under the lock)."""
+        entry = self._entries.get(key)
+        if entry is None or not entry.holds(owners):
+            return None
+        self._entries.move_to_end(key)
+        kind._hits += 1
+        return (entry.value,)
+
+    def _entry(self, kind: CacheKind[Any], key: tuple[Hashable, ...], owners: tuple[Any, ...], value: Any) -> _Entry:
+        """The entry of a freshly built value: owners referenced weakly where they can be, bytes measured."""
+        kept = tuple(self._weak(owner, key) for owner in owners)
+        measure = _live_size(value, kind.size)
+        nbytes = measure() if measure is not None else estimate_nbytes(value)
+        return _Entry(kind, kept, value, nbytes, measure)
+
+    def _weak(self, owner: Any, key: tuple[Hashable, ...]) -> Any:
+        """A weak reference to `owner` that retires `key` when it dies (`owner` itself where it allows none)."""
+        try:
+            return weakref.ref(owner, lambda _: self._owner_died(key))
+        except TypeError:
+            return owner
+
+    def _owner_died(self, key: tuple[Hashable, ...]) -> None:
+        """Weak-reference callback: drop the dead entry now if the lock is free, else at the next store or stats."""
+        self._dead.append(key)
+        if self._lock.acquire(blocking=False):
+            try:
+                dropped = self._purge()
+            finally:
+                self._lock.release()
+            del dropped
+
+    def _purge(self) -> list[_Entry]:
+        """Drop the entries whose owners died (call under the lock; the caller lets go of them after releasing it)."""
+        dropped: list[_Entry] = []
+        while self._dead:
+            key = self._dead.pop()
+            entry = self._entries.get(key)
+            if entry is not None and entry.dead():
+                del self._entries[key]
+                entry.kind._held(entry, -1)
+                dropped.append(entry)
+        return dropped
+
+    def _remeasure(self) -> list[tuple[str, CacheStats]]:
+        """Re-read the bytes of every entry whose size can grow, outside the lock, and the registered caches' stats."""
+        with self._lock:
+            growing = [entry for entry in self._entries.values() if entry.measure is not None]
+            caches = self._live_registered()
+        sizes = [(entry, entry.measure()) for entry in growing if entry.measure is not None]
+        registered = [(name, cache.cache_stats()) for name, cache in caches]
+        with self._lock:
+            for entry, now in sizes:
+                if entry.stored:
+                    entry.kind._bytes += now - entry.nbytes
+                entry.nbytes = now
+        return registered
+
+    def _live_registered(self) -> list[tuple[str, RegisteredCache]]:
+        found = [(name, ref()) for name, ref in self._registered]
+        return [(name, cache) for name, cache in found if cache is not None]
+
+    def _fit(self, newest: tuple[Hashable, ...] | None, registered: list[tuple[str, CacheStats]]) -> list[_Entry]:
+        """Evict least recently used entries past their kind's bounds, then past the budget (the registered caches'
+        bytes count); `newest` stays.  Call under the lock; returns what went, to let go of after releasing it."""
+        dropped = self._purge()
+        over = {kind for kind in list(self._kinds) if kind._over()}
+        for key, entry in list(self._entries.items()):
+            if not over:
+                break
+            if key != newest and entry.kind in over:
+                dropped.append(self._evict(key))
+                over = {kind for kind in over if kind._over()}
+        total = sum(entry.nbytes for entry in self._entries.values()) + sum(stats.bytes for _, stats in registered)
+        for key in list(self._entries):
+            if total <= self.budget:
+                break
+            if key != newest:
+                entry = self._evict(key)
+                total -= entry.nbytes
+                dropped.append(entry)
+        return dropped
+
+    def _evict(self, key: tuple[Hashable, ...]) -> _Entry:
+        entry = self._entries.pop(key)
+        entry.kind._held(entry, -1)
+        entry.kind._evictions += 1
+        return entry
+
+
+def _checked_budget(nbytes: Any) -> int:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise OptionError("budget", f"the cache budget must be a number of bytes >= 0, got {nbytes!r}")
+    return nbytes
+
+
+class CacheKind(Generic[V]):
+    """One kind of entry in a registry: `get(owners, build, extra)` is the value for those live objects (and
+    plain hashable extras), built by `build()` on first use and kept until evicted or an owner dies."""
+
+    def __init__(self, registry: CacheRegistry, name: str, id: int, max_entries: int | None, max_bytes: int | None,
+                 size: Callable[[Any], int] | None) -> None:
+        self.registry = registry
+        self.name = name
+        self.id = id
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.size = size
+        self._entries = 0
+        self._bytes = 0
+        self._hits = 0
+        self._misses = 0
+        self._evictions = 0
+
+    def get(self, owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...] = ()) -> V:
+        """The value for `owners` (by identity) and `extra` (by value), built by `build()` if not held."""
+        return self.registry._get(self, owners, build, extra)
+
+    def stats(self) -> CacheStats:
+        """This kind's entries, bytes (re-read now), hits, misses and evictions."""
+        self.registry._remeasure()
+        with self.registry._lock:
+            return self._counters()
+
+    def __len__(self) -> int:
+        return self._entries
+
+    def _counters(self) -> CacheStats:
+        return CacheStats(self._entries, self._bytes, self._hits, self._misses, self._evictions)
+
+    def _held(self, entry: _Entry, sign: int) -> None:
+        """Count `entry` in (+1) or out (-1) of this kind's entries and bytes."""
+        entry.stored = sign > 0
+        self._entries += sign
+        self._bytes += sign * entry.nbytes
+
+    def _over(self) -> bool:
+        return ((self.max_entries is not None and self._entries > self.max_entries)
+                or (self.max_bytes is not None and self._bytes > self.max_bytes))
+
+
+registry = CacheRegistry()
+"""The process's registry: every cache stdsl keeps is an entry here or registered here."""
+
+
+def kind(name: str, *, max_entries: int | None = None, max_bytes: int | None = None,
+         size: Callable[[Any], int] | None = None) -> CacheKind[Any]:
+    """A new kind of entry in the process's registry (see `CacheRegistry.kind`)."""
+    return registry.kind(name, max_entries=max_entries, max_bytes=max_bytes, size=size)
+
+
+def register(name: str, cache: RegisteredCache) -> None:
+    """Count a self-bounded cache under `name` in the process's registry (see `CacheRegistry.register`)."""
+    registry.register(name, cache)
+
+
+def set_budget(nbytes: int) -> None:
+    """Bytes every cache of the process may hold together (least recently used entries go first past it)."""
+    registry.set_budget(nbytes)
+
+
+def stats() -> dict[str, CacheStats]:
+    """Per kind of cache: entries, bytes, hits, misses, evictions."""
+    return registry.stats()
+
+
+def clear() -> None:
+    """Empty every cache of the process."""
+    registry.clear()
