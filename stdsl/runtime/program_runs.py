@@ -9,6 +9,7 @@ and a rerun skips the lines already in the output, so an interrupted run loses n
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -17,13 +18,11 @@ from typing import IO, Any
 
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.errors import OptionError, StdslError
-from stdsl.runtime.batch.row import RowHandle
+from stdsl.runtime.batch.handle import RowHandle
 from stdsl.runtime.dataset_files import check_output, finished_lines, input_lines, read_arguments, record_text
 from stdsl.runtime.decode import engine_for, generate, generate_batch, submit
 from stdsl.runtime.generation import Generation
 from stdsl.runtime.program_result import ProgramResult
-
-POLL_SECONDS = 0.01
 
 
 def _request(program: CompiledProgram, arguments: Any) -> dict[str, Any]:
@@ -112,7 +111,8 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
     done = finished_lines(output)
     todo = iter([(n, raw) for n, raw in lines if n not in done])
     engine = engine_for(model)
-    flight: list[tuple[int, dict[str, Any], RowHandle]] = []
+    flight: dict[RowHandle, tuple[int, dict[str, Any]]] = {}
+    finished: queue.SimpleQueue[RowHandle] = queue.SimpleQueue()
     written = 0
     with open(output, "a", encoding="utf-8") as sink:
 
@@ -124,12 +124,12 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
             if progress is not None:
                 progress("error" in payload)
 
-        def refill() -> bool:
-            """Submit lines until the window is full; False once the input is exhausted."""
+        def refill() -> None:
+            """Submit lines until the window is full or the input is exhausted; each row says when it ends."""
             while len(flight) < 2 * engine.max_rows:
                 item = next(todo, None)
                 if item is None:
-                    return False
+                    return
                 line, raw = item
                 try:
                     request = _request(program, read_arguments(raw, line))
@@ -137,27 +137,23 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
                 except Exception as error:  # any line's failure is its own record; the run goes on
                     record(line, {"error": _line_error(source, line, error)})
                     continue
-                flight.append((line, request, handle))
-            return True
+                flight[handle] = (line, request)
+                handle.add_done_callback(finished.put)
 
         try:
-            more = refill()
-            while flight or more:
-                finished = [entry for entry in flight if entry[2].done]
-                if not finished:
-                    time.sleep(POLL_SECONDS)
-                for entry in finished:
-                    flight.remove(entry)
-                    line, request, handle = entry
-                    payload: dict[str, Any]
-                    try:
-                        payload = {"result": _typed(request, handle.result()).to_dict()}
-                    except Exception as error:  # as above: one record, not the end of the run
-                        payload = {"error": _line_error(source, line, error)}
-                    record(line, payload)
-                more = refill() if more else False
+            refill()
+            while flight:
+                handle = finished.get()
+                line, request = flight.pop(handle)
+                payload: dict[str, Any]
+                try:
+                    payload = {"result": _typed(request, handle.result()).to_dict()}
+                except Exception as error:  # as above: one record, not the end of the run
+                    payload = {"error": _line_error(source, line, error)}
+                record(line, payload)
+                refill()
         except BaseException:
-            for _, _, handle in flight:
+            for handle in flight:
                 handle.cancel()
             raise
     return written, len(done)

@@ -1,9 +1,11 @@
-"""A row's handle after its end: iterating again, or asking a drained `Stream` for its result, returns at once
-(no second wait on an end marker consumed by the first loop), and a caller interrupted while `generate` waits
-frees its row, so the engine goes on serving the next call."""
+"""A row's handle on the real engine: iterating again replays every event and ends, `async for` and done callbacks
+read it too, a drained `Stream` gives its result at once, and a caller interrupted while `generate` waits frees
+its row, so the engine goes on serving the next call."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 
 import pytest
@@ -16,12 +18,22 @@ from stdsl.runtime.decode import engine_for
 
 
 def _within(seconds: float, work) -> object:
-    """`work()`'s value, failing the test if it has not returned after `seconds` (a hang, not a slow run)."""
+    """`work()`'s value (or the exception it raised), failing the test if it has not returned after `seconds` (a
+    hang, not a slow run)."""
     out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(work()), daemon=True)
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except BaseException as error:
+            out.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"still waiting after {seconds} s"
+    if isinstance(out[0], BaseException):
+        raise out[0]
     return out[0]
 
 
@@ -32,11 +44,60 @@ def test_stream_result_after_iteration_returns_the_generation(tiny_model) -> Non
     assert "".join(pieces) == result.text == stream.generation.text
 
 
-def test_a_handle_iterated_twice_ends_both_times(tiny_model) -> None:
+def test_a_handle_iterated_again_replays_every_event(tiny_model) -> None:
     handle = Engine(tiny_model, max_rows=1).submit("Go.", {"type": "integer"}, max_tokens=8)
-    first = "".join(event.text for event in handle)
+    first = list(handle)
     second = _within(30, lambda: list(handle))
-    assert second == [] and first == handle.result(timeout=30).text
+    assert second == first and first[-1].result is handle.result(timeout=30)
+    assert "".join(event.text for event in first) == first[-1].result.text
+
+
+def test_async_for_and_done_callbacks_read_a_row_of_the_engine(tiny_model) -> None:
+    engine = Engine(tiny_model, max_rows=2)
+    called: list[RowHandle] = []
+    ended = threading.Event()
+    handle = engine.submit("Go.", {"type": "integer"}, max_tokens=8)
+    handle.add_done_callback(called.append)
+    handle.add_done_callback(lambda _: ended.set())
+
+    async def read() -> list[object]:
+        return [event async for event in handle]
+
+    seen = asyncio.run(asyncio.wait_for(read(), 30))
+    assert ended.wait(30) and called == [handle]
+    assert seen == list(handle) and seen[-1].result is handle.result(timeout=0)
+    handle.add_done_callback(called.append)
+    assert called == [handle, handle]
+
+
+def test_a_raising_done_callback_does_not_stop_the_engine(tiny_model, caplog) -> None:
+    engine = Engine(tiny_model, max_rows=1)
+    first = engine.submit("Go.", {"type": "integer"}, max_tokens=8)
+
+    def broken(_: RowHandle) -> None:
+        raise RuntimeError("a caller's bug")
+
+    with caplog.at_level(logging.ERROR, logger="stdsl.runtime.batch.handle"):
+        first.add_done_callback(broken)
+        first.result(timeout=30)
+        after = engine.submit("Again.", {"type": "integer"}, max_tokens=8).result(timeout=30)
+    assert after.text.lstrip("-").isdigit()
+    assert any(record.exc_info and record.exc_info[0] is RuntimeError for record in caplog.records)
+
+
+def test_a_cancelled_row_ends_every_reader_with_cancelled(tiny_model) -> None:
+    handle = Engine(tiny_model, max_rows=1).submit("Write on and on.", None, max_tokens=100_000)
+    handle.cancel()
+    for _ in range(2):
+        with pytest.raises(Cancelled):
+            _within(30, lambda: list(handle))
+
+    async def read() -> None:
+        async for _ in handle:
+            pass
+
+    with pytest.raises(Cancelled):
+        asyncio.run(asyncio.wait_for(read(), 30))
 
 
 def test_interrupting_generate_cancels_its_row_and_the_engine_serves_the_next_call(tiny_model, monkeypatch) -> None:

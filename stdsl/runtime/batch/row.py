@@ -7,88 +7,17 @@ yields `Event`s (newly decided text, the finished `Generation` last) and can can
 from __future__ import annotations
 
 import codecs
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from stdsl.compiler.special_tokens import visible_bytes
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.runtime.batch.handle import Event, RowHandle
 from stdsl.runtime.batch.sampling import RowSampler
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
-
-
-@dataclass(frozen=True)
-class Event:
-    """Output text newly decided by one step, and the finished `Generation` on a row's last event.
-
-    A reasoning model's thinking text comes in `reasoning`, never in `text` (the answer).
-    """
-
-    text: str
-    result: Generation | None = None
-    reasoning: str = ""
-
-
-_END = object()
-
-
-class RowHandle:
-    """The caller's side of a submitted request: iterate its events, wait for its result, or cancel it."""
-
-    def __init__(self, cancel: Callable[[], None]) -> None:
-        self._events: queue.Queue[Any] = queue.Queue()
-        self._cancel = cancel
-        self._result: Generation | None = None
-        self._error: BaseException | None = None
-        self._done = threading.Event()
-
-    def __iter__(self) -> Iterator[Event]:
-        """Events until the row finishes; raises the row's error (a StdslError) if it failed or was cancelled.
-
-        The end marker is put back when it is read, so a second loop (`Stream.result` after the caller's own
-        loop) ends at once instead of waiting for an event that never comes."""
-        while True:
-            item = self._events.get()
-            if item is _END:
-                self._events.put(_END)
-                if self._error is not None:
-                    raise self._error
-                return
-            yield item
-
-    def result(self, timeout: float | None = None) -> Generation:
-        """The finished `Generation` (blocks); raises the row's StdslError, or GenerationError on timeout."""
-        if not self._done.wait(timeout):
-            raise GenerationError(f"no result within {timeout} s")
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def cancel(self) -> None:
-        """Ask the engine to free this row at its next step; iteration then ends with `Cancelled`."""
-        self._cancel()
-
-    @property
-    def done(self) -> bool:
-        """Whether the row has finished, failed or been cancelled."""
-        return self._done.is_set()
-
-    def _emit(self, event: Event) -> None:
-        self._events.put(event)
-
-    def _finish(self, result: Generation | None, error: BaseException | None) -> None:
-        """End the row once: a later end (a failure after a cancel) changes nothing."""
-        if self._done.is_set():
-            return
-        self._result, self._error = result, error
-        self._done.set()
-        self._events.put(_END)
 
 
 class Row:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
-from stdsl.runtime.batch.row import RowHandle
+from stdsl.runtime.batch.handle import RowHandle
 from stdsl.server.constraints.constraint_cache import ConstraintCache
 from stdsl.server.http.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.http.limits import ClientLedger, Limits, check_request, check_tokens, client_key
