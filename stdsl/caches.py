@@ -28,11 +28,12 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from stdsl.errors import OptionError
 
 V = TypeVar("V")
+Key = tuple[Hashable, ...]
 
 DEFAULT_BUDGET = 1 << 30
 """Bytes all entries and registered caches may hold together before the least recently used entries go."""
@@ -96,18 +97,18 @@ def _live_size(value: Any, size: Callable[[Any], int] | None) -> Callable[[], in
 
 
 class _Entry:
-    """One stored value: its kind, its owners (weakly where possible), its bytes, and how to re-read them."""
+    """One stored value: its key and kind, its owners (weakly where possible), its bytes, and how to re-read them."""
 
-    __slots__ = ("kind", "owners", "value", "nbytes", "measure", "stored")
+    __slots__ = ("key", "kind", "owners", "value", "nbytes", "measure")
 
-    def __init__(self, kind: CacheKind[Any], owners: tuple[Any, ...], value: Any, nbytes: int,
+    def __init__(self, key: Key, kind: CacheKind[Any], owners: tuple[Any, ...], value: Any, nbytes: int,
                  measure: Callable[[], int] | None) -> None:
+        self.key = key
         self.kind = kind
         self.owners = owners
         self.value = value
         self.nbytes = nbytes
         self.measure = measure
-        self.stored = False
 
     def holds(self, owners: tuple[Any, ...]) -> bool:
         """Whether this entry was stored for exactly these live objects (not dead ones whose ids were reused)."""
@@ -125,46 +126,40 @@ def _deref(kept: Any) -> Any:
 class CacheRegistry:
     """Every entry of every kind, least recently used first, under one byte budget (see the module docstring).
 
-    Sizes are read outside the lock (a table's `nbytes` may take the table's own lock), so no lock is ever
-    taken while this one is held, and nothing a value's destructor does can wait on it: what is dropped is let
-    go of after the lock is released.
+    Sizes are read outside the lock (a table's `nbytes` may take the table's own lock), so no other lock is
+    ever taken while this one is held; what is dropped is let go of after it is released, so nothing a value's
+    destructor does can wait on it.  Each operation costs O(1) plus the entries it evicts, plus one size read
+    per entry that can grow when something is stored.
     """
 
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+        self.budget = _checked_budget(budget)
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[Hashable, ...], _Entry] = OrderedDict()
-        self._building: dict[tuple[Hashable, ...], tuple[threading.Lock, int]] = {}
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._growing: dict[Key, _Entry] = {}
+        """The entries whose size is read again (by `nbytes` or their kind's `size`)."""
+        self._bytes = 0
+        self._registered_bytes = 0
+        self._building: dict[Key, tuple[threading.Lock, int]] = {}
         """Keys being built now: a lock the builder holds until the value is stored, and the builder's thread."""
         self._kinds: weakref.WeakSet[CacheKind[Any]] = weakref.WeakSet()
         self._registered: list[tuple[str, weakref.ref[Any]]] = []
-        self._dead: list[tuple[Hashable, ...]] = []
+        self._dead: list[Key] = []
         self._next_kind = 0
-        self.budget = _checked_budget(budget)
 
     def set_budget(self, nbytes: int) -> None:
         """Hold at most `nbytes` bytes from now on (least recently used entries go at once when over)."""
         budget = _checked_budget(nbytes)
-        registered = self._remeasure()
+        self._remeasure()
         with self._lock:
             self.budget = budget
-            dropped = self._fit(None, registered)
+            dropped = self._fit(None)
         del dropped
 
     def kind(self, name: str, *, max_entries: int | None = None, max_bytes: int | None = None,
              size: Callable[[Any], int] | None = None) -> CacheKind[Any]:
-        """A new kind of entry named `name` (kinds of one name add up in `stats()`), optionally with its own
-        bound on entries or bytes, and `size(value)` where a value's bytes are neither `nbytes` nor well estimated."""
-        if not isinstance(name, str) or not name:
-            raise OptionError("name", f"a cache kind needs a non-empty name, got {name!r}")
-        for option, limit in (("max_entries", max_entries), ("max_bytes", max_bytes)):
-            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-                raise OptionError(option, f"cache kind {name!r}: {option} must be None or an integer >= 1, "
-                                          f"got {limit!r}")
-        with self._lock:
-            self._next_kind += 1
-            made: CacheKind[Any] = CacheKind(self, name, self._next_kind, max_entries, max_bytes, size)
-            self._kinds.add(made)
-        return made
+        """A new kind of entry named `name` in this registry (see `CacheKind`)."""
+        return CacheKind(name, max_entries=max_entries, max_bytes=max_bytes, size=size, registry=self)
 
     def register(self, name: str, cache: RegisteredCache) -> None:
         """Count `cache` (held weakly) under kind `name`: its bytes against the budget, its stats in `stats()`,
@@ -194,10 +189,7 @@ class CacheRegistry:
     def clear(self) -> None:
         """Drop every entry of every kind and empty every registered cache (counters of hits and misses stay)."""
         with self._lock:
-            dropped = list(self._entries.values())
-            self._entries.clear()
-            for entry in dropped:
-                entry.kind._held(entry, -1)
+            dropped = [self._drop(key) for key in list(self._entries)]
             caches = self._live_registered()
         del dropped
         for _, cache in caches:
@@ -207,15 +199,22 @@ class CacheRegistry:
         with self._lock:
             return len(self._entries)
 
+    def _adopt(self, kind: CacheKind[Any]) -> int:
+        """Count a new kind in `stats()`; its id, which prefixes its keys."""
+        with self._lock:
+            self._next_kind += 1
+            self._kinds.add(kind)
+            return self._next_kind
+
     def _get(self, kind: CacheKind[V], owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...]
              ) -> V:
-        key: tuple[Hashable, ...] = (kind.id, *(id(owner) for owner in owners), *extra)
+        key = _key(kind, owners, extra)
         me = threading.get_ident()
         while True:
             with self._lock:
-                hit = self._hit(kind, key, owners)
-                if hit is not None:
-                    return hit[0]
+                entry = self._hit(key, owners)
+                if entry is not None:
+                    return cast(V, entry.value)
                 building = self._building.get(key)
                 if building is None:
                     gate = threading.Lock()
@@ -230,46 +229,76 @@ class CacheRegistry:
                 pass
         try:
             value = build()
-            entry = self._entry(kind, key, owners, value)
-            registered = self._remeasure()
-            with self._lock:
-                replaced = self._entries.pop(key, None)
-                if replaced is not None:
-                    replaced.kind._held(replaced, -1)
-                self._entries[key] = entry
-                kind._held(entry, 1)
-                dropped = self._fit(key, registered)
-            del dropped, replaced
+            self._store(kind, key, owners, value)
         finally:
             with self._lock:
                 del self._building[key]
             gate.release()
         return value
 
-    def _hit(self, kind: CacheKind[V], key: tuple[Hashable, ...], owners: tuple[Any, ...]) -> tuple[V] | None:
-        """The stored value of `key` made for these very owners, now most recently used (call under the lock)."""
+    def _find(self, kind: CacheKind[V], owners: tuple[Any, ...], extra: tuple[Hashable, ...]) -> tuple[V] | None:
+        with self._lock:
+            entry = self._hit(_key(kind, owners, extra), owners)
+        return None if entry is None else (cast(V, entry.value),)
+
+    def _put(self, kind: CacheKind[V], owners: tuple[Any, ...], value: V, extra: tuple[Hashable, ...]) -> None:
+        with self._lock:
+            kind._misses += 1
+        self._store(kind, _key(kind, owners, extra), owners, value)
+
+    def _hit(self, key: Key, owners: tuple[Any, ...]) -> _Entry | None:
+        """The entry of `key` stored for these very owners, now most recently used (call under the lock)."""
         entry = self._entries.get(key)
         if entry is None or not entry.holds(owners):
             return None
         self._entries.move_to_end(key)
-        kind._hits += 1
-        return (entry.value,)
+        entry.kind._order.move_to_end(key)
+        entry.kind._hits += 1
+        return entry
 
-    def _entry(self, kind: CacheKind[Any], key: tuple[Hashable, ...], owners: tuple[Any, ...], value: Any) -> _Entry:
-        """The entry of a freshly built value: owners referenced weakly where they can be, bytes measured."""
+    def _store(self, kind: CacheKind[Any], key: Key, owners: tuple[Any, ...], value: Any) -> None:
+        """Keep `value` under `key` (owners referenced weakly where they can be), then evict past the bounds."""
         kept = tuple(self._weak(owner, key) for owner in owners)
         measure = _live_size(value, kind.size)
         nbytes = measure() if measure is not None else estimate_nbytes(value)
-        return _Entry(kind, kept, value, nbytes, measure)
+        entry = _Entry(key, kind, kept, value, nbytes, measure)
+        self._remeasure()
+        with self._lock:
+            replaced = self._drop(key) if key in self._entries else None
+            self._entries[key] = entry
+            kind._order[key] = None
+            kind._entries += 1
+            kind._bytes += nbytes
+            self._bytes += nbytes
+            if measure is not None:
+                self._growing[key] = entry
+            dropped = self._fit(key)
+        del dropped, replaced
 
-    def _weak(self, owner: Any, key: tuple[Hashable, ...]) -> Any:
+    def _drop(self, key: Key) -> _Entry:
+        """Take `key`'s entry out, uncounted (call under the lock; let go of it after releasing the lock)."""
+        entry = self._entries.pop(key)
+        self._growing.pop(key, None)
+        kind = entry.kind
+        del kind._order[key]
+        kind._entries -= 1
+        kind._bytes -= entry.nbytes
+        self._bytes -= entry.nbytes
+        return entry
+
+    def _evict(self, key: Key) -> _Entry:
+        entry = self._drop(key)
+        entry.kind._evictions += 1
+        return entry
+
+    def _weak(self, owner: Any, key: Key) -> Any:
         """A weak reference to `owner` that retires `key` when it dies (`owner` itself where it allows none)."""
         try:
             return weakref.ref(owner, lambda _: self._owner_died(key))
         except TypeError:
             return owner
 
-    def _owner_died(self, key: tuple[Hashable, ...]) -> None:
+    def _owner_died(self, key: Key) -> None:
         """Weak-reference callback: drop the dead entry now if the lock is free, else at the next store or stats."""
         self._dead.append(key)
         if self._lock.acquire(blocking=False):
@@ -286,55 +315,49 @@ class CacheRegistry:
             key = self._dead.pop()
             entry = self._entries.get(key)
             if entry is not None and entry.dead():
-                del self._entries[key]
-                entry.kind._held(entry, -1)
-                dropped.append(entry)
+                dropped.append(self._drop(key))
         return dropped
 
     def _remeasure(self) -> list[tuple[str, CacheStats]]:
-        """Re-read the bytes of every entry whose size can grow, outside the lock, and the registered caches' stats."""
+        """Re-read the bytes of every entry that can grow, outside the lock; the registered caches' stats."""
         with self._lock:
-            growing = [entry for entry in self._entries.values() if entry.measure is not None]
+            growing = list(self._growing.values())
             caches = self._live_registered()
         sizes = [(entry, entry.measure()) for entry in growing if entry.measure is not None]
         registered = [(name, cache.cache_stats()) for name, cache in caches]
         with self._lock:
             for entry, now in sizes:
-                if entry.stored:
+                if self._growing.get(entry.key) is entry:
                     entry.kind._bytes += now - entry.nbytes
-                entry.nbytes = now
+                    self._bytes += now - entry.nbytes
+                    entry.nbytes = now
+            self._registered_bytes = sum(stats.bytes for _, stats in registered)
         return registered
 
     def _live_registered(self) -> list[tuple[str, RegisteredCache]]:
         found = [(name, ref()) for name, ref in self._registered]
         return [(name, cache) for name, cache in found if cache is not None]
 
-    def _fit(self, newest: tuple[Hashable, ...] | None, registered: list[tuple[str, CacheStats]]) -> list[_Entry]:
+    def _fit(self, newest: Key | None) -> list[_Entry]:
         """Evict least recently used entries past their kind's bounds, then past the budget (the registered caches'
         bytes count); `newest` stays.  Call under the lock; returns what went, to let go of after releasing it."""
         dropped = self._purge()
-        over = {kind for kind in list(self._kinds) if kind._over()}
-        for key, entry in list(self._entries.items()):
-            if not over:
+        for kind in list(self._kinds):
+            while kind._over():
+                oldest = next((key for key in kind._order if key != newest), None)
+                if oldest is None:
+                    break
+                dropped.append(self._evict(oldest))
+        while self._bytes + self._registered_bytes > self.budget:
+            oldest = next((key for key in self._entries if key != newest), None)
+            if oldest is None:
                 break
-            if key != newest and entry.kind in over:
-                dropped.append(self._evict(key))
-                over = {kind for kind in over if kind._over()}
-        total = sum(entry.nbytes for entry in self._entries.values()) + sum(stats.bytes for _, stats in registered)
-        for key in list(self._entries):
-            if total <= self.budget:
-                break
-            if key != newest:
-                entry = self._evict(key)
-                total -= entry.nbytes
-                dropped.append(entry)
+            dropped.append(self._evict(oldest))
         return dropped
 
-    def _evict(self, key: tuple[Hashable, ...]) -> _Entry:
-        entry = self._entries.pop(key)
-        entry.kind._held(entry, -1)
-        entry.kind._evictions += 1
-        return entry
+
+def _key(kind: CacheKind[Any], owners: tuple[Any, ...], extra: tuple[Hashable, ...]) -> Key:
+    return (kind.id, *(id(owner) for owner in owners), *extra)
 
 
 def _checked_budget(nbytes: Any) -> int:
@@ -347,23 +370,42 @@ class CacheKind(Generic[V]):
     """One kind of entry in a registry: `get(owners, build, extra)` is the value for those live objects (and
     plain hashable extras), built by `build()` on first use and kept until evicted or an owner dies."""
 
-    def __init__(self, registry: CacheRegistry, name: str, id: int, max_entries: int | None, max_bytes: int | None,
-                 size: Callable[[Any], int] | None) -> None:
-        self.registry = registry
+    def __init__(self, name: str, *, max_entries: int | None = None, max_bytes: int | None = None,
+                 size: Callable[[Any], int] | None = None, registry: CacheRegistry | None = None) -> None:
+        """A kind named `name` (kinds of one name add up in `stats()`) in `registry` (default: the process's),
+        optionally with its own bound on entries or bytes, and `size(value)` where a value's bytes are neither its
+        `nbytes` nor well estimated."""
+        if not isinstance(name, str) or not name:
+            raise OptionError("name", f"a cache kind needs a non-empty name, got {name!r}")
+        for option, limit in (("max_entries", max_entries), ("max_bytes", max_bytes)):
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                raise OptionError(option, f"cache kind {name!r}: {option} must be None or an integer >= 1, "
+                                          f"got {limit!r}")
+        self.registry = registry if registry is not None else _process_registry()
         self.name = name
-        self.id = id
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.size = size
+        self._order: OrderedDict[Key, None] = OrderedDict()
         self._entries = 0
         self._bytes = 0
         self._hits = 0
         self._misses = 0
         self._evictions = 0
+        self.id = self.registry._adopt(self)
 
     def get(self, owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...] = ()) -> V:
         """The value for `owners` (by identity) and `extra` (by value), built by `build()` if not held."""
         return self.registry._get(self, owners, build, extra)
+
+    def find(self, owners: tuple[Any, ...], extra: tuple[Hashable, ...] = ()) -> tuple[V] | None:
+        """`(value,)` if one is held for `owners` and `extra` (now most recently used), else None; for callers that
+        build elsewhere (an async compile) and `put` the result."""
+        return self.registry._find(self, owners, extra)
+
+    def put(self, owners: tuple[Any, ...], value: V, extra: tuple[Hashable, ...] = ()) -> None:
+        """Keep `value` for `owners` and `extra` (counted as a miss: a value built after `find` found none)."""
+        self.registry._put(self, owners, value, extra)
 
     def stats(self) -> CacheStats:
         """This kind's entries, bytes (re-read now), hits, misses and evictions."""
@@ -377,12 +419,6 @@ class CacheKind(Generic[V]):
     def _counters(self) -> CacheStats:
         return CacheStats(self._entries, self._bytes, self._hits, self._misses, self._evictions)
 
-    def _held(self, entry: _Entry, sign: int) -> None:
-        """Count `entry` in (+1) or out (-1) of this kind's entries and bytes."""
-        entry.stored = sign > 0
-        self._entries += sign
-        self._bytes += sign * entry.nbytes
-
     def _over(self) -> bool:
         return ((self.max_entries is not None and self._entries > self.max_entries)
                 or (self.max_bytes is not None and self._bytes > self.max_bytes))
@@ -390,6 +426,10 @@ class CacheKind(Generic[V]):
 
 registry = CacheRegistry()
 """The process's registry: every cache stdsl keeps is an entry here or registered here."""
+
+
+def _process_registry() -> CacheRegistry:
+    return registry
 
 
 def kind(name: str, *, max_entries: int | None = None, max_bytes: int | None = None,

@@ -304,3 +304,15 @@ def test_a_build_that_asks_for_its_own_key_gets_a_fresh_value_not_a_deadlock() -
         return 1 if len(depth) > 1 else kind.get((), build) + 1
 
     assert kind.get((), build) == 2 and kind.get((), build) == 2 and kind.stats().entries == 1
+
+
+def test_find_and_put_for_values_built_elsewhere() -> None:
+    registry = CacheRegistry()
+    kind = registry.kind("compiled elsewhere", max_bytes=100)
+    assert kind.find((), ("a",)) is None
+    kind.put((), _Sized(60), ("a",))
+    found = kind.find((), ("a",))
+    assert found is not None and found[0].nbytes == 60
+    kind.put((), _Sized(60), ("b",))
+    assert kind.find((), ("a",)) is None
+    assert kind.stats() == CacheStats(entries=1, bytes=60, hits=1, misses=2, evictions=1)
