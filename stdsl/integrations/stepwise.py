@@ -18,27 +18,24 @@ from typing import Any
 import numpy as np
 
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.pushdown_state import PushdownState, machine_of
+from stdsl.control.finish import finish_reason, finished_generation
+from stdsl.control.pushdown_state import PushdownState
+from stdsl.control.row_controller import controller_for
 from stdsl.errors import GenerationError, StdslError
+from stdsl.generation import Generation, Stats
 from stdsl.kernels.torch_mask import Row, WalkRow
 from stdsl.kernels.vocabulary import Vocabulary
-from stdsl.runtime.generation import Generation, Stats
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 
 
-def controller_for(constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> ConstraintState:
-    """The per-request controller of a compiled constraint (pushdown or DFA), planning without healing. A constraint
-    with special tokens is refused: the processors mask every row with the tokenizer's one shared vocabulary."""
+def stepwise_controller(constraint: Any, tokenizer: Tokenizer, max_tokens: int | None) -> ConstraintState:
+    """The controller of a compiled constraint for an engine's one-token steps: planning without healing, pushdown
+    masks on the host (MLX's device vector is not this process's). A constraint with special tokens is refused:
+    the processors mask every row with the tokenizer's one vocabulary."""
     if getattr(constraint, "special_tokens", ()):
         raise StdslError(f"the constraint uses the special tokens {', '.join(constraint.special_tokens)}, which the "
                          "vLLM and transformers processors cannot decode yet; use stdsl.generate, stream or the server")
-    machine = machine_of(constraint)
-    if machine is not None:
-        return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=False)
-    automaton = getattr(constraint, "automaton", None)
-    if automaton is None or not hasattr(automaton, "transitions"):
-        raise StdslError(f"expected a compiled constraint (stdsl.compile), got {type(constraint).__name__}")
-    return ConstraintState(automaton, tokenizer, vocab, max_tokens=max_tokens, healing=False)
+    return controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False, pushdown_masks="host")
 
 
 class StepwiseConstraint:
@@ -49,12 +46,12 @@ class StepwiseConstraint:
     output is `done` and later tokens (an engine's padding of finished rows) are ignored.
     """
 
-    def __init__(self, constraint: Any, tokenizer: Tokenizer, vocab: Vocabulary, max_tokens: int | None) -> None:
+    def __init__(self, constraint: Any, tokenizer: Tokenizer, max_tokens: int | None) -> None:
         self.constraint = constraint
-        self.vocab = vocab
-        self.control = controller_for(constraint, tokenizer, vocab, max_tokens)
+        self.control = stepwise_controller(constraint, tokenizer, max_tokens)
+        self.vocab: Vocabulary = self.control.vocab
         self.queue: deque[int] = deque()
-        self.eos_id = int(vocab.eos_ids[0]) if vocab.eos_ids.size else -1
+        self.eos_id = int(self.vocab.eos_ids[0]) if self.vocab.eos_ids.size else -1
         self.done = False
         self.eos_sampled = False
         self.error: StdslError | None = None
@@ -149,34 +146,12 @@ class StepwiseConstraint:
             self.accept(int(token))
             self.emitted += 1
 
-    @property
-    def finish_reason(self) -> str:
-        """As `stdsl.generate`: 'length' (the budget changed the output or ran out), 'eos' (sampled), 'stop'
-        (the constraint admits nothing more)."""
-        if self.control.budget_shaped:
-            return "length"
-        if self.eos_sampled:
-            return "eos"
-        return "stop" if self.control.planner.live_count[self.control.state] == 0 else "length"
-
     def generation(self, prompt_tokens: int = 0) -> Generation:
         """The finished output as `stdsl.generate` returns it (GenerationError when it is not in the language)."""
-        control = self.control
         if self.error is not None:
             raise self.error
-        if not control.accepting or self.queue:
+        if self.queue or not self.control.accepting:
             raise GenerationError("decoding ended outside an accepting state (the engine stopped the output early)")
-        stats = self.stats
-        stats.prompt_tokens = prompt_tokens
-        stats.forced_tokens = control.forced_count
-        stats.emitted_tokens = len(control.tokens)
-        data = control.decided
-        return Generation(
-            text=data.decode("utf-8", errors="replace"),
-            tokens=list(control.tokens),
-            stats=stats,
-            accepted=True,
-            finish_reason=self.finish_reason,
-            data=data,
-            parser=getattr(self.constraint, "parse", None),
-        )
+        self.stats.prompt_tokens = prompt_tokens
+        return finished_generation(self.control, self.stats, finish_reason(self.control, self.eos_sampled),
+                                   getattr(self.constraint, "parse", None))

@@ -14,7 +14,7 @@ text is emitted one token at a time: the mask is then the singleton of the next 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from stdsl.extras import missing_extra
@@ -29,13 +29,12 @@ from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.identity_cache import IdentityCache
 from stdsl.errors import GenerationError, StdslError
+from stdsl.generation import Generation
 from stdsl.integrations.batch import BatchConstraints
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.generation import Generation
-from stdsl.runtime.model.tokenizer import Tokenizer
-from stdsl.runtime.options import check_prompt
+from stdsl.model_files.prompt import Prompt, check_prompt, prompt_ids
+from stdsl.model_files.tokenizer import Tokenizer
 
-Prompt = str | Sequence[Mapping[str, str]]
 _TOKENIZERS: IdentityCache[Tokenizer] = IdentityCache(8)
 
 
@@ -72,7 +71,7 @@ class StdslLogitsProcessor(LogitsProcessor):
         if self.per_row and len(self.constraints) != rows:
             raise StdslError(f"StdslLogitsProcessor: {len(self.constraints)} constraints for a batch of {rows} rows")
         for b in range(rows):
-            steps = StepwiseConstraint(self.constraints[b if self.per_row else 0], self.tokenizer, self.vocab,
+            steps = StepwiseConstraint(self.constraints[b if self.per_row else 0], self.tokenizer,
                                        self.max_new_tokens)
             steps.start()
             self.batch.add(b, steps, [])
@@ -108,29 +107,19 @@ class StdslLogitsProcessor(LogitsProcessor):
         return results
 
 
-def prompt_ids(hf_tokenizer: Any, prompt: Prompt, chat: bool = True) -> list[int]:
-    """Prompt token ids: the tokenizer's chat template when it has one and `chat`, else the raw text."""
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    if chat and getattr(hf_tokenizer, "chat_template", None):
-        ids = hf_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = ids["input_ids"] if isinstance(ids, Mapping) else ids
-        return [int(t) for t in ids]
-    text = prompt if isinstance(prompt, str) else "\n".join(str(m["content"]) for m in messages)
-    return [int(t) for t in hf_tokenizer(text, add_special_tokens=False)["input_ids"]]
-
-
 def generate(hf_model: Any, hf_tokenizer: Any, prompt: Prompt, constraint: Any, *, max_new_tokens: int = 256,
              temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
              chat: bool = True, path: str | None = None, **generate_options: Any) -> Generation:
     """One output of a transformers model under `constraint`, as `stdsl.generate` returns it (.text, .value, .stats).
 
-    Greedy when `temperature` is 0; else sampling with top-p/top-k after the mask. A prompt of the wrong shape,
-    or whose text holds a lone surrogate, is an OptionError before any work.
+    The prompt is rendered as `stdsl.generate` renders it (the tokenizer's chat template when it has one and
+    `chat`). Greedy when `temperature` is 0; else sampling with top-p/top-k after the mask. A prompt of the
+    wrong shape, or whose text holds a lone surrogate, is an OptionError before any work.
     """
     check_prompt(prompt)
     began = time.perf_counter()
     processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=max_new_tokens, path=path)
-    ids = prompt_ids(hf_tokenizer, prompt, chat)
+    ids = prompt_ids(processor.tokenizer, prompt, chat=chat)
     device = getattr(hf_model, "device", torch.device("cpu"))
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     sampling: dict[str, Any] = {"do_sample": False}

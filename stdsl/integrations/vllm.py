@@ -41,7 +41,7 @@ from stdsl.errors import BudgetError, OptionError, StdslError
 from stdsl.integrations.batch import BatchConstraints, mask_rows, take_tokens
 from stdsl.integrations.constraint_request import FIELD, compiled_constraint, parse_spec
 from stdsl.integrations.stepwise import StepwiseConstraint
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from vllm.config import ModelConfig, VllmConfig
@@ -122,7 +122,7 @@ def frontend_model_config() -> ModelConfig | None:
 def check_budget(compiled: Any, model_config: ModelConfig, max_tokens: int | None) -> None:
     """BudgetError when no valid output of `compiled` fits in `max_tokens` tokens of the model's tokenizer."""
     tokenizer = engine_tokenizer(model_config)
-    StepwiseConstraint(compiled, tokenizer, vocabulary_of(tokenizer), max_tokens).start()
+    StepwiseConstraint(compiled, tokenizer, max_tokens).start()
 
 
 @lru_cache(maxsize=1)
@@ -182,11 +182,11 @@ class StdslLogitsProcessor(*_interfaces()):  # type: ignore[misc]
             spec = request_spec(params)
             if spec is None:
                 return None
-            steps = StepwiseConstraint(compiled_constraint(spec), self.tokenizer, self.vocab, params.max_tokens)
+            steps = StepwiseConstraint(compiled_constraint(spec), self.tokenizer, params.max_tokens)
             steps.start()
         except StdslError as error:
             logger.warning("stdsl: request ended at once: %s", error)
-            steps = StepwiseConstraint(_nothing(), self.tokenizer, self.vocab, None)
+            steps = StepwiseConstraint(_nothing(), self.tokenizer, None)
             steps.fail(error)
         return steps
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from transformers import LogitsProcessor, LogitsProcessorList
 
 import stdsl
-from stdsl.control.constraint_state import vocabulary_of
 from stdsl.errors import BudgetError, StdslError
-from stdsl.integrations.stepwise import controller_for
-from stdsl.integrations.transformers import StdslLogitsProcessor, generate, prompt_ids, stdsl_tokenizer
+from stdsl.integrations.stepwise import stepwise_controller
+from stdsl.integrations.transformers import StdslLogitsProcessor, generate, stdsl_tokenizer
+from stdsl.model_files.prompt import prompt_ids
 
 EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
 TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
@@ -51,9 +51,8 @@ class MaskRecorder(LogitsProcessor):
 
 def replay_masks(constraint, hf_tokenizer, tokens: list[int], max_new_tokens: int) -> list[np.ndarray]:
     """The mask each engine step must have: stdsl's loop on `tokens` (its masks where it samples, else singletons)."""
-    tokenizer = stdsl_tokenizer(hf_tokenizer)
-    vocab = vocabulary_of(tokenizer)
-    control = controller_for(stdsl.compile(constraint), tokenizer, vocab, max_new_tokens)
+    control = stepwise_controller(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_new_tokens)
+    vocab = control.vocab
 
     def singleton(token: int) -> np.ndarray:
         mask = np.zeros(vocab.size, dtype=bool)
@@ -81,7 +80,7 @@ def run_with_recorder(model, hf_tokenizer, prompt: str, constraint, max_new_toke
     """model.generate with the stdsl processor and a recorder behind it: (output tokens, recorded masks, processor)."""
     processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=max_new_tokens)
     recorder = MaskRecorder()
-    ids = torch.tensor([prompt_ids(hf_tokenizer, prompt)])
+    ids = torch.tensor([prompt_ids(stdsl_tokenizer(hf_tokenizer), prompt)])
     eos = int(processor.vocab.eos_ids[0])
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
                          logits_processor=LogitsProcessorList([processor, recorder]), eos_token_id=eos,
@@ -153,7 +152,7 @@ def test_rows_with_different_constraints_in_one_batch(tiny_hf) -> None:
     model, hf_tokenizer = tiny_hf
     constraints = [EMAIL, TREE, stdsl.Regex(r"(yes|no)")]
     processor = StdslLogitsProcessor(constraints, hf_tokenizer, max_new_tokens=30)
-    ids = torch.tensor([prompt_ids(hf_tokenizer, "answer")] * 3)
+    ids = torch.tensor([prompt_ids(stdsl_tokenizer(hf_tokenizer), "answer")] * 3)
     torch.manual_seed(1)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=None, max_new_tokens=30,
                          logits_processor=LogitsProcessorList([processor]), eos_token_id=2, pad_token_id=2)
@@ -166,7 +165,7 @@ def test_rows_with_different_constraints_in_one_batch(tiny_hf) -> None:
 def test_a_constraint_list_must_match_the_batch(tiny_hf) -> None:
     model, hf_tokenizer = tiny_hf
     processor = StdslLogitsProcessor([EMAIL, EMAIL], hf_tokenizer, max_new_tokens=10)
-    ids = torch.tensor([prompt_ids(hf_tokenizer, "answer")])
+    ids = torch.tensor([prompt_ids(stdsl_tokenizer(hf_tokenizer), "answer")])
     with pytest.raises(StdslError, match="2 constraints for a batch of 1"):
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10,
                        logits_processor=LogitsProcessorList([processor]), pad_token_id=2)
@@ -178,7 +177,7 @@ def test_sampled_masks_equal_stdsls_for_recursive_and_regular_constraints(tiny_h
     model, hf_tokenizer = tiny_hf
     processor = StdslLogitsProcessor(constraint, hf_tokenizer, max_new_tokens=40, path=path)
     recorder = MaskRecorder()
-    ids = torch.tensor([prompt_ids(hf_tokenizer, "go")])
+    ids = torch.tensor([prompt_ids(stdsl_tokenizer(hf_tokenizer), "go")])
     torch.manual_seed(3)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=None, max_new_tokens=40,
                          logits_processor=LogitsProcessorList([processor, recorder]), eos_token_id=2, pad_token_id=2)

@@ -67,8 +67,7 @@ class Request:
         self.output: list[int] = []
         self.alone = None
         if spec is not None:
-            self.alone = StepwiseConstraint(compiled_constraint(parse_spec(spec)), processor.tokenizer, processor.vocab,
-                                            max_tokens)
+            self.alone = StepwiseConstraint(compiled_constraint(parse_spec(spec)), processor.tokenizer, max_tokens)
             try:
                 self.alone.start()
             except BudgetError as error:

@@ -1,0 +1,43 @@
+"""How an output ends: its finish reason and its `Generation`, one rule for every surface.
+
+The engine, certified drafts and the transformers and vLLM processors all end a row here, so
+"eos", "stop" and "length" mean the same thing whichever decoded it, and every result is built
+from the controller the same way (its tokens, decided bytes and forced count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.errors import GenerationError
+from stdsl.generation import Generation, Stats
+
+
+def finish_reason(control: ConstraintState, eos_sampled: bool) -> str:
+    """'length' when the token budget shaped the output (or the output could go on), 'eos' when the model drew
+    eos, 'stop' when the constraint admits nothing more."""
+    if control.budget_shaped:
+        return "length"
+    if eos_sampled:
+        return "eos"
+    return "stop" if control.planner.live_count[control.state] == 0 else "length"
+
+
+def finished_generation(control: ConstraintState, stats: Stats, reason: str, parser: Callable[[str], Any] | None,
+                        *, data: bytes | None = None, text: str | None = None,
+                        reasoning: str | None = None) -> Generation:
+    """The `Generation` of a finished controller (GenerationError when its output is not in the language).
+
+    `data` and `text` default to the controller's decided bytes and their UTF-8 text (a surface that
+    shows only part of them, such as the answer after a thinking block, passes its own).
+    """
+    if not control.accepting:
+        raise GenerationError("decoding ended outside an accepting state")
+    stats.forced_tokens = control.forced_count
+    stats.emitted_tokens = len(control.tokens)
+    data = control.decided if data is None else data
+    return Generation(text=data.decode("utf-8", errors="replace") if text is None else text,
+                      tokens=list(control.tokens), stats=stats, accepted=True, finish_reason=reason, data=data,
+                      parser=parser, reasoning=reasoning)
