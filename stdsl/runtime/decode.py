@@ -139,8 +139,9 @@ def _decode_all(engine: Engine, requests: Sequence[Mapping[str, Any]], defaults:
                 raise OptionError("requests", f"requests[{index}] must be a dict, got {type(request).__name__}")
             if "prompt" not in request:
                 raise OptionError("prompt", f"requests[{index}] has no 'prompt'")
-            options = {**defaults, **{k: v for k, v in request.items() if k not in ("prompt", "constraint")}}
-            outcomes.append(submit(engine, request["prompt"], request.get("constraint"), **options))
+            merged = {**defaults, **request}
+            options = {k: v for k, v in merged.items() if k not in ("prompt", "constraint")}
+            outcomes.append(submit(engine, merged["prompt"], merged.get("constraint"), **options))
         except StdslError as error:
             outcomes.append(error)
     results: list[Generation | StdslError] = []

@@ -139,32 +139,39 @@ class Runner:
 
     def _serve(self) -> None:
         self._thread = threading.current_thread()
-        while True:
-            with self._lock:
-                self._lock.wait_for(lambda: bool(self._inbox or self._calls or self._busy) or self._exiting)
-                if self._exiting:
-                    break
-                calls, self._calls = self._calls, []
-                arrivals, self._inbox = self._inbox, []
-            for work, future in calls:
-                try:
-                    future.set_result(work())
-                except BaseException as error:  # handed to the caller, who raises it
-                    future.set_exception(error)
-            for submission in arrivals:
-                uid = self._insert(submission)
-                with self._lock:
-                    submission.uid = uid
-                    if submission.cancelled and uid is not None:
-                        submission.core.remove(uid)
-            for core in list(self._busy.values()):
-                core.step()
-            with self._lock:
-                for key, core in list(self._busy.items()):
-                    if not self._owes(core):
-                        del self._busy[key]
-                self._lock.notify_all()
+        while self._turn():
+            pass
         self._park()
+
+    def _turn(self) -> bool:
+        """Wait for work, then run the calls, insert the arrivals and step every busy core once; False once the
+        process exits. (Its locals die with it, so an idle runner holds no core.)"""
+        with self._lock:
+            self._lock.wait_for(lambda: bool(self._inbox or self._calls or self._busy) or self._exiting)
+            if self._exiting:
+                return False
+            calls, self._calls = self._calls, []
+            arrivals, self._inbox = self._inbox, []
+            cores = list(self._busy.values())
+        for work, future in calls:
+            try:
+                future.set_result(work())
+            except BaseException as error:  # handed to the caller, who raises it
+                future.set_exception(error)
+        for submission in arrivals:
+            uid = self._insert(submission)
+            with self._lock:
+                submission.uid = uid
+                if submission.cancelled and uid is not None:
+                    submission.core.remove(uid)
+        for core in cores:
+            core.step()
+        with self._lock:
+            for key, core in list(self._busy.items()):
+                if not self._owes(core):
+                    del self._busy[key]
+            self._lock.notify_all()
+        return True
 
     def _insert(self, submission: _Submission) -> int | None:
         """Insert a submission into its core; a request the core cannot take fails its handle (None)."""

@@ -1,0 +1,122 @@
+"""The batch forward gives the model's own logits: `net(...)` at each row's last fed position.
+
+Every allow-listed architecture's head-only shortcut equals `net(...)` (tied and untied heads, ragged feeds
+over a cache that already holds rows), and a model with a logit transform (granite's `logits_scaling`) goes
+through `net(...)`: its logits through the forward equal `net(...)`, and seeded sampling through the engine
+draws exactly what a one-sequence sampler on `net(...)` logits draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models import granite, llama, qwen2, qwen3
+from mlx_lm.models.cache import make_prompt_cache
+
+from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.batch.forward import HEAD_ONLY_ARCHITECTURES, forward_rows, head_only, make_row_caches
+from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prompt_tokens
+from stdsl.runtime.batch.sampling import RowSampler, SamplingParams
+from stdsl.runtime.model.loading import Model
+from stdsl.runtime.options import DecodeOptions
+
+VOCAB = 512
+COMMON = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "vocab_size": VOCAB}
+
+
+def _seeded(make: Any, args: Any) -> Any:
+    """`make(args)` with weights drawn from a fixed seed, evaluated."""
+    mx.random.seed(7)
+    net = make(args)
+    net.eval()
+    mx.eval(net.parameters())
+    return net
+
+
+def _llama(tied: bool) -> Any:
+    return _seeded(llama.Model, llama.ModelArgs(model_type="llama", tie_word_embeddings=tied, **COMMON))
+
+
+def _qwen2(tied: bool) -> Any:
+    return _seeded(qwen2.Model, qwen2.ModelArgs(model_type="qwen2", tie_word_embeddings=tied, **COMMON))
+
+
+def _qwen3(tied: bool) -> Any:
+    return _seeded(qwen3.Model, qwen3.ModelArgs(model_type="qwen3", tie_word_embeddings=tied, head_dim=16,
+                                                max_position_embeddings=4096, rope_theta=10000.0, **COMMON))
+
+
+def _granite(vocab_size: int = VOCAB, scaling: float = 8.0) -> Any:
+    args = granite.ModelArgs(model_type="granite", **{**COMMON, "vocab_size": vocab_size}, logits_scaling=scaling,
+                             attention_multiplier=0.25, embedding_multiplier=4.0, residual_multiplier=0.5,
+                             max_position_embeddings=4096, attention_bias=False, mlp_bias=False, rope_theta=10000.0)
+    return _seeded(granite.Model, args)
+
+
+def _alone(net: Any, tokens: list[int]) -> np.ndarray:
+    """`net(...)`'s float32 logits after `tokens`, decoded alone with mlx-lm's own cache."""
+    return np.asarray(net(mx.array([tokens]), cache=make_prompt_cache(net))[0, -1].astype(mx.float32))
+
+
+def _batched(net: Any, prefixes: list[list[int]], tails: list[list[int]]) -> np.ndarray:
+    """Logits of a ragged pass over `tails` after the rows' `prefixes` were fed in a first ragged pass."""
+    caches = make_row_caches(net, len(prefixes))
+    forward_rows(net, caches, prefixes)
+    return np.asarray(forward_rows(net, caches, tails))
+
+
+@pytest.mark.parametrize("build", [_llama, _qwen2, _qwen3])
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_head_only_shortcut_equals_the_models_own_call(build, tied: bool) -> None:
+    net = build(tied)
+    assert head_only(net) and type(net) in HEAD_ONLY_ARCHITECTURES
+    rng = np.random.default_rng(3)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (5, 1, 9)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 6)]
+    got = _batched(net, prefixes, tails)
+    for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
+        np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
+
+
+def test_a_logit_transform_applies_through_the_forward() -> None:
+    net = _granite()
+    assert not head_only(net)
+    rng = np.random.default_rng(4)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (4, 7)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (2, 5)]
+    got = _batched(net, prefixes, tails)
+    for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
+        expected = _alone(net, prefix + tail)
+        np.testing.assert_allclose(got[row], expected, rtol=1e-4, atol=1e-4)
+        cache = make_prompt_cache(net)
+        untransformed = np.asarray(net.model.embed_tokens.as_linear(net.model(mx.array([prefix + tail]), cache))[0, -1])
+        assert not np.allclose(untransformed, expected, rtol=1e-2), "the transform must change the logits"
+
+
+def _sampled_alone(model: Model, prompt: str, seed: int, max_tokens: int) -> list[int]:
+    """Seeded free-text tokens of one sequence sampled on `net(...)` logits by the engine's own row sampler."""
+    options = DecodeOptions.of(max_tokens=max_tokens, temperature=1.0, seed=seed)
+    control = constraint_state(model, compiled_constraint(None), options)
+    feed = prompt_tokens(model, prompt) + control.start()
+    cache = make_prompt_cache(model.net)
+    sampler = RowSampler(SamplingParams(temperature=1.0, seed=seed))
+    while not control.finished:
+        logits = model.net(mx.array([feed]), cache=cache)[0, -1].astype(mx.float32)
+        feed = control.advance(sampler.draw(logits, control.mask()))
+        if not feed:
+            break
+    return list(control.tokens)
+
+
+def test_seeded_sampling_through_the_engine_sees_the_transformed_logits(smollm2_tokenizer) -> None:
+    model = Model(net=_granite(smollm2_tokenizer.vocab_size), tokenizer=smollm2_tokenizer, name="tiny-granite")
+    engine = Engine(model, max_rows=2)
+    prompts = ["Say something.", "Something else."]
+    handles = [engine.submit(p, None, max_tokens=12, temperature=1.0, seed=11 + k) for k, p in enumerate(prompts)]
+    for k, (prompt, handle) in enumerate(zip(prompts, handles)):
+        assert handle.result(timeout=120).tokens == _sampled_alone(model, prompt, 11 + k, 12)
+    engine.close()
