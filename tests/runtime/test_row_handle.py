@@ -13,8 +13,9 @@ import pytest
 import stdsl
 from stdsl.errors import Cancelled
 from stdsl.runtime.batch.engine import Engine
-from stdsl.runtime.batch.row import RowHandle
-from stdsl.runtime.decode import engine_for
+from stdsl.runtime.batch.handle import Event, RowHandle
+from stdsl.runtime.decode import Stream, engine_for
+from stdsl.runtime.generation import Generation, Stats
 
 
 def _within(seconds: float, work) -> object:
@@ -140,3 +141,14 @@ def test_interrupting_generate_batch_cancels_every_row_it_submitted(tiny_model, 
     for handle in made:
         with pytest.raises(Cancelled):
             handle.result(timeout=30)
+
+
+def test_a_stream_read_again_gathers_its_reasoning_once() -> None:
+    handle = RowHandle(lambda: None)
+    result = Generation(text="a", tokens=[], stats=Stats(), accepted=True, finish_reason="stop", reasoning="think ")
+    for event in (Event("", reasoning="think "), Event("a"), Event("", result)):
+        handle._emit(event)
+    handle._finish(result, None)
+    stream = Stream(handle)
+    assert list(stream) == ["a"] and stream.result() is result and list(stream) == ["a"]
+    assert stream.reasoning == "think " and stream.generation is result
