@@ -1,13 +1,6 @@
 """stdsl.runtime: models, the batch engine and its policies (MLX).
 
-Importing the runtime binds MKL for MLX's CPU backend first (`blas.bind_blas`), so the binding
-happens when MLX is needed, not as a side effect of `import stdsl` (compiling never loads MLX).
-mlx-lm's model code is imported without its package start-up (`deferred_package`): the runtime
-needs its models and caches, not transformers or torch.
+Importing it changes nothing in the process: MKL is bound for MLX's CPU backend by `stdsl.load` and the
+`stcon` command (`blas.bind_blas`), and mlx-lm's model code is imported without its package start-up where a
+module needs it (`mlx_lm_models`).
 """
-
-from stdsl.runtime.blas import bind_blas
-from stdsl.runtime.deferred_package import defer_package
-
-bind_blas()
-defer_package("mlx_lm")

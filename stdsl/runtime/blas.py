@@ -1,8 +1,13 @@
-"""Bind a real BLAS (MKL's libmkl_rt) for MLX's CPU backend before `mlx.core` loads.
+"""Bind a real BLAS (MKL's libmkl_rt) for MLX's CPU backend, whenever MLX was imported.
 
-MLX's Linux CPU wheel bundles the reference BLAS (~2 GFLOP/s). Loading `libmkl_rt` with
-RTLD_GLOBAL first makes MLX's `sgemm` calls resolve to MKL (~180 GFLOP/s on one thread).
+MLX's Linux CPU wheel bundles the reference BLAS (~2 GFLOP/s). Its library's BLAS and LAPACK calls
+(cblas_sgemm, sgetrf_, ...) are sent to MKL (~180 GFLOP/s on one thread) by rewriting their PLT slots
+(`plt_slots.rebind`), so the order of `import mlx.core` and `stdsl.load()` does not matter, MKL is loaded
+privately (RTLD_LOCAL, no symbol of it is seen by other libraries) and no environment variable is set:
+unless the process's environment says otherwise, MKL runs sequentially on one thread and the LP64
+interface, set through its own calls. Called by `stdsl.load()`; nothing happens at import.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -11,13 +16,18 @@ import os
 import platform
 import sys
 import sysconfig
+import threading
 import warnings
 from pathlib import Path
 
 MKL_LIBRARY_NAMES = ("libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so")
+MLX_LIBRARY_PREFIX = "libmlx."
+MKL_THREADING_SEQUENTIAL = 1
+MKL_INTERFACE_LP64 = 0
 
 _bound_path: str | None = None
-_warned = False
+_warned: set[str] = set()
+_lock = threading.Lock()
 
 
 def _candidate_dirs() -> list[Path]:
@@ -52,50 +62,66 @@ def find_mkl() -> Path | None:
     return None
 
 
-def _warn_once(message: str) -> None:
-    global _warned
-    if not _warned:
-        _warned = True
+def _warn_once(kind: str, message: str) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def bind_blas() -> str | None:
-    """Load MKL globally so MLX's CPU matmuls use it; returns the bound library path or None.
+def _open_mkl(library: Path) -> ctypes.CDLL:
+    """libmkl_rt, loaded privately; set to one sequential thread and LP64 when this call loaded it first and the
+    environment does not choose (MKL_NUM_THREADS, MKL_THREADING_LAYER, MKL_INTERFACE_LAYER)."""
+    try:
+        ctypes.CDLL(str(library), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        return ctypes.CDLL(str(library))
+    except OSError:
+        mkl = ctypes.CDLL(str(library))
+    if "MKL_INTERFACE_LAYER" not in os.environ:
+        mkl.MKL_Set_Interface_Layer(MKL_INTERFACE_LP64)
+    if "MKL_NUM_THREADS" not in os.environ:
+        if "MKL_THREADING_LAYER" not in os.environ:
+            mkl.MKL_Set_Threading_Layer(MKL_THREADING_SEQUENTIAL)
+        mkl.MKL_Set_Num_Threads(1)
+    return mkl
 
-    Idempotent. A no-op off Linux x86_64, when `STDSL_NO_BLAS=1`, or when `mlx.core` is
-    already imported (then it warns once, since binding after MLX loads has no effect).
+
+def bind_blas() -> str | None:
+    """Send MLX's CPU BLAS and LAPACK calls to MKL; returns the bound library's path or None.
+
+    Idempotent and thread-safe; imports `mlx.core`. None, with nothing done, off Linux x86_64, when
+    `STDSL_NO_BLAS=1` or when MLX's library makes no BLAS call through a PLT slot. None with one warning
+    when PyPI `mkl` is missing or MLX's library cannot be rebound (MLX then keeps its reference BLAS).
     """
     global _bound_path
-    if _bound_path is not None:
+    with _lock:
+        if _bound_path is not None:
+            return _bound_path
+        if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+            return None
+        if os.environ.get("STDSL_NO_BLAS") == "1":
+            return None
+        import mlx.core  # noqa: F401  (its library's slots are what gets rebound)
+
+        from stdsl.runtime import plt_slots
+
+        mlx_library = plt_slots.loaded_library(MLX_LIBRARY_PREFIX)
+        if mlx_library is None:
+            return None
+        library = find_mkl()
+        if library is None:
+            _warn_once("missing", "stdsl: PyPI `mkl` is not installed, so MLX's CPU backend uses its slow reference "
+                                  "BLAS; install it with: pip install mkl")
+            return None
+        try:
+            rewritten, kept = plt_slots.rebind(mlx_library, _open_mkl(library))
+        except (OSError, plt_slots.BindingError) as error:
+            _warn_once("rebind", f"stdsl: MLX keeps its slow reference BLAS: {error}; set STDSL_NO_BLAS=1 to "
+                                 "silence this")
+            return None
+        if rewritten + kept == 0:
+            return None
+        _bound_path = str(library)
         return _bound_path
-    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
-        return None
-    if os.environ.get("STDSL_NO_BLAS") == "1":
-        return None
-    if "mlx.core" in sys.modules:
-        _warn_once(
-            "stdsl: mlx.core was imported before stdsl.runtime, so MLX keeps its slow reference BLAS; "
-            "import stdsl.runtime (or call stdsl.load) first for fast CPU matmuls"
-        )
-        return None
-    library = find_mkl()
-    if library is None:
-        _warn_once(
-            "stdsl: PyPI `mkl` is not installed, so MLX's CPU backend uses its slow reference "
-            "BLAS; install it with: pip install mkl"
-        )
-        return None
-    if "MKL_NUM_THREADS" not in os.environ:
-        os.environ["MKL_NUM_THREADS"] = "1"
-        os.environ.setdefault("MKL_THREADING_LAYER", "SEQUENTIAL")
-    os.environ.setdefault("MKL_INTERFACE_LAYER", "LP64")
-    try:
-        ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL)
-    except OSError as error:
-        _warn_once(f"stdsl: could not load {library}: {error}; MLX keeps its reference BLAS")
-        return None
-    _bound_path = str(library)
-    return _bound_path
 
 
 def bound_blas() -> str | None:

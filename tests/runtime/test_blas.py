@@ -1,50 +1,59 @@
-"""The BLAS binding: MKL is found, binding is idempotent, refused after mlx.core, and makes fp32 matmuls fast."""
+"""The BLAS binding: MKL is found; binding is idempotent, sets no environment variable, and sends MLX's matmuls
+and LAPACK calls to MKL whether `mlx.core` was imported (and used) before it or not.
+
+The oracle is MKL's own log (MKL_VERBOSE=1 prints a line per call MKL serves) and the matmul speed."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
+import warnings
 
 import pytest
 
 from stdsl.runtime import blas
 
-BLAS_FILE = Path(blas.__file__).resolve()
 linux_x86 = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() != "x86_64", reason="the BLAS binding is for Linux x86_64"
 )
 
-# Loads blas.py by path (not through `import stdsl.runtime`, whose __init__ binds on its own), so each
-# subprocess decides for itself whether MLX gets MKL.
 PROBE = """
-import importlib.util, json, sys, time, warnings
-spec = importlib.util.spec_from_file_location("blas_under_test", {blas_file!r})
-blas = importlib.util.module_from_spec(spec); spec.loader.exec_module(blas)
-mode = {mode!r}
+import json, os, sys, time, warnings
+environment = dict(os.environ)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    if mode == "late":
-        import mlx.core
-    first = blas.bind_blas() if mode != "unbound" else None
-    second = blas.bind_blas() if mode != "unbound" else None
-import mlx.core as mx
-a = mx.random.normal((1024, 1024)); b = mx.random.normal((1024, 1024)); mx.eval(a @ b)
-start = time.perf_counter()
-for _ in range({reps}):
+    import mlx.core as mx
+    a = mx.random.normal((512, 512)); b = mx.random.normal((512, 512)); mx.eval(a, b)
+    if {matmul_first}:
+        mx.eval(a @ b)
+    from stdsl.runtime import blas
+    first = blas.bind_blas() if {bind} else None
+    second = blas.bind_blas() if {bind} else None
+    print("CALLS", flush=True)
     mx.eval(a @ b)
-seconds = (time.perf_counter() - start) / {reps}
-print(json.dumps({{"first": first, "second": second, "gflops": 2 * 1024**3 / seconds / 1e9,
+    inverse = mx.linalg.inv(mx.eye(4) * 2, stream=mx.cpu)
+    mx.eval(inverse)
+    start = time.perf_counter()
+    for _ in range({reps}):
+        mx.eval(a @ b)
+    seconds = (time.perf_counter() - start) / {reps}
+print(json.dumps({{"first": first, "second": second, "gflops": 2 * 512**3 / seconds / 1e9,
+                  "inverse": inverse[0, 0].item(), "environment_changed": dict(os.environ) != environment,
                   "warnings": [str(w.message) for w in caught]}}))
 """
 
 
-def probe(mode: str, reps: int = 3) -> dict:
-    """Run the matmul probe in a fresh interpreter: mode 'bound', 'unbound' or 'late' (bind after mlx)."""
-    code = PROBE.format(blas_file=str(BLAS_FILE), mode=mode, reps=reps)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def probe(*, bind: bool = True, matmul_first: bool = False, reps: int = 5) -> tuple[dict, str]:
+    """Run the matmul probe in a fresh interpreter with MKL_VERBOSE=1: (its report, MKL's log after binding)."""
+    code = PROBE.format(bind=bind, matmul_first=matmul_first, reps=reps)
+    env = {**os.environ, "MKL_VERBOSE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    before, _, after = done.stdout.partition("CALLS")
+    assert "SGEMM" not in before, "MKL served a call before it was bound"
+    return json.loads(after.strip().splitlines()[-1]), after
 
 
 @linux_x86
@@ -55,22 +64,43 @@ def test_mkl_is_found_from_the_installed_distribution():
 
 
 @linux_x86
-def test_binding_is_idempotent_and_makes_fp32_matmul_fast():
-    bound = probe("bound")
-    unbound = probe("unbound", reps=2)
-    assert bound["first"] and bound["first"] == bound["second"]
-    assert bound["warnings"] == []
-    assert bound["gflops"] > 3 * unbound["gflops"], (bound["gflops"], unbound["gflops"])
+@pytest.mark.parametrize("matmul_first", [False, True], ids=["mlx-imported-first", "mlx-used-first"])
+def test_binding_after_mlx_sends_its_blas_and_lapack_calls_to_mkl(matmul_first: bool):
+    bound, log = probe(matmul_first=matmul_first)
+    assert bound["first"] and bound["first"] == bound["second"] and bound["first"].endswith(blas.find_mkl().name)
+    assert bound["warnings"] == [] and not bound["environment_changed"]
+    assert "SGEMM(N,N,512,512,512" in log and "SGETRF" in log, log[:2000]
+    assert "lp64 sequential" in log
+    assert bound["inverse"] == pytest.approx(0.5)
 
 
 @linux_x86
-def test_binding_after_mlx_core_is_a_noop_that_warns_once():
-    late = probe("late", reps=1)
-    assert late["first"] is None and late["second"] is None
-    assert len(late["warnings"]) == 1 and "import stdsl.runtime" in late["warnings"][0]
+def test_binding_makes_fp32_matmul_fast():
+    bound, _ = probe()
+    unbound, log = probe(bind=False, reps=2)
+    assert "SGEMM" not in log
+    assert bound["gflops"] > 3 * unbound["gflops"], (bound["gflops"], unbound["gflops"])
 
 
 def test_bind_is_a_noop_off_linux_x86(monkeypatch):
     monkeypatch.setattr(blas, "_bound_path", None)
     monkeypatch.setattr(blas.sys, "platform", "darwin")
+    assert blas.bind_blas() is None
+
+
+@linux_x86
+def test_a_missing_mkl_warns_once_with_the_fix(monkeypatch):
+    monkeypatch.setattr(blas, "_bound_path", None)
+    monkeypatch.setattr(blas, "_warned", set())
+    monkeypatch.setattr(blas, "find_mkl", lambda: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert blas.bind_blas() is None and blas.bind_blas() is None
+    assert len(caught) == 1 and "pip install mkl" in str(caught[0].message)
+
+
+@linux_x86
+def test_stdsl_no_blas_turns_binding_off(monkeypatch):
+    monkeypatch.setattr(blas, "_bound_path", None)
+    monkeypatch.setenv("STDSL_NO_BLAS", "1")
     assert blas.bind_blas() is None

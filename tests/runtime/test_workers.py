@@ -56,7 +56,7 @@ def test_worker_with_compiled_mlx_exits_cleanly() -> None:
 def test_runtime_loads_model_code_without_torch() -> None:
     script = """
 import sys
-import stdsl.runtime
+import stdsl.runtime.mlx_lm_models
 from mlx_lm.models.llama import Model
 from mlx_lm.models.cache import make_prompt_cache
 assert "torch" not in sys.modules and "transformers" not in sys.modules, "model code pulled in torch"

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models import llama, qwen2, qwen3
-from mlx_lm.models.cache import KVCache
 
 from stdsl.errors import StdslError, UnsupportedModelError
 from stdsl.runtime.batch.row_slots import RowSlotsCache
+from stdsl.runtime.mlx_lm_models import KVCache, llama, make_prompt_cache, qwen2, qwen3
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
@@ -29,8 +28,6 @@ goes through `net(...)`."""
 def plain_cache_layers(net: Any, name: str = "this model") -> int:
     """The number of layers of `net`, each of which must keep a plain KV cache; a model with a sliding-window,
     rotating or recurrent cache (mlx-lm's RotatingKVCache, ArraysCache, ...) is refused with UnsupportedModelError."""
-    from mlx_lm.models.cache import make_prompt_cache
-
     layers = make_prompt_cache(net)
     others = sorted({type(layer).__name__ for layer in layers if type(layer) is not KVCache})
     if others:

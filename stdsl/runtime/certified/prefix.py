@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import make_prompt_cache
 
 from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.mlx_lm_models import make_prompt_cache
 
 
 class CertifiedPrefix:

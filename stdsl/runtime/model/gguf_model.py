@@ -13,9 +13,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-from mlx_lm.models.llama import Model as LlamaModel
-from mlx_lm.models.llama import ModelArgs
 
+from stdsl.runtime.mlx_lm_models import llama
 from stdsl.runtime.model.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
 
 GROUP_SIZE = 32
@@ -48,7 +47,7 @@ def module_path(gguf_name: str) -> tuple[str, str]:
     raise GGUFError(f"GGUF tensor {gguf_name!r} has no place in a llama model")
 
 
-def model_args(gguf: GGUFFile) -> ModelArgs:
+def model_args(gguf: GGUFFile) -> llama.ModelArgs:
     """mlx-lm `ModelArgs` from `{arch}.*` GGUF metadata."""
     meta = gguf.metadata
     arch = meta.get("general.architecture")
@@ -72,7 +71,7 @@ def model_args(gguf: GGUFFile) -> ModelArgs:
     if meta.get(f"{arch}.rope.scaling.type") == "linear":
         rope_scaling = {"type": "linear", "factor": float(meta[f"{arch}.rope.scaling.factor"])}
     vocab = meta.get(f"{arch}.vocab_size") or len(meta.get("tokenizer.ggml.tokens", ()))
-    return ModelArgs(
+    return llama.ModelArgs(
         model_type="llama",
         hidden_size=hidden,
         num_hidden_layers=int(need("block_count")),
@@ -119,12 +118,12 @@ def default_quantized() -> bool:
     return mx.default_device().type == mx.DeviceType.gpu
 
 
-def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> LlamaModel:
+def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> llama.Model:
     """Build and fill an mlx-lm llama `Model` from a GGUF file; `quantized=None` picks by backend."""
     if quantized is None:
         quantized = default_quantized()
     args = model_args(gguf)
-    net = LlamaModel(args)
+    net = llama.Model(args)
     weights: list[tuple[str, mx.array]] = []
     bits_by_module: dict[str, int] = {}
     for name, info in gguf.tensors.items():

