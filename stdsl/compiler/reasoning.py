@@ -67,7 +67,7 @@ answer is the final-channel message."""
 
 HARMONY_CALLS = replace(HARMONY, name="harmony_calls", answer_head="")
 """Harmony before a reply that writes its own channel header: a final-channel message or a commentary-channel
-tool call (`stdsl.server.tools.formats.harmony`)."""
+tool call (`stdsl.compiler.tools.formats.harmony`)."""
 
 FORMATS = {f.name: f for f in (THINK, HARMONY, HARMONY_CALLS)}
 

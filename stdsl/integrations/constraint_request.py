@@ -169,7 +169,7 @@ def _build(spec: Mapping[str, Any]) -> Any:
     if spec["kind"] == "grammar":
         grammar = Grammar(spec["grammar"], spec["syntax"], spec["start"], f"{FIELD}.grammar")
         return compile_constraint(grammar, max_seconds=COMPILE_SECONDS)
-    from stdsl.server.constraints.constraint_spec import build_constraint
+    from stdsl.compiler.constraint_spec import build_constraint
 
     return build_constraint(spec, COMPILE_SECONDS)
 

@@ -11,7 +11,7 @@ _BUILT: dict[tuple[int, str, str], tuple[Any, Any]] = {}
 def marker_texts() -> list[str]:
     """Every thinking tag and tool-call marker of the formats, in a fixed order."""
     from stdsl.compiler.reasoning import FORMATS as THINKING
-    from stdsl.server.tools.formats import FORMATS
+    from stdsl.compiler.tools.formats import FORMATS
 
     found = [m for f in THINKING.values() for m in f.markers] + [m for f in FORMATS.values() for m in f.markers]
     return list(dict.fromkeys(found))

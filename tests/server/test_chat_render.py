@@ -2,11 +2,11 @@
 prompt, tool results in the role the template knows; the round-trip prompt extends the first one."""
 from __future__ import annotations
 
+from stdsl.compiler.tools.formats import FORMATS as SYNTAXES
 from stdsl.runtime.model.chat_template import render_chat_template
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.http.protocol import ChatCompletionRequest
 from stdsl.server.requests.chat_render import CallMemory, chat_messages
-from stdsl.server.tools.formats import FORMATS as SYNTAXES
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

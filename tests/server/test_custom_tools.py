@@ -9,12 +9,12 @@ import openai
 import pytest
 
 import stdsl
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.grammar import Grammar
-from stdsl.server.constraints.constraint_spec import build_constraint
+from stdsl.compiler.tools.formats import FORMATS
+from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
 from stdsl.server.http.protocol import CustomCall, CustomToolCall
 from stdsl.server.requests.chat_render import CallMemory, call_text
-from stdsl.server.tools.formats import FORMATS
-from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
 from tests.server.server_fixtures import running_server
 from tests.server.test_reply_grammar import _random_accepted
 from tests.server.test_tool_formats import FAMILY_READERS

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from stdsl.compiler.reasoning import HARMONY, HARMONY_MARKERS
-from stdsl.server.tools.formats import FORMATS
+from stdsl.compiler.tools.formats import FORMATS
 from tests.runtime.special_tokenizers import family_model
 from tests.runtime.thinking_templates import HARMONY_TEMPLATE
 from tests.server.server_fixtures import running_server
@@ -126,8 +126,8 @@ def test_a_prompt_that_cannot_think_first_and_too_few_tokens_are_400(client) -> 
 def test_the_plan_puts_the_analysis_before_the_final_channel_or_the_call(smollm2_tokenizer) -> None:
     """The chat plan of a Harmony template wraps the request's constraint after the analysis block, the markers as
     tokens; a Harmony tool reply writes its own channel header, and thinking off leaves the tool reply alone."""
+    from stdsl.compiler.constraint_spec import build_constraint
     from stdsl.compiler.special_tokens import spelled
-    from stdsl.server.constraints.constraint_spec import build_constraint
     from stdsl.server.http.protocol import ChatCompletionRequest
     from stdsl.server.requests.chat_render import CallMemory
     from stdsl.server.requests.request_plan import chat_plan

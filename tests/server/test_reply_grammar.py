@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.constraint_spec import build_constraint, canonical_text
+from stdsl.compiler.tools.formats import FORMATS as SYNTAXES
+from stdsl.compiler.tools.formats import format_of_template as syntax_of_template
 from stdsl.errors import CompileError, SchemaError
-from stdsl.server.constraints.constraint_spec import build_constraint, canonical_text
-from stdsl.server.tools.formats import FORMATS as SYNTAXES
-from stdsl.server.tools.formats import format_of_template as syntax_of_template
 
 WEATHER = {"name": "get_weather", "parameters": {
     "type": "object",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.server.tools.formats import FORMATS as SYNTAXES
+from stdsl.compiler.tools.formats import FORMATS as SYNTAXES
 from stdsl.server.tools.reply_reader import REPETITION, STOP, ReplyReader, ends_in_loop
 
 HERMES = SYNTAXES["hermes"]

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from stdsl.server.tools.formats import FORMATS
+from stdsl.compiler.tools.formats import FORMATS
 from tests.server.server_fixtures import free_port, live_group
 
 

@@ -10,8 +10,8 @@ import re
 import openai
 import pytest
 
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.errors import CompileError
-from stdsl.server.constraints.constraint_spec import build_constraint
 from tests.server.server_fixtures import running_server
 
 INTEGER = {"type": "json_schema", "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}}

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 
 import stdsl
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.special_tokens import special_spelling, token_markers, visible_bytes
+from stdsl.compiler.tools.formats import FORMATS
 from stdsl.errors import CompileError
-from stdsl.server.constraints.constraint_spec import build_constraint
-from stdsl.server.tools.formats import FORMATS
 from tests.runtime.special_tokenizers import family_model
 from tests.runtime.thinking_templates import OPENING
 from tests.server.test_reply_grammar import _random_accepted

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mlx_lm.tool_parsers import function_gemma, gemma4, glm47, json_tools, kimi_k2, mistral, qwen3_coder
 
+from stdsl.compiler.constraint_spec import build_constraint
+from stdsl.compiler.tools.formats import FORMATS, format_of_template
 from stdsl.errors import SchemaError
-from stdsl.server.constraints.constraint_spec import build_constraint
-from stdsl.server.tools.formats import FORMATS, format_of_template
 from tests.server.test_reply_grammar import _random_accepted
 
 Call = tuple[str, Any]

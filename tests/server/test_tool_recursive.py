@@ -15,11 +15,11 @@ import numpy as np
 import openai
 import pytest
 
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.tools.formats import FORMATS
+from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
 from stdsl.errors import CompileError
-from stdsl.server.constraints.constraint_spec import build_constraint
-from stdsl.server.tools.formats import FORMATS
-from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
 from tests.server.server_fixtures import running_server
 from tests.server.test_tool_formats import FAMILY_READERS, _check_reply
 

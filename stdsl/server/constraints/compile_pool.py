@@ -55,7 +55,7 @@ def _worker_main(conn: Connection, parent: int) -> None:
     """A worker: say it is ready, then compile each `(spec, seconds)` received and send its outcome back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent)
-    from stdsl.server.constraints.constraint_spec import build_outcome
+    from stdsl.compiler.constraint_spec import build_outcome
 
     conn.send("ready")
     while True:

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from stdsl.compiler.constraint_spec import Compiled, Outcome, Spec, canonical_text
 from stdsl.errors import CompileError, CompileTimeError
 from stdsl.server.constraints.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
-from stdsl.server.constraints.constraint_spec import Compiled, Outcome, Spec, canonical_text
 
 
 @dataclass

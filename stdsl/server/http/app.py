@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
@@ -56,7 +57,6 @@ from stdsl.server.requests.chat_render import CallMemory
 from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan
 from stdsl.server.requests.rows import ChoiceResult, read_choice
 from stdsl.server.tools.custom_tools import error_field
-from stdsl.server.tools.formats import ParsedCall
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)

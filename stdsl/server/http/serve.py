@@ -14,11 +14,11 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
     `limits` sets `stdsl.server.http.limits.Limits` fields (the others keep their defaults); `tool_format` names the
     tool-call format (None: the one the chat template writes, else Hermes).  SIGTERM or SIGINT lets
     the requests in flight finish for up to `shutdown_seconds`, then cancels them and returns (see `shutdown.py`)."""
+    from stdsl.compiler.tools.formats import FORMATS
     from stdsl.runtime.model.loading import load
     from stdsl.server.http.app import create_app
     from stdsl.server.http.limits import Limits
     from stdsl.server.http.shutdown import run_until_signalled
-    from stdsl.server.tools.formats import FORMATS
 
     if not 0 < port < 65536:
         raise StdslError(f"--port must lie in 1..65535, got {port}")

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from stdsl.compiler.tools.formats import ToolFormat
 from stdsl.server.http.protocol import (
     AssistantMessage,
     Content,
@@ -27,7 +28,6 @@ from stdsl.server.http.protocol import (
     ToolMessage,
 )
 from stdsl.server.tools.custom_tools import template_tool
-from stdsl.server.tools.formats import ToolFormat
 
 HERMES_SYSTEM = (
     "You may call one or more functions to assist with the user query.\n\n"

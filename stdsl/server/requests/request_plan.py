@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.compiler.special_tokens import token_markers
+from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
+from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
 from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import (
@@ -33,8 +35,6 @@ from stdsl.server.requests.chat_prompt import chat_prompt_ids
 from stdsl.server.requests.chat_render import CallMemory, chat_messages
 from stdsl.server.requests.reasoning_plan import template_kwargs, thinking_spec
 from stdsl.server.tools.custom_tools import custom_entry
-from stdsl.server.tools.formats import FORMATS, ToolFormat, format_of_template
-from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
 
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 1024

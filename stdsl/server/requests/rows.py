@@ -10,10 +10,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import Cancelled
 from stdsl.runtime.batch.handle import Event, RowHandle
 from stdsl.runtime.generation import Generation
-from stdsl.server.tools.formats import ParsedCall
 from stdsl.server.tools.reply_reader import ReplyReader
 
 

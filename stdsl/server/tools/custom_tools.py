@@ -13,8 +13,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from stdsl.compiler.tools.formats import ToolFormat
     from stdsl.server.http.protocol import CustomTool
-    from stdsl.server.tools.formats import ToolFormat
 
 FIELD = re.compile(r"^(tools\[\d+\]\.custom\.format(?:\.grammar)?\.definition)")
 
@@ -41,7 +41,7 @@ def custom_entry(index: int, tool: CustomTool) -> dict[str, Any]:
 def template_tool(tool: CustomTool, tool_format: ToolFormat) -> dict[str, Any]:
     """A custom tool as chat templates know tools (a function): its input described by its format, as the
     parameter `input` where the format writes parameters apart, else as the one string of the arguments."""
-    from stdsl.server.tools.formats.base import CUSTOM_PARAMETER, CUSTOM_PARAMETERS, JsonArgumentsFormat
+    from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETER, CUSTOM_PARAMETERS, JsonArgumentsFormat
 
     fmt = tool.custom.format
     grammar = fmt.grammar if fmt is not None else None

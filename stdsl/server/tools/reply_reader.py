@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.server.tools.formats import ParsedCall, ToolFormat
+from stdsl.compiler.tools.formats import ParsedCall, ToolFormat
 
 MIN_BLOCK, MAX_BLOCK = 16, 512
 REPEATS = 3

@@ -11,12 +11,12 @@ import jsonschema
 import numpy as np
 import pytest
 
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.tools.formats import FORMATS
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
-from stdsl.server.constraints.constraint_spec import build_constraint
-from stdsl.server.tools.formats import FORMATS
 from tests.control.budget.test_pushdown_budget import oracle_need, random_walk_configs
 from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
 

@@ -96,7 +96,7 @@ def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
 
         return without_literals_in(node, literals)
     from stdsl.compiler.not_containing import not_containing
-    from stdsl.server.tools.formats.raw_values import intersection
+    from stdsl.compiler.tools.formats.raw_values import intersection
 
     return intersection(node, not_containing(list(literals)))
 

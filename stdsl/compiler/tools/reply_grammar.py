@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stdsl.compiler import ir
+from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.errors import CompileError
-from stdsl.server.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 
 CHOICES = ("none", "auto", "required")
 

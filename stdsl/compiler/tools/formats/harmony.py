@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from stdsl.compiler import ir
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.reasoning import HARMONY
-from stdsl.server.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
+from stdsl.compiler.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools, read_json
 
 _ANALYSIS = re.compile(re.escape(HARMONY.open) + ".*?" + re.escape(HARMONY.close_text), re.DOTALL)
 _HEAD = re.compile(r"<\|channel\|>commentary to=functions\.([A-Za-z0-9_-]{1,64}) <\|constrain\|>json<\|message\|>")

@@ -15,8 +15,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.errors import SchemaError
-from stdsl.server.tools.formats.base import (
+from stdsl.compiler.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
     InputParameterCustomCalls,
@@ -28,7 +27,8 @@ from stdsl.server.tools.formats.base import (
     parameters_path,
     properties_of,
 )
-from stdsl.server.tools.formats.raw_values import check_key, intersection, raw_string_ir
+from stdsl.compiler.tools.formats.raw_values import check_key, intersection, raw_string_ir
+from stdsl.errors import SchemaError
 
 SCALAR_TYPES = ("integer", "number", "boolean", "null")
 

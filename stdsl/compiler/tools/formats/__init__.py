@@ -8,10 +8,10 @@ the model's chat template by its distinctive strings; a template nothing recogni
 
 from __future__ import annotations
 
-from stdsl.server.tools.formats.base import ArgumentsIR, ParsedCall, ToolFormat, Tools, ToolSpec
-from stdsl.server.tools.formats.gemma import FunctionGemmaFormat, Gemma4Format
-from stdsl.server.tools.formats.harmony import HarmonyFormat
-from stdsl.server.tools.formats.json_calls import (
+from stdsl.compiler.tools.formats.base import ArgumentsIR, ParsedCall, ToolFormat, Tools, ToolSpec
+from stdsl.compiler.tools.formats.gemma import FunctionGemmaFormat, Gemma4Format
+from stdsl.compiler.tools.formats.harmony import HarmonyFormat
+from stdsl.compiler.tools.formats.json_calls import (
     DeepSeekV3Format,
     HermesFormat,
     KimiK2Format,
@@ -20,7 +20,7 @@ from stdsl.server.tools.formats.json_calls import (
     MistralV11Format,
     PlainJsonFormat,
 )
-from stdsl.server.tools.formats.xml_calls import Glm47Format, GlmFormat, QwenXmlFormat
+from stdsl.compiler.tools.formats.xml_calls import Glm47Format, GlmFormat, QwenXmlFormat
 
 DEFAULT_FORMAT = "hermes"
 

@@ -29,10 +29,10 @@ from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
+from stdsl.compiler.tools.formats import ToolSpec, format_named
+from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from stdsl.compiler.tools.reply_grammar import reply_ir
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
-from stdsl.server.tools.formats import ToolSpec, format_named
-from stdsl.server.tools.formats.structural_tag import structural_tag_ir
-from stdsl.server.tools.reply_grammar import reply_ir
 
 Spec = Mapping[str, Any]
 Compiled = Constraint | PushdownConstraint | ReasoningConstraint
@@ -114,8 +114,8 @@ def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:
     """A tool of a tools spec: a function's parameter schema, or a custom tool's input language compiled."""
     if "custom" not in entry:
         return ToolSpec(entry["name"], entry["parameters"])
-    from stdsl.server.constraints.custom_input import input_language
-    from stdsl.server.tools.formats.base import CUSTOM_PARAMETERS
+    from stdsl.compiler.tools.custom_input import input_language
+    from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
 
     return ToolSpec(entry["name"], CUSTOM_PARAMETERS, input_language(entry["custom"], deadline.left()))
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from stdsl.compiler import ir
-from stdsl.server.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools
+from stdsl.compiler.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools
 
 
 class _NamedJsonFormat(JsonArgumentsFormat):

@@ -13,8 +13,7 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.not_containing import not_containing
-from stdsl.errors import SchemaError
-from stdsl.server.tools.formats.base import (
+from stdsl.compiler.tools.formats.base import (
     CUSTOM_PARAMETER,
     ArgumentsIR,
     InputParameterCustomCalls,
@@ -27,7 +26,7 @@ from stdsl.server.tools.formats.base import (
     properties_of,
     without_literals,
 )
-from stdsl.server.tools.formats.raw_values import (
+from stdsl.compiler.tools.formats.raw_values import (
     check_key,
     intersection,
     is_string_schema,
@@ -35,6 +34,7 @@ from stdsl.server.tools.formats.raw_values import (
     raw_string_ir,
     unstripped,
 )
+from stdsl.errors import SchemaError
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 QWEN_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
