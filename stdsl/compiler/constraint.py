@@ -18,7 +18,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton, cyclic_gc_paused
+from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.json_schema.pydantic import pydantic_schema
@@ -142,7 +142,7 @@ def compile(
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
     if callable(program_constraint):
-        with compile_deadline(max_seconds), cyclic_gc_paused():
+        with compile_deadline(max_seconds), frames_cleared_on_refusal():
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
     return _compile_cached(spec, whitespace, max_states, max_seconds, False)
@@ -182,7 +182,7 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
     if key is not None and key in _COMPILED:
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
-    with compile_deadline(max_seconds), cyclic_gc_paused():
+    with compile_deadline(max_seconds), frames_cleared_on_refusal():
         result = _compile(spec, whitespace, max_states, bounded)
     if key is not None:
         _COMPILED[key] = result

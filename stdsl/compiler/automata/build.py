@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,25 +17,17 @@ from stdsl.errors import StateBudgetError, StdslError
 
 
 @contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block (if it was on), then turn it back on.
+def frames_cleared_on_refusal() -> Iterator[None]:
+    """Run the block; a refusal (StdslError) leaving it drops the locals of the frames it unwound.
 
-    A build allocates millions of small lists, sets and tuples, none of them in reference cycles;
-    the collector's full passes over them took a fifth of the build time and stalled it for
-    100 ms and more between two deadline checks (`stdsl.compile` pauses it for the whole compile).
-    A refusal drops the locals of the frames it unwound (the half-built NFA), so the first
-    collection afterwards does not walk them all.
+    Those frames hold the half-built NFA or DFA, millions of small objects: a caller that keeps the
+    error (a test runner, a log) would keep them all alive, and the collector would walk them.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
         yield
     except StdslError as error:
         traceback.clear_frames(error.__traceback__)
         raise
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
@@ -46,12 +37,12 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
     A finite set of literal strings (an enum) skips the NFA: its trie, merged bottom-up, is the minimal DFA.
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
     """
-    with cyclic_gc_paused():
+    with frames_cleared_on_refusal():
         return _build(node, max_states)
 
 
 def _build(node: ir.Node, max_states: int) -> Automaton:
-    """`build_automaton` with the collector paused: the direct string DFA, else NFA → DFA → `shrink`."""
+    """`build_automaton` past its refusal handling: the direct string DFA, else NFA → DFA → `shrink`."""
     strings = literal_strings(node)
     if strings is not None:
         table, accepting, byte_class = strings_dfa(strings)
