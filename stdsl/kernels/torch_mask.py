@@ -14,20 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from stdsl.control.budget.automaton_budget import UNREACHABLE, BudgetTable
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import stacked_classes
+from stdsl.kernels.rows import RowCache
 from stdsl.kernels.token_table import DEAD, class_arrays, scaled_table
 from stdsl.kernels.vocabulary import Vocabulary
 from stdsl.kernels.walk_layout import walk_layout
 
 PATHS = ("walk", "rows")
-NO_BUDGET = UNREACHABLE
+
+
+class CostTable(Protocol):
+    """What the budget mask reads of a budget table (the controller's `BudgetTable`): Theorem 21's cost after a
+    token ending in state q', 1 + |φ(q')| + need(end(q')), for any states (clipped where no ending exists)."""
+
+    num_states: int
+
+    def through(self, states: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,8 @@ class WalkRow:
 
     `accepting` is the controller's acceptance (no held-back bytes and an accepting state);
     `cover` the boundary cover's token mask (bool (V,), None: any token) and `cover_eos` whether
-    it lets the output end; `remaining` and `budget` the budget mask (None: no budget).
+    it lets the output end; `remaining` and `budget` the budget mask (None: no budget); `rows` the
+    controller's rows on demand for the host path (None: rows walked for this call only).
     """
 
     automaton: Any
@@ -45,7 +54,8 @@ class WalkRow:
     cover: np.ndarray | None = None
     cover_eos: bool = True
     remaining: int | None = None
-    budget: BudgetTable | None = None
+    budget: CostTable | None = None
+    rows: RowCache | None = None
 
 
 Row = WalkRow | np.ndarray | int
@@ -148,10 +158,9 @@ def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: Tor
 
 
 def _host_next_states(row: WalkRow, vocab: Vocabulary) -> np.ndarray:
-    """Row T[state, ·] from rows on demand (the cached row of the automaton's shared tables)."""
-    from stdsl.control.constraint_state import shared_tables
-
-    return shared_tables(row.automaton, vocab).rows.next_states(row.state)
+    """Row T[state, ·] from rows on demand: the controller's cached rows when the row carries them."""
+    rows = row.rows if row.rows is not None else RowCache(row.automaton, vocab)
+    return rows.next_states(row.state)
 
 
 def _walk_rows_mask(rows: Sequence[WalkRow], vocab: Vocabulary, device: torch.device, path: str) -> torch.Tensor:
@@ -200,14 +209,36 @@ def _budget_mask(rows: Sequence[WalkRow], next_states: torch.Tensor, device: tor
     return out
 
 
-def _through(budget: BudgetTable, device: torch.device) -> torch.Tensor:
-    """Per next state q': 1 + |φ(q')| + need(end(q')), clipped at UNREACHABLE; on `device`, cached on the table."""
+def _through(budget: CostTable, device: torch.device) -> torch.Tensor:
+    """Per next state q': 1 + |φ(q')| + need(end(q')) (`budget.through` of every state); on `device`, cached on the
+    table."""
     cached: dict[str, torch.Tensor] = budget.__dict__.setdefault("_torch_through", {})
     hit = cached.get(str(device))
     if hit is None:
-        through = np.minimum(1 + budget.chain_tokens + budget.need[budget.chain_end], UNREACHABLE)
+        through = budget.through(np.arange(budget.num_states))
         hit = cached[str(device)] = torch.as_tensor(through, device=device)
     return hit
+
+
+class _TokenPathCosts:
+    """need by breadth-first search over a whole token table (every token one step, no forced chains): the
+    self-check's own budget, independent of the controller's."""
+
+    def __init__(self, table: np.ndarray, accepting: np.ndarray) -> None:
+        self.num_states = int(table.shape[0])
+        self.unreachable = np.iinfo(np.int64).max // 4
+        need = np.where(accepting, 0, self.unreachable).astype(np.int64)
+        frontier = np.flatnonzero(accepting)
+        steps = 0
+        while frontier.size:
+            steps += 1
+            reaches = np.isin(table, frontier).any(axis=1) & (need == self.unreachable)
+            need[reaches] = steps
+            frontier = np.flatnonzero(reaches)
+        self.need = need
+
+    def through(self, states: np.ndarray) -> np.ndarray:
+        return np.minimum(1 + self.need[states], self.unreachable)
 
 
 def batch_mask(rows: Sequence[Row], vocab: Vocabulary, device: torch.device | str, *,
@@ -255,7 +286,6 @@ def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
     one and one past int16 ids) stacked in one batch, budget and cover rows included.  Raises
     StdslError on the first mismatch.
     """
-    from stdsl.control.budget.automaton_budget import build_budget_table
     from stdsl.kernels.token_table import token_table_rows
 
     device = torch.device(device)
@@ -277,7 +307,7 @@ def check_torch_mask(device: torch.device | str = "cpu", seed: int = 0) -> int:
         budget = None
         if num_states == 37:
             full = token_table_rows(transitions, range(num_states), vocab, automaton.accepting)
-            budget = build_budget_table(full, automaton.accepting, lambda q: (0, q))
+            budget = _TokenPathCosts(full, automaton.accepting)
         for i, state in enumerate(states):
             cover = rng.random(vocab.size) < 0.5 if i == 1 else None
             remaining = 3 if budget is not None and i == 2 else None
