@@ -174,6 +174,13 @@ def _parse_sets(items: Sequence[str], text_params: Sequence[str] = ()) -> dict[s
     return out
 
 
+def _parallel_fields(value: str) -> bool | str:
+    """`--parallel-fields auto` (the flag alone means True)."""
+    if value != "auto":
+        raise argparse.ArgumentTypeError(f"expected 'auto' or nothing, got {value!r}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import stdsl
     from stdsl.programs import Program
@@ -294,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", metavar="DATA.jsonl", help="run once per line (a JSON object of arguments)")
     p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
                    "a rerun skips the lines already there")
-    p.add_argument("--parallel-fields", action="store_true", help="certified parallel drafts of independent fields")
+    p.add_argument("--parallel-fields", nargs="?", const=True, default=False, type=_parallel_fields,
+                   metavar="auto", help="certified parallel drafts of independent fields; 'auto': only where this "
+                   "machine's measured pass cost says they are faster")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("serve", help="serve a model through an OpenAI-compatible HTTP API (docs/serving.md)")
@@ -308,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
                    help="on SIGTERM or SIGINT, seconds the requests in flight may take to finish before they are "
                         "cancelled (a second signal exits at once; default 10)")
-    from stdsl.server.tools.formats import FORMATS
+    from stdsl.compiler.tools.formats import FORMATS
 
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "

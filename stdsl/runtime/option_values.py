@@ -29,7 +29,7 @@ def integer(argument: str, value: Any, *, minimum: int, maximum: int | None = No
 
 
 def real(argument: str, value: Any, allowed: str) -> float:
-    """`value` as a float (ints and numpy numbers accepted; bools and strings refused); `allowed` describes the range."""
+    """`value` as a float (ints and numpy numbers accepted; bools and strings refused); `allowed` says the range."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise refuse(argument, value, allowed)
     return float(value)
@@ -39,4 +39,13 @@ def boolean(argument: str, value: Any) -> bool:
     """`value` as a bool; only True and False (numpy's included) are accepted, not 0/1 or strings."""
     if not isinstance(value, (bool, np.bool_)):
         raise refuse(argument, value, "True or False")
+    return bool(value)
+
+
+def boolean_or(argument: str, value: Any, words: tuple[str, ...]) -> bool | str:
+    """`value` as a bool (as `boolean`), or one of the str `words` as given."""
+    if isinstance(value, str) and value in words:
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise refuse(argument, value, "True, False or " + " or ".join(repr(w) for w in words))
     return bool(value)

@@ -16,9 +16,9 @@ from typing import Any
 
 from stdsl.errors import OptionError
 from stdsl.runtime.batch.sampling import SamplingParams
-from stdsl.runtime.option_values import boolean, integer, refuse
+from stdsl.runtime.option_values import boolean, boolean_or, integer, refuse
 
-FLAGS = ("chat", "healing", "parallel_fields", "reference")
+FLAGS = ("chat", "healing", "reference")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None} messages, or a list of token ids"
 
@@ -29,6 +29,8 @@ class DecodeOptions:
 
     `max_tokens` counts every emitted token (None: no limit); `stop` ends a free-text row before any of its
     strings (refused with a constraint); `reference=True` feeds one token per pass (the oracle decoder).
+    `parallel_fields=True` drafts independent fields at once and certifies them (greedy outputs unchanged);
+    `"auto"` does so only where this machine's measured pass cost forecasts fewer passes' worth of time.
     `reasoning` turns a reasoning model's thinking block on or off (None: as the chat template and prompt have it), and
     `reasoning_budget` closes the block after that many thinking tokens (`max_tokens` counts both parts).
     """
@@ -40,7 +42,7 @@ class DecodeOptions:
     seed: int | None = None
     chat: bool = True
     healing: bool = True
-    parallel_fields: bool = False
+    parallel_fields: bool | str = False
     stop: tuple[str, ...] = ()
     reference: bool = False
     reasoning: bool | None = None
@@ -58,6 +60,7 @@ class DecodeOptions:
             object.__setattr__(self, name, getattr(sampling, name))
         for name in FLAGS:
             object.__setattr__(self, name, boolean(name, getattr(self, name)))
+        object.__setattr__(self, "parallel_fields", boolean_or("parallel_fields", self.parallel_fields, ("auto",)))
         object.__setattr__(self, "stop", stop_strings(self.stop))
 
     @classmethod

@@ -15,6 +15,11 @@ A pushdown constraint's blocks lie between its cut configurations (`cut_configur
 configuration ids (state and stack), so a later block is drafted from its exact configuration and the
 replay steps the same machine. Sampling at temperature > 0 is not certified (the test is for the argmax):
 such requests and languages with fewer than two blocks decode sequentially, as `generate` does.
+
+With `parallel_fields="auto"` each round is forecast first (`forecast.py`): where its wave and certification
+pass are not predicted cheaper, on this machine's measured pass cost (`pass_cost.py`), than decoding the same
+progress one token per pass, the rest of the output decodes sequentially (from the start when it is the first
+round, as an ordinary engine row).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import atexit
 import codecs
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,26 +47,26 @@ from stdsl.runtime.batch.requests import (
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, block_plan
 from stdsl.runtime.certified.cut_configurations import ConfigurationSteps, pushdown_block_plan
+from stdsl.runtime.certified.document import Draft, Replay, assemble, replay_document
+from stdsl.runtime.certified.forecast import (
+    Acceptance,
+    KeptDraft,
+    acceptance_for,
+    later_agreement,
+    remaining_forecast,
+    worth_drafting,
+)
 from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.workers import Worker, begin_exit
+from stdsl.runtime.pass_cost import PassCost, pass_cost
+from stdsl.runtime.workers import Worker
 
 FIRST_WAVE_SAMPLES = 24
 WAVE_ROWS = 4
 CONTINUATION_SAMPLES = 96
 MAX_ROUNDS = 24
-LOOKAHEAD_BYTES = 64
-
-
-@dataclass
-class Draft:
-    """A block's draft: bytes from the block's entry (cut at its exit when reached) and its tokens by offset."""
-
-    data: bytes
-    tokens: dict[int, int]
-    complete: bool
 
 
 @dataclass
@@ -76,20 +81,12 @@ class _Job:
     frontier: bool = False
 
 
-@dataclass
-class _Replay:
-    """The assembled draft replayed from the certified configuration: tokens to feed and the sampled steps."""
-
-    feed: list[int] = field(default_factory=list)
-    steps: list[tuple[int, np.ndarray, int, int | None]] = field(default_factory=list)
-    finished: bool = False
-
-
 class CertifiedDecoder:
     """One request decoded by certified block-parallel rounds on an engine (on its own driver thread)."""
 
     def __init__(self, engine: Engine, prompt_ids: list[int], compiled: Any, blocks: list[Block],
-                 options: DecodeOptions, handle: RowHandle) -> None:
+                 options: DecodeOptions, handle: RowHandle, cost: PassCost | None = None) -> None:
+        """`cost`: forecast every round on this pass cost and draft only where it pays (`parallel_fields="auto"`)."""
         self.engine = engine
         self.prompt_ids = prompt_ids
         self.blocks = blocks
@@ -112,6 +109,8 @@ class CertifiedDecoder:
         self.began = time.perf_counter()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._shown = 0
+        self.cost = cost
+        self.acceptance: Acceptance = acceptance_for(engine.model)
 
     # ------------------------------------------------------------------ driver
 
@@ -127,21 +126,26 @@ class CertifiedDecoder:
             while not self.control.finished:
                 if self.cancelled:
                     raise Cancelled("the request was cancelled before it finished")
-                if self.rounds >= MAX_ROUNDS:
+                if self.rounds >= MAX_ROUNDS or not self._round():
                     self._finish_sequentially()
                     return
-                self._round()
                 self._publish()
             self._complete()
         except BaseException as error:  # handed to the caller through the handle
             self.handle._finish(None, error if isinstance(error, StdslError) else _internal(error))
 
-    def _round(self) -> None:
-        self.rounds += 1
+    def _round(self) -> bool:
+        """Draft, certify and commit one round; False (nothing done) where the forecast says it does not pay."""
+        if not self.worth_drafting():
+            return False
         frontier, upcoming = self._frontier()
-        self._wave(frontier, upcoming)
-        document, starts, candidates, ended = self._assemble(frontier, upcoming)
-        replay = self._replay(document, starts, candidates, ended)
+        jobs = self._jobs(frontier, upcoming)
+        self.rounds += 1
+        self._draft(jobs)
+        document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
+                            self.drafts, frontier, upcoming)
+        replay = replay_document(self.control, self.pending, document, self.engine.model.tokenizer)
+        starts = document.starts
         feed = replay.feed
         before = self.prefix.last
         logits = self.engine.call(lambda: self.prefix.feed(feed)) if feed else None
@@ -157,6 +161,7 @@ class CertifiedDecoder:
             if best != token:
                 rejected, choice = k, best
                 break
+        self._observe(replay, scores, jobs[0].block if jobs else frontier)
         self.stats.sampled_tokens += min(rejected + 1, len(replay.steps))
         self._plan_continuations(replay, rejected, scores, starts)
         if rejected < len(replay.steps):
@@ -175,13 +180,22 @@ class CertifiedDecoder:
             if self.control.finished:
                 last = replay.steps[-1][2] if replay.steps else -1
                 self.finish_reason = "eos" if last >= 0 and self.vocab.eos[last] else self._end_reason()
-                return
+                return True
             choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
             self.stats.sampled_tokens += 1
             if feed:
                 self.engine.call(self.prefix.share)
         self.pending = []
         self._take(choice)
+        return True
+
+    def _observe(self, replay: Replay, scores: Any, lead: int | None) -> None:
+        """Tell the acceptance estimate how many of the later blocks' drafted tokens the certification agreed with."""
+        steps = replay.steps
+        agreed, drafted = later_agreement([step[3] for step in steps], lead,
+                                          lambda k: masked_argmax(scores(steps[k][0]), steps[k][1]) == steps[k][2])
+        if drafted:
+            self.acceptance.observe(agreed, drafted)
 
     def _take(self, token: int) -> None:
         """Commit the certified argmax `token` at the current configuration."""
@@ -227,8 +241,8 @@ class CertifiedDecoder:
 
     # ------------------------------------------------------------------ wave
 
-    def _wave(self, frontier: int | None, upcoming: int) -> None:
-        """Draft, as engine rows of one wave: the frontier block, later blocks without drafts, and continuations.
+    def _jobs(self, frontier: int | None, upcoming: int) -> list[_Job]:
+        """The rows of the next wave: the frontier block, later blocks without drafts, and continuations.
 
         The wave lasts as long as its lead row (the frontier block, else the next block): the other
         rows stop when it ends, keep what they drafted, and resume from there in the next wave.
@@ -253,15 +267,35 @@ class CertifiedDecoder:
                     block.literal.decode("utf-8", errors="replace"))
                 request = RowRequest(context, control, forced, options, None, remember=False)
                 jobs.append(_Job(index, request, BlockWatch(self.automaton, block), 0, context))
+        left = self.control.remaining
+        for k, job in enumerate(jobs):
+            cap = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
+            job.request.max_samples = cap if left is None else max(1, min(cap, left))
+        return jobs
+
+    def worth_drafting(self) -> bool:
+        """Whether certified rounds of the fields left are forecast cheaper than sequential decoding on `cost`
+        (True without a cost to forecast on; `forecast.py`)."""
+        if self.cost is None:
+            return True
+        if self.control.finished:
+            return False
+        frontier, upcoming = self._frontier()
+        decided = bytes(self.control.decided)
+        lead_done = len(decided) - self._visits(decided)[self.blocks[frontier].entry] if frontier is not None else 0
+        kept = {index: KeptDraft(len(draft.tokens), len(draft.data)) for index, draft in self.drafts.items()}
+        first = frontier if frontier is not None else upcoming
+        forecast = remaining_forecast(self.automaton, self.blocks, first, lead_done, kept, self.wave_rows)
+        return worth_drafting(forecast, self.cost, self.acceptance.rate)
+
+    def _draft(self, jobs: list[_Job]) -> None:
+        """Run `jobs` as engine rows of one wave (the first is the lead) and keep what each drafted."""
         self.frontier_draft = None
         if not jobs:
             return
         lead: list[RowHandle] = []
-        left = self.control.remaining
         for k, job in enumerate(jobs):
             job.request.until = _until(job.watch, None if k == 0 else lead)
-            cap = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
-            job.request.max_samples = cap if left is None else max(1, min(cap, left))
         handles = [self.engine.submit_request(jobs[0].request)]
         lead.append(handles[0])
         handles += [self.engine.submit_request(job.request) for job in jobs[1:]]
@@ -292,7 +326,7 @@ class CertifiedDecoder:
             request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None, remember=False)
             self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
 
-    def _plan_continuations(self, replay: _Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
+    def _plan_continuations(self, replay: Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
         """Continue each later block whose draft fails after the first rejection from its first failure, next wave."""
         failed_block = replay.steps[rejected][3] if rejected < len(replay.steps) else None
         seen: set[int] = set()
@@ -316,86 +350,6 @@ class CertifiedDecoder:
                         self.continuations[block] = _Job(block, request, watch, origin, self.prompt_ids)
                         self.drafts.pop(block, None)
             control.advance(token)
-
-    # ------------------------------------------------------------------ replay
-
-    def _assemble(self, frontier: int | None, upcoming: int) -> tuple[bytes, dict[int, int], dict[int, int], bool]:
-        """The draft document (absolute output bytes), each block's start offset, candidate tokens by offset, and
-        whether the document reaches the end of the output (`_frontier()` of this round's certified output)."""
-        candidates: dict[int, int] = {}
-        starts: dict[int, int] = {}
-        if frontier is not None and self.frontier_draft is not None:
-            document = self.frontier_draft.data
-            candidates.update(self.frontier_draft.tokens)
-            starts[frontier] = 0
-            complete = self.frontier_draft.complete
-            need_literal = True
-        else:
-            decided = bytes(self.control.decided)
-            state = self.automaton.step(0, decided)
-            document = decided + self.automaton.forced_chain(state)
-            chain_end = self.automaton.chain_end(state)
-            complete = upcoming < len(self.blocks) and chain_end == self.blocks[upcoming].entry
-            need_literal = False
-            if upcoming == len(self.blocks):
-                return document, starts, candidates, self._ends_here(chain_end)
-        index = upcoming
-        while complete and index < len(self.blocks):
-            if need_literal:
-                document += self.blocks[index].literal
-            need_literal = True
-            draft = self.drafts.get(index)
-            if draft is None:
-                return document, starts, candidates, False
-            starts[index] = len(document)
-            candidates.update({len(document) + o: t for o, t in draft.tokens.items()})
-            document += draft.data
-            complete = draft.complete
-            index += 1
-        if not complete:
-            return document, starts, candidates, False
-        last = self.blocks[-1]
-        if last.exit == END:
-            return document, starts, candidates, True
-        document += self.automaton.forced_chain(last.exit)
-        return document, starts, candidates, self._ends_here(self.automaton.chain_end(last.exit))
-
-    def _ends_here(self, state: int) -> bool:
-        return bool(self.automaton.accepting[state]) and int(self.automaton.live_count[state]) == 0
-
-    def _replay(self, document: bytes, starts: dict[int, int], candidates: dict[int, int], ended: bool) -> _Replay:
-        """Drive a fork of the certified state through the document, taking the draft's token at each sampled step."""
-        replay = fork(self.control)
-        out = _Replay(feed=list(self.pending))
-        block_at = sorted(((o, b) for b, o in starts.items()), reverse=True)
-        tokenizer = self.engine.model.tokenizer
-        while not replay.finished:
-            allowed = replay.mask()
-            offset = len(replay.committed)
-            token = candidates.get(offset)
-            if token is not None and not self._fits(token, document, offset, allowed):
-                token = None
-            if token is None and offset < len(document):
-                piece = document[offset : offset + LOOKAHEAD_BYTES].decode("utf-8", errors="ignore")
-                guess = tokenizer.encode(piece)[:1] if piece else []
-                token = guess[0] if guess and self._fits(guess[0], document, offset, allowed) else None
-            if token is None and offset >= len(document) and ended:
-                eos = [t for t in self.vocab.eos_ids if allowed[t]]
-                token = eos[0] if eos else None
-            if token is None:
-                break
-            block = next((b for o, b in block_at if o <= offset), None)
-            out.steps.append((len(out.feed) - 1, allowed, token, block))
-            feed = replay.advance(token)
-            if not feed:
-                out.finished = True
-                break
-            out.feed += feed
-        return out
-
-    def _fits(self, token: int, document: bytes, offset: int, allowed: np.ndarray) -> bool:
-        spelled = self.vocab.token_bytes[token]
-        return bool(allowed[token]) and spelled is not None and document[offset : offset + len(spelled)] == spelled
 
     # ------------------------------------------------------------------ results
 
@@ -447,7 +401,6 @@ EXIT_JOIN_SECONDS = 30.0
 @atexit.register
 def _stop_drivers() -> None:
     """Cancel and wait for the driver threads still running at exit (before the engines close), so none outlives MLX."""
-    begin_exit()
     with _DRIVERS_LOCK:
         drivers = list(_DRIVERS)
     for _, decoder in drivers:
@@ -474,7 +427,8 @@ def _internal(error: BaseException) -> GenerationError:
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
     """Decode with certified parallel fields where exact (greedy, a DFA or pushdown with two or more blocks and no
-    special tokens), else as usual."""
+    special tokens), else as usual; with `parallel_fields="auto"`, only where the first round is forecast to pay
+    on the model's pass cost (measured at first use), and each later round likewise."""
     compiled = compiled_constraint(constraint, engine.model.tokenizer)
     machine = machine_of(compiled)
     specials = bool(getattr(compiled, "special_tokens", ()))
@@ -489,8 +443,11 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     holder: list[CertifiedDecoder] = []
     handle = RowHandle(lambda: setattr(holder[0], "cancelled", True))
+    cost = pass_cost(engine.model, engine.call) if options.parallel_fields == "auto" else None
     decoder = CertifiedDecoder(engine, prompt_tokens(engine.model, prompt, options.chat), compiled, blocks,
-                               options, handle)
+                               options, handle, cost)
+    if not decoder.worth_drafting():
+        return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     holder.append(decoder)
     driver = Worker(decoder.run, "stdsl-certified")
     with _DRIVERS_LOCK:
