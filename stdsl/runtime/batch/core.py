@@ -31,12 +31,13 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from stdsl.runtime.batch.forward import forward_rows, plain_cache_layers
+from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.row_slots import RowSlotsCache
 from stdsl.runtime.batch.sampling import sample_rows
+from stdsl.runtime.mlx_lm_models import plain_cache_layers
 from stdsl.runtime.option_values import integer
 
 TOKEN_COST = 0.1

@@ -15,26 +15,14 @@ from typing import Any
 
 import mlx.core as mx
 
-from stdsl.errors import StdslError, UnsupportedModelError
+from stdsl.errors import StdslError
 from stdsl.runtime.batch.row_slots import RowSlotsCache
-from stdsl.runtime.mlx_lm_models import KVCache, llama, make_prompt_cache, qwen2, qwen3
+from stdsl.runtime.mlx_lm_models import llama, plain_cache_layers, qwen2, qwen3
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
 by tests/runtime/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
 goes through `net(...)`."""
-
-
-def plain_cache_layers(net: Any, name: str = "this model") -> int:
-    """The number of layers of `net`, each of which must keep a plain KV cache; a model with a sliding-window,
-    rotating or recurrent cache (mlx-lm's RotatingKVCache, ArraysCache, ...) is refused with UnsupportedModelError."""
-    layers = make_prompt_cache(net)
-    others = sorted({type(layer).__name__ for layer in layers if type(layer) is not KVCache})
-    if others:
-        raise UnsupportedModelError(
-            f"{name} keeps {', '.join(others)} in some layers; stdsl's batch engine slots a plain KV cache (KVCache) "
-            "per row and supports no sliding-window, rotating or recurrent layers")
-    return len(layers)
 
 
 def make_row_caches(net: Any, rows: int = 0) -> list[RowSlotsCache]:

@@ -17,7 +17,7 @@ import mlx.nn as nn
 
 from stdsl.errors import StdslError
 from stdsl.runtime.blas import bind_blas
-from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.mlx_lm_models import make_prompt_cache, plain_cache_layers
 from stdsl.runtime.model.tokenizer import Tokenizer
 
 EMBEDDED_NAME = "smollm2"
@@ -163,8 +163,6 @@ def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> M
     `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend. A model whose
     layers keep other than plain KV caches (sliding-window, recurrent) is refused with UnsupportedModelError.
     """
-    from stdsl.runtime.batch.forward import plain_cache_layers
-
     if name_or_path is None or name_or_path == EMBEDDED_NAME:
         model = load_gguf(embedded_gguf_path(), quantized=quantized, name=EMBEDDED_NAME)
     elif str(name_or_path).lower().endswith(".gguf"):
