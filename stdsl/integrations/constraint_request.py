@@ -4,18 +4,21 @@ A spec is the JSON object of `stcon serve` (`{"kind": "json_schema", "schema": .
 `program`, `tools`, `json_object`) or a grammar (`{"kind": "grammar", "grammar": TEXT, "syntax": "auto"}`).
 It arrives from a client (vLLM's `vllm_xargs` as JSON text, or `SamplingParams.extra_args` as a mapping),
 so every malformed spec is an `OptionError` naming the field: JSON nested past `MAX_DEPTH` (checked without
-recursion), text that is not valid Unicode, a missing or unknown key, a value of the wrong type.  Compiled
-constraints are cached by the spec's canonical text.
+recursion), text that is not valid Unicode, a missing or unknown key, a value of the wrong type.  A checked spec
+compiles as the server compiles its own (`stdsl.compiler.constraint_spec`); the compiled constraints are entries
+of the process's cache registry (`stdsl.caches`), by the spec's canonical text.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from stdsl.caches import CacheKind
+from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.compiler.constraint_spec import build_constraint, canonical_text
 from stdsl.compiler.grammar import SYNTAXES, Grammar
 from stdsl.errors import CompileError, OptionError, StdslError
 
@@ -24,7 +27,7 @@ MAX_DEPTH = 128
 MAX_SPEC_CHARS = 4 * 1024 * 1024
 COMPILE_SECONDS = 60.0
 MAX_COMPILED = 64
-_COMPILED: OrderedDict[str, Any] = OrderedDict()
+_COMPILED: CacheKind[Any] = CacheKind("integration constraints", max_entries=MAX_COMPILED)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 _REQUIRED = object()
@@ -157,35 +160,26 @@ def _check_values(spec: dict[str, Any], path: str) -> None:
             spec["content"] = _checked(spec["content"], f"{path}.content")
 
 
-def canonical_text(spec: Mapping[str, Any]) -> str:
-    """The cache key of a spec: its JSON with sorted keys and no insignificant whitespace."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _build(spec: Mapping[str, Any]) -> Any:
-    """Compile a checked spec within COMPILE_SECONDS (grammars here, the server's kinds by its builder)."""
-    from stdsl.compiler.constraint import compile as compile_constraint
-
+    """Compile a checked spec within COMPILE_SECONDS (a grammar with its start rule here, the other kinds as the
+    server compiles them)."""
     if spec["kind"] == "grammar":
         grammar = Grammar(spec["grammar"], spec["syntax"], spec["start"], f"{FIELD}.grammar")
         return compile_constraint(grammar, max_seconds=COMPILE_SECONDS)
-    from stdsl.compiler.constraint_spec import build_constraint
-
     return build_constraint(spec, COMPILE_SECONDS)
 
 
 def compiled_constraint(spec: Mapping[str, Any]) -> Any:
-    """The compiled constraint of a checked spec, cached by its canonical text (the last MAX_COMPILED kept).
+    """The compiled constraint of a checked spec, kept by its canonical text (the last MAX_COMPILED used).
 
     Anything the compiler raises that is not a StdslError becomes a CompileError naming it, never a crash.
     """
-    key = canonical_text(spec)
-    hit = _COMPILED.get(key)
-    if hit is not None:
-        _COMPILED.move_to_end(key)
-        return hit
+    return _COMPILED.get((), lambda: _compiled(spec), (canonical_text(spec),))
+
+
+def _compiled(spec: Mapping[str, Any]) -> Any:
     try:
-        compiled = _build(spec)
+        return _build(spec)
     except StdslError:
         raise
     except RecursionError:
@@ -193,7 +187,3 @@ def compiled_constraint(spec: Mapping[str, Any]) -> Any:
     except (ValueError, TypeError, KeyError) as error:
         reason = error.args[0] if len(error.args) == 1 else error
         raise CompileError(f"cannot compile this constraint: {reason}") from None
-    _COMPILED[key] = compiled
-    if len(_COMPILED) > MAX_COMPILED:
-        _COMPILED.popitem(last=False)
-    return compiled

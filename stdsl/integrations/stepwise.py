@@ -100,7 +100,7 @@ class StepwiseConstraint:
         cover = control.cover
         return WalkRow(control.automaton, control.state, control.accepting,
                        None if cover is None else control.planner.cover_mask(cover),
-                       True if cover is None else cover.eos, control.remaining, control.budget)
+                       True if cover is None else cover.eos, control.remaining, control.budget, control.rows)
 
     def mask(self) -> np.ndarray:
         """The next step's mask on the host (bool (V,)): the singleton of a forced token, else the controller's."""

@@ -25,9 +25,9 @@ try:
 except ImportError as missing:
     raise missing_extra("transformers", missing) from None
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation
 from stdsl.integrations.batch import BatchConstraints
@@ -35,11 +35,11 @@ from stdsl.integrations.stepwise import StepwiseConstraint
 from stdsl.model_files.prompt import Prompt, check_prompt, prompt_ids
 from stdsl.model_files.tokenizer import Tokenizer
 
-_TOKENIZERS: IdentityCache[Tokenizer] = IdentityCache(8)
+_TOKENIZERS: CacheKind[Tokenizer] = CacheKind("integration tokenizers", max_entries=8)
 
 
 def stdsl_tokenizer(hf_tokenizer: Any) -> Tokenizer:
-    """stdsl's `Tokenizer` over a transformers tokenizer (its fast backend), built once per tokenizer."""
+    """stdsl's `Tokenizer` over a transformers tokenizer (its fast backend), kept while that tokenizer lives."""
     if isinstance(hf_tokenizer, Tokenizer):
         return hf_tokenizer
     eos = getattr(hf_tokenizer, "eos_token_id", None)

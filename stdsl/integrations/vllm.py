@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from stdsl.extras import missing_extra
@@ -36,6 +36,7 @@ try:
 except ImportError as missing:
     raise missing_extra("vllm", missing) from None
 
+from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.errors import BudgetError, OptionError, StdslError
 from stdsl.integrations.batch import BatchConstraints, mask_rows, take_tokens
@@ -87,7 +88,9 @@ def refuse_conflicts(params: SamplingParams) -> None:
             raise OptionError(name, f"{name}: {why}")
 
 
-@lru_cache(maxsize=4)
+_TOKENIZERS: CacheKind[Tokenizer] = CacheKind("integration tokenizers", max_entries=4)
+
+
 def _tokenizer(path: str, revision: str | None, trust_remote_code: bool) -> Tokenizer:
     from transformers import AutoTokenizer
 
@@ -98,8 +101,8 @@ def _tokenizer(path: str, revision: str | None, trust_remote_code: bool) -> Toke
 
 def engine_tokenizer(model_config: ModelConfig) -> Tokenizer:
     """stdsl's tokenizer over the engine's (the model config's tokenizer path, through transformers), once per path."""
-    return _tokenizer(str(model_config.tokenizer), model_config.tokenizer_revision,
-                      bool(model_config.trust_remote_code))
+    where = (str(model_config.tokenizer), model_config.tokenizer_revision, bool(model_config.trust_remote_code))
+    return _TOKENIZERS.get((), lambda: _tokenizer(*where), where)
 
 
 def frontend_model_config() -> ModelConfig | None:
@@ -125,7 +128,7 @@ def check_budget(compiled: Any, model_config: ModelConfig, max_tokens: int | Non
     StepwiseConstraint(compiled, tokenizer, max_tokens).start()
 
 
-@lru_cache(maxsize=1)
+@cache
 def _nothing() -> Any:
     """The constraint of the empty output: what a request that cannot be constrained is ended with."""
     from stdsl.compiler.constraint import Regex

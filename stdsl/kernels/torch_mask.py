@@ -33,7 +33,8 @@ class CostTable(Protocol):
     """What the budget mask reads of a budget table (the controller's `BudgetTable`): Theorem 21's cost after a
     token ending in state q', 1 + |φ(q')| + need(end(q')), for any states (clipped where no ending exists)."""
 
-    num_states: int
+    @property
+    def num_states(self) -> int: ...
 
     def through(self, states: np.ndarray) -> np.ndarray: ...
 
