@@ -7,7 +7,7 @@ runtime aborts the process ("terminate called without an active exception", exit
 all the work is done; an exit timed just after a thread ended (an engine's idle exit) hit it. So no
 thread that ran MLX work ever ends: a `Worker` runs its target on a pooled daemon thread that then
 waits for the next target, and the process ends the waiting threads at exit, where no thread-local
-destructor runs.
+destructor runs. The runner (`stdsl.runtime.runner`) is such a target, and it never returns.
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ from collections.abc import Callable
 
 _IDLE: list[_PooledThread] = []
 _IDLE_LOCK = threading.Lock()
-
-
-def begin_exit() -> None:
-    """Mark the start of the process's exit for callers of the former exit protocol (certified drafts): pooled
-    threads never end, so there is nothing left to do here."""
 
 
 class _PooledThread:
