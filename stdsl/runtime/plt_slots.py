@@ -119,6 +119,18 @@ def symbol_at(address: int) -> tuple[str, str] | None:
     return os.fsdecode(info.dli_fname), info.dli_sname.decode()
 
 
+def slot_library(path: str, name: str) -> str | None:
+    """The file of the function that the loaded library `path` calls for `name` now (None: no such slot)."""
+    offset = jump_slots(path).get(name)
+    if offset is None:
+        return None
+    address = load_base(path) + offset
+    if not any(m.start <= address and address + 8 <= m.end for m in mappings() if m.path == path):
+        raise BindingError(f"the slot of {name} lies outside {path}'s mappings")
+    found = symbol_at(ctypes.c_uint64.from_address(address).value)
+    return None if found is None else found[0]
+
+
 def rebind(path: str, target: ctypes.CDLL) -> tuple[int, int]:
     """Point every slot of the loaded library `path` whose function the file of `target` defines at that function.
 
