@@ -316,3 +316,20 @@ def test_find_and_put_for_values_built_elsewhere() -> None:
     kind.put((), _Sized(60), ("b",))
     assert kind.find((), ("a",)) is None
     assert kind.stats() == CacheStats(entries=1, bytes=60, hits=1, misses=2, evictions=1)
+
+
+def test_one_value_per_combination_of_owners_in_order_and_extra() -> None:
+    registry = CacheRegistry()
+    kind = registry.kind("pairs")
+    a, b = _Owner(), _Owner()
+    builds: list[int] = []
+
+    def build(n: int) -> int:
+        builds.append(n)
+        return n
+
+    assert kind.get((a, b), lambda: build(1)) == 1
+    assert kind.get((a, b), lambda: build(2)) == 1
+    assert kind.get((a, b), lambda: build(3), (True,)) == 3
+    assert kind.get((b, a), lambda: build(4)) == 4
+    assert builds == [1, 3, 4]

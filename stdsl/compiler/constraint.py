@@ -12,10 +12,10 @@ import math
 import numbers
 import reprlib
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stdsl.caches import CacheKind
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
@@ -96,12 +96,15 @@ def _is_pydantic_class(spec: Any) -> bool:
     return isinstance(spec, type) and hasattr(spec, "model_json_schema") and hasattr(spec, "model_validate_json")
 
 
-_COMPILED: OrderedDict[tuple[Any, ...], Constraint | PushdownConstraint] = OrderedDict()
-COMPILE_CACHE_SIZE = 32
+_COMPILED: CacheKind[Constraint | PushdownConstraint] = CacheKind("compiled constraints")
+"""Compilations by what identifies them (a `stdsl.caches` entry each: least recently used go first past the
+registry's byte budget; a Pydantic class's entry dies with the class)."""
 
 
-def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool) -> tuple[Any, ...] | None:
-    """What identifies a compilation: the schema's canonical JSON, the pattern, or the class itself.
+def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
+               ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """What identifies a compilation, as (owners by identity, values): the schema's canonical JSON, the pattern
+    or grammar, or the class itself.
 
     A schema that is not plain JSON (json.dumps would turn its key 1 into "1") has no key, so it is
     compiled, and refused, rather than matched to the JSON schema it resembles.
@@ -113,9 +116,11 @@ def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounde
             return None
         if json.loads(text) != spec:
             return None
-        return ("schema", text, whitespace, max_states, bounded)
-    if isinstance(spec, (Regex, Grammar)) or _is_pydantic_class(spec):
-        return ("spec", spec, whitespace, max_states, bounded)
+        return (), ("schema", text, whitespace, max_states, bounded)
+    if _is_pydantic_class(spec):
+        return (spec,), ("class", whitespace, max_states, bounded)
+    if isinstance(spec, (Regex, Grammar)):
+        return (), ("spec", spec, whitespace, max_states, bounded)
     return None
 
 
@@ -134,8 +139,8 @@ def compile(
 
     A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64),
     and so does one too large for a single DFA whose definitions can each be a nonterminal.
-    The last few compilations are kept, so calling `generate` in a loop with the same schema
-    compiles it (and builds its tables) once.
+    Compilations are kept in `stdsl.caches` (least recently used dropped first), so calling `generate` in a loop
+    with the same schema compiles it (and builds its tables) once, even from several threads at once.
     """
     _check_keywords(unknown, whitespace, max_states, max_seconds)
     if isinstance(spec, (Constraint, PushdownConstraint)):
@@ -179,19 +184,19 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
                     bounded: bool) -> Constraint | PushdownConstraint:
     """`compile` past its argument checks; `bounded` keeps free-form values in the DFA (see `compile_embeddable`)."""
     key = _cache_key(spec, whitespace, max_states, bounded)
-    if key is not None and key in _COMPILED:
-        _COMPILED.move_to_end(key)
-        return _COMPILED[key]
-    with compile_deadline(max_seconds), frames_cleared_on_refusal():
-        result = _compile(spec, whitespace, max_states, bounded)
-    if key is not None:
-        _COMPILED[key] = result
-        if len(_COMPILED) > COMPILE_CACHE_SIZE:
-            _COMPILED.popitem(last=False)
-    return result
+
+    def build() -> Constraint | PushdownConstraint:
+        with compile_deadline(max_seconds), frames_cleared_on_refusal():
+            return _compile(spec, whitespace, max_states, bounded)
+
+    if key is None:
+        return build()
+    owners, values = key
+    return _COMPILED.get(owners, build, values)
 
 
-def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool) -> Constraint | PushdownConstraint:
+def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
+             ) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
         return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded)

@@ -13,22 +13,21 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
 from stdsl.control.budget.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
 from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
 
-MAX_VOCABULARIES = 8
-_VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_VOCABULARIES)
+_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("vocabularies")
 
 
 def vocabulary_of(tokenizer: Any) -> Vocabulary:
     """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer
-    (kept for the last `MAX_VOCABULARIES` tokenizers)."""
+    (a `stdsl.caches` entry)."""
     return _VOCABULARIES.get((tokenizer,), lambda: _build_vocabulary(tokenizer))
 
 
@@ -262,12 +261,13 @@ class SharedTables:
         self.vocab = vocab
         self.rows = RowCache(automaton, vocab)
         self._budget: BudgetTable | None = None
-        self._planners: IdentityCache[ForcedPlanner] = IdentityCache()
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> ForcedPlanner:
-        """The forced planner for a tokenizer (its caches of stable tails and covers are shared too)."""
-        return self._planners.get(
-            (tokenizer,), lambda: ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing), (healing,))
+        """The forced planner for a tokenizer (its caches of stable tails and covers are shared too; a
+        `stdsl.caches` entry that goes with these tables)."""
+        return _PLANNERS.get((self, tokenizer),
+                             lambda: ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing),
+                             (healing,))
 
     def budget(self, planner: ForcedPlanner) -> BudgetTable:
         """The budget table, built on first use."""
@@ -275,13 +275,21 @@ class SharedTables:
             self._budget = budget_table_for(self.automaton, self.vocab, planner)
         return self._budget
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the rows on demand and the budget table (the automaton and vocabulary are counted where they
+        are kept)."""
+        budget = self._budget
+        return self.rows.nbytes + (budget.nbytes if budget is not None else 0)
 
-MAX_SHARED = 32
-_SHARED: IdentityCache[SharedTables] = IdentityCache(MAX_SHARED)
+
+_PLANNERS: CacheKind[ForcedPlanner] = CacheKind("forced planners")
+_SHARED: CacheKind[SharedTables] = CacheKind("shared tables")
 
 
 def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
-    """The shared tables of an automaton under a vocabulary (kept for the last few constraints used)."""
+    """The shared tables of an automaton under a vocabulary (a `stdsl.caches` entry: least recently used go first
+    past the registry's byte budget)."""
     return _SHARED.get((automaton, vocab), lambda: SharedTables(automaton, vocab))
 
 

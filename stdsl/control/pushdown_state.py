@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.control.split.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
@@ -58,19 +58,25 @@ class PushdownTables:
         self.machine = machine
         self.vocab = vocab
         self.rows = PushdownRows(machine, vocab, max_bytes=max_row_bytes)
-        self._planners: IdentityCache[PushdownPlanner] = IdentityCache()
-        self._budgets: IdentityCache[PushdownBudget] = IdentityCache()
         self._device_masks: DeviceMasks | None = None
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> PushdownPlanner:
-        """The forced planner for a tokenizer, built once."""
-        return self._planners.get(
-            (tokenizer,), lambda: PushdownPlanner(self.machine, tokenizer, self.vocab.token_bytes, healing), (healing,))
+        """The forced planner for a tokenizer, built once (a `stdsl.caches` entry that goes with these tables)."""
+        return _PLANNERS.get((self, tokenizer),
+                             lambda: PushdownPlanner(self.machine, tokenizer, self.vocab.token_bytes, healing),
+                             (healing,))
 
     def budget(self, planner: PushdownPlanner) -> PushdownBudget:
-        """The exact budget under a planner's table policy (need is memoized across requests), built once."""
-        return self._budgets.get((planner,), lambda: PushdownBudget(
+        """The exact budget under a planner's table policy (need is memoized across requests), built once (a
+        `stdsl.caches` entry that goes with these tables and the planner)."""
+        return _BUDGETS.get((self, planner), lambda: PushdownBudget(
             PushdownNeed(self.machine, self.rows.symbolic, planner, self.vocab)))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the rows (concrete, symbolic, masks) and of what the device masks uploaded."""
+        device = self._device_masks
+        return self.rows.nbytes + (device.device.nbytes if device is not None else 0)
 
     def device_masks(self) -> DeviceMasks | None:
         """The masks from the device state vector, built once (None where the stack cap exceeds its slots)."""
@@ -79,12 +85,14 @@ class PushdownTables:
         return self._device_masks
 
 
-MAX_TABLES = 16
-_TABLES: IdentityCache[PushdownTables] = IdentityCache(MAX_TABLES)
+_PLANNERS: CacheKind[PushdownPlanner] = CacheKind("pushdown planners")
+_BUDGETS: CacheKind[PushdownBudget] = CacheKind("pushdown budgets")
+_TABLES: CacheKind[PushdownTables] = CacheKind("pushdown tables")
 
 
 def pushdown_tables(machine: PushdownMachine, vocab: Vocabulary) -> PushdownTables:
-    """The shared tables of a machine under a vocabulary (kept for the last few constraints used)."""
+    """The shared tables of a machine under a vocabulary (a `stdsl.caches` entry: least recently used go first
+    past the registry's byte budget)."""
     return _TABLES.get((machine, vocab), lambda: PushdownTables(machine, vocab))
 
 

@@ -15,15 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spelling
 from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.errors import CompileError
 from stdsl.kernels.vocabulary import Vocabulary
 
-MAX_SPECIAL_VOCABULARIES = 8
-_SPECIAL_VOCABULARIES: IdentityCache[Vocabulary] = IdentityCache(MAX_SPECIAL_VOCABULARIES)
+_SPECIAL_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("special vocabularies")
 
 
 def for_tokenizer(constraint: Any, tokenizer: Any) -> Any:

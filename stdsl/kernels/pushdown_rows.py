@@ -177,8 +177,9 @@ class PushdownRows:
     @property
     def nbytes(self) -> int:
         """Bytes held by the cached concrete rows, the memoized masks and packed words, and the symbolic rows."""
-        return (sum(r.nbytes for r in self._rows.values()) + self._mask_bytes + self.packed.nbytes
-                + self.symbolic.nbytes)
+        with self._lock:
+            rows = list(self._rows.values())
+        return sum(r.nbytes for r in rows) + self._mask_bytes + self.packed.nbytes + self.symbolic.nbytes
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -257,11 +257,13 @@ class RowCache:
         """Bytes held by the cached rows and masks (each array counted once, shared or not), the kept bool mask and
         the packed bitmasks."""
         arrays: dict[int, int] = {}
-        for row, compact in self._rows.values():
+        with self._lock:
+            entries = list(self._rows.values())
+            kept = self._live_mask[1].nbytes if self._live_mask is not None else 0
+        for row, compact in entries:
             for array in (row.tokens, row.states, row.flips, compact.listed):
                 arrays[id(array)] = array.nbytes
             arrays[id(compact)] = compact.nbytes - compact.listed.nbytes
-        kept = self._live_mask[1].nbytes if self._live_mask is not None else 0
         return sum(arrays.values()) + kept + self.packed.nbytes
 
     def __len__(self) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.stc.jinja_text import render_text
@@ -22,6 +23,8 @@ from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.syntax import ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError
+
+_CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint] = CacheKind("program constraints")
 
 
 class CompiledProgram:
@@ -39,7 +42,6 @@ class CompiledProgram:
             self.resolver.declared_type(name, expr.pos)
         self.template = Template(self.syntax.output, self.syntax.output_pos, self.resolver.resolve)
         self.params = list(params) if params is not None else list(self.syntax.params)
-        self._compiled: dict[tuple[str, ...], ProgramConstraint | RecursiveProgramConstraint] = {}
 
     @classmethod
     def from_file(cls, path: str | Path, scope: Mapping[str, Any] | None = None) -> Self:
@@ -71,20 +73,19 @@ class CompiledProgram:
         ]
 
     def constraint(self, args: Mapping[str, Any] | None = None) -> ProgramConstraint | RecursiveProgramConstraint:
-        """The compiled output constraint for these arguments (cached by the filled literal text).
+        """The compiled output constraint for these arguments (a `stdsl.caches` entry per program and filled literal
+        text: least recently used go first past the registry's byte budget, and all go with the program).
 
         With a recursive declared type in a field, it is a pushdown constraint (nesting capped at 64).
         """
         parts = self.template.render_literals(args or {}, render_text)
         key = tuple(p if isinstance(p, str) else "\0" + p.decl.name for p in parts)
-        if key not in self._compiled:
-            try:
-                self._compiled[key] = self._compile(parts)
-            except ProgramError:
-                raise
-            except CompileError as exc:
-                raise self._locate(exc, parts) from None
-        return self._compiled[key]
+        try:
+            return _CONSTRAINTS.get((self,), lambda: self._compile(parts), key)
+        except ProgramError:
+            raise
+        except CompileError as exc:
+            raise self._locate(exc, parts) from None
 
     def _compile(self, parts: list[str | Hole]) -> ProgramConstraint | RecursiveProgramConstraint:
         start = time.perf_counter()

@@ -72,6 +72,13 @@ class BudgetTable:
         return int(self.accepting.shape[0])
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the per-state arrays (need, solved, chain counts and ends, accepting); the successor graph is
+        computed on demand and not kept here."""
+        arrays = (self.accepting, self.chain_end, self._need, self._solved, self._counts)
+        return sum(int(array.nbytes) for array in arrays)
+
+    @property
     def solved_states(self) -> int:
         """How many states need has been solved for so far."""
         return int(np.count_nonzero(self._solved))

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import heapq
 import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.pushdown.grammar import completions_over
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.automaton_budget import UNREACHABLE
@@ -62,28 +62,31 @@ class Step:
     end: int
 
 
+MEMO_ENTRY_NBYTES = 100
+"""About what one int -> int entry of a dict holds (the slot, the key and value objects)."""
+MEMO_STEPS_NBYTES = 400
+"""About what one configuration's remembered steps hold (a dict slot and a short tuple of `Step`s)."""
+
+
 class _GaveUp(Exception):
     """A search passed its expansion or time guard."""
 
 
-_PRESENT: dict[int, tuple[weakref.ref[SymbolicRow], np.ndarray]] = {}
-MAX_PRESENT = 65_536
-"""Rows whose present codes are kept (by identity, checked through a weak reference) before the memo is emptied."""
+_PRESENT: CacheKind[np.ndarray] = CacheKind("present codes", max_entries=65_536)
+"""Each symbolic row's present codes (a `stdsl.caches` entry that dies with its row); the entry bound keeps the
+registry's per-entry bookkeeping, which the byte count leaves out, small beside these small arrays."""
 
 
 def present_codes(row: SymbolicRow, vocab_size: int) -> np.ndarray:
     """The outcome codes some token of a symbolic row has (codes 2 and up), once per row: counting a dense row's
     codes costs a pass over the vocabulary, and a search asks at every configuration it expands."""
-    found = _PRESENT.get(id(row))
-    if found is not None and found[0]() is row:
-        return found[1]
+    return _PRESENT.get((row,), lambda: _present(row))
+
+
+def _present(row: SymbolicRow) -> np.ndarray:
     counts = np.bincount(np.asarray(row.codes, dtype=np.int64), minlength=2 + len(row.outcomes))
     codes = np.flatnonzero(counts)
-    codes = codes[codes >= 2]
-    if len(_PRESENT) >= MAX_PRESENT:
-        _PRESENT.clear()
-    _PRESENT[id(row)] = (weakref.ref(row), codes)
-    return codes
+    return codes[codes >= 2]
 
 
 def next_configurations(rows: ContextRows, config: int) -> np.ndarray:
@@ -321,6 +324,15 @@ class PushdownBudget:
         self.solver = need
         self.max_mask_seconds = max_mask_seconds
         self._largest: dict[int, int] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memo's bytes (what `stdsl.caches` counts): `MEMO_ENTRY_NBYTES` per configuration
+        remembered in each of the need, bound and chain tables, `MEMO_STEPS_NBYTES` per configuration's steps."""
+        solver = self.solver
+        entries = (len(self._largest) + len(solver.exact) + len(solver.lower) + len(solver._bounds)
+                   + len(solver._chains))
+        return entries * MEMO_ENTRY_NBYTES + len(solver._steps) * MEMO_STEPS_NBYTES
 
     @property
     def exact(self) -> bool:

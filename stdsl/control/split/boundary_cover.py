@@ -11,13 +11,14 @@ output unreachable: every live byte keeps a token where its lookahead cannot vou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.special_tokens import SPECIAL_MARK
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.control.split.characters import lead_byte_representatives, valid_utf8_prefix
+from stdsl.control.split.intern_table import InternTable
 from stdsl.control.split.split_memo import SplitMemo
 from stdsl.control.split.token_spellings import NO_BYTE, TokenSpellings
 
@@ -33,9 +34,13 @@ MAX_CACHED_COVERS = 4096
 
 MAX_CACHED_PARTS = 16384
 """Lookahead parts kept per tokenizer (shared by its grammars; emptied when full)."""
+PART_NBYTES = 400
+"""About what one remembered lookahead part holds (its key, the part and their tuples), for `stdsl.caches`."""
 
 MAX_SHARED_VALUES = 65536
 """Equal lookaheads and parts are one object, across states and grammars (each table emptied when full)."""
+INTERNED_NBYTES = 200
+"""About what one interned lookahead or part holds (the tuple, its fields, the table's slot)."""
 
 MAX_BRANCHES = 16
 """Choices after a forced chain up to which the cover looks one character further."""
@@ -173,7 +178,7 @@ class BoundaryCovers:
                     longer = data + pair
                     if longer not in found:
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
-        result = tuple(_shared(_LOOKAHEADS, ahead) for ahead in found.values())
+        result = tuple(_LOOKAHEADS.intern(ahead) for ahead in found.values())
         self._lookahead_cache[state] = result
         return result
 
@@ -233,7 +238,7 @@ class BoundaryCovers:
         for ahead in self.lookaheads(end_state):
             part = parts.get((context, ahead))
             if part is None:
-                part = _shared(_PART_VALUES, self._lookahead_part(block, fed, pending, spanned, ahead))
+                part = _PART_VALUES.intern(self._lookahead_part(block, fed, pending, spanned, ahead))
                 if len(parts) >= MAX_CACHED_PARTS:
                     parts.clear()
                 parts[(context, ahead)] = part
@@ -401,19 +406,9 @@ def _before_special(data: bytes) -> bytes:
     return data if at < 0 else data[:at]
 
 
-_PARTS: IdentityCache[dict[PartKey, LookaheadPart]] = IdentityCache(8)
+_PARTS: CacheKind[dict[PartKey, LookaheadPart]] = CacheKind("lookahead parts",
+                                                           size=lambda parts: len(parts) * PART_NBYTES)
 """Lookahead parts per tokenizer (its split and its token bytes): every grammar's covers read them."""
 
-_LOOKAHEADS: dict[Lookahead, Lookahead] = {}
-_PART_VALUES: dict[LookaheadPart, LookaheadPart] = {}
-V = TypeVar("V", Lookahead, LookaheadPart)
-
-
-def _shared(table: dict[V, V], value: V) -> V:
-    """The one object equal to `value` in `table` (most lookaheads and parts repeat across states and grammars)."""
-    hit = table.get(value)
-    if hit is None:
-        if len(table) >= MAX_SHARED_VALUES:
-            table.clear()
-        table[value] = hit = value
-    return hit
+_LOOKAHEADS: InternTable[Lookahead] = InternTable("interned lookaheads", MAX_SHARED_VALUES, INTERNED_NBYTES)
+_PART_VALUES: InternTable[LookaheadPart] = InternTable("interned lookahead parts", MAX_SHARED_VALUES, INTERNED_NBYTES)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from stdsl.control.identity_cache import IdentityCache
+from stdsl.caches import CacheKind
 from stdsl.control.split.characters import valid_utf8_prefix
 
 MAX_SPLITS = 8192
-MAX_TOKENIZERS = 8
+SPLIT_NBYTES = 200
+"""About what one remembered split holds (the text, its token tuple, the dictionary's slot), for `stdsl.caches`."""
 
 
 class SplitMemo:
@@ -27,7 +28,7 @@ class SplitMemo:
 
     @staticmethod
     def of(tokenizer: Any) -> SplitMemo:
-        """The memo of a tokenizer, made once per tokenizer object (kept for the last few)."""
+        """The memo of a tokenizer, made once per tokenizer object (a `stdsl.caches` entry)."""
         return _MEMOS.get((tokenizer,), lambda: SplitMemo(tokenizer))
 
     def split(self, data: bytes) -> tuple[int, ...]:
@@ -41,8 +42,13 @@ class SplitMemo:
             self._splits[data] = hit
         return hit
 
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the bytes held: `SPLIT_NBYTES` per remembered split."""
+        return len(self._splits) * SPLIT_NBYTES
+
     def __len__(self) -> int:
         return len(self._splits)
 
 
-_MEMOS: IdentityCache[SplitMemo] = IdentityCache(MAX_TOKENIZERS)
+_MEMOS: CacheKind[SplitMemo] = CacheKind("split memos")

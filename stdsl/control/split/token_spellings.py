@@ -11,13 +11,14 @@ from functools import cached_property
 
 import numpy as np
 
-from stdsl.control.identity_cache import IdentityCache
+from stdsl.caches import CacheKind
 
 NO_BYTE = 256
 """`byte_at`'s value for a token shorter than the offset."""
 
-MAX_SPELLINGS = 8
 MAX_AGREEING = 16
+BY_BYTES_NBYTES = 120
+"""About what one entry of `by_bytes` holds (the bytes object, the int, the dictionary's slot)."""
 
 
 class TokenSpellings:
@@ -40,7 +41,7 @@ class TokenSpellings:
 
     @staticmethod
     def of(token_bytes: Sequence[bytes | None]) -> TokenSpellings:
-        """The spellings of a token list, built once per list object (kept for the last few tokenizers)."""
+        """The spellings of a token list, built once per list object (a `stdsl.caches` entry)."""
         return _SPELLINGS.get((token_bytes,), lambda: TokenSpellings(token_bytes))
 
     @cached_property
@@ -56,6 +57,14 @@ class TokenSpellings:
     def lengths(self) -> np.ndarray:
         """Each token's length in bytes (0 for specials)."""
         return np.fromiter((len(b or b"") for b in self.token_bytes), dtype=np.int64, count=len(self.token_bytes))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the arrays built so far, and `BY_BYTES_NBYTES` per entry of `by_bytes` (an estimate)."""
+        arrays = [*self._bytes_at.values(), *self._agreeing.values()]
+        arrays += [self.__dict__[name] for name in ("lengths",) if name in self.__dict__]
+        arrays += list(self.__dict__.get("_packed", ()))
+        return sum(int(array.nbytes) for array in arrays) + len(self.by_bytes) * BY_BYTES_NBYTES
 
     def byte_at(self, offset: int) -> np.ndarray:
         """Each token's byte at `offset` (NO_BYTE where the token is shorter), cached per offset (at most
@@ -87,4 +96,4 @@ class TokenSpellings:
         return hit
 
 
-_SPELLINGS: IdentityCache[TokenSpellings] = IdentityCache(MAX_SPELLINGS)
+_SPELLINGS: CacheKind[TokenSpellings] = CacheKind("token spellings")

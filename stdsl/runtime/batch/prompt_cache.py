@@ -4,15 +4,20 @@ Keys and values at position k depend only on tokens 0..k, so a stored sequence s
 prefix of itself: a new prompt that shares its first n tokens with a stored one starts from that
 entry's first n positions and prefills only the rest. Sequences live in a radix trie over token
 ids (edges labelled by token runs); entries are evicted least recently used to stay under a byte bound.
+Each prompt cache is registered with `stdsl.caches`: its bytes count against the registry's budget, it shows in
+`stdsl.caches.stats()` as "prompt caches", and `stdsl.caches.clear()` empties it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import mlx.core as mx
+
+from stdsl import caches
 
 LayerKV = tuple[mx.array, mx.array]
 
@@ -35,21 +40,35 @@ class CacheHit:
 
 
 class PromptCache:
-    """Stored KV states by token sequence, bounded by `max_bytes` (0 disables the cache)."""
+    """Stored KV states by token sequence, bounded by `max_bytes` (0 disables the cache); safe between threads (the
+    engine's, and a caller's `stdsl.caches.clear()`)."""
 
     def __init__(self, max_bytes: int = 256 << 20) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
         self.hits = 0
+        self.misses = 0
+        self.evictions = 0
         self.hit_tokens = 0
         self._root = _Node()
         self._entries: OrderedDict[tuple[int, ...], tuple[list[LayerKV], int]] = OrderedDict()
+        self._lock = threading.Lock()
+        caches.register("prompt caches", self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def cache_stats(self) -> caches.CacheStats:
+        """Entries and bytes held, lookups that found a prefix (hits) or none (misses), entries evicted."""
+        with self._lock:
+            return caches.CacheStats(len(self._entries), self.nbytes, self.hits, self.misses, self.evictions)
+
     def lookup(self, tokens: Sequence[int]) -> CacheHit | None:
         """The stored sequence sharing the longest prefix with `tokens` (None when nothing is shared)."""
+        with self._lock:
+            return self._lookup(tokens)
+
+    def _lookup(self, tokens: Sequence[int]) -> CacheHit | None:
         node, depth = self._root, 0
         best: tuple[int, ...] | None = None
         query = tuple(tokens)
@@ -67,6 +86,7 @@ class PromptCache:
                 break
             node = child
         if best is None or depth == 0:
+            self.misses += 1
             return None
         self._entries.move_to_end(best)
         self.hits += 1
@@ -79,6 +99,10 @@ class PromptCache:
         size = sum(int(k.nbytes + v.nbytes) for k, v in layers)
         if not key or size > self.max_bytes:
             return
+        with self._lock:
+            self._store(key, layers, size)
+
+    def _store(self, key: tuple[int, ...], layers: list[LayerKV], size: int) -> None:
         if key in self._entries:
             self._entries.move_to_end(key)
             return
@@ -88,18 +112,21 @@ class PromptCache:
         while self.nbytes > self.max_bytes:
             oldest = next(iter(self._entries))
             self._remove(oldest)
+            self.evictions += 1
 
     def discard(self, tokens: Sequence[int]) -> None:
         """Forget the entry stored for exactly `tokens`, if any."""
         key = tuple(tokens)
-        if key in self._entries:
-            self._remove(key)
+        with self._lock:
+            if key in self._entries:
+                self._remove(key)
 
     def clear(self) -> None:
         """Drop every entry."""
-        self._root = _Node()
-        self._entries.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._root = _Node()
+            self._entries.clear()
+            self.nbytes = 0
 
     def _insert(self, key: tuple[int, ...]) -> None:
         node, depth = self._root, 0

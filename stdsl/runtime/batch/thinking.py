@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.reasoning import ReasoningConstraint, think_then
 from stdsl.compiler.special_tokens import token_markers
-from stdsl.control.identity_cache import IdentityCache
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.thinking_region import ThinkingRegion
 from stdsl.runtime.model.thinking_template import (
@@ -25,8 +25,7 @@ from stdsl.runtime.model.thinking_template import (
 )
 from stdsl.runtime.options import DecodeOptions
 
-MAX_COMPOSED = 16
-_COMPOSED: IdentityCache[ReasoningConstraint] = IdentityCache(MAX_COMPOSED)
+_COMPOSED: CacheKind[ReasoningConstraint] = CacheKind("composed thinking constraints")
 
 
 def template_variables(options: DecodeOptions) -> dict[str, Any]:
@@ -52,7 +51,8 @@ def harmony_reply(compiled: Any) -> bool:
 
 def reasoning_constraint(model: Any, compiled: Any, prompt_ids: list[int], options: DecodeOptions
                          ) -> ReasoningConstraint | None:
-    """The thinking block before `compiled` after this prompt, composed (kept for the last few), or None."""
+    """The thinking block before `compiled` after this prompt, composed once per constraint and format (a
+    `stdsl.caches` entry), or None."""
     if isinstance(compiled, ReasoningConstraint):
         return compiled
     thinking = before_reply(thinking_for(model, prompt_ids, options), harmony_reply(compiled))

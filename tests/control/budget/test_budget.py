@@ -156,14 +156,14 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
 def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tiny_model, monkeypatch) -> None:
     """Without the token table need is bounded over single-byte tokens: larger, never smaller, and still valid."""
     import stdsl.control.constraint_state as constraint_state
-    from stdsl.control.identity_cache import IdentityCache
+    from stdsl.caches import CacheKind
 
     vocab = vocabulary_of(tiny_model.tokenizer)
     automaton = bounded_automata()[0]
     exact = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
                                                                               vocab.token_bytes, True))
     monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 0)
-    monkeypatch.setattr(constraint_state, "_SHARED", IdentityCache(constraint_state.MAX_SHARED))
+    monkeypatch.setattr(constraint_state, "_SHARED", CacheKind("fresh shared tables"))
     bound = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
                                                                               vocab.token_bytes, True))
     assert (bound.need >= exact.need).all() and (bound.need > exact.need).any()

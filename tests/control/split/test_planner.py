@@ -166,16 +166,16 @@ def test_covers_are_the_same_from_the_tokenizers_shared_parts_as_computed_afresh
                                                                                    monkeypatch) -> None:
     """Lookahead parts and splits are shared by every grammar of a tokenizer: a grammar whose covers come
     from parts other grammars left behind gets the covers it computes with nothing shared."""
-    from stdsl.control.identity_cache import IdentityCache
+    from stdsl.caches import CacheKind
     from stdsl.control.split import boundary_cover, split_memo
 
     fresh = {}
     for name in TASKS:
-        monkeypatch.setattr(boundary_cover, "_PARTS", IdentityCache(8))
-        monkeypatch.setattr(split_memo, "_MEMOS", IdentityCache(8))
+        monkeypatch.setattr(boundary_cover, "_PARTS", CacheKind("fresh lookahead parts"))
+        monkeypatch.setattr(split_memo, "_MEMOS", CacheKind("fresh split memos"))
         automaton = build_automaton(schema_to_ir(load_task(name)["schema"]))
         fresh[name] = drive_gold(automaton, smollm2_tokenizer, documents(name, 0, seed=1)[0])
-    monkeypatch.setattr(boundary_cover, "_PARTS", IdentityCache(8))
+    monkeypatch.setattr(boundary_cover, "_PARTS", CacheKind("fresh lookahead parts"))
     for name in reversed(TASKS):
         automaton = build_automaton(schema_to_ir(load_task(name)["schema"]))
         assert drive_gold(automaton, smollm2_tokenizer, documents(name, 0, seed=1)[0]) == fresh[name], name
