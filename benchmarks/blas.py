@@ -1,7 +1,7 @@
 """MLX CPU speed with and without the MKL binding: 1024² fp32 matmul GFLOP/s and SmolLM2-135M ms per pass.
 
-Each variant runs in fresh interpreters, alternately, best of ROUNDS (the binding must precede `import mlx.core`); the unbound one
-sets STDSL_NO_BLAS=1. Writes benchmarks/results/blas.json.
+Each variant runs in fresh interpreters, alternately, best of ROUNDS (`bind_blas` before the first timing; the
+unbound one sets STDSL_NO_BLAS=1, which turns it off). Writes benchmarks/results/blas.json.
 
     python benchmarks/blas.py
 """
@@ -21,8 +21,9 @@ COMMAND = "python benchmarks/blas.py"
 CHILD = r"""
 import json, statistics, sys, time
 import stdsl
-from stdsl.runtime.blas import bound_blas
+from stdsl.runtime.blas import bind_blas, bound_blas
 import mlx.core as mx
+bind_blas()
 from stdsl.runtime.model.loading import load
 
 def timed(fn, reps):

@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
+from stdsl.runtime.blas import bind_blas
+
+bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
 

@@ -35,11 +35,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
-import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
+from stdsl.runtime.blas import bind_blas  # noqa: E402,I001
 import stdsl  # noqa: E402
 from decode import Driver, LLGuidanceDriver, Run, run_loop, token_text  # noqa: E402
 from peers import bitmask_to_bool, load_qwen_vocab, version_of  # noqa: E402
 from xgrammar_driver import XGrammarDriver  # noqa: E402
+
+bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 
 GRAMMARS = BENCH_DIR.parent.parent / "shared" / "grammars"
 SUFFIXES = (".lark", ".gbnf", ".ebnf")

@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
-import stdsl.runtime  # noqa: F401  (binds MKL before MLX loads)
+from stdsl.runtime.blas import bind_blas
+
+bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / ".." / "shared" / "tasks"

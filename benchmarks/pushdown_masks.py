@@ -33,13 +33,16 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
+import stdsl  # noqa: E402,I001
+from stdsl.runtime.blas import bind_blas  # noqa: E402
 from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
 from stdsl.kernels.pushdown_device_masks import DeviceMasks  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
 from stdsl.kernels.token_mask import bitmask_words  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
 from stdsl.kernels.vocabulary import Vocabulary  # noqa: E402
+
+bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 
 SHARED = BENCH_DIR.parent.parent / "shared"
 

@@ -28,7 +28,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-import stdsl.runtime  # noqa: E402,F401,I001  (binds MKL before mlx.core loads)
+import stdsl  # noqa: E402,I001
+from stdsl.runtime.blas import bind_blas  # noqa: E402
 from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  # noqa: E402
 from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
@@ -36,6 +37,8 @@ from stdsl.runtime.decode import prompt_tokens  # noqa: E402
 from stdsl.control.pushdown_state import pushdown_tables  # noqa: E402
 from stdsl.control.constraint_state import vocabulary_of  # noqa: E402
 from xgrammar_driver import XGrammarDriver  # noqa: E402
+
+bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 
 SHARED = BENCH_DIR.parent.parent / "shared"
 ENGINES = ("stdsl", "llg_mask", "llg_ff", "xgrammar", "xgrammar_ff")
