@@ -104,3 +104,40 @@ def test_stdsl_no_blas_turns_binding_off(monkeypatch):
     monkeypatch.setattr(blas, "_bound_path", None)
     monkeypatch.setenv("STDSL_NO_BLAS", "1")
     assert blas.bind_blas() is None
+
+
+SLOTS = """
+import ctypes, json, warnings
+import mlx.core
+from stdsl.runtime import blas, plt_slots
+library = plt_slots.loaded_library(blas.MLX_LIBRARY_PREFIX)
+base = plt_slots.load_base(library)
+named = {}
+for name, offset in plt_slots.jump_slots(library).items():
+    found = plt_slots.symbol_at(ctypes.c_uint64.from_address(base + offset).value)
+    named[name] = None if found is None else found[1]
+lie = plt_slots.symbol_at
+plt_slots.symbol_at = lambda address: (lambda found: found and (found[0], "not_" + found[1]))(lie(address))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    refused = [blas.bind_blas(), blas.bind_blas()]
+plt_slots.symbol_at = lie
+print(json.dumps({"named": named, "refused": refused, "warnings": [str(w.message) for w in caught],
+                  "sgemm": plt_slots.slot_library(library, "cblas_sgemm")}))
+"""
+
+
+@linux_x86
+def test_slots_read_from_the_file_hold_the_functions_the_dynamic_linker_bound_and_a_mismatch_is_refused():
+    done = subprocess.run([sys.executable, "-c", SLOTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    named = report["named"]
+    blas_and_lapack = {name: found for name, found in named.items() if name.startswith("cblas_") or
+                       (name.endswith("_") and name[:-1].isalpha() and len(name) <= 8)}
+    assert {"cblas_sgemm", "cblas_dgemm", "sgetrf_", "ssyevd_", "sgesdd_"} <= set(blas_and_lapack)
+    assert all(found == name for name, found in blas_and_lapack.items()), blas_and_lapack
+    assert sum(found == name for name, found in named.items()) > 0.8 * len(named)
+    assert report["refused"] == [None, None] and len(report["warnings"]) == 1
+    assert "keeps its slow reference BLAS" in report["warnings"][0]
+    assert "libmkl" not in report["sgemm"]
