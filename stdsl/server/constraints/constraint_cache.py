@@ -1,19 +1,19 @@
-"""Compiled constraints cached by canonical spec text, bounded by bytes, compiled off the decode loop.
+"""The server's async front of the cache registry: compiled constraints by canonical spec text, compiled off the loop.
 
 Compiles run in worker processes (`compile_pool.py`): each has a time limit and is refused past it,
 and a worker that overruns it is killed and replaced, so one client's schema never holds up the others.
-Concurrent requests for the same spec share one compile.  Least recently used entries go first
-once the automata held pass `max_bytes`.
+Concurrent requests for the same spec share one compile.  The compiled constraints are entries of a
+`stdsl.caches` kind ("server constraints"): least recently used go first once the automata held pass
+`max_bytes`, or the registry's budget, and `stdsl.caches.clear()` empties it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
+from stdsl.caches import CacheKind
 from stdsl.compiler.constraint_spec import Compiled, Outcome, Spec, canonical_text
 from stdsl.errors import CompileError, CompileTimeError
 from stdsl.server.constraints.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
@@ -38,10 +38,6 @@ class UnsupportedSchema(CompileError):
 REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
 
 
-def _size(compiled: Any) -> int:
-    return int(getattr(compiled, "nbytes", 0))
-
-
 class ConstraintCache:
     """Compiled constraints by canonical spec text; `await get(spec)` compiles on a miss within `compile_seconds`."""
 
@@ -49,10 +45,17 @@ class ConstraintCache:
                  grace_seconds: float = GRACE_SECONDS) -> None:
         self.max_bytes = max_bytes
         self.compile_seconds = compile_seconds
-        self.stats = CacheStats()
-        self._entries: OrderedDict[str, Compiled] = OrderedDict()
+        self._entries: CacheKind[Compiled] = CacheKind("server constraints", max_bytes=max_bytes)
+        self._compiles = 0
+        self._compile_seconds = 0.0
         self._pending: dict[str, asyncio.Future[Compiled]] = {}
         self.pool = CompilePool(workers, grace_seconds=grace_seconds)
+
+    @property
+    def stats(self) -> CacheStats:
+        """What the cache holds now (from the registry) and has done."""
+        held = self._entries.stats()
+        return CacheStats(held.entries, held.bytes, self._compiles, held.hits, held.evictions, self._compile_seconds)
 
     def close(self) -> None:
         """Stop the compile workers, a compile in progress included, and drop the compiles still pending."""
@@ -63,10 +66,9 @@ class ConstraintCache:
     async def get(self, spec: Spec) -> Compiled:
         """The compiled constraint of `spec`: from the cache, from a compile already running, or compiled now."""
         key = canonical_text(spec)
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            self.stats.hits += 1
-            return self._entries[key]
+        held = self._entries.find((), (key,))
+        if held is not None:
+            return held[0]
         if key not in self._pending:
             self._pending[key] = asyncio.ensure_future(self._compile(key, spec))
         waiter = self._pending[key]
@@ -96,19 +98,9 @@ class ConstraintCache:
         try:
             compiled, error_class, message = await self._run(spec)
         finally:
-            self.stats.compile_seconds += time.perf_counter() - began
+            self._compile_seconds += time.perf_counter() - began
         if compiled is None:
             raise REFUSALS.get(error_class or "", CompileError)(message)
-        self.stats.compiles += 1
-        self._entries[key] = compiled
-        self._evict()
+        self._compiles += 1
+        self._entries.put((), compiled, (key,))
         return compiled
-
-    def _evict(self) -> None:
-        """Drop least recently used entries until the bytes held fit (the newest entry always stays)."""
-        total = sum(_size(c) for c in self._entries.values())
-        while total > self.max_bytes and len(self._entries) > 1:
-            _, dropped = self._entries.popitem(last=False)
-            total -= _size(dropped)
-            self.stats.evictions += 1
-        self.stats.entries, self.stats.bytes = len(self._entries), total
