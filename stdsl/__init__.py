@@ -4,12 +4,14 @@
     model = stdsl.load()                                  # the embedded SmolLM2-135M-Instruct
     result = stdsl.generate(model, "Extract ...", constraint=Person, max_tokens=200)
     result.value                                          # a validated Person instance
+    stdsl.caches.stats()                                  # what every cache holds (stdsl.caches: one byte budget)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stdsl import caches
 from stdsl.errors import (
     BudgetError,
     Cancelled,
@@ -74,6 +76,7 @@ __all__ = [
     "generate_batch",
     "Stream",
     "Engine",
+    "caches",
     "StdslError",
     "CompileError",
     "RegexError",

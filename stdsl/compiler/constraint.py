@@ -98,7 +98,7 @@ def _is_pydantic_class(spec: Any) -> bool:
 
 _COMPILED: CacheKind[Constraint | PushdownConstraint] = CacheKind("compiled constraints")
 """Compilations by what identifies them (a `stdsl.caches` entry each: least recently used go first past the
-registry's byte budget; a Pydantic class's entry dies with the class)."""
+registry's byte budget; a Pydantic class is keyed by identity, and its constraint keeps it to read values back)."""
 
 
 def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
