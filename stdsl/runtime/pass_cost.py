@@ -7,14 +7,12 @@ fills. `units(rows, width)` is that time over the time of one single-token pass,
 (`parallel_fields="auto"`) forecast in. Measuring takes a few timed passes on empty caches (attention over a
 long prompt is left out: it adds the same to every pass of a row, so it makes wide passes relatively cheaper
 and the forecast conservative), bounded by `MEASURE_SECONDS`; `set_pass_cost` overrides it (tests, or a cost
-measured offline).
+measured offline). The cost is an entry of the cache registry (`stdsl.caches`): `clear()` has it measured again.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.errors import OptionError
 from stdsl.runtime.mlx_lm_models import make_prompt_cache
 
@@ -102,39 +101,15 @@ def _timed_pass(net: Any, rows: int, width: int) -> float:
     return time.perf_counter() - began
 
 
-_COSTS: dict[int, tuple[weakref.ref[Any], PassCost]] = {}
-_COSTS_LOCK = threading.Lock()
+_COSTS: CacheKind[PassCost] = CacheKind("pass costs")
 
 
 def pass_cost(model: Any, run: Callable[[Callable[[], PassCost]], PassCost]) -> PassCost:
     """The model's pass cost, measured at first use (`run` executes the measurement on the MLX thread, as
-    `Engine.call` does) and kept for the life of the model in this process."""
-    with _COSTS_LOCK:
-        known = _lookup(model)
-    if known is not None:
-        return known
-    measured = run(lambda: measure_pass_cost(model.net))
-    with _COSTS_LOCK:
-        known = _lookup(model)
-        if known is None:
-            _COSTS[id(model.net)] = (weakref.ref(model.net), measured)
-    return known or measured
+    `Engine.call` does) and kept in the cache registry while the model lives."""
+    return _COSTS.get((model,), lambda: run(lambda: measure_pass_cost(model.net)))
 
 
-def set_pass_cost(model: Any, cost: PassCost | None) -> None:
-    """Use `cost` for `model` from now on instead of measuring it (None: measure again at next use)."""
-    with _COSTS_LOCK:
-        _COSTS.pop(id(model.net), None)
-        if cost is not None:
-            _COSTS[id(model.net)] = (weakref.ref(model.net), cost)
-
-
-def _lookup(model: Any) -> PassCost | None:
-    """The cost kept for `model`'s net (a dead entry of a collected net under a reused id is dropped)."""
-    entry = _COSTS.get(id(model.net))
-    if entry is None:
-        return None
-    if entry[0]() is not model.net:
-        del _COSTS[id(model.net)]
-        return None
-    return entry[1]
+def set_pass_cost(model: Any, cost: PassCost) -> None:
+    """Use `cost` for `model` from now on instead of measuring it."""
+    _COSTS.put((model,), cost)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -45,14 +45,10 @@ CPU_WIDTH = PassCost.linear(1.0)
 TEMPLATE = r'Verdict: (accept|reject|revise)\nScore: ([1-9]|10)\nTitle: "[A-Za-z ]{1,12}"\nNote: "[a-z ]{1,20}"\n'
 
 
-@pytest.fixture(autouse=True)
-def fresh_estimates(tiny_model) -> Iterator[None]:
-    """Each test starts and ends with the tiny model's pass cost and acceptance unset (measured, prior)."""
-    set_pass_cost(tiny_model, None)
-    set_acceptance(tiny_model, None)
-    yield
-    set_pass_cost(tiny_model, None)
-    set_acceptance(tiny_model, None)
+@pytest.fixture
+def model(tiny_model) -> Any:
+    """The tiny model as a new model object: its pass cost unmeasured and its acceptance at the prior."""
+    return replace(tiny_model)
 
 
 def pinned(rate: float) -> Acceptance:
@@ -164,25 +160,25 @@ def test_a_malformed_pass_cost_is_refused(points) -> None:
     assert refused.value.argument == "pass_cost"
 
 
-def test_measuring_is_bounded_in_time(tiny_model) -> None:
+def test_measuring_is_bounded_in_time(model) -> None:
     began = time.perf_counter()
-    cost = measure_pass_cost(tiny_model.net, budget_seconds=0.2)
+    cost = measure_pass_cost(model.net, budget_seconds=0.2)
     assert time.perf_counter() - began < 0.2 + 2.0
     assert len(cost.tokens) >= 2
     assert cost.units(8, 1) >= 1.0
 
 
-def test_the_cost_is_measured_once_per_model_and_can_be_overridden(tiny_model) -> None:
+def test_the_cost_is_measured_once_per_model_and_can_be_overridden(model) -> None:
     runs: list[int] = []
 
     def run(work):
         runs.append(1)
         return work()
 
-    first = pass_cost(tiny_model, run)
-    assert pass_cost(tiny_model, run) is first and len(runs) == 1
-    set_pass_cost(tiny_model, FREE_WIDTH)
-    assert pass_cost(tiny_model, run) is FREE_WIDTH and len(runs) == 1
+    first = pass_cost(model, run)
+    assert pass_cost(model, run) is first and len(runs) == 1
+    set_pass_cost(model, FREE_WIDTH)
+    assert pass_cost(model, run) is FREE_WIDTH and len(runs) == 1
 
 
 # ---------------------------------------------------------------------------------------------- the option
@@ -208,63 +204,63 @@ def test_the_cli_flag_takes_auto() -> None:
 
 
 @pytest.mark.parametrize("name", ("person", "contact_card", "event"))
-def test_auto_equals_sequential_where_it_drafts_and_where_it_does_not(tiny_model, name) -> None:
+def test_auto_equals_sequential_where_it_drafts_and_where_it_does_not(model, name) -> None:
     schema, prompt = extraction(name)
-    sequential = generate(tiny_model, prompt, schema, max_tokens=80)
-    set_acceptance(tiny_model, pinned(0.9))
-    set_pass_cost(tiny_model, FREE_WIDTH)
-    drafted = generate(tiny_model, prompt, schema, max_tokens=80, parallel_fields="auto")
+    sequential = generate(model, prompt, schema, max_tokens=80)
+    set_acceptance(model, pinned(0.9))
+    set_pass_cost(model, FREE_WIDTH)
+    drafted = generate(model, prompt, schema, max_tokens=80, parallel_fields="auto")
     assert drafted.stats.rounds >= 1
-    assert drafted.tokens == sequential.tokens or agrees(tiny_model, prompt, schema, 80, drafted.tokens)
+    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, 80, drafted.tokens)
     assert drafted.finish_reason == sequential.finish_reason
-    set_pass_cost(tiny_model, CPU_WIDTH)
-    plain = generate(tiny_model, prompt, schema, max_tokens=80, parallel_fields="auto")
+    set_pass_cost(model, CPU_WIDTH)
+    plain = generate(model, prompt, schema, max_tokens=80, parallel_fields="auto")
     assert plain.stats.rounds == 0
     assert plain.tokens == sequential.tokens
     assert plain.stats.passes == sequential.stats.passes
 
 
-def test_auto_stops_drafting_midway_when_drafts_stop_paying(tiny_model) -> None:
+def test_auto_stops_drafting_midway_when_drafts_stop_paying(model) -> None:
     """With drafts accepted at 0.3, free width pays while many blocks are left and not for the last ones."""
     schema, prompt = extraction("person")
-    sequential = generate(tiny_model, prompt, schema, max_tokens=80)
-    set_acceptance(tiny_model, pinned(0.3))
-    set_pass_cost(tiny_model, FREE_WIDTH)
-    mixed = generate(tiny_model, prompt, schema, max_tokens=80, parallel_fields="auto")
-    certified = generate(tiny_model, prompt, schema, max_tokens=80, parallel_fields=True)
+    sequential = generate(model, prompt, schema, max_tokens=80)
+    set_acceptance(model, pinned(0.3))
+    set_pass_cost(model, FREE_WIDTH)
+    mixed = generate(model, prompt, schema, max_tokens=80, parallel_fields="auto")
+    certified = generate(model, prompt, schema, max_tokens=80, parallel_fields=True)
     assert 1 <= mixed.stats.rounds < certified.stats.rounds
-    assert mixed.tokens == sequential.tokens or agrees(tiny_model, prompt, schema, 80, mixed.tokens)
+    assert mixed.tokens == sequential.tokens or agrees(model, prompt, schema, 80, mixed.tokens)
 
 
-def test_auto_on_a_template_equals_sequential(tiny_model) -> None:
+def test_auto_on_a_template_equals_sequential(model) -> None:
     pattern = compile_regex(TEMPLATE)
-    sequential = generate(tiny_model, "Review it.", pattern, max_tokens=60)
-    set_acceptance(tiny_model, pinned(0.9))
-    set_pass_cost(tiny_model, FREE_WIDTH)
-    drafted = generate(tiny_model, "Review it.", pattern, max_tokens=60, parallel_fields="auto")
+    sequential = generate(model, "Review it.", pattern, max_tokens=60)
+    set_acceptance(model, pinned(0.9))
+    set_pass_cost(model, FREE_WIDTH)
+    drafted = generate(model, "Review it.", pattern, max_tokens=60, parallel_fields="auto")
     assert drafted.stats.rounds >= 1
-    assert drafted.tokens == sequential.tokens or agrees(tiny_model, "Review it.", pattern, 60, drafted.tokens)
+    assert drafted.tokens == sequential.tokens or agrees(model, "Review it.", pattern, 60, drafted.tokens)
 
 
 @pytest.mark.parametrize("name", ("person", "product"))
-def test_auto_on_open_objects_equals_sequential(tiny_model, name) -> None:
+def test_auto_on_open_objects_equals_sequential(model, name) -> None:
     """Open objects compile to a pushdown: auto forecasts over its cut configurations."""
     schema, prompt = extraction(name, open_objects=True)
     assert machine_of(compile_constraint(schema)) is not None
-    sequential = generate(tiny_model, prompt, schema, max_tokens=60)
-    set_acceptance(tiny_model, pinned(0.9))
-    set_pass_cost(tiny_model, FREE_WIDTH)
-    drafted = generate(tiny_model, prompt, schema, max_tokens=60, parallel_fields="auto")
+    sequential = generate(model, prompt, schema, max_tokens=60)
+    set_acceptance(model, pinned(0.9))
+    set_pass_cost(model, FREE_WIDTH)
+    drafted = generate(model, prompt, schema, max_tokens=60, parallel_fields="auto")
     assert drafted.stats.rounds >= 1
-    assert drafted.tokens == sequential.tokens or agrees(tiny_model, prompt, schema, 60, drafted.tokens)
-    set_pass_cost(tiny_model, CPU_WIDTH)
-    plain = generate(tiny_model, prompt, schema, max_tokens=60, parallel_fields="auto")
+    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, 60, drafted.tokens)
+    set_pass_cost(model, CPU_WIDTH)
+    plain = generate(model, prompt, schema, max_tokens=60, parallel_fields="auto")
     assert plain.stats.rounds == 0 and plain.tokens == sequential.tokens
 
 
-def test_auto_measures_the_pass_cost_at_first_use(tiny_model) -> None:
+def test_auto_measures_the_pass_cost_at_first_use(model) -> None:
     schema, prompt = extraction("tool_call")
-    sequential = generate(tiny_model, prompt, schema, max_tokens=60)
-    measured = generate(tiny_model, prompt, schema, max_tokens=60, parallel_fields="auto")
-    assert measured.tokens == sequential.tokens or agrees(tiny_model, prompt, schema, 60, measured.tokens)
-    assert pass_cost(tiny_model, lambda work: pytest.fail("measured twice")) is not None
+    sequential = generate(model, prompt, schema, max_tokens=60)
+    measured = generate(model, prompt, schema, max_tokens=60, parallel_fields="auto")
+    assert measured.tokens == sequential.tokens or agrees(model, prompt, schema, 60, measured.tokens)
+    assert pass_cost(model, lambda work: pytest.fail("measured twice")) is not None

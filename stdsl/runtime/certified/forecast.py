@@ -19,11 +19,11 @@ its drafted tokens agreed with the masked argmax before the block's first disagr
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stdsl.caches import CacheKind
 from stdsl.runtime.certified.blocks import END, Block, Language
 from stdsl.runtime.certified.cut_configurations import ConfigurationSteps
 from stdsl.runtime.pass_cost import PassCost
@@ -151,23 +151,15 @@ class Acceptance:
             self._drafted += drafted
 
 
-_ACCEPTANCE: dict[int, tuple[weakref.ref[Any], Acceptance]] = {}
-_ACCEPTANCE_LOCK = threading.Lock()
+_ACCEPTANCE: CacheKind[Acceptance] = CacheKind("draft acceptance")
 
 
 def acceptance_for(model: Any) -> Acceptance:
-    """The model's acceptance estimate in this process (started from the prior at first use)."""
-    with _ACCEPTANCE_LOCK:
-        entry = _ACCEPTANCE.get(id(model.net))
-        if entry is None or entry[0]() is not model.net:
-            entry = (weakref.ref(model.net), Acceptance())
-            _ACCEPTANCE[id(model.net)] = entry
-        return entry[1]
+    """The model's acceptance estimate, kept in the cache registry while the model lives (from the prior at
+    first use)."""
+    return _ACCEPTANCE.get((model,), Acceptance)
 
 
-def set_acceptance(model: Any, acceptance: Acceptance | None) -> None:
-    """Use `acceptance` for `model` from now on (None: start again from the prior at next use)."""
-    with _ACCEPTANCE_LOCK:
-        _ACCEPTANCE.pop(id(model.net), None)
-        if acceptance is not None:
-            _ACCEPTANCE[id(model.net)] = (weakref.ref(model.net), acceptance)
+def set_acceptance(model: Any, acceptance: Acceptance) -> None:
+    """Use `acceptance` for `model` from now on."""
+    _ACCEPTANCE.put((model,), acceptance)
