@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from stdsl.caches import CacheKind
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import stacked_classes
 from stdsl.kernels.rows import RowCache
@@ -117,22 +118,20 @@ class TorchTables:
         """Global id of automaton `index`'s state `state`."""
         return int(self.offsets[index]) + state
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables (on their device) and the offsets."""
+        tensors = (self.scaled, self.byte_class)
+        return int(self.offsets.nbytes) + sum(int(t.numel() * t.element_size()) for t in tensors)
 
-_TABLES: dict[tuple[tuple[int, ...], str], tuple[tuple[Any, ...], TorchTables]] = {}
-MAX_TABLE_SETS = 8
+
+_TABLES: CacheKind[TorchTables] = CacheKind("torch tables")
 
 
 def torch_tables(automata: Sequence[Any], device: torch.device) -> TorchTables:
-    """The stacked tables of these automata (in this order) on `device`, kept for the last few sets."""
-    key = (tuple(id(a) for a in automata), str(device))
-    hit = _TABLES.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], automata)):
-        return hit[1]
-    tables = TorchTables(automata, device)
-    _TABLES[key] = (tuple(automata), tables)
-    while len(_TABLES) > MAX_TABLE_SETS:
-        del _TABLES[next(iter(_TABLES))]
-    return tables
+    """The stacked tables of these automata (in this order) on `device` (a `stdsl.caches` entry that goes with the
+    automata)."""
+    return _TABLES.get(tuple(automata), lambda: TorchTables(automata, device), (str(device),))
 
 
 def walk_next_states_torch(tables: TorchTables, states: torch.Tensor, vocab: TorchVocabulary) -> torch.Tensor:
