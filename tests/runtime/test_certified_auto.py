@@ -36,7 +36,7 @@ from stdsl.runtime.certified.forecast import (
     set_acceptance,
     worth_drafting,
 )
-from stdsl.runtime.decode import generate
+from stdsl.runtime.decode import generate, generate_batch, stream
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.pass_cost import PassCost, measure_pass_cost, pass_cost, set_pass_cost
 
@@ -264,3 +264,19 @@ def test_auto_measures_the_pass_cost_at_first_use(model) -> None:
     measured = generate(model, prompt, schema, max_tokens=60, parallel_fields="auto")
     assert measured.tokens == sequential.tokens or agrees(model, prompt, schema, 60, measured.tokens)
     assert pass_cost(model, lambda work: pytest.fail("measured twice")) is not None
+
+
+def test_auto_through_generate_batch_and_stream(model) -> None:
+    schema, prompt = extraction("person")
+    sequential = generate(model, prompt, schema, max_tokens=60)
+    set_acceptance(model, pinned(0.9))
+    set_pass_cost(model, FREE_WIDTH)
+    batch = generate_batch(model, [{"prompt": prompt, "constraint": schema}] * 2, max_tokens=60,
+                           parallel_fields="auto")
+    streamed = stream(model, prompt, schema, max_tokens=60, parallel_fields="auto")
+    text = "".join(streamed)
+    for result in [*batch, streamed.result()]:
+        assert not isinstance(result, Exception)
+        assert result.stats.rounds >= 1
+        assert result.tokens == sequential.tokens or agrees(model, prompt, schema, 60, result.tokens)
+    assert text == streamed.result().text
