@@ -10,13 +10,16 @@ engine's prompt cache) is `register`ed: its bytes count against the budget and `
     stdsl.caches.stats()                 # {kind: CacheStats(entries, bytes, hits, misses, evictions)}
     stdsl.caches.clear()
 
-Sizes: a value's `nbytes` (numpy arrays and stdsl's tables say what they hold), or the kind's `size` function;
-either is read again whenever anything is stored and at `stats()`, so tables that grow with use are counted as
-they grow.  Any other value is estimated once, when stored, as `sys.getsizeof` of it and of what it holds two
-levels down.  Thread-safe: one lock guards the entries, and a value is built outside it, once per key (concurrent
-callers of one key wait for the first build; other keys build in parallel; a build that asks for its own key
-gets a value built afresh, not a deadlock).  Imports nothing from stdsl but its
-errors, so every layer can use it.
+Sizes: a value's `nbytes` (numpy arrays and stdsl's tables say what they hold), or the kind's `size` function.
+Values whose class computes `nbytes` (a property) and kinds with a `size` function may grow with use: their bytes
+are read again at `stats()`, `set_budget()` and, at most once every `REMEASURE_SECONDS`, when something is
+stored.  Any other value is measured once, when stored; one with no `nbytes` is estimated as `sys.getsizeof` of
+it and of what it holds two levels down.  An entry whose value keeps its key object alive (a planner keeps its
+tokenizer) cannot die with it; it goes when evicted.
+
+Thread-safe: one lock guards the entries, and a value is built outside it, once per key (concurrent callers of
+one key wait for the first build; other keys build in parallel; a build that asks for its own key gets a value
+built afresh, not a deadlock).  Imports nothing from stdsl but its errors, so every layer can use it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import operator
 import sys
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
@@ -37,6 +41,8 @@ Key = tuple[Hashable, ...]
 
 DEFAULT_BUDGET = 1 << 30
 """Bytes all entries and registered caches may hold together before the least recently used entries go."""
+REMEASURE_SECONDS = 1.0
+"""How often, at most, storing an entry reads again the sizes of the entries that may grow."""
 
 
 @dataclass
@@ -87,11 +93,11 @@ def estimate_nbytes(value: Any, depth: int = 2) -> int:
 
 
 def _live_size(value: Any, size: Callable[[Any], int] | None) -> Callable[[], int] | None:
-    """How to re-read an entry's bytes as it grows (None: its size is the estimate made when it was stored)."""
+    """How to re-read the bytes of an entry that may grow: its kind's `size`, or its class's `nbytes` property
+    (None: an array or other value, measured once when stored)."""
     if size is not None:
         return lambda: int(size(value))
-    nbytes = getattr(value, "nbytes", None)
-    if nbytes is not None and not callable(nbytes):
+    if isinstance(getattr(type(value), "nbytes", None), property):
         return lambda: int(operator.index(value.nbytes))
     return None
 
@@ -112,15 +118,26 @@ class _Entry:
 
     def holds(self, owners: tuple[Any, ...]) -> bool:
         """Whether this entry was stored for exactly these live objects (not dead ones whose ids were reused)."""
-        return all(_deref(kept) is owner for kept, owner in zip(self.owners, owners, strict=True))
+        kept = self.owners
+        if len(kept) == 1:
+            return kept[0]() is owners[0]
+        return all(ref() is owner for ref, owner in zip(kept, owners))
 
     def dead(self) -> bool:
         """Whether an object it is keyed by has died."""
-        return any(isinstance(kept, weakref.ref) and kept() is None for kept in self.owners)
+        return any(ref() is None for ref in self.owners)
 
 
-def _deref(kept: Any) -> Any:
-    return kept() if isinstance(kept, weakref.ref) else kept
+class _Strong:
+    """An owner that takes no weak reference (a list, a tuple), held as it is, called like a weak reference."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+
+    def __call__(self) -> Any:
+        return self.owner
 
 
 class CacheRegistry:
@@ -140,6 +157,7 @@ class CacheRegistry:
         """The entries whose size is read again (by `nbytes` or their kind's `size`)."""
         self._bytes = 0
         self._registered_bytes = 0
+        self._next_remeasure = 0.0
         self._building: dict[Key, tuple[threading.Lock, int]] = {}
         """Keys being built now: a lock the builder holds until the value is stored, and the builder's thread."""
         self._kinds: weakref.WeakSet[CacheKind[Any]] = weakref.WeakSet()
@@ -208,8 +226,7 @@ class CacheRegistry:
 
     def _get(self, kind: CacheKind[V], owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...]
              ) -> V:
-        key = _key(kind, owners, extra)
-        me = threading.get_ident()
+        key = (kind.id, *map(id, owners), *extra)
         while True:
             with self._lock:
                 entry = self._hit(key, owners)
@@ -219,11 +236,11 @@ class CacheRegistry:
                 if building is None:
                     gate = threading.Lock()
                     gate.acquire()
-                    self._building[key] = (gate, me)
+                    self._building[key] = (gate, threading.get_ident())
                     kind._misses += 1
                     break
             gate, builder = building
-            if builder == me:
+            if builder == threading.get_ident():
                 return build()
             with gate:
                 pass
@@ -252,8 +269,10 @@ class CacheRegistry:
         if entry is None or not entry.holds(owners):
             return None
         self._entries.move_to_end(key)
-        entry.kind._order.move_to_end(key)
-        entry.kind._hits += 1
+        kind = entry.kind
+        if kind.bounded:
+            kind._order.move_to_end(key)
+        kind._hits += 1
         return entry
 
     def _store(self, kind: CacheKind[Any], key: Key, owners: tuple[Any, ...], value: Any) -> None:
@@ -262,11 +281,13 @@ class CacheRegistry:
         measure = _live_size(value, kind.size)
         nbytes = measure() if measure is not None else estimate_nbytes(value)
         entry = _Entry(key, kind, kept, value, nbytes, measure)
-        self._remeasure()
+        if time.monotonic() >= self._next_remeasure:
+            self._remeasure()
         with self._lock:
             replaced = self._drop(key) if key in self._entries else None
             self._entries[key] = entry
-            kind._order[key] = None
+            if kind.bounded:
+                kind._order[key] = None
             kind._entries += 1
             kind._bytes += nbytes
             self._bytes += nbytes
@@ -280,7 +301,8 @@ class CacheRegistry:
         entry = self._entries.pop(key)
         self._growing.pop(key, None)
         kind = entry.kind
-        del kind._order[key]
+        if kind.bounded:
+            del kind._order[key]
         kind._entries -= 1
         kind._bytes -= entry.nbytes
         self._bytes -= entry.nbytes
@@ -296,7 +318,7 @@ class CacheRegistry:
         try:
             return weakref.ref(owner, lambda _: self._owner_died(key))
         except TypeError:
-            return owner
+            return _Strong(owner)
 
     def _owner_died(self, key: Key) -> None:
         """Weak-reference callback: drop the dead entry now if the lock is free, else at the next store or stats."""
@@ -321,6 +343,7 @@ class CacheRegistry:
     def _remeasure(self) -> list[tuple[str, CacheStats]]:
         """Re-read the bytes of every entry that can grow, outside the lock; the registered caches' stats."""
         with self._lock:
+            self._next_remeasure = time.monotonic() + REMEASURE_SECONDS
             growing = list(self._growing.values())
             caches = self._live_registered()
         sizes = [(entry, entry.measure()) for entry in growing if entry.measure is not None]
@@ -342,7 +365,7 @@ class CacheRegistry:
         """Evict least recently used entries past their kind's bounds, then past the budget (the registered caches'
         bytes count); `newest` stays.  Call under the lock; returns what went, to let go of after releasing it."""
         dropped = self._purge()
-        for kind in list(self._kinds):
+        for kind in [kind for kind in self._kinds if kind.bounded]:
             while kind._over():
                 oldest = next((key for key in kind._order if key != newest), None)
                 if oldest is None:
@@ -357,7 +380,7 @@ class CacheRegistry:
 
 
 def _key(kind: CacheKind[Any], owners: tuple[Any, ...], extra: tuple[Hashable, ...]) -> Key:
-    return (kind.id, *(id(owner) for owner in owners), *extra)
+    return (kind.id, *map(id, owners), *extra)
 
 
 def _checked_budget(nbytes: Any) -> int:
@@ -386,7 +409,9 @@ class CacheKind(Generic[V]):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.size = size
+        self.bounded = max_entries is not None or max_bytes is not None
         self._order: OrderedDict[Key, None] = OrderedDict()
+        """This kind's keys, least recently used first (kept only when it has bounds of its own)."""
         self._entries = 0
         self._bytes = 0
         self._hits = 0

@@ -22,10 +22,14 @@ class _Owner:
 
 
 class _Sized:
-    """A value that says its bytes (and can grow)."""
+    """A value that says its bytes (a property: it can grow)."""
 
     def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
+        self.held = nbytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.held
 
 
 class _Registered:
@@ -106,7 +110,7 @@ def test_values_that_grow_are_measured_again_when_anything_is_stored() -> None:
     registry = CacheRegistry(budget=100)
     kind = registry.kind("growing")
     grows = kind.get((), lambda: _Sized(10), ("a",))
-    grows.nbytes = 95
+    grows.held = 95
     assert kind.stats().bytes == 95
     kind.get((), lambda: _Sized(10), ("b",))
     assert kind.stats().entries == 1 and kind.stats().evictions == 1
@@ -333,3 +337,17 @@ def test_one_value_per_combination_of_owners_in_order_and_extra() -> None:
     assert kind.get((a, b), lambda: build(3), (True,)) == 3
     assert kind.get((b, a), lambda: build(4)) == 4
     assert builds == [1, 3, 4]
+
+
+def test_arrays_and_plain_values_are_measured_once() -> None:
+    registry = CacheRegistry()
+    kind = registry.kind("fixed")
+
+    class Fixed:
+        def __init__(self) -> None:
+            self.nbytes = 10
+
+    fixed = kind.get((), Fixed)
+    array = kind.get((), lambda: np.zeros(4, dtype=np.int64), ("array",))
+    fixed.nbytes = 1000
+    assert kind.stats().bytes == 10 + array.nbytes
