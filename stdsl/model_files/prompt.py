@@ -82,9 +82,9 @@ def prompt_ids(tokenizer: Tokenizer, prompt: Prompt, *, chat: bool = True, varia
             raise OptionError("prompt", f"prompt token ids must lie in [0, {limit}), got {bad[0]}")
         return ids
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]  # type: ignore[arg-type]
-    if chat and tokenizer.chat_template:
-        ids = list(tokenizer.encode(tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                                  **(variables or {}))))
+    if chat and getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **(variables or {}))
+        ids = list(tokenizer.encode(rendered)) if isinstance(rendered, str) else [int(t) for t in rendered]
     else:
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in messages)
         ids = list(tokenizer.encode(text))

@@ -7,20 +7,16 @@ typo or a wrong type never surfaces as a foreign exception from deep inside deco
 from __future__ import annotations
 
 import difflib
-import numbers
-import re
-import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from stdsl.errors import OptionError
+from stdsl.model_files.prompt import check_text
 from stdsl.runtime.batch.sampling import SamplingParams
 from stdsl.runtime.option_values import boolean, boolean_or, integer, refuse
 
 FLAGS = ("chat", "healing", "reference")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-PROMPT_SHAPES = "a str, a non-empty list of {'role': str, 'content': str | None} messages, or a list of token ids"
 
 
 @dataclass(frozen=True)
@@ -90,47 +86,3 @@ def stop_strings(stop: Any) -> tuple[str, ...]:
     for index, text in enumerate(stop):
         check_text("stop", f"stop[{index}]", text)
     return tuple(stop)
-
-
-def check_text(argument: str, where: str, text: str) -> None:
-    """Refuse text holding a lone surrogate (a str that is not Unicode text: no tokenizer can encode it),
-    naming where it is and the code point offset."""
-    found = _LONE_SURROGATE.search(text)
-    if found is not None:
-        raise OptionError(argument, f"{where} holds a lone surrogate (U+{ord(found.group()):04X}) at offset "
-                                    f"{found.start()}; text must be valid Unicode")
-
-
-def check_prompt(prompt: Any, vocab_size: int | None = None) -> None:
-    """Refuse a prompt that is not a str, chat messages or token ids (ids below `vocab_size` when given),
-    or whose text holds a lone surrogate.
-
-    An empty str is a valid prompt; an empty list is neither messages nor ids and is refused.
-    """
-    if isinstance(prompt, str):
-        check_text("prompt", "prompt", prompt)
-        return
-    if not isinstance(prompt, (list, tuple)) or not prompt:
-        raise refuse("prompt", prompt, PROMPT_SHAPES)
-    if all(isinstance(item, Mapping) for item in prompt):
-        for index, message in enumerate(prompt):
-            _check_message(index, message)
-        return
-    limit = f" below {vocab_size}" if vocab_size is not None else ""
-    for index, token in enumerate(prompt):
-        if isinstance(token, bool) or not isinstance(token, numbers.Integral):
-            raise OptionError("prompt", f"prompt[{index}] is {reprlib.repr(token)}; prompt must be {PROMPT_SHAPES}")
-        if int(token) < 0 or (vocab_size is not None and int(token) >= vocab_size):
-            raise OptionError("prompt", f"prompt[{index}] is token id {token}; token ids must be >= 0{limit}")
-
-
-def _check_message(index: int, message: Mapping[Any, Any]) -> None:
-    """Refuse a chat message without a str role and a str (or None) content."""
-    role, content = message.get("role"), message.get("content")
-    if not isinstance(role, str):
-        raise OptionError("prompt", f"prompt[{index}] needs a str 'role', got {reprlib.repr(role)}")
-    if "content" not in message or not (content is None or isinstance(content, str)):
-        raise OptionError("prompt", f"prompt[{index}] needs a str (or None) 'content', got {reprlib.repr(content)}")
-    for key, value in message.items():
-        if isinstance(value, str):
-            check_text("prompt", f"prompt[{index}][{key!r}]", value)

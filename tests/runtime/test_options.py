@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.errors import OptionError, StdslError
+from stdsl.model_files.prompt import check_prompt
 from stdsl.runtime.batch.sampling import SamplingParams
-from stdsl.runtime.options import DecodeOptions, check_prompt
+from stdsl.runtime.options import DecodeOptions
 
 NAMES = [f.name for f in fields(DecodeOptions)]
 FLAGS = ("chat", "healing", "parallel_fields", "reference")

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from stdsl.errors import StdslError
+from stdsl.model_files.prompt import check_prompt
 from stdsl.runtime.batch.core import DEFAULT_PREFILL_CHUNK, BatchCore
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
 from stdsl.runtime.batch.row import RowHandle
-from stdsl.runtime.options import DecodeOptions, check_prompt
+from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.runner import RUNNER
 
 T = TypeVar("T")

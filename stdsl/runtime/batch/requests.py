@@ -7,7 +7,7 @@ Free text (no constraint) is the language of all UTF-8 text, so it gets the same
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -17,10 +17,9 @@ from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.pushdown_state import PushdownState, machine_of
 from stdsl.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.errors import OptionError
+from stdsl.model_files.prompt import Prompt, prompt_ids
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
 from stdsl.runtime.options import DecodeOptions
-
-Prompt = str | Sequence[Mapping[str, Any]] | Sequence[int]
 
 
 @dataclass
@@ -44,29 +43,9 @@ class RowRequest:
 
 def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True, variables: Mapping[str, Any] | None = None
                   ) -> list[int]:
-    """Token ids of the prompt: ids as given, else the chat template when the model has one and `chat`, else the text.
-
-    A str is one user message; a list of {"role", "content"} dicts is used as is; `variables` go to the
-    template. An empty result becomes the tokenizer's bos (or eos) token, so an empty prompt still decodes.
-    """
-    tokenizer = model.tokenizer
-    if not isinstance(prompt, str) and all(isinstance(t, int) for t in prompt) and len(prompt) > 0:
-        ids = [int(t) for t in prompt]  # type: ignore[arg-type]
-        bad = [t for t in ids if not 0 <= t < model.vocab_size]
-        if bad:
-            raise OptionError("prompt", f"prompt token ids must lie in [0, {model.vocab_size}), got {bad[0]}")
-        return ids
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]  # type: ignore[arg-type]
-    if chat and getattr(tokenizer, "chat_template", None):
-        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **(variables or {}))
-        ids = list(tokenizer.encode(rendered)) if isinstance(rendered, str) else [int(t) for t in rendered]
-    else:
-        text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in messages)
-        ids = list(tokenizer.encode(text))
-    if not ids:
-        start = tokenizer.bos_id if tokenizer.bos_id is not None else (tokenizer.eos_ids or (0,))[0]
-        ids = [int(start)]
-    return ids
+    """Token ids of the prompt for this model (`stdsl.model_files.prompt.prompt_ids`: the renderer every surface
+    shares), given ids checked against the model's vocabulary size."""
+    return prompt_ids(model.tokenizer, prompt, chat=chat, variables=variables, vocab_size=model.vocab_size)
 
 
 FREE_TEXT = r"[\s\S]*"
