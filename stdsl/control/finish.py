@@ -26,14 +26,15 @@ def finish_reason(control: ConstraintState, eos_sampled: bool) -> str:
 
 
 def finished_generation(control: ConstraintState, stats: Stats, reason: str, parser: Callable[[str], Any] | None,
-                        *, data: bytes | None = None, text: str | None = None,
-                        reasoning: str | None = None) -> Generation:
-    """The `Generation` of a finished controller (GenerationError when its output is not in the language).
+                        *, data: bytes | None = None, text: str | None = None, reasoning: str | None = None,
+                        partial: bool = False) -> Generation:
+    """The `Generation` of a finished controller (GenerationError when its output is not in the language, unless
+    it is `partial`: a certified draft, or free text cut at a stop string, may end anywhere).
 
     `data` and `text` default to the controller's decided bytes and their UTF-8 text (a surface that
     shows only part of them, such as the answer after a thinking block, passes its own).
     """
-    if not control.accepting:
+    if not control.accepting and not partial:
         raise GenerationError("decoding ended outside an accepting state")
     stats.forced_tokens = control.forced_count
     stats.emitted_tokens = len(control.tokens)

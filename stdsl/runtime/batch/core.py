@@ -31,6 +31,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from stdsl.control.finish import finish_reason
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
@@ -96,7 +97,7 @@ class BatchCore:
         row.feed = list(request.prefix)
         self.counters["requests"] += 1
         if request.control.finished:
-            row.complete("stop")
+            row.complete(finish_reason(request.control, eos_sampled=False))
             return uid
         self._live[uid] = row
         self._waiting.append(row)
@@ -326,8 +327,7 @@ class BatchCore:
             return True
         row.publish()
         if not feed or row.control.finished or row.stopped:
-            live = row.control.planner.live_count[row.control.state]
-            row.complete("eos" if not feed else "stop" if live == 0 else "length")
+            row.complete(finish_reason(row.control, eos_sampled=not feed))
             self.counters["forced_tokens"] += row.control.forced_count
             return True
         row.feed = list(feed)

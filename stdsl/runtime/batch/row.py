@@ -13,10 +13,11 @@ from typing import Any
 
 from stdsl.compiler.special_tokens import visible_bytes
 from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.finish import finished_generation
 from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.generation import Stats
 from stdsl.runtime.batch.handle import Event, RowHandle
 from stdsl.runtime.batch.sampling import RowSampler
-from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
 
 
@@ -124,15 +125,12 @@ class Row:
         if len(text) > self._sent:
             self.handle._emit(Event(text[self._sent :]))
             self._sent = len(text)
-        stats = self.stats
-        stats.forced_tokens = control.forced_count
-        stats.emitted_tokens = len(control.tokens)
-        stats.seconds = time.perf_counter() - self.began
+        self.stats.seconds = time.perf_counter() - self.began
         data = answer if self._stop_at is None else text.encode("utf-8")
         reason = "length" if control.budget_shaped else self.finish_reason or finish_reason
-        result = Generation(text=text, tokens=list(control.tokens), stats=stats, accepted=True,
-                            finish_reason=reason, data=data, parser=self.parser,
-                            reasoning=self._reasoning if self._has_block else None)
+        result = finished_generation(control, self.stats, reason, self.parser, data=data, text=text,
+                                     reasoning=self._reasoning if self._has_block else None,
+                                     partial=self.partial or self._stop_at is not None)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 

@@ -34,8 +34,10 @@ from typing import Any
 import numpy as np
 
 from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.finish import finish_reason, finished_generation
 from stdsl.control.pushdown_state import machine_of
 from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import (
     RowRequest,
@@ -58,7 +60,6 @@ from stdsl.runtime.certified.forecast import (
 )
 from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
-from stdsl.runtime.generation import Generation, Stats
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.pass_cost import PassCost, pass_cost
 from stdsl.runtime.workers import Worker
@@ -215,7 +216,7 @@ class CertifiedDecoder:
                 del self.continuations[index]
 
     def _end_reason(self) -> str:
-        return "stop" if self.control.planner.live_count[self.control.state] == 0 else "length"
+        return finish_reason(self.control, eos_sampled=False)
 
     def _visits(self, data: bytes) -> dict[int, int]:
         """Offset of the first visit of each state on the run over `data` (cut states are visited once)."""
@@ -368,15 +369,10 @@ class CertifiedDecoder:
         tail = self._decoder.decode(b"", final=True)
         if tail:
             self.handle._emit(Event(tail))
-        stats = self.stats
-        stats.forced_tokens = control.forced_count
-        stats.rounds = self.rounds
-        stats.emitted_tokens = len(control.tokens)
-        stats.seconds = time.perf_counter() - self.began
-        data = bytes(control.decided)
+        self.stats.rounds = self.rounds
+        self.stats.seconds = time.perf_counter() - self.began
         reason = "length" if control.budget_shaped else self.finish_reason
-        result = Generation(text=data.decode("utf-8", errors="replace"), tokens=list(control.tokens), stats=stats,
-                            accepted=True, finish_reason=reason, data=data, parser=self.parser)
+        result = finished_generation(control, self.stats, reason, self.parser)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 
