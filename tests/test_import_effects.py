@@ -88,6 +88,8 @@ from stdsl.runtime.mlx_lm_models import KVCache, llama
 model = stdsl.load()
 text = stdsl.generate(model, "Count.", {{"type": "integer"}}, max_tokens=4).text
 if not {mlx_lm_first}:
+    import importlib.util
+    assert importlib.util.find_spec("mlx_lm") is not None  # a look that imports nothing leaves the finder in place
     import mlx_lm
 import mlx_lm.models.llama
 from mlx_lm import generate

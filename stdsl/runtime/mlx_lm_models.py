@@ -29,15 +29,19 @@ _lock = threading.Lock()
 
 
 class _ChildrenAttached(importlib.abc.Loader):
-    """The package's own loader, which first attaches the submodules already in `sys.modules` to the package."""
+    """The package's own loader, which first attaches the submodules already in `sys.modules` to the package (and
+    retires the finder that made it: the package is imported from then on)."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: importlib.abc.Loader, finder: _ParentFinder) -> None:
         self.loader = loader
+        self.finder = finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        if self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
         prefix = module.__name__ + "."
         for name, child in list(sys.modules.items()):
             if name.startswith(prefix) and "." not in name[len(prefix):] and child is not None:
@@ -46,7 +50,7 @@ class _ChildrenAttached(importlib.abc.Loader):
 
 
 class _ParentFinder(importlib.abc.MetaPathFinder):
-    """Finds the real package once (then leaves `sys.meta_path`), so its first import attaches its loaded parts."""
+    """Finds the real package with a loader that attaches its loaded parts; leaves `sys.meta_path` once it loads."""
 
     def __init__(self, package: str) -> None:
         self.package = package
@@ -55,11 +59,9 @@ class _ParentFinder(importlib.abc.MetaPathFinder):
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.package:
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ChildrenAttached(spec.loader)
+            spec.loader = _ChildrenAttached(spec.loader, self)
         return spec
 
 
