@@ -132,3 +132,17 @@ def test_feed_width_prefers_dripping_one_long_feed() -> None:
     assert feed_width([1] * 7 + [40]) == 1
     assert feed_width([12]) == 12
     assert feed_width([5, 5, 5]) == 5
+
+
+def test_an_automaton_passed_as_the_constraint_is_used_without_expanding_its_table(tiny_model, monkeypatch) -> None:
+    from stdsl.compiler.automata.automaton import ByteClassTable
+
+    automaton = compile_regex(r"[0-9]{3}")
+    expected = generate_batch(tiny_model, [{"prompt": "Digits.", "constraint": automaton, "max_tokens": 8}])[0]
+
+    def refused(self) -> None:
+        raise AssertionError("the dense table was expanded")
+
+    monkeypatch.setattr(ByteClassTable, "transitions", property(refused))
+    got = generate_batch(tiny_model, [{"prompt": "Digits.", "constraint": automaton, "max_tokens": 8}])[0]
+    assert got.tokens == expected.tokens and len(got.text) == 3 and got.text.isdigit()

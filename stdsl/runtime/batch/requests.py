@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from inspect import getattr_static
 from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint
@@ -87,13 +88,18 @@ def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> Const
     return ConstraintState(automaton, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
 
 
+def _is_byte_machine(constraint: Any) -> bool:
+    """Whether `constraint` is a byte machine already (an automaton or a pushdown machine), found without reading
+    its attributes: an automaton's `transitions` property expands its dense (states x 256) table on every read."""
+    return all(getattr_static(constraint, name, None) is not None for name in ("transitions", "accepting"))
+
+
 def compiled_constraint(constraint: Any, tokenizer: Any = None) -> Any:
     """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through), a
     grammar for `tokenizer`'s special tokens when given."""
     if constraint is None:
         return _free_text()
-    if isinstance(constraint, ReasoningConstraint) or (hasattr(constraint, "transitions")
-                                                        and hasattr(constraint, "accepting")):
+    if isinstance(constraint, ReasoningConstraint) or _is_byte_machine(constraint):
         return constraint
     from stdsl.compiler.constraint import compile as compile_constraint
 
