@@ -140,7 +140,7 @@ class OurEngine:
     def __init__(self) -> None:
         import stdsl  # noqa: F401  (imported here so the first compile does not pay for imports)
         from stdsl.control.constraint_state import vocabulary_of
-        from stdsl.runtime.model.tokenizer import Tokenizer
+        from stdsl.model_files.tokenizer import Tokenizer
 
         self.tokenizer, self.tokenizer_s, self.tokenizer_malloc = measure_memory(Tokenizer.qwen)
         _, self.token_list_s, self.token_list_malloc = measure_memory(lambda: self.tokenizer.token_bytes)

@@ -83,7 +83,7 @@ class QwenEngines:
     """The three engines on the Qwen3.5 vocabulary: compile a grammar, fill bitmasks along token ids."""
 
     def __init__(self, peers: list[str], errors: list[str]) -> None:
-        from stdsl.runtime.model.tokenizer import Tokenizer
+        from stdsl.model_files.tokenizer import Tokenizer
 
         self.qwen = load_qwen_vocab()
         self.size = len(self.qwen.token_bytes)

@@ -101,9 +101,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from stdsl.control.constraint_state import vocabulary_of
-    from stdsl.runtime.model.gguf import GGUFFile
+    from stdsl.model_files.gguf import GGUFFile
+    from stdsl.model_files.tokenizer import Tokenizer
     from stdsl.runtime.model.loading import embedded_gguf_path
-    from stdsl.runtime.model.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_gguf(GGUFFile(embedded_gguf_path()))
     vocab = vocabulary_of(tokenizer)

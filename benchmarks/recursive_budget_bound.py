@@ -75,8 +75,8 @@ def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:
 
 def main() -> int:
     from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.model_files.tokenizer import Tokenizer
     from stdsl.runtime.model.loading import embedded_gguf_path
-    from stdsl.runtime.model.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_gguf(embedded_gguf_path())
     vocab = vocabulary_of(tokenizer)

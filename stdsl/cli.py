@@ -46,8 +46,8 @@ def _vocab_size(name: str) -> int:
         from stdsl.kernels.vocab_sources import qwen_vocabulary
 
         return qwen_vocabulary().size
+    from stdsl.model_files.tokenizer import Tokenizer
     from stdsl.runtime.model.loading import embedded_gguf_path
-    from stdsl.runtime.model.tokenizer import Tokenizer
 
     return Tokenizer.from_gguf(embedded_gguf_path()).vocab_size
 

@@ -40,7 +40,7 @@ def smollm2_gguf_path() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_gguf(smollm2_gguf_path: Path):
     """The parsed embedded GGUF file."""
-    from stdsl.runtime.model.gguf import GGUFFile
+    from stdsl.model_files.gguf import GGUFFile
 
     return GGUFFile(smollm2_gguf_path)
 
@@ -48,7 +48,7 @@ def smollm2_gguf(smollm2_gguf_path: Path):
 @pytest.fixture(scope="session")
 def smollm2_tokenizer(smollm2_gguf):
     """SmolLM2's tokenizer rebuilt from the GGUF metadata."""
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     return Tokenizer.from_gguf(smollm2_gguf)
 

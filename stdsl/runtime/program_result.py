@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from stdsl.runtime.generation import Stats
+from stdsl.generation import Stats
 
 
 class ProgramResult(Mapping[str, Any]):

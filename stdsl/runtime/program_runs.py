@@ -18,10 +18,10 @@ from typing import IO, Any
 
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.errors import OptionError, StdslError
+from stdsl.generation import Generation
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.runtime.dataset_files import check_output, finished_lines, input_lines, read_arguments, record_text
 from stdsl.runtime.decode import engine_for, generate, generate_batch, submit
-from stdsl.runtime.generation import Generation
 from stdsl.runtime.program_result import ProgramResult
 
 

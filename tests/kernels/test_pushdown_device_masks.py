@@ -22,7 +22,7 @@ from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.walk import backend
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 from tests.control.budget import test_pushdown_budget
 from tests.control.budget.test_pushdown_budget import recursive_trees
 from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks

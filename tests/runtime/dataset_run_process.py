@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sys
 
+from stdsl.model_files.gguf import GGUFFile
+from stdsl.model_files.tokenizer import Tokenizer
 from stdsl.programs import Program
-from stdsl.runtime.model.gguf import GGUFFile
 from stdsl.runtime.model.loading import Model, embedded_gguf_path
-from stdsl.runtime.model.tokenizer import Tokenizer
 from stdsl.runtime.program_runs import run_dataset
 
 

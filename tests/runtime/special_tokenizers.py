@@ -35,7 +35,7 @@ def with_added_tokens(base: Any, special: Sequence[str] = (), added: Sequence[st
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as HFTokenizer
 
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     hf = HFTokenizer.from_str(base.hf.to_str())
     hf.add_tokens([AddedToken(text, special=True) for text in special]

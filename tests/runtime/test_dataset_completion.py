@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from stdsl.errors import GenerationError
+from stdsl.generation import Generation, Stats
 from stdsl.programs import Program
 from stdsl.runtime import program_runs
 from stdsl.runtime.batch.handle import Event, RowHandle
-from stdsl.runtime.generation import Generation, Stats
 
 PROGRAM = '''
 param name: str

@@ -22,9 +22,9 @@ import transformers
 import mlx.core as mx
 from mlx_lm.models.llama import Model as Llama, ModelArgs
 import stdsl
-from stdsl.runtime.model.gguf import GGUFFile
+from stdsl.model_files.gguf import GGUFFile
 from stdsl.runtime.model.loading import Model, embedded_gguf_path
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 
 tokenizer = Tokenizer.from_gguf(GGUFFile(embedded_gguf_path()))
 args = ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,

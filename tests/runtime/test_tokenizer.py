@@ -10,9 +10,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.runtime.model.chat_template import ChatTemplateError
-from stdsl.runtime.model.gguf_tokenizer import GGUFTokenizerError, hf_tokenizer_from_gguf
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.chat_template import ChatTemplateError
+from stdsl.model_files.gguf_tokenizer import GGUFTokenizerError, hf_tokenizer_from_gguf
+from stdsl.model_files.tokenizer import Tokenizer
 
 # llama.cpp, LLAMA_VOCAB_PRE_TYPE_SMOLLM: the regexes apply in turn, each splitting the pieces of the last.
 SMOLLM_REGEXES = [r"\p{N}", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.kernels.vocab_sources import vocabulary_from_hf
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 

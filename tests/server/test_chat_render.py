@@ -3,8 +3,8 @@ prompt, tool results in the role the template knows; the round-trip prompt exten
 from __future__ import annotations
 
 from stdsl.compiler.tools.formats import FORMATS as SYNTAXES
-from stdsl.runtime.model.chat_template import render_chat_template
-from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
+from stdsl.model_files.chat_template import render_chat_template
+from stdsl.model_files.tokenizer import CHATML_TEMPLATE
 from stdsl.server.http.protocol import ChatCompletionRequest
 from stdsl.server.requests.chat_render import CallMemory, chat_messages
 

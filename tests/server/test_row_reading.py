@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from stdsl.errors import Cancelled
+from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.handle import Event, RowHandle
-from stdsl.runtime.generation import Generation, Stats
 from stdsl.server.requests.rows import read_choice
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from stdsl.errors import GenerationError
-from stdsl.runtime.generation import Generation
+from stdsl.generation import Generation
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from stdsl.model_files.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
 from stdsl.runtime.mlx_lm_models import llama
-from stdsl.runtime.model.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
 
 GROUP_SIZE = 32
 SUPPORTED_ARCHITECTURES = ("llama",)

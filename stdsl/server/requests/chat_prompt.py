@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stdsl.runtime.model.chat_template import render_chat_template
+from stdsl.model_files.chat_template import render_chat_template
 
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 _MARKER = re.compile(f"{MARK_OPEN}(\\d+){MARK_CLOSE}")

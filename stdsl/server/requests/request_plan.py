@@ -16,7 +16,7 @@ from typing import Any
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
-from stdsl.runtime.model.tokenizer import CHATML_TEMPLATE
+from stdsl.model_files.tokenizer import CHATML_TEMPLATE
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import (
     MAX_STOP,

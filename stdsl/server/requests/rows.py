@@ -12,8 +12,8 @@ from typing import Any
 
 from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import Cancelled
+from stdsl.generation import Generation
 from stdsl.runtime.batch.handle import Event, RowHandle
-from stdsl.runtime.generation import Generation
 from stdsl.server.tools.reply_reader import ReplyReader
 
 

@@ -23,7 +23,7 @@ import stdsl
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 
 PIECES = ['{"', '":', '",', '"}', '}]', ']}', '}}', ']]', '[]', '{}', '},', '],', 'null', 'true', 'false', '"a"',
           'kids', 'name', 'id', '"n', '":"', '","', '":[', '":{']

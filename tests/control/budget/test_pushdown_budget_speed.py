@@ -22,7 +22,7 @@ from stdsl.control.budget.live_token_length import longest_live_token
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
-from stdsl.runtime.model.tokenizer import Tokenizer
+from stdsl.model_files.tokenizer import Tokenizer
 from tests.control.budget.test_pushdown_budget import bytes_to_unicode, random_walk_configs, recursive_trees
 from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
 

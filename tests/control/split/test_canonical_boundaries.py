@@ -32,7 +32,7 @@ SPECIAL_TEXT = ("<|im_end|>", "a<|im_start|>b", "<|endoftext|>")
 
 @pytest.fixture(scope="module")
 def qwen_tokenizer():
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     return Tokenizer.qwen()
 

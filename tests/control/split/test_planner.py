@@ -28,7 +28,7 @@ TASKS = ("person", "event", "product", "classification", "contact_card", "tool_c
 
 @pytest.fixture(scope="module")
 def qwen_tokenizer():
-    from stdsl.runtime.model.tokenizer import Tokenizer
+    from stdsl.model_files.tokenizer import Tokenizer
 
     return Tokenizer.qwen()
 
