@@ -2,12 +2,13 @@
 
 A pass over B rows of T tokens each feeds N = B * T tokens. Its time is taken as a function of N alone,
 interpolated linearly between measured points and extended past the widest one by the last slope: on a CPU
-it grows with N (the drip rule's `1 + TOKEN_COST * B * T`), on a GPU it is nearly flat until the device
-fills. `units(rows, width)` is that time over the time of one single-token pass, the unit certified drafts
-(`parallel_fields="auto"`) forecast in. Measuring takes a few timed passes on empty caches (attention over a
-long prompt is left out: it adds the same to every pass of a row, so it makes wide passes relatively cheaper
-and the forecast conservative), bounded by `MEASURE_SECONDS`; `set_pass_cost` overrides it (tests, or a cost
-measured offline). The cost is an entry of the cache registry (`stdsl.caches`): `clear()` has it measured again.
+it grows with N (the drip rule's `1 + TOKEN_COST * B * T`), on a GPU it should stay nearly flat until the
+device fills. `units(rows, width)` is that time over the time of one single-token pass, the unit certified
+drafts (`parallel_fields="auto"`) forecast in. Measuring takes a few timed passes on empty caches (attention
+over a long prompt is left out: it adds the same to every pass of a row, so it makes wide passes relatively
+cheaper and the forecast conservative), bounded by `MEASURE_SECONDS` (a pass predicted to end past it is
+skipped). `set_pass_cost` overrides it (tests, or a cost measured offline). The cost is an entry of the cache
+registry (`stdsl.caches`): `clear()` has it measured again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from stdsl.runtime.mlx_lm_models import make_prompt_cache
 
 MEASURE_SECONDS = 2.0
 REPEATS = 3
-SHAPES = ((1, 1), (4, 1), (1, 16), (2, 1), (1, 64), (1, 4), (8, 1), (1, 32))
+SHAPES = ((1, 1), (1, 16), (4, 1), (1, 64), (2, 1), (8, 1), (1, 4), (1, 32))
 PROBE_TOKEN = 17
 
 
@@ -76,19 +77,22 @@ def measure_pass_cost(net: Any, budget_seconds: float = MEASURE_SECONDS,
                       shapes: Sequence[tuple[int, int]] = SHAPES) -> PassCost:
     """Time passes of `net` over `shapes` (rows, width) in turn, `REPEATS` times while `budget_seconds` lasts.
 
-    The first shape is run once untimed (a warm-up); measuring stops at the first pass that ends past the
-    budget (once two token counts are known), and every shape is tried once before any repeats, so a slow
-    machine still gets the whole curve when the budget allows it. Runs on the caller's thread (the thread
-    that owns MLX).
+    The first shape is run once untimed (a warm-up). Once two token counts are known, a pass the curve so far
+    predicts to end past the budget is skipped and measuring stops at the first pass that does end past it;
+    every shape is tried once before any repeats, so a slow machine still gets the whole curve when the budget
+    allows it. Runs on the caller's thread (the thread that owns MLX).
     """
     ended = time.perf_counter() + budget_seconds
     _timed_pass(net, *shapes[0])
     samples: dict[int, list[float]] = {}
     for _ in range(REPEATS):
         for rows, width in shapes:
+            if len(samples) >= 2:
+                if time.perf_counter() >= ended:
+                    return PassCost.from_samples(samples)
+                if time.perf_counter() + PassCost.from_samples(samples).seconds_for(rows, width) > ended:
+                    continue
             samples.setdefault(rows * width, []).append(_timed_pass(net, rows, width))
-            if time.perf_counter() >= ended and len(samples) >= 2:
-                return PassCost.from_samples(samples)
     return PassCost.from_samples(samples)
 
 
