@@ -13,7 +13,8 @@ engine's prompt cache) is `register`ed: its bytes count against the budget and `
 Sizes: a value's `nbytes` (numpy arrays and stdsl's tables say what they hold), or the kind's `size` function.
 Values whose class computes `nbytes` (a property) and kinds with a `size` function may grow with use: their bytes
 are read again at `stats()`, `set_budget()` and, at most once every `REMEASURE_SECONDS`, when something is
-stored.  Any other value is measured once, when stored; one with no `nbytes` is estimated as `sys.getsizeof` of
+stored; the budget and each kind's bounds hold after each of these (between them a table may pass them by what
+it grew).  Any other value is measured once, when stored; one with no `nbytes` is estimated as `sys.getsizeof` of
 it and of what it holds two levels down.  An entry whose value keeps its key object alive (a planner keeps its
 tokenizer) cannot die with it; it goes when evicted.
 
@@ -187,11 +188,12 @@ class CacheRegistry:
             self._registered.append((name, weakref.ref(cache)))
 
     def stats(self) -> dict[str, CacheStats]:
-        """Per kind name: entries, bytes (re-read now), hits, misses and evictions so far."""
+        """Per kind name: entries, bytes (re-read now, least recently used entries evicted first if grown past the
+        budget), hits, misses and evictions so far."""
         registered = self._remeasure()
         out: dict[str, CacheStats] = {}
         with self._lock:
-            dropped = self._purge()
+            dropped = self._fit(None)
             for kind in list(self._kinds):
                 out.setdefault(kind.name, CacheStats()).__iadd__(kind._counters())
         del dropped

@@ -42,6 +42,7 @@ def test_a_decode_fills_the_registry_and_clear_empties_every_kind(smollm2_tokeni
     for kind in ("compiled constraints", "vocabularies", "shared tables", "forced planners", "pushdown tables",
                  "token spellings", "split memos"):
         assert stats[kind].entries >= 1 and stats[kind].bytes > 0, (kind, stats[kind])
+    assert stats["forced planners"].bytes < stats["vocabularies"].bytes  # a planner's memos, not the shared bytes
     stdsl.caches.clear()
     after = stdsl.caches.stats()
     assert all(held.entries == 0 and held.bytes == 0 for held in after.values()), after
@@ -55,7 +56,7 @@ def test_a_small_budget_keeps_the_registry_under_it(smollm2_tokenizer) -> None:
         stdsl.caches.set_budget(1 << 20)
         _drive(stdsl.compile(PERSON), smollm2_tokenizer)
         held = stdsl.caches.registry.nbytes
-        assert held <= 1 << 20 or len(stdsl.caches.registry) == 1
+        assert held <= 1 << 20 or len(stdsl.caches.registry) == 0
         assert sum(s.evictions for s in stdsl.caches.stats().values()) > 0
     finally:
         stdsl.caches.set_budget(budget)

@@ -31,6 +31,8 @@ MAX_LOOKAHEAD_BYTES = 64
 """How much of the forced chain after a next character the boundary cover looks at."""
 
 MAX_CACHED_COVERS = 4096
+COVER_ENTRY_NBYTES = 300
+"""About what one remembered lookahead tuple or cover holds (its key, the value's tuples and sets, the slot)."""
 
 MAX_CACHED_PARTS = 16384
 """Lookahead parts kept per tokenizer (shared by its grammars; emptied when full)."""
@@ -129,6 +131,13 @@ class BoundaryCovers:
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memos' bytes: `COVER_ENTRY_NBYTES` per lookahead or cover kept, plus the packed masks."""
+        masks = list(self._cover_masks.values())
+        entries = len(self._lookahead_cache) + len(self._cover_cache)
+        return entries * COVER_ENTRY_NBYTES + sum(int(mask.nbytes) for mask in masks)
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
         """What may follow `state`, as far as a split can depend on it (b"" when the output may end here, or a

@@ -34,6 +34,8 @@ MARK = bytes([SPECIAL_MARK])
 
 MAX_CACHED_TAILS = 4096
 """Stable-tail answers kept per planner (the cache is emptied when full)."""
+MEMO_ENTRY_NBYTES = 150
+"""About what one remembered stable tail or forced chain holds (its key, its value, the dictionary's slot)."""
 
 
 class PreTokenizingTokenizer(Protocol):
@@ -92,6 +94,12 @@ class ForcedPlanner:
         self._tail_cache: dict[tuple[bytes, int], bool] = {}
         self._chain_cache: dict[int, tuple[bytes, int]] = {}
         self.covers = BoundaryCovers(self)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of this planner's own memos (stable tails, chains, covers; what `stdsl.caches` counts): the
+        automaton, tokenizer and spellings it reads are counted where they are kept."""
+        return (len(self._tail_cache) + len(self._chain_cache)) * MEMO_ENTRY_NBYTES + self.covers.nbytes
 
     # ------------------------------------------------------------------ helpers
 
