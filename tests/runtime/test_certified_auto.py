@@ -280,3 +280,17 @@ def test_auto_through_generate_batch_and_stream(model) -> None:
         assert result.stats.rounds >= 1
         assert result.tokens == sequential.tokens or agrees(model, prompt, schema, 60, result.tokens)
     assert text == streamed.result().text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ("person", "contact_card"))
+def test_auto_drafting_on_smollm2_equals_sequential(smollm2, name) -> None:
+    """The real model, made to draft (free width, drafts accepted at 0.9): the same output as sequential greedy."""
+    model = replace(smollm2)
+    schema, prompt = extraction(name)
+    sequential = generate(model, prompt, schema, max_tokens=300)
+    set_acceptance(model, pinned(0.9))
+    set_pass_cost(model, FREE_WIDTH)
+    drafted = generate(model, prompt, schema, max_tokens=300, parallel_fields="auto")
+    assert drafted.stats.rounds >= 1
+    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, 300, drafted.tokens)
