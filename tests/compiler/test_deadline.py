@@ -9,6 +9,7 @@ import pytest
 from stdsl.compiler.constraint import Regex, compile
 from stdsl.compiler.deadline import check_deadline, compile_deadline
 from stdsl.errors import CompileError, CompileTimeError
+from tests.compiler.fuzz.time_limit import collector_seconds
 
 SLOW = "(a|b)*a(a|b){16}"
 
@@ -47,8 +48,9 @@ OVERSHOOT_CASES = [
 def test_the_limit_is_honoured_within_ten_percent(pattern: str, stage: str, limit: float) -> None:
     """Every long loop checks the limit: the refusal comes at most 10% after it (plus 50 ms of scheduling on a
     shared machine), in the stage that was running, half-built NFA freed included.  Each case needs several times
-    its limit in its stage on any machine (the state budget is lifted so that only the clock stops the build)."""
+    its limit in its stage on any machine (the state budget is lifted so that only the clock stops the build).
+    Time the process's garbage collector ran is not counted (see `time_limit`)."""
     start = time.perf_counter()
-    with pytest.raises(CompileTimeError, match=stage):
+    with collector_seconds() as collecting, pytest.raises(CompileTimeError, match=stage):
         compile(Regex(pattern), max_seconds=limit, max_states=10**8)
-    assert time.perf_counter() - start < 1.1 * limit + 0.05
+    assert time.perf_counter() - start - collecting[0] < 1.1 * limit + 0.05
