@@ -3,7 +3,7 @@ integrations (torch, vLLM processes) beside the runtime, on the controller alone
 
 Every import counts, function-local and TYPE_CHECKING ones included, so a dependency cannot creep back in
 through a deferred import. A new top-level package or module fails `test_every_package_has_a_place` until it
-is given its place here.
+is given its place here. (This replaces tests/compiler/test_layering.py, which checked the compiler alone.)
 """
 
 from __future__ import annotations
@@ -129,3 +129,11 @@ def test_no_module_imports_a_layer_above_its_own(unit: str) -> None:
     wrong = [f"{path.relative_to(PACKAGE.parent)}: {why}" for path, package in files
              for line, module in imports(path, package) if (why := violations(unit, line, module))]
     assert wrong == []
+
+
+def test_the_compiled_program_does_not_run_and_the_public_program_does() -> None:
+    from stdsl.compiler.stc.program import CompiledProgram
+
+    assert not hasattr(CompiledProgram, "run") and not hasattr(CompiledProgram, "map")
+    assert issubclass(stdsl.Program, CompiledProgram)
+    assert callable(stdsl.Program.run) and callable(stdsl.Program.map)
