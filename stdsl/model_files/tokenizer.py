@@ -81,22 +81,28 @@ class Tokenizer:
         backend = inner if isinstance(inner, HFTokenizer) else getattr(inner, "backend_tokenizer", None)
         if not isinstance(backend, HFTokenizer):
             raise TokenizerError(f"cannot use {type(obj).__name__} as a tokenizer: it has no fast (tokenizers) backend")
+        def found(name: str) -> Any:
+            """The attribute of the wrapper or the transformers tokenizer it wraps (a transformers tokenizer's own
+            `_tokenizer` is its `tokenizers` backend, which has none of them)."""
+            values = (getattr(holder, name, None) for holder in (inner, obj))
+            return next((value for value in values if value is not None), None)
+
         ids: list[int] = list(eos_ids or ())
         if not ids and wrapper_eos:
             ids = sorted(int(i) for i in wrapper_eos)
-        inner_eos = getattr(inner, "eos_token_id", None)
+        inner_eos = found("eos_token_id")
         if not ids and inner_eos is not None:
             ids = [int(inner_eos)]
-        template = chat_template or getattr(inner, "chat_template", None)
+        template = chat_template or found("chat_template")
         if isinstance(template, dict):
             template = template.get("default") or next(iter(template.values()), None)
-        bos = getattr(inner, "bos_token_id", None)
+        bos = found("bos_token_id")
         return cls(
             hf=backend,
             eos_ids=tuple(ids),
             bos_id=int(bos) if bos is not None else None,
             chat_template=template,
-            name=str(getattr(inner, "name_or_path", "hf")),
+            name=str(found("name_or_path") or "hf"),
         )
 
     @classmethod

@@ -222,3 +222,16 @@ def test_a_recursive_grammar_constraint_stays_balanced(tiny_hf) -> None:
 def test_a_bad_grammar_is_refused_naming_line_and_column(tiny_hf) -> None:
     with pytest.raises(stdsl.GrammarError, match=r"<grammar>:2:7: unclosed"):
         StdslLogitsProcessor(stdsl.Grammar('start: "a"\nrule: ( "b"'), tiny_hf[1], max_new_tokens=8)
+
+
+@pytest.mark.parametrize("prompt", ["Extract the person.", [{"role": "system", "content": "Be brief."},
+                                                            {"role": "user", "content": "Name a colour."}]])
+def test_prompts_render_as_transformers_renders_them(hf_smollm2_tokenizer, prompt) -> None:
+    """The one renderer (stdsl.model_files.prompt, stdsl.generate's) gives transformers' own chat-template ids."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    expected = hf_smollm2_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+    assert prompt_ids(stdsl_tokenizer(hf_smollm2_tokenizer), prompt) == [int(t) for t in expected]
+    text = "Extract the person."
+    assert (prompt_ids(stdsl_tokenizer(hf_smollm2_tokenizer), text, chat=False)
+            == hf_smollm2_tokenizer(text, add_special_tokens=False)["input_ids"])
