@@ -60,7 +60,7 @@ class DecodeOptions:
         object.__setattr__(self, "stop", stop_strings(self.stop))
 
     @classmethod
-    def of(cls, **options: Any) -> DecodeOptions:
+    def of(cls, /, **options: Any) -> DecodeOptions:
         """The options given by keyword; an unknown name is refused with the closest known one suggested."""
         known = [f.name for f in fields(cls)]
         for name in options:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stdsl.errors import OptionError, StdslError
@@ -115,6 +115,7 @@ def test_the_issue_cases_are_option_errors(options: dict[str, Any], argument: st
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(min_size=1, max_size=20).filter(lambda name: name not in NAMES and name.isidentifier()))
+@example("cls")
 def test_an_unknown_keyword_is_refused_by_name(name: str) -> None:
     with pytest.raises(OptionError) as caught:
         DecodeOptions.of(**{name: 1})
