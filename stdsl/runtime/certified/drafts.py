@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finish_reason, finished_generation
 from stdsl.control.pushdown_state import machine_of
@@ -421,6 +422,9 @@ def _internal(error: BaseException) -> GenerationError:
     return wrapped
 
 
+_BLOCK_PLANS: CacheKind[list[Block]] = CacheKind("certified block plans")
+
+
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
     """Decode with certified parallel fields where exact (greedy, a DFA or pushdown with two or more blocks and no
     special tokens), else as usual; with `parallel_fields="auto"`, only where the first round is forecast to pay
@@ -432,9 +436,10 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     if plain:
         blocks = []
     elif machine is not None:
-        blocks = pushdown_block_plan(machine)
+        blocks = _BLOCK_PLANS.get((machine,), lambda: pushdown_block_plan(machine))
     else:
-        blocks = block_plan(getattr(compiled, "automaton", compiled))
+        automaton = getattr(compiled, "automaton", compiled)
+        blocks = _BLOCK_PLANS.get((automaton,), lambda: block_plan(automaton))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     holder: list[CertifiedDecoder] = []
