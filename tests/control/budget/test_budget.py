@@ -122,6 +122,7 @@ class _NoPassModel:
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
         self.net = SimpleNamespace(layers=[])  # no layers: the engine's cache check passes, no pass can run
 
     def make_cache(self) -> list:
