@@ -16,16 +16,16 @@ the limit, Proposition 2's byte bound (bytes of the shortest completion, when ev
 reads is a token of its own) answers without a search. Every configuration starts with the lower bound
 ceil(shortest completion bytes / longest token an output can hold) (`live_token_length`): no token spells
 more, so the search is led straight to the closing tokens. A search that expands more than
-`max_expansions` configurations, or passes its time, gives up; the answer is then that bound (sound:
-never below the truth), and `bounded_answers` counts it. One mask shares one time budget across its
-searches (`max_mask_seconds`): a token still unanswered when it runs out is refused (sound) and counted
-likewise; tokens answered without a search come first, so the ones on a proven path stay admitted.
+`max_expansions` configurations gives up; the answer is then that bound (sound: never below the truth),
+and `bounded_answers` counts it. One mask shares one budget of expansions across its searches
+(`max_mask_expansions`): a token still unanswered when it runs out is refused (sound) and counted likewise;
+tokens answered without a search come first, so the ones on a proven path stay admitted. The guards count
+work, not time, so a mask never depends on the machine's load: the same questions get the same answers.
 """
 
 from __future__ import annotations
 
 import heapq
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,14 +42,10 @@ from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_EXPANSIONS = 20_000
 """Configurations one search may expand before it gives up and answers with the byte bound."""
-MAX_SEARCH_SECONDS = 5.0
-"""Wall time one search may take before it gives up likewise (a grammar whose rows are slow to walk)."""
-MAX_MASK_SECONDS = 0.3
-"""Wall time the searches of one budget mask may take together before the tokens left unanswered are refused.
-Neither guard counts the walks that build symbolic rows: each is made once per grammar and vocabulary and shared,
-so a cold grammar's first questions are not answered by a bound for the cost of building its rows."""
-DEADLINE_EVERY = 16
-"""Expansions between two looks at the clock."""
+MAX_MASK_EXPANSIONS = 20_000
+"""Configurations the searches of one budget mask may expand together before the tokens left unanswered are
+refused: about 0.1-0.3 s of search on this CPU, counted in work so that a mask does not change with the
+machine's load."""
 MAX_MEMO = 2_000_000
 """Memoized configurations (steps, bounds) kept before the memo is emptied; exact values are kept longest."""
 
@@ -69,7 +65,7 @@ MEMO_STEPS_NBYTES = 400
 
 
 class _GaveUp(Exception):
-    """A search passed its expansion or time guard."""
+    """A search reached its expansion guard."""
 
 
 _PRESENT: CacheKind[np.ndarray] = CacheKind("present codes", max_entries=65_536)
@@ -115,12 +111,11 @@ class PushdownNeed:
     """
 
     def __init__(self, machine: PushdownMachine, rows: ContextRows, planner: ForcedPlanner, vocab: Vocabulary,
-                 max_expansions: int = MAX_EXPANSIONS, max_seconds: float = MAX_SEARCH_SECONDS) -> None:
+                 max_expansions: int = MAX_EXPANSIONS) -> None:
         self.machine = machine
         self.rows = rows
         self.planner = planner
         self.max_expansions = max_expansions
-        self.max_seconds = max_seconds
         self.single_bytes = single_byte_tokens(vocab)
         read = (np.asarray(machine.grammar.byte_table) >= 0).any(axis=0)
         self.spells_every_byte = bool((self.single_bytes | ~read).all())
@@ -133,8 +128,6 @@ class PushdownNeed:
         self._chains: dict[int, Step] = {}
         self.searches = 0
         self.expansions = 0
-        self.walk_seconds = 0.0
-        """Wall time spent in steps that built symbolic rows (not counted against the time guards)."""
         self.bounded_answers = 0
         """Questions answered by the byte bound because a search gave up (0: every answer was exact)."""
 
@@ -153,12 +146,7 @@ class PushdownNeed:
         """The token steps from `config`: the cheapest per distinct chain end."""
         found = self._steps.get(config)
         if found is None:
-            stats = self.rows.stats
-            walks = stats.free_misses + stats.context_misses
-            began = time.perf_counter()
             successors = next_configurations(self.rows, config).tolist()
-            if stats.free_misses + stats.context_misses != walks:
-                self.walk_seconds += time.perf_counter() - began
             best: dict[int, int] = {}
             for after in successors:
                 step = self.chain_step(after)
@@ -237,32 +225,30 @@ class PushdownNeed:
             return True
         return None
 
-    def within(self, config: int, limit: int, deadline: float | None = None) -> bool:
-        """Whether need(config) <= limit (a search cut at `limit`; False when a search gives up or passes
-        `deadline`, a `time.perf_counter()` value: refusing is sound)."""
+    def within(self, config: int, limit: int, last_expansion: int | None = None) -> bool:
+        """Whether need(config) <= limit (a search cut at `limit`; False when a search gives up or the solver's
+        expansion count reaches `last_expansion`: refusing is sound)."""
         answer = self.settled(config, limit)
         if answer is not None:
             return answer
         try:
-            if deadline is not None and time.perf_counter() > deadline:
+            if last_expansion is not None and self.expansions >= last_expansion:
                 raise _GaveUp
-            return self._search(config, limit, deadline) is not None
+            return self._search(config, limit, last_expansion) is not None
         except _GaveUp:
             self.bounded_answers += 1
             return False
 
-    def _search(self, root: int, threshold: int | None, deadline: float | None = None) -> int | None:
+    def _search(self, root: int, threshold: int | None, last_expansion: int | None = None) -> int | None:
         """A* from `root`: need(root), or None when it exceeds `threshold` (or no completion exists). Ties go to
         the configuration further from the root (its estimate leans on less of the heuristic)."""
         self.searches += 1
-        stop = time.perf_counter() + self.max_seconds
-        if deadline is not None:
-            stop = min(stop, deadline)
-        walked = self.walk_seconds
+        stop = self.expansions + self.max_expansions
+        if last_expansion is not None:
+            stop = min(stop, last_expansion)
         cost_to = {root: 0}
         came_from: dict[int, tuple[int, int]] = {}
         heap = [(self.lower_bound(root), 0, root)]
-        expanded = 0
         while heap:
             estimate, spent, config = heapq.heappop(heap)
             cost = -spent
@@ -276,11 +262,9 @@ class PushdownNeed:
                     return self._solved(root, config, cost + known, cost_to, came_from)
                 heapq.heappush(heap, (cost + known, -cost, config))
                 continue
-            expanded += 1
-            self.expansions += 1
-            if expanded > self.max_expansions or (expanded % DEADLINE_EVERY == 0
-                                                   and time.perf_counter() - (self.walk_seconds - walked) > stop):
+            if self.expansions >= stop:
                 raise _GaveUp
+            self.expansions += 1
             for step in self.steps(config):
                 reached = cost + step.cost
                 if reached >= cost_to.get(step.end, UNREACHABLE):
@@ -320,9 +304,9 @@ class PushdownBudget:
     the byte bound of every successor fits and the mask is inactive without a search (cached per configuration).
     """
 
-    def __init__(self, need: PushdownNeed, max_mask_seconds: float = MAX_MASK_SECONDS) -> None:
+    def __init__(self, need: PushdownNeed, max_mask_expansions: int = MAX_MASK_EXPANSIONS) -> None:
         self.solver = need
-        self.max_mask_seconds = max_mask_seconds
+        self.max_mask_expansions = max_mask_expansions
         self._largest: dict[int, int] = {}
 
     @property
@@ -372,13 +356,13 @@ class PushdownBudget:
     def admits(self, config: int, row: np.ndarray, remaining: int) -> np.ndarray | None:
         """Tokens after which a valid ending still fits in `remaining` tokens (None: every live token does).
 
-        Tokens answered without a search come first, then searches, most promising first, until the mask's time
-        (`max_mask_seconds`, row walks not counted) runs out: the rest are refused and counted in `bounded_answers`."""
+        Tokens answered without a search come first, then searches, most promising first, until the mask's
+        expansions (`max_mask_expansions`) run out: the rest are refused and counted in `bounded_answers`."""
         largest = self.largest_bound(int(config))
         if largest is not None and largest <= remaining:
             return None
         solver = self.solver
-        deadline, walked = time.perf_counter() + self.max_mask_seconds, solver.walk_seconds
+        last_expansion = solver.expansions + self.max_mask_expansions
         live = row >= 0
         configs, inverse = np.unique(row[live], return_inverse=True)
         steps = [solver.chain_step(c) for c in configs.tolist()]
@@ -386,8 +370,7 @@ class PushdownBudget:
         open_ = sorted((i for i, a in enumerate(answers) if a is None),
                        key=lambda i: steps[i].cost + solver.lower_bound(steps[i].end))
         for i in open_:
-            answers[i] = solver.within(steps[i].end, remaining - steps[i].cost,
-                                       deadline + solver.walk_seconds - walked)
+            answers[i] = solver.within(steps[i].end, remaining - steps[i].cost, last_expansion)
         fits = np.array(answers, dtype=bool)
         if fits.all():
             return None

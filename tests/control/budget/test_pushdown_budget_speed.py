@@ -191,15 +191,48 @@ def test_the_smollm2_masks_equal_the_token_search_near_the_limit(smollm2_tokeniz
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), max_tokens=st.integers(6, 16))
-def test_a_mask_out_of_time_refuses_soundly_and_never_empties(bracket_tokenizer, seed: int,
+def test_a_mask_out_of_expansions_refuses_soundly_and_never_empties(bracket_tokenizer, seed: int,
                                                               max_tokens: int) -> None:
-    """With no time for any search, tokens left unanswered are refused: the mask still admits the tokens of a
+    """With no expansions for any search, tokens left unanswered are refused: the mask still admits the tokens of a
     proven path, and every output decoded ends valid within its budget."""
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     machine, vocab = constraint.machine, vocabulary_of(bracket_tokenizer)
     control = PushdownState(machine, bracket_tokenizer, vocab, max_tokens=max_tokens)
     tables = pushdown_tables(machine, vocab)
     control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
-                                    max_mask_seconds=0.0)
+                                    max_mask_expansions=0)
     walk_with_budget(control, random.Random(seed))
     assert control.accepting and constraint.accepts(control.decided) and len(control.tokens) <= max_tokens
+
+
+def masks_of_a_walk(machine, tokenizer, max_tokens: int, seed: int, max_mask_expansions: int
+                    ) -> tuple[list[bytes], int]:
+    """The packed masks of one random walk under a fresh budget whose masks may expand `max_mask_expansions`
+    configurations, and how many answers that budget gave by a bound."""
+    vocab = vocabulary_of(tokenizer)
+    control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    tables = pushdown_tables(machine, vocab)
+    control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
+                                    max_mask_expansions=max_mask_expansions)
+    rng, masks = random.Random(seed), []
+    control.start()
+    while not control.finished:
+        allowed = control.mask()
+        masks.append(np.packbits(allowed).tobytes())
+        choices = np.flatnonzero(allowed & ~vocab.eos)
+        control.advance(int(vocab.eos_ids[0]) if choices.size == 0 else int(rng.choice(choices.tolist())))
+    return masks, control.budget.solver.bounded_answers
+
+
+def test_masks_do_not_depend_on_the_clock(bracket_tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guards count expansions, not seconds: a walk whose guard binds gives the same masks when every look at
+    the clock finds ten more seconds gone (a loaded machine), so certified drafts and sequential decoding agree."""
+    machine = stdsl.compile(stdsl.Grammar(NESTED)).machine
+    for seed in (0, 2):
+        quiet, bounded = masks_of_a_walk(machine, bracket_tokenizer, 10, seed, 3)
+        assert bounded > 0, "the guard never bound: the test would not see a clock"
+        clock = iter(range(0, 10**9, 10))
+        monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+        loaded, _ = masks_of_a_walk(machine, bracket_tokenizer, 10, seed, 3)
+        monkeypatch.undo()
+        assert loaded == quiet
