@@ -155,7 +155,15 @@ def typed_calls(message: Any, parameters: dict[str, Any]) -> bool:
     return True
 
 
-def run_agents(base: str, tools: list[dict], requests: list[dict], clients: int, rounds: int,
+def served_model(base: str, kind: str) -> str:
+    """The model name a request must carry: stock mlx-lm serves its loaded model as "default_model"; `stcon serve`
+    refuses names it does not serve and lists its one model at /v1/models."""
+    if kind != "stcon":
+        return "default_model"
+    return str(httpx.get(base + "/models", timeout=30).json()["data"][0]["id"])
+
+
+def run_agents(base: str, model: str, tools: list[dict], requests: list[dict], clients: int, rounds: int,
                max_tokens: int) -> dict[str, Any]:
     """`clients` concurrent conversations of `rounds` rounds; wall time, tokens and typed-call share."""
     parameters = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
@@ -170,7 +178,7 @@ def run_agents(base: str, tools: list[dict], requests: list[dict], clients: int,
             messages.append({"role": "user", "content": request["request"]})
             began = time.perf_counter()
             try:
-                reply = client.chat.completions.create(model="default_model", messages=messages, tools=tools,
+                reply = client.chat.completions.create(model=model, messages=messages, tools=tools,
                                                        tool_choice="required", max_tokens=max_tokens,
                                                        temperature=0)
             except openai.APIError as error:
@@ -221,16 +229,16 @@ def sixteen_grammars() -> list[dict[str, Any]]:
     return schemas
 
 
-def serve_grammars(base: str) -> dict[str, Any]:
+def serve_grammars(base: str, model: str) -> dict[str, Any]:
     """Start one streamed request per grammar and leave after a few chunks (the grammar is compiled and its
     tables built); memory above the model before and after, as /metrics reports it."""
     client = openai.OpenAI(base_url=base, api_key="bench", max_retries=0, timeout=600)
-    client.chat.completions.create(model="default_model", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
     before = metrics(base)
     served = 0
     for schema in sixteen_grammars():
         stream = client.chat.completions.create(
-            model="default_model", messages=[{"role": "user", "content": "Fill in the form."}], max_tokens=4000,
+            model=model, messages=[{"role": "user", "content": "Fill in the form."}], max_tokens=4000,
             temperature=0, stream=True,
             response_format={"type": "json_schema", "json_schema": {"name": "form", "schema": schema}})
         for count, _ in enumerate(stream):
@@ -278,12 +286,14 @@ def main() -> None:
     bases = {kind: f"http://127.0.0.1:{ports[kind]}/v1" for kind in kinds}
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     try:
+        models = {kind: served_model(bases[kind], kind) for kind in kinds}
         for kind in kinds:
-            results[kind + "_warmup"] = run_agents(bases[kind], tools, requests[:1], 1, 1, args.max_tokens)
+            results[kind + "_warmup"] = run_agents(bases[kind], models[kind], tools, requests[:1], 1, 1,
+                                                   args.max_tokens)
         for repeat in range(args.repeats):
             for kind in kinds if repeat % 2 == 0 else kinds[::-1]:
                 before = metrics(bases[kind]) if kind == "stcon" else {}
-                run = run_agents(bases[kind], tools, requests, args.clients, args.rounds, args.max_tokens)
+                run = run_agents(bases[kind], models[kind], tools, requests, args.clients, args.rounds, args.max_tokens)
                 if kind == "stcon":
                     after = metrics(bases[kind])
                     forced = after["completion_forced_tokens_total"] - before["completion_forced_tokens_total"]
@@ -293,7 +303,7 @@ def main() -> None:
                                                          - before["prompt_cache_hit_tokens_total"])
                     run["prompt_tokens"] = int(after["prompt_tokens_total"] - before["prompt_tokens_total"])
                 runs[kind].append(run)
-        results["grammars"] = serve_grammars(bases["stcon"])
+        results["grammars"] = serve_grammars(bases["stcon"], models["stcon"])
     finally:
         for process in processes.values():
             process.terminate()
