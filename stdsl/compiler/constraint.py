@@ -103,15 +103,16 @@ registry's byte budget; a Pydantic class is keyed by identity, and its constrain
 
 def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
                ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
-    """What identifies a compilation, as (owners by identity, values): the schema's canonical JSON, the pattern
-    or grammar, or the class itself.
+    """What identifies a compilation, as (owners by identity, values): the schema's JSON with its key order kept
+    (properties are written in the order they are declared, so two orders are two programs), the pattern or
+    grammar, or the class itself.
 
     A schema that is not plain JSON (json.dumps would turn its key 1 into "1") has no key, so it is
     compiled, and refused, rather than matched to the JSON schema it resembles.
     """
     if isinstance(spec, (dict, bool)):
         try:
-            text = json.dumps(spec, sort_keys=True, allow_nan=False)
+            text = json.dumps(spec, allow_nan=False)
         except (TypeError, ValueError):
             return None
         if json.loads(text) != spec:

@@ -40,8 +40,9 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
 def canonical_text(spec: Spec) -> str:
-    """The cache key of a spec: its JSON with sorted keys and no insignificant whitespace."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The cache key of a spec: its JSON without insignificant whitespace, key order kept (a schema's properties are
+    written in their declared order, so two orders are two constraints)."""
+    return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
 
 
 class _Deadline:

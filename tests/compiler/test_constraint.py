@@ -44,6 +44,18 @@ def test_same_schema_compiles_once() -> None:
     assert stdsl.compile(first) is first
 
 
+def test_property_order_is_part_of_the_key() -> None:
+    """Properties are written in declared order, so a schema with them reordered is another program (the cache once
+    keyed schemas by sorted JSON and handed the second order the first one's automaton)."""
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a", "b"], "additionalProperties": False}
+    ba = {**ab, "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}}
+    first, second = stdsl.compile(ab), stdsl.compile(ba)
+    assert first is not second
+    assert first.automaton.accepts(b'{"a":1,"b":2}') and not first.automaton.accepts(b'{"b":2,"a":1}')
+    assert second.automaton.accepts(b'{"b":2,"a":1}') and not second.automaton.accepts(b'{"a":1,"b":2}')
+
+
 def test_a_schema_too_large_for_one_dfa_is_outlined_into_a_pushdown() -> None:
     from stdsl.compiler.constraint import compile as compile_constraint
     from stdsl.compiler.pushdown.constraint import PushdownConstraint

@@ -139,7 +139,8 @@ def test_refusals_name_what_and_where() -> None:
 def test_syntax_follows_the_chat_template() -> None:
     assert syntax_of_template(None).name == "hermes"
     assert syntax_of_template("{{ '<tool_call>\\n<function=' + name + '<parameter=' }}").name == "qwen_xml"
-    assert canonical_text({"b": 1, "a": [2]}) == canonical_text({"a": [2], "b": 1})
+    assert canonical_text({"b": 1, "a": [2]}) == canonical_text(json.loads('{"b": 1, "a": [2]}'))
+    assert canonical_text({"b": 1, "a": [2]}) != canonical_text({"a": [2], "b": 1})  # key order is the program's
 
 
 @pytest.mark.parametrize("value", ["</tool_call>", "x</function>\n</tool_call> y", "<tool_call>\n{", "a\n</parameter"])
