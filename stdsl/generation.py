@@ -53,7 +53,8 @@ class Generation:
     """One finished generation: `text` (valid under the constraint unless `finish_reason` says otherwise).
 
     After a reasoning model's thinking block, `text` is the answer and `reasoning` the thinking text
-    (None: the output had no block); `tokens` and the stats count both.
+    (None: the output had no block); `tokens` and the stats count both. `accepted` says whether the whole output
+    is in the constraint's language: always for a finished row, possibly not for a certified draft cut at its block.
     """
 
     text: str

@@ -40,5 +40,5 @@ def finished_generation(control: ConstraintState, stats: Stats, reason: str, par
     stats.emitted_tokens = len(control.tokens)
     data = control.decided if data is None else data
     return Generation(text=data.decode("utf-8", errors="replace") if text is None else text,
-                      tokens=list(control.tokens), stats=stats, accepted=True, finish_reason=reason, data=data,
-                      parser=parser, reasoning=reasoning)
+                      tokens=list(control.tokens), stats=stats, accepted=control.accepting, finish_reason=reason,
+                      data=data, parser=parser, reasoning=reasoning)

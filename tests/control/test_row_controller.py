@@ -38,13 +38,15 @@ def test_the_end_of_an_output(smollm2_tokenizer) -> None:
     control.start()
     with pytest.raises(GenerationError, match="outside an accepting state"):
         finished_generation(control, Stats(), "length", None)
-    assert finished_generation(control, Stats(), "length", None, partial=True).text == ""
+    cut = finished_generation(control, Stats(), "length", None, partial=True)
+    assert cut.text == "" and not cut.accepted
     token = smollm2_tokenizer.encode("yes")[0]
     control.advance(token)
     assert control.accepting and finish_reason(control, eos_sampled=False) == "stop"
     assert finish_reason(control, eos_sampled=True) == "eos"
     result = finished_generation(control, Stats(sampled_tokens=1), "stop", str.upper)
     assert (result.text, result.data, result.tokens, result.value) == ("yes", b"yes", [token], "YES")
+    assert result.accepted
     assert result.stats.emitted_tokens == 1 and result.stats.forced_tokens == control.forced_count
 
 
