@@ -115,3 +115,61 @@ def test_rows_admitted_with_and_without_a_cached_prefix_decode_as_alone(net, hit
     alone = forward_rows(net, make_row_caches(net, 1), [prefix + tail])
     for row in range(len(hits)):
         np.testing.assert_allclose(np.array(logits[row]), np.array(alone[0]), atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(schedule=st.lists(st.tuples(st.sampled_from(["feed", "drop", "join"]), st.integers(0, 7),
+                                   st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=5)),
+                         min_size=1, max_size=14))
+def test_rows_leaving_and_joining_reuse_slots_and_decode_as_alone(net, schedule) -> None:
+    """Rows leave (their slots freed, nothing copied), join (into a free slot when there is one, or at the end),
+    and slots left free long enough are compacted: every pass still equals each row decoded alone."""
+    caches = make_row_caches(net, 0)
+    alone: list[list] = []
+    for action, pick, tokens in schedule:
+        if action == "join" or not alone:
+            solo = make_row_caches(net, 1)
+            forward_rows(net, solo, [tokens])
+            for layer, cache in enumerate(caches):
+                cache.append_rows([solo[layer].row(0)], [len(tokens)])
+            reference = make_prompt_cache(net)
+            net(mx.array([tokens]), cache=reference)
+            alone.append(reference)
+        elif action == "drop":
+            keep = [i for i in range(len(alone)) if i != pick % len(alone)]
+            for cache in caches:
+                cache.keep(keep)
+            alone = [alone[i] for i in keep]
+        else:
+            feeds = [tokens[: 1 + (pick + i) % len(tokens)] for i in range(len(alone))]
+            got = np.asarray(forward_rows(net, caches, feeds))
+            for row, feed in enumerate(feeds):
+                want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
+                assert np.allclose(got[row], want, atol=1e-4), (action, row)
+        assert caches[0].lengths == [reference[0].offset for reference in alone]
+        assert len(caches[0].free_slots) <= max(len(alone), 1) + 1
+
+
+def test_a_sequence_extending_a_stored_one_keeps_only_its_new_positions() -> None:
+    """The next turn of a conversation shares the earlier turn's positions: bytes grow by the new positions only,
+    and both sequences still read back their own keys."""
+    cache = PromptCache(max_bytes=1 << 20)
+
+    def kv(tokens: list[int]) -> list:
+        array = mx.array(np.array(tokens, dtype=np.float32).reshape(1, 1, -1, 1))
+        return [(array, array)]
+
+    cache.store([1, 2, 3], kv([1, 2, 3]))
+    assert cache.nbytes == 3 * 8
+    cache.store([1, 2, 3, 4, 5], kv([1, 2, 3, 4, 5]))
+    cache.store([1, 2, 9], kv([1, 2, 9]))
+    assert cache.nbytes == (3 + 2 + 1) * 8 and len(cache) == 3
+    for query in ([1, 2, 3, 4, 5, 6], [1, 2, 9, 9], [1, 2, 3]):
+        hit = cache.lookup(query)
+        assert hit is not None
+        assert np.asarray(hit.layers[0][0]).reshape(-1)[: hit.length].tolist() == query[: hit.length]
+    cache.discard([1, 2, 3])
+    assert cache.nbytes == (3 + 2 + 1) * 8  # its positions are still used by the other two
+    cache.discard([1, 2, 3, 4, 5])
+    cache.discard([1, 2, 9])
+    assert cache.nbytes == 0

@@ -79,6 +79,22 @@ def test_prompt_cache_hit_gives_the_cold_tokens(tiny_model) -> None:
     engine.close()
 
 
+def test_the_next_turn_prefills_only_what_the_last_reply_did_not_feed(tiny_model) -> None:
+    """A finished row's whole sequence (prompt and every token fed after it) is kept, so a follow-up prompt that
+    repeats the reply prefills only the tokens after it, and decodes as it would cold."""
+    engine = Engine(tiny_model, max_rows=2)
+    prompt = tiny_model.tokenizer.encode("You answer in JSON. " * 6 + "Who?")
+    first = engine.submit(prompt, None, max_tokens=20).result(timeout=60)
+    assert len(first.tokens) == 20
+    follow = prompt + first.tokens + tiny_model.tokenizer.encode(" Again.")
+    before = engine.metrics()["prefilled_tokens"]
+    again = engine.submit(follow, None, max_tokens=20).result(timeout=60)
+    new_tokens = len(tiny_model.tokenizer.encode(" Again."))
+    assert engine.metrics()["prefilled_tokens"] - before == new_tokens + 1  # and the reply's last token, never fed
+    assert agrees(tiny_model, follow, None, 20, again.tokens)
+    engine.close()
+
+
 def test_submit_from_many_threads(tiny_model) -> None:
     engine = Engine(tiny_model, max_rows=4)
     results: dict[int, list[int]] = {}

@@ -120,9 +120,12 @@ class BatchCore:
         """Whether rows are waiting or in flight (inserted and not yet reported ended by `step`)."""
         return bool(self._live)
 
-    def metrics(self) -> dict[str, int]:
-        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use."""
-        return {**self.counters, "rows_active": len(self._rows), "rows_queued": len(self._waiting),
+    def metrics(self) -> dict[str, Any]:
+        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use, and the seconds
+        spent per phase (`seconds`, keyed by `PHASES`)."""
+        return {**self.counters, "seconds": dict(self.seconds),
+                "rows_active": sum(not row.handle.done for row in self._rows),
+                "rows_queued": sum(not row.handle.done for row in self._waiting),
                 "prompt_cache_hits": self.prompt_cache.hits,
                 "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
                 "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
@@ -233,6 +236,7 @@ class BatchCore:
             self.counters["prompt_tokens"] += len(row.prompt_ids)
             if row.remember:
                 self._remember(sequence, caches, i)
+            row.fed = list(row.feed)
             row.feed = []
             row.publish()
         return caches, last
@@ -248,15 +252,15 @@ class BatchCore:
         self._rows += rows
 
     def _remember(self, sequence: list[int], caches: list[RowSlotsCache], index: int) -> None:
-        """Store row `index`'s prefilled KV state in the prompt cache (copied out of the group's arrays)."""
-        if self.prompt_cache.max_bytes == 0:
-            return
-        layers = []
-        for cache in caches:
-            keys, values = cache.row(index)
-            layers.append((mx.contiguous(keys), mx.contiguous(values)))
-        mx.eval(*[a for kv in layers for a in kv])
-        self.prompt_cache.store(sequence, layers)
+        """Store row `index`'s prefilled KV state in the prompt cache (it copies out what it keeps)."""
+        self.prompt_cache.store(sequence, [cache.row(index) for cache in caches])
+
+    def _remember_row(self, index: int) -> None:
+        """Store a finished running row's KV state (its prompt and every token fed after it) in the prompt cache,
+        so the conversation's next turn, which repeats this output in its prompt, prefills only what is new."""
+        row = self._rows[index]
+        if row.fed:
+            self.prompt_cache.store(row.prompt_ids + row.fed, [cache.row(index) for cache in self._caches])
 
     def _mask(self, row: Row) -> np.ndarray:
         """Row's admissible tokens now: the one computed during the last pass, else computed here."""
@@ -293,7 +297,7 @@ class BatchCore:
         self.seconds["sample"] += time.perf_counter() - began
         began = time.perf_counter()
         for i, token in zip(drawing, tokens):
-            if self._advance(self._rows[i], token):
+            if self._advance(i, token):
                 finished.append(i)
         self.seconds["control"] += time.perf_counter() - began
         self._drop(sorted(set(finished)))
@@ -316,17 +320,22 @@ class BatchCore:
             finished += drawing
             return []
 
-    def _advance(self, row: Row, token: int) -> bool:
-        """Take `token` into the row's constraint and publish its text; True when the row has ended."""
+    def _advance(self, index: int, token: int) -> bool:
+        """Take `token` into running row `index`'s constraint and publish its text; True when the row has ended (a
+        finished row's sequence goes to the prompt cache first, so its caller's next turn finds it)."""
+        row = self._rows[index]
         row.stats.sampled_tokens += 1
         self.counters["sampled_tokens"] += 1
         try:
             feed = row.control.advance(token)
+            ended = not feed or row.control.finished or row.stopped
+            if ended and row.remember:
+                self._remember_row(index)
         except Exception as error:
             row.fail(error)
             return True
         row.publish()
-        if not feed or row.control.finished or row.stopped:
+        if ended:
             row.complete(finish_reason(row.control, eos_sampled=not feed))
             self.counters["forced_tokens"] += row.control.forced_count
             return True
@@ -343,6 +352,7 @@ class BatchCore:
         for row, n in zip(self._rows, lengths):
             take = min(n, width)
             feeds.append(row.feed[:take])
+            row.fed += row.feed[:take]
             row.feed = row.feed[take:]
             if take:
                 row.stats.passes += 1
@@ -373,9 +383,10 @@ class BatchCore:
             return
         gone = set(indices)
         for i in gone:
-            self._masks.pop(self._rows[i], None)
+            row = self._rows[i]
+            self._masks.pop(row, None)
             if cancelled:
-                self._rows[i].cancel_now()
+                row.cancel_now()
         keep = [i for i in range(len(self._rows)) if i not in gone]
         self._rows = [self._rows[i] for i in keep]
         for cache in self._caches:

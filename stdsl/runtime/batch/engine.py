@@ -66,8 +66,9 @@ class Engine:
             raise StdslError("the engine is closed")
         return RUNNER.call(work)
 
-    def metrics(self) -> dict[str, int]:
-        """Counters of the engine's life: rows active and queued, passes, tokens, prompt cache use."""
+    def metrics(self) -> dict[str, Any]:
+        """Counters of the engine's life: rows active and queued, passes, tokens, prompt cache use, seconds per
+        phase."""
         return self.core.metrics()
 
     def close(self, drain_seconds: float = 0.0) -> None:

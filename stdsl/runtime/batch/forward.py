@@ -43,16 +43,17 @@ def _head(net: Any, hidden: mx.array) -> mx.array:
 
 
 def forward_rows(net: Any, caches: list[RowSlotsCache], feeds: Sequence[Sequence[int]]) -> mx.array:
-    """Float32 logits (B, V) at each row's last fed position after one pass (lazy); rows with an empty feed get
-    garbage."""
+    """Float32 logits (B, V) at each row's last fed position after one pass (lazy), in row order; rows with an
+    empty feed get garbage."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")
-    padded = [list(f) + [0] * (width - len(f)) for f in feeds]
     for cache in caches:
         cache.prepare([len(f) for f in feeds], width)
-    inputs = mx.array(padded, dtype=mx.int32)
-    last = mx.array([max(len(f) - 1, 0) for f in feeds], dtype=mx.int32)[:, None, None]
+    slots = caches[0].slots
+    physical = caches[0].physical(feeds)
+    inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
+    last = mx.array([max(len(f) - 1, 0) for f in physical], dtype=mx.int32)[:, None, None]
     if head_only(net):
         hidden = net.model(inputs, cache=caches)
         logits = _head(net, mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
@@ -60,4 +61,6 @@ def forward_rows(net: Any, caches: list[RowSlotsCache], feeds: Sequence[Sequence
         logits = mx.take_along_axis(net(inputs, cache=caches), last, axis=1)[:, 0, :]
     for cache in caches:
         cache.commit()
+    if slots != list(range(len(physical))):
+        logits = logits[mx.array(slots, dtype=mx.int32)]
     return logits.astype(mx.float32)

@@ -6,6 +6,11 @@ entry's first n positions and prefills only the rest. Sequences live in a radix 
 ids (edges labelled by token runs); entries are evicted least recently used to stay under a byte bound.
 Each prompt cache is registered with `stdsl.caches`: its bytes count against the registry's budget, it shows in
 `stdsl.caches.stats()` as "prompt caches", and `stdsl.caches.clear()` empties it.
+
+Entries share their prefixes: a sequence stored after one it extends (the next turn of a conversation, every
+conversation after the shared system prompt) keeps only the positions past the longest stored prefix, in a
+segment of its own, and refers to the earlier entries' segments for the rest. A segment lives while an entry
+uses it, so the byte bound counts each position once however many conversations share it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,21 @@ class _Node:
     entry: tuple[int, ...] | None = None
 
 
+@dataclass(eq=False)
+class _Segment:
+    """Positions `start`..`end` of the stored sequences that share them: each layer's (1, H, end - start, D) arrays."""
+
+    start: int
+    end: int
+    layers: list[LayerKV]
+    nbytes: int
+    users: int = 0
+
+
+Chain = tuple[tuple[_Segment, int], ...]
+"""An entry's positions: segments in order, each used up to its second member (an absolute position)."""
+
+
 @dataclass
 class CacheHit:
     """The longest stored prefix of a query: its length and each layer's (1, H, L, D) keys and values (L ≥ length)."""
@@ -51,7 +71,7 @@ class PromptCache:
         self.evictions = 0
         self.hit_tokens = 0
         self._root = _Node()
-        self._entries: OrderedDict[tuple[int, ...], tuple[list[LayerKV], int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, ...], Chain] = OrderedDict()
         self._lock = threading.Lock()
         caches.register("prompt caches", self)
 
@@ -69,6 +89,18 @@ class PromptCache:
             return self._lookup(tokens)
 
     def _lookup(self, tokens: Sequence[int]) -> CacheHit | None:
+        found = self._longest(tokens)
+        if found is None:
+            self.misses += 1
+            return None
+        best, depth = found
+        self._entries.move_to_end(best)
+        self.hits += 1
+        self.hit_tokens += depth
+        return CacheHit(depth, _layers(self._entries[best], depth))
+
+    def _longest(self, tokens: Sequence[int]) -> tuple[tuple[int, ...], int] | None:
+        """A stored sequence sharing the longest prefix with `tokens`, and that prefix's length (None: none)."""
         node, depth = self._root, 0
         best: tuple[int, ...] | None = None
         query = tuple(tokens)
@@ -86,30 +118,39 @@ class PromptCache:
                 break
             node = child
         if best is None or depth == 0:
-            self.misses += 1
             return None
-        self._entries.move_to_end(best)
-        self.hits += 1
-        self.hit_tokens += depth
-        return CacheHit(depth, self._entries[best][0])
+        return best, depth
 
     def store(self, tokens: Sequence[int], layers: list[LayerKV]) -> None:
-        """Keep the KV state of `tokens` (each layer's (1, H, len, D) arrays), evicting old entries past the bound."""
+        """Keep the KV state of `tokens` (each layer's (1, H, ≥ len, D) arrays, views allowed: the positions past the
+        longest stored prefix are copied out), evicting least recently used entries past the bound."""
         key = tuple(tokens)
-        size = sum(int(k.nbytes + v.nbytes) for k, v in layers)
-        if not key or size > self.max_bytes:
+        per_position = sum(int(k.nbytes + v.nbytes) / max(k.shape[2], 1) for k, v in layers)
+        if not key or per_position * len(key) > self.max_bytes or self.max_bytes == 0:
             return
         with self._lock:
-            self._store(key, layers, size)
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return
+            found = self._longest(key)
+            chain = _cut(self._entries[found[0]], found[1]) if found is not None else ()
+            start = found[1] if found is not None else 0
+            if start < len(key):
+                kept = [(mx.contiguous(k[..., start : len(key), :]), mx.contiguous(v[..., start : len(key), :]))
+                        for k, v in layers]
+                mx.eval(*[a for pair in kept for a in pair])
+                size = sum(int(k.nbytes + v.nbytes) for k, v in kept)
+                chain += ((_Segment(start, len(key), kept, size), len(key)),)
+            self._store(key, chain)
 
-    def _store(self, key: tuple[int, ...], layers: list[LayerKV], size: int) -> None:
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return
-        self._entries[key] = (layers, size)
-        self.nbytes += size
+    def _store(self, key: tuple[int, ...], chain: Chain) -> None:
+        for segment, _ in chain:
+            if segment.users == 0:
+                self.nbytes += segment.nbytes
+            segment.users += 1
+        self._entries[key] = chain
         self._insert(key)
-        while self.nbytes > self.max_bytes:
+        while self.nbytes > self.max_bytes and self._entries:  # the new entry too, if its shared segments outgrow it
             oldest = next(iter(self._entries))
             self._remove(oldest)
             self.evictions += 1
@@ -149,8 +190,10 @@ class PromptCache:
         node.entry = key
 
     def _remove(self, key: tuple[int, ...]) -> None:
-        _, size = self._entries.pop(key)
-        self.nbytes -= size
+        for segment, _ in self._entries.pop(key):
+            segment.users -= 1
+            if segment.users == 0:
+                self.nbytes -= segment.nbytes
         path: list[_Node] = [self._root]
         node, depth = self._root, 0
         while depth < len(key):
@@ -168,6 +211,29 @@ class PromptCache:
             break_here = child.entry is not None or len(child.children) > 1
             if break_here:
                 break
+
+
+def _cut(chain: Chain, length: int) -> Chain:
+    """The part of a chain covering its first `length` positions."""
+    out: list[tuple[_Segment, int]] = []
+    for segment, used in chain:
+        if segment.start >= length:
+            break
+        out.append((segment, min(used, length)))
+    return tuple(out)
+
+
+def _layers(chain: Chain, length: int) -> list[LayerKV]:
+    """Each layer's (1, H, ≥ length, D) keys and values of a chain's first `length` positions (one concatenation
+    where the chain has several segments)."""
+    parts = _cut(chain, length)
+    layers: list[LayerKV] = []
+    for layer in range(len(parts[0][0].layers)):
+        keys = [segment.layers[layer][0][..., : used - segment.start, :] for segment, used in parts]
+        values = [segment.layers[layer][1][..., : used - segment.start, :] for segment, used in parts]
+        layers.append((keys[0], values[0]) if len(parts) == 1 else
+                      (mx.concatenate(keys, axis=2), mx.concatenate(values, axis=2)))
+    return layers
 
 
 def _any_entry(node: _Node) -> tuple[int, ...] | None:

@@ -44,6 +44,8 @@ class Row:
         self.began = time.perf_counter()
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.feed: list[int] = []
+        self.fed: list[int] = []
+        """Tokens after the prompt that the row's KV cache holds (its prefix, then each pass's feed)."""
         self.cancelled = False
         self.finish_reason: str | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -34,9 +34,7 @@ class CertifiedPrefix:
     def share(self) -> None:
         """Put the certified prefix in the engine's prompt cache (replacing the previous one), so wave rows start
         from it and prefill only what follows."""
-        kept = [(mx.contiguous(layer.keys[..., : self.length, :]), mx.contiguous(layer.values[..., : self.length, :]))
-                for layer in self.cache]
-        mx.eval(*[a for pair in kept for a in pair])
+        kept = [(layer.keys[..., : self.length, :], layer.values[..., : self.length, :]) for layer in self.cache]
         if self.stored is not None:
             self.engine.prompt_cache.discard(self.stored)
         self.stored = list(self.tokens)

@@ -72,6 +72,8 @@ class Metrics:
             metric(f"{key}_total", "counter", text, [("", engine.get(key, 0))])
         for key, text in ENGINE_GAUGES.items():
             metric(key, "gauge", text, [("", engine.get(key, 0))])
+        metric("engine_seconds_total", "counter", "seconds the engine spent per phase of its steps ('step' is the "
+               "whole step)", [(f'{{phase="{p}"}}', v) for p, v in sorted(engine.get("seconds", {}).items())])
         metric("grammars_compiled", "gauge", "compiled constraints held by the cache", [("", cache.entries)])
         metric("grammar_bytes", "gauge", "bytes of the compiled constraints held", [("", cache.bytes)])
         metric("grammar_bytes_limit", "gauge", "bound on grammar_bytes", [("", cache_limit)])
