@@ -4,7 +4,8 @@ It owns one output: at each step it gives the mask of admissible tokens (live wa
 boundary cover, eos exactly at accepting states, the budget mask of Theorem 21) and, given the
 sampled token, the tokens to feed in the next pass (the planner's canonical plan, Theorem 20).
 The boundary cover yields to the budget and to liveness: where it would leave no admissible
-token, the mask is taken without it.
+token, the mask is taken without it. `stdsl.control.controller` gives the same decisions as pure functions of a
+frozen configuration (the row's state without its log).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ special-token text spelled as ordinary text.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, Protocol
 
@@ -298,7 +298,8 @@ class ForcedPlanner:
         anchor = len(s) if certified else min(stable, commit_end)
         new_window = self._advance_window(
             window, s[:commit_end], y_start, tokens, anchor, min(forced_end, commit_end))
-        new_window.spanned = bool(pending) and y == pending and pending in self.by_bytes and not healed
+        new_window = replace(new_window,
+                             spanned=bool(pending) and y == pending and pending in self.by_bytes and not healed)
         return Plan(
             tokens=tuple(tokens),
             healed=healed,
@@ -390,7 +391,7 @@ class ForcedPlanner:
             starts.append(position)
             toks.append(token)
             position += len(self.token_bytes[token] or b"")
-        return _reanchor(Window(text, starts, toks, forced_end), anchor)
+        return _reanchor(Window(text, tuple(starts), tuple(toks), forced_end), anchor)
 
 
 def _reanchor(window: Window, anchor: int) -> Window:
@@ -398,4 +399,5 @@ def _reanchor(window: Window, anchor: int) -> Window:
     if anchor <= 0:
         return window
     kept = [(s - anchor, t) for s, t in zip(window.starts, window.tokens) if s >= anchor]
-    return Window(window.text[anchor:], [s for s, _ in kept], [t for _, t in kept], max(0, window.forced_end - anchor))
+    return Window(window.text[anchor:], tuple(s for s, _ in kept), tuple(t for _, t in kept),
+                  max(0, window.forced_end - anchor))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(frozen=True)
 class Window:
     """The output from the last stable block boundary (the anchor) to the end of what was fed.
 
@@ -13,10 +13,11 @@ class Window:
     before the anchor are dropped).  Everything before the anchor can never be re-split.
     `forced_end` is the end of the last forced byte in `text` (0: the window holds none);
     `spanned` says that the last fed token was sampled as exactly a held-back one-token block (D.3).
+    Frozen: a move makes a new window, so a kept configuration (a fork) never changes under its holder.
     """
 
     text: bytes = b""
-    starts: list[int] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
+    starts: tuple[int, ...] = ()
+    tokens: tuple[int, ...] = ()
     forced_end: int = 0
     spanned: bool = False

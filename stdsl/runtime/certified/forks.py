@@ -8,7 +8,6 @@ the row's path.
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 
 import numpy as np
 
@@ -17,9 +16,9 @@ from stdsl.control.split.planner import Window
 
 
 def fork(control: ConstraintState) -> ConstraintState:
-    """An independent copy of a row state (shared tables, its own log), so a replay never touches the original."""
+    """An independent copy of a row state (shared tables and its frozen window, its own log), so a replay never
+    touches the original."""
     twin = copy.copy(control)
-    twin.window = replace(control.window, starts=list(control.window.starts), tokens=list(control.window.tokens))
     twin.committed = bytearray(control.committed)
     twin.tokens = list(control.tokens)
     return twin
