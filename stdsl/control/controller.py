@@ -26,7 +26,7 @@ from stdsl.control.finish import finish_reason
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.token_mask import WORD_BITS, bitmask_words
+from stdsl.kernels.token_mask import pack_words
 
 MAX_MASKS = 256
 """Masks a controller keeps, least recently used dropped first (each is a vocabulary's worth of bools)."""
@@ -139,7 +139,7 @@ class Controller:
                 out[row, : allowed.shape[0]] = allowed
                 out[row, allowed.shape[0] :] = False
             elif out.dtype == np.int32:
-                words = pack_bits(allowed)
+                words = pack_words(allowed)
                 if out.shape[1] < words.shape[0]:
                     raise StdslError(f"an int32 bitmask needs {words.shape[0]} words, got {out.shape[1]}")
                 out[row, : words.shape[0]] = words
@@ -193,9 +193,3 @@ def _mask_key(configuration: Configuration) -> tuple[Any, ...]:
     return (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
             configuration.finished, configuration.budget_shaped)
 
-
-def pack_bits(allowed: np.ndarray) -> np.ndarray:
-    """A bool (V,) mask as int32 words, token t at bit t % 32 of word t // 32."""
-    bits = np.zeros(bitmask_words(allowed.shape[0]) * WORD_BITS, dtype=bool)
-    bits[: allowed.shape[0]] = allowed
-    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)

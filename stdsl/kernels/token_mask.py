@@ -24,6 +24,14 @@ def bitmask_words(size: int) -> int:
     return (size + WORD_BITS - 1) // WORD_BITS
 
 
+def pack_words(allowed: np.ndarray) -> np.ndarray:
+    """A bool (size,) mask as int32 bitmask words (bitmask_words(size),): bit j of word i is token 32·i + j, the
+    bits past `size` 0."""
+    bits = np.zeros(bitmask_words(allowed.shape[0]) * WORD_BITS, dtype=bool)
+    bits[: allowed.shape[0]] = allowed
+    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
+
+
 @dataclass(frozen=True)
 class TokenMask:
     """`size` tokens of which `listed` (sorted distinct int32 ids) are the allowed ones if `listed_allowed`,
@@ -81,9 +89,7 @@ class TokenMask:
         """
         total = bitmask_words(self.size)
         if self.listed.shape[0] > total:
-            bits = np.zeros(total * WORD_BITS, dtype=bool)
-            bits[: self.size] = self.dense()
-            words = np.packbits(bits, bitorder="little").view("<u4").astype(np.uint32)
+            words = pack_words(self.dense()).view(np.uint32)
         else:
             ids = self.listed.astype(np.intp)
             words = np.zeros(total, dtype=np.uint32)

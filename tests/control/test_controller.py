@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.control.controller import Configuration, Controller, configuration_of, pack_bits
+from stdsl.control.controller import Configuration, Controller, configuration_of
 from stdsl.control.pushdown_state import PushdownState, machine_of
 from stdsl.control.row_controller import controller_for
 from stdsl.errors import GenerationError, StdslError
+from stdsl.kernels.token_mask import pack_words
 
 TREE = {"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
                         "required": ["k"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
@@ -106,7 +107,7 @@ def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) 
     controller.fill(reached, words)
     assert not flags[:, size:].any() and not flags[len(reached)].any() and not words[:, -1].any()
     for row, config in enumerate(reached):
-        np.testing.assert_array_equal(words[row, :-1], pack_bits(flags[row, :size]))
+        np.testing.assert_array_equal(words[row, :-1], pack_words(flags[row, :size]))
         unpacked = np.unpackbits(words[row, :-1].view(np.uint8), bitorder="little")[:size].astype(bool)
         np.testing.assert_array_equal(unpacked, flags[row, :size])
         allowed = flags[row, :size]

@@ -203,16 +203,23 @@ def test_the_cli_flag_takes_auto() -> None:
 # ---------------------------------------------------------------------------------------------- decoding
 
 
-@pytest.mark.parametrize("name", ("person", "contact_card", "event"))
-def test_auto_equals_sequential_where_it_drafts_and_where_it_does_not(model, name) -> None:
+def _drafted_equals_sequential(model: Any, name: str, max_tokens: int) -> tuple[Any, Any, str]:
+    """Decode task `name` sequentially, then with "auto" made to draft (free width, drafts accepted at 0.9); assert
+    the draft ran and gave the sequential output; returns the sequential result, the schema and the prompt."""
     schema, prompt = extraction(name)
-    sequential = generate(model, prompt, schema, max_tokens=80)
+    sequential = generate(model, prompt, schema, max_tokens=max_tokens)
     set_acceptance(model, pinned(0.9))
     set_pass_cost(model, FREE_WIDTH)
-    drafted = generate(model, prompt, schema, max_tokens=80, parallel_fields="auto")
+    drafted = generate(model, prompt, schema, max_tokens=max_tokens, parallel_fields="auto")
     assert drafted.stats.rounds >= 1
-    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, 80, drafted.tokens)
+    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, max_tokens, drafted.tokens)
     assert drafted.finish_reason == sequential.finish_reason
+    return sequential, schema, prompt
+
+
+@pytest.mark.parametrize("name", ("person", "contact_card", "event"))
+def test_auto_equals_sequential_where_it_drafts_and_where_it_does_not(model, name) -> None:
+    sequential, schema, prompt = _drafted_equals_sequential(model, name, 80)
     set_pass_cost(model, CPU_WIDTH)
     plain = generate(model, prompt, schema, max_tokens=80, parallel_fields="auto")
     assert plain.stats.rounds == 0
@@ -286,11 +293,4 @@ def test_auto_through_generate_batch_and_stream(model) -> None:
 @pytest.mark.parametrize("name", ("person", "contact_card"))
 def test_auto_drafting_on_smollm2_equals_sequential(smollm2, name) -> None:
     """The real model, made to draft (free width, drafts accepted at 0.9): the same output as sequential greedy."""
-    model = replace(smollm2)
-    schema, prompt = extraction(name)
-    sequential = generate(model, prompt, schema, max_tokens=300)
-    set_acceptance(model, pinned(0.9))
-    set_pass_cost(model, FREE_WIDTH)
-    drafted = generate(model, prompt, schema, max_tokens=300, parallel_fields="auto")
-    assert drafted.stats.rounds >= 1
-    assert drafted.tokens == sequential.tokens or agrees(model, prompt, schema, 300, drafted.tokens)
+    _drafted_equals_sequential(replace(smollm2), name, 300)

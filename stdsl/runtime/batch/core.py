@@ -252,15 +252,10 @@ class BatchCore:
         self._rows += rows
 
     def _remember(self, sequence: list[int], caches: list[RowSlotsCache], index: int) -> None:
-        """Store row `index`'s prefilled KV state in the prompt cache (it copies out what it keeps)."""
+        """Store row `index`'s KV state for `sequence` in the prompt cache (it copies out what it keeps): a prefilled
+        prompt, or a finished row's prompt and every token fed after it, so the conversation's next turn, which
+        repeats that output, prefills only what is new."""
         self.prompt_cache.store(sequence, [cache.row(index) for cache in caches])
-
-    def _remember_row(self, index: int) -> None:
-        """Store a finished running row's KV state (its prompt and every token fed after it) in the prompt cache,
-        so the conversation's next turn, which repeats this output in its prompt, prefills only what is new."""
-        row = self._rows[index]
-        if row.fed:
-            self.prompt_cache.store(row.prompt_ids + row.fed, [cache.row(index) for cache in self._caches])
 
     def _mask(self, row: Row) -> np.ndarray:
         """Row's admissible tokens now: the one computed during the last pass, else computed here."""
@@ -329,8 +324,8 @@ class BatchCore:
         try:
             feed = row.control.advance(token)
             ended = not feed or row.control.finished or row.stopped
-            if ended and row.remember:
-                self._remember_row(index)
+            if ended and row.remember and row.fed:
+                self._remember(row.prompt_ids + row.fed, self._caches, index)
         except Exception as error:
             row.fail(error)
             return True

@@ -38,10 +38,9 @@ class _Node:
 
 @dataclass(eq=False)
 class _Segment:
-    """Positions `start`..`end` of the stored sequences that share them: each layer's (1, H, end - start, D) arrays."""
+    """Positions from `start` on of the stored sequences that share them: each layer's (1, H, n, D) arrays."""
 
     start: int
-    end: int
     layers: list[LayerKV]
     nbytes: int
     users: int = 0
@@ -140,7 +139,7 @@ class PromptCache:
                         for k, v in layers]
                 mx.eval(*[a for pair in kept for a in pair])
                 size = sum(int(k.nbytes + v.nbytes) for k, v in kept)
-                chain += ((_Segment(start, len(key), kept, size), len(key)),)
+                chain += ((_Segment(start, kept, size), len(key)),)
             self._store(key, chain)
 
     def _store(self, key: tuple[int, ...], chain: Chain) -> None:

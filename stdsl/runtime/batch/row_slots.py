@@ -17,9 +17,11 @@ passes (or more free slots than rows) are compacted away in one gather.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import mlx.core as mx
+
+T = TypeVar("T")
 
 GROWTH = 256
 IDLE_PASSES = 6
@@ -66,16 +68,18 @@ class RowSlotsCache:
         self._idle = self._idle + 1 if free else 0
         if free and (self._idle > IDLE_PASSES or free > len(self.slots)):
             self._compact()
-        self._feeds = [0] * len(self._lengths)
-        for slot, n in zip(self.slots, feeds):
-            self._feeds[slot] = n
+        self._feeds = self._by_slot(feeds, 0)
         self.offset = mx.array(self._lengths, dtype=mx.int32)
 
     def physical(self, feeds: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         """Row feeds laid out by physical slot (a free slot feeds nothing)."""
-        out: list[Sequence[int]] = [()] * len(self._lengths)
-        for slot, feed in zip(self.slots, feeds):
-            out[slot] = feed
+        return self._by_slot(feeds, ())
+
+    def _by_slot(self, values: Sequence[T], free: T) -> list[T]:
+        """Per-row `values` laid out by physical slot, `free` in the free slots."""
+        out = [free] * len(self._lengths)
+        for slot, value in zip(self.slots, values):
+            out[slot] = value
         return out
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
