@@ -12,7 +12,10 @@ CompileTimeError naming the stage that was running, a SchemaError naming a limit
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -56,18 +59,35 @@ def overlapping_schema(draw: st.DrawFn, most: int) -> dict[str, Any]:
     return {keyword: draw(branches)}
 
 
+@contextmanager
+def own_heap() -> Iterator[None]:
+    """Time only the compiler's objects: the test process's heap is frozen out of the collector meanwhile.
+
+    Late in a long suite the process holds millions of objects, and one full collection triggered by the
+    compiler's allocations scans them all (0.3 s seen in CI), which is the test process's cost, not the
+    compiler's.  The compiler's own garbage is still collected, and its time counted.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def compile_within(schema: dict[str, Any], limit: float) -> float:
     """Compile `schema` under `limit`; the CPU seconds it took, compiled or refused (any other error fails)."""
-    start = time.thread_time()
-    try:
-        compile(schema, max_seconds=limit)
-    except CompileTimeError as error:
-        assert f"{limit:g} s limit" in str(error) and "stopped in" in str(error)
-    except SchemaError as error:
-        assert error.path.startswith("#")
-    except EmptyLanguageError:
-        pass
-    return time.thread_time() - start
+    with own_heap():
+        start = time.thread_time()
+        try:
+            compile(schema, max_seconds=limit)
+        except CompileTimeError as error:
+            assert f"{limit:g} s limit" in str(error) and "stopped in" in str(error)
+        except SchemaError as error:
+            assert error.path.startswith("#")
+        except EmptyLanguageError:
+            pass
+        return time.thread_time() - start
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -81,17 +101,18 @@ def test_the_reported_family_is_refused_on_time() -> None:
     branches = [{"type": "object", "required": [f"k{i % 6}", f"k{(i + 1) % 6}"],
                  "properties": {f"k{j}": {"type": "integer", "minimum": (i + j) % 5, "maximum": 10 + i}
                                 for j in range(6)}} for i in range(8)]
-    start = time.thread_time()
-    with pytest.raises(CompileTimeError, match="0.5 s limit"):
-        compile({"oneOf": branches}, max_seconds=0.5)
-    assert time.thread_time() - start < 1.1 * 0.5 + 0.05
+    with own_heap():
+        start = time.thread_time()
+        with pytest.raises(CompileTimeError, match="0.5 s limit"):
+            compile({"oneOf": branches}, max_seconds=0.5)
+        assert time.thread_time() - start < 1.1 * 0.5 + 0.05
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(overlapping_schema(most=8))
 def test_overlapping_unions_keep_a_short_limit(schema: dict[str, Any]) -> None:
     limit = 0.3
-    assert compile_within(schema, limit) < 1.1 * limit + 0.15  # 0.15 s: a full collection of a long test process
+    assert compile_within(schema, limit) < 1.1 * limit + 0.05
 
 
 @pytest.mark.slow
