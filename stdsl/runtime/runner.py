@@ -1,8 +1,9 @@
 """The process's one MLX thread: it steps every batch core and runs model work handed to it, and never ends.
 
 Callers never touch a core: `submit` queues a request and returns its `RowHandle` at once, `call`
-runs a function on this thread between two steps (certified drafting's own cache), `cancel_all`
-and `wait_idle` serve `Engine.close`. The thread starts on first use, on a pooled `Worker` whose
+runs a function on this thread between two steps, `submit_policy` queues a scheduling policy's
+run (certified drafting, `stdsl.runtime.batch.policies`), `cancel_all` and `wait_idle` serve
+`Engine.close`. The thread starts on first use, on a pooled `Worker` whose
 thread never returns (a thread that ran compiled MLX work must not end while the interpreter
 finalizes, `stdsl.runtime.workers`), and it has no idle exit: with no work it blocks on a condition.
 
@@ -23,6 +24,7 @@ from typing import TypeVar
 
 from stdsl.errors import GenerationError, StdslError
 from stdsl.runtime.batch.core import BatchCore
+from stdsl.runtime.batch.policies import Policy
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.workers import Worker
@@ -35,10 +37,11 @@ THREAD_NAME = "stdsl-runner"
 
 @dataclass(eq=False)
 class _Submission:
-    """A request on its way into a core; `uid` once inserted, `cancelled` if its handle was cancelled first."""
+    """A request (or a scheduling policy's run) on its way into a core; `uid` once inserted, `cancelled` if its
+    handle was cancelled first."""
 
     core: BatchCore
-    request: RowRequest
+    request: RowRequest | Policy
     handle: RowHandle
     uid: int | None = None
     cancelled: bool = False
@@ -61,9 +64,17 @@ class Runner:
 
     def submit(self, core: BatchCore, request: RowRequest) -> RowHandle:
         """Queue `request` on `core` and return its handle at once."""
+        return self._enqueue(core, lambda handle: request)
+
+    def submit_policy(self, core: BatchCore, make: Callable[[RowHandle], Policy]) -> RowHandle:
+        """Queue a scheduling policy's run on `core` (`make(handle)` builds it: a generator that ends `handle`) and
+        return its handle at once; the run is resumed on the runner thread only."""
+        return self._enqueue(core, make)
+
+    def _enqueue(self, core: BatchCore, make: Callable[[RowHandle], RowRequest | Policy]) -> RowHandle:
         holder: list[_Submission] = []
         handle = RowHandle(lambda: self._cancel(holder[0]))
-        submission = _Submission(core, request, handle)
+        submission = _Submission(core, make(handle), handle)
         holder.append(submission)
         with self._lock:
             self._refuse_when_exiting()
@@ -176,7 +187,9 @@ class Runner:
     def _insert(self, submission: _Submission) -> int | None:
         """Insert a submission into its core; a request the core cannot take fails its handle (None)."""
         try:
-            return submission.core.insert(submission.request, submission.handle)
+            if isinstance(submission.request, RowRequest):
+                return submission.core.insert(submission.request, submission.handle)
+            return submission.core.insert_policy(submission.request, submission.handle)
         except Exception as error:
             failed = GenerationError(f"the request could not be queued: {type(error).__name__}: {error}")
             failed.__cause__ = error

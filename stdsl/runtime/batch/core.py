@@ -5,9 +5,10 @@ process's runner thread, `stdsl.runtime.runner`) is the only one that touches it
 queues a request, `remove` marks a row cancelled, `step` advances every row by one model pass and
 returns the ids of the rows that ended in it. Each row's text events and its end go to its `RowHandle`.
 
-A step: drop cancelled rows; admit waiting rows and prefill them together in chunks from the
-longest prefix the prompt cache holds; sample every row whose logits are ready (its mask usually
-computed during the previous pass) and advance its constraint by the token and its forced span
+A step: resume the scheduling policies whose rows have ended (`policies.py`: certified drafting
+drives rows of the core rather than being one); drop cancelled rows; admit waiting rows and
+prefill them together in chunks from the longest prefix the prompt cache holds; sample every row
+whose logits are ready (its mask usually computed during the previous pass) and advance its constraint by the token and its forced span
 (Theorem 19); then queue one model pass over every running row (`mx.async_eval`) and, while it
 runs, compute the masks of the rows that will sample after it: their constraint state after the
 feed is known before the pass. An exception fails exactly the rows it touched: a failed prefill
@@ -33,6 +34,7 @@ import numpy as np
 
 from stdsl.control.finish import finish_reason
 from stdsl.runtime.batch.forward import forward_rows
+from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
@@ -78,6 +80,7 @@ class BatchCore:
         self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
         self._uids = itertools.count()
         self._live: dict[int, Row] = {}
+        self._policies = Policies()
         self._waiting: list[Row] = []
         self._rows: list[Row] = []
         self._caches: list[RowSlotsCache] = []
@@ -103,22 +106,32 @@ class BatchCore:
         self._waiting.append(row)
         return uid
 
+    def insert_policy(self, steps: Policy, handle: RowHandle) -> int:
+        """Take a scheduling policy's run (`policies.py`: it drives rows of this core and ends `handle`); its id."""
+        uid = next(self._uids)
+        self._policies.start(uid, steps, handle)
+        self.counters["requests"] += 1
+        return uid
+
     def remove(self, uid: int) -> None:
         """Cancel row `uid`: it ends as Cancelled at the next step (a prefill stops between two chunks). Safe from
         any thread (it only sets a flag); an unknown or ended id is ignored."""
         row = self._live.get(uid)
         if row is not None:
             row.cancelled = True
+        else:
+            self._policies.cancel(uid)
 
     def remove_all(self) -> None:
-        """Cancel every row (see `remove`)."""
+        """Cancel every row and policy run (see `remove`)."""
         for row in list(self._live.values()):
             row.cancelled = True
+        self._policies.cancel_all()
 
     @property
     def busy(self) -> bool:
-        """Whether rows are waiting or in flight (inserted and not yet reported ended by `step`)."""
-        return bool(self._live)
+        """Whether rows or policy runs are waiting or in flight (inserted and not yet reported ended by `step`)."""
+        return bool(self._live or self._policies)
 
     def metrics(self) -> dict[str, Any]:
         """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use, and the seconds
@@ -126,6 +139,7 @@ class BatchCore:
         return {**self.counters, "seconds": dict(self.seconds),
                 "rows_active": sum(not row.handle.done for row in self._rows),
                 "rows_queued": sum(not row.handle.done for row in self._waiting),
+                "policy_runs": len(self._policies),
                 "prompt_cache_hits": self.prompt_cache.hits,
                 "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
                 "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
@@ -142,11 +156,13 @@ class BatchCore:
             row.cancel_now()
         self._waiting, self._rows = [], []
         self.release()
-        return self._collect_ended()
+        return self._policies.abandon() + self._collect_ended()
 
     def step(self) -> list[int]:
-        """One step: admit, prefill, sample, queue the next pass; the ids of the rows that ended in it."""
+        """One step: resume policies, admit, prefill, sample, queue the next pass; the ids of the rows and policy
+        runs that ended in it."""
         began = time.perf_counter()
+        ended = self._policies.resume()
         try:
             self._step()
         except Exception as error:  # a fault outside the guarded phases: fail the rows in flight, keep waiting ones
@@ -154,7 +170,7 @@ class BatchCore:
                 row.fail(error)
             self._rows, self._caches, self._logits, self._masks = [], [], None, {}
         self.seconds["step"] += time.perf_counter() - began
-        return self._collect_ended()
+        return ended + self._collect_ended()
 
     # ------------------------------------------------------------------ one step
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from stdsl.errors import StdslError
 from stdsl.model_files.prompt import check_prompt
 from stdsl.runtime.batch.core import DEFAULT_PREFILL_CHUNK, BatchCore
+from stdsl.runtime.batch.policies import Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
 from stdsl.runtime.batch.row import RowHandle
@@ -59,6 +60,12 @@ class Engine:
         if self._closed:
             raise StdslError("the engine is closed")
         return RUNNER.submit(self.core, request)
+
+    def submit_policy(self, make: Callable[[RowHandle], Policy]) -> RowHandle:
+        """Queue a scheduling policy's run (`policies.py`; `make(handle)` builds it) and return its handle."""
+        if self._closed:
+            raise StdslError("the engine is closed")
+        return RUNNER.submit_policy(self.core, make)
 
     def call(self, work: Callable[[], T]) -> T:
         """Run `work` on the runner thread between two steps and return its result (model work off the batch)."""

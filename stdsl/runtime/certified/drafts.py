@@ -20,14 +20,17 @@ With `parallel_fields="auto"` each round is forecast first (`forecast.py`): wher
 pass are not predicted cheaper, on this machine's measured pass cost (`pass_cost.py`), than decoding the same
 progress one token per pass, the rest of the output decodes sequentially (from the start when it is the first
 round, as an ordinary engine row).
+
+The decoder is a scheduling policy of the engine's core (`batch/policies.py`), not a second engine: it owns no
+thread; the core resumes it on the runner thread once a wave's rows have ended, and its certification pass runs
+there between two steps.
 """
 
 from __future__ import annotations
 
-import atexit
 import codecs
-import threading
 import time
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +40,7 @@ from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finish_reason, finished_generation
 from stdsl.control.pushdown_state import machine_of
-from stdsl.errors import Cancelled, GenerationError, StdslError
+from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import (
@@ -63,7 +66,6 @@ from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sample
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.pass_cost import PassCost, pass_cost
-from stdsl.runtime.workers import Worker
 
 FIRST_WAVE_SAMPLES = 24
 WAVE_ROWS = 4
@@ -83,17 +85,23 @@ class _Job:
     frontier: bool = False
 
 
+Waits = Generator[Sequence[RowHandle], None, None]
+"""A piece of the decoder's run: it yields the draft rows' handles it waits for (`batch/policies.py`)."""
+
+
 class CertifiedDecoder:
-    """One request decoded by certified block-parallel rounds on an engine (on its own driver thread)."""
+    """One request decoded by certified block-parallel rounds: a scheduling policy of the engine's core, whose
+    run (`run`) is resumed on the runner thread and whose drafts are rows of the same batch."""
 
     def __init__(self, engine: Engine, prompt_ids: list[int], compiled: Any, blocks: list[Block],
-                 options: DecodeOptions, handle: RowHandle, cost: PassCost | None = None) -> None:
+                 options: DecodeOptions, cost: PassCost | None = None) -> None:
         """`cost`: forecast every round on this pass cost and draft only where it pays (`parallel_fields="auto"`)."""
         self.engine = engine
         self.prompt_ids = prompt_ids
         self.blocks = blocks
         self.options = options
-        self.handle = handle
+        self.handle = RowHandle(lambda: None)
+        """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
         self.pending = prompt_ids + self.control.start()
@@ -107,7 +115,6 @@ class CertifiedDecoder:
         self.continuations: dict[int, _Job] = {}
         self.frontier_draft: Draft | None = None
         self.finish_reason = "stop"
-        self.cancelled = False
         self.began = time.perf_counter()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._shown = 0
@@ -116,8 +123,11 @@ class CertifiedDecoder:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self) -> None:
-        """Decode to the end, publishing certified text as it grows; the handle gets the result or the error."""
+    def run(self, handle: RowHandle) -> Waits:
+        """Decode to the end, publishing certified text to `handle` as it grows; it gets the result or the error.
+        Runs on the runner thread: model work goes through `engine.call` (at once there), and it yields the draft
+        rows it waits for."""
+        self.handle = handle
         try:
             if self.control.finished:
                 self._complete()
@@ -126,24 +136,22 @@ class CertifiedDecoder:
             self.stats.passes += 1
             self.pending = self.pending[len(self.prompt_ids) :]
             while not self.control.finished:
-                if self.cancelled:
-                    raise Cancelled("the request was cancelled before it finished")
-                if self.rounds >= MAX_ROUNDS or not self._round():
-                    self._finish_sequentially()
+                if self.rounds >= MAX_ROUNDS or not (yield from self._round()):
+                    yield from self._finish_sequentially()
                     return
                 self._publish()
             self._complete()
-        except BaseException as error:  # handed to the caller through the handle
+        except Exception as error:  # handed to the caller through the handle
             self.handle._finish(None, error if isinstance(error, StdslError) else _internal(error))
 
-    def _round(self) -> bool:
+    def _round(self) -> Generator[Sequence[RowHandle], None, bool]:
         """Draft, certify and commit one round; False (nothing done) where the forecast says it does not pay."""
         if not self.worth_drafting():
             return False
         frontier, upcoming = self._frontier()
         jobs = self._jobs(frontier, upcoming)
         self.rounds += 1
-        self._draft(jobs)
+        yield from self._draft(jobs)
         document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
                             self.drafts, frontier, upcoming)
         replay = replay_document(self.control, self.pending, document, self.engine.model.tokenizer)
@@ -290,7 +298,7 @@ class CertifiedDecoder:
         forecast = remaining_forecast(self.automaton, self.blocks, first, lead_done, kept, self.wave_rows)
         return worth_drafting(forecast, self.cost, self.acceptance.rate)
 
-    def _draft(self, jobs: list[_Job]) -> None:
+    def _draft(self, jobs: list[_Job]) -> Waits:
         """Run `jobs` as engine rows of one wave (the first is the lead) and keep what each drafted."""
         self.frontier_draft = None
         if not jobs:
@@ -301,6 +309,7 @@ class CertifiedDecoder:
         handles = [self.engine.submit_request(jobs[0].request)]
         lead.append(handles[0])
         handles += [self.engine.submit_request(job.request) for job in jobs[1:]]
+        yield handles
         passes = 0
         for job, handle in zip(jobs, handles):
             result = handle.result()
@@ -377,36 +386,19 @@ class CertifiedDecoder:
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 
-    def _finish_sequentially(self) -> None:
+    def _finish_sequentially(self) -> Waits:
         """After `MAX_ROUNDS`, decode the rest as one ordinary engine row from the certified state."""
         fed = self.prompt_ids + self.control.tokens[: len(self.control.tokens) - len(self.pending)]
         request = RowRequest(fed, self.control, list(self.pending), self.options, self.parser)
-        result = self.engine.submit_request(request).result()
+        rest = self.engine.submit_request(request)
+        yield [rest]
+        result = rest.result()
         result.stats.passes += self.stats.passes
         result.stats.prompt_tokens = len(self.prompt_ids)
         result.stats.sampled_tokens += self.stats.sampled_tokens
         result.stats.rounds = self.rounds
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
-
-
-_DRIVERS: list[tuple[Worker, CertifiedDecoder]] = []
-_DRIVERS_LOCK = threading.Lock()
-EXIT_JOIN_SECONDS = 30.0
-
-
-@atexit.register
-def _stop_drivers() -> None:
-    """Cancel and wait for the driver threads still running at exit (before the engines close), so none outlives MLX."""
-    with _DRIVERS_LOCK:
-        drivers = list(_DRIVERS)
-    for _, decoder in drivers:
-        decoder.cancelled = True
-    for thread, _ in drivers:
-        thread.wait(EXIT_JOIN_SECONDS)
-    with _DRIVERS_LOCK:
-        _DRIVERS.clear()
-    drivers.clear()
 
 
 def _until(watch: BlockWatch, lead: list[RowHandle] | None) -> Any:
@@ -442,16 +434,9 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
         blocks = _BLOCK_PLANS.get((automaton,), lambda: block_plan(automaton))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
-    holder: list[CertifiedDecoder] = []
-    handle = RowHandle(lambda: setattr(holder[0], "cancelled", True))
     cost = pass_cost(engine.model, engine.call) if options.parallel_fields == "auto" else None
-    decoder = CertifiedDecoder(engine, prompt_tokens(engine.model, prompt, options.chat), compiled, blocks,
-                               options, handle, cost)
+    ids = prompt_tokens(engine.model, prompt, options.chat)
+    decoder = CertifiedDecoder(engine, ids, compiled, blocks, options, cost)
     if not decoder.worth_drafting():
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
-    holder.append(decoder)
-    driver = Worker(decoder.run, "stdsl-certified")
-    with _DRIVERS_LOCK:
-        _DRIVERS[:] = [(t, d) for t, d in _DRIVERS if t.is_alive()] + [(driver, decoder)]
-    driver.start()
-    return handle
+    return engine.submit_policy(decoder.run)
