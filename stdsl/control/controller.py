@@ -23,6 +23,7 @@ import numpy as np
 
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finish_reason
+from stdsl.control.pushdown_state import PushdownState
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
@@ -70,6 +71,14 @@ class Controller:
         self._template = copy.copy(template)
         self._template.reasoning = None
         self.vocab = template.vocab
+        self.automaton = template.automaton
+        """The DFA stepped (a pushdown's placeholder when `pushdown`)."""
+        self.pushdown = isinstance(template, PushdownState)
+        """Whether configurations are a pushdown's (states are configuration ids; masks come only from `mask`)."""
+        self.rows = template.rows
+        """The automaton's token rows on demand (what a device walk reads on the host path)."""
+        self.budget = template.budget
+        """The budget's cost table (None without a token budget)."""
         self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
 
     # ------------------------------------------------------------------ moves
@@ -147,6 +156,18 @@ class Controller:
             else:
                 raise StdslError(f"the bitmask must be bool or int32, got {out.dtype}")
         return out
+
+    def cover_mask(self, configuration: Configuration) -> np.ndarray | None:
+        """The boundary cover's token mask at `configuration` (None: no cover, any token), before eos and budget."""
+        cover = configuration.cover
+        return None if cover is None else self._template.planner.cover_mask(cover)
+
+    # ------------------------------------------------------------------ the output
+
+    def spell(self, tokens: list[int]) -> bytes:
+        """The bytes `tokens` spell (an output's committed text; add the configuration's `pending` for all it
+        decided)."""
+        return bytes(self._template.planner.spell(tokens))
 
     # ------------------------------------------------------------------ the end
 

@@ -34,11 +34,20 @@ def finished_generation(control: ConstraintState, stats: Stats, reason: str, par
     `data` and `text` default to the controller's decided bytes and their UTF-8 text (a surface that
     shows only part of them, such as the answer after a thinking block, passes its own).
     """
-    if not control.accepting and not partial:
-        raise GenerationError("decoding ended outside an accepting state")
-    stats.forced_tokens = control.forced_count
-    stats.emitted_tokens = len(control.tokens)
     data = control.decided if data is None else data
+    return output_generation(data, control.tokens, control.forced_count, control.accepting, stats, reason, parser,
+                             text=text, reasoning=reasoning, partial=partial)
+
+
+def output_generation(data: bytes, tokens: list[int], forced: int, accepting: bool, stats: Stats, reason: str,
+                      parser: Callable[[str], Any] | None, *, text: str | None = None, reasoning: str | None = None,
+                      partial: bool = False) -> Generation:
+    """The `Generation` of an output given by its log (bytes, tokens, how many were forced) and whether it is in
+    the language: what a surface that keeps a `Controller` configuration instead of a row state ends with."""
+    if not accepting and not partial:
+        raise GenerationError("decoding ended outside an accepting state")
+    stats.forced_tokens = forced
+    stats.emitted_tokens = len(tokens)
     return Generation(text=data.decode("utf-8", errors="replace") if text is None else text,
-                      tokens=list(control.tokens), stats=stats, accepted=control.accepting, finish_reason=reason,
+                      tokens=list(tokens), stats=stats, accepted=accepting, finish_reason=reason,
                       data=data, parser=parser, reasoning=reasoning)

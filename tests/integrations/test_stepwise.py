@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdsl
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.row_controller import controller_for
 from stdsl.errors import BudgetError, GenerationError, StdslError
 from stdsl.integrations.stepwise import StepwiseConstraint, stepwise_controller
 
@@ -85,3 +87,33 @@ def test_an_output_the_engine_cut_short_is_an_error_not_a_result(smollm2_tokeniz
     steps.accept(int(np.flatnonzero(steps.mask())[0]))
     with pytest.raises(GenerationError, match="outside an accepting state"):
         steps.generation()
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), recursive=st.booleans(), budget=st.sampled_from([None, 18, 30]))
+def test_the_adapter_is_the_controller_and_masks_as_the_row_state(smollm2_tokenizer, seed: int, recursive: bool,
+                                                                  budget: int | None) -> None:
+    """The adapter keeps a controller configuration and a log, no row state; every step's mask equals the one a
+    row state (stdsl's own loop without healing) gives on the same tokens, singletons where it forces."""
+    constraint = stdsl.compile(TREE if recursive else PERSON)
+    try:
+        steps = run_engine(TREE if recursive else PERSON, smollm2_tokenizer, budget, seed)
+    except BudgetError:
+        return
+    assert not any(isinstance(value, ConstraintState) for value in vars(steps).values())
+    row = controller_for(constraint, smollm2_tokenizer, max_tokens=budget, healing=False, pushdown_masks="host")
+    replay = StepwiseConstraint(constraint, smollm2_tokenizer, budget)
+    replay.start()
+    queue = list(row.start())
+    for token in steps.tokens[: len(steps.tokens)] + ([steps.eos_id] if steps.eos_sampled else []):
+        if queue:
+            expected = np.zeros(steps.vocab.size, dtype=bool)
+            expected[queue.pop(0)] = True
+        elif row.finished:
+            break
+        else:
+            expected = row.mask()
+            queue = list(row.advance(token))[1:]
+        assert np.array_equal(replay.mask(), expected)
+        replay.accept(token)
+    assert replay.generation().tokens == steps.generation().tokens

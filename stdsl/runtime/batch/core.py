@@ -6,14 +6,14 @@ queues a request, `remove` marks a row cancelled, `step` advances every row by o
 returns the ids of the rows that ended in it. Each row's text events and its end go to its `RowHandle`.
 
 A step: resume the scheduling policies whose rows have ended (`policies.py`: certified drafting
-drives rows of the core rather than being one); drop cancelled rows; admit waiting rows and
-prefill them together in chunks from the longest prefix the prompt cache holds; sample every row
-whose logits are ready (its mask usually computed during the previous pass) and advance its constraint by the token and its forced span
-(Theorem 19); then queue one model pass over every running row (`mx.async_eval`) and, while it
-runs, compute the masks of the rows that will sample after it: their constraint state after the
-feed is known before the pass. An exception fails exactly the rows it touched: a failed prefill
-the rows being admitted, a failed pass the rows in it, a failed mask, draw or advance its row; the
-core goes on with the others.
+drives rows of the core rather than being one); drop cancelled rows; admit waiting rows and prefill
+them together in chunks from the longest prefix the prompt cache holds; sample every row whose
+logits are ready (its mask usually computed during the previous pass) and advance its constraint by
+the token and its forced span (Theorem 19); then queue one model pass over every running row
+(`mx.async_eval`) and, while it runs, compute the masks of the rows that will sample after it: their
+constraint state after the feed is known before the pass. An exception fails exactly the rows it
+touched: a failed prefill the rows being admitted, a failed pass the rows in it, a failed mask, draw
+or advance its row; the core goes on with the others.
 
 Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
 single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: least squares gives 0.096). Each

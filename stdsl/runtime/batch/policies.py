@@ -44,7 +44,8 @@ class Policies:
         self._runs[uid] = _Run(steps, handle)
 
     def cancel(self, uid: int) -> bool:
-        """Cancel run `uid` and the rows it waits for (safe from any thread: it only sets flags); False if no such run."""
+        """Cancel run `uid` and the rows it waits for (safe from any thread: it only sets flags); False if there is
+        no such run."""
         run = self._runs.get(uid)
         if run is None:
             return False
