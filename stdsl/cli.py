@@ -174,11 +174,25 @@ def _parse_sets(items: Sequence[str], text_params: Sequence[str] = ()) -> dict[s
     return out
 
 
+PARALLEL_FIELDS = {"auto": "auto", "on": True, "off": False}
+"""The values `--parallel-fields` takes (the flag alone means "on")."""
+
+
 def _parallel_fields(value: str) -> bool | str:
-    """`--parallel-fields auto` (the flag alone means True)."""
-    if value != "auto":
-        raise argparse.ArgumentTypeError(f"expected 'auto' or nothing, got {value!r}")
-    return value
+    """`--parallel-fields auto|on|off`."""
+    if value not in PARALLEL_FIELDS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(PARALLEL_FIELDS)} or nothing, got {value!r}")
+    return PARALLEL_FIELDS[value]
+
+
+def _bare_flags(argv: Sequence[str]) -> list[str]:
+    """`--parallel-fields` followed by anything but one of its values is the flag alone: spelled
+    `--parallel-fields=on`, so the program file after it is not read as its value."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--parallel-fields" and (i + 1 == len(out) or out[i + 1] not in PARALLEL_FIELDS):
+            out[i] = "--parallel-fields=on"
+    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -302,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
                    "a rerun skips the lines already there")
     p.add_argument("--parallel-fields", nargs="?", const=True, default=False, type=_parallel_fields,
-                   metavar="auto", help="certified parallel drafts of independent fields; 'auto': only where this "
-                   "machine's measured pass cost says they are faster")
+                   metavar="auto|on|off", help="certified parallel drafts of independent fields (the flag alone: on); "
+                   "'auto': only where this machine's measured pass cost says they are faster")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("serve", help="serve a model through an OpenAI-compatible HTTP API (docs/serving.md)")
@@ -328,9 +342,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line `argv` (without the program name) parsed; SystemExit with argparse's message if it is bad."""
+    return build_parser().parse_args(_bare_flags(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `stcon` console script."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
     except StdslError as exc:

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from json_documents import load_task
 
-from stdsl.cli import build_parser
+from stdsl.cli import parse_args
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.control.pushdown_state import machine_of
@@ -192,12 +192,21 @@ def test_auto_is_an_accepted_value_and_anything_else_is_refused() -> None:
 
 
 def test_the_cli_flag_takes_auto() -> None:
-    parser = build_parser()
-    assert parser.parse_args(["run", "p.stc", "--parallel-fields=auto"]).parallel_fields == "auto"
-    assert parser.parse_args(["run", "p.stc", "--parallel-fields"]).parallel_fields is True
-    assert parser.parse_args(["run", "p.stc"]).parallel_fields is False
+    assert parse_args(["run", "p.stc", "--parallel-fields=auto"]).parallel_fields == "auto"
+    assert parse_args(["run", "p.stc", "--parallel-fields", "auto"]).parallel_fields == "auto"
+    assert parse_args(["run", "p.stc", "--parallel-fields"]).parallel_fields is True
+    assert parse_args(["run", "p.stc", "--parallel-fields", "off"]).parallel_fields is False
+    assert parse_args(["run", "p.stc"]).parallel_fields is False
     with pytest.raises(SystemExit):
-        parser.parse_args(["run", "p.stc", "--parallel-fields=yes"])
+        parse_args(["run", "p.stc", "--parallel-fields=yes"])
+
+
+@pytest.mark.parametrize("argv", (["run", "--parallel-fields", "p.stc"],
+                                  ["run", "--parallel-fields", "p.stc", "--seed", "1"],
+                                  ["run", "--parallel-fields", "--seed", "1", "p.stc"]))
+def test_the_bare_flag_before_the_program_file_is_the_flag_alone(argv: list[str]) -> None:
+    args = parse_args(argv)
+    assert (args.file, args.parallel_fields) == ("p.stc", True)
 
 
 # ---------------------------------------------------------------------------------------------- decoding
