@@ -174,7 +174,7 @@ def _parse_sets(items: Sequence[str], text_params: Sequence[str] = ()) -> dict[s
     return out
 
 
-PARALLEL_FIELDS = {"auto": "auto", "on": True, "off": False}
+PARALLEL_FIELDS: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}
 """The values `--parallel-fields` takes (the flag alone means "on")."""
 
 

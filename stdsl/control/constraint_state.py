@@ -1,22 +1,23 @@
-"""The per-request token-level controller: automaton state, held-back bytes, cover, mask, budget.
+"""A row's constraint state: the configuration its controller moved it to, plus the log of what it emitted.
 
-It owns one output: at each step it gives the mask of admissible tokens (live walks, the
-boundary cover, eos exactly at accepting states, the budget mask of Theorem 21) and, given the
-sampled token, the tokens to feed in the next pass (the planner's canonical plan, Theorem 20).
-The boundary cover yields to the budget and to liveness: where it would leave no admissible
-token, the mask is taken without it. `stdsl.control.controller` gives the same decisions as pure functions of a
-frozen configuration (the row's state without its log).
+Every decision (masks, the canonical split, forced spans, the budget) is the controller's
+(`stdsl.control.controller`), a pure function of the frozen configuration; a row state keeps the
+configuration it samples at and the output so far (tokens, bytes, forced count), which the engine
+and certified drafts read. Also the tables every row of an automaton shares (rows on demand, the
+planner, the budget table) and the vocabulary of a runtime tokenizer.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from stdsl.caches import CacheKind
-from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
+from stdsl.control.budget.automaton_budget import BudgetTable
 from stdsl.control.budget.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
+from stdsl.control.controller import ROW_MASKS, Controller, Move
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import GenerationError
@@ -42,19 +43,16 @@ def _build_vocabulary(tokenizer: Any) -> Vocabulary:
 
 
 class ConstraintState:
-    """One output under one automaton: the sampling configuration and the tokens emitted so far.
+    """One output under one constraint: its controller, the configuration it samples at, and the log of what it
+    emitted (tokens, their bytes, how many were forced).
 
     `max_tokens=None` decodes without a budget. `start()` must be called first: it returns the
     forced prefix φ(c0) (fed with the prompt) and raises BudgetError when nothing valid fits;
-    with a budget, `least_output_tokens` is then need(c1) counted from the start.
+    with a budget, `least_output_tokens` is then need(c1) counted from the start. Every decision is the
+    controller's (`stdsl.control.controller`); a row policy (a reasoning model's thinking budget) narrows
+    its masks here.
     """
 
-    cover: BoundaryCover | None = None
-    budget_shaped = False
-    """Whether the token budget changed this output: at some step its mask withheld a token the mask without
-    it admitted, or a forced span was split on its own to fit. Until then the output is, token for token,
-    what decoding without `max_tokens` gives (the finish reason is then "length", never "stop")."""
-    _masked_at = -1
     reasoning: ReasoningPolicy | None = None
     """The thinking block of a reasoning model's output, and its budget (None: the output has no block)."""
 
@@ -69,34 +67,105 @@ class ConstraintState:
         rows: RowCache | None = None,
         budget: BudgetTable | None = None,
     ) -> None:
-        self.automaton = automaton
-        self.vocab = vocab
         shared = shared_tables(automaton, vocab)
-        self.planner = shared.planner(tokenizer, healing)
-        self.rows = rows if rows is not None else shared.rows
-        self.max_tokens = max_tokens
-        self.budget = budget
+        planner = shared.planner(tokenizer, healing)
         if max_tokens is not None and budget is None:
-            self.budget = shared.budget(self.planner)
-        self.remaining: int | None = max_tokens
-        self.state = 0
-        self.pending = b""
-        self.cover = None
-        self.window = Window()
+            budget = shared.budget(planner)
+        self._begin(Controller(automaton, vocab, planner, rows if rows is not None else shared.rows,
+                               max_tokens=max_tokens, budget=budget if max_tokens is not None else None,
+                               masks=ROW_MASKS))
+
+    def _begin(self, controller: Controller) -> None:
+        """Start the log empty before `start`, at the controller's initial configuration."""
+        self.controller = controller
+        self.configuration = controller.initial()
         self.committed = bytearray()
         self.tokens: list[int] = []
         self.forced_count = 0
-        self.finished = False
         self.started = False
-        self._start_plans: tuple[Plan, Plan] | None = None
-        self._least_output_tokens: int | None = None
+
+    # ------------------------------------------------------------------ the controller's parts
+
+    @property
+    def automaton(self) -> Any:
+        return self.controller.automaton
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.controller.vocab
+
+    @property
+    def planner(self) -> ForcedPlanner:
+        return self.controller.planner
+
+    @property
+    def rows(self) -> RowCache:
+        return self.controller.rows
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.controller.max_tokens
+
+    @property
+    def budget(self) -> Any:
+        """The budget's cost table (None without a budget); setting it before `start` swaps the table."""
+        return self.controller.budget
+
+    @budget.setter
+    def budget(self, table: Any) -> None:
+        twin = self.controller.with_masks(ROW_MASKS)
+        twin.budget = table
+        self.controller = twin
+
+    # ------------------------------------------------------------------ the configuration, by field
+
+    @property
+    def state(self) -> int:
+        return self.configuration.state
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self.configuration = replace(self.configuration, state=value)
+
+    @property
+    def pending(self) -> bytes:
+        return self.configuration.pending
+
+    @property
+    def window(self) -> Window:
+        return self.configuration.window
+
+    @property
+    def cover(self) -> BoundaryCover | None:
+        return self.configuration.cover
+
+    @property
+    def remaining(self) -> int | None:
+        return self.configuration.remaining
+
+    @remaining.setter
+    def remaining(self, value: int | None) -> None:
+        self.configuration = replace(self.configuration, remaining=value)
+
+    @property
+    def finished(self) -> bool:
+        return self.configuration.finished
+
+    @finished.setter
+    def finished(self, value: bool) -> None:
+        self.configuration = replace(self.configuration, finished=value)
+
+    @property
+    def budget_shaped(self) -> bool:
+        """Whether the token budget changed this output (`Configuration.budget_shaped`)."""
+        return self.configuration.budget_shaped
 
     # ------------------------------------------------------------------ queries
 
     @property
     def accepting(self) -> bool:
         """Whether the output so far is in the language."""
-        return not self.pending and bool(self.automaton.accepting[self.state])
+        return self.controller.accepting(self.configuration)
 
     @property
     def decided(self) -> bytes:
@@ -104,68 +173,28 @@ class ConstraintState:
         return bytes(self.committed) + self.pending
 
     def mask(self) -> np.ndarray:
-        """Admissible tokens at the current sampling configuration (bool (V,), eos included iff accepting)."""
+        """Admissible tokens at the current sampling configuration (bool (V,), a fresh array; eos included iff
+        accepting), narrowed by the row's reasoning policy if it has one."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
-        allowed = self._live_mask()
-        allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
-        if self.pending:
-            # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
-            # which the automaton at `state` does not force: the next token must spell them, or a prefix.
-            allowed &= self.planner.spellings.agreeing_with(self.pending)
-        ending = self.accepting
-        unbudgeted = None
-        if self.budget is not None and self.remaining is not None:
-            within = self._budget_mask()
-            if within is not None:
-                if not self.budget_shaped:
-                    unbudgeted = self._covered(allowed.copy(), ending)
-                allowed &= within
-        allowed = self._covered(allowed, ending)
-        if unbudgeted is not None and not np.array_equal(unbudgeted, allowed):
-            self.budget_shaped = True
-        self._masked_at = len(self.tokens)
+        allowed, shaped = self.controller.shaped_mask(self.configuration)
+        if shaped and not self.budget_shaped:
+            self.configuration = replace(self.configuration, budget_shaped=True)
+        allowed = allowed.copy()
         if self.reasoning is not None:
             allowed = self.reasoning.restrict(self, allowed)
         return allowed
 
-    def _live_mask(self) -> np.ndarray:
-        """A fresh bool (V,) of the tokens with a live walk from the current state (the rows' memoized mask)."""
-        return self.rows.token_mask(self.state).dense()
-
-    def _budget_mask(self) -> np.ndarray | None:
-        """The budget's mask at the current state (None: every live token leaves a valid ending within it)."""
-        assert self.budget is not None and self.remaining is not None
-        return self.budget.admits(self.state, self.rows.next_states(self.state), self.remaining)
-
-    def _covered(self, allowed: np.ndarray, ending: bool) -> np.ndarray:
-        """`allowed` under the boundary cover (which yields where it would leave no token), eos set iff ending."""
-        if self.cover:
-            covered = allowed & self.planner.cover_mask(self.cover)
-            if covered.any() or (ending and self.cover.eos):
-                allowed, ending = covered, ending and self.cover.eos
-        allowed[self.vocab.eos_ids] = ending
-        return allowed
-
     def least_tokens(self, plan: Plan) -> int:
         """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
-        if self.budget is None:
-            return len(plan.tokens)
-        return len(plan.tokens) + self.budget.need_at(plan.state)
-
-    def _fits(self, plan: Plan) -> bool:
-        """Whether a valid ending still fits in the tokens left if `plan` is taken now."""
-        assert self.remaining is not None
-        if self.budget is None:
-            return len(plan.tokens) <= self.remaining
-        return self.budget.fits(plan.state, len(plan.tokens), self.remaining)
+        return self.controller.least_tokens(plan)
 
     @property
     def least_output_tokens(self) -> int | None:
         """need(c1) counted from the start: the fewest tokens of a valid output (None before a budgeted start)."""
-        if self._least_output_tokens is None and self._start_plans is not None:
-            self._least_output_tokens = min(self.least_tokens(plan) for plan in self._start_plans)
-        return self._least_output_tokens
+        if not self.started or self.max_tokens is None:
+            return None
+        return self.controller.least_output_tokens()
 
     # ------------------------------------------------------------------ moves
 
@@ -174,24 +203,8 @@ class ConstraintState:
         if self.started:
             raise GenerationError("start() was already called for this output")
         self.started = True
-        plan = self.planner.plan(self.window, 0, b"", None)
-        if self.remaining is not None:
-            plan = self._budgeted_start(plan)
-        return self._take(plan, sampled=False) + self._take_singletons()
-
-    def _budgeted_start(self, plan: Plan) -> Plan:
-        """The first plan under the budget: the canonical one, else the chain split on its own when only that
-        fits (the least output length is counted only when asked, or to report that nothing fits)."""
-        assert self.remaining is not None
-        fallback = self.planner.table_plan(self.window, 0, None)
-        self._start_plans = (plan, fallback)
-        fits = self._fits(plan)
-        if not fits and not self._fits(fallback):
-            least = self.least_output_tokens
-            assert least is not None
-            check_feasible(least, self.remaining)
-        self.budget_shaped = self.budget_shaped or not fits
-        return plan if fits else fallback
+        move = self.controller.start(singletons=self.reasoning is None)
+        return self._record(move) + self._narrowed_singletons()
 
     def advance(self, token: int) -> list[int]:
         """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
@@ -199,36 +212,23 @@ class ConstraintState:
             raise GenerationError("call start() before advance()")
         if self.finished:
             raise GenerationError("the output is finished; no further token can be taken")
-        if self.vocab.eos[token]:
-            if not self.accepting:
-                raise GenerationError(f"eos token {token} sampled outside an accepting state")
-            self.finished = True
-            return []
-        if self.budget is not None and not self.budget_shaped and self._masked_at != len(self.tokens):
-            self.mask()  # a caller that chose `token` without asking (certified drafts): the budget is checked here
-        if self.cover and not self.planner.cover_mask(self.cover)[token] and not self.mask()[token]:
-            raise GenerationError(f"token {token} breaks the tokenizer's split of the forced text {self.pending!r}")
-        return self._take(self._plan_after(token), sampled=True) + self._take_singletons()
+        move = self.controller.advance(self.configuration, token, singletons=self.reasoning is None)
+        return self._record(move) + self._narrowed_singletons()
 
-    def _plan_after(self, token: int) -> Plan:
-        """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
-        plan = self.planner.plan(self.window, self.state, self.pending, token)
-        if self.remaining is not None and not self._fits(plan):
-            self.budget_shaped = True
-            plan = self.planner.table_plan(self.window, self.state, token)
-            if not self._fits(plan):
-                raise GenerationError(f"token {token} leaves no valid ending within the budget")
-        return plan
+    def _record(self, move: Move, forced: bool = False) -> list[int]:
+        """Log a move's tokens and take its configuration (`forced`: its first token was decided, not sampled)."""
+        feed = list(move.feed)
+        self.tokens.extend(feed)
+        self.committed += self.planner.spell(feed)
+        self.forced_count += move.forced + (1 if forced and feed else 0)
+        self.configuration = move.configuration
+        return feed
 
-    def _take_singletons(self) -> list[int]:
-        """Take every next token the mask leaves no choice about, without asking the model.
-
-        A sampling configuration whose mask admits a single token (e.g. a held-back `":` that the
-        tokenizer splits off whatever digit follows) is forced: the policy commits it, so it rides in the same
-        pass as what came before. An accepting state whose only admissible token is eos ends here.
-        """
+    def _narrowed_singletons(self) -> list[int]:
+        """Under a reasoning policy, take every next token its narrowed mask leaves no choice about (the controller
+        takes its own singletons for every other row), so they ride in the same pass as what came before."""
         tokens: list[int] = []
-        while not self.finished:
+        while self.reasoning is not None and not self.finished:
             allowed = np.flatnonzero(self.mask())
             if len(allowed) != 1:
                 break
@@ -236,21 +236,7 @@ class ConstraintState:
             if self.vocab.eos[token]:
                 self.finished = True
                 break
-            tokens += self._take(self._plan_after(token), sampled=False)
-        return tokens
-
-    def _take(self, plan: Plan, sampled: bool) -> list[int]:
-        """Commit a plan: record its tokens and move to its sampling configuration."""
-        tokens = list(plan.tokens)
-        self.tokens.extend(tokens)
-        self.committed += self.planner.spell(tokens)
-        self.forced_count += len(tokens) - (1 if sampled else 0)
-        self.state, self.pending, self.window = plan.state, plan.pending, plan.window
-        self.cover = plan.cover
-        if self.remaining is not None:
-            self.remaining -= len(tokens)
-        if plan.finished or self.remaining == 0:
-            self.finished = True
+            tokens += self._record(self.controller.advance(self.configuration, token, singletons=False), forced=True)
         return tokens
 
 

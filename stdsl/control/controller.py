@@ -1,36 +1,44 @@
-"""The constraint controller as pure functions of a frozen configuration: `advance(config, token)` and masks.
+"""The constraint controller: every decision of one constraint as pure functions of a frozen configuration.
 
-A row's `ConstraintState` (DFA) or `PushdownState` (pushdown) is a configuration plus the log of what the row
-emitted; a `Controller` is the same decision procedure with the log left out. Its `Configuration` is frozen
-and hashable, `advance` returns the next configuration and the tokens to feed without touching the one it
-was given (so a fork is just a kept configuration), and masks are memoized per configuration and filled for
-many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar and vLLM's processors take).
-The DFA and the pushdown meet it through the one protocol their row states share (`start`, `mask`,
-`advance`, `accepting`); the budget, boundary cover, canonical split and forced spans are theirs, once.
+At each step the mask of admissible tokens (live walks, the boundary cover, eos exactly at accepting states,
+the budget mask of Theorem 21) and, given the sampled token, the tokens to feed in the next pass (the
+planner's canonical plan, Theorem 20, then every token the mask leaves no choice about). The boundary cover
+yields to the budget and to liveness: where it would leave no admissible token, the mask is taken without it.
 
-A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output), so
-a controller never applies it.
+A `Configuration` is frozen and hashable; `advance` returns the next one and the tokens to feed without
+touching the one it was given (so a fork is just a kept configuration); masks are memoized per configuration
+and filled for many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar's and vLLM's
+processors take). The DFA and the pushdown (`pushdown_state.PushdownController`) are the same controller
+over different tables; the budget, cover, canonical split and forced spans live here, once. A row state
+(`ConstraintState`) is a configuration plus the log of what its row emitted, moved by its controller.
+
+A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output), so a
+controller never applies it.
 """
 
 from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import numpy as np
 
-from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.finish import finish_reason
-from stdsl.control.pushdown_state import PushdownState
+from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
 from stdsl.control.split.boundary_cover import BoundaryCover
+from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
+from stdsl.kernels.rows import RowCache
 from stdsl.kernels.token_mask import pack_words
+from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_MASKS = 256
-"""Masks a controller keeps, least recently used dropped first (each is a vocabulary's worth of bools)."""
+"""Masks a controller made for many configurations keeps, least recently used dropped first (each is a
+vocabulary's worth of bools)."""
+ROW_MASKS = 2
+"""Masks a row state's own controller keeps: the one its row samples with, asked again by the advance."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,18 @@ class Configuration:
     remaining: int | None = None
     finished: bool = False
     budget_shaped: bool = False
+    """Whether the token budget changed this output: at some step its mask withheld a token the mask without it
+    admitted, or a forced span was split on its own to fit. Until then the output is, token for token, what
+    decoding without a budget gives (the finish reason is then "length", never "stop")."""
+
+
+class RowState(Protocol):
+    """What a row state (`constraint_state.ConstraintState`) shows of itself here: its controller and the
+    configuration it samples at."""
+
+    started: bool
+    controller: Controller
+    configuration: Configuration
 
 
 @dataclass(frozen=True)
@@ -61,49 +81,156 @@ class Move:
 class Controller:
     """Pure moves and masks over the `Configuration`s of one constraint under one tokenizer and token budget.
 
-    Built from a fresh (not started) row state (`stdsl.control.row_controller.controller_for`); it keeps that
-    state as a template and never changes it; `vocab` is its vocabulary (the mask width is `vocab.size`).
+    `planner` splits forced text (its tokenizer and healing), `rows` gives live token rows per state, `budget`
+    the cost table of Theorem 21 (None: no budget; `max_tokens` is then None too). `masks` masks are memoized.
     """
 
-    def __init__(self, template: ConstraintState) -> None:
-        if template.started:
-            raise StdslError("a controller is built from a row state that has not started")
-        self._template = copy.copy(template)
-        self._template.reasoning = None
-        self.vocab = template.vocab
-        self.automaton = template.automaton
-        """The DFA stepped (a pushdown's placeholder when `pushdown`)."""
-        self.pushdown = isinstance(template, PushdownState)
-        """Whether configurations are a pushdown's (states are configuration ids; masks come only from `mask`)."""
-        self.rows = template.rows
+    def __init__(self, automaton: Any, vocab: Vocabulary, planner: ForcedPlanner, rows: RowCache, *,
+                 max_tokens: int | None = None, budget: BudgetTable | None = None, masks: int = MAX_MASKS) -> None:
+        if (max_tokens is None) != (budget is None):
+            raise StdslError("a controller has a budget table exactly when it has max_tokens")
+        self.automaton = automaton
+        """The DFA stepped (the pushdown machine for a `PushdownController`)."""
+        self.vocab = vocab
+        self.planner = planner
+        self.rows = rows
         """The automaton's token rows on demand (what a device walk reads on the host path)."""
-        self.budget = template.budget
+        self.max_tokens = max_tokens
+        self.budget = budget
         """The budget's cost table (None without a token budget)."""
+        self._keep = masks
         self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
+        self._least: int | None = None
+
+    pushdown = False
+    """Whether configurations are a pushdown's (states are configuration ids; masks come only from `mask`)."""
+    start_state = 0
+    """The state every output starts in."""
+
+    @classmethod
+    def of(cls, row: RowState, masks: int = MAX_MASKS) -> Controller:
+        """The controller of a row state that has not started (its tables and budget), with its own mask memo."""
+        if row.started:
+            raise StdslError("a controller is taken from a row state that has not started")
+        return row.controller.with_masks(masks)
+
+    def with_masks(self, masks: int) -> Controller:
+        """This controller with a memo of its own that keeps `masks` masks."""
+        twin = copy.copy(self)
+        twin._keep, twin._masks = masks, OrderedDict()
+        return twin
+
+    def without_budget(self) -> Controller:
+        """This controller without the token budget (certified drafts are capped by draws instead)."""
+        twin = self.with_masks(self._keep)
+        twin.max_tokens, twin.budget, twin._least = None, None, None
+        return twin
+
+    def initial(self) -> Configuration:
+        """The configuration before `start`."""
+        return Configuration(self.start_state, remaining=self.max_tokens)
 
     # ------------------------------------------------------------------ moves
 
-    def start(self) -> Move:
-        """The first configuration and the forced prefix to feed with the prompt (BudgetError: nothing fits)."""
-        scratch = copy.copy(self._template)
-        scratch.window = Window()
-        scratch.committed, scratch.tokens = bytearray(), []
-        feed = scratch.start()
-        return Move(_configuration(scratch), tuple(feed), scratch.forced_count)
+    def start(self, singletons: bool = True) -> Move:
+        """The first configuration and the forced prefix φ(c0) to feed with the prompt (BudgetError: nothing fits).
+        `singletons=False` leaves the tokens the mask alone would decide to the caller (a row policy narrows them)."""
+        at = self.initial()
+        plan = self.planner.plan(at.window, at.state, b"", None)
+        if at.remaining is not None:
+            fallback = self.planner.table_plan(at.window, at.state, None)
+            fits = self._fits(plan, at.remaining)
+            if not fits and not self._fits(fallback, at.remaining):
+                check_feasible(self.least_output_tokens(), at.remaining)
+            if not fits:
+                plan, at = fallback, replace(at, budget_shaped=True)
+        return self._moved(at, plan, None, singletons)
 
-    def advance(self, configuration: Configuration, token: int) -> Move:
+    def start_at(self, state: int) -> Move:
+        """A fresh output placed at `state` (no tokens left counted): the forced tokens it begins with."""
+        at = Configuration(state, remaining=self.max_tokens)
+        return self._moved(at, self.planner.plan(at.window, state, b"", None), None, True)
+
+    def advance(self, configuration: Configuration, token: int, singletons: bool = True) -> Move:
         """The move on `token` from `configuration` (GenerationError: the token is not admissible there); the
-        configuration given is left as it was."""
+        configuration given is left as it was. `singletons` as in `start`."""
         if configuration.finished:
             raise GenerationError("the output is finished; no further token can be taken")
         allowed, shaped = self._mask_of(configuration)
         if not 0 <= token < allowed.shape[0] or not allowed[token]:
+            if self.vocab.eos[token] if 0 <= token < self.vocab.size else False:
+                raise GenerationError(f"eos token {token} sampled outside an accepting state")
+            cover = self.cover_mask(configuration)
+            if cover is not None and 0 <= token < cover.shape[0] and not cover[token]:
+                raise GenerationError(f"token {token} breaks the tokenizer's split of the forced text "
+                                      f"{configuration.pending!r}")
             raise GenerationError(f"token {token} is not admissible at this configuration")
-        scratch = self._load(configuration)
-        scratch.budget_shaped = scratch.budget_shaped or shaped
-        scratch._masked_at = 0  # the budget was checked by the mask above
-        feed = scratch.advance(token)
-        return Move(_configuration(scratch), tuple(feed), scratch.forced_count)
+        at = replace(configuration, budget_shaped=shaped)
+        if self.vocab.eos[token]:
+            return Move(replace(at, finished=True), (), 0)
+        plan, at = self._plan_after(at, token)
+        return self._moved(at, plan, token, singletons)
+
+    def _moved(self, at: Configuration, plan: Plan, sampled: int | None, singletons: bool) -> Move:
+        """Take `plan` (after the sampled token, if any), then every token the mask leaves no choice about."""
+        at = self._take(at, plan)
+        feed = list(plan.tokens)
+        forced = len(feed) - (1 if sampled is not None else 0)
+        while singletons and not at.finished:
+            allowed, shaped = self._mask_of(at)
+            at = replace(at, budget_shaped=shaped)
+            only = np.flatnonzero(allowed)
+            if len(only) != 1:
+                break
+            token = int(only[0])
+            if self.vocab.eos[token]:
+                at = replace(at, finished=True)
+                break
+            plan, at = self._plan_after(at, token)
+            at = self._take(at, plan)
+            feed += plan.tokens
+            forced += len(plan.tokens)
+        return Move(at, tuple(feed), forced)
+
+    def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
+        """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
+        plan = self.planner.plan(at.window, at.state, at.pending, token)
+        remaining = at.remaining
+        if remaining is not None and not self._fits(plan, remaining):
+            at = replace(at, budget_shaped=True)
+            plan = self.planner.table_plan(at.window, at.state, token)
+            if not self._fits(plan, remaining):
+                raise GenerationError(f"token {token} leaves no valid ending within the budget")
+        return plan, at
+
+    def _take(self, at: Configuration, plan: Plan) -> Configuration:
+        """The sampling configuration a plan reaches."""
+        remaining = None if at.remaining is None else at.remaining - len(plan.tokens)
+        return Configuration(plan.state, plan.pending, plan.window, plan.cover, remaining,
+                             plan.finished or remaining == 0, at.budget_shaped)
+
+    # ------------------------------------------------------------------ the budget
+
+    def least_tokens(self, plan: Plan) -> int:
+        """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
+        if self.budget is None:
+            return len(plan.tokens)
+        return len(plan.tokens) + self.budget.need_at(plan.state)
+
+    def _fits(self, plan: Plan, remaining: int) -> bool:
+        """Whether a valid ending still fits in `remaining` tokens if `plan` is taken now."""
+        if self.budget is None:
+            return len(plan.tokens) <= remaining
+        return self.budget.fits(plan.state, len(plan.tokens), remaining)
+
+    def least_output_tokens(self) -> int:
+        """need(c1) counted from the start: the fewest tokens of a valid output."""
+        if self._least is None:
+            window = Window()
+            plans = (self.planner.plan(window, self.start_state, b"", None),
+                     self.planner.table_plan(window, self.start_state, None))
+            self._least = min(self.least_tokens(plan) for plan in plans)
+        return self._least
 
     # ------------------------------------------------------------------ masks
 
@@ -112,10 +239,14 @@ class Controller:
         once it is finished), memoized per configuration."""
         return self._mask_of(configuration)[0]
 
+    def shaped_mask(self, configuration: Configuration) -> tuple[np.ndarray, bool]:
+        """The mask (read-only) and whether the budget has shaped the output once it is applied."""
+        return self._mask_of(configuration)
+
     def _mask_of(self, configuration: Configuration) -> tuple[np.ndarray, bool]:
-        """The mask and the shaped flag after it (set where the budget changed this mask, or before)."""
         _check(configuration)
-        key = _mask_key(configuration)
+        key = (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
+               configuration.finished, configuration.budget_shaped)  # not the window: the cover carries its effect
         found = self._masks.get(key)
         if found is not None:
             self._masks.move_to_end(key)
@@ -125,14 +256,57 @@ class Controller:
             allowed[self.vocab.eos_ids] = True
             found = (allowed, configuration.budget_shaped)
         else:
-            scratch = self._load(configuration)
-            allowed = scratch.mask()
-            found = (allowed, scratch.budget_shaped)
-        allowed.setflags(write=False)
-        self._masks[key] = found
-        if len(self._masks) > MAX_MASKS:
-            self._masks.popitem(last=False)
+            found = self._compute_mask(configuration)
+        found[0].setflags(write=False)
+        if self._keep:
+            self._masks[key] = found
+            if len(self._masks) > self._keep:
+                self._masks.popitem(last=False)
         return found
+
+    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool]:
+        allowed = self._live_mask(at.state)
+        allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
+        if at.pending:
+            # Held-back bytes may hold the tail of a sampled token (healed into the forced block after it),
+            # which the automaton at `state` does not force: the next token must spell them, or a prefix.
+            allowed &= self.planner.spellings.agreeing_with(at.pending)
+        ending = self.accepting(at)
+        shaped = at.budget_shaped
+        unbudgeted = None
+        if self.budget is not None and at.remaining is not None:
+            within = self._budget_mask(at.state, at.remaining)
+            if within is not None:
+                if not shaped:
+                    unbudgeted = self._covered(allowed.copy(), ending, at.cover)
+                allowed &= within
+        allowed = self._covered(allowed, ending, at.cover)
+        if unbudgeted is not None and not np.array_equal(unbudgeted, allowed):
+            shaped = True
+        return allowed, shaped
+
+    def _live_mask(self, state: int) -> np.ndarray:
+        """A fresh bool (V,) of the tokens with a live walk from `state` (the rows' memoized mask)."""
+        return self.rows.token_mask(state).dense()
+
+    def _budget_mask(self, state: int, remaining: int) -> np.ndarray | None:
+        """The budget's mask at `state` (None: every live token leaves a valid ending within it)."""
+        assert self.budget is not None
+        return self.budget.admits(state, self.rows.next_states(state), remaining)
+
+    def _covered(self, allowed: np.ndarray, ending: bool, cover: BoundaryCover | None) -> np.ndarray:
+        """`allowed` under the boundary cover (which yields where it would leave no token), eos set iff ending."""
+        if cover:
+            covered = allowed & self.planner.cover_mask(cover)
+            if covered.any() or (ending and cover.eos):
+                allowed, ending = covered, ending and cover.eos
+        allowed[self.vocab.eos_ids] = ending
+        return allowed
+
+    def cover_mask(self, configuration: Configuration) -> np.ndarray | None:
+        """The boundary cover's token mask at `configuration` (None: no cover, any token), before eos and budget."""
+        cover = configuration.cover
+        return None if cover is None else self.planner.cover_mask(cover)
 
     def fill(self, configurations: list[Configuration], out: np.ndarray) -> np.ndarray:
         """Write each configuration's mask into row i of `out`: bool (B, ≥ V), or int32 words (B, ≥ ceil(V / 32))
@@ -157,39 +331,25 @@ class Controller:
                 raise StdslError(f"the bitmask must be bool or int32, got {out.dtype}")
         return out
 
-    def cover_mask(self, configuration: Configuration) -> np.ndarray | None:
-        """The boundary cover's token mask at `configuration` (None: no cover, any token), before eos and budget."""
-        cover = configuration.cover
-        return None if cover is None else self._template.planner.cover_mask(cover)
-
     # ------------------------------------------------------------------ the output
 
     def spell(self, tokens: list[int]) -> bytes:
         """The bytes `tokens` spell (an output's committed text; add the configuration's `pending` for all it
         decided)."""
-        return bytes(self._template.planner.spell(tokens))
-
-    # ------------------------------------------------------------------ the end
+        return bytes(self.planner.spell(tokens))
 
     def accepting(self, configuration: Configuration) -> bool:
         """Whether the output may end at `configuration` (nothing held back, an accepting state)."""
-        return self._load(configuration).accepting
+        return not configuration.pending and bool(self.automaton.accepting[configuration.state])
 
     def finish_reason(self, configuration: Configuration, eos_sampled: bool) -> str:
-        """'length', 'eos' or 'stop' for an output that ended at `configuration` (`stdsl.control.finish`)."""
-        return finish_reason(self._load(configuration), eos_sampled)
-
-    def _load(self, configuration: Configuration) -> ConstraintState:
-        """A scratch row state at `configuration` with an empty log (it shares the template's tables)."""
-        _check(configuration)
-        scratch = copy.copy(self._template)
-        scratch.state, scratch.pending = configuration.state, configuration.pending
-        scratch.window = configuration.window
-        scratch.cover, scratch.remaining = configuration.cover, configuration.remaining
-        scratch.finished, scratch.budget_shaped = configuration.finished, configuration.budget_shaped
-        scratch.committed, scratch.tokens, scratch.forced_count = bytearray(), [], 0
-        scratch.started = True
-        return scratch
+        """'length' when the token budget shaped the output (or the output could go on), 'eos' when the model drew
+        eos, 'stop' when the constraint admits nothing more."""
+        if configuration.budget_shaped:
+            return "length"
+        if eos_sampled:
+            return "eos"
+        return "stop" if self.planner.live_count[configuration.state] == 0 else "length"
 
 
 def _check(configuration: Any) -> None:
@@ -197,20 +357,8 @@ def _check(configuration: Any) -> None:
         raise StdslError(f"expected a Configuration, got {type(configuration).__name__}")
 
 
-def configuration_of(control: ConstraintState) -> Configuration:
+def configuration_of(control: RowState) -> Configuration:
     """The configuration a row state samples at now (its log left out)."""
     if not control.started:
         raise GenerationError("call start() before reading the configuration")
-    return _configuration(control)
-
-
-def _configuration(control: ConstraintState) -> Configuration:
-    return Configuration(control.state, control.pending, control.window, control.cover, control.remaining,
-                         control.finished, control.budget_shaped)
-
-
-def _mask_key(configuration: Configuration) -> tuple[Any, ...]:
-    """What a mask (and the shaped flag after it) depends on: not the window, whose effect the cover carries."""
-    return (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
-            configuration.finished, configuration.budget_shaped)
-
+    return control.configuration

@@ -17,12 +17,8 @@ from stdsl.generation import Generation, Stats
 
 def finish_reason(control: ConstraintState, eos_sampled: bool) -> str:
     """'length' when the token budget shaped the output (or the output could go on), 'eos' when the model drew
-    eos, 'stop' when the constraint admits nothing more."""
-    if control.budget_shaped:
-        return "length"
-    if eos_sampled:
-        return "eos"
-    return "stop" if control.planner.live_count[control.state] == 0 else "length"
+    eos, 'stop' when the constraint admits nothing more (`Controller.finish_reason`)."""
+    return control.controller.finish_reason(control.configuration, eos_sampled)
 
 
 def finished_generation(control: ConstraintState, stats: Stats, reason: str, parser: Callable[[str], Any] | None,

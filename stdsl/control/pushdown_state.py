@@ -1,4 +1,4 @@
-"""The per-request controller for a recursive constraint: `ConstraintState` over pushdown configurations.
+"""The controller of a recursive constraint: `Controller` over pushdown configurations, and its row state.
 
 Configuration ids of the `PushdownMachine` stand in for automaton states, so the forced planner
 (canonical split, forced spans across calls and returns), the boundary cover and the decode loop
@@ -20,7 +20,8 @@ from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.split.planner import ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move
+from stdsl.control.split.planner import ForcedPlanner, Plan, PreTokenizingTokenizer
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
 from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
@@ -106,52 +107,37 @@ def machine_of(constraint: Any) -> PushdownMachine | None:
     return machine if isinstance(machine, PushdownMachine) else None
 
 
-class PushdownState(ConstraintState):
-    """One output under a recursive constraint; the same protocol as `ConstraintState` (start, mask, advance).
+class PushdownController(Controller):
+    """The controller over a pushdown machine's configurations (see the module docstring).
 
-    A configuration whose mask admits nothing (e.g. the nesting cap leaves no way on) raises
-    GenerationError instead of letting an invalid output through.  `masks` ('device', 'host', 'auto'; default
-    $STDSL_PUSHDOWN_MASKS, else 'auto') picks where live masks come from (`mask_source`); `device_masks` is
-    None on the host rows, which a stack cap past the device vector's slots also keeps.
+    A configuration whose mask admits nothing (e.g. the nesting cap leaves no way on) raises GenerationError
+    instead of letting an invalid output through; `device_masks` (None: host rows) gives the live masks.
     """
 
-    def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer, vocab: Vocabulary, *,
-                 max_tokens: int | None = None, healing: bool = True, masks: str | None = None) -> None:
-        tables = pushdown_tables(machine, vocab)
-        self.device_masks = tables.device_masks() if mask_source(masks) == "device" else None
-        self.automaton = machine
-        self.vocab = vocab
-        self.planner = tables.planner(tokenizer, healing)
-        self.rows = tables.rows  # type: ignore[assignment]
-        self.max_tokens = max_tokens
-        self.budget = tables.budget(self.planner) if max_tokens is not None else None  # type: ignore[assignment]
-        self.remaining = max_tokens
-        self.state = machine.start
-        self.pending = b""
-        self.cover = None
-        self.window = Window()
-        self.committed = bytearray()
-        self.tokens = []
-        self.forced_count = 0
-        self.finished = False
-        self.started = False
-        self._start_plans = None
-        self._least_output_tokens = None
+    pushdown = True
 
-    @property
-    def depth(self) -> int:
-        """Stack depth of the current sampling configuration."""
-        return self.automaton.depth(self.state)
+    def __init__(self, machine: PushdownMachine, vocab: Vocabulary, planner: PushdownPlanner, rows: PushdownRows, *,
+                 max_tokens: int | None, budget: PushdownBudget | None, device_masks: DeviceMasks | None,
+                 masks: int = ROW_MASKS) -> None:
+        super().__init__(machine, vocab, planner, rows, max_tokens=max_tokens, budget=budget,  # type: ignore[arg-type]
+                         masks=masks)
+        self.start_state = machine.start
+        self.device_masks = device_masks
 
-    def _stuck(self) -> GenerationError:
+    def depth(self, state: int) -> int:
+        """Stack depth of a configuration."""
+        return int(self.automaton.depth(state))
+
+    def stuck(self, state: int) -> GenerationError:
+        """The error of a configuration from which no valid output can be completed."""
         return GenerationError(
-            f"no admissible token at nesting depth {self.depth} (cap {self.automaton.max_depth}); "
+            f"no admissible token at nesting depth {self.depth(state)} (cap {self.automaton.max_depth}); "
             "the output cannot be completed within the stack cap and budget")
 
-    def start(self) -> list[int]:
-        """As `ConstraintState.start`; where a search gave up for the byte bound, the BudgetError says so."""
+    def start(self, singletons: bool = True) -> Move:
+        """As `Controller.start`; where a search gave up for the byte bound, the BudgetError says so."""
         try:
-            return super().start()
+            return super().start(singletons)
         except BudgetError as error:
             budget = self.budget
             if budget is None or budget.exact:  # type: ignore[attr-defined]
@@ -159,33 +145,59 @@ class PushdownState(ConstraintState):
             raise BudgetError(f"{error} (an upper bound: the exact search gave up on this grammar, and Proposition 2 "
                               "counts the shortest completion in bytes, which bound its tokens)") from None
 
-    def mask(self) -> np.ndarray:
-        """Admissible tokens; GenerationError when none is (never an invalid output)."""
-        allowed = super().mask()
+    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool]:
+        allowed, shaped = super()._compute_mask(at)
         if not allowed.any():
-            raise self._stuck()
-        return allowed
+            raise self.stuck(at.state)
+        return allowed, shaped
 
-    def _live_mask(self) -> np.ndarray:
-        """The live mask at the current configuration, from the device vector or the host rows."""
+    def _live_mask(self, state: int) -> np.ndarray:
+        """The live mask at a configuration, from the device vector or the host rows."""
         if self.device_masks is not None:
-            return self.device_masks.mask(self.state)
-        return super()._live_mask()
+            return self.device_masks.mask(state)
+        return super()._live_mask(state)
 
-    def _budget_mask(self) -> np.ndarray | None:
+    def _budget_mask(self, state: int, remaining: int) -> np.ndarray | None:
         """The exact budget's mask, on the host; under device masks, None without composing a host row where every
         successor's byte bound fits (as `PushdownBudget.admits` answers there)."""
         if self.device_masks is not None:
             budget: PushdownBudget = self.budget  # type: ignore[assignment]
-            assert self.remaining is not None
-            largest = budget.largest_bound(self.state)
-            if largest is not None and largest <= self.remaining:
+            largest = budget.largest_bound(state)
+            if largest is not None and largest <= remaining:
                 return None
-        return super()._budget_mask()
+        return super()._budget_mask(state, remaining)
 
-    def _take(self, plan: Plan, sampled: bool) -> list[int]:
-        """Commit a plan; a plan that ends at a dead end outside acceptance raises GenerationError."""
-        tokens = super()._take(plan, sampled)
-        if plan.finished and not self.accepting:
-            raise self._stuck()
-        return tokens
+    def _take(self, at: Configuration, plan: Plan) -> Configuration:
+        """The configuration a plan reaches; a plan that ends at a dead end outside acceptance raises."""
+        reached = super()._take(at, plan)
+        if plan.finished and not self.accepting(reached):
+            raise self.stuck(reached.state)
+        return reached
+
+
+class PushdownState(ConstraintState):
+    """One output under a recursive constraint: a `ConstraintState` moved by a `PushdownController`.
+
+    `masks` ('device', 'host', 'auto'; default $STDSL_PUSHDOWN_MASKS, else 'auto') picks where live masks come
+    from (`mask_source`); `device_masks` is None on the host rows, which a stack cap past the device vector's
+    slots also keeps.
+    """
+
+    def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer, vocab: Vocabulary, *,
+                 max_tokens: int | None = None, healing: bool = True, masks: str | None = None) -> None:
+        tables = pushdown_tables(machine, vocab)
+        planner = tables.planner(tokenizer, healing)
+        self._begin(PushdownController(
+            machine, vocab, planner, tables.rows, max_tokens=max_tokens,
+            budget=tables.budget(planner) if max_tokens is not None else None,
+            device_masks=tables.device_masks() if mask_source(masks) == "device" else None))
+
+    @property
+    def device_masks(self) -> DeviceMasks | None:
+        """Where the live masks come from (None: the host rows)."""
+        return self.controller.device_masks  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def depth(self) -> int:
+        """Stack depth of the current sampling configuration."""
+        return self.controller.depth(self.state)  # type: ignore[attr-defined, no-any-return]

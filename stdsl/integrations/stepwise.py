@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.control.controller import Configuration, Controller
+from stdsl.control.controller import ROW_MASKS, Configuration, Controller
 from stdsl.control.finish import output_generation
 from stdsl.control.row_controller import controller_for
 from stdsl.errors import GenerationError, StdslError
@@ -36,8 +36,8 @@ def stepwise_controller(constraint: Any, tokenizer: Tokenizer, max_tokens: int |
     if getattr(constraint, "special_tokens", ()):
         raise StdslError(f"the constraint uses the special tokens {', '.join(constraint.special_tokens)}, which the "
                          "vLLM and transformers processors cannot decode yet; use stdsl.generate, stream or the server")
-    return Controller(controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False,
-                                     pushdown_masks="host"))
+    return Controller.of(controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False,
+                                        pushdown_masks="host"), masks=ROW_MASKS)
 
 
 class StepwiseConstraint:

@@ -68,7 +68,7 @@ def _run(controller: Controller, picks: list[int], limit: int = 12) -> list[Conf
        picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=14))
 def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, budget, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
-    controller = Controller(controller_for(compiled, smollm2_tokenizer, max_tokens=budget))
+    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=budget))
     row = controller_for(compiled, smollm2_tokenizer, max_tokens=budget)
     move = controller.start()
     assert list(move.feed) == row.start() and move.configuration == configuration_of(row)
@@ -97,7 +97,7 @@ def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, bud
 @given(spec=st.integers(0, len(SPECS) - 1), picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=10))
 def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
-    controller = Controller(controller_for(compiled, smollm2_tokenizer, max_tokens=None, pushdown_masks="host"))
+    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None, pushdown_masks="host"))
     reached = _run(controller, picks)
     vocab = controller.vocab
     size = vocab.size
@@ -125,7 +125,7 @@ def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) 
 
 def test_forks_are_kept_configurations(smollm2_tokenizer) -> None:
     compiled = stdsl.compile(SPECS[0])
-    controller = Controller(controller_for(compiled, smollm2_tokenizer, max_tokens=None))
+    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None))
     start = controller.start().configuration
     digits = [int(t) for t in np.flatnonzero(controller.mask(start))][:2]
     left, right = (controller.advance(start, token) for token in digits)
@@ -136,7 +136,7 @@ def test_forks_are_kept_configurations(smollm2_tokenizer) -> None:
 def test_refusals(smollm2_tokenizer) -> None:
     compiled = stdsl.compile(SPECS[0])
     row = controller_for(compiled, smollm2_tokenizer, max_tokens=None)
-    controller = Controller(row)
+    controller = Controller.of(row)
     config = controller.start().configuration
     refused = int(np.flatnonzero(~controller.mask(config))[0])
     with pytest.raises(GenerationError):
@@ -149,5 +149,5 @@ def test_refusals(smollm2_tokenizer) -> None:
         controller.fill([config], np.zeros((1, 10), dtype=bool))
     row.start()
     with pytest.raises(StdslError, match="not started"):
-        Controller(row)
+        Controller.of(row)
     assert isinstance(controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None), PushdownState)

@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.controller import Configuration, Controller
 from stdsl.runtime.certified.blocks import END, Block, Language
-from stdsl.runtime.certified.forks import fork
 
 LOOKAHEAD_BYTES = 64
 
@@ -92,17 +91,19 @@ def _ends_here(language: Language, state: int) -> bool:
     return bool(language.accepting[state]) and int(language.live_count[state]) == 0
 
 
-def replay_document(control: ConstraintState, pending: list[int], document: Document, tokenizer: Any) -> Replay:
-    """Drive a fork of the certified state `control` (`pending` not yet fed) through the document, taking the
-    draft's token at each sampled step (else the tokenizer's first token of the bytes ahead, or eos at the end)."""
-    replay = fork(control)
+def replay_document(controller: Controller, start: Configuration, committed: int, pending: list[int],
+                    document: Document, tokenizer: Any) -> Replay:
+    """Move the controller from the certified configuration `start` (`committed` output bytes fed, `pending` tokens
+    not yet fed) through the document, taking the draft's token at each sampled step (else the tokenizer's first
+    token of the bytes ahead, or eos at the end). The certified row state is never touched: each step is a kept
+    configuration, and its mask comes from the controller's memo (the same positions recur round after round)."""
     out = Replay(feed=list(pending))
     data = document.data
     block_at = sorted(((o, b) for b, o in document.starts.items()), reverse=True)
-    vocab = control.vocab
-    while not replay.finished:
-        allowed = replay.mask()
-        offset = len(replay.committed)
+    vocab = controller.vocab
+    at, offset = start, committed
+    while not at.finished:
+        allowed = controller.mask(at)
         token = document.candidates.get(offset)
         if token is not None and not _fits(vocab, token, data, offset, allowed):
             token = None
@@ -117,11 +118,13 @@ def replay_document(control: ConstraintState, pending: list[int], document: Docu
             break
         block = next((b for o, b in block_at if o <= offset), None)
         out.steps.append((len(out.feed) - 1, allowed, token, block))
-        feed = replay.advance(token)
-        if not feed:
+        move = controller.advance(at, token)
+        if not move.feed:
             out.finished = True
             break
-        out.feed += feed
+        out.feed += move.feed
+        offset += len(controller.spell(list(move.feed)))
+        at = move.configuration
     return out
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.controller import Controller, configuration_of
 from stdsl.control.finish import finish_reason, finished_generation
 from stdsl.control.pushdown_state import machine_of
 from stdsl.errors import GenerationError, StdslError
@@ -104,6 +105,8 @@ class CertifiedDecoder:
         """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
+        self.controller = Controller.of(constraint_state(engine.model, compiled, options))
+        """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
         self.pending = prompt_ids + self.control.start()
         machine = machine_of(self.control.automaton)
         self.automaton: Language = self.control.automaton if machine is None else ConfigurationSteps(machine)
@@ -154,7 +157,8 @@ class CertifiedDecoder:
         yield from self._draft(jobs)
         document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
                             self.drafts, frontier, upcoming)
-        replay = replay_document(self.control, self.pending, document, self.engine.model.tokenizer)
+        replay = replay_document(self.controller, configuration_of(self.control), len(self.control.committed),
+                                 self.pending, document, self.engine.model.tokenizer)
         starts = document.starts
         feed = replay.feed
         before = self.prefix.last

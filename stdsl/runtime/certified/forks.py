@@ -12,7 +12,6 @@ import copy
 import numpy as np
 
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.split.planner import Window
 
 
 def fork(control: ConstraintState) -> ConstraintState:
@@ -56,18 +55,22 @@ def sampled_tokens(control: ConstraintState) -> dict[int, int]:
 def unbudgeted(control: ConstraintState) -> ConstraintState:
     """A recording fork without the token budget (drafts are capped by draws instead; the replay applies it)."""
     twin = recording(control)
-    twin.budget, twin.remaining, twin.max_tokens = None, None, None
+    twin.controller = control.controller.without_budget()
+    twin.remaining = None
     return twin
 
 
 def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
     """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
     control = unbudgeted(template)
-    control.state, control.pending, control.window = state, b"", Window()
-    control.cover = None
-    control.committed, control.tokens, control.forced_count, control.finished = bytearray(), [], 0, False
-    plan = control.planner.plan(control.window, state, b"", None)
-    return control, control._take(plan, sampled=False) + control._take_singletons()
+    control.committed, control.tokens, control.forced_count = bytearray(), [], 0
+    move = control.controller.start_at(state)
+    control.configuration = move.configuration
+    feed = list(move.feed)
+    control.tokens.extend(feed)
+    control.committed += control.controller.spell(feed)
+    control.forced_count = move.forced
+    return control, feed
 
 
 def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:
