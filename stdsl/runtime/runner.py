@@ -53,6 +53,8 @@ class Runner:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._inbox: list[_Submission] = []
+        self._arriving: list[_Submission] = []
+        """Submissions taken from the inbox and being inserted (outside the lock): still owed, still cancellable."""
         self._calls: list[tuple[Callable[[], object], Future[object]]] = []
         self._busy: dict[int, BatchCore] = {}
         self._worker: Worker | None = None
@@ -104,7 +106,7 @@ class Runner:
     def cancel_all(self, core: BatchCore) -> None:
         """Cancel every row of `core`, also those not yet inserted; each ends at the core's next step."""
         with self._lock:
-            for submission in self._inbox:
+            for submission in self._inbox + self._arriving:
                 if submission.core is core:
                     submission.cancelled = True
             core.remove_all()
@@ -128,7 +130,7 @@ class Runner:
             self._parked.wait(timeout)
 
     def _owes(self, core: BatchCore) -> bool:
-        return core.busy or any(s.core is core for s in self._inbox)
+        return core.busy or any(s.core is core for s in self._inbox + self._arriving)
 
     def _refuse_when_exiting(self) -> None:
         if self._exiting:
@@ -163,6 +165,7 @@ class Runner:
                 return False
             calls, self._calls = self._calls, []
             arrivals, self._inbox = self._inbox, []
+            self._arriving = arrivals
             cores = list(self._busy.values())
         for work, future in calls:
             try:
@@ -175,6 +178,8 @@ class Runner:
                 submission.uid = uid
                 if submission.cancelled and uid is not None:
                     submission.core.remove(uid)
+        with self._lock:
+            self._arriving = []
         for core in cores:
             core.step()
         with self._lock:

@@ -39,6 +39,29 @@ def test_close_lets_rows_finish_within_the_bound(tiny_model) -> None:
         engine.submit("Again.", None, max_tokens=4)
 
 
+def test_close_waits_for_a_request_the_runner_is_still_inserting(tiny_model) -> None:
+    """A request taken from the runner's inbox but not yet in the core is still owed: close waits for it (and would
+    cancel it), it does not return while the request is between the two."""
+    engine = Engine(tiny_model, max_rows=2)
+    insert, entered, release = engine.core.insert, threading.Event(), threading.Event()
+
+    def slow_insert(request, handle):  # type: ignore[no-untyped-def]
+        entered.set()
+        release.wait(60)
+        return insert(request, handle)
+
+    engine.core.insert = slow_insert  # type: ignore[method-assign]
+    handle = engine.submit("Name a colour.", {"enum": ["red", "green"]}, max_tokens=8)
+    assert entered.wait(60)
+    closer = threading.Thread(target=engine.close, kwargs={"drain_seconds": 120})
+    closer.start()
+    time.sleep(0.3)
+    assert closer.is_alive(), "close returned while the request was being inserted"
+    release.set()
+    closer.join(120)
+    assert handle.done and handle.result(timeout=0).text in ('"red"', '"green"')
+
+
 def test_close_cancels_rows_past_the_bound_and_starts_no_thread(tiny_model) -> None:
     before = set(threading.enumerate())
     engine = Engine(tiny_model, max_rows=2)

@@ -2,8 +2,9 @@
 
 With torch importable the interpreter's exit after decoding aborted now and then ("terminate called without an
 active exception", exit 134), hidden in the test suite by an `os._exit` in conftest. Each process here decodes with
-the tiny random model (a row finished, a row still decoding at exit, and a private `generate_batch` engine), so
-the engine's threads are idle, busy and handed back when the interpreter finalizes. The default run starts 5
+the tiny random model (a row finished, a row still decoding at exit, a private `generate_batch` engine, and a
+certified request, a scheduling policy of the core, mid-way through its rounds), so the engine's threads are idle,
+busy and handed back when the interpreter finalizes. The default run starts 5
 processes; `-m slow` starts 50.
 """
 
@@ -38,6 +39,12 @@ print(stdsl.generate(model, "Count.", {"type": "integer"}, max_tokens=8).text)
 print(len(stdsl.generate_batch(model, [{"prompt": "a"}, {"prompt": "b"}], max_rows=2, max_tokens=4)))
 stream = stdsl.stream(model, "Go on.", None, max_tokens=5000)
 next(iter(stream))
+from stdsl.runtime.decode import engine_for, submit
+field = {"type": "string", "minLength": 30, "maxLength": 40}
+record = {"type": "object", "required": ["a", "b", "c"], "properties": {"a": field, "b": field, "c": field},
+          "additionalProperties": False}
+certified = submit(engine_for(model), "Fill.", record, parallel_fields=True)
+next(iter(certified))
 """
 
 
