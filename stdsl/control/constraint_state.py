@@ -215,6 +215,12 @@ class ConstraintState:
         move = self.controller.advance(self.configuration, token, singletons=self.reasoning is None)
         return self._record(move) + self._narrowed_singletons()
 
+    def place(self, move: Move) -> list[int]:
+        """Start the log over with a move from elsewhere (`Controller.start_at`: a draft placed at a block's entry);
+        the move's tokens, all forced."""
+        self.committed, self.tokens, self.forced_count, self.started = bytearray(), [], 0, True
+        return self._record(move)
+
     def _record(self, move: Move, forced: bool = False) -> list[int]:
         """Log a move's tokens and take its configuration (`forced`: its first token was decided, not sampled)."""
         feed = list(move.feed)

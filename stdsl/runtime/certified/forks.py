@@ -63,14 +63,7 @@ def unbudgeted(control: ConstraintState) -> ConstraintState:
 def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
     """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
     control = unbudgeted(template)
-    control.committed, control.tokens, control.forced_count = bytearray(), [], 0
-    move = control.controller.start_at(state)
-    control.configuration = move.configuration
-    feed = list(move.feed)
-    control.tokens.extend(feed)
-    control.committed += control.controller.spell(feed)
-    control.forced_count = move.forced
-    return control, feed
+    return control, control.place(control.controller.start_at(state))
 
 
 def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:
