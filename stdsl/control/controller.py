@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -158,10 +159,11 @@ class Controller:
             raise GenerationError("the output is finished; no further token can be taken")
         allowed, shaped = self._mask_of(configuration)
         if not 0 <= token < allowed.shape[0] or not allowed[token]:
-            if self.vocab.eos[token] if 0 <= token < self.vocab.size else False:
+            known = 0 <= token < self.vocab.size
+            if known and self.vocab.eos[token]:
                 raise GenerationError(f"eos token {token} sampled outside an accepting state")
             cover = self.cover_mask(configuration)
-            if cover is not None and 0 <= token < cover.shape[0] and not cover[token]:
+            if known and cover is not None and not cover[token]:
                 raise GenerationError(f"token {token} breaks the tokenizer's split of the forced text "
                                       f"{configuration.pending!r}")
             raise GenerationError(f"token {token} is not admissible at this configuration")
@@ -333,7 +335,7 @@ class Controller:
 
     # ------------------------------------------------------------------ the output
 
-    def spell(self, tokens: list[int]) -> bytes:
+    def spell(self, tokens: Sequence[int]) -> bytes:
         """The bytes `tokens` spell (an output's committed text; add the configuration's `pending` for all it
         decided)."""
         return bytes(self.planner.spell(tokens))

@@ -33,9 +33,6 @@ class Policies:
     def __init__(self) -> None:
         self._runs: dict[int, _Run] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self._runs)
-
     def __len__(self) -> int:
         return len(self._runs)
 

@@ -123,7 +123,7 @@ def replay_document(controller: Controller, start: Configuration, committed: int
             out.finished = True
             break
         out.feed += move.feed
-        offset += len(controller.spell(list(move.feed)))
+        offset += len(controller.spell(move.feed))
         at = move.configuration
     return out
 

@@ -105,7 +105,7 @@ class CertifiedDecoder:
         """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
-        self.controller = Controller.of(constraint_state(engine.model, compiled, options))
+        self.controller = Controller.of(self.control)
         """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
         self.pending = prompt_ids + self.control.start()
         machine = machine_of(self.control.automaton)
