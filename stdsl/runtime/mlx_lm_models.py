@@ -7,8 +7,7 @@ abort at exit ("terminate called without an active exception"). The model module
 mlx-lm's folder and entered in `sys.modules` under its real name; then `from mlx_lm.models.llama import Model`
 works anywhere with no parent package. `sys.modules["mlx_lm"]` is never written: a later `import mlx_lm` runs
 the real package start-up, shares these modules (the same classes), and finds them as its attributes
-(`mlx_lm.models`) as a plain import would have left them. `plain_cache_layers` is the check that a net keeps only
-the plain KV caches the batch engine slots.
+(`mlx_lm.models`) as a plain import would have left them.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stdsl.errors import UnsupportedModelError
 
@@ -109,17 +108,5 @@ KVCache = cache.KVCache
 make_prompt_cache = cache.make_prompt_cache
 
 
-def plain_cache_layers(net: Any, name: str = "this model") -> int:
-    """The number of layers of `net`, each of which must keep a plain KV cache; a model with a sliding-window,
-    rotating or recurrent cache (mlx-lm's RotatingKVCache, ArraysCache, ...) is refused with UnsupportedModelError."""
-    layers = make_prompt_cache(net)
-    others = sorted({type(layer).__name__ for layer in layers if type(layer) is not KVCache})
-    if others:
-        raise UnsupportedModelError(
-            f"{name} keeps {', '.join(others)} in some layers; stdsl's batch engine slots a plain KV cache (KVCache) "
-            "per row and supports no sliding-window, rotating or recurrent layers")
-    return len(layers)
-
-
-__all__ = ["KVCache", "cache", "import_without_package_init", "llama", "make_prompt_cache", "plain_cache_layers",
-           "qwen2", "qwen3"]
+__all__ = ["KVCache", "cache", "import_without_package_init", "llama", "make_prompt_cache", "qwen2",
+           "qwen3"]

