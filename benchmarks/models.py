@@ -1,0 +1,145 @@
+"""The batch engine on every cache family against mlx-lm's own `BatchGenerator`, in the same process (CPU).
+
+Families, each a random-weight mlx-lm architecture over the SmolLM2 tokenizer: plain attention (llama),
+sliding-window attention (gemma3_text, a 64-position window beside global layers) and hybrid recurrent
+(qwen3_5: Gated DeltaNet beside attention). For each, at 1, 4 and 8 streams:
+
+1. Output tokens/s, free text (mlx-lm's BatchGenerator) and constrained by the extraction schemas (mlx-lm with
+   llguidance masks as logits processors), and stdsl's passes per output token.
+2. The prompt cache in an eight-agent workload: 8 conversations of 3 turns, each turn the conversation so far plus
+   the reply plus a new message: prompt tokens served from the cache and lookups that hit.
+3. Memory per row: the row caches' bytes per row after prefilling 8 rows of 256 tokens.
+
+    python benchmarks/models.py                      # ~10 min on 2 busy cores
+    python benchmarks/models.py --families hybrid --streams 8
+
+Needs the `bench` extra (llguidance). Writes benchmarks/results/models.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+
+from batch import extraction_jobs, run_mlx_lm, run_stdsl  # noqa: E402
+
+from stdsl.runtime.batch.engine import Engine  # noqa: E402
+from stdsl.runtime.batch.forward import forward_rows, make_row_caches  # noqa: E402
+from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
+from stdsl.runtime.model.loading import Model, load  # noqa: E402
+from tests.runtime.row_caches.architectures import tiny_net  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+COMMON = {"hidden_size": 256, "num_hidden_layers": 4, "intermediate_size": 512, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "plain": ("llama", {**COMMON, "tie_word_embeddings": True}),
+    "sliding": ("gemma3_text", {**COMMON, "sliding_window": 64, "sliding_window_pattern": 2}),
+    "hybrid": ("qwen3_5", {**COMMON, "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+                           "linear_key_head_dim": 64, "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4,
+                           "partial_rotary_factor": 0.25, "max_position_embeddings": 4096,
+                           "full_attention_interval": 2}),
+}
+
+
+def family_model(family: str, tokenizer: Any) -> Model:
+    arch, config = FAMILIES[family]
+    return Model(net=tiny_net(arch, tokenizer.vocab_size, config), tokenizer=tokenizer, name=f"{family}-{arch}")
+
+
+def throughput(model: Any, streams: list[int], max_tokens: int) -> list[dict[str, Any]]:
+    jobs = extraction_jobs()
+    rows = []
+    for count in streams:
+        chosen = [jobs[i % len(jobs)] for i in range(count)]
+        prompts = [prompt_tokens(model, p) for _, p, _ in chosen]
+        schemas = [s for _, _, s in chosen]
+        for mode in ("free", "constrained"):
+            wanted = schemas if mode == "constrained" else None
+            peer = run_mlx_lm(model, prompts, max_tokens, count, wanted)
+            ours = run_stdsl(model, prompts, max_tokens, count, wanted)
+            row = {"streams": count, "mode": mode, "mlx_lm_tok_s": peer["tokens"] / peer["seconds"],
+                   "stdsl_tok_s": ours["tokens"] / ours["seconds"], "stdsl_tokens": ours["tokens"],
+                   "stdsl_passes_per_token": ours["passes"] / max(ours["tokens"], 1)}
+            row["ratio"] = row["stdsl_tok_s"] / row["mlx_lm_tok_s"]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def agents(model: Any, turns: int = 3, count: int = 8, max_tokens: int = 24) -> dict[str, Any]:
+    """Eight conversations decoded together, turn by turn; how much of each turn's prompt the cache served."""
+    engine = Engine(model, max_rows=count)
+    tokenizer = model.tokenizer
+    history = [[{"role": "user", "content": f"Agent {i}: plan step {i} of the trip."}] for i in range(count)]
+    prompt_total = 0
+    began = time.perf_counter()
+    for turn in range(turns):
+        prompts = [prompt_tokens(model, h) for h in history]
+        prompt_total += sum(len(p) for p in prompts)
+        results = [h.result() for h in [engine.submit(p, None, max_tokens=max_tokens) for p in prompts]]
+        for h, result in zip(history, results):
+            h += [{"role": "assistant", "content": tokenizer.decode(result.tokens)},
+                  {"role": "user", "content": f"Now step {turn + 2}."}]
+    cache = engine.prompt_cache
+    out = {"turns": turns, "agents": count, "seconds": time.perf_counter() - began, "prompt_tokens": prompt_total,
+           "cached_tokens": cache.hit_tokens, "lookups_hit": cache.hits, "lookups": cache.hits + cache.misses}
+    out["token_hit_rate"] = out["cached_tokens"] / out["prompt_tokens"]
+    engine.close()
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def memory_per_row(model: Any, rows: int = 8, length: int = 256) -> float:
+    caches = make_row_caches(model.net, rows)
+    mx.eval(forward_rows(model.net, caches, [list(range(1000, 1000 + length))] * rows), *caches.arrays())
+    return caches.nbytes / rows
+
+
+def write(report: dict[str, Any]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "models.json").write_text(json.dumps(report, indent=1))
+    lines = ["# Every cache family vs mlx-lm BatchGenerator (random-weight models, CPU, same process)", "",
+             f"Command: `{report['command']}`", "",
+             "| family | streams | mode | mlx-lm tok/s | stdsl tok/s | ratio | stdsl passes/token |",
+             "|---|---|---|---|---|---|---|"]
+    for family, result in report["families"].items():
+        for row in result["throughput"]:
+            lines.append(f"| {family} | {row['streams']} | {row['mode']} | {row['mlx_lm_tok_s']:.1f} | "
+                         f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x | {row['stdsl_passes_per_token']:.2f} |")
+    lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
+              "row-cache bytes per row (256 tokens) |", "|---|---|---|---|"]
+    for family, result in report["families"].items():
+        a = result["agents"]
+        lines.append(f"| {family} | {a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%}) | "
+                     f"{a['lookups_hit']}/{a['lookups']} | {result['bytes_per_row'] / 1e6:.2f} MB |")
+    (RESULTS / "models.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--streams", nargs="+", type=int, default=[1, 4, 8])
+    parser.add_argument("--max-tokens", type=int, default=48)
+    args = parser.parse_args()
+    tokenizer = load().tokenizer
+    report: dict[str, Any] = {"command": "python benchmarks/models.py " + " ".join(sys.argv[1:]), "families": {}}
+    for family in args.families:
+        model = family_model(family, tokenizer)
+        print(f"== {family} ({model.name})", flush=True)
+        report["families"][family] = {"throughput": throughput(model, args.streams, args.max_tokens),
+                                      "agents": agents(model), "bytes_per_row": memory_per_row(model)}
+        write(report)
+
+
+if __name__ == "__main__":
+    main()
