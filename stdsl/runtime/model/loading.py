@@ -129,15 +129,17 @@ def load_mlx_lm(name_or_path: str, *, quantized: bool | None = None) -> Model:
 
 
 def _dequantize_in_place(net: nn.Module) -> None:
-    """Replace quantized layers by float32 ones, dequantized with float32 scales (fast on MLX's CPU)."""
+    """Replace quantized layers by float32 ones, dequantized with float32 scales where the mode's scales are floats
+    (fast on MLX's CPU)."""
     replacements = []
     for path, module in net.named_modules():
         if not isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
             continue
         biases = module.get("biases")
+        affine = module.mode == "affine"  # mxfp4 / nvfp4 scales are 8-bit exponents and stay so
         weight = mx.dequantize(
             module.weight,
-            module.scales.astype(mx.float32),
+            module.scales.astype(mx.float32) if affine else module.scales,
             None if biases is None else biases.astype(mx.float32),
             module.group_size,
             module.bits,
