@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-_BUILT: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+_BUILT: dict[tuple[int, str, str, str], tuple[Any, Any]] = {}
 
 
 def marker_texts() -> list[str]:
@@ -17,15 +17,16 @@ def marker_texts() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def family_model(base: Any, kind: str, chat_template: str) -> tuple[Any, Any]:
-    """(tokenizer, tiny model) over SmolLM2's tokenizer with every marker added as a `kind` ("special" or "added")
-    token, built once per process and template (per-tokenizer tables are then shared by the tests that use it)."""
-    key = (id(base), kind, chat_template)
+def family_model(base: Any, kind: str, chat_template: str, architecture: str = "llama") -> tuple[Any, Any]:
+    """(tokenizer, tiny model of `architecture`) over SmolLM2's tokenizer with every marker added as a `kind`
+    ("special" or "added") token, built once per process and template (per-tokenizer tables are then shared by the
+    tests that use it)."""
+    key = (id(base), kind, chat_template, architecture)
     if key not in _BUILT:
         markers = marker_texts()
         tokenizer = with_added_tokens(base, special=markers if kind == "special" else (),
                                       added=markers if kind == "added" else (), chat_template=chat_template)
-        _BUILT[key] = (tokenizer, tiny_model_for(tokenizer))
+        _BUILT[key] = (tokenizer, tiny_model_for(tokenizer, architecture=architecture))
     return _BUILT[key]
 
 
@@ -45,13 +46,19 @@ def with_added_tokens(base: Any, special: Sequence[str] = (), added: Sequence[st
                      name=f"smollm2+{len(special)}s{len(added)}a")
 
 
-def tiny_model_for(tokenizer: Any, seed: int = 0) -> Any:
-    """A seeded 2-layer, hidden-64 random-weight llama over `tokenizer` (every id, added ones included)."""
+def tiny_model_for(tokenizer: Any, seed: int = 0, architecture: str = "llama") -> Any:
+    """A seeded 2-layer, hidden-64 random-weight llama (or another of `row_caches/architectures.py`) over `tokenizer`
+    (every id, added ones included)."""
     import mlx.core as mx
     from mlx_lm.models.llama import Model as LlamaModel
     from mlx_lm.models.llama import ModelArgs
 
     from stdsl.runtime.model.loading import Model
+    from tests.runtime.row_caches.architectures import tiny_net
+
+    if architecture != "llama":
+        return Model(net=tiny_net(architecture, tokenizer.vocab_size), tokenizer=tokenizer,
+                     name=f"tiny-{architecture}-{tokenizer.name}")
 
     args = ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                      num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,

@@ -70,3 +70,18 @@ def test_the_guard_ends_free_text_that_loops() -> None:
     assert end == REPETITION and calls == []
     assert ends_in_loop("x" + "0123456789abcdef" * 3) and not ends_in_loop("0123456789abcdef" * 2)
     assert not ends_in_loop("short short short ")
+
+
+def test_every_prefix_of_a_reply_with_calls_reads_without_error() -> None:
+    """The reader reads each piece as it arrives, so a format's `read_calls` meets every prefix of a call: a value
+    still being written is no call yet, never an error (FunctionGemma's unclosed string raised a 500)."""
+    arguments = '{"city": "Oslo, the capital", "days": -12, "ok": true, "rate": 2.5e3}'
+    for name, syntax in sorted(SYNTAXES.items()):
+        text = syntax.join([syntax.render("get_weather", arguments), syntax.render("f", '{"a": "x"}', 1)])
+        whole = syntax.read_calls(text, syntax.call_start(text), {})
+        assert [c.name for c in whole][:1] == ["get_weather"], name  # Harmony: one call a message
+        for end in range(len(text)):
+            start = syntax.call_start(text[:end])
+            if start >= 0:
+                read = syntax.read_calls(text[:end], start, {})
+                assert [c.text for c in read] == [c.text for c in whole[: len(read)]], (name, end)

@@ -98,7 +98,10 @@ class FunctionGemmaFormat(InputParameterCustomCalls, ToolFormat):
             position, values = match.end(), {}
             while (found := entry.match(reply, position)) is not None:
                 raw = found.group(2)
-                values[found.group(1)] = raw if raw is not None else json.loads(found.group(3) or "null")
+                try:
+                    values[found.group(1)] = raw if raw is not None else json.loads(found.group(3) or "null")
+                except json.JSONDecodeError:  # a value still being written (a string's closing quote to come)
+                    return calls
                 position = found.end() + (reply[found.end(): found.end() + 1] == ",")
             tail = "}" + self.close_tag
             if not reply.startswith(tail, position):
