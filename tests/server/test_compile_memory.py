@@ -1,0 +1,76 @@
+"""Compile memory is capped while a compile runs: a grammar that would take gigabytes is refused within seconds with
+a memory error naming `--max-compile-bytes`, its worker's resident memory stays under the cap, and the worker is
+replaced so the next compile runs."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stdsl.server.constraints.compile_pool import CompileMemoryError, CompilePool
+
+CAP = 256 << 20
+SLACK = 128 << 20
+"""Resident memory a worker has besides its compile (the interpreter and the compiler: about 60 MB)."""
+HOSTILE = [
+    {"kind": "grammar", "text": 'start: (("a"|"b") ~ 100..200) ~ 100..200', "syntax": "lark"},
+    {"kind": "grammar", "text": "root ::= ([a-z]{1,100}){1,100}", "syntax": "gbnf"},
+]
+
+
+def _peak_resident(pid: int) -> int:
+    """A process's peak resident memory (VmHWM) from /proc; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class _PeakWatch:
+    """Samples the peak resident memory of a pool's workers every 20 ms while it runs."""
+
+    def __init__(self, pool: CompilePool) -> None:
+        self.pool, self.peak, self._stop = pool, 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            for pid in self.pool.pids():
+                self.peak = max(self.peak, _peak_resident(pid))
+
+    def __enter__(self) -> _PeakWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.parametrize("spec", HOSTILE, ids=["lark-nested-repeat", "gbnf-nested-repeat"])
+def test_a_compile_past_the_cap_is_refused_within_seconds_under_the_cap(spec: dict) -> None:
+    async def run() -> None:
+        pool = CompilePool(1, reserved_workers=0, max_compile_bytes=CAP)
+        try:
+            await pool.run({"kind": "regex", "pattern": "[a-z]+"}, 30.0)
+            [first] = pool.pids()
+            with _PeakWatch(pool) as watch:
+                start = time.monotonic()
+                with pytest.raises(CompileMemoryError, match=r"needed more than 256 MiB \(--max-compile-bytes\)"):
+                    await pool.run(spec, 60.0)
+                took = time.monotonic() - start
+            assert took < 15.0, took
+            assert 0 < watch.peak < CAP + SLACK, watch.peak
+            assert pool.replaced == 1 and first not in pool.pids() and pool.stats.memory_refusals == 1
+            compiled, error, _ = await pool.run({"kind": "regex", "pattern": "[a-z]+"}, 30.0)
+            assert error is None and compiled.accepts("abc")
+        finally:
+            pool.close()
+
+    asyncio.run(run())
