@@ -237,6 +237,9 @@ class CompilePool:
         self._stats.queue_seconds += began - job.asked
         try:
             return await self._on_worker(spec, seconds)
+        except asyncio.CancelledError:
+            self._stats.cancelled += 1
+            raise
         finally:
             self._stats.compile_seconds += time.monotonic() - began
             self._release(job, reserved)
