@@ -1,9 +1,11 @@
 """Compile memory is capped while a compile runs: a grammar that would take gigabytes is refused within seconds with
 a memory error naming `--max-compile-bytes`, its worker's resident memory stays under the cap, and the worker is
-replaced so the next compile runs."""
+replaced so the next compile runs; `stcon serve --max-compile-bytes` sets the cap."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -74,3 +76,9 @@ def test_a_compile_past_the_cap_is_refused_within_seconds_under_the_cap(spec: di
             pool.close()
 
     asyncio.run(run())
+
+
+def test_a_cap_under_one_mebibyte_is_refused_before_the_model_loads() -> None:
+    done = subprocess.run([sys.executable, "-m", "stdsl.cli", "serve", "--max-compile-bytes", "1000"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--max-compile-bytes must be at least 1048576" in done.stderr
