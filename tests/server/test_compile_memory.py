@@ -8,11 +8,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 
 from stdsl.server.constraints.compile_pool import CompileMemoryError, CompilePool
+from tests.server.server_fixtures import metric, running_server
 
 CAP = 256 << 20
 SLACK = 128 << 20
@@ -35,15 +39,15 @@ def _peak_resident(pid: int) -> int:
 
 
 class _PeakWatch:
-    """Samples the peak resident memory of a pool's workers every 20 ms while it runs."""
+    """Samples the peak resident memory of `pids()` (a pool's workers) every 20 ms while it runs."""
 
-    def __init__(self, pool: CompilePool) -> None:
-        self.pool, self.peak, self._stop = pool, 0, threading.Event()
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self.pids, self.peak, self._stop = pids, 0, threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self) -> None:
         while not self._stop.wait(0.02):
-            for pid in self.pool.pids():
+            for pid in self.pids():
                 self.peak = max(self.peak, _peak_resident(pid))
 
     def __enter__(self) -> _PeakWatch:
@@ -62,7 +66,7 @@ def test_a_compile_past_the_cap_is_refused_within_seconds_under_the_cap(spec: di
         try:
             await pool.run({"kind": "regex", "pattern": "[a-z]+"}, 30.0)
             [first] = pool.pids()
-            with _PeakWatch(pool) as watch:
+            with _PeakWatch(pool.pids) as watch:
                 start = time.monotonic()
                 with pytest.raises(CompileMemoryError, match=r"needed more than 256 MiB \(--max-compile-bytes\)"):
                     await pool.run(spec, 60.0)
@@ -82,3 +86,30 @@ def test_a_cap_under_one_mebibyte_is_refused_before_the_model_loads() -> None:
     done = subprocess.run([sys.executable, "-m", "stdsl.cli", "serve", "--max-compile-bytes", "1000"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--max-compile-bytes must be at least 1048576" in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_the_server_answers_a_compile_past_the_cap_with_a_400_naming_the_flag(tiny_model) -> None:
+    """Both grammars through a real server at a 256 MiB cap: 400s within seconds, workers under the cap, and a
+    schema compiles after them."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    with running_server(tiny_model, max_rows=2, max_compile_bytes=CAP) as url:
+        assert httpx.post(url + "/chat/completions", json={**body, "guided_grammar": "root ::= [a-z]+"},
+                          timeout=120).status_code == 200
+
+        def workers() -> list[int]:
+            return [child.pid for child in psutil.Process().children(recursive=True)]
+
+        with _PeakWatch(workers) as watch:
+            for spec in HOSTILE:
+                start = time.monotonic()
+                reply = httpx.post(url + "/chat/completions", json={**body, "guided_grammar": spec["text"]},
+                                   timeout=120)
+                assert reply.status_code == 400, reply.text
+                assert "needed more than 256 MiB (--max-compile-bytes)" in reply.json()["error"]["message"]
+                assert time.monotonic() - start < 15.0
+        assert 0 < watch.peak < CAP + SLACK, watch.peak
+        assert metric(url, "grammar_compile_memory_refusals_total") == 2
+        assert metric(url, "grammar_compile_workers_replaced_total") == 2
+        assert httpx.post(url + "/chat/completions", json={**body, "guided_grammar": "root ::= [0-9]+"},
+                          timeout=120).status_code == 200
