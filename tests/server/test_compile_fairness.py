@@ -4,6 +4,7 @@ the worker it held."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 import time
@@ -74,13 +75,14 @@ def test_cancelling_a_job_frees_its_place_or_its_worker() -> None:
 
 
 def _chat(url: str, extra: dict, address: str, timeout: float = 120) -> httpx.Response:
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64, **extra}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32, **extra}
     with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=timeout) as client:
         return client.post(url + "/chat/completions", json=body)
 
 
 def _schema(name: str) -> dict:
-    schema = {"type": "object", "properties": {f"{name}_{k}": {"type": "integer"} for k in range(3)},
+    digit = {"type": "integer", "minimum": 0, "maximum": 9}
+    schema = {"type": "object", "properties": {f"{name}_{k}": digit for k in range(3)},
               "required": [f"{name}_{k}" for k in range(3)], "additionalProperties": False}
     return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}}
 
@@ -114,7 +116,12 @@ def test_another_clients_schema_is_not_held_up_by_heavy_grammars(tiny_model) -> 
 
 @pytest.mark.timeout(300)
 def test_a_client_that_leaves_cancels_its_compile(tiny_model) -> None:
+    """The worker compiling for a client that left is killed and replaced, and the server logs no error."""
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append  # type: ignore[method-assign]
     with running_server(tiny_model, max_rows=4) as url:
+        logging.getLogger("uvicorn.error").addHandler(handler)  # uvicorn's logging setup has run by now
         assert _chat(url, _schema("warm"), "127.0.0.1").status_code == 200
         with pytest.raises(httpx.TimeoutException):
             _chat(url, {"guided_grammar": _heavy_grammar(3)}, "127.0.0.2", timeout=1.0)
@@ -124,3 +131,5 @@ def test_a_client_that_leaves_cancels_its_compile(tiny_model) -> None:
         assert metric(url, "grammar_compiles_cancelled_total") == 1
         assert metric(url, "grammar_compile_workers_replaced_total") == 1
         assert metric(url, "grammar_compiles_total") == 1
+    logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert not errors, [record.getMessage() for record in errors]

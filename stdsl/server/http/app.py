@@ -228,14 +228,15 @@ async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request
         return None
     compiling = asyncio.ensure_future(state.cache.get(plan.spec, client))
     gone = asyncio.ensure_future(_client_gone(request))
+    done: set[Any] = set()
     try:
-        await asyncio.wait((compiling, gone), return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait((compiling, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
         if not compiling.done():
             compiling.cancel()
             compiling.add_done_callback(_retrieved)
-    if compiling.cancelled():
+    if compiling not in done:
         return _GONE
     try:
         return compiling.result()
