@@ -336,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--max-compile-bytes", type=int, default=MAX_COMPILE_BYTES, metavar="N",
                    help="memory one constraint's compile may take in its worker beyond the worker's own; past it the "
-                        f"request is a 400 and the worker is replaced (default {MAX_COMPILE_BYTES}, 1 GiB)")
+                        f"request is a 400 and the worker is replaced (default {MAX_COMPILE_BYTES}: "
+                        f"{MAX_COMPILE_BYTES >> 20} MiB)")
 
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
