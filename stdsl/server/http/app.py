@@ -221,6 +221,10 @@ def _param_of(spec: dict[str, Any] | None, message: str = "") -> str:
     return {"tools": "tools", "program": "program"}.get(str(kind), "response_format")
 
 
+_GONE = object()
+"""What `_compiled_unless_gone` returns when the client left before its constraint compiled."""
+
+
 async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request, client: str) -> Any:
     """The plan's constraint compiled in `client`'s turn (cached, off the loop), or `_GONE` when the client left
     first: its compile is then cancelled unless another request waits for it."""
@@ -242,9 +246,6 @@ async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request
         return compiling.result()
     except StdslError as error:
         raise from_stdsl_error(error, _param_of(plan.spec, str(error))) from None
-
-
-_GONE = object()
 
 
 async def _submit(state: ServerState, plan: Plan, request: Request,
