@@ -139,10 +139,8 @@ def test_a_second_signal_exits_at_once_and_leaves_no_process(smollm2_gguf_path) 
 
 @pytest.mark.timeout(400)
 def test_sigterm_ends_the_server_in_the_bound_with_a_thread_stuck(smollm2_gguf_path) -> None:
-    """A thread that never ends no longer keeps the server alive: it exits 0 within `--shutdown-seconds` plus the
-    answer time and margin of `shutdown.py`, with no compile worker left."""
-    from stdsl.server.http.shutdown import ANSWER_SECONDS, EXIT_MARGIN_SECONDS
-
+    """A thread that never ends no longer keeps the server alive: it exits 0 within `--shutdown-seconds` + 2 s (as
+    docs/serving.md says; 3.6 s measured at 2 s), with no compile worker left."""
     with _server(shutdown_seconds=2, stuck=True) as (process, url):
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
         client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Name?"}], max_tokens=8,
@@ -151,7 +149,6 @@ def test_sigterm_ends_the_server_in_the_bound_with_a_thread_stuck(smollm2_gguf_p
         assert len(live_group(process.pid)) >= 4  # the server, its three compile workers
         process.send_signal(signal.SIGTERM)
         start = time.monotonic()
-        bound = 2 + ANSWER_SECONDS + EXIT_MARGIN_SECONDS
-        assert process.wait(timeout=bound + 10) == 0, process.stderr.read() if process.stderr else ""
-        assert time.monotonic() - start < bound + 2
+        assert process.wait(timeout=30) == 0, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() - start < 2 + 2 + 1  # the documented bound, and 1 s for a loaded machine
         assert not live_group(process.pid, within=5)

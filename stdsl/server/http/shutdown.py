@@ -10,7 +10,7 @@ the signal is handled here instead.  A second signal kills the compile workers
 and ends the process at once with status 128 + the signal number, as a shell reports an interrupted command.
 Whatever a thread is still doing (a render stuck in Python code keeps the interpreter from exiting), the first
 signal also starts a watchdog that, `EXIT_MARGIN_SECONDS` after uvicorn's own bound, runs `on_force`, flushes
-the logs and ends the process with status 0: the process is gone `drain_seconds + 2` s after the signal.
+the logs and ends the process with status 0: it is gone within `drain_seconds + 2` s of the signal.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import uvicorn
 
 DRAIN_SECONDS = 10
 ANSWER_SECONDS = 1
-EXIT_MARGIN_SECONDS = 1
+EXIT_MARGIN_SECONDS = 0.5
 
 
 Callback = Callable[[], Any]
