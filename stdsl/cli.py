@@ -249,7 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
-          tool_format=args.tool_format)
+          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes)
     return 0
 
 
@@ -332,6 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on SIGTERM or SIGINT, seconds the requests in flight may take to finish before they are "
                         "cancelled (a second signal exits at once; default 10)")
     from stdsl.compiler.tools.formats import FORMATS
+    from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
+
+    p.add_argument("--max-compile-bytes", type=int, default=MAX_COMPILE_BYTES, metavar="N",
+                   help="memory one constraint's compile may take in its worker beyond the worker's own; past it the "
+                        f"request is a 400 and the worker is replaced (default {MAX_COMPILE_BYTES}: "
+                        f"{MAX_COMPILE_BYTES >> 20} MiB)")
 
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "

@@ -5,10 +5,20 @@ interpreter lock the decode thread needs).  The compiler keeps each job's limit 
 (`max_seconds`); a worker that has not answered by the limit plus `grace_seconds` is killed, which
 frees its memory, and a new one is started at once, so the next compile does not wait for it.  All the
 workers start with the first compile (a server that never compiles starts none), so later ones do not wait
-for an interpreter to start either.  A
-worker grown past `max_worker_bytes` is replaced after its job.  Several workers let other clients'
-schemas compile beside one client's slow schema.  No worker outlives the server: `close` kills them
-(so does interpreter exit), and on Linux each asks the kernel to kill it when its parent goes.
+for an interpreter to start either.
+
+Memory: on Linux each worker caps its address space (`RLIMIT_AS`) at what it maps once its imports are done
+plus `max_compile_bytes`, so a compile that grows past it gets a MemoryError while it runs; the worker
+answers `CompileMemoryError` and is replaced.  A worker grown past `max_compile_bytes` is replaced after
+its job too (the only check where `RLIMIT_AS` is not enforced, as on macOS).
+
+Scheduling: jobs carry a client key.  `workers` general workers take any job, and `reserved_workers` more
+take only small jobs (`small_job`: a schema, regex or choice of at most `SMALL_BYTES`), at most one per
+client, so a schema is never queued behind big grammars.  A free worker goes to the queued job whose client
+has the fewest jobs running, then was served longest ago, then asked first: clients are served round-robin
+and a client's second job waits behind its own first.  A job cancelled while queued leaves the queue; one
+cancelled while it runs kills its worker, which is replaced.  No worker outlives the server: `close` kills
+them (so does interpreter exit), and on Linux each asks the kernel to kill it when its parent goes.
 """
 
 from __future__ import annotations
@@ -18,19 +28,28 @@ import atexit
 import ctypes
 import multiprocessing
 import os
+import resource
 import signal
 import sys
+import time
 import weakref
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
 from stdsl.errors import CompileError, CompileTimeError
 
 DEFAULT_WORKERS = 2
+RESERVED_WORKERS = 1
 GRACE_SECONDS = 2.0
 STARTUP_SECONDS = 120.0
-MAX_WORKER_BYTES = 1 << 30
+MAX_COMPILE_BYTES = 1 << 30
+SMALL_BYTES = 16 << 10
+SMALL_KINDS = frozenset({"json_schema", "json_object", "regex", "choice"})
+OUT_OF_MEMORY = "out of memory"
 PR_SET_PDEATHSIG = 1
 
 _LIVE: weakref.WeakSet[CompilePool] = weakref.WeakSet()
@@ -38,6 +57,16 @@ _LIVE: weakref.WeakSet[CompilePool] = weakref.WeakSet()
 
 class WorkerLost(CompileError):
     """The worker process ended while it held a job (it crashed, or was killed)."""
+
+
+class CompileMemoryError(CompileError):
+    """A compile needed more memory than the pool's `max_compile_bytes`."""
+
+
+def small_job(spec: dict[str, Any], text: str) -> bool:
+    """Whether a spec (`text`: its canonical text) may run on a reserved worker: a schema, regex or choice of at
+    most `SMALL_BYTES`."""
+    return spec.get("kind") in SMALL_KINDS and len(text.encode("utf-8")) <= SMALL_BYTES
 
 
 def _die_with_parent(parent: int) -> None:
@@ -51,19 +80,47 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _worker_main(conn: Connection, parent: int) -> None:
-    """A worker: say it is ready, then compile each `(spec, seconds)` received and send its outcome back."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent)
+def _cap_address_space(max_bytes: int) -> None:
+    """Limit this process's address space to what it maps now plus `max_bytes` (Linux: read from /proc), so a
+    compile that grows past it gets a MemoryError instead of taking the machine's memory."""
+    try:
+        mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = mapped + max_bytes if hard == resource.RLIM_INFINITY else min(mapped + max_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _answer(spec: dict[str, Any], seconds: float) -> memoryview:
+    """The pickled outcome of one job, or of `OUT_OF_MEMORY` when the compile or its pickling passed the cap (the
+    compile's memory is freed once the handler has left, so the marker pickles)."""
     from stdsl.compiler.constraint_spec import build_outcome
 
+    try:
+        return memoryview(ForkingPickler.dumps(build_outcome(spec, seconds)))
+    except MemoryError:
+        pass
+    return memoryview(ForkingPickler.dumps(OUT_OF_MEMORY))
+
+
+def _worker_main(conn: Connection, parent: int, max_bytes: int) -> None:
+    """A worker: import the compiler, cap its memory, say it is ready, then answer each `(spec, seconds)`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+    import stdsl.compiler.constraint_spec
+    import stdsl.compiler.grammar
+    import stdsl.compiler.stc.program
+    import stdsl.compiler.tools.custom_input  # noqa: F401  (imported before the cap measures the baseline)
+
+    _cap_address_space(max_bytes)
     conn.send("ready")
     while True:
         try:
             spec, seconds = conn.recv()
         except (EOFError, OSError):
             return
-        conn.send(build_outcome(spec, seconds))
+        conn.send_bytes(_answer(spec, seconds))
 
 
 def resident_bytes(pid: int) -> int:
@@ -77,9 +134,9 @@ def resident_bytes(pid: int) -> int:
 class _Worker:
     """One spawned compile process and the parent's end of its pipe."""
 
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: Any, max_bytes: int) -> None:
         self.conn, child_end = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child_end, os.getpid()), daemon=True,
+        self.process = context.Process(target=_worker_main, args=(child_end, os.getpid(), max_bytes), daemon=True,
                                        name="stdsl-compile")
         self.process.start()
         child_end.close()
@@ -93,51 +150,166 @@ class _Worker:
         self.conn.close()
 
 
+@dataclass(eq=False)
+class _Job:
+    """A compile waiting for a worker: whose it is, whether it is small, when it was asked, and its grant (True: a
+    reserved worker)."""
+
+    client: str
+    small: bool
+    asked: float = field(default_factory=time.monotonic)
+    granted: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass
+class PoolStats:
+    """What the pool has done: jobs queued now, seconds jobs waited for a worker and spent on one, jobs
+    cancelled, workers replaced, compiles refused for memory."""
+
+    queued: int = 0
+    queue_seconds: float = 0.0
+    compile_seconds: float = 0.0
+    cancelled: int = 0
+    replaced: int = 0
+    memory_refusals: int = 0
+
+
 class CompilePool:
-    """`await run(spec, seconds)` compiles in one of `workers` processes, killing it past `seconds + grace_seconds`."""
+    """`await run(spec, seconds, client=...)` compiles in a worker process, killing it past `seconds +
+    grace_seconds`, with `workers` general workers and `reserved_workers` for small jobs."""
 
     def __init__(self, workers: int = DEFAULT_WORKERS, *, grace_seconds: float = GRACE_SECONDS,
-                 max_worker_bytes: int = MAX_WORKER_BYTES) -> None:
-        if workers < 1 or grace_seconds <= 0:
-            raise ValueError(f"a compile pool needs workers >= 1 and grace_seconds > 0, got {workers}, {grace_seconds}")
+                 max_compile_bytes: int = MAX_COMPILE_BYTES, reserved_workers: int = RESERVED_WORKERS) -> None:
+        if workers < 1 or reserved_workers < 0 or grace_seconds <= 0 or max_compile_bytes < 1:
+            raise ValueError("a compile pool needs workers >= 1, reserved_workers >= 0, grace_seconds > 0 and "
+                             f"max_compile_bytes >= 1, got {workers}, {reserved_workers}, {grace_seconds}, "
+                             f"{max_compile_bytes}")
         self.workers = workers
+        self.reserved_workers = reserved_workers
         self.grace_seconds = grace_seconds
-        self.max_worker_bytes = max_worker_bytes
-        self.replaced = 0
+        self.max_compile_bytes = max_compile_bytes
+        self._stats = PoolStats()
         self._context = multiprocessing.get_context("spawn")
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
         self._started = False
-        self._slots = asyncio.Semaphore(workers)
+        self._queue: list[_Job] = []
+        self._general = 0
+        self._reserved: set[str] = set()
+        self._running: Counter[str] = Counter()
+        self._served: dict[str, float] = {}
         self._closed = False
         _LIVE.add(self)
+
+    @property
+    def stats(self) -> PoolStats:
+        """What the pool has done, and the jobs queued now."""
+        return replace(self._stats, queued=len(self._queue))
+
+    @property
+    def replaced(self) -> int:
+        """Workers killed and replaced (overran, died, cancelled or grown too large)."""
+        return self._stats.replaced
 
     def pids(self) -> list[int]:
         """The process ids of the workers alive now."""
         return [w.process.pid for w in [*self._idle, *self._busy] if w.process.pid is not None]
 
-    async def run(self, spec: dict[str, Any], seconds: float) -> Any:
-        """`build_outcome(spec, seconds)` in a worker; CompileTimeError once it passes `seconds + grace_seconds`
-        (the worker is then killed and replaced), WorkerLost if the worker died."""
-        async with self._slots:
-            if self._closed:
-                raise CompileError("the compile pool is closed")
-            if not self._started:
-                self._started = True
-                self._idle = [_Worker(self._context) for _ in range(self.workers)]
-            worker = self._idle.pop() if self._idle else _Worker(self._context)
-            self._busy.add(worker)
-            try:
-                outcome = await self._job(worker, spec, seconds)
-            except BaseException:
-                self._retire(worker)
-                raise
-            self._busy.discard(worker)
-            if resident_bytes(worker.process.pid or 0) > self.max_worker_bytes:
-                self._retire(worker)
+    async def run(self, spec: dict[str, Any], seconds: float, *, client: str = "", small: bool = False) -> Any:
+        """`build_outcome(spec, seconds)` in a worker once `client`'s turn comes; CompileTimeError once it passes
+        `seconds + grace_seconds` (the worker is then killed and replaced), CompileMemoryError past
+        `max_compile_bytes`, WorkerLost if the worker died.  Cancelling it frees its place or its worker."""
+        if self._closed:
+            raise CompileError("the compile pool is closed")
+        job = _Job(client, small)
+        self._queue.append(job)
+        self._dispatch()
+        try:
+            reserved = await job.granted
+        except asyncio.CancelledError:
+            self._stats.cancelled += 1
+            if job in self._queue:
+                self._queue.remove(job)
+            elif job.granted.done() and not job.granted.cancelled() and job.granted.exception() is None:
+                self._release(job, job.granted.result())
+            raise
+        began = time.monotonic()
+        self._stats.queue_seconds += began - job.asked
+        try:
+            return await self._on_worker(spec, seconds)
+        except asyncio.CancelledError:
+            self._stats.cancelled += 1
+            raise
+        finally:
+            self._stats.compile_seconds += time.monotonic() - began
+            self._release(job, reserved)
+
+    def _fits(self, job: _Job) -> bool | None:
+        """Where `job` may run now: False on a general worker, True on a reserved one, None nowhere yet."""
+        if self._general < self.workers:
+            return False
+        if job.small and len(self._reserved) < self.reserved_workers and job.client not in self._reserved:
+            return True
+        return None
+
+    def _dispatch(self) -> None:
+        """Grant free workers to queued jobs: fewest jobs running for the client first, then the client served
+        longest ago, then the job asked first."""
+        while not self._closed:
+            fitting = [(job, lane) for job in self._queue if (lane := self._fits(job)) is not None]
+            if not fitting:
+                return
+            job, reserved = min(fitting, key=lambda pair: (self._running[pair[0].client],
+                                                           self._served.get(pair[0].client, -1.0), pair[0].asked))
+            self._queue.remove(job)
+            if reserved:
+                self._reserved.add(job.client)
             else:
-                self._idle.append(worker)
-            return outcome
+                self._general += 1
+            self._running[job.client] += 1
+            self._served[job.client] = time.monotonic()
+            job.granted.set_result(reserved)
+
+    def _release(self, job: _Job, reserved: bool) -> None:
+        """Give back the place a job held and grant it to the next; forget a client with nothing left."""
+        if reserved:
+            self._reserved.discard(job.client)
+        else:
+            self._general -= 1
+        self._running[job.client] -= 1
+        if self._running[job.client] <= 0:
+            del self._running[job.client]
+            if not any(queued.client == job.client for queued in self._queue):
+                self._served.pop(job.client, None)
+        self._dispatch()
+
+    async def _on_worker(self, spec: dict[str, Any], seconds: float) -> Any:
+        """Run one granted job on an idle worker; retire the worker if the job failed, was cancelled, ran out of
+        memory or left it too large."""
+        if not self._started:
+            self._started = True
+            self._idle = [self._start_worker() for _ in range(self.workers + self.reserved_workers)]
+        worker = self._idle.pop() if self._idle else self._start_worker()
+        self._busy.add(worker)
+        try:
+            outcome = await self._job(worker, spec, seconds)
+        except BaseException:
+            self._retire(worker)
+            raise
+        if outcome == OUT_OF_MEMORY:
+            self._retire(worker)
+            self._stats.memory_refusals += 1
+            raise CompileMemoryError(f"compiling this constraint needed more than "
+                                     f"{self.max_compile_bytes / (1 << 20):g} MiB (--max-compile-bytes)")
+        self._busy.discard(worker)
+        if resident_bytes(worker.process.pid or 0) > self.max_compile_bytes:
+            self._retire(worker)
+        else:
+            self._idle.append(worker)
+        return outcome
+
+    def _start_worker(self) -> _Worker:
+        return _Worker(self._context, self.max_compile_bytes)
 
     async def _job(self, worker: _Worker, spec: dict[str, Any], seconds: float) -> Any:
         if not worker.ready:
@@ -175,12 +347,16 @@ class CompilePool:
         self._busy.discard(worker)
         worker.kill()
         if not self._closed:
-            self.replaced += 1
-            self._idle.append(_Worker(self._context))
+            self._stats.replaced += 1
+            self._idle.append(self._start_worker())
 
     def close(self) -> None:
-        """Kill every worker (a compile in progress included) and refuse new jobs."""
+        """Kill every worker (a compile in progress included), refuse new jobs and cancel the queued ones."""
         self._closed = True
+        for job in self._queue:
+            if not job.granted.done():
+                job.granted.set_exception(CompileError("the compile pool is closed"))
+        self._queue = []
         workers, self._idle = [*self._idle, *self._busy], []
         for worker in workers:
             if worker.process.is_alive():

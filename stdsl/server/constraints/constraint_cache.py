@@ -2,26 +2,36 @@
 
 Compiles run in worker processes (`compile_pool.py`): each has a time limit and is refused past it,
 and a worker that overruns it is killed and replaced, so one client's schema never holds up the others.
-Concurrent requests for the same spec share one compile.  The compiled constraints are entries of a
-`stdsl.caches` kind ("server constraints"): least recently used go first once the automata held pass
-`max_bytes`, or the registry's budget, and `stdsl.caches.clear()` empties it.
+Concurrent requests for the same spec share one compile, which is cancelled (its worker freed) once every
+request waiting for it has gone; compiles are queued per client (`CompilePool`).  The compiled constraints
+are entries of a `stdsl.caches` kind ("server constraints"): least recently used go first once the automata
+held pass `max_bytes`, or the registry's budget, and `stdsl.caches.clear()` empties it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stdsl.caches import CacheKind
 from stdsl.compiler.constraint_spec import Compiled, Outcome, Spec, canonical_text
 from stdsl.errors import CompileError, CompileTimeError
-from stdsl.server.constraints.compile_pool import DEFAULT_WORKERS, GRACE_SECONDS, CompilePool, WorkerLost
+from stdsl.server.constraints.compile_pool import (
+    DEFAULT_WORKERS,
+    GRACE_SECONDS,
+    MAX_COMPILE_BYTES,
+    RESERVED_WORKERS,
+    CompilePool,
+    PoolStats,
+    WorkerLost,
+    small_job,
+)
 
 
 @dataclass
 class CacheStats:
-    """What the cache has done: entries and bytes held, compiles, hits, evictions, compile seconds."""
+    """What the cache has done: entries and bytes held, compiles, hits, evictions, seconds on a worker, and its
+    compile pool's queue and workers."""
 
     entries: int = 0
     bytes: int = 0
@@ -29,6 +39,7 @@ class CacheStats:
     hits: int = 0
     evictions: int = 0
     compile_seconds: float = 0.0
+    pool: PoolStats = field(default_factory=PoolStats)
 
 
 class UnsupportedSchema(CompileError):
@@ -38,67 +49,81 @@ class UnsupportedSchema(CompileError):
 REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
 
 
+@dataclass(eq=False)
+class _Pending:
+    """A compile in progress and how many requests wait for it."""
+
+    task: asyncio.Future[Compiled]
+    waiters: int = 0
+
+
 class ConstraintCache:
     """Compiled constraints by canonical spec text; `await get(spec)` compiles on a miss within `compile_seconds`."""
 
     def __init__(self, max_bytes: int = 64 << 20, compile_seconds: float = 30.0, workers: int = DEFAULT_WORKERS,
-                 grace_seconds: float = GRACE_SECONDS) -> None:
+                 grace_seconds: float = GRACE_SECONDS, max_compile_bytes: int = MAX_COMPILE_BYTES,
+                 reserved_workers: int = RESERVED_WORKERS) -> None:
         self.max_bytes = max_bytes
         self.compile_seconds = compile_seconds
         self._entries: CacheKind[Compiled] = CacheKind("server constraints", max_bytes=max_bytes)
         self._compiles = 0
-        self._compile_seconds = 0.0
-        self._pending: dict[str, asyncio.Future[Compiled]] = {}
-        self.pool = CompilePool(workers, grace_seconds=grace_seconds)
+        self._pending: dict[str, _Pending] = {}
+        self.pool = CompilePool(workers, grace_seconds=grace_seconds, max_compile_bytes=max_compile_bytes,
+                                reserved_workers=reserved_workers)
 
     @property
     def stats(self) -> CacheStats:
         """What the cache holds now (from the registry) and has done."""
         held = self._entries.stats()
-        return CacheStats(held.entries, held.bytes, self._compiles, held.hits, held.evictions, self._compile_seconds)
+        pool = self.pool.stats
+        return CacheStats(held.entries, held.bytes, self._compiles, held.hits, held.evictions, pool.compile_seconds,
+                          pool)
 
     def close(self) -> None:
         """Stop the compile workers, a compile in progress included, and drop the compiles still pending."""
         for pending in self._pending.values():
-            pending.cancel()
+            pending.task.cancel()
         self.pool.close()
 
-    async def get(self, spec: Spec) -> Compiled:
-        """The compiled constraint of `spec`: from the cache, from a compile already running, or compiled now."""
+    async def get(self, spec: Spec, client: str = "") -> Compiled:
+        """The compiled constraint of `spec`: from the cache, from a compile already running, or compiled now in
+        `client`'s turn.  Cancelling the last request waiting for a compile cancels the compile."""
         key = canonical_text(spec)
         held = self._entries.find((), (key,))
         if held is not None:
             return held[0]
         if key not in self._pending:
-            self._pending[key] = asyncio.ensure_future(self._compile(key, spec))
-        waiter = self._pending[key]
+            self._pending[key] = _Pending(asyncio.ensure_future(self._compile(key, spec, client)))
+        pending = self._pending[key]
+        pending.waiters += 1
         try:
-            return await asyncio.shield(waiter)
+            return await asyncio.shield(pending.task)
         except asyncio.CancelledError:
-            if waiter.cancelled():
+            if pending.task.cancelled():
                 raise CompileError("the server is shutting down; the constraint was not compiled") from None
+            if pending.waiters == 1:
+                pending.task.cancel()
+                self._pending.pop(key, None)
             raise
         finally:
-            if waiter.done():
-                self._pending.pop(key, None)
+            pending.waiters -= 1
+            if pending.task.done() and self._pending.get(key) is pending:
+                del self._pending[key]
 
-    async def _run(self, spec: Spec) -> Outcome:
+    async def _run(self, spec: Spec, key: str, client: str) -> Outcome:
         """One compile in a worker; a worker that crashed is replaced and the compile retried once."""
+        small = small_job(dict(spec), key)
         try:
-            return await self.pool.run(dict(spec), self.compile_seconds)
+            return await self.pool.run(dict(spec), self.compile_seconds, client=client, small=small)
         except WorkerLost:
             pass
         try:
-            return await self.pool.run(dict(spec), self.compile_seconds)
+            return await self.pool.run(dict(spec), self.compile_seconds, client=client, small=small)
         except WorkerLost:
             raise CompileError("the compile worker stopped while compiling this constraint") from None
 
-    async def _compile(self, key: str, spec: Spec) -> Compiled:
-        began = time.perf_counter()
-        try:
-            compiled, error_class, message = await self._run(spec)
-        finally:
-            self._compile_seconds += time.perf_counter() - began
+    async def _compile(self, key: str, spec: Spec, client: str) -> Compiled:
+        compiled, error_class, message = await self._run(spec, key, client)
         if compiled is None:
             raise REFUSALS.get(error_class or "", CompileError)(message)
         self._compiles += 1

@@ -28,6 +28,7 @@ from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
+from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
 from stdsl.server.constraints.constraint_cache import ConstraintCache
 from stdsl.server.http.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.http.limits import ClientLedger, Limits, check_request, check_tokens, client_key
@@ -137,12 +138,13 @@ class GuardMiddleware:
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
                model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = (),
-               tool_format: str | None = None) -> FastAPI:
+               tool_format: str | None = None, max_compile_bytes: int = MAX_COMPILE_BYTES) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
     shutdown); requests name it `model_name` (default: the model's) or one of `aliases`.  `tool_format` names the
-    tool-call format (None: recognised from the chat template)."""
+    tool-call format (None: recognised from the chat template); `max_compile_bytes` caps each compile's memory."""
+    cache = ConstraintCache(cache_bytes, compile_seconds, max_compile_bytes=max_compile_bytes)
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
-                        cache=ConstraintCache(cache_bytes, compile_seconds), model_name=model_name or model.name,
+                        cache=cache, model_name=model_name or model.name,
                         api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases),
                         tool_format=tool_format)
 
@@ -219,12 +221,40 @@ def _param_of(spec: dict[str, Any] | None, message: str = "") -> str:
     return {"tools": "tools", "program": "program"}.get(str(kind), "response_format")
 
 
-async def _submit(state: ServerState, plan: Plan) -> list[tuple[int, RowHandle]]:
-    """Compile the plan's constraint (cached, off the loop) and submit every choice; (prompt index, handle) pairs."""
+_GONE = object()
+"""What `_compiled_unless_gone` returns when the client left before its constraint compiled."""
+
+
+async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request, client: str) -> Any:
+    """The plan's constraint compiled in `client`'s turn (cached, off the loop), or `_GONE` when the client left
+    first: its compile is then cancelled unless another request waits for it."""
+    if plan.spec is None:
+        return None
+    compiling = asyncio.ensure_future(state.cache.get(plan.spec, client))
+    gone = asyncio.ensure_future(_client_gone(request))
+    done: set[Any] = set()
     try:
-        compiled = await state.cache.get(plan.spec) if plan.spec is not None else None
+        done, _ = await asyncio.wait((compiling, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not compiling.done():
+            compiling.cancel()
+            compiling.add_done_callback(_retrieved)
+    if compiling not in done:
+        return _GONE
+    try:
+        return compiling.result()
     except StdslError as error:
         raise from_stdsl_error(error, _param_of(plan.spec, str(error))) from None
+
+
+async def _submit(state: ServerState, plan: Plan, request: Request,
+                  client: str) -> list[tuple[int, RowHandle]] | None:
+    """Compile the plan's constraint and submit every choice; (prompt index, handle) pairs, or None when the client
+    left during the compile."""
+    compiled = await _compiled_unless_gone(state, plan, request, client)
+    if compiled is _GONE:
+        return None
     handles: list[tuple[int, RowHandle]] = []
     try:
         for index, prompt in enumerate(plan.prompts):
@@ -304,7 +334,9 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
 
     streaming = False
     try:
-        handles = await _submit(state, plan)
+        handles = await _submit(state, plan, request, client)
+        if handles is None:
+            return Response(status_code=499)
         if stream:
             chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
             streaming = True

@@ -81,8 +81,17 @@ class Metrics:
         metric("grammar_cache_hits_total", "counter", "requests served a cached constraint", [("", cache.hits)])
         metric("grammar_evictions_total", "counter", "constraints evicted to stay under the byte bound",
                [("", cache.evictions)])
-        metric("grammar_compile_seconds_total", "counter", "seconds spent compiling constraints",
+        metric("grammar_compile_seconds_total", "counter", "seconds compiles spent on a worker",
                [("", cache.compile_seconds)])
+        metric("grammar_compile_queue_seconds_total", "counter", "seconds compiles waited for a worker",
+               [("", cache.pool.queue_seconds)])
+        metric("grammar_compiles_queued", "gauge", "compiles waiting for a worker", [("", cache.pool.queued)])
+        metric("grammar_compiles_cancelled_total", "counter", "compiles cancelled because their clients left",
+               [("", cache.pool.cancelled)])
+        metric("grammar_compile_memory_refusals_total", "counter", "compiles refused past --max-compile-bytes",
+               [("", cache.pool.memory_refusals)])
+        metric("grammar_compile_workers_replaced_total", "counter", "compile workers killed and replaced",
+               [("", cache.pool.replaced)])
         for name, value in memory().items():
             metric(name, "gauge", name.replace("_", " "), [("", value)])
         return "\n".join(lines) + "\n"

@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from stdsl.errors import StdslError
+from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
 
 
 def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, max_rows: int = 8,
           api_key: str | None = None, max_queue: int = 64, limits: Mapping[str, int] | None = None,
-          aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None) -> None:
+          aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None,
+          max_compile_bytes: int = MAX_COMPILE_BYTES) -> None:
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted; requests may also name it by `aliases`;
     `limits` sets `stdsl.server.http.limits.Limits` fields (the others keep their defaults); `tool_format` names the
-    tool-call format (None: the one the chat template writes, else Hermes).  SIGTERM or SIGINT lets
-    the requests in flight finish for up to `shutdown_seconds`, then cancels them and returns (see `shutdown.py`)."""
+    tool-call format (None: the one the chat template writes, else Hermes); `max_compile_bytes` caps the memory of
+    each compile.  SIGTERM or SIGINT lets the requests in flight finish for up to `shutdown_seconds`, then cancels
+    them and ends the process (see `shutdown.py`)."""
     from stdsl.compiler.tools.formats import FORMATS
     from stdsl.runtime.model.loading import load
     from stdsl.server.http.app import create_app
@@ -26,9 +29,11 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
         raise StdslError(f"--shutdown-seconds must be at least 0, got {shutdown_seconds}")
     if tool_format is not None and tool_format not in FORMATS:
         raise StdslError(f"--tool-format must be one of {', '.join(sorted(FORMATS))}, got {tool_format!r}")
+    if max_compile_bytes < 1 << 20:
+        raise StdslError(f"--max-compile-bytes must be at least 1048576 (1 MiB), got {max_compile_bytes}")
     model = load(model_name)
     app = create_app(model, max_rows=max_rows, api_key=api_key, max_queue=max_queue, limits=Limits(**(limits or {})),
-                     aliases=aliases, tool_format=tool_format)
+                     aliases=aliases, tool_format=tool_format, max_compile_bytes=max_compile_bytes)
     state = app.state.server
     run_until_signalled(app, host=host, port=port, drain_seconds=shutdown_seconds,
                         on_signal=lambda: state.engine.close(drain_seconds=shutdown_seconds),
