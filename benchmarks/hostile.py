@@ -186,6 +186,7 @@ def run_attack(root: Path, name: str, timeout: float) -> dict[str, Any]:
         thread.join()
     row = {"attack": name, "status": [a[0] for a in answers], "seconds": max(a[1] for a in answers),
            "leaks_a_file_byte": any(secret in a[2] for a in answers for secret in SECRETS),
+           "reply": answers[0][2][:200],
            "peak_mb": peak[0] / 1e6, "normal_status": normal[0], "normal_seconds": normal[1],
            "health_seconds": health, "stream_tokens_per_second": stream.get("tokens_per_second"),
            "sigterm_seconds": server.stop()}
