@@ -19,6 +19,7 @@ from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.row_caches.layers import CacheLayout
 from stdsl.runtime.runner import RUNNER
 
 T = TypeVar("T")
@@ -45,9 +46,9 @@ class Engine:
         return self.core.max_rows
 
     @property
-    def plain_layers(self) -> bool:
-        """Whether every layer of the model keeps a plain KV cache (no sliding window, no recurrent state)."""
-        return self.core.layout.plain
+    def cache_layout(self) -> CacheLayout:
+        """How the model's layers are cached by row (`trimmable`: no layer keeps a recurrent state)."""
+        return self.core.layout
 
     @property
     def prompt_cache(self) -> PromptCache:

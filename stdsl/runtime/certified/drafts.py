@@ -423,13 +423,13 @@ _BLOCK_PLANS: CacheKind[list[Block]] = CacheKind("certified block plans")
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
     """Decode with certified parallel fields where exact (greedy, a DFA or pushdown with two or more blocks and no
-    special tokens, a model whose layers all keep plain KV caches), else as usual; with `parallel_fields="auto"`,
-    only where the first round is forecast to pay on the model's pass cost (measured at first use), and each later
-    round likewise."""
+    special tokens, a model whose layers can all be cut to a prefix: no recurrent state), else as usual; with
+    `parallel_fields="auto"`, only where the first round is forecast to pay on the model's pass cost (measured at
+    first use), and each later round likewise."""
     compiled = compiled_constraint(constraint, engine.model.tokenizer)
     machine = machine_of(compiled)
     specials = bool(getattr(compiled, "special_tokens", ()))
-    plain = not options.sampling.greedy or specials or not engine.plain_layers
+    plain = not options.sampling.greedy or specials or not engine.cache_layout.trimmable
     if plain:
         blocks = []
     elif machine is not None:

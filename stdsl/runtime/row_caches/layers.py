@@ -109,6 +109,13 @@ class BatchCaches:
         """Row `index`'s state in every leaf (over its first `length` positions where the leaves can be cut)."""
         return [leaf.row(index, length) for leaf in self.leaves]
 
+    def cut(self, index: int, count: int) -> None:
+        """Forget row `index`'s last `count` positions in every layer (only where every layer can be cut)."""
+        if count and not self.trimmable:
+            raise ValueError("a row with recurrent states cannot be cut to a shorter prefix")
+        for leaf in self.leaves:
+            leaf.cut(index, count)
+
     def copy(self) -> BatchCaches:
         """The same rows in caches of their own: a pass on the copy leaves these as they were (arrays are shared until
         a pass rebinds them; only rows joining write in place)."""
@@ -152,8 +159,6 @@ class CacheLayout:
         template = make_prompt_cache(net)
         self.makers = [_leaf_factory(layer, name) for layer in template]
         self.trimmable = self.new().trimmable
-        self.plain = all(type(layer) is mlx_cache.KVCache for layer in template)
-        """Whether every layer keeps a plain KV cache (what certified drafting's one-sequence cache supports)."""
 
     def new(self) -> BatchCaches:
         """Empty row caches for a batch."""

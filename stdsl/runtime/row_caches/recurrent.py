@@ -90,6 +90,11 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
         """The arrays a pass writes (to evaluate with its logits)."""
         return [a for a in self.cache if a is not None]
 
+    def cut(self, index: int, count: int) -> None:
+        """A state cannot forget its last positions: only cutting nothing is allowed."""
+        if count:
+            raise ValueError("a recurrent state cannot be cut to a shorter prefix")
+
     def row(self, index: int, length: int | None = None) -> RecurrentState:
         """Row `index`'s state; `length`, if given, must be the row's length (a state cannot be cut)."""
         slot = self.slots[index]

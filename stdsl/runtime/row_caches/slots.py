@@ -85,6 +85,14 @@ class SlotLayout:
             self._lengths = [n if s in held else 0 for s, n in enumerate(self._lengths)]
         self.offset = mx.array(self._lengths, dtype=mx.int32)
 
+    def cut(self, index: int, count: int) -> None:
+        """Forget row `index`'s last `count` positions (a later pass writes over them)."""
+        slot = self.slots[index]
+        if not 0 <= count <= self._lengths[slot]:
+            raise ValueError(f"cannot cut {count} of a row's {self._lengths[slot]} positions")
+        self._lengths[slot] -= count
+        self.offset = mx.array(self._lengths, dtype=mx.int32)
+
     def _compact(self) -> None:
         """Gather the held slots into a batch of exactly the rows, in row order."""
         self._gather(mx.array(self.slots, dtype=mx.int32))
