@@ -113,7 +113,11 @@ def cache_layout(net: Any, name: str = "this model") -> CacheLayout:
     layout = _LAYOUTS.get(key)
     if layout is None:
         layout = CacheLayout(net, name)
-        check_exact(net, layout, name)
+        if layout.makers:  # a net that caches no layer (a test's stand-in) has no row cache to measure
+            check_exact(net, layout, name)
+        try:
+            weakref.finalize(net, _LAYOUTS.pop, key, None)
+        except TypeError:  # an object without weak references is measured again at each use
+            return layout
         _LAYOUTS[key] = layout
-        weakref.finalize(net, _LAYOUTS.pop, key, None)
     return layout
