@@ -249,7 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
-          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes)
+          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir)
     return 0
 
 
@@ -339,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"request is a 400 and the worker is replaced (default {MAX_COMPILE_BYTES}: "
                         f"{MAX_COMPILE_BYTES >> 20} MiB)")
 
+    p.add_argument("--program-dir", default=None, metavar="DIR",
+                   help="the directory whose files a client's program may name (grammar(\"file.lark\"), relative "
+                        "paths inside it only); default: programs read no files")
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
                         "one the model's chat template writes, else hermes; a request's tool_format overrides it)")

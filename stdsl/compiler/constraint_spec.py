@@ -29,6 +29,7 @@ from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
+from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
 from stdsl.compiler.tools.reply_grammar import reply_ir
@@ -151,6 +152,13 @@ def _embedder(deadline: _Deadline) -> Any:
     return embed
 
 
+def program_files(spec: Spec) -> FileAccess:
+    """What a program spec's file references may read: files under its `files` directory, or none at all (a spec
+    is what a client sent; only the server that builds it sets `files`)."""
+    root = spec.get("files")
+    return FileAccess.under(root) if root else FileAccess.none()
+
+
 def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled:
     """The compiled constraint of `spec` within `deadline` (with `embeddable`, a DFA where one exists)."""
     kind = spec.get("kind")
@@ -176,7 +184,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
     if kind == "program":
         from stdsl.compiler.stc.program import CompiledProgram
 
-        program = CompiledProgram(spec["source"], "<request program>")
+        program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
         with compile_deadline(deadline.left()):
             return program.constraint(program.arguments(spec.get("arguments") or {}))
     if kind == "tools":

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
 
@@ -39,10 +41,17 @@ class Grammar:
         return replace(self, special_tokens=tuple(sorted((str(text), int(i)) for text, i in tokens.items())))
 
     @classmethod
-    def from_file(cls, path: str, syntax: str = "auto", start: str | None = None) -> Grammar:
-        """The grammar in file `path` (UTF-8), named by its path in errors."""
-        with open(path, encoding="utf-8") as handle:
-            return cls(handle.read(), syntax, start, str(path))
+    def from_file(cls, path: str | os.PathLike[str], syntax: str = "auto", start: str | None = None) -> Grammar:
+        """The grammar in regular file `path` (UTF-8, at most 8 MiB), named by its path in errors; a missing file, a
+        directory, a device or a byte that is not UTF-8 is a GrammarError naming the file."""
+        from stdsl.compiler.source_files import FileAccess, SourceFileError
+        from stdsl.errors import GrammarError
+
+        try:
+            text = FileAccess.local().read(Path(path), str(path))
+        except SourceFileError as error:
+            raise GrammarError(error.message, str(path), max(error.line, 1), max(error.column, 1)) from None
+        return cls(text, syntax, start, str(path))
 
 
 __all__ = ["Grammar", "SYNTAXES"]

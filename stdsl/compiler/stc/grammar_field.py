@@ -15,35 +15,42 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.grammar.lowering import lower_grammar
 from stdsl.compiler.pushdown.embedding import grammar_leaf
-from stdsl.compiler.stc.source_file import read_source
-from stdsl.compiler.stc.syntax import Pos, ProgramError
+from stdsl.compiler.source_files import FileAccess, SourceFileError
+from stdsl.compiler.stc.syntax import Pos
 from stdsl.compiler.stc.types import FieldType
-from stdsl.errors import CompileError
+from stdsl.errors import CompileError, CompileTimeError, GrammarError
 
 
-def grammar_path(written: str, pos: Pos) -> Path:
-    """The grammar file named in a program: relative to the program file's folder, or to the working directory
-    for a program that is not a file (a `@program` function)."""
-    path = Path(written)
-    if path.is_absolute():
-        return path
-    program = Path(pos.source)
-    return (program.parent / path) if program.is_file() else path
-
-
-def grammar_field(written: str, syntax: str, start: str | None, pos: Pos) -> GrammarType:
+def grammar_field(written: str, syntax: str, start: str | None, pos: Pos, files: FileAccess) -> GrammarType:
     """The field type of `grammar("FILE", syntax=..., start=...)`, its grammar compiled now so that a bad grammar
-    is reported with its own file, line and column."""
-    path = grammar_path(written, pos)
+    is reported with its own file, line and column. The file is found under `files`: relative to the program
+    file's folder (or the working directory for a program that is not a file) for a local user, inside the
+    server's program directory for a client, or not at all."""
+    what = f'grammar("{written}")'
+    program = Path(pos.source)
     try:
-        text = read_source(path)
-    except ProgramError as error:
-        raise pos.error(f"grammar file {path}: {error.message}") from None
-    grammar = Grammar(text, syntax=syntax, start=start, source=str(path))
-    lowered = lower_grammar(grammar)
+        path = files.resolve(written, program.parent if program.is_file() else None, what)
+    except SourceFileError as error:
+        raise pos.error(error.message) from None
+    shown = written if files.restricted else str(path)
+    try:
+        text = files.read(path, shown)
+    except SourceFileError as error:
+        raise pos.error(f"grammar file {shown}: {error.message}") from None
+    try:
+        grammar = Grammar(text, syntax=syntax, start=start, source=shown)
+        lowered = lower_grammar(grammar)
+    except CompileTimeError:
+        raise
+    except CompileError as error:
+        if not files.restricted:
+            raise
+        where = f" (line {error.line}, column {error.column})" if isinstance(error, GrammarError) else ""
+        raise pos.error(f"grammar file {written} does not compile{where}; the server quotes nothing of its "
+                        "files") from None
     if isinstance(lowered, Automaton):
-        return GrammarType(str(path), lowered)
-    return GrammarType(str(path), None, grammar_leaf(lowered.grammar, f"grammar {written}"))
+        return GrammarType(shown, lowered)
+    return GrammarType(shown, None, grammar_leaf(lowered.grammar, f"grammar {written}"))
 
 
 @dataclass(eq=False)

@@ -14,6 +14,7 @@ from typing import Any, Self
 from stdsl.caches import CacheKind
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.pushdown.embedding import holds_grammar
+from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.stc.jinja_text import render_text
 from stdsl.compiler.stc.parameters import ParameterType, check_arguments, stc_parameter_type
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
@@ -31,13 +32,15 @@ class CompiledProgram:
     """A program: prompt messages with Jinja2 placeholders and a typed output template, compiled per call."""
 
     def __init__(self, text: str, source: str = "<program>", scope: Mapping[str, Any] | None = None,
-                 params: list[str] | None = None, param_types: Mapping[str, ParameterType] | None = None) -> None:
+                 params: list[str] | None = None, param_types: Mapping[str, ParameterType] | None = None,
+                 files: FileAccess | None = None) -> None:
+        """`files`: what its file references (`grammar("...")`) may read (default: a local user's files)."""
         self.source = source
         self.syntax = parse_program(text, source)
         self.param_types = {name: stc_parameter_type(name, type_name, default, pos)
                             for name, (type_name, default, pos) in self.syntax.params.items() if type_name is not None}
         self.param_types.update(param_types or {})
-        self.resolver = TypeResolver(self.syntax.types, scope)
+        self.resolver = TypeResolver(self.syntax.types, scope, files)
         for name, (expr, _) in self.syntax.types.items():
             self.resolver.declared_type(name, expr.pos)
         self.template = Template(self.syntax.output, self.syntax.output_pos, self.resolver.resolve)

@@ -7,6 +7,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.stc.recursion import TypeRef
 from stdsl.compiler.stc.syntax import Pos, Range, RegexArg, TypeExpr
 from stdsl.compiler.stc.types import (
@@ -37,8 +38,10 @@ def _is_pydantic_class(obj: Any) -> bool:
 class TypeResolver:
     """Resolves names against the program's `type` declarations, then the Python scope, then builtins."""
 
-    def __init__(self, declared: Mapping[str, tuple[TypeExpr, Pos]], scope: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, declared: Mapping[str, tuple[TypeExpr, Pos]], scope: Mapping[str, Any] | None = None,
+                 files: FileAccess | None = None) -> None:
         self.declared = declared
+        self.files = files or FileAccess.local()
         self.scope = dict(scope or {})
         self.done: dict[str, FieldType] = {}
         self.active: list[str] = []
@@ -186,8 +189,7 @@ class TypeResolver:
             raise expr.pos.error("list sep= must be a non-empty string")
         return ListType(self.resolve(expr.inner), lo or 0, hi, sep)
 
-    @staticmethod
-    def grammar(expr: TypeExpr) -> FieldType:
+    def grammar(self, expr: TypeExpr) -> FieldType:
         """`grammar("FILE", syntax="auto", start=RULE)`: text in the language of a grammar file."""
         from stdsl.compiler.grammar import SYNTAXES
         from stdsl.compiler.stc.grammar_field import grammar_field
@@ -204,7 +206,7 @@ class TypeResolver:
             raise expr.pos.error(f"grammar syntax= must be one of {', '.join(SYNTAXES)}, got {syntax!r}")
         if start is not None and not isinstance(start, str):
             raise expr.pos.error(f"grammar start= must be a rule name, got {start!r}")
-        return grammar_field(paths[0].value, syntax, start, expr.pos)
+        return grammar_field(paths[0].value, syntax, start, expr.pos, self.files)
 
     @staticmethod
     def _int_bounds(expr: TypeExpr, bounds: Range, what: str, minimum: int | None) -> tuple[int | None, int | None]:

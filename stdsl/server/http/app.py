@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,6 +25,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
@@ -76,6 +78,7 @@ class ServerState:
     metrics: Metrics = field(default_factory=Metrics)
     memory: CallMemory = field(default_factory=CallMemory)
     tool_format: str | None = None
+    program_dir: str | None = None
     in_flight: int = 0
     limits: Limits = field(default_factory=Limits)
     aliases: tuple[str, ...] = ()
@@ -138,15 +141,18 @@ class GuardMiddleware:
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
                model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = (),
-               tool_format: str | None = None, max_compile_bytes: int = MAX_COMPILE_BYTES) -> FastAPI:
+               tool_format: str | None = None, max_compile_bytes: int = MAX_COMPILE_BYTES,
+               program_dir: str | None = None) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
     shutdown); requests name it `model_name` (default: the model's) or one of `aliases`.  `tool_format` names the
-    tool-call format (None: recognised from the chat template); `max_compile_bytes` caps each compile's memory."""
+    tool-call format (None: recognised from the chat template); `max_compile_bytes` caps each compile's memory;
+    `program_dir` is the one directory clients' programs may read files from (None: they read none)."""
     cache = ConstraintCache(cache_bytes, compile_seconds, max_compile_bytes=max_compile_bytes)
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=cache, model_name=model_name or model.name,
                         api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases),
-                        tool_format=tool_format)
+                        tool_format=tool_format,
+                        program_dir=None if program_dir is None else str(Path(program_dir).resolve()))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -188,7 +194,11 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
-        plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format)
+        try:
+            plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
+                                           state.program_dir)
+        except ProgramError as error:  # the request's program, compiled to render its messages
+            raise from_stdsl_error(error, "program") from None
         return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
 
     @app.post("/v1/completions", response_model=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from stdsl.errors import StdslError
 from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
@@ -11,12 +12,13 @@ from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
 def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, max_rows: int = 8,
           api_key: str | None = None, max_queue: int = 64, limits: Mapping[str, int] | None = None,
           aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None,
-          max_compile_bytes: int = MAX_COMPILE_BYTES) -> None:
+          max_compile_bytes: int = MAX_COMPILE_BYTES, program_dir: str | None = None) -> None:
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted; requests may also name it by `aliases`;
     `limits` sets `stdsl.server.http.limits.Limits` fields (the others keep their defaults); `tool_format` names the
     tool-call format (None: the one the chat template writes, else Hermes); `max_compile_bytes` caps the memory of
-    each compile.  SIGTERM or SIGINT lets the requests in flight finish for up to `shutdown_seconds`, then cancels
-    them and ends the process (see `shutdown.py`)."""
+    each compile; `program_dir` is the one directory clients' programs may read files from (None: none).  SIGTERM
+    or SIGINT lets the requests in flight finish for up to `shutdown_seconds`, then cancels them and ends the
+    process (see `shutdown.py`)."""
     from stdsl.compiler.tools.formats import FORMATS
     from stdsl.runtime.model.loading import load
     from stdsl.server.http.app import create_app
@@ -31,9 +33,12 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
         raise StdslError(f"--tool-format must be one of {', '.join(sorted(FORMATS))}, got {tool_format!r}")
     if max_compile_bytes < 1 << 20:
         raise StdslError(f"--max-compile-bytes must be at least 1048576 (1 MiB), got {max_compile_bytes}")
+    if program_dir is not None and not Path(program_dir).is_dir():
+        raise StdslError(f"--program-dir must be a directory, got {program_dir!r}")
     model = load(model_name)
     app = create_app(model, max_rows=max_rows, api_key=api_key, max_queue=max_queue, limits=Limits(**(limits or {})),
-                     aliases=aliases, tool_format=tool_format, max_compile_bytes=max_compile_bytes)
+                     aliases=aliases, tool_format=tool_format, max_compile_bytes=max_compile_bytes,
+                     program_dir=program_dir)
     state = app.state.server
     run_until_signalled(app, host=host, port=port, drain_seconds=shutdown_seconds,
                         on_signal=lambda: state.engine.close(drain_seconds=shutdown_seconds),

@@ -215,15 +215,18 @@ def _tool_format(name: str | None, template: str | None) -> ToolFormat:
     return FORMATS[name]
 
 
-def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, tool_format: str | None = None) -> Plan:
+def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, tool_format: str | None = None,
+              program_dir: str | None = None) -> Plan:
     """The engine work of a chat completion request (`tool_format`: the server's tool-call format, None: the
-    template's)."""
+    template's; `program_dir`: the directory a program's files may be read from, None: no file at all)."""
     _refuse_unsupported(request)
     if request.top_logprobs:
         raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
     if request.tool_choice is not None and not request.tools:
         raise RequestError("tool_choice is only allowed when tools are given", param="tool_choice")
     spec, _ = output_spec(request, request.response_format)
+    if spec is not None and spec["kind"] == "program":
+        spec["files"] = program_dir
     if request.tools and spec is not None and spec["kind"] == "program":
         raise RequestError("a program cannot be combined with tools", param="program")
     tokenizer = model.tokenizer
@@ -257,10 +260,11 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
 
 def _program_messages(spec: Mapping[str, Any]) -> list[UserMessage]:
     """The program's own prompt messages (placeholders filled from its arguments), appended to the chat."""
+    from stdsl.compiler.constraint_spec import program_files
     from stdsl.compiler.stc.program import CompiledProgram
     from stdsl.server.http.protocol import SystemMessage
 
-    program = CompiledProgram(spec["source"], "<request program>")
+    program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
     out: list[Any] = []
     for message in program.messages(program.arguments(spec.get("arguments") or {})):
         role = message["role"]

@@ -1,0 +1,53 @@
+"""A program a client sends can never touch the server's files: every file reference is a 400 naming `program`,
+answered at once and quoting nothing of the file, unless the operator named a directory (`--program-dir`), whose
+relative paths alone are read."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server.server_fixtures import running_server
+
+SECRETS = ("root:", "PATH=", "HOME=", "SECRET-4711")
+
+
+def _program(path: str) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": "yes or no?"}], "max_tokens": 8,
+            "temperature": 0, "program": {"source": 'output """Answer: {x: grammar("' + path + '")}"""'}}
+
+
+def _post(url: str, body: dict) -> tuple[int, dict, float]:
+    began = time.monotonic()
+    reply = httpx.post(url + "/chat/completions", json=body, timeout=60)
+    return reply.status_code, reply.json(), time.monotonic() - began
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("programs")
+    (root / "yes_no.lark").write_text('start: "yes" | "no"\n')
+    (root.parent / "secret.lark").write_text('start: "SECRET-4711"\n')
+    return root
+
+
+@pytest.mark.parametrize("program_dir", [False, True])
+def test_no_request_reads_a_server_file(tiny_model, folder, program_dir) -> None:
+    with running_server(tiny_model, max_rows=2, program_dir=str(folder) if program_dir else None) as url:
+        for path in ("/etc/passwd", "/proc/self/environ", "/proc/self/cmdline", "/dev/zero", "../secret.lark",
+                     str(folder.parent / "secret.lark"), "yes_no.lark" if not program_dir else "/etc/hostname"):
+            status, reply, seconds = _post(url, _program(path))
+            assert status == 400, (path, reply)
+            error = reply["error"]
+            assert error["param"] == "program" and error["code"], error
+            assert not any(secret in json.dumps(reply) for secret in SECRETS), reply
+            assert str(folder) not in error["message"] and seconds < 5, (path, seconds)
+        if program_dir:
+            status, reply, _ = _post(url, _program("yes_no.lark"))
+            assert status == 200, reply
+            assert json.loads(reply["choices"][0]["message"]["content"])["x"] in ("yes", "no")
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
