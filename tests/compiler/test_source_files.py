@@ -70,7 +70,9 @@ def test_paths_leaving_the_program_directory_are_refused_alike(tree: Path, name:
 
 def test_a_refusal_does_not_tell_whether_the_path_exists(tree: Path) -> None:
     files = FileAccess.under(tree)
-    for pair in (("../secret.lark", "../no-such.lark"), ("/etc/passwd", "/etc/no-such"), ("sub/../../secret.lark", "sub/../../gone.lark")):
+    pairs = (("../secret.lark", "../no-such.lark"), ("/etc/passwd", "/etc/no-such"),
+             ("sub/../../secret.lark", "sub/../../gone.lark"))
+    for pair in pairs:
         messages = []
         for name in pair:
             with pytest.raises(ProgramError) as caught:
