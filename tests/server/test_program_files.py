@@ -51,3 +51,26 @@ def test_no_request_reads_a_server_file(tiny_model, folder, program_dir) -> None
             assert status == 200, reply
             assert json.loads(reply["choices"][0]["message"]["content"])["x"] in ("yes", "no")
         assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
+
+
+def test_rendering_a_program_is_bounded_in_time_and_size(tiny_model) -> None:
+    """A program's messages render under the compile time limit and `--max-prompt-bytes`: nested loops and a
+    20 MB string are 400s naming `program` within the limit, and the server stays healthy."""
+    from stdsl.server.http.limits import Limits
+
+    bombs = {
+        "loops": 'user """{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}hi"""',
+        "product": 'user """{{ "a" * 20000000 }}"""',
+        "sum": 'user """{% set s = "ab" * 60000 %}{{ s + s }}"""',
+        "output": 'user """{% for i in range(100000) %}abcdefghij{% endfor %}"""',
+        "power": 'user """{{ 10 ** 100000000 }}"""',
+    }
+    limits = Limits(max_prompt_bytes=100_000)
+    with running_server(tiny_model, max_rows=2, compile_seconds=2.0, limits=limits) as url:
+        for name, message in bombs.items():
+            body = _program("x")
+            body["program"]["source"] = message + '\noutput """{n: int(0..9)}"""'
+            status, reply, seconds = _post(url, body)
+            assert status == 400 and reply["error"]["param"] == "program" and reply["error"]["code"], (name, reply)
+            assert seconds < 2.0 * 1.5 + 1, (name, seconds)
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200

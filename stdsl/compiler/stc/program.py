@@ -68,12 +68,16 @@ class CompiledProgram:
                 out[name] = default
         return out
 
-    def messages(self, args: Mapping[str, Any]) -> list[dict[str, str]]:
-        """The prompt messages with placeholders filled."""
-        return [
-            {"role": m.role, "content": render_text(m.template, args, m.pos)}
-            for m in self.syntax.messages
-        ]
+    def messages(self, args: Mapping[str, Any], max_bytes: int | None = None) -> list[dict[str, str]]:
+        """The prompt messages with placeholders filled (ProgramError once they pass `max_bytes` UTF-8 bytes)."""
+        out: list[dict[str, str]] = []
+        left = max_bytes
+        for m in self.syntax.messages:
+            content = render_text(m.template, args, m.pos, left)
+            if left is not None:
+                left -= len(content.encode("utf-8"))
+            out.append({"role": m.role, "content": content})
+        return out
 
     def constraint(self, args: Mapping[str, Any] | None = None) -> ProgramConstraint | RecursiveProgramConstraint:
         """The compiled output constraint for these arguments (a `stdsl.caches` entry per program and filled literal

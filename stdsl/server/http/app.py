@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.compiler.tools.formats import ParsedCall
-from stdsl.errors import StdslError
+from stdsl.errors import CompileTimeError, StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
@@ -196,8 +196,9 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
         body = await _typed(state, request, ChatCompletionRequest)
         try:
             plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
-                                           state.program_dir)
-        except ProgramError as error:  # the request's program, compiled to render its messages
+                                           state.program_dir,
+                                           (state.cache.compile_seconds, state.limits.max_prompt_bytes))
+        except (ProgramError, CompileTimeError) as error:  # the request's program, compiled to render its messages
             raise from_stdsl_error(error, "program") from None
         return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
 

@@ -216,9 +216,10 @@ def _tool_format(name: str | None, template: str | None) -> ToolFormat:
 
 
 def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, tool_format: str | None = None,
-              program_dir: str | None = None) -> Plan:
+              program_dir: str | None = None, program_limits: tuple[float, int] = (30.0, 1 << 20)) -> Plan:
     """The engine work of a chat completion request (`tool_format`: the server's tool-call format, None: the
-    template's; `program_dir`: the directory a program's files may be read from, None: no file at all)."""
+    template's; `program_dir`: the directory a program's files may be read from, None: no file at all;
+    `program_limits`: the seconds and UTF-8 bytes a program's messages may take to render)."""
     _refuse_unsupported(request)
     if request.top_logprobs:
         raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
@@ -238,7 +239,7 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
         tools_spec["tokens"] = list(tokens)
     messages = list(request.messages)
     if spec is not None and spec["kind"] == "program":
-        messages += _program_messages(spec)
+        messages += _program_messages(spec, *program_limits)
     plain, variables = chat_messages(messages, request.tools, call_format, template, memory)
     prompt = chat_prompt_ids(tokenizer, template, plain, {**template_kwargs(request), **variables})
     stops = _stops(request)
@@ -258,15 +259,19 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     return plan
 
 
-def _program_messages(spec: Mapping[str, Any]) -> list[UserMessage]:
-    """The program's own prompt messages (placeholders filled from its arguments), appended to the chat."""
+def _program_messages(spec: Mapping[str, Any], seconds: float, max_bytes: int) -> list[UserMessage]:
+    """The program's own prompt messages (placeholders filled from its arguments), appended to the chat: parsed
+    and rendered within `seconds` (CompileTimeError past them) and `max_bytes` of text (ProgramError)."""
     from stdsl.compiler.constraint_spec import program_files
+    from stdsl.compiler.deadline import compile_deadline
     from stdsl.compiler.stc.program import CompiledProgram
     from stdsl.server.http.protocol import SystemMessage
 
-    program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
+    with compile_deadline(seconds):
+        program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
+        rendered = program.messages(program.arguments(spec.get("arguments") or {}), max_bytes)
     out: list[Any] = []
-    for message in program.messages(program.arguments(spec.get("arguments") or {})):
+    for message in rendered:
         role = message["role"]
         out.append(SystemMessage(role="system", content=message["content"]) if role == "system"
                    else UserMessage(role="user", content=message["content"]))
