@@ -226,5 +226,8 @@ def build_outcome(spec: Spec, max_seconds: float) -> Outcome:
         return build_constraint(spec, max_seconds), None, ""
     except StdslError as error:
         return None, type(error).__name__, str(error)
-    except (ValueError, TypeError, KeyError, RecursionError) as error:
+    except RecursionError:
+        return None, "CompileError", ("the constraint nests too deeply to compile (schemas, expressions or rules "
+                                      "inside one another); flatten it")
+    except (ValueError, TypeError, KeyError) as error:
         return None, "CompileError", f"cannot compile this constraint: {type(error).__name__}: {error}"

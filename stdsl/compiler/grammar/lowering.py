@@ -10,6 +10,7 @@ grammar is refused naming the rule, its line and column, and the conflicting byt
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -49,6 +50,10 @@ from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, Gra
 MAX_GRAMMAR_CHARS = 2_000_000
 MAX_ATTEMPTS = 32
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+DEEP_CHAIN = 200
+"""Rule references nested this deep are named when a grammar nests past what the compiler builds."""
+
 
 def detect_syntax(text: str) -> str:
     """vLLM's rule: "gbnf" when a line that is not a comment holds `::=`, else "lark"."""
@@ -66,6 +71,11 @@ def parse_grammar(grammar: Grammar) -> st.GrammarTree:
     if len(grammar.text) > MAX_GRAMMAR_CHARS:
         raise GrammarError(f"the grammar has {len(grammar.text):,} characters, more than the limit of "
                            f"{MAX_GRAMMAR_CHARS:,}", grammar.source)
+    surrogate = _LONE_SURROGATE.search(grammar.text)
+    if surrogate is not None:
+        before = grammar.text[: surrogate.start()]
+        raise GrammarError(f"lone surrogate U+{ord(surrogate.group()):04X} is not text (it has no UTF-8 encoding)",
+                           grammar.source, before.count("\n") + 1, surrogate.start() - before.rfind("\n"))
     syntax = detect_syntax(grammar.text) if grammar.syntax == "auto" else grammar.syntax
     tree = parse_lark(grammar.text, grammar.source) if syntax == "lark" else parse_gbnf(grammar.text, grammar.source)
     if grammar.start is not None:
@@ -85,13 +95,56 @@ def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES,
     tree = parse_grammar(grammar)
     tokens = dict(grammar.special_tokens) if grammar.special_tokens is not None else None
     table = RuleTable(grammar.source, tokens, specials)
-    lowered = GrammarLowering(tree, table)
-    main = ir.seq(lowered.leading, rule_symbol(lowered.start))
-    result = _RulePlan(table, main).compile(max_states)
+    try:
+        lowered = GrammarLowering(tree, table)
+        main = ir.seq(lowered.leading, rule_symbol(lowered.start))
+        result = _RulePlan(table, main).compile(max_states)
+    except RecursionError:
+        raise _too_deep(tree, grammar.source) from None
     if isinstance(result, PushdownGrammar):
         used = tuple(specials) if specials is not None else ()
         return PushdownConstraint(result, "grammar", grammar, time.perf_counter() - began, special_tokens=used)
     return result
+
+
+def _too_deep(tree: st.GrammarTree, source: str) -> GrammarError:
+    """The error for a grammar that nests past the compiler's depth: located at the first rule reached through a
+    chain of `DEEP_CHAIN` rule references from the start rule, else at the start rule."""
+    depth = {tree.start: 0}
+    queue = [tree.start]
+    for name in queue:
+        definition = tree.definitions.get(name)
+        if definition is None:
+            continue
+        if depth[name] >= DEEP_CHAIN:
+            line, column = definition.position
+            return GrammarError(f"rule {name} is reached through a chain of {depth[name]} rule references from "
+                                f"{tree.start}; rules nest at most about {DEEP_CHAIN} deep here: shorten the chain "
+                                "(a repetition such as item* instead of one rule per step)", source, line, column)
+        for referenced in _references(definition.body):
+            if referenced not in depth:
+                depth[referenced] = depth[name] + 1
+                queue.append(referenced)
+    line, column = tree.start_position
+    return GrammarError("the grammar nests too deeply to compile (expressions or rule references inside one "
+                        "another); flatten it", source, line, column)
+
+
+def _references(body: st.Expression) -> list[str]:
+    """The rule names an expression refers to, found without recursion."""
+    found: list[str] = []
+    stack: list[object] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, st.Reference):
+            found.append(node.name)
+        elif dataclasses.is_dataclass(node):
+            for item in (getattr(node, f.name) for f in dataclasses.fields(node)):
+                if isinstance(item, (list, tuple)):
+                    stack.extend(x for x in item if dataclasses.is_dataclass(x))
+                elif dataclasses.is_dataclass(item) and not isinstance(item, st.GrammarTree):
+                    stack.append(item)
+    return found
 
 
 class _RulePlan:

@@ -7,6 +7,7 @@ was expected; nothing downstream sees a Lark object.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,6 +19,8 @@ from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedEOF, Unexpec
 from stdsl.errors import CompileError
 
 GRAMMAR_PATH = Path(__file__).with_name("stc.lark")
+MAX_DIGITS = 30
+"""The most digits a number in a program may have (bounds and defaults fit far below it)."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _TERMINAL_NAMES = {
@@ -213,10 +216,15 @@ class _Builder:
                 return self.number(node)
         raise self.pos(node).error("expected a value")
 
-    @staticmethod
-    def number(node: Any) -> float:
+    def number(self, node: Any) -> float:
+        """A numeric literal; more than `MAX_DIGITS` digits is a located error (Python refuses 4,301 and more)."""
         text = str(node.children[0])
-        return float(text) if any(c in text for c in ".eE") else int(text)
+        if sum(c.isdigit() for c in text.partition("e")[0].partition("E")[0]) > MAX_DIGITS:
+            raise self.pos(node).error(f"a number in a program has at most {MAX_DIGITS} digits")
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.pos(node).error(f"the number {text} is not finite")
+        return value
 
     def type_expr(self, node: Any) -> TypeExpr:
         if node.data == "union":
@@ -279,7 +287,11 @@ def parse_hole(text: str, source: str, line: int, column: int) -> FieldDecl:
         raise _lark_error(exc, text, source, line - 1, column - 1) from None
     builder = _Builder(source, line - 1, column - 1)
     name, type_node = tree.children
-    return FieldDecl(str(name), builder.type_expr(type_node), builder.pos(name))
+    try:
+        return FieldDecl(str(name), builder.type_expr(type_node), builder.pos(name))
+    except RecursionError:
+        raise ProgramError("the type nests too deeply to compile (records, lists or parentheses inside one "
+                           "another); name inner types with `type` declarations", source, line, column) from None
 
 
 def parse_type(text: str, source: str = "<type>") -> TypeExpr:
@@ -305,7 +317,11 @@ def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
             name = str(item.children[0])
             if name in types:
                 raise pos.error(f"type {name} is declared twice (first at line {types[name][1].line})")
-            types[name] = (builder.type_expr(item.children[1]), pos)
+            try:
+                types[name] = (builder.type_expr(item.children[1]), pos)
+            except RecursionError:
+                raise pos.error(f"type {name} nests too deeply to compile (records, lists or parentheses inside one "
+                                "another); name inner types with `type` declarations") from None
         elif item.data == "param":
             name_tok, type_tok, default = item.children
             if str(name_tok) in params:
