@@ -23,7 +23,7 @@ def server(tiny_model):
 def test_the_server_answers_400_naming_stop(server, path: str, body: dict) -> None:
     reply = httpx.post(server + path, json={"model": "m", "max_tokens": 4, "stop": ["}"], **body}, timeout=60)
     assert reply.status_code == 400, reply.text
-    assert reply.json()["error"]["param"] == "stop"
+    assert reply.json()["error"]["param"] == "stop" and reply.json()["error"]["code"] == "stop_with_constraint"
     free = {k: v for k, v in body.items() if k in ("messages", "prompt")}
     plain = httpx.post(server + path, json={"model": "m", "max_tokens": 4, "stop": ["}"], **free}, timeout=60)
     assert plain.status_code == 200, plain.text

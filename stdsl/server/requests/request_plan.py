@@ -156,7 +156,7 @@ def _free_text_stops(request: _Sampling, spec: dict[str, Any] | None) -> tuple[s
     stops = _stops(request)
     if stops and spec is not None:
         raise RequestError("stop applies to free text only; with an output constraint a stop string would cut the "
-                           "output short of a valid one", param="stop")
+                           "output short of a valid one", param="stop", code="stop_with_constraint")
     return stops
 
 
