@@ -28,7 +28,7 @@ from stdsl.compiler.regex.case_fold import fold_ranges
 from stdsl.compiler.regex.categories import shipped_category_ranges
 from stdsl.errors import CompileError, RegexError
 
-MAX_REPEAT_COUNT = 1000
+MAX_REPEAT_COUNT = 10_000
 MAX_NESTING = 100
 DEADLINE_CHECK_CHARS = 1024
 
