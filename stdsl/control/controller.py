@@ -345,13 +345,18 @@ class Controller:
         return not configuration.pending and bool(self.automaton.accepting[configuration.state])
 
     def finish_reason(self, configuration: Configuration, eos_sampled: bool) -> str:
-        """'length' when the token budget shaped the output (or the output could go on), 'eos' when the model drew
-        eos, 'stop' when the constraint admits nothing more."""
+        """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'eos'
+        when the model drew eos, 'stop' when the constraint admits nothing more: no byte, or none the tokenizer's own
+        split can write after the tokens so far (after "b" under "b" | "bc", where the vocabulary spells "bc" as one
+        token, only the end is left)."""
         if configuration.budget_shaped:
             return "length"
         if eos_sampled:
             return "eos"
-        return "stop" if self.planner.live_count[configuration.state] == 0 else "length"
+        if self.planner.live_count[configuration.state] == 0:
+            return "stop"
+        ran_out = configuration.remaining is not None and configuration.remaining <= 0
+        return "length" if ran_out else "stop"
 
 
 def _check(configuration: Any) -> None:

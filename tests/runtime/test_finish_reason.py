@@ -76,3 +76,16 @@ def test_certified_parallel_fields_report_the_same_reason(tiny_model, budget: in
     parallel = stdsl.generate(tiny_model, "Invent one.", PERSON, max_tokens=budget, parallel_fields=True)
     assert parallel.tokens == sequential.tokens
     assert parallel.finish_reason == sequential.finish_reason
+
+
+def test_an_output_the_tokenizer_can_only_end_is_stop_not_length(tiny_model) -> None:
+    """Under "b" | "bc", after the token "b" only the end is left (the vocabulary spells "bc" as one token, so "c"
+    after "b" is no canonical split): the output stopped, it was not cut by max_tokens=200 (it said "length")."""
+
+    assert len(tiny_model.tokenizer.encode("bc")) == 1
+    grammar = stdsl.Grammar('start: "b" | "bc"')
+    for seed in range(4):
+        out = stdsl.generate(tiny_model, "Say b.", constraint=grammar, max_tokens=200, temperature=1.0, seed=seed)
+        assert out.finish_reason in ("stop", "eos"), (out.text, out.finish_reason)
+        again = stdsl.generate(tiny_model, "Say b.", constraint=grammar, max_tokens=400, temperature=1.0, seed=seed)
+        assert again.tokens == out.tokens
