@@ -144,7 +144,8 @@ def test_rows_leaving_and_joining_reuse_slots_and_decode_as_alone(net, schedule)
                 want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
                 assert np.allclose(got[row], want, atol=1e-4), (action, row)
         assert caches.row_lengths == [reference[0].offset for reference in alone]
-        assert len(caches.leaves[0].free_slots) <= max(len(alone), 1) + 1
+        if action == "feed" and alone:  # a pass compacts slots left free too long (drops alone copy nothing)
+            assert len(caches.leaves[0].free_slots) <= max(len(alone), 1) + 1
 
 
 def test_a_sequence_extending_a_stored_one_keeps_only_its_new_positions() -> None:
