@@ -171,6 +171,8 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         from stdsl.compiler.grammar import Grammar
 
         grammar = Grammar(spec["text"], syntax=spec.get("syntax", "auto"), source=spec.get("source", "<grammar>"))
+        if spec.get("tokens") is not None:
+            grammar = grammar.with_special_tokens(dict(spec["tokens"]))
         return compile_constraint(grammar, max_seconds=deadline.left())
     if kind == "structural_tag":
         node = structural_tag_ir(spec["tag"], _embedder(deadline))

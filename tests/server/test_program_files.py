@@ -74,3 +74,4 @@ def test_rendering_a_program_is_bounded_in_time_and_size(tiny_model) -> None:
             assert status == 400 and reply["error"]["param"] == "program" and reply["error"]["code"], (name, reply)
             assert seconds < 2.0 * 1.5 + 1, (name, seconds)
         assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
+

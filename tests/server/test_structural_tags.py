@@ -105,3 +105,13 @@ def test_grammar_fields_and_structural_tags_through_the_server(client) -> None:
         _chat(client, guided_grammar='start: "a" (')
     with pytest.raises(openai.BadRequestError, match=r"response_format\.format\.type"):
         _chat(client, response_format={"type": "structural_tag", "format": {"type": "token", "token": 1}})
+
+
+@pytest.mark.parametrize("key", ["at_least_one", "stop_after_first"])
+def test_a_flag_that_is_not_a_boolean_is_refused_at_its_path(key: str) -> None:
+    """`at_least_one: "no"` was read as true; a flag must be true or false."""
+    fmt = {"type": "triggered_tags", "triggers": ["<f"], key: "no",
+           "tags": [{"type": "tag", "begin": "<f>", "content": {"type": "json_schema", "json_schema": {
+               "type": "integer"}}, "end": "</f>"}]}
+    with pytest.raises(CompileError, match=rf"{key}.*true or false"):
+        build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)

@@ -74,6 +74,13 @@ def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
     return {"kind": "json_schema", "schema": schema, "strict": strict}
 
 
+def _name_special_tokens(spec: dict[str, Any] | None, tokenizer: Any) -> None:
+    """A grammar that may name special tokens (`<|python_tag|>`, `<[128010]>`) compiles for the model's tokenizer:
+    its special and added tokens go with the spec to the compile worker."""
+    if spec is not None and spec["kind"] == "grammar" and "<" in spec["text"]:
+        spec["tokens"] = sorted((str(text), int(i)) for text, i in tokenizer.special_tokens.items())
+
+
 def _grammar_spec(text: str, param: str) -> dict[str, Any]:
     """A grammar (Lark, GBNF or EBNF, told apart as vLLM does); its errors name `param`, line and column."""
     return {"kind": "grammar", "text": text, "syntax": "auto", "source": param}
@@ -226,6 +233,7 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     if request.tool_choice is not None and not request.tools:
         raise RequestError("tool_choice is only allowed when tools are given", param="tool_choice")
     spec, _ = output_spec(request, request.response_format)
+    _name_special_tokens(spec, model.tokenizer)
     if spec is not None and spec["kind"] == "program":
         spec["files"] = program_dir
     if request.tools and spec is not None and spec["kind"] == "program":
@@ -286,6 +294,7 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
         if refused:
             raise RequestError(f"{name} is not supported by this server", param=name, code="unsupported_parameter")
     spec, _ = output_spec(request, request.response_format)
+    _name_special_tokens(spec, model.tokenizer)
     if spec is not None and spec["kind"] == "program":
         raise RequestError("programs run through /v1/chat/completions", param="program")
     prompt = request.prompt

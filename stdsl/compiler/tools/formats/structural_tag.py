@@ -44,6 +44,14 @@ def _field(node: Mapping[str, Any], key: str, kind: type | tuple[type, ...], pat
     return node[key]
 
 
+def _flag(node: Mapping[str, Any], key: str, path: str) -> bool:
+    """An optional boolean field (a string such as "no" is refused, not read as true)."""
+    value = node.get(key, False)
+    if not isinstance(value, bool):
+        raise _refuse(f"{path}.{key}", f"must be true or false, got {value!r}")
+    return value
+
+
 def _strings(value: Any, path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise _refuse(path, "must be a list of non-empty strings")
@@ -124,7 +132,7 @@ class _Lowering:
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
         one = ir.alt(*(self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)))
         free = not_containing([*triggers, *_strings(node.get("excludes", []), f"{path}.excludes"), *ends])
-        first, stop = bool(node.get("at_least_one", False)), bool(node.get("stop_after_first", False))
+        first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
         if first and stop:
             return one
         if stop:
