@@ -63,6 +63,9 @@ from stdsl.server.tools.custom_tools import error_field
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)
+RENDER_SECONDS = 2.0
+"""The most a program's messages may take to parse and render in the server's process (a template that loops for
+longer is a 400 naming `program`; the GIL it holds meanwhile slows every other request)."""
 
 
 @dataclass
@@ -197,7 +200,8 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
         try:
             plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
                                            state.program_dir,
-                                           (state.cache.compile_seconds, state.limits.max_prompt_bytes))
+                                           (min(state.cache.compile_seconds, RENDER_SECONDS),
+                                            state.limits.max_prompt_bytes))
         except (ProgramError, CompileTimeError) as error:  # the request's program, compiled to render its messages
             raise from_stdsl_error(error, "program") from None
         return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
