@@ -198,8 +198,8 @@ class _GbnfParser:
                     raise self.source.error(f"bad escape \\{code}{digits}: it needs {_HEX_WIDTHS[code]} hex digits",
                                             offset + index)
                 value = int(digits, 16)
-                if value > 0x10FFFF:
-                    raise self.source.error(f"\\{code}{digits} is past the last code point", offset + index)
+                if value > 0x10FFFF or 0xD800 <= value <= 0xDFFF:
+                    raise self.source.error(f"\\{code}{digits} is not a Unicode scalar value", offset + index)
                 out.append(value)
                 index += 2 + len(digits)
             else:

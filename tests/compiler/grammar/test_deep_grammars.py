@@ -83,3 +83,14 @@ def test_huge_numbers_and_deep_types_in_a_program_are_located(source: str, where
     with pytest.raises(ProgramError, match=reason) as caught:
         CompiledProgram(source, "<p>")
     assert str(caught.value).startswith(where)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    (r'root ::= "a\ud800"', r"<grammar>:1:12: \\ud800 is not a Unicode scalar value"),
+    (r'root ::= [\uDFFF]', r"<grammar>:1:11: \\uDFFF is not a Unicode scalar value"),
+    (r'start: "\ud800"', r"<grammar>:1:9: \\ud800 is not a Unicode scalar value"),
+])
+def test_a_surrogate_escape_in_a_grammar_is_located(text: str, where: str) -> None:
+    """GBNF decoded `\\ud800` to a code point UTF-8 cannot write (a UnicodeEncodeError traceback); Lark refused it."""
+    with pytest.raises(GrammarError, match=where):
+        stdsl.compile(stdsl.Grammar(text))
