@@ -364,6 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StdslError as exc:
         print(f"stcon: error: {exc}", file=sys.stderr)
         return 2
+    except RecursionError:
+        # A last resort: the compilers locate nesting they cannot build; anything that still runs past Python's
+        # stack is the input's depth, so it is answered like any other bad input, not with a traceback.
+        print("stcon: error: the input nests too deeply to compile (expressions, rules or types inside one "
+              "another); flatten it", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -71,3 +71,31 @@ def test_generate_under_a_grammar_on_the_embedded_model(capsys: pytest.CaptureFi
                          "--max-tokens", "12")
     assert code == 0, err
     assert stdsl.compile(stdsl.Grammar(ARITHMETIC)).accepts(out.rstrip("\n"))
+
+
+@pytest.mark.parametrize(("name", "text", "where"), [
+    ("chain.lark", "".join(f'r{i}: r{i + 1} "a" | "b"\n' for i in range(350)).replace("r0:", "start:") + 'r350: "c"\n',
+     "chain.lark:201:1: rule r200 is reached through a chain of 200"),
+    ("deep.gbnf", "root ::= " + "(" * 1500 + '"a"' + ")" * 1500 + "\n", "deep.gbnf:1:110: groups nested deeper"),
+    ("surrogate.lark", 'start: "a\ud800"\n', "surrogate.lark:1:10: not UTF-8 text"),
+])
+def test_a_grammar_past_the_compilers_depth_exits_2_located(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                            name: str, text: str, where: str) -> None:
+    """Issue 37 item 4: these were RecursionError and UnicodeEncodeError tracebacks with exit 1."""
+    grammar = tmp_path / name
+    grammar.write_text(text, encoding="utf-8", errors="surrogatepass")
+    code, _, err = run(capsys, "compile", "--grammar", str(grammar))
+    assert code == 2 and err.count("\n") == 1 and f"{tmp_path}/{where}" in err, err
+
+
+def test_a_recursion_error_anywhere_exits_2_on_one_line(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last resort: whatever nests past Python's stack in a command is one line and exit 2, never a traceback."""
+    from stdsl.compiler import constraint
+
+    def too_deep(*_: object, **__: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(constraint, "compile", too_deep)
+    code, _, err = run(capsys, "compile", "--regex", "a")
+    assert code == 2 and err.count("\n") == 1 and "nests too deeply" in err, err
