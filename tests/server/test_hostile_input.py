@@ -230,3 +230,31 @@ def test_a_constraint_the_vocabulary_cannot_write_is_a_400(server) -> None:
     status, reply = _post(server, {**BASE, "max_tokens": 8, "guided_regex": "\u0006"})  # SmolLM2 has no 0x06 token
     assert status == 400 and reply["error"]["code"] == "unspellable_constraint", reply
     assert "0x06" in reply["error"]["message"]
+
+
+DEEP_CHAIN = "".join(f'r{i}: r{i + 1} "a" | "b"\n' for i in range(350)).replace("r0:", "start:") + 'r350: "c"\n'
+RING = "".join(f'r{i}: "a" r{(i + 1) % 300} | "b"\n' for i in range(300)).replace("r0:", "start:").replace(
+    "r0 |", "start |")
+
+
+@pytest.mark.parametrize(("field", "grammar", "where"), [
+    ("guided_grammar", DEEP_CHAIN, "guided_grammar:201:1: "),
+    ("guided_grammar", RING, "guided_grammar:201:1: "),
+    ("guided_grammar", "root ::= " + "(" * 1500 + '"a"' + ")" * 1500, "guided_grammar:1:110: "),
+])
+def test_a_grammar_past_the_compilers_depth_is_a_located_400(server, field, grammar, where) -> None:
+    """Issue 37 item 4: a deep chain or ring of rules was a RecursionError without field, line or column."""
+    status, reply = _post(server, {**BASE, field: grammar})
+    assert status == 400 and reply["error"]["code"] == "invalid_constraint", reply
+    assert reply["error"]["message"].startswith(where) and "RecursionError" not in reply["error"]["message"], reply
+
+
+@pytest.mark.parametrize(("source", "reason"), [
+    ('output """{x: int(0..' + "9" * 4301 + ')}"""', "at most 30 digits"),
+    ('output """{x: ' + "{a: " * 200 + "int" + "}" * 200 + '}"""', "nests too deeply"),
+])
+def test_huge_numbers_and_deep_types_in_a_program_are_a_located_400(server, source, reason) -> None:
+    """Issue 37 item 4: these were a raw 500 (ValueError past 4,300 digits, RecursionError in type_expr)."""
+    status, reply = _post(server, {**BASE, "program": {"source": source}})
+    assert status == 400 and reply["error"]["code"] is not None and reply["error"]["param"] == "program", reply
+    assert reason in reply["error"]["message"] and ":1:" in reply["error"]["message"], reply
