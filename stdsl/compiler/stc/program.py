@@ -41,8 +41,7 @@ class CompiledProgram:
                             for name, (type_name, default, pos) in self.syntax.params.items() if type_name is not None}
         self.param_types.update(param_types or {})
         self.resolver = TypeResolver(self.syntax.types, scope, files)
-        for name, (expr, _) in self.syntax.types.items():
-            self.resolver.declared_type(name, expr.pos)
+        self.resolver.resolve_declared()
         self.template = Template(self.syntax.output, self.syntax.output_pos, self.resolver.resolve)
         self.params = list(params) if params is not None else list(self.syntax.params)
 

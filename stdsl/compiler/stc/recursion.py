@@ -14,6 +14,7 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.json_schema.recursive import recursive_schema_to_ir
+from stdsl.compiler.json_schema.resolve import MAX_NESTING
 from stdsl.compiler.pushdown.grammar import Definition, call_symbol
 from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
 
@@ -33,21 +34,46 @@ class TypeRef(JsonType):
         return self.inner.from_json(value)
 
 
-def is_recursive(kind: FieldType, seen: set[int] | None = None) -> bool:
-    """Whether a field type reaches a `TypeRef` (its values nest without a fixed bound)."""
-    seen = set() if seen is None else seen
-    if id(kind) in seen:
-        return False
-    seen.add(id(kind))
-    if isinstance(kind, TypeRef):
-        return True
-    if isinstance(kind, RecordType):
-        return any(is_recursive(t, seen) for t, _ in kind.fields.values())
-    if isinstance(kind, UnionType):
-        return any(is_recursive(o, seen) for o in kind.options)
-    if isinstance(kind, (ListType, JsonType)):
-        return is_recursive(kind.item if isinstance(kind, ListType) else kind.inner, seen)
+def is_recursive(kind: FieldType) -> bool:
+    """Whether a field type reaches a `TypeRef` (its values nest without a fixed bound); walked without recursion,
+    so a chain of hundreds of declared types is answered."""
+    seen: set[int] = set()
+    stack = [kind]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, TypeRef):
+            return True
+        if isinstance(current, RecordType):
+            stack.extend(t for t, _ in current.fields.values())
+        elif isinstance(current, UnionType):
+            stack.extend(current.options)
+        elif isinstance(current, (ListType, JsonType)):
+            stack.append(current.item if isinstance(current, ListType) else current.inner)
     return False
+
+
+def nesting_depth(kind: FieldType) -> int:
+    """How many records, unions and lists a field type holds inside one another (a `TypeRef` ends a path), walked
+    without recursion: a type past `MAX_NESTING` is refused before anything recurses over it."""
+    deepest = 0
+    stack = [(kind, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(current, RecordType):
+            stack.extend((t, depth + 1) for t, _ in current.fields.values())
+        elif isinstance(current, UnionType):
+            stack.extend((o, depth + 1) for o in current.options)
+        elif isinstance(current, ListType):
+            stack.append((current.item, depth + 1))
+        elif isinstance(current, JsonType) and not isinstance(current, TypeRef):
+            stack.append((current.inner, depth + 1))
+        if deepest > MAX_NESTING:
+            break
+    return deepest
 
 
 class RecursiveHoles:

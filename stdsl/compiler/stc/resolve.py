@@ -7,6 +7,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.stc.recursion import TypeRef
 from stdsl.compiler.stc.syntax import Pos, Range, RegexArg, TypeExpr
@@ -29,6 +30,20 @@ from stdsl.compiler.stc.types import (
 BUILTIN_TYPES = ("str", "line", "text", "int", "float", "number", "bool", "date", "time", "datetime", "list", "json",
                  "grammar")
 _FORMATS = {"date": "date", "time": "time", "datetime": "date-time"}
+
+
+def _named(expr: TypeExpr) -> set[str]:
+    """The names of types `expr` refers to, found without recursion."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if current.kind == "named":
+            found.add(current.name)
+        stack.extend(item for item in [current.inner, *current.args] if isinstance(item, TypeExpr))
+        stack.extend(decl.type for decl in current.fields)
+        stack.extend(current.options)
+    return found
 
 
 def _is_pydantic_class(obj: Any) -> bool:
@@ -78,6 +93,22 @@ class TypeResolver:
         if not fields:
             raise expr.pos.error(f"record {name} has no fields")
         return RecordType(name, fields)
+
+    def resolve_declared(self) -> None:
+        """Resolve every declared type, the types it names first, so that a long chain of declarations
+        (`type T0 = {a: T1}`, `type T1 = ...`) never nests Python calls; only a cycle is walked in one go, and one
+        too long for the stack is a located error at its first type."""
+        names = list(self.declared)
+        number = {name: i for i, name in enumerate(names)}
+        graph = [{number[n] for n in _named(self.declared[name][0]) if n in number} for name in names]
+        for component in strongly_connected(graph):
+            first, pos = names[component[0]], self.declared[names[component[0]]][1]
+            try:
+                for member in component:
+                    self.declared_type(names[member], self.declared[names[member]][0].pos)
+            except RecursionError:
+                raise pos.error(f"type {first} is one of {len(component)} types that refer to one another, which "
+                                "nest too deeply to compile; shorten the cycle") from None
 
     def declared_type(self, name: str, pos: Pos) -> FieldType:
         """A type declared with `type NAME = ...`; a reference back into it is a `TypeRef` (the pushdown engine).

@@ -16,7 +16,7 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.ops import is_prefix_free
 from stdsl.compiler.stc.bounding import bounded_by
-from stdsl.compiler.stc.recursion import is_recursive, json_value_length
+from stdsl.compiler.stc.recursion import MAX_NESTING, is_recursive, json_value_length, nesting_depth
 from stdsl.compiler.stc.syntax import FieldDecl, Pos, ProgramError, parse_hole
 from stdsl.compiler.stc.types import FieldType, json_text
 from stdsl.errors import CompileError
@@ -137,7 +137,12 @@ class Template:
                 first = names[decl.name]
                 raise decl.pos.error(f"field {decl.name} appears twice (first at line {first.line}, column {first.column})")
             names[decl.name] = decl.pos
-            self.segments.append(Hole(decl, resolve(decl.type)))
+            kind = resolve(decl.type)
+            if nesting_depth(kind) > MAX_NESTING:
+                raise decl.pos.error(f"field {decl.name}: its type nests deeper than {MAX_NESTING} levels, as "
+                                     "JSON Schema counts them (records, lists and unions inside one another, declared "
+                                     "types included)")
+            self.segments.append(Hole(decl, kind))
         if not names:
             raise ProgramError("the output template has no {field: type}", start.source, start.line, start.column)
 

@@ -89,3 +89,35 @@ def test_a_message_may_follow_a_type_declaration() -> None:
                    'output """{user: W}"""', "t.stc")
     assert [m.role for m in prog.syntax.messages] == ["user", "system"]
     assert prog.constraint({}).accepts('{"user":"a","system":3}')
+
+
+def _chain(depth: int) -> str:
+    """`depth` declared records, each holding the next."""
+    declarations = "".join(f"type T{i} = {{a: T{i + 1}}}\n" for i in range(depth))
+    return declarations + f'type T{depth} = int\noutput """{{x: T0}}"""'
+
+
+def _ring(depth: int, item: str) -> str:
+    """`depth` declared types referring to one another in a cycle."""
+    return "".join(f"type T{i} = {item.format(f'T{(i + 1) % depth}')}\n" for i in range(depth)) + 'output """{x: T0}"""'
+
+
+@pytest.mark.parametrize(("text", "line", "column", "fragment"), [
+    (_chain(64), 66, 12, "field x: its type nests deeper than 64 levels"),
+    (_chain(2000), 2002, 12, "field x: its type nests deeper than 64 levels"),
+    (_ring(64, "{{a?: {}, b: int}}"), 65, 12, "field x: its type nests deeper than 64 levels"),
+    (_ring(500, "{{a?: {}, b: int}}"), 1, 1, "type T0 is one of 500 types that refer to one another"),
+    (_ring(500, "list[{}]"), 1, 1, "type T0 is one of 500 types that refer to one another"),
+])
+def test_long_chains_and_cycles_of_declared_types_are_located(text: str, line: int, column: int,
+                                                               fragment: str) -> None:
+    """Issue 37 item 4: a chain of declared types (the advice for deep inline types) was a RecursionError in the
+    resolver, is_recursive and the schema past about 250 types; now chains resolve callees first and a type past the
+    JSON Schema depth is refused at its field before anything recurses over it."""
+    error = error_of(text)
+    assert (error.line, error.column) == (line, column) and fragment in str(error), error
+
+
+@pytest.mark.parametrize("text", [_chain(63), _ring(63, "{{a?: {}, b: int}}")])
+def test_chains_and_cycles_within_the_depth_compile(text: str) -> None:
+    CompiledProgram(text, "t.stc").constraint({})
