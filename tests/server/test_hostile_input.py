@@ -252,9 +252,11 @@ def test_a_grammar_past_the_compilers_depth_is_a_located_400(server, field, gram
 @pytest.mark.parametrize(("source", "reason"), [
     ('output """{x: int(0..' + "9" * 4301 + ')}"""', "at most 30 digits"),
     ('output """{x: ' + "{a: " * 200 + "int" + "}" * 200 + '}"""', "nests too deeply"),
+    ("".join(f"type T{i} = {{a: T{i + 1}}}\n" for i in range(500)) + 'type T500 = int\noutput """{x: T0}"""',
+     "nests deeper than 64 levels"),
 ])
 def test_huge_numbers_and_deep_types_in_a_program_are_a_located_400(server, source, reason) -> None:
     """Issue 37 item 4: these were a raw 500 (ValueError past 4,300 digits, RecursionError in type_expr)."""
     status, reply = _post(server, {**BASE, "program": {"source": source}})
     assert status == 400 and reply["error"]["code"] is not None and reply["error"]["param"] == "program", reply
-    assert reason in reply["error"]["message"] and ":1:" in reply["error"]["message"], reply
+    assert reason in reply["error"]["message"] and "<request program>:" in reply["error"]["message"], reply
