@@ -40,21 +40,39 @@ class RuleUses:
         self._keep: list[ir.Node] = []
 
     def __call__(self, node: ir.Node) -> frozenset[int]:
+        """The rules `node` uses, children first on an explicit stack (bodies inline chains hundreds deep)."""
         found = self._memo.get(id(node))
         if found is not None:
             return found
-        if isinstance(node, ir.ByteSet):
-            index = symbol_of(node)
-            uses: frozenset[int] = frozenset() if index is None else frozenset((index,))
-        elif isinstance(node, ir.Repeat):
-            uses = self(node.item)
-        elif isinstance(node, (ir.Seq, ir.Alt)) and not _is_plain_literal(node):
-            uses = frozenset().union(*(self(item) for item in node.items))
-        else:
-            uses = frozenset()
-        self._memo[id(node)] = uses
-        self._keep.append(node)
-        return uses
+        stack = [node]
+        while stack:
+            current = stack[-1]
+            if id(current) in self._memo:
+                stack.pop()
+                continue
+            children = self._children(current)
+            pending = [child for child in children if id(child) not in self._memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if isinstance(current, ir.ByteSet):
+                index = symbol_of(current)
+                uses: frozenset[int] = frozenset() if index is None else frozenset((index,))
+            else:
+                uses = frozenset().union(*(self._memo[id(child)] for child in children))
+            self._memo[id(current)] = uses
+            self._keep.append(current)
+        return self._memo[id(node)]
+
+    @staticmethod
+    def _children(node: ir.Node) -> tuple[ir.Node, ...]:
+        """The sub-nodes whose uses make up `node`'s (none for a leaf or a plain literal)."""
+        if isinstance(node, ir.Repeat):
+            return (node.item,)
+        if isinstance(node, (ir.Seq, ir.Alt)) and not _is_plain_literal(node):
+            return tuple(node.items)
+        return ()
 
 
 def substitute(node: ir.Node, replace: Callable[[int], ir.Node | None], uses: RuleUses) -> ir.Node:

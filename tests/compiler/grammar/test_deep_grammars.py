@@ -94,3 +94,13 @@ def test_a_surrogate_escape_in_a_grammar_is_located(text: str, where: str) -> No
     """GBNF decoded `\\ud800` to a code point UTF-8 cannot write (a UnicodeEncodeError traceback); Lark refused it."""
     with pytest.raises(GrammarError, match=where):
         stdsl.compile(stdsl.Grammar(text))
+
+
+def test_a_ring_of_300_rules_compiles() -> None:
+    """The issue's ring (`r{i}: "a" r{i+1} | "b"`, 300 rules) compiles: the rules each node uses are found on an
+    explicit stack (that walk ran past Python's stack, a RecursionError then a refusal)."""
+    text = "".join(f'r{i}: "a" r{(i + 1) % 300} | "b"\n' for i in range(300)).replace("r0", "start")
+    began = time.process_time()
+    constraint = stdsl.compile(stdsl.Grammar(text), max_seconds=LIMIT)
+    assert time.process_time() - began <= LIMIT * 1.1
+    assert constraint.accepts("a" * 700 + "b") and not constraint.accepts("a" * 700)
