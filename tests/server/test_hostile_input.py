@@ -233,8 +233,7 @@ def test_a_constraint_the_vocabulary_cannot_write_is_a_400(server) -> None:
 
 
 DEEP_CHAIN = "".join(f'r{i}: r{i + 1} "a" | "b"\n' for i in range(350)).replace("r0:", "start:") + 'r350: "c"\n'
-RING = "".join(f'r{i}: "a" r{(i + 1) % 300} | "b"\n' for i in range(300)).replace("r0:", "start:").replace(
-    "r0 |", "start |")
+RING = "".join(f'r{i}: "a" r{(i + 1) % 1000} | "b"\n' for i in range(1000)).replace("r0", "start")
 
 
 @pytest.mark.parametrize(("field", "grammar", "where"), [
