@@ -16,7 +16,7 @@ import pytest
 from engine_oracle import agrees
 
 import stdsl
-from stdsl.errors import GenerationError
+from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.engine import Engine
 
 PERSON = {"type": "object", "properties": {
@@ -78,9 +78,16 @@ def test_a_resting_row_and_its_companion_decode_as_alone(tiny_model) -> None:
 def test_a_row_past_max_control_seconds_fails_naming_the_limit(tiny_model) -> None:
     engine = Engine(tiny_model, max_rows=2, max_control_seconds=0.01)
     handle = engine.submit("Write words:", hostile_grammar(3000, 200), max_tokens=60)
-    with pytest.raises(GenerationError, match="max_control_seconds"):
+    with pytest.raises(ControlBudgetError, match="max_control_seconds"):
         handle.result()
     engine.close()
+
+
+def test_the_server_answers_a_too_costly_constraint_with_a_400() -> None:
+    from stdsl.server.http.errors import from_stdsl_error
+
+    answer = from_stdsl_error(ControlBudgetError("the constraint took 61.0 s ... max_control_seconds (60 s)"))
+    assert answer.status == 400 and answer.code == "constraint_too_costly"
 
 
 def test_max_control_seconds_must_be_positive(tiny_model) -> None:

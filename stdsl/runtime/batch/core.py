@@ -41,7 +41,7 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.control.finish import finish_reason
-from stdsl.errors import GenerationError
+from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
@@ -337,7 +337,7 @@ class BatchCore:
             if i in finished:
                 continue
             if row.control_seconds > self.max_control_seconds:
-                row.fail(GenerationError(
+                row.fail(ControlBudgetError(
                     f"the constraint took {row.control_seconds:.1f} s of mask and advance work, over the engine's "
                     f"max_control_seconds ({self.max_control_seconds:g} s): its grammar is too costly to decode"))
                 finished.append(i)
