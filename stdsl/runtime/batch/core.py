@@ -333,9 +333,9 @@ class BatchCore:
                  for i, row in enumerate(self._rows) if row.stats.sampled_tokens}
         now = time.perf_counter()
         for i in drawing:
-            row = self._rows[i]
             if i in finished:
                 continue
+            row = self._rows[i]
             if row.control_seconds > self.max_control_seconds:
                 row.fail(ControlBudgetError(
                     f"the constraint took {row.control_seconds:.1f} s of mask and advance work, over the engine's "
