@@ -22,12 +22,13 @@ fed per unit of cost; longer feeds drip the rest in later steps (their row sampl
 its feed is empty), so one long forced literal does not pad every other row.
 
 Control shares: every row's mask and advance work is timed. A row's share is `CONTROL_GRACE` seconds plus,
-per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the median per-token work of the other
-rows, whichever is more. While other rows run, a row past its share rests `REST_FACTOR` times the excess: it
-stays in the passes, fed nothing, keeps the logits it had and neither samples nor computes masks, so a
-grammar whose masks are costly (first visits of many pushdown configurations under a token budget) takes
-about 1 / (1 + REST_FACTOR) of the runner's time beyond its share from the others. Resting changes no
-token. A row whose control work exceeds `max_control_seconds` in all fails.
+per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the per-token work of the cheapest other
+row, whichever is more (the cheapest, so two costly rows cannot vouch for each other). While other rows run,
+a row past its share rests `REST_FACTOR` times the excess: it stays in the passes, fed nothing, keeps the
+logits it had and neither samples nor computes masks, so a grammar whose masks are costly (first visits of
+many pushdown configurations under a token budget) takes about 1 / (1 + REST_FACTOR) of the runner's time
+beyond its share from the others. Resting changes no token. A row whose control work exceeds
+`max_control_seconds` in all fails.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ CONTROL_GRACE = 0.05
 CONTROL_FLOOR = 0.001
 """Seconds of mask and advance work per sampled token a row may take whatever the other rows take."""
 SHARE_FACTOR = 2.0
-"""A row's per-token share: this many times the median per-token control work of the other rows."""
+"""A row's per-token share: this many times the per-token control work of the cheapest other row."""
 REST_FACTOR = 6.0
 """A row past its share rests this many times the excess (the others' steps meanwhile)."""
 DEFAULT_MAX_CONTROL_SECONDS = 60.0
@@ -343,7 +344,7 @@ class BatchCore:
                 finished.append(i)
                 continue
             others = [rate for j, rate in rates.items() if j != i]
-            share = max(CONTROL_FLOOR, SHARE_FACTOR * float(np.median(others))) if others else CONTROL_FLOOR
+            share = max(CONTROL_FLOOR, SHARE_FACTOR * min(others)) if others else CONTROL_FLOOR
             excess = row.control_seconds - CONTROL_GRACE - share * row.stats.sampled_tokens - row.control_excused
             if excess > 0:
                 row.control_excused += excess
