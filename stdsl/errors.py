@@ -50,6 +50,11 @@ class UnspellableError(GenerationError):
     a fault of the constraint asked for, not of decoding."""
 
 
+class ControlBudgetError(GenerationError):
+    """The constraint's mask and advance work for one output ran past the engine's `max_control_seconds`: a fault of
+    the constraint asked for (a grammar too costly to decode), not of decoding."""
+
+
 class CompileTimeError(CompileError):
     """Compiling took longer than the time limit it was given (the constraint is refused, not half-built)."""
 

@@ -20,6 +20,15 @@ single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: least squares g
 step feeds at most `width` tokens per row, the width among the feed lengths that maximises tokens
 fed per unit of cost; longer feeds drip the rest in later steps (their row samples again only once
 its feed is empty), so one long forced literal does not pad every other row.
+
+Control shares: every row's mask and advance work is timed. A row's share is `CONTROL_GRACE` seconds plus,
+per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the per-token work of the cheapest other
+row, whichever is more (the cheapest, so two costly rows cannot vouch for each other). While other rows run,
+a row past its share rests `REST_FACTOR` times the excess: it stays in the passes, fed nothing, keeps the
+logits it had and neither samples nor computes masks, so a grammar whose masks are costly (first visits of
+many pushdown configurations under a token budget) takes about 1 / (1 + REST_FACTOR) of the runner's time
+beyond its share from the others. Resting changes no token. A row whose control work exceeds
+`max_control_seconds` in all fails.
 """
 
 from __future__ import annotations
@@ -33,18 +42,29 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.control.finish import finish_reason
+from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.sampling import sample_rows
-from stdsl.runtime.option_values import integer
+from stdsl.runtime.option_values import integer, real, refuse
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 
 TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512
+CONTROL_GRACE = 0.05
+"""Seconds of mask and advance work every row may take beyond its per-token share (a grammar's first masks)."""
+CONTROL_FLOOR = 0.001
+"""Seconds of mask and advance work per sampled token a row may take whatever the other rows take."""
+SHARE_FACTOR = 2.0
+"""A row's per-token share: this many times the per-token control work of the cheapest other row."""
+REST_FACTOR = 6.0
+"""A row past its share rests this many times the excess (the others' steps meanwhile)."""
+DEFAULT_MAX_CONTROL_SECONDS = 60.0
+"""Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
 PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "step")
 """Seconds a core spends per phase (`BatchCore.seconds`): queueing a pass, waiting for its logits, masks,
 draws, constraint advance and text, prefill, and whole steps (the rest is `step` minus the others)."""
@@ -67,16 +87,21 @@ class BatchCore:
     `insert` and `step`; `remove` and the read-only `busy`/`metrics` are safe from any thread).
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of `prefill_chunk`
-    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers the
+    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state; a row whose constraint takes
+    more than `max_control_seconds` of mask and advance work in all fails. A model whose layers the
     engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
-                 prompt_cache_bytes: int = 256 << 20) -> None:
+                 prompt_cache_bytes: int = 256 << 20,
+                 max_control_seconds: float = DEFAULT_MAX_CONTROL_SECONDS) -> None:
         self.model = model
         self.layout = cache_layout(model.net, f"model {getattr(model, 'name', type(model).__name__)!r}")
         self.max_rows = integer("max_rows", max_rows, minimum=1)
         self.prefill_chunk = integer("prefill_chunk", prefill_chunk, minimum=1)
+        self.max_control_seconds = real("max_control_seconds", max_control_seconds, "a number of seconds > 0")
+        if not self.max_control_seconds > 0:
+            raise refuse("max_control_seconds", max_control_seconds, "a number of seconds > 0")
         self.prompt_cache = PromptCache(integer("prompt_cache_bytes", prompt_cache_bytes, minimum=0),
                                         exact=not self.layout.trimmable)
         self._uids = itertools.count()
@@ -88,7 +113,7 @@ class BatchCore:
         self._logits: mx.array | None = None
         self._masks: dict[Row, np.ndarray] = {}
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
-                         "forced_tokens": 0, "requests": 0}
+                         "forced_tokens": 0, "requests": 0, "control_rests": 0}
         self.seconds = dict.fromkeys(PHASES, 0.0)
 
     # ------------------------------------------------------------------ the driver's side
@@ -185,7 +210,7 @@ class BatchCore:
         if admitted:
             self._admit(admitted)
         self._sample()
-        if self._rows:
+        if any(row.feed for row in self._rows):  # none feeds when every row left is resting
             self._pass()
 
     def _collect_ended(self) -> list[int]:
@@ -279,9 +304,53 @@ class BatchCore:
         if mask is not None:
             return mask
         began = time.perf_counter()
-        mask = row.control.mask()
-        self.seconds["mask"] += time.perf_counter() - began
-        return mask
+        try:
+            return row.control.mask()
+        finally:
+            row.control_seconds += time.perf_counter() - began
+            self.seconds["mask"] += time.perf_counter() - began
+
+    def _awake(self, ready: list[int]) -> list[int]:
+        """The ready rows that may sample now: not resting, unless every running row rests (then none does). A
+        resting row keeps the logits of the pass that fed it, since later passes feed it nothing."""
+        now = time.perf_counter()
+        if all(row.rest_until > now for row in self._rows):
+            for row in self._rows:
+                row.rest_until = 0.0
+        awake = []
+        for i in ready:
+            row = self._rows[i]
+            if row.rest_until <= now:
+                awake.append(i)
+            elif row.held is None:
+                assert self._logits is not None
+                row.held = self._logits[i]
+        return awake
+
+    def _weigh(self, drawing: list[int], finished: list[int]) -> None:
+        """Weigh each drawing row's control work against its share: past it, the row rests (when others run); past
+        `max_control_seconds` in all, it fails (added to `finished`)."""
+        rates = {i: row.control_seconds / row.stats.sampled_tokens
+                 for i, row in enumerate(self._rows) if row.stats.sampled_tokens}
+        now = time.perf_counter()
+        for i in drawing:
+            if i in finished:
+                continue
+            row = self._rows[i]
+            if row.control_seconds > self.max_control_seconds:
+                row.fail(ControlBudgetError(
+                    f"the constraint took {row.control_seconds:.1f} s of mask and advance work, over the engine's "
+                    f"max_control_seconds ({self.max_control_seconds:g} s): its grammar is too costly to decode"))
+                finished.append(i)
+                continue
+            others = [rate for j, rate in rates.items() if j != i]
+            share = max(CONTROL_FLOOR, SHARE_FACTOR * min(others)) if others else CONTROL_FLOOR
+            excess = row.control_seconds - CONTROL_GRACE - share * row.stats.sampled_tokens - row.control_excused
+            if excess > 0:
+                row.control_excused += excess
+                if len(self._rows) > 1:
+                    row.rest_until = now + REST_FACTOR * excess
+                    self.counters["control_rests"] += 1
 
     def _sample(self) -> None:
         """Draw a token for every row whose feed is empty, advance its constraint, finish rows that are done."""
@@ -293,6 +362,7 @@ class BatchCore:
             mx.eval(self._logits)
         finally:
             self.seconds["wait"] += time.perf_counter() - began
+        ready = self._awake(ready)
         finished: list[int] = []
         masks: list[np.ndarray] = []
         drawing: list[int] = []
@@ -311,6 +381,7 @@ class BatchCore:
             if self._advance(i, token):
                 finished.append(i)
         self.seconds["control"] += time.perf_counter() - began
+        self._weigh(drawing, finished)
         self._drop(sorted(set(finished)))
 
     def _draw(self, drawing: list[int], masks: list[np.ndarray], finished: list[int]) -> list[int]:
@@ -322,7 +393,13 @@ class BatchCore:
         for k, mask in enumerate(masks):
             n = min(width, mask.shape[0])
             allowed[k, :n] = mask[:n]
-        logits = self._logits[mx.array(drawing, dtype=mx.int32)]
+        rows = [self._rows[i] for i in drawing]
+        if any(row.held is not None for row in rows):
+            logits = mx.stack([self._logits[i] if row.held is None else row.held for i, row in zip(drawing, rows)])
+            for row in rows:
+                row.held = None
+        else:
+            logits = self._logits[mx.array(drawing, dtype=mx.int32)]
         try:
             return sample_rows(logits, allowed, [self._rows[i].sampler for i in drawing])
         except Exception as error:
@@ -337,8 +414,10 @@ class BatchCore:
         row = self._rows[index]
         row.stats.sampled_tokens += 1
         self.counters["sampled_tokens"] += 1
+        began = time.perf_counter()
         try:
             feed = row.control.advance(token)
+            row.control_seconds += time.perf_counter() - began
             ended = not feed or row.control.finished or row.stopped
             if ended and row.remember and row.fed:
                 self._remember(row.prompt_ids + row.fed, self._caches, index)
@@ -380,13 +459,16 @@ class BatchCore:
             self.seconds["pass"] += time.perf_counter() - began
         self.counters["passes"] += 1
         self._logits = logits
-        began = time.perf_counter()
+        began = now = time.perf_counter()
         for row in self._rows:
-            if not row.feed and not row.cancelled:
+            if not row.feed and not row.cancelled and row.rest_until <= now:
+                start = time.perf_counter()
                 try:
                     self._masks[row] = row.control.mask()
                 except Exception:  # computed again at the draw, where its error fails the row
                     continue
+                finally:
+                    row.control_seconds += time.perf_counter() - start
         self.seconds["mask"] += time.perf_counter() - began
 
     def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from stdsl.errors import StdslError
 from stdsl.model_files.prompt import check_prompt
-from stdsl.runtime.batch.core import DEFAULT_PREFILL_CHUNK, BatchCore
+from stdsl.runtime.batch.core import DEFAULT_MAX_CONTROL_SECONDS, DEFAULT_PREFILL_CHUNK, BatchCore
 from stdsl.runtime.batch.policies import Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
@@ -29,15 +29,17 @@ class Engine:
     """Steps many requests on one model together; `submit` returns a `RowHandle` at once.
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of
-    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state. A model whose layers
-    the engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
+    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state; a row whose constraint
+    takes more than `max_control_seconds` of mask and advance work in all fails with GenerationError (a row over its
+    share of a step's control work rests meanwhile: `core.py`). A model whose layers the engine cannot batch exactly
+    (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
-                 prompt_cache_bytes: int = 256 << 20) -> None:
+                 prompt_cache_bytes: int = 256 << 20, max_control_seconds: float = DEFAULT_MAX_CONTROL_SECONDS) -> None:
         self.model = model
         self.core = BatchCore(model, max_rows=max_rows, prefill_chunk=prefill_chunk,
-                              prompt_cache_bytes=prompt_cache_bytes)
+                              prompt_cache_bytes=prompt_cache_bytes, max_control_seconds=max_control_seconds)
         self._closed = False
 
     @property

@@ -56,6 +56,14 @@ class Row:
         self._text = ""
         self._sent = 0
         self._stop_at: int | None = None
+        self.control_seconds = 0.0
+        """Seconds of mask and advance work this row's constraint took in all (`BatchCore` bounds it)."""
+        self.control_excused = 0.0
+        """Seconds of that work past the row's share already paid for by resting (or taken while alone)."""
+        self.rest_until = 0.0
+        """While `perf_counter()` is below this the row does not sample: it ran over its share of control work."""
+        self.held: Any = None
+        """The row's next-token logits kept while it rests (later passes feed it nothing and give it garbage)."""
 
     @property
     def max_feed(self) -> int | None:

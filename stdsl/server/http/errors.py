@@ -7,6 +7,7 @@ from stdsl.errors import (
     Cancelled,
     CompileError,
     CompileTimeError,
+    ControlBudgetError,
     GenerationError,
     OptionError,
     SchemaError,
@@ -58,6 +59,8 @@ def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestErro
         return RequestError(str(error), param=param, code="invalid_constraint")
     if isinstance(error, UnspellableError):
         return RequestError(str(error), param=param, code="unspellable_constraint")
+    if isinstance(error, ControlBudgetError):
+        return RequestError(str(error), param=param, code="constraint_too_costly")
     if isinstance(error, GenerationError):
         return RequestError(f"decoding failed: {error}", status=500, kind="server_error", code="generation_failed")
     if isinstance(error, Cancelled):

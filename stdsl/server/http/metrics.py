@@ -21,6 +21,7 @@ ENGINE_COUNTERS = {
     "sampled_tokens": "tokens sampled from the model",
     "prompt_cache_hits": "prompts that started from a cached prefix",
     "prompt_cache_hit_tokens": "prompt tokens served by the prompt cache",
+    "control_rests": "rests of rows past their share of mask and advance work (others stepped meanwhile)",
 }
 ENGINE_GAUGES = {
     "rows_active": "rows in the running batch",
