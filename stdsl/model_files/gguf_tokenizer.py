@@ -71,7 +71,7 @@ def hf_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> HFTokenizer:
     vocab = {token: index for index, token in enumerate(tokens)}
     if len(vocab) != len(tokens):
         raise GGUFTokenizerError("GGUF tokenizer.ggml.tokens has duplicate entries")
-    merges = []
+    merges: list[tuple[str, str]] = []
     for number, merge in enumerate(metadata["tokenizer.ggml.merges"]):
         left, space, right = str(merge).partition(" ")
         if not space:
@@ -96,7 +96,7 @@ def sentencepiece_merges(pieces: list[str]) -> list[tuple[str, str]]:
     """BPE merges implied by a SentencePiece vocabulary: every split of a piece into two pieces of the vocabulary,
     earlier pieces first, longer left part first (transformers' order; Gemma's scores do not follow merge order)."""
     vocab = set(pieces)
-    merges = []
+    merges: list[tuple[str, str]] = []
     for piece in pieces:
         merges.extend((piece[:cut], piece[cut:]) for cut in range(len(piece) - 1, 0, -1)
                       if piece[:cut] in vocab and piece[cut:] in vocab)
