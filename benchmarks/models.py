@@ -30,7 +30,7 @@ import mlx.core as mx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
-from batch import extraction_jobs, run_mlx_lm, run_stdsl  # noqa: E402
+from batch import throughput  # noqa: E402
 
 from stdsl.runtime.batch.engine import Engine  # noqa: E402
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches  # noqa: E402
@@ -54,26 +54,6 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
 def family_model(family: str, tokenizer: Any) -> Model:
     arch, config = FAMILIES[family]
     return Model(net=tiny_net(arch, tokenizer.vocab_size, config), tokenizer=tokenizer, name=f"{family}-{arch}")
-
-
-def throughput(model: Any, streams: list[int], max_tokens: int) -> list[dict[str, Any]]:
-    jobs = extraction_jobs()
-    rows = []
-    for count in streams:
-        chosen = [jobs[i % len(jobs)] for i in range(count)]
-        prompts = [prompt_tokens(model, p) for _, p, _ in chosen]
-        schemas = [s for _, _, s in chosen]
-        for mode in ("free", "constrained"):
-            wanted = schemas if mode == "constrained" else None
-            peer = run_mlx_lm(model, prompts, max_tokens, count, wanted)
-            ours = run_stdsl(model, prompts, max_tokens, count, wanted)
-            row = {"streams": count, "mode": mode, "mlx_lm_tok_s": peer["tokens"] / peer["seconds"],
-                   "stdsl_tok_s": ours["tokens"] / ours["seconds"], "stdsl_tokens": ours["tokens"],
-                   "stdsl_passes_per_token": ours["passes"] / max(ours["tokens"], 1)}
-            row["ratio"] = row["stdsl_tok_s"] / row["mlx_lm_tok_s"]
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    return rows
 
 
 def agents(model: Any, turns: int = 3, count: int = 8, max_tokens: int = 24) -> dict[str, Any]:
@@ -114,8 +94,9 @@ def write(report: dict[str, Any]) -> None:
              "|---|---|---|---|---|---|---|"]
     for family, result in report["families"].items():
         for row in result["throughput"]:
+            passes = row["stdsl_passes"] / max(row["stdsl_tokens"], 1)
             lines.append(f"| {family} | {row['streams']} | {row['mode']} | {row['mlx_lm_tok_s']:.1f} | "
-                         f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x | {row['stdsl_passes_per_token']:.2f} |")
+                         f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x | {passes:.2f} |")
     lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
               "row-cache bytes per row (256 tokens) |", "|---|---|---|---|"]
     for family, result in report["families"].items():

@@ -246,16 +246,7 @@ async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request
     if plan.spec is None:
         return None
     compiling = asyncio.ensure_future(state.cache.get(plan.spec, client))
-    gone = asyncio.ensure_future(_client_gone(request))
-    done: set[Any] = set()
-    try:
-        done, _ = await asyncio.wait((compiling, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not compiling.done():
-            compiling.cancel()
-            compiling.add_done_callback(_retrieved)
-    if compiling not in done:
+    if not await _unless_gone(request, compiling):
         return _GONE
     try:
         return compiling.result()
@@ -375,18 +366,30 @@ async def _results_unless_gone(request: Request, plan: Plan,
                                handles: list[tuple[int, RowHandle]]) -> list[ChoiceResult] | None:
     """Every choice's result, or None when the client left first: its rows are cancelled at the next step."""
     reading = asyncio.ensure_future(asyncio.gather(*(read_choice(h, _reader(plan)) for _, h in handles)))
+    def cancel_rows() -> None:
+        for _, handle in handles:
+            handle.cancel()
+
+    if not await _unless_gone(request, reading, cancel_rows):
+        return None
+    return list(reading.result())
+
+
+async def _unless_gone(request: Request, work: asyncio.Future[Any], on_gone: Callable[[], None] = lambda: None
+                       ) -> bool:
+    """Whether `work` finished before the client left; if it left first, `work` is cancelled (its outcome retrieved,
+    never logged as lost) and `on_gone` runs."""
     gone = asyncio.ensure_future(_client_gone(request))
     done: set[Any] = set()
     try:
-        done, _ = await asyncio.wait((reading, gone), return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-        if not reading.done():
-            reading.cancel()
-            reading.add_done_callback(_retrieved)
-            for _, handle in handles:
-                handle.cancel()
-    return list(reading.result()) if reading in done else None
+        if not work.done():
+            work.cancel()
+            work.add_done_callback(_retrieved)
+            on_gone()
+    return work in done
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
