@@ -222,6 +222,32 @@ Outcome = tuple[Compiled | None, str | None, str]
 constructor arguments do not cross a process boundary, so the worker returns them as text."""
 
 
+def program_messages(spec: Spec, max_seconds: float) -> list[dict[str, str]]:
+    """A program spec's prompt messages, parsed and rendered within `max_seconds` and its `max_bytes` of text."""
+    from stdsl.compiler.stc.program import CompiledProgram
+
+    with compile_deadline(max_seconds):
+        program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
+        return program.messages(program.arguments(spec.get("arguments") or {}), spec.get("max_bytes"))
+
+
+RenderOutcome = tuple[list[dict[str, str]] | None, str | None, str]
+"""A program's rendered messages, or (None, error class name, message)."""
+
+
+def worker_outcome(spec: Spec, max_seconds: float) -> Outcome | RenderOutcome:
+    """What a compile worker answers: a program's rendered messages for kind "program_messages", else
+    `build_outcome`."""
+    if spec.get("kind") != "program_messages":
+        return build_outcome(spec, max_seconds)
+    try:
+        return program_messages(spec, max_seconds), None, ""
+    except StdslError as error:
+        return None, type(error).__name__, str(error)
+    except RecursionError:
+        return None, "CompileError", "the program nests too deeply to render; flatten it"
+
+
 def build_outcome(spec: Spec, max_seconds: float) -> Outcome:
     """`build_constraint` for a worker process: a refusal comes back as its class name and message."""
     try:

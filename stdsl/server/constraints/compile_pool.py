@@ -95,10 +95,10 @@ def _cap_address_space(max_bytes: int) -> None:
 def _answer(spec: dict[str, Any], seconds: float) -> memoryview:
     """The pickled outcome of one job, or of `OUT_OF_MEMORY` when the compile or its pickling passed the cap (the
     compile's memory is freed once the handler has left, so the marker pickles)."""
-    from stdsl.compiler.constraint_spec import build_outcome
+    from stdsl.compiler.constraint_spec import worker_outcome
 
     try:
-        return memoryview(ForkingPickler.dumps(build_outcome(spec, seconds)))
+        return memoryview(ForkingPickler.dumps(worker_outcome(spec, seconds)))
     except MemoryError:
         pass
     return memoryview(ForkingPickler.dumps(OUT_OF_MEMORY))
@@ -216,7 +216,7 @@ class CompilePool:
         return [w.process.pid for w in [*self._idle, *self._busy] if w.process.pid is not None]
 
     async def run(self, spec: dict[str, Any], seconds: float, *, client: str = "", small: bool = False) -> Any:
-        """`build_outcome(spec, seconds)` in a worker once `client`'s turn comes; CompileTimeError once it passes
+        """`worker_outcome(spec, seconds)` in a worker once `client`'s turn comes; CompileTimeError once it passes
         `seconds + grace_seconds` (the worker is then killed and replaced), CompileMemoryError past
         `max_compile_bytes`, WorkerLost if the worker died.  Cancelling it frees its place or its worker."""
         if self._closed:

@@ -110,6 +110,17 @@ class ConstraintCache:
             if pending.task.done() and self._pending.get(key) is pending:
                 del self._pending[key]
 
+    async def render(self, spec: Spec, seconds: float, client: str = "") -> list[dict[str, str]]:
+        """A program's messages rendered in a compile worker (its memory cap, killed past `seconds`) in `client`'s
+        turn: clients' templates never run in the server's process. Not cached (arguments differ per request)."""
+        try:
+            messages, error_class, message = await self.pool.run(dict(spec), seconds, client=client, small=True)
+        except WorkerLost:
+            raise CompileError("the compile worker stopped while rendering this program") from None
+        if messages is None:
+            raise REFUSALS.get(error_class or "", CompileError)(message)
+        return list(messages)
+
     async def _run(self, spec: Spec, key: str, client: str) -> Outcome:
         """One compile in a worker; a worker that crashed is replaced and the compile retried once."""
         small = small_job(dict(spec), key)

@@ -25,9 +25,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.compiler.tools.formats import ParsedCall
-from stdsl.errors import CompileTimeError, StdslError
+from stdsl.errors import StdslError
 from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
@@ -57,15 +56,15 @@ from stdsl.server.http.protocol import (
 )
 from stdsl.server.http.request_body import read_request, validation_error
 from stdsl.server.requests.chat_render import CallMemory
-from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan
+from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan, program_spec
 from stdsl.server.requests.rows import ChoiceResult, read_choice
 from stdsl.server.tools.custom_tools import error_field
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)
 RENDER_SECONDS = 2.0
-"""The most a program's messages may take to parse and render in the server's process (a template that loops for
-longer is a 400 naming `program`; the GIL it holds meanwhile slows every other request)."""
+"""The most a program's messages may take to parse and render in a compile worker (a template that loops for longer
+is a 400 naming `program`, and the worker is replaced)."""
 
 
 @dataclass
@@ -197,13 +196,16 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
-        try:
-            plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
-                                           state.program_dir,
-                                           (min(state.cache.compile_seconds, RENDER_SECONDS),
-                                            state.limits.max_prompt_bytes))
-        except (ProgramError, CompileTimeError) as error:  # the request's program, compiled to render its messages
-            raise from_stdsl_error(error, "program") from None
+        rendered = None
+        program = program_spec(body, state.program_dir, state.limits.max_prompt_bytes)
+        if program is not None:
+            try:
+                rendered = await state.cache.render(program, min(state.cache.compile_seconds, RENDER_SECONDS),
+                                                    client_key(request, state.api_key))
+            except StdslError as error:  # the request's program, rendered in a compile worker
+                raise from_stdsl_error(error, "program") from None
+        plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
+                                       state.program_dir, rendered)
         return await _serve(state, plan, body.stream, _include_usage(body), chat=True, request=request)
 
     @app.post("/v1/completions", response_model=None)

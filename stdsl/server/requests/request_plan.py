@@ -16,6 +16,7 @@ from typing import Any
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
+from stdsl.errors import StdslError
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import (
@@ -223,10 +224,10 @@ def _tool_format(name: str | None, template: str | None) -> ToolFormat:
 
 
 def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, tool_format: str | None = None,
-              program_dir: str | None = None, program_limits: tuple[float, int] = (30.0, 1 << 20)) -> Plan:
+              program_dir: str | None = None, program_messages: list[dict[str, str]] | None = None) -> Plan:
     """The engine work of a chat completion request (`tool_format`: the server's tool-call format, None: the
     template's; `program_dir`: the directory a program's files may be read from, None: no file at all;
-    `program_limits`: the seconds and UTF-8 bytes a program's messages may take to render)."""
+    `program_messages`: the request's program's messages, rendered in a compile worker (`program_spec`))."""
     _refuse_unsupported(request)
     if request.top_logprobs:
         raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
@@ -247,7 +248,9 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
         tools_spec["tokens"] = list(tokens)
     messages = list(request.messages)
     if spec is not None and spec["kind"] == "program":
-        messages += _program_messages(spec, *program_limits)
+        if program_messages is None:
+            raise StdslError("a program's messages are rendered by a compile worker before its plan is made")
+        messages += _as_messages(program_messages)
     plain, variables = chat_messages(messages, request.tools, call_format, template, memory)
     prompt = chat_prompt_ids(tokenizer, template, plain, {**template_kwargs(request), **variables})
     stops = _stops(request)
@@ -267,17 +270,19 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     return plan
 
 
-def _program_messages(spec: Mapping[str, Any], seconds: float, max_bytes: int) -> list[UserMessage]:
-    """The program's own prompt messages (placeholders filled from its arguments), appended to the chat: parsed
-    and rendered within `seconds` (CompileTimeError past them) and `max_bytes` of text (ProgramError)."""
-    from stdsl.compiler.constraint_spec import program_files
-    from stdsl.compiler.deadline import compile_deadline
-    from stdsl.compiler.stc.program import CompiledProgram
+def program_spec(request: ChatCompletionRequest, program_dir: str | None, max_bytes: int) -> dict[str, Any] | None:
+    """What a compile worker renders of the request's program (None without one): its source and arguments, the
+    directory its files may come from and the bytes its messages may hold, both set by the server."""
+    if request.program is None:
+        return None
+    return {"kind": "program_messages", "source": request.program.source, "arguments": request.program.arguments,
+            "files": program_dir, "max_bytes": max_bytes}
+
+
+def _as_messages(rendered: list[dict[str, str]]) -> list[UserMessage]:
+    """A program's rendered messages as chat messages, appended to the chat."""
     from stdsl.server.http.protocol import SystemMessage
 
-    with compile_deadline(seconds):
-        program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
-        rendered = program.messages(program.arguments(spec.get("arguments") or {}), max_bytes)
     out: list[Any] = []
     for message in rendered:
         role = message["role"]
