@@ -78,3 +78,25 @@ def test_rendering_a_program_is_bounded_in_time_and_size(tiny_model) -> None:
             assert seconds < 2.0 * 1.5 + 1, (name, seconds)
         assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
 
+
+
+def test_a_client_that_leaves_cancels_its_programs_render(tiny_model) -> None:
+    """A program's messages render in a compile worker: the client leaving cancels the render (a running one's
+    worker is stopped and replaced)."""
+    from tests.server.server_fixtures import metric
+
+    source = ('user """{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}hi"""\n'
+              'output """{n: int(0..9)}"""')
+    body = _program("x")
+    body["program"]["source"] = source
+    with running_server(tiny_model, max_rows=2, compile_seconds=20.0) as url:
+        warm = _program("x")
+        warm["program"]["source"] = 'user """hi"""\noutput """{n: int(0..9)}"""'
+        assert _post(url, warm)[0] == 200
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(url + "/chat/completions", json=body, timeout=0.5)
+        deadline = time.monotonic() + 5
+        while metric(url, "grammar_compiles_cancelled_total") < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert metric(url, "grammar_compiles_cancelled_total") == 1  # running (its worker replaced) or queued
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=5).status_code == 200

@@ -199,9 +199,12 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
         rendered = None
         program = program_spec(body, state.program_dir, state.limits.max_prompt_bytes)
         if program is not None:
+            rendering = asyncio.ensure_future(state.cache.render(
+                program, min(state.cache.compile_seconds, RENDER_SECONDS), client_key(request, state.api_key)))
+            if not await _unless_gone(request, rendering):  # the client left: its render is cancelled
+                return Response(status_code=499)
             try:
-                rendered = await state.cache.render(program, min(state.cache.compile_seconds, RENDER_SECONDS),
-                                                    client_key(request, state.api_key))
+                rendered = rendering.result()
             except StdslError as error:  # the request's program, rendered in a compile worker
                 raise from_stdsl_error(error, "program") from None
         plan = await asyncio.to_thread(chat_plan, body, state.model, state.memory, state.tool_format,
