@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
@@ -217,6 +217,7 @@ def build_constraint(spec: Spec, max_seconds: float) -> Compiled:
     return build(spec, _Deadline(max_seconds))
 
 
+T = TypeVar("T")
 Outcome = tuple[Compiled | None, str | None, str]
 """(compiled, None, "") on success, else (None, error class name, message): exceptions with extra
 constructor arguments do not cross a process boundary, so the worker returns them as text."""
@@ -240,18 +241,19 @@ def worker_outcome(spec: Spec, max_seconds: float) -> Outcome | RenderOutcome:
     `build_outcome`."""
     if spec.get("kind") != "program_messages":
         return build_outcome(spec, max_seconds)
-    try:
-        return program_messages(spec, max_seconds), None, ""
-    except StdslError as error:
-        return None, type(error).__name__, str(error)
-    except RecursionError:
-        return None, "CompileError", "the program nests too deeply to render; flatten it"
+    return _attempt(program_messages, spec, max_seconds)
 
 
 def build_outcome(spec: Spec, max_seconds: float) -> Outcome:
     """`build_constraint` for a worker process: a refusal comes back as its class name and message."""
+    return _attempt(build_constraint, spec, max_seconds)
+
+
+def _attempt(work: Callable[[Spec, float], T], spec: Spec, max_seconds: float) -> tuple[T | None, str | None, str]:
+    """`work(spec, max_seconds)`, or (None, error class name, message) for a refusal: what crosses the process
+    boundary from a worker."""
     try:
-        return build_constraint(spec, max_seconds), None, ""
+        return work(spec, max_seconds), None, ""
     except StdslError as error:
         return None, type(error).__name__, str(error)
     except RecursionError:
