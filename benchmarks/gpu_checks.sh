@@ -58,13 +58,13 @@ mx.set_default_device(mx.gpu)
 from stdsl.kernels.pushdown_device import check_pushdown_device
 print('pushdown device vector: tokens checked', check_pushdown_device())"
   # shellcheck disable=SC2086  # DECODE_TESTS is a list of pytest paths
-  check decode_tests_gpu "${DECODE_SECONDS:-600}" "$PYTHON" -m pytest ${DECODE_TESTS:-tests/runtime} -q -p no:cacheprovider
+  check decode_tests_gpu "${DECODE_SECONDS:-600}" "$PYTHON" -m pytest ${DECODE_TESTS:-tests/runtime} -p no:cacheprovider
   check pushdown_masks_auto_cuda 120 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -c "
 from stdsl.kernels.pushdown_device_masks import mask_source
 from stdsl.kernels.walk import backend
 assert backend() == 'cuda' and mask_source() == 'device', (backend(), mask_source())
 print('pushdown masks on the decode path come from the device vector by default on', backend())"
-  check pushdown_device_masks_cuda 600 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -m pytest -q -p no:cacheprovider \
+  check pushdown_device_masks_cuda 600 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -m pytest -p no:cacheprovider \
     tests/kernels/test_pushdown_device_masks.py tests/runtime/test_pushdown_device_decode.py
 else
   skip walk_kernel_cuda "mlx with the CUDA backend is not installed (pip install 'mlx[cuda12]')"
@@ -85,7 +85,7 @@ else
 fi
 
 if has vllm && torch_cuda; then
-  check vllm_processor_gpu 600 "$PYTHON" -m pytest tests/integrations/test_vllm.py -q -p no:cacheprovider -m "slow or not slow"
+  check vllm_processor_gpu 600 "$PYTHON" -m pytest tests/integrations/test_vllm.py -p no:cacheprovider -m "slow or not slow"
   check integrations_benchmark_gpu 900 "$PYTHON" benchmarks/integrations.py --out "$RESULTS/integrations_gpu"
 else
   skip vllm_processor_gpu "a CUDA build of vLLM is not installed"
