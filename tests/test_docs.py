@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tokenize
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,66 @@ def test_a_result_comment_is_checked() -> None:
     with pytest.raises(AssertionError, match="not True"):
         exec(compile(checked(block), block.where, "exec"), namespace)
     assert namespace["x"] == 2
+
+
+FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(×|%|ms|µs|MB|KB|GB|s\b|tokens/s)")
+"""A measured figure: a number with a unit, a ratio (×) or a share (%)."""
+NOT_MEASURED = re.compile(r"\([^()]*\b(?:was|were|before)\b[^()]*\)"
+                          r"|\btarget (?:of )?(?:[≤≥] )?\S+|\S+(?: \S+)? target\b")
+"""An earlier run's figures in a parenthesis (`(was 9.5 s)`) and targets (`the 100 MB target`, `the target of 2×`):
+the current results file need not hold them."""
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def quoting_passages(path: Path) -> list[tuple[str, list[Path]]]:
+    """Each paragraph (or table row) of a doc that cites a results file, with the files it cites: a
+    `benchmarks/results/NAME.md` named in it, or in README's table of benchmarks the script's own results."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
+        for passage in paragraph.split("\n") if paragraph.lstrip().startswith("|") else [paragraph]:
+            names = set(re.findall(r"benchmarks/results/(\w+)\.md", passage))
+            names |= set(re.findall(r"^\| `benchmarks/(\w+)\.py`", passage)) if path.name == "README.md" else set()
+            files = [RESULTS / f"{name}{suffix}" for name in sorted(names) for suffix in (".md", ".json")]
+            if names:
+                out.append((passage, [file for file in files if file.is_file()]))
+    return out
+
+
+def numbers_in(text: str) -> set[Decimal]:
+    """The numbers of a results file (past 20 digits they are ids and hashes, not figures)."""
+    found = (Decimal(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text))
+    return {number for number in found if number.adjusted() < 20}
+
+
+def quoted(figure: str, unit: str, numbers: set[Decimal]) -> bool:
+    """Whether a results file holds the figure: the same number, rounded to the figure's digits (a share may
+    be written as a fraction there)."""
+    value = Decimal(figure.replace(",", ""))
+    step = Decimal(1).scaleb(value.as_tuple().exponent)  # type: ignore[arg-type]
+    candidates = {value} | ({value / 100} if unit == "%" else set())
+    for number in numbers:
+        for wanted in candidates:
+            digits = step / 100 if wanted != value else step
+            if number == wanted or number.quantize(digits, rounding=ROUND_HALF_UP) == wanted:
+                return True
+    return False
+
+
+@docs
+def test_measured_figures_are_those_of_the_results_files(path: Path) -> None:
+    """Every figure in a passage that cites `benchmarks/results/` appears in the cited file (rounded as quoted);
+    earlier runs' figures in a `(was ...)` / `(... before ...)` parenthesis, and targets, are not checked."""
+    for passage, files in quoting_passages(path):
+        assert files, f"{path.name}: cites a results file that does not exist: {passage[:120]}"
+        numbers = set().union(*(numbers_in(file.read_text(encoding="utf-8")) for file in files))
+        missing = [f"{figure}{unit}" for figure, unit in FIGURE.findall(NOT_MEASURED.sub("", passage))
+                   if not quoted(figure, unit, numbers)]
+        assert not missing, f"{path.name}: {missing} are in none of {[f.name for f in files]}: {passage[:160]}"
+
+
+def test_a_figure_is_quoted_only_as_its_file_holds_it() -> None:
+    """The issue's contradiction: serving.md quoted 0.83× and 236 MB where server.md holds 1.09× and 8.2 MB."""
+    numbers = numbers_in((RESULTS / "server.md").read_text(encoding="utf-8"))
+    assert quoted("1.09", "×", numbers) and quoted("8.2", "MB", numbers) and quoted("42", "%", numbers)
+    assert not quoted("0.83", "×", numbers) and not quoted("236", "MB", numbers) and not quoted("43.5", "%", numbers)
+    assert quoted("306", "s", {Decimal("305.5")}) and not quoted("306", "s", {Decimal("305.4")})
