@@ -257,3 +257,14 @@ def test_a_figure_is_quoted_only_as_its_file_holds_it() -> None:
     assert quoted("1.09", "×", numbers) and quoted("8.2", "MB", numbers) and quoted("42", "%", numbers)
     assert not quoted("0.83", "×", numbers) and not quoted("236", "MB", numbers) and not quoted("43.5", "%", numbers)
     assert quoted("306", "s", {Decimal("305.5")}) and not quoted("306", "s", {Decimal("305.4")})
+
+
+@docs
+def test_every_test_a_doc_cites_exists(path: Path) -> None:
+    """A test a doc names as proof (`tests/runtime/test_engine.py`, or a bare `test_pushdown_rows.py`) exists."""
+    text = path.read_text(encoding="utf-8")
+    for cited in re.findall(r"`(tests/[\w/.]*)", text):
+        assert (ROOT / cited.rstrip("/.")).exists(), f"{path.name} cites {cited}, which does not exist"
+    names = {p.name for p in (ROOT / "tests").rglob("test_*.py")}
+    for cited in re.findall(r"\b(test_\w+\.py)\b", text):
+        assert cited in names, f"{path.name} cites {cited}, which does not exist"
