@@ -38,6 +38,7 @@ def working_folder(tmp_path: Path) -> Path:
 
 @docs
 def test_every_block_is_run_checked_or_marked(path: Path) -> None:
+    """No block is left out silently: each is one the tests run or check, or says in the doc why it is not."""
     for block in doc_blocks(path):
         assert block.kind != "unmarked", (f"{block.where}: a {block.info or 'plain'} block that is neither Python, "
                                           "`stcon` commands, a named listing nor marked `<!-- not run: why -->`")
@@ -53,6 +54,7 @@ def test_every_block_is_run_checked_or_marked(path: Path) -> None:
 
 @docs
 def test_listings_equal_the_files_they_name(path: Path) -> None:
+    """A listing headed by a repository path is that file, whole (or, marked `(excerpt)`, a run of its lines)."""
     for block in doc_blocks(path):
         if block.kind != "listing":
             continue
