@@ -184,7 +184,7 @@ def test_default_max_tokens_are_stated_once_and_match_the_code() -> None:
     assert rows["`stcon serve`, `/v1/completions`"].startswith(f"{COMPLETION_MAX_TOKENS}")
     for path in DOC_FILES[1:]:
         text = path.read_text(encoding="utf-8")
-        for number in re.findall(r"`max_tokens` (?:defaults to|default) (\d[\d,]*)", text):
+        for number in re.findall(r"`max_tokens` (?:defaults to|default) (\d+(?:,\d{3})*)", text):
             assert number in {"256", "1,024", "16"}, f"{path.name} states a default max_tokens of {number}"
 
 
