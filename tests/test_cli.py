@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from stdsl.cli import main
+from tests.data_files import EXTRACTION, RECURSIVE
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRACTION = ROOT.parent / "shared" / "tasks" / "extraction"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -64,7 +64,6 @@ def test_compile_errors_are_clear(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 2 and "schema path" in err
 
 
-@pytest.mark.skipif(not EXTRACTION.is_dir(), reason="../shared/tasks is not present")
 @pytest.mark.parametrize("task", ["person", "classification", "event"])
 def test_analyze_extraction_schemas(capsys: pytest.CaptureFixture[str], tmp_path: Path, task: str) -> None:
     schema = tmp_path / "schema.json"
@@ -77,9 +76,8 @@ def test_analyze_extraction_schemas(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 0 and "cut" in text.lower()
 
 
-@pytest.mark.skipif(not (ROOT.parent / "shared" / "tasks" / "recursive").is_dir(), reason="../shared/tasks is not present")
 def test_compile_recursive_schema(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    task = json.loads((ROOT.parent / "shared" / "tasks" / "recursive" / "solar.json").read_text())
+    task = json.loads((RECURSIVE / "solar.json").read_text())
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(task["schema"]))
     example = tmp_path / "gold.json"

@@ -1,6 +1,6 @@
 """Open objects cost nothing extra (issue 27, items 3 and 5): forced text crosses pushes and pops as the DFA's does.
 
-Each shared task's schema (../shared/tasks/extraction and recursive) is taken closed, as written, and open (every
+Each task's schema (tests/data/tasks/extraction and recursive) is taken closed, as written, and open (every
 `additionalProperties` removed, so undeclared members may hold any JSON value and it compiles to the pushdown).
 A text is written under a controller as a model sampling the tokenizer's own split of it would (no model); the
 steps and fed tokens are compared between twins:
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import random
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,8 +27,8 @@ import stdsl
 from stdsl.compiler.pushdown.constraint import compile_recursive
 from stdsl.control.constraint_state import ConstraintState, vocabulary_of
 from stdsl.control.pushdown_state import PushdownState
+from tests.data_files import EXTRACTION, RECURSIVE
 
-SHARED_TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks"
 TEXTS_PER_SCHEMA = 3
 SLACK_TOKENS = 12
 """Tokens above the least budget the random texts may take (short texts keep the tests fast)."""
@@ -45,8 +44,8 @@ def opened(schema):
 
 
 def shared_tasks() -> dict[str, dict]:
-    """Schema of every shared extraction and recursive task, by name (empty when the shared tasks are absent)."""
-    paths = sorted((SHARED_TASKS / "extraction").glob("*.json")) + sorted((SHARED_TASKS / "recursive").glob("*.json"))
+    """Schema of every extraction and recursive task, by name."""
+    paths = sorted(EXTRACTION.glob("*.json")) + sorted(RECURSIVE.glob("*.json"))
     return {p.stem: json.loads(p.read_text())["schema"] for p in paths}
 
 
@@ -55,7 +54,7 @@ QUICK_TASKS = ("event", "tool_call", "fs")
 """Tasks checked in the default run (nested objects, an array of objects, a recursive one); the rest under -m slow."""
 task_names = pytest.mark.parametrize("name", [
     pytest.param(name, marks=() if name in QUICK_TASKS else pytest.mark.slow) for name in TASKS
-] or [pytest.param("", marks=pytest.mark.skip(reason="shared tasks are not available"))])
+])
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ the singleton of the forced token everywhere else.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -24,9 +23,9 @@ from stdsl.control.row_controller import controller_for
 from stdsl.errors import BudgetError, StdslError
 from stdsl.integrations.transformers import StdslLogitsProcessor, generate, stdsl_tokenizer
 from stdsl.model_files.prompt import prompt_ids
+from tests.data_files import EXTRACTION
 
-EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
-TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
+TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json"))
 EMAIL = stdsl.Regex(r"[a-z]{1,12}@[a-z]{2,10}\.(com|org)")
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer"}},
           "required": ["name", "age"], "additionalProperties": False}
@@ -90,7 +89,6 @@ def run_with_recorder(model, hf_tokenizer, prompt: str, constraint, max_new_toke
     return out[0, ids.shape[1]:].tolist(), [m[0] for m in recorder.masks], processor, out
 
 
-@pytest.mark.skipif(not TASKS, reason="../shared/tasks/extraction is not present")
 @pytest.mark.parametrize("task", TASKS)
 def test_extraction_tasks_are_valid_and_masks_are_stdsl_masks(task: str, hf_smollm2) -> None:
     model, hf_tokenizer = hf_smollm2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from stdsl.kernels.pushdown_device import reachable_configurations
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
+from tests.data_files import RECURSIVE
 
 TREE = {"$ref": "#/$defs/node", "$defs": {"node": {
     "type": "object",
@@ -170,11 +170,8 @@ def test_composed_rows_equal_the_level_pass_for_random_tokens(words: list[str], 
 
 
 def recursive_tasks() -> list[tuple[dict, str]]:
-    """(schema, compact gold text) of the shared recursive tasks; skips when they are absent."""
-    folder = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
-    if not folder.is_dir():
-        pytest.skip("shared recursive tasks are not available")
-    tasks = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    """(schema, compact gold text) of the recursive tasks (tests/data/tasks/recursive)."""
+    tasks = [json.loads(p.read_text()) for p in sorted(RECURSIVE.glob("*.json"))]
     return [(t["schema"], json.dumps(t["gold"], separators=(",", ":"), ensure_ascii=False)) for t in tasks]
 
 

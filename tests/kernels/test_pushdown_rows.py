@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from collections import deque
 from itertools import product
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from stdsl.compiler.pushdown.constraint import compile_recursive
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
@@ -16,6 +14,7 @@ from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
+from tests.data_files import RECURSIVE
 
 Config = tuple[int, tuple[int, ...]]
 
@@ -169,11 +168,8 @@ def sampled_configurations(machine: PushdownMachine, texts: list[bytes], per_tex
 
 
 def recursive_tasks() -> list[tuple[dict, bytes]]:
-    """(schema, compact gold text) of the shared recursive tasks; skips when they are absent."""
-    folder = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
-    if not folder.is_dir():
-        pytest.skip("shared recursive tasks are not available")
-    tasks = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    """(schema, compact gold text) of the recursive tasks (tests/data/tasks/recursive)."""
+    tasks = [json.loads(p.read_text()) for p in sorted(RECURSIVE.glob("*.json"))]
     return [(t["schema"], json.dumps(t["gold"], separators=(",", ":"), ensure_ascii=False).encode()) for t in tasks]
 
 

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
+from tests.data_files import EXTRACTION
 
 
 def load_task(name: str) -> dict:
-    """One shared extraction task (schema, prompts, source, gold); skips the test when ../shared lacks it."""
-    path = EXTRACTION / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared extraction task {path} is not available")
-    return json.loads(path.read_text())
+    """One extraction task of tests/data/tasks (schema, prompts, source, gold)."""
+    return json.loads((EXTRACTION / f"{name}.json").read_text())
 
 STRING_PIECES = (
     list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")

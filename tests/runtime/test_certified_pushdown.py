@@ -9,7 +9,6 @@ at a near-tie, `engine_oracle.agrees`).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from engine_oracle import agrees
@@ -26,9 +25,9 @@ from stdsl.runtime.certified.cut_configurations import cut_configurations, pushd
 from stdsl.runtime.certified.forks import fork, recording, sampled_tokens
 from stdsl.runtime.decode import generate
 from stdsl.runtime.options import DecodeOptions
+from tests.data_files import RECURSIVE as RECURSIVE_TASKS
 
 EXTRACTION = ("person", "event", "product", "classification", "contact_card", "tool_call")
-RECURSIVE_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
 RECURSIVE = ("org", "fs", "expression", "solar", "thread")
 
 
@@ -50,10 +49,7 @@ def open_task(name: str) -> tuple[dict, str]:
 
 
 def recursive_task(name: str) -> dict:
-    path = RECURSIVE_DIR / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared recursive task {path} is not available")
-    return json.loads(path.read_text())
+    return json.loads((RECURSIVE_TASKS / f"{name}.json").read_text())
 
 
 def machine(schema: dict) -> PushdownMachine:

@@ -7,7 +7,6 @@ the sampled token with its forced continuation in one pass, so it makes one pass
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import StdslError
 from stdsl.runtime.decode import generate, prompt_tokens, stream
+from tests.data_files import EXTRACTION
 
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
 PATTERNS = (
     r"(red|green|blue) (apple|banana|cherry)s?",
     r'\{"id":[0-9]{1,4},"tag":"[a-z]{1,6}","ok":(true|false)\}',

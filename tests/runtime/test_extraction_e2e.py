@@ -7,15 +7,14 @@ quality and is only reported (run with -s to see it).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 import stdsl
+from tests.data_files import EXTRACTION
 
-EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
-TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
+TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json"))
 
 
 def _pointer(doc: object, pointer: str) -> object:
@@ -27,7 +26,6 @@ def _pointer(doc: object, pointer: str) -> object:
     return doc
 
 
-@pytest.mark.skipif(not TASKS, reason="../shared/tasks/extraction is not present")
 @pytest.mark.parametrize("task", TASKS)
 def test_extraction_task_is_valid(task: str, smollm2) -> None:
     spec = json.loads((EXTRACTION / f"{task}.json").read_text())

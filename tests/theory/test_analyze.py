@@ -7,7 +7,6 @@ import json
 import re
 from dataclasses import dataclass
 from math import prod
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.theory import analyze_automaton, render_analysis
-
-EXTRACTION = Path(__file__).resolve().parents[2] / ".." / "shared" / "tasks" / "extraction"
+from tests.data_files import EXTRACTION
 
 
 @dataclass

@@ -21,10 +21,9 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import CompileError
+from tests.data_files import JSON_SCHEMA_SUITE as SUITE
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-SUITE = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12"
-SUITE_FILES = sorted(SUITE.rglob("*.json")) if SUITE.is_dir() else []
+SUITE_FILES = sorted(SUITE.rglob("*.json"))
 FAST_FILES = {"enum.json", "pattern.json", "maxLength.json", "const.json", "minimum.json", "type.json"}
 MAX_STATES = 50_000
 
@@ -151,12 +150,10 @@ def _check_suite(files: list[Path]) -> None:
         _assert_class_form_equals_columns(automaton, table, automaton.accepting)
 
 
-@pytest.mark.skipif(not SUITE_FILES, reason="JSON-Schema-Test-Suite not found in ../shared")
 def test_suite_slice_class_tables_equal_the_256_column_tables() -> None:
     _check_suite([path for path in SUITE_FILES if path.name in FAST_FILES and path.parent == SUITE])
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SUITE_FILES, reason="JSON-Schema-Test-Suite not found in ../shared")
 def test_whole_suite_class_tables_equal_the_256_column_tables() -> None:
     _check_suite(SUITE_FILES)

@@ -1,11 +1,11 @@
-"""Fuzz inputs for the three parsers: seed corpora read from `../shared` and the examples, and their mutants.
+"""Fuzz inputs for the three parsers: seed corpora read from tests/data and the examples, and their mutants.
 
-Seeds are real inputs (the JSON-Schema-Test-Suite, the MaskBench sample, the `.stc` examples and the
-regexes in those schemas' `pattern`s).  A mutant is a seed changed by a short list of operations that
-hypothesis draws (so it can shrink a failure to the one operation that matters): text loses, repeats,
-swaps or gains characters and tokens, or is spliced with another seed; a JSON schema has a sub-value
-replaced by another JSON value, a keyword dropped or inserted, a keyword given the wrong type, a piece
-nested hundreds deep, huge numbers, unicode and lone surrogates.
+Seeds are real inputs (the JSON-Schema-Test-Suite, the `.stc` examples and the regexes in those schemas'
+`pattern`s; the large `-m slow` runs add the MaskBench sample's schemas where that optional input is present).
+A mutant is a seed changed by a short list of operations that hypothesis draws (so it can shrink a failure
+to the one operation that matters): text loses, repeats, swaps or gains characters and tokens, or is spliced
+with another seed; a JSON schema has a sub-value replaced by another JSON value, a keyword dropped or
+inserted, a keyword given the wrong type, a piece nested hundreds deep, huge numbers, unicode and lone surrogates.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tests.data_files import JSON_SCHEMA_SUITE, MASKBENCH
+
 REPO = Path(__file__).resolve().parents[3]
-SHARED = REPO / ".." / "shared"
-SUITE = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12"
-MASKBENCH = SHARED / "jsonschemabench" / "maskbench-sample"
 EXAMPLES = REPO / "examples"
 
 REGEX_SEEDS = (
@@ -80,7 +79,7 @@ def _json_files(folder: Path) -> list[Path]:
 def suite_schemas() -> tuple[Any, ...]:
     """Every schema of the JSON-Schema-Test-Suite (draft 2020-12, optional tests included)."""
     out = []
-    for path in _json_files(SUITE):
+    for path in _json_files(JSON_SCHEMA_SUITE):
         for group in json.loads(path.read_text(encoding="utf-8")):
             out.append(group["schema"])
     return tuple(out)
@@ -92,9 +91,9 @@ def maskbench_schemas() -> tuple[Any, ...]:
     return tuple(json.loads(path.read_text(encoding="utf-8"))["schema"] for path in _json_files(MASKBENCH))
 
 
-def schema_seeds() -> tuple[Any, ...]:
-    """Seed schemas: the suite's and the MaskBench sample's."""
-    return suite_schemas() + maskbench_schemas()
+def schema_seeds(real_world: bool = False) -> tuple[Any, ...]:
+    """Seed schemas: the suite's, and with `real_world` the MaskBench sample's where it is present."""
+    return suite_schemas() + (maskbench_schemas() if real_world else ())
 
 
 def _sub_values(value: Any) -> Iterator[Any]:
@@ -105,11 +104,11 @@ def _sub_values(value: Any) -> Iterator[Any]:
 
 
 @cache
-def regex_seeds() -> tuple[str, ...]:
+def regex_seeds(real_world: bool = False) -> tuple[str, ...]:
     """Seed regexes: hand-written ones covering the syntax, and every `pattern` and `patternProperties` key
     found in the seed schemas (sorted, without repeats)."""
     found: set[str] = set()
-    for schema in schema_seeds():
+    for schema in schema_seeds(real_world):
         for value in _sub_values(schema):
             if isinstance(value, dict):
                 if isinstance(value.get("pattern"), str):
@@ -238,9 +237,9 @@ def json_copy(value: Any) -> Any:
 
 
 @cache
-def json_pool() -> tuple[Any, ...]:
+def json_pool(real_world: bool = False) -> tuple[Any, ...]:
     """Replacement values: the special ones and every tenth sub-value of every twentieth seed schema."""
-    found = [part for schema in schema_seeds()[::20] for part in list(_sub_values(schema))[::10]]
+    found = [part for schema in schema_seeds(real_world)[::20] for part in list(_sub_values(schema))[::10]]
     return SPECIAL_VALUES + tuple(found)
 
 
@@ -253,9 +252,9 @@ json_values = st.recursive(
 
 
 @st.composite
-def regex_inputs(draw: st.DrawFn) -> str:
+def regex_inputs(draw: st.DrawFn, real_world: bool = False) -> str:
     """A regex: a seed, a mutated seed, or random text over regex tokens and characters."""
-    seeds = regex_seeds()
+    seeds = regex_seeds(real_world)
     how = draw(st.integers(0, 4))
     if how == 0:
         pieces = draw(st.lists(st.sampled_from(REGEX_TOKENS) | st.text(max_size=3), max_size=12))
@@ -268,16 +267,16 @@ def regex_inputs(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def schema_inputs(draw: st.DrawFn) -> Any:
+def schema_inputs(draw: st.DrawFn, real_world: bool = False) -> Any:
     """A schema: a seed, a mutated seed, or a random JSON value with schema keywords as keys."""
-    seeds = schema_seeds()
+    seeds = schema_seeds(real_world)
     how = draw(st.integers(0, 5))
     if how == 0:
         return draw(json_values)
     seed = draw(st.sampled_from(seeds))
     if how == 1:
         return seed
-    return mutate_json(seed, draw(st.lists(operation, min_size=1, max_size=4)), json_pool(),
+    return mutate_json(seed, draw(st.lists(operation, min_size=1, max_size=4)), json_pool(real_world),
                        draw(st.sampled_from(seeds)))
 
 

@@ -20,15 +20,13 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import DefinitionError
 from stdsl.errors import CompileError, CompileTimeError, EmptyLanguageError, SchemaError, StateBudgetError
-from tests.compiler.fuzz.fuzz_inputs import schema_inputs, suite_schemas
+from tests.compiler.fuzz.fuzz_inputs import schema_inputs
 from tests.compiler.fuzz.memory_cap import memory_cap
 from tests.compiler.fuzz.time_limit import LARGE_RUN_SECONDS, LIMIT_SECONDS, SLACK_SECONDS, within_limit
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LARGE = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WHOLE_SCHEMA_ERRORS = (CompileTimeError, StateBudgetError, EmptyLanguageError)
-
-pytestmark = pytest.mark.skipif(not suite_schemas(), reason="JSON-Schema-Test-Suite not found in ../shared")
 
 
 def check_schema(schema: Any) -> None:
@@ -62,7 +60,7 @@ def test_json_schema_fuzz(schema: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(LARGE_RUN_SECONDS)
 @LARGE
-@given(schema_inputs())
+@given(schema_inputs(real_world=True))
 def test_json_schema_fuzz_large(schema: Any) -> None:
     with memory_cap():
         check_schema(schema)

@@ -73,7 +73,7 @@ def test_regex_fuzz(pattern: str, seed: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(LARGE_RUN_SECONDS)
 @LARGE
-@given(regex_inputs(), st.integers(0, 2**32 - 1))
+@given(regex_inputs(real_world=True), st.integers(0, 2**32 - 1))
 def test_regex_fuzz_large(pattern: str, seed: int) -> None:
     with memory_cap():
         check_regex(pattern, seed)

@@ -1,4 +1,4 @@
-"""Hand-written accepted and refused strings for the real grammars of `../shared/grammars` (by file name).
+"""Hand-written accepted and refused strings for the real grammars of `tests/data/grammars` (by file name).
 
 Each list exercises the dialect constructs the grammar uses (ignore placement, bounded repetition, escapes,
 `%json`, `%lark`, left recursion, common terminals) rather than the file's quirks; the same expectations hold

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from pathlib import Path
 
 import lark
 import pytest
@@ -16,8 +15,7 @@ from stdsl import Grammar
 from stdsl.compiler.constraint import Constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.errors import GrammarError
-
-SHARED = Path(__file__).parents[3] / ".." / "shared" / "grammars"
+from tests.data_files import GRAMMARS
 
 
 def lark_accepts(parser: lark.Lark, text: str) -> bool:
@@ -188,10 +186,7 @@ def test_stack_cap_and_deadline_hold() -> None:
 
 
 def shared(name: str) -> str:
-    path = SHARED / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    return path.read_text(encoding="utf-8")
+    return (GRAMMARS / name).read_text(encoding="utf-8")
 
 
 def test_sql_twins_accept_the_same_strings() -> None:

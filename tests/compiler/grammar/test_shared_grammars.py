@@ -1,4 +1,4 @@
-"""The real grammars of `../shared/grammars` (llama.cpp, vLLM, Lark, Outlines, llguidance and XGrammar docs).
+"""The real grammars of `tests/data/grammars` (llama.cpp, vLLM, Lark, Outlines, llguidance and XGrammar docs).
 
 Every file compiles or is refused with a GrammarError at a line and column; each one that compiles accepts and
 refuses hand-written strings; where Lark reads the file, stdsl agrees with Lark's Earley parser on those strings
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from pathlib import Path
 
 import lark
 import pytest
@@ -21,11 +20,10 @@ from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import GrammarError
 from tests.compiler.grammar.generated_grammars import mutations
 from tests.compiler.grammar.shared_grammar_cases import CASES, MAY_BE_REFUSED, PLAIN_TEXT_ACCEPTED
+from tests.data_files import GRAMMARS
 
-GRAMMARS = Path(__file__).resolve().parents[3].parent / "shared" / "grammars"
 SUFFIXES = (".lark", ".gbnf", ".ebnf")
-FILES = sorted(p.name for p in GRAMMARS.iterdir() if p.suffix in SUFFIXES) if GRAMMARS.is_dir() else []
-needs_grammars = pytest.mark.skipif(not FILES, reason="../shared/grammars is not present")
+FILES = sorted(p.name for p in GRAMMARS.iterdir() if p.suffix in SUFFIXES)
 IGNORED = " \t\n\r\f"
 
 
@@ -55,7 +53,6 @@ def test_every_shared_grammar_has_cases_or_a_documented_refusal() -> None:
     assert not unknown, f"add accept/reject cases for {unknown}"
 
 
-@needs_grammars
 @pytest.mark.parametrize("name", FILES)
 def test_compiles_or_is_refused_with_a_position(name: str) -> None:
     grammar = Grammar.from_file(str(GRAMMARS / name))
@@ -72,7 +69,6 @@ def test_compiles_or_is_refused_with_a_position(name: str) -> None:
         assert constraint.accepts(text), f"{name} refuses plain text {text!r}"
 
 
-@needs_grammars
 @pytest.mark.parametrize("name", sorted(n for n in CASES if n in FILES))
 def test_accepts_and_refuses_by_hand(name: str) -> None:
     constraint = compiled(name)
@@ -82,7 +78,6 @@ def test_accepts_and_refuses_by_hand(name: str) -> None:
     assert all(constraint.accepts(spelled(s, constraint.special_tokens)) for s in accepted)
 
 
-@needs_grammars
 @pytest.mark.parametrize("name", sorted(n for n in CASES if n in FILES and n.endswith(".lark")))
 def test_agrees_with_lark_earley(name: str) -> None:
     dynamic = lark_reading(name, "dynamic")
@@ -110,7 +105,6 @@ def sql_sentences() -> list[str]:
     return [f"SELECT{c}from{t}where{d}={n}" for c, t, d, n in itertools.product(columns, tables, columns, numbers)]
 
 
-@needs_grammars
 def test_sql_twins_accept_the_same_strings() -> None:
     ebnf, lark_twin = compiled("vllm_sql_subset.ebnf"), compiled("vllm_sql_subset.lark")
     oracle = lark_reading("vllm_sql_subset.lark", "dynamic")

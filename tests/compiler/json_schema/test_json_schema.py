@@ -15,9 +15,9 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, schema_to_ir
 from stdsl.errors import SchemaError
+from tests.data_files import EXTRACTION, FIELDS
 
-TASKS = Path(__file__).resolve().parents[3] / ".." / "shared" / "tasks"
-TASK_FILES = sorted(TASKS.glob("extraction/*.json")) + sorted(TASKS.glob("fields/fields_*.json"))
+TASK_FILES = sorted(EXTRACTION.glob("*.json")) + sorted(FIELDS.glob("fields_*.json"))
 
 
 def _accepts(schema: dict | bool, text: str, whitespace: Whitespace | None = None) -> bool:
@@ -37,7 +37,6 @@ def _mutations(schema: dict, gold: dict) -> list[dict]:
     return out
 
 
-@pytest.mark.skipif(not TASK_FILES, reason="benchmark tasks not found in ../shared")
 @pytest.mark.parametrize("path", TASK_FILES, ids=lambda p: p.stem)
 def test_task_schemas(path: Path) -> None:
     task = json.loads(path.read_text())

@@ -20,19 +20,15 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError, StateBudgetError
+from tests.data_files import JSON_SCHEMA_SUITE as SUITE
+from tests.data_files import MASKBENCH, MASKBENCH_ABSENT
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-SUITE = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12"
-MASKBENCH = SHARED / "jsonschemabench" / "maskbench-sample"
 FORMATS = ("date", "time", "date-time", "email", "uuid", "uri", "ipv4", "ipv6")
 HEAVY_FILES = {"ref.json", "required.json", "properties.json", "items.json", "additionalProperties.json"}
 FORMAT_UNPRODUCED = ("leap second, positive time-offset", "leap second, large positive", "leap second, negative",
                      "leap second, large negative", "leap second, with minus offset", "quoted string",
                      "address-literal")
 MAX_STATES = 50_000
-
-pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason="JSON-Schema-Test-Suite not found in ../shared")
-
 
 @dataclass
 class Tally:
@@ -173,7 +169,7 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not MASKBENCH.is_dir(), reason="JSONSchemaBench sample not found in ../shared")
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason=MASKBENCH_ABSENT)
 def test_maskbench_sample_never_accepts_an_invalid_instance() -> None:
     start = time.time()
     tally, slow = Tally(), 0

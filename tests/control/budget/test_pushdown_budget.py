@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -24,6 +23,7 @@ from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError
 from stdsl.model_files.tokenizer import Tokenizer
+from tests.data_files import EXTRACTION, RECURSIVE
 
 PIECES = ['{"', '":', '",', '"}', '}]', ']}', '}}', ']]', '[]', '{}', '},', '],', 'null', 'true', 'false', '"a"',
           'kids', 'name', 'id', '"n', '":"', '","', '":[', '":{']
@@ -203,7 +203,6 @@ def test_many_schemas_need_equals_the_token_search(small_tokenizer, schema: dict
     check_exact(schema, small_tokenizer, seed)
 
 
-SHARED_TASKS = Path(__file__).resolve().parents[3] / ".." / "shared" / "tasks"
 
 
 def opened(schema):
@@ -234,9 +233,7 @@ def least_budget(constraint, tokenizer) -> int:
 
 
 def shared_schemas() -> list[tuple[str, dict]]:
-    if not SHARED_TASKS.is_dir():
-        pytest.skip("shared tasks are not available")
-    paths = sorted((SHARED_TASKS / "extraction").glob("*.json")) + sorted((SHARED_TASKS / "recursive").glob("*.json"))
+    paths = sorted(EXTRACTION.glob("*.json")) + sorted(RECURSIVE.glob("*.json"))
     return [(p.stem, json.loads(p.read_text())["schema"]) for p in paths]
 
 

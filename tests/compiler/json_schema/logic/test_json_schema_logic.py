@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -29,8 +28,8 @@ from stdsl.compiler.json_schema.scalars.keys import pattern_matcher
 from stdsl.compiler.json_schema.scalars.strings import ecma_to_python, pattern_search
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
+from tests.data_files import MASKBENCH, MASKBENCH_ABSENT
 
-SAMPLE = Path(__file__).resolve().parents[4] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
 INSTANCES = [None, True, False, 0, 1, 1.0, 2, 2.5, -3, 7, "", "a", "ab", "abc", "é", "x\"y", [], [1], ["a", 2],
              [1, 2, 3], {}, {"a": 1}, {"a": "x"}, {"b": 2}, {"a": 1, "b": None}, {"a": [1], "c": "z"},
              {"c": 1, "b": "q"}, {"a": 2.5, "b": True}]
@@ -180,11 +179,11 @@ FIXED_SAMPLES = [
 ]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason=MASKBENCH_ABSENT)
 @pytest.mark.parametrize("name", FIXED_SAMPLES)
 def test_maskbench_samples(name: str) -> None:
-    path = SAMPLE / name
-    if not path.exists():
-        pytest.skip("MaskBench sample not available")
+    path = MASKBENCH / name
     data = json.loads(path.read_text())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -14,7 +14,6 @@ import json
 import re
 import warnings
 from functools import cache
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,10 +30,9 @@ from stdsl.compiler.json_schema.scalars.formats import (
 )
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import SchemaError
+from tests.data_files import JSON_SCHEMA_SUITE, MASKBENCH, MASKBENCH_ABSENT
 
-SHARED = Path(__file__).resolve().parents[4] / ".." / "shared"
-SUITE_FORMATS = SHARED / "json-schema-test-suite" / "tests" / "draft2020-12" / "optional" / "format"
-MASKBENCH = SHARED / "jsonschemabench" / "maskbench-sample"
+SUITE_FORMATS = JSON_SCHEMA_SUITE / "optional" / "format"
 PLAIN_VARIANTS = ("json-pointer", "relative-json-pointer")
 NEW_FORMATS = ("uri-reference", "iri", "iri-reference", "uri-template", "hostname", "duration", "json-pointer",
                "relative-json-pointer")
@@ -306,7 +304,6 @@ def test_draft3_and_unknown_formats_are_not_defined() -> None:
         assert build_automaton(schema_to_ir({"type": "string", "format": name})).accepts(b'"not #fff"')
 
 
-@pytest.mark.skipif(not SUITE_FORMATS.is_dir(), reason="JSON-Schema-Test-Suite not found in ../shared")
 @pytest.mark.parametrize("name", NEW_FORMATS)
 def test_json_schema_test_suite(name: str) -> None:
     """Every invalid suite string is rejected; every valid one accepted except the documented hostname narrowing."""
@@ -345,7 +342,8 @@ def _maskbench_format_strings() -> list[tuple[str, str, str, bool]]:
     return out
 
 
-@pytest.mark.skipif(not MASKBENCH.is_dir(), reason="MaskBench sample not found in ../shared")
+@pytest.mark.slow
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason=MASKBENCH_ABSENT)
 def test_maskbench_instances() -> None:
     """Strings in valid MaskBench instances are accepted; format failures the labels rely on are rejected."""
     warnings.simplefilter("ignore", DeprecationWarning)
