@@ -107,6 +107,27 @@ def test_forks_in_one_batch_equal_branches_one_by_one(tiny_model) -> None:
 
 
 @stcon.program
+def shared_tail(s, n: int):
+    s.user("List some animals.")
+    s += gen("animal", WORD, max_tokens=8)
+    branches = s.fork(n)
+    for i, branch in enumerate(branches):
+        branch.user(f"Now a longer instruction that every branch gives alike, word for word, then its own: {i}")
+        branch += gen("more", WORD, max_tokens=8)
+    return branches.values("more")
+
+
+def test_fork_branches_share_the_text_they_append_alike(tiny_model) -> None:
+    run = shared_tail.run(tiny_model, n=4)
+    branches = run.steps[1:]
+    alike = len(tiny_model.tokenizer.encode("Now a longer instruction that every branch gives alike, word for word"))
+    # one branch leads; the others find its prompt in the cache and prefill only what differs from it
+    followers = [step for step in branches if step.prefilled_tokens < alike]
+    assert len(followers) >= len(branches) - 1
+    assert all(isinstance(value, str) for value in run.returned)
+
+
+@stcon.program
 def one_fails(s):
     s.user("Spell.")
     branches = s.fork(3)

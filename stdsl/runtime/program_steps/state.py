@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import reprlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
@@ -101,6 +102,23 @@ class _SerialQueue:
                 future.set_exception(error)
 
 
+class _ForkGroup:
+    """The branches of one fork. The first to submit a step leads; the others submit theirs once the engine has
+    prefilled the leader's prompt, so the prompt cache serves each of them all the text it shares with the leader
+    (the parent's transcript and whatever the branches append alike) rather than each prefilling it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._led = False
+        self.ready = threading.Event()
+
+    def lead(self) -> bool:
+        """Whether the caller is the first branch to submit (the others wait for `ready`)."""
+        with self._lock:
+            led, self._led = self._led, True
+            return not led
+
+
 class _Message:
     """`with s.user():` ... — the message opens on entry and closes on exit."""
 
@@ -122,9 +140,10 @@ class State:
     """One branch of a program: append text, messages and steps to it; read its typed values by name."""
 
     def __init__(self, run: ProgramRunState, start: Future[tuple[Transcript, dict[str, Any]]],
-                 branch: tuple[int, ...] = ()) -> None:
+                 branch: tuple[int, ...] = (), group: _ForkGroup | None = None) -> None:
         self._run = run
         self._branch = branch
+        self._group = group
         self._values: dict[str, Any] = {}
         self._transcript: Transcript | None = None
         self._failure: StepError | None = None
@@ -192,7 +211,8 @@ class State:
         else:
             raise OptionError("branches", f"fork takes a count or a list of str, got {reprlib.repr(branches)}")
         snapshot = self._queue.put(self._snapshot)
-        forks = Forks(State(self._run, snapshot, (*self._branch, i)) for i in range(len(texts)))
+        group = _ForkGroup()
+        forks = Forks(State(self._run, snapshot, (*self._branch, i), group) for i in range(len(texts)))
         for state, text in zip(forks, texts):
             if text is not None:
                 state += text
@@ -289,8 +309,7 @@ class State:
             ids = transcript.prompt()
             if not ids:
                 raise TranscriptError("the program has no text before this step: append text or a message first")
-            handle = submit(self._run.engine, ids, step.constraint, **{**self._run.options, **step.options},
-                            chat=False)
+            handle = self._submit(ids, step)
             generation = self._run.wait(handle)
             value = step.read(generation)
             transcript.add_generated(generation.text, generation.tokens)
@@ -302,6 +321,28 @@ class State:
         finally:
             record.seconds = time.perf_counter() - began
             record.done = True
+
+
+    def _submit(self, ids: list[int], step: Gen) -> RowHandle:
+        """Submit the step's row; a branch's first step waits for its fork's leader to be prefilled first."""
+        group, self._group = self._group, None
+        leads = group is not None and group.lead()
+        if group is not None and not leads:
+            group.ready.wait()
+        engine = self._run.engine
+        try:
+            handle = submit(engine, ids, step.constraint, **{**self._run.options, **step.options}, chat=False)
+            if leads:
+                engine.call(_nothing)  # the runner's next turn takes the row in and prefills it in its step;
+                engine.call(_nothing)  # the turn after it begins once that step is done
+        finally:
+            if group is not None and leads:
+                group.ready.set()
+        return handle
+
+
+def _nothing() -> None:
+    """Work for the runner that only marks a turn boundary."""
 
 
 class Forks(list[State]):
