@@ -241,3 +241,27 @@ def test_template_functions_stay_templates() -> None:
 
     assert describe.program is not None
     assert isinstance(chain, StepsProgram)
+
+
+@stcon.program
+def raises_midway(s):
+    s.user("Spell.")
+    branches = s.fork(2)
+    branches += gen("word", WORD, max_tokens=8)
+    raise RuntimeError("the program's own error")
+
+
+@stcon.program
+def main_line_fails(s):
+    s.user("Digits.")
+    s += gen("digits", stcon.Regex("[0-9]{6}"), max_tokens=2)
+
+
+def test_a_program_that_raises_or_fails_on_its_main_line_ends_clean(tiny_model) -> None:
+    engine = engine_for(tiny_model)
+    with pytest.raises(RuntimeError, match="the program's own error"):
+        raises_midway.run(tiny_model)
+    with pytest.raises(stcon.StepError, match="step 'digits' failed: BudgetError") as caught:
+        main_line_fails.run(tiny_model)
+    assert caught.value.branch == () and caught.value.step == "digits"
+    assert engine.metrics()["rows_active"] == 0 and engine.metrics()["rows_queued"] == 0
