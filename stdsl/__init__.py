@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from stdsl.runtime.batch.engine import Engine
     from stdsl.runtime.model.loading import Model, load
     from stdsl.runtime.program_result import ProgramResult
+    from stdsl.runtime.program_steps.actions import gen, select
+    from stdsl.runtime.program_steps.record import ProgramRun, StepError
+    from stdsl.runtime.program_steps.state import State
 
 _LAZY = {
     "compile": "stdsl.compiler.constraint",
@@ -42,6 +45,11 @@ _LAZY = {
     "Program": "stdsl.programs",
     "ProgramResult": "stdsl.runtime.program_result",
     "program": "stdsl.programs",
+    "gen": "stdsl.runtime.program_steps.actions",
+    "select": "stdsl.runtime.program_steps.actions",
+    "State": "stdsl.runtime.program_steps.state",
+    "ProgramRun": "stdsl.runtime.program_steps.record",
+    "StepError": "stdsl.runtime.program_steps.record",
     "load": "stdsl.runtime.model.loading",
     "Model": "stdsl.runtime.model.loading",
     "generate": "stdsl.runtime.api",
@@ -66,6 +74,11 @@ __all__ = [
     "program",
     "Program",
     "ProgramResult",
+    "ProgramRun",
+    "State",
+    "gen",
+    "select",
+    "StepError",
     "Regex",
     "Grammar",
     "Constraint",

@@ -14,7 +14,8 @@ class Stats:
 
     `sampled_tokens` counts every draw from the model (an eos draw included); `forced_tokens`
     counts emitted tokens the constraint decided (healed replacements included); `emitted_tokens`
-    is the output length in tokens (eos excluded); `rounds` counts certification rounds (0: not certified).
+    is the output length in tokens (eos excluded); `rounds` counts certification rounds (0: not certified);
+    `cached_tokens` counts the prompt tokens the prompt cache served (the rest were prefilled).
     """
 
     passes: int = 0
@@ -24,6 +25,7 @@ class Stats:
     seconds: float = 0.0
     emitted_tokens: int = 0
     rounds: int = 0
+    cached_tokens: int = 0
 
     @property
     def passes_per_token(self) -> float:
@@ -44,6 +46,7 @@ class Stats:
             "output_tokens": self.emitted_tokens,
             "prompt_tokens": self.prompt_tokens,
             "rounds": self.rounds,
+            "cached_tokens": self.cached_tokens,
             "seconds": round(self.seconds, 4),
         }
 

@@ -1,4 +1,5 @@
-"""`stdsl.Program` and `@stdsl.program`: a compiled `.stc` program that also runs on a model.
+"""`stdsl.Program` and `@stdsl.program`: a compiled `.stc` program that also runs on a model, or a Python function
+that drives a program's steps (`StepsProgram`).
 
 The compiler's `CompiledProgram` parses, types and compiles; this layer adds `run` and `map`,
 which call the runtime. The runtime is imported when a program first runs, so building or
@@ -20,6 +21,10 @@ from stdsl.errors import StdslError
 
 if TYPE_CHECKING:
     from stdsl.runtime.program_result import ProgramResult
+    from stdsl.runtime.program_steps.record import ProgramRun
+
+STATE_NAMES = ("s", "state")
+"""First-parameter names that make a decorated function a steps program (as does an annotation `State`)."""
 
 
 class Program(CompiledProgram):
@@ -40,18 +45,80 @@ class Program(CompiledProgram):
         return map_program(self, inputs, model, **options)
 
 
+class StepsProgram:
+    """A Python function whose first parameter is the program's state (`s`): its body appends text, messages and
+    steps (`s += gen(...)`) with ordinary control flow. Run it with `run(model, *args, **kwargs)`, or call it with
+    its arguments plus `model=`; options that are not parameters are decoding options every step starts from."""
+
+    def __init__(self, function: Callable[..., Any], defaults: Mapping[str, Any]) -> None:
+        functools.update_wrapper(self, function)
+        self.function = function
+        self.defaults = dict(defaults)
+        self.source = f"{function.__code__.co_filename}:{function.__name__}"
+        self.signature = inspect.signature(function)
+        self._names = list(self.signature.parameters)[1:]
+
+    def __call__(self, *args: Any, model: Any, **kwargs: Any) -> ProgramRun:
+        return self.run(model, *args, **kwargs)
+
+    def run(self, model: Any, /, *args: Any, **kwargs: Any) -> ProgramRun:
+        """Run the program on `model` with its arguments; a `ProgramRun` (every step's value and stats)."""
+        from stdsl.runtime.program_steps.run import run_steps
+
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self._names}
+        call_args, call_kwargs = self._bind(args, kwargs)
+        return run_steps(self.function, model, call_args, call_kwargs, {**self.defaults, **options})
+
+    def map(self, inputs: Iterable[Mapping[str, Any]], *, model: Any,
+            **options: Any) -> list[ProgramRun | StdslError]:
+        """Run the program on every argument dict at once (their steps decode in one batch); a result per input,
+        in order, or the StdslError that input met."""
+        from stdsl.runtime.program_steps.run import map_steps
+
+        return map_steps(self.function, inputs, model, {**self.defaults, **options},
+                         lambda arguments: self._bind((), dict(arguments)))
+
+    def program_constraint(self) -> ProgramConstraint:
+        """Refused: a program of several steps is not one output constraint."""
+        raise ProgramError(f"{self.source}: a steps program decodes several steps; run it with model= instead of "
+                           "passing it as a constraint")
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        try:
+            bound = self.signature.bind(None, *args, **kwargs)
+        except TypeError as error:
+            raise ProgramError(f"{self.source}: {error}") from error
+        bound.apply_defaults()
+        return tuple(bound.args[1:]), dict(bound.kwargs)
+
+
+def drives_steps(signature: inspect.Signature) -> bool:
+    """Whether a function is a steps program: its first parameter is named `s` or `state`, or annotated `State`."""
+    parameters = list(signature.parameters.values())
+    if not parameters:
+        return False
+    first = parameters[0]
+    annotation = first.annotation
+    named = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return first.name in STATE_NAMES or named == "State" or named.endswith(".State")
+
+
 def program(fn: Callable[..., Any] | None = None, **defaults: Any) -> Any:
     """Decorator: the function's docstring (or returned string) is a program; its parameters are the variables.
 
     Pydantic classes and Enums visible where the function is defined can be used as field types.
     Call the decorated function with its arguments plus `model=` (and decoding options).
+    A function whose first parameter is the state (`s`, `state` or annotated `State`) is a `StepsProgram`
+    instead: its body drives the steps.
     """
 
     frame = inspect.currentframe()
     caller_locals = dict(frame.f_back.f_locals) if frame is not None and frame.f_back is not None else {}
     del frame
 
-    def wrap(func: Callable[..., Any]) -> Callable[..., ProgramResult]:
+    def wrap(func: Callable[..., Any]) -> Callable[..., ProgramResult] | StepsProgram:
+        if drives_steps(inspect.signature(func)):
+            return StepsProgram(func, defaults)
         scope = dict(func.__globals__)
         scope.update(caller_locals)
         if func.__closure__:

@@ -275,6 +275,7 @@ class BatchCore:
                         last[i] = logits[i]
         for i, (row, sequence) in enumerate(zip(rows, sequences)):
             self.counters["prompt_tokens"] += len(row.prompt_ids)
+            row.stats.cached_tokens = min(starts[i], len(row.prompt_ids))
             if row.remember:
                 self._remember(sequence, caches, i)
             row.fed = list(row.feed)
