@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.input or args.output:
         return _run_dataset(prog, args)
     text_params = [name for name, declared in prog.param_types.items() if declared.annotation is str]
-    arguments = prog.arguments(_parse_sets(args.set, text_params))
+    arguments = prog.arguments(_parse_sets(args.set, text_params), "cli")
     prog.messages(arguments)
     prog.constraint(arguments)  # program mistakes are reported before a model is loaded
     result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,

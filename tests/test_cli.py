@@ -166,3 +166,12 @@ def test_set_values_are_checked_against_the_parameter_types(capsys: pytest.Captu
     code, _, err = run(capsys, "run", str(program), "--set", "name=2024", "--set", "n=3",
                        "--model", str(tmp_path / "no-model.gguf"))
     assert code == 2 and "no-model.gguf" in err, err
+
+
+def test_a_missing_value_says_how_the_command_line_passes_it(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    """A parameter with no value names `--set`, the flag that gives it, not a Python keyword."""
+    program = tmp_path / "p.stc"
+    program.write_text(PETS)
+    code, _, err = run(capsys, "run", str(program), "--model", str(tmp_path / "no-model.gguf"))
+    assert code == 2 and "p.stc:1:1: parameter name has no value; pass --set name=..." in err, err

@@ -60,8 +60,12 @@ def test_error_positions(text: str, line: int, column: int, fragment: str) -> No
 
 def test_missing_argument_is_named() -> None:
     prog = CompiledProgram('param name: str\nuser """hello {{ name }}"""\noutput """{x: int}"""', "t.stc")
-    with pytest.raises(ProgramError, match="parameter name has no value"):
+    with pytest.raises(ProgramError, match=r"parameter name has no value; pass name=\.\.\. \(a keyword argument"):
         prog.arguments({})
+    with pytest.raises(ProgramError, match="parameter name has no value; pass --set name=...$"):
+        prog.arguments({}, "cli")
+    with pytest.raises(ProgramError, match="parameter name has no value; give \"name\" in the request's program"):
+        prog.arguments({}, "server")
     with pytest.raises(ProgramError, match="'name' is undefined"):
         prog.messages({})
 
