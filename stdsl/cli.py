@@ -229,8 +229,12 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
         raise StdslError(f"--input {source}: no such file")
     check_output(source, output)
     done = finished_lines(output)
-    progress = Progress(sum(1 for number, _ in input_lines(source) if number not in done))
+    left = sum(1 for number, _ in input_lines(source) if number not in done)
     skipped = len(done)
+    if not left:  # a finished run's rerun: nothing to decode, so no model to load
+        print(f"0 lines written to {args.output} ({skipped} already there, 0 errors)", file=sys.stderr)
+        return 0
+    progress = Progress(left)
     written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
                              max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                              parallel_fields=args.parallel_fields)

@@ -175,3 +175,17 @@ def test_a_missing_value_says_how_the_command_line_passes_it(capsys: pytest.Capt
     program.write_text(PETS)
     code, _, err = run(capsys, "run", str(program), "--model", str(tmp_path / "no-model.gguf"))
     assert code == 2 and "p.stc:1:1: parameter name has no value; pass --set name=..." in err, err
+
+
+def test_a_finished_dataset_rerun_loads_no_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Every input line already has its record: the rerun says so and exits 0 without loading the model (the
+    model path here does not exist, so loading it would be an error naming it)."""
+    program, data, output = tmp_path / "p.stc", tmp_path / "data.jsonl", tmp_path / "out.jsonl"
+    program.write_text(PETS)
+    data.write_text('{"name": "Rex"}\n\n{"name": "Tom"}\n')
+    records = '{"line": 1, "result": {"k": "dog"}}\n{"line": 3, "result": {"k": "cat"}}\n'
+    output.write_text(records)
+    code, _, err = run(capsys, "run", str(program), "--input", str(data), "--output", str(output),
+                       "--model", str(tmp_path / "no-model.gguf"))
+    assert code == 0 and "0 lines written" in err and "2 already there" in err and "no-model" not in err, err
+    assert output.read_text() == records
