@@ -62,6 +62,8 @@ from stdsl.server.tools.custom_tools import error_field
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+"""The error code of a routing refusal by its status (any other status reads `invalid_request`)."""
 RENDER_SECONDS = 2.0
 """The most a program's messages may take to parse and render in a compile worker (a template that loops for longer
 is a 400 naming `program`, and the worker is replaced)."""
@@ -174,7 +176,8 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return _error_response(RequestError(str(error.detail), status=error.status_code, kind=kind))
+        code = HTTP_CODES.get(error.status_code, "invalid_request")
+        return _error_response(RequestError(str(error.detail), status=error.status_code, kind=kind, code=code))
 
     @app.exception_handler(StdslError)
     async def _library(request: Request, error: StdslError) -> JSONResponse:
