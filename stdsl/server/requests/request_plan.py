@@ -16,8 +16,10 @@ from typing import Any
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
-from stdsl.errors import StdslError
+from stdsl.errors import ContextLengthError, StdslError
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
+from stdsl.runtime.context_window import context_length as model_context_length
+from stdsl.runtime.context_window import output_room
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import (
     MAX_STOP,
@@ -59,9 +61,8 @@ class Plan:
 
 
 def context_length(model: Any) -> int:
-    """The model's context window in tokens (its config's max_position_embeddings)."""
-    size = getattr(getattr(model.net, "args", None), "max_position_embeddings", None)
-    return int(size) if size else DEFAULT_CONTEXT
+    """The model's context window in tokens (its config's max_position_embeddings; DEFAULT_CONTEXT without one)."""
+    return model_context_length(model) or DEFAULT_CONTEXT
 
 
 def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
@@ -172,15 +173,11 @@ def _free_text_stops(request: _Sampling, spec: dict[str, Any] | None) -> tuple[s
 
 def _options(request: _Sampling, max_tokens: int | None, default: int, prompt_len: int, context: int,
              prompt_param: str) -> dict[str, Any]:
-    if prompt_len >= context:
-        raise RequestError(f"the prompt has {prompt_len} tokens; this model's context is {context} tokens",
-                           param=prompt_param, code="context_length_exceeded")
-    room = context - prompt_len
-    if max_tokens is None:
-        max_tokens = min(default, room)
-    elif max_tokens > room:
-        raise RequestError(f"max_tokens {max_tokens} plus the prompt's {prompt_len} tokens exceed this model's "
-                           f"context of {context} tokens", param="max_tokens", code="context_length_exceeded")
+    try:
+        max_tokens = output_room(prompt_len, max_tokens, context, default)
+    except ContextLengthError as error:
+        raise RequestError(str(error), param=prompt_param if error.argument == "prompt" else "max_tokens",
+                           code="context_length_exceeded") from None
     return {"max_tokens": max_tokens, "temperature": request.temperature, "top_p": request.top_p,
             "top_k": max(request.top_k, 0), "seed": request.seed, "chat": False}
 
