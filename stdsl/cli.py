@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -365,6 +366,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        # The reader left (`stcon analyze ... | head`): stop quietly, as Python's docs advise, pointing stdout at
+        # /dev/null so that the interpreter's final flush raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except StdslError as exc:
         print(f"stcon: error: {exc}", file=sys.stderr)
         return 2

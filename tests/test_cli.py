@@ -189,3 +189,19 @@ def test_a_finished_dataset_rerun_loads_no_model(capsys: pytest.CaptureFixture[s
                        "--model", str(tmp_path / "no-model.gguf"))
     assert code == 0 and "0 lines written" in err and "2 already there" in err and "no-model" not in err, err
     assert output.read_text() == records
+
+
+def test_analyze_is_readable_and_quiet_on_a_closed_pipe() -> None:
+    """`stcon analyze ... | head` ends without a traceback, and counts of hundreds of digits read as `≥ 10^k`."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "stdsl.cli", "analyze", str(ROOT / "examples" / "person.schema.json")]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert text.returncode == 0 and "≥ 10^" in text.stdout, text.stderr
+    assert max(len(word) for word in text.stdout.split()) < 60
+    head = subprocess.Popen([*command, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, bufsize=0)
+    assert head.stdout is not None and head.stderr is not None
+    head.stdout.read(10)
+    head.stdout.close()
+    assert head.wait(timeout=600) == 141 and head.stderr.read() == b""
