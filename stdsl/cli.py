@@ -254,7 +254,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
-          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir)
+          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir,
+          quiet=args.quiet)
     return 0
 
 
@@ -331,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-rows", type=int, default=8, help="requests decoded together in the running batch")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
+    p.add_argument("--quiet", action="store_true",
+                   help="log warnings and errors only (default: 'listening on' and one access line per request)")
     p.add_argument("--model-alias", action="append", default=[], metavar="NAME",
                    help="another name requests may give as `model` (repeatable)")
     p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
