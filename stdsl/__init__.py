@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _package_version
 from typing import TYPE_CHECKING, Any
 
 from stdsl import caches
@@ -24,6 +26,11 @@ from stdsl.errors import (
     StdslError,
     UnsupportedModelError,
 )
+
+try:
+    __version__ = _package_version("stdsl")
+except PackageNotFoundError:  # a source tree run without installing: no metadata to read
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
@@ -70,6 +77,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "__version__",
     "compile",
     "program",
     "Program",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -203,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.input or args.output:
         return _run_dataset(prog, args)
     text_params = [name for name, declared in prog.param_types.items() if declared.annotation is str]
-    arguments = prog.arguments(_parse_sets(args.set, text_params))
+    arguments = prog.arguments(_parse_sets(args.set, text_params), "cli")
     prog.messages(arguments)
     prog.constraint(arguments)  # program mistakes are reported before a model is loaded
     result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,
@@ -229,8 +230,12 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
         raise StdslError(f"--input {source}: no such file")
     check_output(source, output)
     done = finished_lines(output)
-    progress = Progress(sum(1 for number, _ in input_lines(source) if number not in done))
+    left = sum(1 for number, _ in input_lines(source) if number not in done)
     skipped = len(done)
+    if not left:  # a finished run's rerun: nothing to decode, so no model to load
+        print(f"0 lines written to {args.output} ({skipped} already there, 0 errors)", file=sys.stderr)
+        return 0
+    progress = Progress(left)
     written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
                              max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                              parallel_fields=args.parallel_fields)
@@ -249,7 +254,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = {name: getattr(args, name) for name, _ in SERVE_LIMITS if getattr(args, name) is not None}
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
-          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir)
+          tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir,
+          quiet=args.quiet)
     return 0
 
 
@@ -326,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-rows", type=int, default=8, help="requests decoded together in the running batch")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
+    p.add_argument("--quiet", action="store_true",
+                   help="log warnings and errors only (default: 'listening on' and one access line per request)")
     p.add_argument("--model-alias", action="append", default=[], metavar="NAME",
                    help="another name requests may give as `model` (repeatable)")
     p.add_argument("--shutdown-seconds", type=int, default=10, metavar="N",
@@ -361,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        # The reader left (`stcon analyze ... | head`): stop quietly, as Python's docs advise, pointing stdout at
+        # /dev/null so that the interpreter's final flush raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except StdslError as exc:
         print(f"stcon: error: {exc}", file=sys.stderr)
         return 2

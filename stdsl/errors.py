@@ -67,6 +67,10 @@ class OptionError(StdslError):
         super().__init__(message)
 
 
+class ContextLengthError(OptionError):
+    """A prompt (`argument` "prompt") or a prompt and `max_tokens` ("max_tokens") past the model's context."""
+
+
 class MissingExtraError(StdslError, ImportError):
     """An optional part of stdsl whose packages are not installed; `extra` names it, the message says the
     `pip install` to run (an ImportError too, so `except ImportError` around an optional import still works)."""

@@ -164,3 +164,42 @@ def test_set_values_are_checked_against_the_parameter_types(capsys: pytest.Captu
     code, _, err = run(capsys, "run", str(program), "--set", "name=2024", "--set", "n=3",
                        "--model", str(tmp_path / "no-model.gguf"))
     assert code == 2 and "no-model.gguf" in err, err
+
+
+def test_a_missing_value_says_how_the_command_line_passes_it(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    """A parameter with no value names `--set`, the flag that gives it, not a Python keyword."""
+    program = tmp_path / "p.stc"
+    program.write_text(PETS)
+    code, _, err = run(capsys, "run", str(program), "--model", str(tmp_path / "no-model.gguf"))
+    assert code == 2 and "p.stc:1:1: parameter name has no value; pass --set name=..." in err, err
+
+
+def test_a_finished_dataset_rerun_loads_no_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Every input line already has its record: the rerun says so and exits 0 without loading the model (the
+    model path here does not exist, so loading it would be an error naming it)."""
+    program, data, output = tmp_path / "p.stc", tmp_path / "data.jsonl", tmp_path / "out.jsonl"
+    program.write_text(PETS)
+    data.write_text('{"name": "Rex"}\n\n{"name": "Tom"}\n')
+    records = '{"line": 1, "result": {"k": "dog"}}\n{"line": 3, "result": {"k": "cat"}}\n'
+    output.write_text(records)
+    code, _, err = run(capsys, "run", str(program), "--input", str(data), "--output", str(output),
+                       "--model", str(tmp_path / "no-model.gguf"))
+    assert code == 0 and "0 lines written" in err and "2 already there" in err and "no-model" not in err, err
+    assert output.read_text() == records
+
+
+def test_analyze_is_readable_and_quiet_on_a_closed_pipe() -> None:
+    """`stcon analyze ... | head` ends without a traceback, and counts of hundreds of digits read as `≥ 10^k`."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "stdsl.cli", "analyze", str(ROOT / "examples" / "person.schema.json")]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert text.returncode == 0 and "≥ 10^" in text.stdout, text.stderr
+    assert max(len(word) for word in text.stdout.split()) < 60
+    head = subprocess.Popen([*command, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, bufsize=0)
+    assert head.stdout is not None and head.stderr is not None
+    head.stdout.read(10)
+    head.stdout.close()
+    assert head.wait(timeout=600) == 141 and head.stderr.read() == b""

@@ -27,7 +27,7 @@ from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_free_form, compile_recursive
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.compiler.special_tokens import spelled
+from stdsl.compiler.special_tokens import output_bytes
 from stdsl.errors import (
     CompileError,
     CompileTimeError,
@@ -78,7 +78,7 @@ class Constraint:
     def accepts(self, data: bytes | str) -> bool:
         """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
         read as that token; bytes: read as they are, special tokens in their private spelling)."""
-        return self.automaton.accepts(spelled(data, self.special_tokens) if isinstance(data, str) else data)
+        return self.automaton.accepts(output_bytes(data, self.special_tokens))
 
     def parse(self, text: str) -> Any:
         """The typed value of an accepted output: a Pydantic instance, parsed JSON, or the text."""

@@ -188,7 +188,7 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
 
         program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
         with compile_deadline(deadline.left()):
-            return program.constraint(program.arguments(spec.get("arguments") or {}))
+            return program.constraint(program.arguments(spec.get("arguments") or {}, "server"))
     if kind == "tools":
         tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
         tools = [_tool_spec(t, deadline) for t in spec["tools"]]
@@ -229,7 +229,7 @@ def program_messages(spec: Spec, max_seconds: float) -> list[dict[str, str]]:
 
     with compile_deadline(max_seconds):
         program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
-        return program.messages(program.arguments(spec.get("arguments") or {}), spec.get("max_bytes"))
+        return program.messages(program.arguments(spec.get("arguments") or {}, "server"), spec.get("max_bytes"))
 
 
 RenderOutcome = tuple[list[dict[str, str]] | None, str | None, str]

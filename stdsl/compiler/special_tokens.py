@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable
 
+from stdsl.errors import OptionError
+
 SPECIAL_MARK = 0xFF
 """The byte that opens and closes a special token's spelling."""
 
@@ -54,3 +56,13 @@ def spelled(text: str, names: Iterable[str]) -> bytes:
         return data
     pattern = re.compile(b"|".join(re.escape(name.encode("utf-8")) for name in ordered))
     return pattern.sub(lambda match: _MARK + match.group() + _MARK, data)
+
+
+def output_bytes(data: object, names: Iterable[str]) -> bytes:
+    """The bytes a constraint reads for an output given as text (`spelled` with the special tokens `names`) or
+    as bytes (read as they are); anything else is an OptionError naming its type, never a bare TypeError."""
+    if isinstance(data, str):
+        return spelled(data, names)
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise OptionError("data", f"accepts() reads an output as str or bytes, not {type(data).__name__} ({data!r:.60})")

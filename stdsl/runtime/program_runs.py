@@ -25,11 +25,12 @@ from stdsl.runtime.decode import engine_for, generate, generate_batch, submit
 from stdsl.runtime.program_result import ProgramResult
 
 
-def _request(program: CompiledProgram, arguments: Any) -> dict[str, Any]:
-    """One engine request for a program's arguments (ProgramError for missing or bad arguments)."""
+def _request(program: CompiledProgram, arguments: Any, caller: str = "library") -> dict[str, Any]:
+    """One engine request for a program's arguments (ProgramError for missing or bad arguments, saying how
+    `caller` passes them)."""
     if not isinstance(arguments, Mapping):
         raise OptionError("inputs", f"each input must be a dict of program arguments, got {type(arguments).__name__}")
-    args = program.arguments(dict(arguments))
+    args = program.arguments(dict(arguments), caller)
     constraint = program.constraint(args)
     messages = program.messages(args)
     return {"prompt": messages or "", "constraint": constraint, "chat": bool(messages)}
@@ -132,7 +133,7 @@ def run_dataset(program: CompiledProgram, model: Any, input_path: str | os.PathL
                     return
                 line, raw = item
                 try:
-                    request = _request(program, read_arguments(raw, line))
+                    request = _request(program, read_arguments(raw, line), "dataset")
                     handle = submit(engine, request["prompt"], request["constraint"], chat=request["chat"], **options)
                 except Exception as error:  # any line's failure is its own record; the run goes on
                     record(line, {"error": _line_error(source, line, error)})

@@ -28,6 +28,8 @@ from stdsl.theory.structure import (
 
 ACCEPT = "accept"
 MAX_LISTED_VALUES = 16
+READABLE_COUNT = 10**6
+"""Path counts from here on are shown by their order of magnitude in the text report (the JSON keeps them)."""
 
 
 class AutomatonLike(Protocol):
@@ -109,8 +111,8 @@ class _ByteGraph:
         ]
         self.backward = reverse(self.graph)
 
-    def region(self, entry: int, exit_: int) -> dict[str, Any] | None:
-        """The walks from `entry` until they first reach `exit_`: a finite (acyclic) or cyclic region; None for one byte."""
+    def inside(self, entry: int, exit_: int) -> set[int]:
+        """The states on the walks from `entry` until they first reach `exit_` (both included)."""
         ahead = reachable(self.graph, [entry], blocked=[exit_])
         inside = {exit_}
         queue = [exit_]
@@ -119,6 +121,20 @@ class _ByteGraph:
                 if u in ahead and u not in inside:
                     inside.add(u)
                     queue.append(u)
+        return inside
+
+    def is_acyclic(self, inside: set[int], exit_: int) -> bool:
+        """Whether the walks through `inside` to `exit_` never repeat a state (on the simple graph: cheap)."""
+        labels = sorted(inside)
+        local = {v: i for i, v in enumerate(labels)}
+        sub = [[local[v] for v in self.graph[u] if v in local] if u != exit_ else [] for u in labels]
+        return topological_order(sub) is not None
+
+    def region(self, entry: int, exit_: int, inside: set[int] | None = None) -> dict[str, Any] | None:
+        """The walks from `entry` until they first reach `exit_` (through `inside`, computed when not given): a
+        finite (acyclic) or cyclic region; None for one byte."""
+        if inside is None:
+            inside = self.inside(entry, exit_)
         edges = tuple((u, v) for u in sorted(inside) if u != exit_ for v in self.multigraph[u] if v in inside)
         if len(inside) == 2 and len(edges) == 1:
             return None
@@ -159,19 +175,24 @@ def _local_finite_regions(byte_graph: _ByteGraph) -> list[dict[str, Any]]:
     """Corollary 1 with local cuts: from each decision state to its immediate post-dominator, the maximal acyclic regions.
 
     These include finite fields inside loops (an enum in every item of an array), which no global cut isolates.
+    Each decision state's region is first only tested for cycles on the simple graph; the path counts, kernel
+    and block product (linear in the region's byte edges) are computed for the maximal finite regions alone, so
+    the nested ones inside them (thousands in a schema with formats and bounded strings) cost no analysis.
     """
     post_dominator = immediate_dominators(byte_graph.backward, byte_graph.sink)
-    found = []
+    finite: list[tuple[int, set[int]]] = []
+    interior: set[int] = set()
     for entry in sorted(byte_graph.live - {byte_graph.sink}):
-        if len(byte_graph.multigraph[entry]) < 2:
-            continue
-        region = byte_graph.region(entry, post_dominator[entry])
-        if region is not None and region["kind"] == "finite":
-            found.append(region)
-    interior = (
-        set().union(*(r["_inside"] - {r["entry"], post_dominator[r["entry"]]} for r in found)) if found else set()
-    )
-    return [r for r in found if r["entry"] not in interior]
+        if len(byte_graph.multigraph[entry]) < 2 or entry in interior:
+            continue  # not a decision, or inside a finite region found already: never maximal
+        exit_ = post_dominator[entry]
+        inside = byte_graph.inside(entry, exit_)
+        if byte_graph.is_acyclic(inside, exit_):
+            finite.append((entry, inside))
+            interior |= inside - {entry, exit_}
+    maximal = [(entry, inside) for entry, inside in finite if entry not in interior]
+    regions = [byte_graph.region(entry, post_dominator[entry], inside) for entry, inside in maximal]
+    return [r for r in regions if r is not None]
 
 
 def _public(region: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +278,11 @@ def _clip(text: str, width: int = 48) -> str:
     return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
+def readable_count(count: int) -> str:
+    """A path count as people read it: exact up to a million, else its order of magnitude (`≥ 10^k`)."""
+    return str(count) if count < READABLE_COUNT else f"≥ 10^{len(str(count)) - 1}"
+
+
 def _finite_row(r: dict[str, Any]) -> list[str]:
     values = "|".join(r.get("values", [])) or "-"
     ok = "yes" if r["within_bound"] and r["block_product_holds"] else "NO"
@@ -265,9 +291,9 @@ def _finite_row(r: dict[str, Any]) -> list[str]:
         str(r["exit"]),
         "finite",
         str(r["states"]),
-        str(r["paths"]),
+        readable_count(r["paths"]),
         str(r["sampling_points"]),
-        f"{r['bound']} {ok}",
+        f"{readable_count(r['bound'])} {ok}",
         _clip(values, 40),
     ]
 

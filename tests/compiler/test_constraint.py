@@ -91,3 +91,17 @@ def test_free_form_values_nest_to_any_depth_and_a_dfa_is_there_for_embedding() -
     clash = stdsl.compile({"anyOf": [{"type": "string"}, {}]})
     assert isinstance(clash, Constraint) and clash.accepts('"s"') and clash.accepts("[[1]]")
     assert stdsl.compile(True).accepts("[[[[[[]]]]]]")
+
+
+@pytest.mark.parametrize("spec", [stdsl.Regex(r"[0-9]+"),
+                                  {"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+                                   "$ref": "#/$defs/t"}], ids=["dfa", "pushdown"])
+def test_accepts_of_a_non_text_value_is_an_option_error(spec: object) -> None:
+    from stdsl.compiler.pushdown.constraint import PushdownConstraint
+
+    constraint = stdsl.compile(spec)
+    assert isinstance(constraint, PushdownConstraint) == isinstance(spec, dict)
+    for value, name in [(5, "int"), (None, "NoneType"), (["5"], "list")]:
+        with pytest.raises(stdsl.OptionError, match=f"not {name}"):
+            constraint.accepts(value)  # type: ignore[arg-type]
+    assert constraint.accepts(bytearray(b"5") if isinstance(spec, stdsl.Regex) else bytearray(b"[[]]"))

@@ -86,19 +86,43 @@ def test_a_raising_done_callback_does_not_stop_the_engine(tiny_model, caplog) ->
     assert any(record.exc_info and record.exc_info[0] is RuntimeError for record in caplog.records)
 
 
-def test_a_cancelled_row_ends_every_reader_with_cancelled(tiny_model) -> None:
+def test_a_cancelled_row_ends_every_reader_cleanly_and_its_result_is_cancelled(tiny_model) -> None:
+    """Issue 35: `cancel()` ends every loop over the handle after the events decided so far (no exception out
+    of the `for`); `result()` records the cancel by raising Cancelled."""
     handle = Engine(tiny_model, max_rows=1).submit("Write on and on.", None, max_tokens=100_000)
     handle.cancel()
     for _ in range(2):
-        with pytest.raises(Cancelled):
-            _within(30, lambda: list(handle))
+        events = _within(30, lambda: list(handle))
+        assert all(event.result is None for event in events)
 
-    async def read() -> None:
-        async for _ in handle:
-            pass
+    async def read() -> int:
+        return len([event async for event in handle])
 
+    assert asyncio.run(asyncio.wait_for(read(), 30)) == len(events)
     with pytest.raises(Cancelled):
-        asyncio.run(asyncio.wait_for(read(), 30))
+        handle.result(timeout=30)
+
+
+def test_cancelling_inside_the_loop_that_reads_the_handle_ends_the_loop(tiny_model) -> None:
+    engine = Engine(tiny_model, max_rows=2)
+    handle = engine.submit("Write on and on.", None, max_tokens=100_000)
+    pieces = []
+    for event in handle:
+        pieces.append(event.text)
+        if len(pieces) == 3:
+            handle.cancel()
+    assert len(pieces) >= 3 and handle.done
+    with pytest.raises(Cancelled):
+        handle.result(timeout=30)
+    streamed = stdsl.stream(tiny_model, "Write on and on.", None, max_tokens=100_000)
+    count = 0
+    for _ in streamed:
+        count += 1
+        streamed.cancel()
+    assert count >= 1 and streamed.generation is None
+    with pytest.raises(Cancelled):
+        streamed.result()
+    assert engine.submit("Again.", {"type": "integer"}, max_tokens=8).result(timeout=30).text.lstrip("-").isdigit()
 
 
 def test_interrupting_generate_cancels_its_row_and_the_engine_serves_the_next_call(tiny_model, monkeypatch) -> None:

@@ -170,3 +170,32 @@ def test_extraction_schemas(name: str) -> None:
         for region in matches:
             assert region["paths"] == len(enum)
             assert region["sampling_points"] <= len(enum) - 1
+
+
+def _every_maximal_finite_region(automaton: TableAutomaton) -> list[dict]:
+    """The definition, by brute force: every decision state's full region report, the finite ones whose entry is
+    inside no other finite region."""
+    from stdsl.theory.analyze import _ByteGraph, _public
+    from stdsl.theory.structure import immediate_dominators
+
+    graph = _ByteGraph(np.asarray(automaton.transitions).astype(np.int64), np.asarray(automaton.accepting))
+    post = immediate_dominators(graph.backward, graph.sink)
+    found = [r for r in (graph.region(e, post[e]) for e in sorted(graph.live - {graph.sink})
+                         if len(graph.multigraph[e]) >= 2) if r is not None and r["kind"] == "finite"]
+    interior = set().union(set(), *(r["_inside"] - {r["entry"], post[r["entry"]]} for r in found))
+    return [_public(r) for r in found if r["entry"] not in interior]
+
+
+@settings(max_examples=200, deadline=None)
+@given(small_dfas())
+def test_local_finite_regions_are_the_maximal_ones_of_every_decision_state(automaton: TableAutomaton) -> None:
+    """Only maximal finite regions are analysed in full (nested ones are skipped unanalysed): the same report."""
+    report = analyze_automaton(automaton)
+    if not report["empty"]:
+        assert report["local_finite_regions"] == _every_maximal_finite_region(automaton)
+
+
+def test_huge_path_counts_read_as_orders_of_magnitude() -> None:
+    from stdsl.theory.analyze import readable_count
+
+    assert [readable_count(n) for n in (0, 999_999, 10**6, 3 * 10**459)] == ["0", "999999", "≥ 10^6", "≥ 10^459"]

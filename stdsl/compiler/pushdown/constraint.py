@@ -13,7 +13,7 @@ from stdsl.compiler.json_schema.recursive import compile_recursive_schema, free_
 from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.compiler.special_tokens import spelled
+from stdsl.compiler.special_tokens import output_bytes
 
 
 @dataclass
@@ -54,7 +54,7 @@ class PushdownConstraint:
     def accepts(self, data: bytes | str) -> bool:
         """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
         read as that token; bytes: read as they are, special tokens in their private spelling)."""
-        return self.machine.accepts(spelled(data, self.special_tokens) if isinstance(data, str) else data)
+        return self.machine.accepts(output_bytes(data, self.special_tokens))
 
     def parse(self, text: str) -> Any:
         """A validated Pydantic instance, parsed JSON for a schema constraint, else the text."""

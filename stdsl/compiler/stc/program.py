@@ -25,6 +25,14 @@ from stdsl.compiler.stc.syntax import ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError
 
+MISSING_VALUE_HINTS = {
+    "library": "pass {name}=... (a keyword argument of the @program function, a key of run's or map's arguments)",
+    "cli": "pass --set {name}=...",
+    "dataset": 'give "{name}" in every input line',
+    "server": 'give "{name}" in the request\'s program.arguments',
+}
+"""How each caller supplies a parameter's value, as a missing one's error tells it (`arguments(caller=...)`)."""
+
 _CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint] = CacheKind("program constraints")
 
 
@@ -55,15 +63,16 @@ class CompiledProgram:
         """Field name → field type, in template order."""
         return self.template.fields
 
-    def arguments(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`args` completed with declared defaults; a missing parameter is a ProgramError, an argument of the
-        wrong type (`param n: int` given "five") an OptionError naming the parameter and its type."""
+    def arguments(self, args: Mapping[str, Any], caller: str = "library") -> dict[str, Any]:
+        """`args` completed with declared defaults; a missing parameter is a ProgramError that says how `caller`
+        (a key of MISSING_VALUE_HINTS) passes it, an argument of the wrong type (`param n: int` given "five") an
+        OptionError naming the parameter and its type."""
         check_arguments(self.param_types, args)
         out = dict(args)
         for name, (_, default, pos) in self.syntax.params.items():
             if name not in out:
                 if default is None:
-                    raise pos.error(f"parameter {name} has no value; pass {name}=...")
+                    raise pos.error(f"parameter {name} has no value; {MISSING_VALUE_HINTS[caller].format(name=name)}")
                 out[name] = default
         return out
 

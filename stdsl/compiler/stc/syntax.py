@@ -30,22 +30,9 @@ _TERMINAL_NAMES = {
     "REGEX": "a /regex/",
     "SIGNED_NUMBER": "a number",
     "ROLE": "system, user or assistant",
-    "COLON": "':'",
-    "EQUAL": "'='",
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "COMMA": "','",
-    "VBAR": "'|'",
-    "OPTIONAL": "'?'",
-    "TYPE": "'type'",
-    "OUTPUT": "'output'",
-    "PARAM": "'param'",
-    "$END": "the end of the input",
+    "$END": "end of input",
 }
+"""What users read for the grammar's pattern terminals; a literal terminal reads as its text, quoted (`_shown`)."""
 
 
 class ProgramError(CompileError):
@@ -143,8 +130,22 @@ def _parser() -> Lark:
     )
 
 
+@lru_cache(maxsize=1)
+def _literals() -> dict[str, str]:
+    """Each literal terminal's name (Lark's own, such as `LPAR` or `__ANON_0`) to its text."""
+    return {term.name: term.pattern.value for term in _parser().terminals if term.pattern.type == "str"}
+
+
+def _shown(name: str) -> str:
+    """A terminal as users read it: what it matches, never Lark's internal name."""
+    if name in _TERMINAL_NAMES:
+        return _TERMINAL_NAMES[name]
+    literal = _literals().get(name)
+    return repr(literal) if literal is not None else "a token"
+
+
 def _expected(names: set[str]) -> str:
-    shown = sorted({_TERMINAL_NAMES.get(n, repr(n.strip('"').lower())) for n in names})
+    shown = sorted({_shown(n) for n in names})
     return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
 
 
@@ -160,7 +161,7 @@ def _lark_error(exc: Exception, text: str, source: str, line_offset: int, col_of
     line += line_offset
     if isinstance(exc, UnexpectedToken):
         tok = exc.token
-        got = "the end of the input" if tok.type == "$END" else repr(str(tok))
+        got = "end of input" if tok.type == "$END" else repr(str(tok))
         return ProgramError(f"unexpected {got}; expected {_expected(exc.expected)}", source, line, col)
     if isinstance(exc, UnexpectedCharacters):
         allowed = _expected(set(exc.allowed or ()))

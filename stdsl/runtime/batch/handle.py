@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
-from stdsl.errors import GenerationError
+from stdsl.errors import Cancelled, GenerationError
 from stdsl.generation import Generation
 
 logger = logging.getLogger(__name__)
@@ -39,10 +39,16 @@ DoneCallback = Callable[["RowHandle"], object]
 
 class RowHandle:
     """The caller's side of a submitted request: read its events (again and again, `for` or `async for`), wait
-    for its result, be called back when it ends, or cancel it. Safe to use from any thread."""
+    for its result, be called back when it ends, or cancel it. Safe to use from any thread.
+
+    A loop that cancels the handle it reads (`for event in handle: handle.cancel()`) ends cleanly after the
+    events decided so far; `result()` then raises `Cancelled`, the record of the cancel. A row cancelled by the
+    engine rather than through `cancel()` (the process exiting) ends every loop with `Cancelled`.
+    """
 
     def __init__(self, cancel: Callable[[], None]) -> None:
         self._cancel = cancel
+        self._cancel_asked = False
         self._changed = threading.Condition()
         self._events: list[Event] = []
         self._ended = False
@@ -53,7 +59,7 @@ class RowHandle:
 
     def __iter__(self) -> Iterator[Event]:
         """Every event from the first, blocking for those still to come; at the end, raises the row's error (a
-        StdslError: failed or cancelled) if it has one."""
+        StdslError: failed, or cancelled other than by `cancel()`) if it has one."""
         seen = 0
         while True:
             with self._changed:
@@ -63,7 +69,7 @@ class RowHandle:
                 break
             seen += len(fresh)
             yield from fresh
-        self._raise_error()
+        self._raise_reading_error()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         """As `__iter__`, awaiting on the running event loop instead of blocking a thread."""
@@ -90,7 +96,7 @@ class RowHandle:
                     await waker
                 finally:
                     self._forget(waker)
-        self._raise_error()
+        self._raise_reading_error()
 
     def result(self, timeout: float | None = None) -> Generation:
         """The finished `Generation` (blocks); raises the row's StdslError, or GenerationError on timeout."""
@@ -111,7 +117,9 @@ class RowHandle:
         self._call(callback)
 
     def cancel(self) -> None:
-        """Ask the engine to free this row at its next step; reading then ends with `Cancelled`."""
+        """Ask the engine to free this row at its next step: loops over the handle then end after the events
+        decided so far, and `result()` raises `Cancelled` (unless the row had already finished)."""
+        self._cancel_asked = True
         self._cancel()
 
     @property
@@ -145,6 +153,11 @@ class RowHandle:
     def _raise_error(self) -> None:
         if self._error is not None:
             raise self._error
+
+    def _raise_reading_error(self) -> None:
+        """The end of a loop over the events: the row's error, unless it is the cancel the caller asked for."""
+        if not (self._cancel_asked and isinstance(self._error, Cancelled)):
+            self._raise_error()
 
     def _forget(self, waker: asyncio.Future[None]) -> None:
         """Drop an async reader's waker that was not used (its task was cancelled while it waited)."""

@@ -8,7 +8,7 @@ Free text (no constraint) is the language of all UTF-8 text, so it gets the same
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from inspect import getattr_static
 from typing import Any
@@ -20,6 +20,7 @@ from stdsl.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.errors import OptionError
 from stdsl.model_files.prompt import Prompt, prompt_ids
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
+from stdsl.runtime.context_window import context_length, output_room
 from stdsl.runtime.options import DecodeOptions
 
 
@@ -106,11 +107,22 @@ def compiled_constraint(constraint: Any, tokenizer: Any = None) -> Any:
     return compile_constraint(constraint if tokenizer is None else for_tokenizer(constraint, tokenizer))
 
 
+def within_context(model: Any, prompt_length: int, options: DecodeOptions) -> DecodeOptions:
+    """`options` for a prompt of `prompt_length` tokens within the model's context (as the server checks it): no
+    `max_tokens` limit becomes the room left; ContextLengthError when the prompt, or it and `max_tokens`, pass it."""
+    context = context_length(model)
+    if context is None:
+        return options
+    room = output_room(prompt_length, options.max_tokens, context)
+    return options if room == options.max_tokens else replace(options, max_tokens=room)
+
+
 def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
     """Render the prompt, compile the constraint (after a thinking block where the prompt leaves the model to
     think) and start its state (BudgetError here when nothing fits)."""
     check_stop(constraint, options)
     prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
+    options = within_context(model, len(prompt_ids), options)
     compiled = compiled_constraint(constraint, model.tokenizer)
     reasoning = reasoning_constraint(model, compiled, prompt_ids, options)
     control = constraint_state(model, compiled if reasoning is None else reasoning.constraint, options)

@@ -50,6 +50,7 @@ from stdsl.runtime.batch.requests import (
     constraint_state,
     prepare_request,
     prompt_tokens,
+    within_context,
 )
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, block_plan
@@ -441,6 +442,7 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     cost = pass_cost(engine.model, engine.call) if options.parallel_fields == "auto" else None
     ids = prompt_tokens(engine.model, prompt, options.chat)
+    options = within_context(engine.model, len(ids), options)
     decoder = CertifiedDecoder(engine, ids, compiled, blocks, options, cost)
     if not decoder.worth_drafting():
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))

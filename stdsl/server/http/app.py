@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -62,6 +63,10 @@ from stdsl.server.tools.custom_tools import error_field
 from stdsl.server.tools.reply_reader import ReplyReader, ReplyUpdate
 
 OPEN_PATHS = ("/health",)
+access_log = logging.getLogger("stdsl.server.access")
+"""One INFO line per request: client, method, path, status and seconds (`stcon serve` shows them unless --quiet)."""
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+"""The error code of a routing refusal by its status (any other status reads `invalid_request`)."""
 RENDER_SECONDS = 2.0
 """The most a program's messages may take to parse and render in a compile worker (a template that loops for longer
 is a 400 naming `program`, and the worker is replaced)."""
@@ -120,6 +125,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        began = time.perf_counter()
         key = self.state.api_key
         if key is not None and path not in OPEN_PATHS:
             given = dict(scope.get("headers", ())).get(b"authorization", b"")
@@ -128,6 +134,7 @@ class GuardMiddleware:
                                      kind="authentication_error", code="invalid_api_key")
                 self.state.metrics.request(path, 401)
                 await _error_response(error)(scope, receive, send)
+                _log_access(scope, 401, began)
                 return
         status = [500]
 
@@ -137,7 +144,18 @@ class GuardMiddleware:
                 self.state.metrics.request(path, status[0])
             await send(message)
 
-        await self.app(scope, receive, counted)
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            _log_access(scope, status[0], began)
+
+
+def _log_access(scope: Scope, status: int, began: float) -> None:
+    """The access log line of a request answered (or left) `began` seconds ago by `time.perf_counter`."""
+    if access_log.isEnabledFor(logging.INFO):
+        client = scope.get("client") or ("-", 0)
+        access_log.info("%s:%s %s %s %d %.3f s", client[0], client[1], scope.get("method", "-"),
+                        scope.get("path", ""), status, time.perf_counter() - began)
 
 
 def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: str | None = None,
@@ -174,7 +192,8 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return _error_response(RequestError(str(error.detail), status=error.status_code, kind=kind))
+        code = HTTP_CODES.get(error.status_code, "invalid_request")
+        return _error_response(RequestError(str(error.detail), status=error.status_code, kind=kind, code=code))
 
     @app.exception_handler(StdslError)
     async def _library(request: Request, error: StdslError) -> JSONResponse:

@@ -7,6 +7,7 @@ from stdsl.errors import (
     Cancelled,
     CompileError,
     CompileTimeError,
+    ContextLengthError,
     ControlBudgetError,
     GenerationError,
     OptionError,
@@ -47,6 +48,8 @@ def from_stdsl_error(error: StdslError, param: str | None = None) -> RequestErro
     decoding itself failed (a fault of ours, never of the request)."""
     if isinstance(error, RequestError):
         return error
+    if isinstance(error, ContextLengthError):
+        return RequestError(str(error), param=error.argument, code="context_length_exceeded")
     if isinstance(error, OptionError):
         return RequestError(str(error), param=error.argument, code="invalid_value")
     if isinstance(error, BudgetError):

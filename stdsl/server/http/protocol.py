@@ -229,7 +229,8 @@ class _Sampling(_Body):
 class ChatCompletionRequest(_Sampling):
     """POST /v1/chat/completions."""
 
-    messages: list[Message] = Field(min_length=1)
+    messages: list[Message]
+    """The chat so far; empty only when a `program` supplies the messages (`chat_plan` checks)."""
     max_completion_tokens: int | None = Field(default=None, ge=1)
     response_format: ResponseFormat | None = None
     tools: list[AnyTool] | None = None

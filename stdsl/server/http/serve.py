@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,13 +14,14 @@ from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
 def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int = 8000, max_rows: int = 8,
           api_key: str | None = None, max_queue: int = 64, limits: Mapping[str, int] | None = None,
           aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None,
-          max_compile_bytes: int = MAX_COMPILE_BYTES, program_dir: str | None = None) -> None:
+          max_compile_bytes: int = MAX_COMPILE_BYTES, program_dir: str | None = None, quiet: bool = False) -> None:
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted; requests may also name it by `aliases`;
     `limits` sets `stdsl.server.http.limits.Limits` fields (the others keep their defaults); `tool_format` names the
     tool-call format (None: the one the chat template writes, else Hermes); `max_compile_bytes` caps the memory of
     each compile; `program_dir` is the one directory clients' programs may read files from (None: none).  SIGTERM
     or SIGINT lets the requests in flight finish for up to `shutdown_seconds`, then cancels them and ends the
-    process (see `shutdown.py`)."""
+    process (see `shutdown.py`).  Logs "listening on" and one access line per request to stderr, unless `quiet`
+    (then warnings and errors only)."""
     from stdsl.compiler.tools.formats import FORMATS
     from stdsl.runtime.model.loading import load
     from stdsl.server.http.app import create_app
@@ -40,6 +43,20 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
                      aliases=aliases, tool_format=tool_format, max_compile_bytes=max_compile_bytes,
                      program_dir=program_dir)
     state = app.state.server
+    _log_to_stderr(logging.WARNING if quiet else logging.INFO)
+    logging.getLogger("stdsl.server").info("listening on http://%s:%d (model %s)", host, port, state.model_name)
     run_until_signalled(app, host=host, port=port, drain_seconds=shutdown_seconds,
                         on_signal=lambda: state.engine.close(drain_seconds=shutdown_seconds),
                         on_drained=state.cache.close, on_force=state.cache.close)
+
+
+def _log_to_stderr(level: int) -> None:
+    """Show the server's log records (`stdsl.server.*`: the start, the access log) at `level` on stderr."""
+    server_log = logging.getLogger("stdsl.server")
+    server_log.setLevel(level)
+    if not any(getattr(handler, "stcon_serve", False) for handler in server_log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s stcon serve: %(message)s"))
+        handler.stcon_serve = True  # type: ignore[attr-defined]
+        server_log.addHandler(handler)
+    server_log.propagate = False

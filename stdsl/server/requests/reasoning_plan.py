@@ -29,10 +29,10 @@ def template_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
     for name in RESERVED_VARIABLES:
         if name in kwargs:
             raise RequestError(f"chat_template_kwargs.{name} is set by the server, not the request",
-                               param=f"chat_template_kwargs.{name}")
+                               param=f"chat_template_kwargs.{name}", code="unsupported_parameter")
     if not isinstance(kwargs.get(SWITCH, False), bool):
         raise RequestError(f"chat_template_kwargs.{SWITCH} must be true or false",
-                           param=f"chat_template_kwargs.{SWITCH}")
+                           param=f"chat_template_kwargs.{SWITCH}", code="invalid_value")
     return kwargs
 
 
@@ -41,7 +41,7 @@ def reasoning_budget(request: ChatCompletionRequest) -> int | None:
     ours, vllm = request.reasoning_budget, request.thinking_token_budget
     if ours is not None and vllm is not None and ours != vllm:
         raise RequestError(f"reasoning_budget {ours} and thinking_token_budget {vllm} disagree; give one",
-                           param="thinking_token_budget")
+                           param="thinking_token_budget", code="conflicting_parameters")
     return ours if ours is not None else vllm
 
 
@@ -55,7 +55,7 @@ def thinking_spec(request: ChatCompletionRequest, tokenizer: Any, prompt: list[i
     try:
         thinking = thinking_of(tokenizer.chat_template, tail, switch)
     except OptionError as error:
-        raise RequestError(str(error), param=f"chat_template_kwargs.{SWITCH}") from None
+        raise RequestError(str(error), param=f"chat_template_kwargs.{SWITCH}", code="invalid_value") from None
     if thinking is not None and thinking.mode == "optional" and budget == 0:
         thinking = thinking_off(thinking.format)
     harmony_reply = spec is not None and spec.get("kind") == "tools" and spec.get("format") == "harmony"

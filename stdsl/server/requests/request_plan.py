@@ -16,8 +16,10 @@ from typing import Any
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
-from stdsl.errors import StdslError
+from stdsl.errors import ContextLengthError, StdslError
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
+from stdsl.runtime.context_window import context_length as model_context_length
+from stdsl.runtime.context_window import output_room
 from stdsl.server.http.errors import RequestError
 from stdsl.server.http.protocol import (
     MAX_STOP,
@@ -59,9 +61,8 @@ class Plan:
 
 
 def context_length(model: Any) -> int:
-    """The model's context window in tokens (its config's max_position_embeddings)."""
-    size = getattr(getattr(model.net, "args", None), "max_position_embeddings", None)
-    return int(size) if size else DEFAULT_CONTEXT
+    """The model's context window in tokens (its config's max_position_embeddings; DEFAULT_CONTEXT without one)."""
+    return model_context_length(model) or DEFAULT_CONTEXT
 
 
 def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
@@ -69,9 +70,10 @@ def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
         try:
             schema = json.loads(schema)
         except ValueError as error:
-            raise RequestError(f"{param} is not valid JSON: {error}", param=param) from None
+            raise RequestError(f"{param} is not valid JSON: {error}", param=param, code="invalid_json") from None
     if not isinstance(schema, (dict, bool)):
-        raise RequestError(f"{param} must be a JSON Schema (an object or a boolean)", param=param)
+        raise RequestError(f"{param} must be a JSON Schema (an object or a boolean)", param=param,
+                           code="invalid_constraint")
     return {"kind": "json_schema", "schema": schema, "strict": strict}
 
 
@@ -90,13 +92,13 @@ def _grammar_spec(text: str, param: str) -> dict[str, Any]:
 def _structural_tag_spec(response_format: ResponseFormatStructuralTag) -> dict[str, Any]:
     if response_format.format is None and response_format.structures is None:
         raise RequestError("response_format: a structural tag needs 'format' (or the older 'structures' and "
-                           "'triggers')", param="response_format")
+                           "'triggers')", param="response_format", code="invalid_constraint")
     return {"kind": "structural_tag", "tag": response_format.model_dump(exclude_none=True)}
 
 
 def _choice_spec(choices: Sequence[str], param: str) -> dict[str, Any]:
     if not choices:
-        raise RequestError(f"{param} needs at least one choice", param=param)
+        raise RequestError(f"{param} needs at least one choice", param=param, code="invalid_constraint")
     return {"kind": "choice", "choices": list(choices)}
 
 
@@ -136,7 +138,8 @@ def output_spec(request: _Sampling, response_format: Any) -> tuple[dict[str, Any
                        "arguments": request.program.arguments}, "program"))
     if len(found) > 1:
         names = ", ".join(sorted({param for _, param in found}))
-        raise RequestError(f"give one output constraint, not several ({names})", param=found[1][1])
+        raise RequestError(f"give one output constraint, not several ({names})", param=found[1][1],
+                           code="multiple_constraints")
     return found[0] if found else (None, None)
 
 
@@ -154,7 +157,7 @@ def _stops(request: _Sampling) -> tuple[str, ...]:
     stop = request.stop
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     if len(stops) > MAX_STOP or not all(stops):
-        raise RequestError(f"stop takes at most {MAX_STOP} non-empty strings", param="stop")
+        raise RequestError(f"stop takes at most {MAX_STOP} non-empty strings", param="stop", code="invalid_value")
     return stops
 
 
@@ -170,15 +173,11 @@ def _free_text_stops(request: _Sampling, spec: dict[str, Any] | None) -> tuple[s
 
 def _options(request: _Sampling, max_tokens: int | None, default: int, prompt_len: int, context: int,
              prompt_param: str) -> dict[str, Any]:
-    if prompt_len >= context:
-        raise RequestError(f"the prompt has {prompt_len} tokens; this model's context is {context} tokens",
-                           param=prompt_param, code="context_length_exceeded")
-    room = context - prompt_len
-    if max_tokens is None:
-        max_tokens = min(default, room)
-    elif max_tokens > room:
-        raise RequestError(f"max_tokens {max_tokens} plus the prompt's {prompt_len} tokens exceed this model's "
-                           f"context of {context} tokens", param="max_tokens", code="context_length_exceeded")
+    try:
+        max_tokens = output_room(prompt_len, max_tokens, context, default)
+    except ContextLengthError as error:
+        raise RequestError(str(error), param=prompt_param if error.argument == "prompt" else "max_tokens",
+                           code="context_length_exceeded") from None
     return {"max_tokens": max_tokens, "temperature": request.temperature, "top_p": request.top_p,
             "top_k": max(request.top_k, 0), "seed": request.seed, "chat": False}
 
@@ -202,7 +201,8 @@ def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None,
              else choice.custom.name if isinstance(choice, NamedCustomToolChoice) else None)
     names = [_tool_name(tool) for tool in request.tools or ()]
     if named is not None and named not in names:
-        raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice")
+        raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice",
+                           code="invalid_tool_choice")
     tools = [custom_entry(i, t) if isinstance(t, CustomTool)
              else {"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
              for i, t in enumerate(request.tools or ())]
@@ -219,7 +219,8 @@ def _tool_format(name: str | None, template: str | None) -> ToolFormat:
     if name is None:
         return format_of_template(template)
     if name not in FORMATS:
-        raise RequestError(f"tool_format {name!r} is not one of {', '.join(sorted(FORMATS))}", param="tool_format")
+        raise RequestError(f"tool_format {name!r} is not one of {', '.join(sorted(FORMATS))}", param="tool_format",
+                           code="invalid_value")
     return FORMATS[name]
 
 
@@ -230,15 +231,17 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
     `program_messages`: the request's program's messages, rendered in a compile worker (`program_spec`))."""
     _refuse_unsupported(request)
     if request.top_logprobs:
-        raise RequestError("top_logprobs is not supported by this server", param="top_logprobs")
+        raise RequestError("top_logprobs is not supported by this server", param="top_logprobs",
+                           code="unsupported_parameter")
     if request.tool_choice is not None and not request.tools:
-        raise RequestError("tool_choice is only allowed when tools are given", param="tool_choice")
+        raise RequestError("tool_choice is only allowed when tools are given", param="tool_choice",
+                           code="invalid_tool_choice")
     spec, _ = output_spec(request, request.response_format)
     _name_special_tokens(spec, model.tokenizer)
     if spec is not None and spec["kind"] == "program":
         spec["files"] = program_dir
     if request.tools and spec is not None and spec["kind"] == "program":
-        raise RequestError("a program cannot be combined with tools", param="program")
+        raise RequestError("a program cannot be combined with tools", param="program", code="conflicting_parameters")
     tokenizer = model.tokenizer
     template = tokenizer.chat_template or CHATML_TEMPLATE
     call_format = _tool_format(request.tool_format or tool_format, tokenizer.chat_template)
@@ -251,6 +254,9 @@ def chat_plan(request: ChatCompletionRequest, model: Any, memory: CallMemory, to
         if program_messages is None:
             raise StdslError("a program's messages are rendered by a compile worker before its plan is made")
         messages += _as_messages(program_messages)
+    if not messages:
+        raise RequestError("messages: give at least one message (or a program whose source has messages)",
+                           param="messages", code="invalid_value")
     plain, variables = chat_messages(messages, request.tools, call_format, template, memory)
     prompt = chat_prompt_ids(tokenizer, template, plain, {**template_kwargs(request), **variables})
     stops = _stops(request)
@@ -301,7 +307,8 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
     spec, _ = output_spec(request, request.response_format)
     _name_special_tokens(spec, model.tokenizer)
     if spec is not None and spec["kind"] == "program":
-        raise RequestError("programs run through /v1/chat/completions", param="program")
+        raise RequestError("programs run through /v1/chat/completions", param="program",
+                           code="unsupported_parameter")
     prompt = request.prompt
     if isinstance(prompt, str):
         prompts = [model.tokenizer.encode(prompt)]
@@ -309,11 +316,12 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
         prompts = [[int(t) for t in prompt]]
         bad = [t for t in prompts[0] if not 0 <= t < model.vocab_size]
         if bad:
-            raise RequestError(f"prompt token id {bad[0]} is outside [0, {model.vocab_size})", param="prompt")
+            raise RequestError(f"prompt token id {bad[0]} is outside [0, {model.vocab_size})", param="prompt",
+                               code="invalid_value")
     else:
         prompts = [model.tokenizer.encode(str(p)) for p in prompt]
     if not prompts:
-        raise RequestError("prompt must not be an empty list", param="prompt")
+        raise RequestError("prompt must not be an empty list", param="prompt", code="invalid_value")
     prompts = [p or [_start_token(model)] for p in prompts]
     context = context_length(model)
     options = _options(request, request.max_tokens, COMPLETION_MAX_TOKENS, max(len(p) for p in prompts), context,

@@ -34,7 +34,8 @@ def custom_entry(index: int, tool: CustomTool) -> dict[str, Any]:
         syntax, definition, field = fmt.syntax, fmt.definition, f"{where}.definition"
     else:
         raise RequestError(f"{where}: a grammar format needs 'grammar': {{'syntax': 'lark' | 'regex', "
-                           "'definition': ...}} (or 'syntax' and 'definition' beside 'type')", param=where)
+                           "'definition': ...}} (or 'syntax' and 'definition' beside 'type')", param=where,
+                           code="invalid_value")
     return {"name": tool.custom.name, "custom": {"syntax": syntax, "definition": definition, "field": field}}
 
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import enum
+import re
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stdsl.compiler.stc.program import CompiledProgram
-from stdsl.compiler.stc.syntax import ProgramError
+from stdsl.compiler.stc.syntax import ProgramError, parse_program
+
+EXAMPLE_PROGRAMS = [path.read_text() for path in sorted((Path(__file__).parents[3] / "examples").glob("*.stc"))]
 
 
 def error_of(text: str, scope: dict | None = None) -> ProgramError:
@@ -54,8 +60,12 @@ def test_error_positions(text: str, line: int, column: int, fragment: str) -> No
 
 def test_missing_argument_is_named() -> None:
     prog = CompiledProgram('param name: str\nuser """hello {{ name }}"""\noutput """{x: int}"""', "t.stc")
-    with pytest.raises(ProgramError, match="parameter name has no value"):
+    with pytest.raises(ProgramError, match=r"parameter name has no value; pass name=\.\.\. \(a keyword argument"):
         prog.arguments({})
+    with pytest.raises(ProgramError, match="parameter name has no value; pass --set name=...$"):
+        prog.arguments({}, "cli")
+    with pytest.raises(ProgramError, match="parameter name has no value; give \"name\" in the request's program"):
+        prog.arguments({}, "server")
     with pytest.raises(ProgramError, match="'name' is undefined"):
         prog.messages({})
 
@@ -121,3 +131,36 @@ def test_long_chains_and_cycles_of_declared_types_are_located(text: str, line: i
 @pytest.mark.parametrize("text", [_chain(63), _ring(63, "{{a?: {}, b: int}}")])
 def test_chains_and_cycles_within_the_depth_compile(text: str) -> None:
     CompiledProgram(text, "t.stc").constraint({})
+
+
+_SHOWN_TERMINAL = (r"(?:'[^']+'|a name|a quoted string|a \"\"\"block\"\"\"|a /regex/|a number"
+                   r"|system, user or assistant|end of input)")
+_SHOWN_LIST = re.compile(rf"{_SHOWN_TERMINAL}(?:, {_SHOWN_TERMINAL})*(?: \.\.\.)?")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_syntax_errors_name_what_terminals_match(data: st.DataObject) -> None:
+    """A cut or spliced program's syntax error lists what each expected token matches (`'..'`, `a name`),
+    never a Lark terminal name (`__ANON_0`, `LPAR`), and reads "unexpected end of input" at the end."""
+    text = data.draw(st.sampled_from(EXAMPLE_PROGRAMS))
+    cut = data.draw(st.integers(0, len(text)))
+    spliced = text[:cut] + data.draw(st.sampled_from(["", "..", "(", ")", ":", "=", "|", "?", "4", "]", "{"]))
+    try:
+        parse_program(spliced, "t.stc")
+    except ProgramError as err:
+        message = err.message
+    else:
+        return
+    assert "the end of the input" not in message and "anon" not in message.lower(), message
+    if "; expected " in message:
+        got, _, expected = message.partition("; expected ")
+        assert got.startswith("unexpected ")
+        assert _SHOWN_LIST.fullmatch(expected), message
+
+
+def test_dots_and_end_of_input_are_spelled_out() -> None:
+    with pytest.raises(ProgramError) as info:
+        parse_program("type T = str(", "t.stc")
+    assert str(info.value).startswith("t.stc:1:14: unexpected end of input; expected ")
+    assert "'..'" in str(info.value) and "__" not in str(info.value)

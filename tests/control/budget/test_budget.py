@@ -176,3 +176,61 @@ def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tin
         out = generate(tiny_model, "Answer.", automaton, max_tokens=budget)
         assert automaton.accepts(out.data), (budget, out.text)
         assert len(out.tokens) <= budget
+
+
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 10},
+                                                  "maxItems": 5}}, "required": ["tags"], "additionalProperties": False}
+"""A tags schema whose DFA (1,026 states) times SmolLM2's 49,152 tokens passes MAX_BUDGET_TABLE_ENTRIES."""
+
+
+def _fitting(mask: np.ndarray | None, row: np.ndarray) -> np.ndarray:
+    live = row >= 0
+    return live if mask is None else mask & live
+
+
+@pytest.mark.parametrize("which", range(len(PATTERNS) + 2))
+def test_a_budget_past_the_table_size_answers_exactly(smollm2_tokenizer, monkeypatch, which: int) -> None:
+    """Issue 35: past `MAX_BUDGET_TABLE_ENTRIES` need is bounded over single-byte tokens, but every question the
+    bound cannot settle is searched exactly: need within a limit, the budget masks and the least output equal
+    the exact table's (the tags schema at its least budget was refused as needing one token more)."""
+    import stdsl.control.constraint_state as constraint_state
+    from stdsl.caches import CacheKind
+    from stdsl.control.budget.automaton_budget import UNREACHABLE
+    from stdsl.kernels.rows import row_next_states
+
+    vocab = vocabulary_of(smollm2_tokenizer)
+    automaton = (bounded_automata() + [build_automaton(schema_to_ir(TAGS))])[which]
+    planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes, True)
+    monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 10**12)
+    exact = constraint_state.budget_table_for(automaton, vocab, planner)
+    monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 0)
+    monkeypatch.setattr(constraint_state, "_SHARED", CacheKind("fresh shared tables"))
+    bounded = constraint_state.budget_table_for(automaton, vocab, planner)
+    assert bounded.exact is not None and exact.exact is None
+    rng = random.Random(which)
+    states = rng.sample(range(automaton.num_states), min(40, automaton.num_states))
+    for state in states:
+        need = exact.need_at(state)
+        for limit in range(8):
+            assert bounded.exact_need(state, limit) == (need if need <= limit else UNREACHABLE), (state, limit)
+        row = row_next_states(automaton, state, vocab)
+        for remaining in range(1, 9):
+            assert np.array_equal(_fitting(bounded.admits(state, row, remaining), row),
+                                  _fitting(exact.admits(state, row, remaining), row)), (state, remaining)
+    control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=10**6)
+    control.start()
+    monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 10**12)
+    monkeypatch.setattr(constraint_state, "_SHARED", CacheKind("fresh exact tables"))
+    reference = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=10**6)
+    reference.start()
+    assert control.least_output_tokens == reference.least_output_tokens
+
+
+def test_the_tags_schema_decodes_at_its_least_budget(tiny_model) -> None:
+    """`{"tags":[]}` is five SmolLM2 tokens ({" tags ": [ ]}): five is enough, four is refused naming five."""
+    automaton = build_automaton(schema_to_ir(TAGS))
+    assert len(tiny_model.tokenizer.encode('{"tags":[]}')) == 5
+    out = generate(tiny_model, "Tags:", automaton, max_tokens=5, chat=False)
+    assert automaton.accepts(out.data) and len(out.tokens) <= 5
+    with pytest.raises(BudgetError, match="max_tokens=4: the shortest valid output needs 5 tokens"):
+        generate(tiny_model, "Tags:", automaton, max_tokens=4, chat=False)
