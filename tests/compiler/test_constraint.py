@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
@@ -14,7 +18,8 @@ class Item(BaseModel):
 
 
 def test_kinds_compile_and_parse() -> None:
-    schema = stdsl.compile({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]})
+    schema = stdsl.compile({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}},
+                            "required": ["n"]})
     assert schema.accepts('{"n":5}') and not schema.accepts('{"n":0}')
     assert schema.parse('{"n":5}') == {"n": 5}
     regex = stdsl.compile(stdsl.Regex(r"[A-Z]{3}-\d{4}"))
@@ -91,3 +96,12 @@ def test_free_form_values_nest_to_any_depth_and_a_dfa_is_there_for_embedding() -
     clash = stdsl.compile({"anyOf": [{"type": "string"}, {}]})
     assert isinstance(clash, Constraint) and clash.accepts('"s"') and clash.accepts("[[1]]")
     assert stdsl.compile(True).accepts("[[[[[[]]]]]]")
+
+
+def test_compiling_a_schema_in_a_fresh_process_leaves_pydantic_unimported() -> None:
+    """Pydantic costs a cold compile 0.1-0.3 s to import; only a Pydantic class needs it (issue 36, item 3)."""
+    code = ("import sys, stdsl; c = stdsl.compile({'type': 'object', 'properties': {'a': {'type': 'integer'}}}); "
+            "assert c.accepts('{\"a\":1}'); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(stdsl.__file__).parents[1])
+    assert out.stdout.strip() == "[]"
