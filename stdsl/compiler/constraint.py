@@ -21,7 +21,6 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.grammar import Grammar
-from stdsl.compiler.json_schema.pydantic import pydantic_schema
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
@@ -200,6 +199,8 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
              ) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
+        from stdsl.compiler.json_schema.pydantic import pydantic_schema  # Pydantic is imported only for its classes
+
         return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded)
     if isinstance(spec, (dict, bool)):
         return _compile_schema(spec, None, whitespace, max_states, start, bounded)

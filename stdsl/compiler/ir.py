@@ -7,6 +7,7 @@ to UTF-8 byte sequences here, so everything downstream sees bytes only.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -411,8 +412,44 @@ def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
             pending.extend(current.items)
 
 
+def fingerprint(node: Node) -> str | None:
+    """A digest of the node's structure that is the same in every process (an embedded automaton by its tables),
+    for artifacts built ahead and shipped; None for a node holding a recursive grammar."""
+    digest = hashlib.sha256()
+    number: dict[int, int] = {}
+    pending: list[tuple[Node, bool]] = [(node, False)]
+    while pending:
+        current, expanded = pending.pop()
+        if id(current) in number:
+            continue
+        if isinstance(current, EmbeddedGrammar):
+            return None
+        children: tuple[Node, ...] = ()
+        if isinstance(current, Repeat):
+            children = (current.item,)
+        elif isinstance(current, (Seq, Alt)):
+            children = current.items
+        if not expanded and children:
+            pending.append((current, True))
+            pending.extend((child, False) for child in children)
+            continue
+        part: tuple[Any, ...]
+        if isinstance(current, ByteSet):
+            part = ("B", current.ranges)
+        elif isinstance(current, Embedded):
+            part = ("E", current.transitions.shape, current.transitions.astype("<i8").tobytes(),
+                    current.accepting.astype(bool).tobytes())
+        elif isinstance(current, Repeat):
+            part = ("R", number[id(current.item)], current.min, current.max)
+        else:
+            part = ("S" if isinstance(current, Seq) else "A", tuple(number[id(child)] for child in children))
+        number[id(current)] = len(number)
+        digest.update(repr(part).encode())
+    return digest.hexdigest()
+
+
 __all__: Sequence[str] = [
     "ByteSet", "Embedded", "EmbeddedGrammar", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq",
     "alt", "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern",
-    "size", "distinct_nodes", "merged_ranges",
+    "size", "distinct_nodes", "merged_ranges", "fingerprint",
 ]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
@@ -14,7 +18,8 @@ class Item(BaseModel):
 
 
 def test_kinds_compile_and_parse() -> None:
-    schema = stdsl.compile({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]})
+    schema = stdsl.compile({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}},
+                            "required": ["n"]})
     assert schema.accepts('{"n":5}') and not schema.accepts('{"n":0}')
     assert schema.parse('{"n":5}') == {"n": 5}
     regex = stdsl.compile(stdsl.Regex(r"[A-Z]{3}-\d{4}"))
@@ -105,3 +110,12 @@ def test_accepts_of_a_non_text_value_is_an_option_error(spec: object) -> None:
         with pytest.raises(stdsl.OptionError, match=f"not {name}"):
             constraint.accepts(value)  # type: ignore[arg-type]
     assert constraint.accepts(bytearray(b"5") if isinstance(spec, stdsl.Regex) else bytearray(b"[[]]"))
+
+
+def test_compiling_a_schema_in_a_fresh_process_leaves_pydantic_unimported() -> None:
+    """Pydantic costs a cold compile 0.1-0.3 s to import; only a Pydantic class needs it (issue 36, item 3)."""
+    code = ("import sys, stdsl; c = stdsl.compile({'type': 'object', 'properties': {'a': {'type': 'integer'}}}); "
+            "assert c.accepts('{\"a\":1}'); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(stdsl.__file__).parents[1])
+    assert out.stdout.strip() == "[]"

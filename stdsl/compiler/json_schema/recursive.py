@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.graph_components import strongly_connected
+from stdsl.compiler.json_schema.any_value import any_value_dfa
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
@@ -273,7 +276,8 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
         main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
         if calls_required and not bodies:
             return main
-        definitions = [Definition(compiler.names[key], body) for key, body in bodies.items()]
+        definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
+                                  if key == ANY_VALUE else None) for key, body in bodies.items()]
         try:
             return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
         except GrammarConflictError as error:
@@ -284,6 +288,15 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             inline_any = inline_any or ANY_VALUE in movable
             inlined |= movable - {ANY_VALUE}
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
+
+
+def _any_value_dfa(compiler: _CallingCompiler, whitespace: Whitespace | None, count: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The free-form value's body DFA, built once per whitespace (or shipped) and placed at its call symbol among
+    `count` definitions."""
+    symbol = compiler.calls[ANY_VALUE]
+    assert isinstance(symbol, ir.ByteSet)
+    return any_value_dfa(whitespace, symbol.ranges[0][0] - CALL_BASE, CALL_BASE + count)
 
 
 def _display_name(key: str) -> str:

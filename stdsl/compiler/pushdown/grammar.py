@@ -13,7 +13,7 @@ import copy
 import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +59,9 @@ class Definition:
 
     name: str
     body: ir.Node
+    dfa: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """The body's trim DFA over the grammar's alphabet (table, accepting) when built ahead (the free-form value's
+    is shipped, `json_schema.any_value`); None: `compile_pushdown` builds it."""
 
 
 class PushdownGrammar:
@@ -132,10 +135,13 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     names = [MAIN] + [d.name for d in definitions]
     tables: list[np.ndarray] = []
     accepts: list[np.ndarray] = []
-    for name, body in zip(names, [main] + [d.body for d in definitions]):
+    for name, body, built in zip(names, [main] + [d.body for d in definitions], [None] + [d.dfa for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
+        if built is not None and built[0].shape[1] != alphabet:
+            raise ValueError(f"definition '{name}' comes with a DFA over {built[0].shape[1]} symbols, not {alphabet}")
         try:
-            table, accepting = _body_dfa(body, max_states, alphabet)
+            table, accepting = (built if built is not None and len(built[1]) <= max_states
+                                else _body_dfa(body, max_states, alphabet))
         except EmptyLanguageError as error:
             if name == MAIN:
                 raise

@@ -1,0 +1,103 @@
+"""A cold compile, imports included: a fresh `python -c "import stdsl; stdsl.compile(schema)"` per extraction schema
+(issue 36, item 3: at most 50 ms), beside the floors measured in the same run (an empty interpreter, `import
+numpy`), with the heaviest imports of one run (`python -X importtime`).
+
+Bytecode is cached (in a temporary `-X pycache_prefix`, written by a first unmeasured run) as in any installed
+package; each measurement is the median over `--repeats` processes of wall time and of CPU time (user + system
+of the child). `--stdsl PATH` puts another checkout of stdsl first on the path (to time the code before a change).
+
+    python benchmarks/cold_compile.py --repeats 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTRACTION = REPO / ".." / "shared" / "tasks" / "extraction"
+RESULTS = REPO / "benchmarks" / "results"
+COMPILE = "import json, stdsl; s = json.load(open({path!r})); stdsl.compile(s.get('schema', s))"
+
+
+def timed(code: str, env: dict[str, str], cache: str) -> tuple[float, float]:
+    """(wall s, CPU s) of one fresh interpreter running `code`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-X", f"pycache_prefix={cache}", "-c", code], env=env, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(code: str, env: dict[str, str], cache: str, repeats: int) -> dict[str, float]:
+    """Median wall and CPU milliseconds over `repeats` fresh processes (after one that writes the bytecode)."""
+    timed(code, env, cache)
+    runs = [timed(code, env, cache) for _ in range(repeats)]
+    return {"wall_ms": round(1e3 * statistics.median(w for w, _ in runs), 1),
+            "cpu_ms": round(1e3 * statistics.median(c for _, c in runs), 1)}
+
+
+def heaviest_imports(code: str, env: dict[str, str], cache: str, count: int) -> list[tuple[str, int]]:
+    """The top-level imports of one run with the most cumulative microseconds (`-X importtime`)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-X", f"pycache_prefix={cache}", "-c", code],
+                          env=env, check=True, capture_output=True, text=True)
+    rows = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line.split("|")
+            if cumulative.strip().isdigit() and not name.startswith("  "):
+                rows.append((name.strip(), int(cumulative)))
+    return sorted(rows, key=lambda row: -row[1])[:count]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time the floors and every extraction schema's cold compile; write results/cold_compile.{json,md}."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--stdsl", default=str(REPO), help="the checkout whose stdsl is imported")
+    parser.add_argument("--out", default=str(RESULTS / "cold_compile"))
+    args = parser.parse_args(argv)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([args.stdsl] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    schemas = sorted(EXTRACTION.glob("*.json"))
+    with tempfile.TemporaryDirectory() as cache:
+        floors = {"empty interpreter": measure("pass", env, cache, args.repeats),
+                  "import numpy": measure("import numpy", env, cache, args.repeats),
+                  "import stdsl": measure("import stdsl", env, cache, args.repeats)}
+        cases = {path.stem: measure(COMPILE.format(path=str(path)), env, cache, args.repeats) for path in schemas}
+        imports = heaviest_imports(COMPILE.format(path=str(schemas[0])), env, cache, 12)
+    command = "python benchmarks/cold_compile.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result = {"command": command, "repeats": args.repeats, "floors": floors, "cases": cases,
+              "heaviest_imports_us": imports, "target_ms": 50}
+    Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
+    text = markdown(result)
+    Path(args.out).with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
+def markdown(result: dict) -> str:
+    """The floors, the cases against the target, and the heaviest imports."""
+    lines = ["# Cold compile, imports included (issue 36, item 3)\n", f"Command: `{result['command']}`\n",
+             f"Median of {result['repeats']} fresh processes each, bytecode cached; target: a cold compile of an "
+             f"extraction schema within {result['target_ms']} ms.\n",
+             "| process | wall ms | CPU ms |", "|---|---:|---:|"]
+    for name, row in {**result["floors"], **{f"compile `{k}`": v for k, v in result["cases"].items()}}.items():
+        lines.append(f"| {name} | {row['wall_ms']} | {row['cpu_ms']} |")
+    lines += ["", "Heaviest top-level imports of one compile (cumulative µs, `-X importtime`):\n",
+              "| module | µs |", "|---|---:|"]
+    lines += [f"| {name} | {us} |" for name, us in result["heaviest_imports_us"]]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The free-form value's nonterminal DFA built ahead (shipped, or built once per process) is, table for table, the
+one `pushdown.grammar` builds from the body when it is met (issue 36, item 3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.json_schema import any_value, recursive
+from stdsl.compiler.json_schema.recursive import ANY_VALUE, _CallingCompiler, free_form_grammar
+from stdsl.compiler.json_schema.to_ir import Whitespace, _Tokens
+from stdsl.compiler.pushdown import grammar as grammar_module
+from stdsl.compiler.pushdown.grammar import CALL_BASE, PushdownGrammar, call_symbol
+
+WHITESPACES = [None, Whitespace(), Whitespace(max_run=1, chars=" "), Whitespace(max_run=0)]
+
+
+@pytest.fixture
+def fresh_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing built or read yet in this process, and no body DFA kept."""
+    monkeypatch.setattr(any_value, "_BUILT", {})
+    grammar_module._BODY_DFAS.clear()
+
+
+def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
+    """The body DFA `compile_pushdown` builds when the free-form nonterminal is definition `index`."""
+    calls = {f"#/$defs/d{i}": call_symbol(i) for i in range(index)}
+    compiler = _CallingCompiler(_Tokens(whitespace), calls, {})
+    body = compiler.any_value_body()
+    assert compiler.calls[ANY_VALUE] == call_symbol(index)
+    grammar_module._BODY_DFAS.clear()
+    return grammar_module._body_dfa(body, 100_000, alphabet)
+
+
+@pytest.mark.parametrize("whitespace", WHITESPACES)
+@pytest.mark.parametrize("index,extra", [(0, 0), (0, 3), (2, 0), (5, 7)])
+def test_the_placed_dfa_is_the_one_built_from_the_body(fresh_builds: None, whitespace: Whitespace | None,
+                                                       index: int, extra: int) -> None:
+    alphabet = CALL_BASE + index + 1 + extra
+    table, accepting = any_value.any_value_dfa(whitespace, index, alphabet)
+    expected_table, expected_accepting = _lazy(whitespace, index, alphabet)
+    assert table.dtype == expected_table.dtype and np.array_equal(table, expected_table)
+    assert np.array_equal(accepting, expected_accepting)
+
+
+@pytest.mark.parametrize("whitespace", any_value.SHIPPED_WHITESPACE)
+def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespace | None) -> None:
+    """A stale file would only be ignored (its fingerprint no longer matches), but then every process pays the
+    build again: rewrite it with `python -m stdsl.compiler.json_schema.any_value`."""
+    body = any_value.canonical_body(whitespace)
+    digest = ir.fingerprint(body)
+    assert digest is not None
+    shipped = any_value.shipped_dfa(digest)
+    assert shipped is not None, "run python -m stdsl.compiler.json_schema.any_value"
+    table, accepting = shipped
+    built_table, built_accepting = any_value._build(body)
+    assert np.array_equal(table, built_table) and np.array_equal(accepting, built_accepting)
+
+
+def test_a_missing_or_stale_file_is_built_instead(fresh_builds: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(any_value, "SHIPPED", any_value.SHIPPED.with_name("absent"))
+    table, accepting = any_value.any_value_dfa(None, 1, CALL_BASE + 2)
+    expected_table, expected_accepting = _lazy(None, 1, CALL_BASE + 2)
+    assert np.array_equal(table, expected_table) and np.array_equal(accepting, expected_accepting)
+
+
+def test_the_fingerprint_follows_the_structure_not_the_objects() -> None:
+    assert ir.fingerprint(any_value.canonical_body(None)) == ir.fingerprint(any_value.canonical_body(None))
+    assert ir.fingerprint(any_value.canonical_body(None)) != ir.fingerprint(any_value.canonical_body(Whitespace()))
+    assert ir.fingerprint(ir.seq(ir.literal("ab"), ir.literal("c"))) == ir.fingerprint(ir.literal("abc"))
+    assert ir.fingerprint(ir.alt(ir.literal("a"), ir.literal("b"))) != ir.fingerprint(ir.literal("ab"))
+    assert ir.fingerprint(ir.repeat(ir.literal("a"), 1, 2)) != ir.fingerprint(ir.repeat(ir.literal("a"), 1, 3))
+
+
+FREE_FORM_SCHEMAS = st.one_of(
+    st.just({}), st.just({"type": "array"}),
+    st.dictionaries(st.sampled_from(["a", "b", "c"]),
+                    st.sampled_from([{"type": "integer"}, {}, {"type": "object"}, {"items": {}},
+                                     {"type": "object", "properties": {"x": {"type": "string"}}}]),
+                    max_size=3).map(lambda props: {"type": "object", "properties": props,
+                                                   "additionalProperties": len(props) != 2}))
+
+
+@settings(max_examples=25, deadline=None)
+@given(FREE_FORM_SCHEMAS, st.sampled_from(WHITESPACES))
+def test_a_grammar_with_the_dfa_built_ahead_equals_one_built_from_its_bodies(schema: dict,
+                                                                            whitespace: Whitespace | None) -> None:
+    ahead = free_form_grammar(schema, whitespace=whitespace)
+    original = recursive._any_value_dfa
+    recursive._any_value_dfa = lambda *args: None  # type: ignore[assignment,return-value]
+    try:
+        grammar_module._BODY_DFAS.clear()
+        lazy = free_form_grammar(schema, whitespace=whitespace)
+    finally:
+        recursive._any_value_dfa = original
+    assert isinstance(ahead, PushdownGrammar) == isinstance(lazy, PushdownGrammar)
+    if isinstance(ahead, PushdownGrammar):
+        assert isinstance(lazy, PushdownGrammar) and ahead.names == lazy.names
+        for name in ("starts", "owner", "byte_table", "accepting", "call_state", "call_callee", "call_return"):
+            assert np.array_equal(getattr(ahead, name), getattr(lazy, name)), name
