@@ -47,8 +47,8 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     if tool.custom_input is not None:
         return build()
     schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    key: tuple[Hashable, ...] = (type(tool_format), tool_format.name, repr(sorted(vars(tool_format).items())), tool.name, schema, lowering)
-    return _CALLS.get((), build, key)
+    shape = (type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items())))
+    return _CALLS.get((), build, (*shape, tool.name, schema, lowering))
 
 
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
