@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import reachable, successor_lists
+from stdsl.compiler.automata.minimize import predecessor_lists, reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -24,49 +24,48 @@ PLACEHOLDER = 256
 """The skeleton's column (symbol) of an edge that stands for one of the pieces."""
 
 
-def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Automaton]) -> Automaton:
-    """The DFA of `skeleton` (a (states, 257) table, start 0, -1 dead) with each edge on `PLACEHOLDER` from s to t
-    replaced by any one text of `pieces` read from s, ending in t."""
-    return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), list(pieces)).automaton()
+def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
+    """The DFA of `skeleton` (a (states, 256 + columns) table, start 0, -1 dead) with each edge on the placeholder
+    symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` read from s, ending in t."""
+    return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces).automaton()
 
 
 class _Substitution:
     """The NFA of the skeleton and one copy of every piece per placeholder target, determinized lazily."""
 
-    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: list[Automaton]) -> None:
-        columns = np.stack([_skeleton_classes(skeleton[:, :PLACEHOLDER])] + [p.byte_class for p in pieces], axis=1)
-        _, first_byte, byte_class = np.unique(columns, axis=0, return_index=True, return_inverse=True)
-        self.byte_class = byte_class.reshape(-1)
-        order = np.argsort(first_byte, kind="stable")
-        self.byte_class = np.argsort(order)[self.byte_class]
-        representative = first_byte[order]
-        placeholder = skeleton[:, PLACEHOLDER]
-        self.targets = np.unique(placeholder[placeholder >= 0]).tolist()
+    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> None:
+        flat = [piece for column in pieces for piece in column]
+        columns = np.stack([_skeleton_classes(skeleton[:, :PLACEHOLDER])] + [p.byte_class for p in flat], axis=1)
+        self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
+        representative = np.unique(self.byte_class, return_index=True)[1]
         blocks = [skeleton[:, representative].astype(np.int32)]
         size = len(skeleton)
-        self.block_start: dict[tuple[int, int], int] = {}
-        piece_tables = [p.class_transitions.astype(np.int32)[:, p.byte_class[representative]] for p in pieces]
+        self.entries: dict[tuple[int, int], list[int]] = {}
+        """The start of each piece's copy per (placeholder column, target)."""
         ends: list[np.ndarray] = []
         returns: list[np.ndarray] = []
-        for target in self.targets:
-            for index, table in enumerate(piece_tables):
-                self.block_start[(target, index)] = size
-                blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
-                end = np.flatnonzero(pieces[index].accepting) + size
-                ends.append(end)
-                returns.append(np.full(len(end), target, dtype=np.int64))
-                size += len(table)
+        for column, alternatives in enumerate(pieces):
+            edges = skeleton[:, PLACEHOLDER + column]
+            tables = [p.class_transitions.astype(np.int32)[:, p.byte_class[representative]] for p in alternatives]
+            for target in np.unique(edges[edges >= 0]).tolist():
+                starts = self.entries[(column, target)] = []
+                for piece, table in zip(alternatives, tables):
+                    starts.append(size)
+                    blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
+                    end = np.flatnonzero(piece.accepting) + size
+                    ends.append(end)
+                    returns.append(np.full(len(end), target, dtype=np.int64))
+                    size += len(table)
         self.table = np.concatenate(blocks)
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
-        self.placeholder = placeholder
-        self.piece_count = len(pieces)
+        self.placeholders = np.asarray(skeleton[:, PLACEHOLDER:PLACEHOLDER + len(pieces)])
         self.returns_to: dict[int, int] = dict(zip(np.concatenate(ends + [np.zeros(0, np.int64)]).tolist(),
                                                    np.concatenate(returns + [np.zeros(0, np.int64)]).tolist()))
         self.skeleton_size = len(skeleton)
         self.direct = np.ones(size, dtype=bool)
-        self.direct[np.flatnonzero(placeholder >= 0)] = False
+        self.direct[np.flatnonzero((self.placeholders >= 0).any(axis=1))] = False
         self.direct[list(self.returns_to)] = False
         self.ids: dict[bytes, int] = {}
         self.members: list[np.ndarray] = []
@@ -78,10 +77,8 @@ class _Substitution:
         """The ε-moves of one NFA state: into every piece's copy for a placeholder edge, back to the skeleton from
         a piece's accepting state."""
         if state < self.skeleton_size:
-            target = int(self.placeholder[state])
-            if target < 0:
-                return []
-            return [self.block_start[(target, index)] for index in range(self.piece_count)]
+            return [start for column, target in enumerate(self.placeholders[state].tolist()) if target >= 0
+                    for start in self.entries[(column, target)]]
         back = self.returns_to.get(state)
         return [] if back is None else [back]
 
@@ -164,16 +161,23 @@ class _Substitution:
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:
     """A byte-class id per byte: bytes with equal columns in `table` share one."""
-    return np.unique(table.T, axis=0, return_inverse=True)[1].reshape(-1)
+    return _column_classes(np.ascontiguousarray(table.T))
+
+
+def _column_classes(rows: np.ndarray) -> np.ndarray:
+    """A class id per row of `rows` (one per byte): equal rows share one, numbered by first occurrence."""
+    ids: dict[bytes, int] = {}
+    return np.array([ids.setdefault(row.tobytes(), len(ids)) for row in rows], dtype=np.int64)
 
 
 def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray) -> Automaton:
-    """The states reachable from `start`, renumbered with `start` first (state 0), as an automaton."""
-    seen = reachable(*successor_lists(table), np.array([start]))
-    seen[start] = False
-    kept = np.concatenate(([start], np.flatnonzero(seen)))
-    if not accepting[kept].any():
-        raise EmptyLanguageError("the reply grammar accepts nothing")
+    """The states reachable from `start` that can reach acceptance, renumbered with `start` first (state 0)."""
+    keep = reachable(*successor_lists(table), np.array([start]))
+    keep &= reachable(*predecessor_lists(table), np.flatnonzero(accepting))
+    if not keep[start]:
+        raise EmptyLanguageError("the substituted automaton accepts nothing")
+    keep[start] = False
+    kept = np.concatenate(([start], np.flatnonzero(keep)))
     number = np.full(len(table) + 1, -1, dtype=np.int32)
     number[kept] = np.arange(len(kept), dtype=np.int32)
     return Automaton.from_classes(number[table[kept]], accepting[kept], byte_class)

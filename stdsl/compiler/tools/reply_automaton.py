@@ -69,4 +69,4 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     wide = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
-    return substitute(wide, accepting, [call for call in calls if call is not None])
+    return substitute(wide, accepting, [[call for call in calls if call is not None]])
