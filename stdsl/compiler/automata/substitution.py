@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import predecessor_lists, reachable, successor_lists
+from stdsl.compiler.automata.minimize import reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -25,8 +25,9 @@ PLACEHOLDER = 256
 
 
 def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
-    """The DFA of `skeleton` (a (states, 256 + columns) table, start 0, -1 dead) with each edge on the placeholder
-    symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` read from s, ending in t."""
+    """The DFA of `skeleton` (a trim (states, 256 + columns) table, start 0, -1 dead) with each edge on the
+    placeholder symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
+    from s, ending in t."""
     return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces).automaton()
 
 
@@ -171,10 +172,10 @@ def _column_classes(rows: np.ndarray) -> np.ndarray:
 
 
 def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray) -> Automaton:
-    """The states reachable from `start` that can reach acceptance, renumbered with `start` first (state 0)."""
+    """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
+    when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
     keep = reachable(*successor_lists(table), np.array([start]))
-    keep &= reachable(*predecessor_lists(table), np.flatnonzero(accepting))
-    if not keep[start]:
+    if not accepting[keep].any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
     keep[start] = False
     kept = np.concatenate(([start], np.flatnonzero(keep)))
