@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -174,7 +173,7 @@ def _column_classes(rows: np.ndarray) -> np.ndarray:
 def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray) -> Automaton:
     """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
     when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
-    keep = reachable(*successor_lists(table), np.array([start]))
+    keep = _reachable(table, start)
     if not accepting[keep].any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
     keep[start] = False
@@ -182,3 +181,21 @@ def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: n
     number = np.full(len(table) + 1, -1, dtype=np.int32)
     number[kept] = np.arange(len(kept), dtype=np.int32)
     return Automaton.from_classes(number[table[kept]], accepting[kept], byte_class)
+
+
+def _reachable(table: np.ndarray, start: int) -> np.ndarray:
+    """The states reachable from `start` (a bool mask), one breadth-first level per numpy step over the table."""
+    seen = np.zeros(len(table), dtype=bool)
+    seen[start] = True
+    frontier = np.array([start])
+    levels = 0
+    while len(frontier):
+        levels += 1
+        if levels & 63 == 0:
+            check_deadline("trimming the substituted automaton")
+        following = table[frontier].reshape(-1)
+        following = following[following >= 0]
+        following = np.unique(following[~seen[following]])
+        seen[following] = True
+        frontier = following
+    return seen
