@@ -32,6 +32,7 @@ from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from stdsl.compiler.tools.reply_automaton import reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
 
@@ -96,6 +97,10 @@ def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) ->
         if strict:
             raise
         return compile_schema(ANY_OBJECT, max_seconds=deadline.left())
+
+
+ARGUMENTS_LOWERING = "embeddable json schema"
+"""Names `_arguments_ir`'s lowering in the keys of cached tool calls (`tools.reply_automaton`)."""
 
 
 def _arguments_ir(deadline: _Deadline) -> Any:
@@ -193,6 +198,12 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
         tools = [_tool_spec(t, deadline) for t in spec["tools"]]
         content = _content_ir(spec.get("content"), deadline)
+        with compile_deadline(deadline.left()):
+            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+                                        choice=spec["choice"], parallel=bool(spec["parallel"]), content=content)
+        if assembled is not None:
+            return Constraint(assembled, "tools", dict(spec), None, time.perf_counter() - start,
+                              special_tokens=tool_format.tokens)
         node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
         return _lowered(node, "tools", spec, start, deadline, tool_format.tokens)

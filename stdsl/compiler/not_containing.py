@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.errors import CompileError
 
@@ -104,9 +105,30 @@ def _general(literals: Sequence[str], excluded: set[str]) -> ir.Node:
     return ir.Embedded(both.transitions, both.accepting)
 
 
+_TEXTS = caches.kind("texts without literals")
+"""The automaton of `not_containing` per literals and excluded characters: every tool, every raw parameter of a
+family and every reply uses one of a few such sets."""
+
+
 def not_containing(literals: Sequence[str], excluded: str = "") -> ir.Node:
-    """The IR of all texts that contain none of `literals` and none of the characters of `excluded`."""
+    """The IR of all texts that contain none of `literals` and none of the characters of `excluded`: its minimal
+    automaton as an `ir.Embedded` leaf, built once per set (the expression below, lowered)."""
     _check_literals(literals)
+    return _TEXTS.get((), lambda: _embedded(_expression(literals, excluded)), (tuple(literals), excluded))
+
+
+def _embedded(node: ir.Node) -> ir.Embedded:
+    """`node`'s minimal automaton as a read-only IR leaf."""
+    from stdsl.compiler.automata.build import build_automaton
+
+    automaton = build_automaton(node)
+    transitions = automaton.transitions
+    transitions.setflags(write=False)
+    return ir.Embedded(transitions, automaton.accepting)
+
+
+def _expression(literals: Sequence[str], excluded: str) -> ir.Node:
+    """The expression of `not_containing` (the module docstring's, or the Aho–Corasick product)."""
     chars = set(excluded) | {literal for literal in literals if len(literal) == 1}
     longer = sorted({literal for literal in literals if len(literal) > 1 and not chars & set(literal)})
     if not longer:

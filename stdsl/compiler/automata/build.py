@@ -6,6 +6,8 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
+
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
@@ -34,7 +36,8 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
     """The trim byte automaton of an IR expression, minimal up to `MINIMIZE_UP_TO` states: Thompson NFA → subset
     DFA → `shrink`.
 
-    A finite set of literal strings (an enum) skips the NFA: its trie, merged bottom-up, is the minimal DFA.
+    An embedded automaton is only minimized.  A finite set of literal strings (an enum) skips the NFA: its trie,
+    merged bottom-up, is the minimal DFA.
     Raises `StateBudgetError` past `max_states` DFA states and `EmptyLanguageError` for an empty language.
     """
     with frames_cleared_on_refusal():
@@ -43,6 +46,10 @@ def build_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Auto
 
 def _build(node: ir.Node, max_states: int) -> Automaton:
     """`build_automaton` past its refusal handling: the direct string DFA, else NFA → DFA → `shrink`."""
+    if isinstance(node, ir.Embedded) and np.shape(node.transitions)[1:] == (256,):
+        given = Automaton(np.asarray(node.transitions), np.asarray(node.accepting))
+        table, accepting = shrink(given.class_transitions.astype(np.int64), given.accepting)
+        return Automaton.from_classes(table, accepting, given.byte_class)
     strings = literal_strings(node)
     if strings is not None:
         table, accepting, byte_class = strings_dfa(strings)

@@ -36,18 +36,36 @@ def reply_ir(
 
     `content` is the grammar of non-call content (a response format); None is FREE text.
     """
+    called = called_tools(tools, choice)
+    call = ir.alt(*(tool_format.tool_call_ir(tool, arguments_ir) for tool in called))
+    return reply_around(call, tool_format, choice=choice if called else "none", parallel=parallel, content=content)
+
+
+def called_tools(tools: Sequence[ToolSpec], choice: str) -> list[ToolSpec]:
+    """The tools a reply under `choice` may call (none for "none"), after checking the names."""
     names = [tool.name for tool in tools]
     if len(set(names)) != len(names):
         raise CompileError(f"tool names must be distinct, got {names}")
-    text = content if content is not None else tool_format.free_ir()
     if choice == "none" or not tools:
-        return tool_format.content_ir(text)
+        return []
     if choice not in CHOICES:
         chosen = [tool for tool in tools if tool.name == choice]
         if not chosen:
             raise CompileError(f"tool_choice names {choice!r}, which is not among the tools {names}")
-        return tool_format.calls_ir(tool_format.tool_call_ir(chosen[0], arguments_ir), False)
-    calls = tool_format.calls_ir(ir.alt(*(tool_format.tool_call_ir(tool, arguments_ir) for tool in tools)), parallel)
+        return chosen
+    return list(tools)
+
+
+def reply_around(call: ir.Node, tool_format: ToolFormat, *, choice: str, parallel: bool,
+                 content: ir.Node | None) -> ir.Node:
+    """The reply grammar whose one call is `call` (the alternative of the called tools' calls, or a placeholder
+    that `tools.reply_automaton` fills in) under `choice`, with `content` as in `reply_ir`."""
+    text = content if content is not None else tool_format.free_ir()
+    if choice == "none":
+        return tool_format.content_ir(text)
+    if choice not in CHOICES:
+        return tool_format.calls_ir(call, False)
+    calls = tool_format.calls_ir(call, parallel)
     if choice == "required":
         return calls
     return tool_format.reply_ir(text, calls, content is not None)

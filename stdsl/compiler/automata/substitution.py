@@ -1,0 +1,201 @@
+"""A DFA whose placeholder edges stand for an alternative of other DFAs, built without determinizing their union.
+
+A reply beside tools is a small skeleton (free text, section markers, separators) whose every "one call here"
+edge stands for the alternative of the tools' call DFAs.  Determinizing that whole expression runs a subset
+construction over every state of every tool, twice where the skeleton uses the calls twice.  `substitute`
+runs the subset construction only where it can branch: a subset of one state without an ε-move (a state inside
+one call) is that state itself, laid out in bulk with numpy, so Python only visits the subsets where several
+calls, or a call and the skeleton, are still alive (the common head and the trie of tool names) and the ends of
+calls.  The result accepts exactly the language of the substituted expression; it is trim, not minimized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.deadline import check_deadline
+from stdsl.errors import EmptyLanguageError
+
+PLACEHOLDER = 256
+"""The skeleton's column (symbol) of an edge that stands for one of the pieces."""
+
+
+def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
+    """The DFA of `skeleton` (a trim (states, 256 + columns) table, start 0, -1 dead) with each edge on the
+    placeholder symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
+    from s, ending in t."""
+    return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces).automaton()
+
+
+class _Substitution:
+    """The NFA of the skeleton and one copy of every piece per placeholder target, determinized lazily."""
+
+    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> None:
+        flat = [piece for column in pieces for piece in column]
+        columns = np.stack([_skeleton_classes(skeleton[:, :PLACEHOLDER])] + [p.byte_class for p in flat], axis=1)
+        self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
+        representative = np.unique(self.byte_class, return_index=True)[1]
+        blocks = [skeleton[:, representative].astype(np.int32)]
+        size = len(skeleton)
+        self.entries: dict[tuple[int, int], list[int]] = {}
+        """The start of each piece's copy per (placeholder column, target)."""
+        ends: list[np.ndarray] = []
+        returns: list[np.ndarray] = []
+        for column, alternatives in enumerate(pieces):
+            edges = skeleton[:, PLACEHOLDER + column]
+            tables = [p.class_transitions.astype(np.int32)[:, p.byte_class[representative]] for p in alternatives]
+            for target in np.unique(edges[edges >= 0]).tolist():
+                starts = self.entries[(column, target)] = []
+                for piece, table in zip(alternatives, tables):
+                    starts.append(size)
+                    blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
+                    end = np.flatnonzero(piece.accepting) + size
+                    ends.append(end)
+                    returns.append(np.full(len(end), target, dtype=np.int64))
+                    size += len(table)
+        self.table = np.concatenate(blocks)
+        self.size = size
+        self.accepting = np.zeros(size, dtype=bool)
+        self.accepting[:len(skeleton)] = accepting
+        self.placeholders = np.asarray(skeleton[:, PLACEHOLDER:PLACEHOLDER + len(pieces)])
+        self.returns_to: dict[int, int] = dict(zip(np.concatenate(ends + [np.zeros(0, np.int64)]).tolist(),
+                                                   np.concatenate(returns + [np.zeros(0, np.int64)]).tolist()))
+        self.skeleton_size = len(skeleton)
+        self.direct = np.ones(size, dtype=bool)
+        self.direct[np.flatnonzero((self.placeholders >= 0).any(axis=1))] = False
+        self.direct[list(self.returns_to)] = False
+        self.ids: dict[bytes, int] = {}
+        self.members: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+        self.pending: list[int] = []
+        self.closures: dict[int, np.ndarray] = {}
+
+    def _moves(self, state: int) -> list[int]:
+        """The ε-moves of one NFA state: into every piece's copy for a placeholder edge, back to the skeleton from
+        a piece's accepting state."""
+        if state < self.skeleton_size:
+            return [start for column, target in enumerate(self.placeholders[state].tolist()) if target >= 0
+                    for start in self.entries[(column, target)]]
+        back = self.returns_to.get(state)
+        return [] if back is None else [back]
+
+    def _closure_of(self, state: int) -> np.ndarray:
+        """The sorted ε-closure of one state."""
+        found = self.closures.get(state)
+        if found is None:
+            seen = {state}
+            stack = [state]
+            while stack:
+                for moved in self._moves(stack.pop()):
+                    if moved not in seen:
+                        seen.add(moved)
+                        stack.append(moved)
+            found = self.closures[state] = np.array(sorted(seen), dtype=np.int64)
+        return found
+
+    def _intern(self, states: np.ndarray) -> int:
+        """The DFA state of the ε-closure of `states` (sorted, distinct): a direct state is itself."""
+        if len(states) == 1:
+            state = int(states[0])
+            if self.direct[state]:
+                return state
+            closure = self._closure_of(state)
+        else:
+            closure = np.unique(np.concatenate([self._closure_of(s) if not self.direct[s] else np.array([s])
+                                                for s in states.tolist()]))
+        if len(closure) == 1 and self.direct[closure[0]]:
+            return int(closure[0])
+        key = closure.tobytes()
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = self.size + len(self.members)
+            self.members.append(closure)
+            self.rows.append(np.empty(0, dtype=np.int32))
+            self.pending.append(found)
+        return found
+
+    def _row(self, members: np.ndarray) -> np.ndarray:
+        """The composite state's row: per class, the state of its members' successors."""
+        rows = self.table[members]
+        classes, targets = np.nonzero(rows.T >= 0)
+        row = np.full(rows.shape[1], -1, dtype=np.int32)
+        if not len(classes):
+            return row
+        keys = np.unique(classes.astype(np.int64) * self.size + rows.T[classes, targets])
+        classes, targets = keys // self.size, keys % self.size
+        cuts = np.flatnonzero(np.diff(classes)) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(classes)]))
+        single = (ends - starts == 1) & self.direct[targets[starts]]
+        row[classes[starts[single]]] = targets[starts[single]]
+        known: dict[bytes, int] = {}
+        for lo, hi in zip(starts[~single].tolist(), ends[~single].tolist()):
+            live = targets[lo:hi]
+            key = live.tobytes()
+            found = known.get(key)
+            if found is None:
+                found = known[key] = self._intern(live)
+            row[classes[lo]] = found
+        return row
+
+    def automaton(self) -> Automaton:
+        nondirect = np.flatnonzero(~self.direct)
+        remap = np.arange(self.size, dtype=np.int32)
+        for state in nondirect.tolist():
+            remap[state] = self._intern(np.array([state]))
+        start = self._intern(np.array([0]))
+        while self.pending:
+            check_deadline("substituting the calls")
+            composite = self.pending.pop()
+            self.rows[composite - self.size] = self._row(self.members[composite - self.size])
+        table = self.table
+        live = table >= 0
+        table[live] = remap[table[live]]
+        full = np.concatenate([table] + [row[None, :] for row in self.rows]) if self.rows else table
+        accepting = np.concatenate([self.accepting] + [np.array([self.accepting[m].any()]) for m in self.members])
+        return _trimmed(full, accepting, start, self.byte_class)
+
+
+def _skeleton_classes(table: np.ndarray) -> np.ndarray:
+    """A byte-class id per byte: bytes with equal columns in `table` share one."""
+    return _column_classes(np.ascontiguousarray(table.T))
+
+
+def _column_classes(rows: np.ndarray) -> np.ndarray:
+    """A class id per row of `rows` (one per byte): equal rows share one, numbered by first occurrence."""
+    ids: dict[bytes, int] = {}
+    return np.array([ids.setdefault(row.tobytes(), len(ids)) for row in rows], dtype=np.int64)
+
+
+def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray) -> Automaton:
+    """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
+    when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
+    keep = _reachable(table, start)
+    if not accepting[keep].any():
+        raise EmptyLanguageError("the substituted automaton accepts nothing")
+    keep[start] = False
+    kept = np.concatenate(([start], np.flatnonzero(keep)))
+    number = np.full(len(table) + 1, -1, dtype=np.int32)
+    number[kept] = np.arange(len(kept), dtype=np.int32)
+    return Automaton.from_classes(number[table[kept]], accepting[kept], byte_class)
+
+
+def _reachable(table: np.ndarray, start: int) -> np.ndarray:
+    """The states reachable from `start` (a bool mask), one breadth-first level per numpy step over the table."""
+    seen = np.zeros(len(table), dtype=bool)
+    seen[start] = True
+    frontier = np.array([start])
+    levels = 0
+    while len(frontier):
+        levels += 1
+        if levels & 63 == 0:
+            check_deadline("trimming the substituted automaton")
+        following = table[frontier].reshape(-1)
+        following = following[following >= 0]
+        following = np.unique(following[~seen[following]])
+        seen[following] = True
+        frontier = following
+    return seen

@@ -1,0 +1,72 @@
+"""The reply DFA of a tool list, assembled from each tool's call DFA: a tool is compiled once, and a list costs
+the tools it has not met before.
+
+Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind
+"tool calls"), keyed by the format and the tool's canonical schema.  The reply's skeleton (`reply_around` with a
+placeholder symbol as its call) is compiled small, and `automata.substitution.substitute` puts the calls in its
+placeholder edges: the subset construction runs only over the head the calls share and the trie of their names,
+never over the product of all the tools' states.  The DFA accepts exactly what the single-expression build
+(`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields are as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
+from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
+from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
+
+_CALLS = caches.kind("tool calls")
+"""One call's DFA per (format, tool name, canonical parameter schema, arguments lowering)."""
+
+
+def _holds_grammar(node: ir.Node) -> bool:
+    return any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(node))
+
+
+def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
+                   lowering: Hashable) -> Automaton | None:
+    """The DFA of one call of `tool` (None when it embeds a recursive grammar, which needs the pushdown), kept
+    per format, tool name and canonical schema when `lowering` names how `arguments_ir` lowers a schema."""
+
+    def build() -> Automaton | None:
+        node = tool_format.tool_call_ir(tool, arguments_ir)
+        return None if _holds_grammar(node) else build_automaton(node)
+
+    if tool.custom_input is not None:
+        return build()
+    schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    shape = (type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items())))
+    return _CALLS.get((), build, (*shape, tool.name, schema, lowering))
+
+
+def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
+                    lowering: Hashable, *, choice: str = "auto", parallel: bool = True,
+                    content: ir.Node | None = None, max_states: int = DEFAULT_MAX_STATES) -> Automaton | None:
+    """The DFA of `reply_ir(tools, ...)` assembled from the calls' cached DFAs, or None where it needs the
+    single-expression build: no call at all, or a recursive grammar in a call or the content (a pushdown)."""
+    called = called_tools(tools, choice)
+    if not called:
+        return None
+    calls = [call_automaton(tool, tool_format, arguments_ir, lowering) for tool in called]
+    if any(call is None for call in calls):
+        return None
+    placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
+    skeleton = reply_around(placeholder, tool_format, choice=choice, parallel=parallel, content=content)
+    if _holds_grammar(skeleton):
+        return None
+    dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
+    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+    wide = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+    return substitute(wide, accepting, [[call for call in calls if call is not None]])

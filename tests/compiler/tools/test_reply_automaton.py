@@ -1,0 +1,143 @@
+"""The reply DFA assembled from per-tool call DFAs accepts exactly what the single-expression build accepts, and a
+tool list with one tool changed compiles that one tool only."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _Deadline, build_constraint
+from stdsl.compiler.tools import reply_automaton as assembly
+from stdsl.compiler.tools.formats import FORMATS, ToolSpec, format_named
+from stdsl.compiler.tools.reply_grammar import reply_ir
+from stdsl.errors import StdslError
+from tests.compiler.accepting_walks import random_accepted
+
+KEYS = ("path", "city", "limit", "mode", "tags", "unit")
+
+values = st.sampled_from([
+    {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+    {"type": "string", "enum": ["asc", "desc"]}, {"type": "array", "items": {"type": "integer"}},
+    {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "additionalProperties": False},
+])
+
+
+@st.composite
+def tool_lists(draw: Any) -> list[ToolSpec]:
+    """One to four tools whose names share prefixes (the trie the assembly determinizes) and small schemas."""
+    names = draw(st.lists(st.sampled_from(["get", "get_a", "get_ab", "set", "search", "s"]), min_size=1, max_size=4,
+                          unique=True))
+    tools = []
+    for name in names:
+        keys = draw(st.lists(st.sampled_from(KEYS), max_size=3, unique=True))
+        properties = {key: draw(values) for key in keys}
+        required = [key for key in keys if draw(st.booleans())]
+        tools.append(ToolSpec(name, {"type": "object", "properties": properties, "required": required,
+                                     "additionalProperties": False}))
+    return tools
+
+
+def _joint(a: Automaton, b: Automaton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Both tables over the classes that refine both automata's byte classes."""
+    pairs = np.stack([a.byte_class, b.byte_class], axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)
+    return a.class_transitions[:, a.byte_class[first]], b.class_transitions[:, b.byte_class[first]], first
+
+
+def _difference(a: Automaton, b: Automaton) -> bytes | None:
+    """A shortest text one automaton accepts and the other does not (None: the languages are equal)."""
+    ta, tb, first = _joint(a, b)
+    seen = {(0, 0): b""}
+    queue = deque([(0, 0)])
+    while queue:
+        pa, pb = queue.popleft()
+        text = seen[(pa, pb)]
+        if (pa >= 0 and a.accepting[pa]) != (pb >= 0 and b.accepting[pb]):
+            return text
+        for column, byte in enumerate(first.tolist()):
+            na = int(ta[pa, column]) if pa >= 0 else -1
+            nb = int(tb[pb, column]) if pb >= 0 else -1
+            if (na, nb) != (-1, -1) and (na, nb) not in seen:
+                seen[(na, nb)] = text + bytes([byte])
+                queue.append((na, nb))
+    return None
+
+
+def _accepts(automaton: Automaton, text: bytes) -> bool:
+    state = 0
+    for byte in text:
+        state = int(automaton.transitions[state, byte]) if state >= 0 else -1
+    return state >= 0 and bool(automaton.accepting[state])
+
+
+def _both(tools: list[ToolSpec], name: str, choice: str, parallel: bool) -> tuple[Automaton, Automaton]:
+    """The single-expression build and the assembled one; a refusal (a schema a family cannot write) must be the
+    same refusal both ways, and then the example is discarded."""
+    tool_format = format_named(name)
+    deadline = _Deadline(120)
+    try:
+        whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(deadline), choice=choice,
+                                         parallel=parallel))
+    except StdslError as error:
+        with pytest.raises(type(error)):
+            assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+                                     choice=choice, parallel=parallel)
+        assume(False)
+    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+                                         choice=choice, parallel=parallel)
+    assert assembled is not None
+    return whole, assembled
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tools=tool_lists(), name=st.sampled_from(sorted(FORMATS)), choice=st.sampled_from(["auto", "required", "named"]),
+       parallel=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_assembled_reply_accepts_exactly_the_whole_reply_grammar(tools: list[ToolSpec], name: str, choice: str,
+                                                                 parallel: bool, seed: int) -> None:
+    chosen = tools[-1].name if choice == "named" else choice
+    whole, assembled = _both(tools, name, chosen, parallel)
+    assert _difference(whole, assembled) is None
+    rng = np.random.default_rng(seed)
+    for machine, other in ((whole, assembled), (assembled, whole)):
+        for _ in range(3):
+            text = random_accepted(machine, rng)
+            assert _accepts(other, text)
+            if text:
+                cut = int(rng.integers(len(text)))
+                mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut + 1:]
+                assert _accepts(machine, mutated) == _accepts(other, mutated)
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen_xml", "harmony"])
+def test_one_changed_tool_compiles_that_tool_only(name: str) -> None:
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {"a": {"type": "integer",
+             "minimum": i}}, "required": ["a"]}} for i in range(5)]
+    spec = {"kind": "tools", "format": name, "tools": tools, "choice": "auto", "parallel": True, "content": None}
+    build_constraint(spec, 60)
+    before = assembly._CALLS.stats()
+    other = {"type": "object", "properties": {"b": {"type": "string"}}}
+    changed = [*tools[:4], {"name": "tool_4", "parameters": other}]
+    build_constraint({**spec, "tools": changed}, 60)
+    after = assembly._CALLS.stats()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 4)
+
+
+def test_response_format_beside_tools_is_assembled_exactly() -> None:
+    tools = [ToolSpec("get", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})]
+    content = build_automaton(reply_ir([], format_named("hermes"), _arguments_ir(_Deadline(60)),
+                                       choice="none"))
+    from stdsl.compiler import ir
+
+    leaf = ir.Embedded(content.transitions, content.accepting)
+    tool_format = format_named("hermes")
+    whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(_Deadline(60)), content=leaf))
+    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(_Deadline(60)), ARGUMENTS_LOWERING,
+                                         content=leaf)
+    assert assembled is not None and _difference(whole, assembled) is None
