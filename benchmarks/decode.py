@@ -48,6 +48,7 @@ TASKS = ("person", "tool_call", "product", "event", "classification", "contact_c
 ENGINES = ("free", "llg_mask", "llg_ff", "outlines", "stdsl")
 ARRAY_TASKS = {"person": "tags", "tool_call": None, "product": "categories", "event": "attendees", "contact_card": None}
 GREEDY = SamplingParams()
+OPENED = " with additionalProperties: false dropped"
 
 
 @dataclass
@@ -635,7 +636,7 @@ def render(report: dict[str, Any]) -> str:
         f"{report['when']}, {report['machine']}; model {report['model']}; greedy; "
         f"max_tokens={report['max_tokens']}; warmup_tokens={report['warmup_tokens']}; "
         f"repeats={report.get('repeats', 1)} (times: the fastest repeat); prompts[0] of "
-        f"../shared/tasks/extraction{' with additionalProperties: false dropped' if report.get('open_schemas') else ''}; "
+        f"../shared/tasks/extraction{OPENED if report.get('open_schemas') else ''}; "
         f"stdsl strict={report.get('strict', True)}; versions {report['versions']}.",
         "",
         METHOD,

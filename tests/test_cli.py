@@ -166,3 +166,14 @@ def test_set_values_are_checked_against_the_parameter_types(capsys: pytest.Captu
     code, _, err = run(capsys, "run", str(program), "--set", "name=2024", "--set", "n=3",
                        "--model", str(tmp_path / "no-model.gguf"))
     assert code == 2 and "no-model.gguf" in err, err
+
+
+def test_no_strict_compiles_the_open_language(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}))
+    example = tmp_path / "x.json"
+    example.write_text('{"a":1,"b":2}')
+    code, out, _ = run(capsys, "compile", str(schema), "--json", "--no-strict", "--example", str(example))
+    assert code == 0 and json.loads(out)["kind"] == "json_schema"
+    code, _, err = run(capsys, "compile", str(schema), "--json", "--example", str(example))
+    assert code != 0 and "rejected by the constraint" in err

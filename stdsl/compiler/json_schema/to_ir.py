@@ -3,7 +3,10 @@
 `schema_to_ir(schema)` accepts compact JSON (no whitespace) unless a `Whitespace` option
 allows bounded whitespace between tokens.  Objects are written with declared properties in
 schema order (then `required` names not in `properties`, then any additional keys);
-`json_order.dump_in_schema_order` writes an instance in exactly that form.
+`json_order.dump_in_schema_order` writes an instance in exactly that form.  Strict (the default), an
+object that declares members and says nothing of others (`closes_object`) has no additional key, and a
+`prefixItems` tuple without `items` no item past its prefix (a subset of the valid texts); `strict=False`
+keeps every spelling below.
 
 Choices that keep the language regular and exact:
 - An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.errors import EmptyLanguageError, OptionError, SchemaError
+from stdsl.errors import EmptyLanguageError, SchemaError
 from tests.compiler.accepting_walks import random_accepted
 
 NAMES = ["a", "b", "c"]
@@ -191,11 +191,6 @@ def test_strict_and_exact_constraints_are_cached_apart() -> None:
     assert closed is not exact and (closed.strict, exact.strict) == (True, False)
     assert not closed.accepts('{"k":1,"z":1}') and exact.accepts('{"k":1,"z":1}')
     assert stdsl.compile(stdsl.Regex("a+"), strict=False).strict is None
-
-
-def test_strict_takes_a_boolean() -> None:
-    with pytest.raises(OptionError, match="strict must be True or False"):
-        stdsl.compile({"type": "object"}, strict="no")
 
 
 class Default(pydantic.BaseModel):
