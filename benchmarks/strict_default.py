@@ -66,6 +66,9 @@ def main() -> None:
                      f"{sum(r['forced'] for r in rows) / max(tokens, 1):.3f} | "
                      f"{sum(r['seconds'] for r in rows):.1f} | {sum(r['valid'] for r in rows)}/{len(rows)} |")
     lines += ["", *(f"- {name}: `{command}`" for name, command in report["decode_commands"].items()), "",
+              "decode.py writes its command with the peers' interpreter; these ran as `PYTHONPATH=. python "
+              "benchmarks/decode.py ...` (stdsl only, 2 cores shared with other sessions: decode seconds are noisy, "
+              "tokens and passes are not).", "",
               "Per task (tokens / passes / decode seconds):", "",
               "| task | " + " | ".join(report["decode"]) + " |", "|---|" + "---:|" * len(report["decode"])]
     tasks = [r["task"] for r in next(iter(report["decode"].values()), [])]
