@@ -9,6 +9,10 @@ interleaved per task. Writes benchmarks/results/decode.{json,md}.
 
     /tmp/peers/venv/bin/python benchmarks/decode.py                      # everything (~25 min on 2 busy cores)
     /tmp/peers/venv/bin/python benchmarks/decode.py --tasks person --engines free,stdsl
+
+`--open-schemas` drops every `additionalProperties: false` from the task schemas (objects that say nothing
+of other members, as a schema that leaves the keyword out is written), and `--no-strict` compiles stdsl's
+constraint with `strict=False` (the exact open language) instead of the strict default (objects closed).
 """
 
 from __future__ import annotations
@@ -34,14 +38,17 @@ import stdsl  # noqa: E402
 from stdsl.control import constraint_state  # noqa: E402
 from stdsl.control.split import canonical_check  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
+from stdsl.runtime.batch import requests  # noqa: E402
 from stdsl.runtime.batch.sampling import SamplingParams, sample  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
+from stdsl.runtime.options import DecodeOptions  # noqa: E402
 
 SHARED = BENCH_DIR.parent.parent / "shared"
 TASKS = ("person", "tool_call", "product", "event", "classification", "contact_card")
 ENGINES = ("free", "llg_mask", "llg_ff", "outlines", "stdsl")
 ARRAY_TASKS = {"person": "tags", "tool_call": None, "product": "categories", "event": "attendees", "contact_card": None}
 GREEDY = SamplingParams()
+OPENED = " with additionalProperties: false dropped"
 
 
 @dataclass
@@ -55,11 +62,23 @@ class Task:
     gold_fields: list[str]
 
 
-def load_task(name: str) -> Task:
-    """The task file with prompts[0]'s {source} and {schema} filled (schema JSON-serialized)."""
+def load_task(name: str, open_schemas: bool = False) -> Task:
+    """The task file with prompts[0]'s {source} and {schema} filled (schema JSON-serialized); with
+    `open_schemas`, its schema without `additionalProperties: false` (in the prompt too)."""
     data = json.loads((SHARED / "tasks" / "extraction" / f"{name}.json").read_text())
-    prompt = data["prompts"][0].format(source=data["source"], schema=json.dumps(data["schema"]))
-    return Task(name, data["schema"], prompt, data["gold"], list(data["gold_fields"]))
+    schema = without_closed_objects(data["schema"]) if open_schemas else data["schema"]
+    prompt = data["prompts"][0].format(source=data["source"], schema=json.dumps(schema))
+    return Task(name, schema, prompt, data["gold"], list(data["gold_fields"]))
+
+
+def without_closed_objects(schema: Any) -> Any:
+    """`schema` with every `additionalProperties: false` left out (the task schemas hold no enum/const objects)."""
+    if isinstance(schema, dict):
+        return {k: without_closed_objects(v) for k, v in schema.items()
+                if not (k == "additionalProperties" and v is False)}
+    if isinstance(schema, list):
+        return [without_closed_objects(v) for v in schema]
+    return schema
 
 
 @dataclass
@@ -334,13 +353,11 @@ class StdslTimers:
             setattr(constraint_state.ConstraintState, name, original)
 
 
-def run_stdsl(model: Any, task: Task, max_tokens: int, run: Run) -> None:
+def run_stdsl(model: Any, task: Task, max_tokens: int, run: Run, strict: bool = True) -> None:
     """stdsl.generate split in two: compile + the shared tables (timed as compile), then the decode loop."""
     tick = time.perf_counter()
-    constraint = stdsl.compile(task.schema)
-    control = constraint_state.ConstraintState(
-        constraint.automaton, model.tokenizer, constraint_state.vocabulary_of(model.tokenizer), max_tokens=max_tokens
-    )
+    constraint = stdsl.compile(task.schema, strict=strict)
+    control = requests.constraint_state(model, constraint, DecodeOptions(max_tokens=max_tokens))
     control.start()
     run.compile_s = time.perf_counter() - tick
     with StdslTimers() as timers:
@@ -619,7 +636,8 @@ def render(report: dict[str, Any]) -> str:
         f"{report['when']}, {report['machine']}; model {report['model']}; greedy; "
         f"max_tokens={report['max_tokens']}; warmup_tokens={report['warmup_tokens']}; "
         f"repeats={report.get('repeats', 1)} (times: the fastest repeat); prompts[0] of "
-        f"../shared/tasks/extraction; versions {report['versions']}.",
+        f"../shared/tasks/extraction{OPENED if report.get('open_schemas') else ''}; "
+        f"stdsl strict={report.get('strict', True)}; versions {report['versions']}.",
         "",
         METHOD,
         "",
@@ -707,12 +725,13 @@ def targets(summary: dict[str, dict[str, Any]], agree: dict[str, dict[str, Any]]
     return out
 
 
-def run_engine(model: Any, engine: str, drivers: dict[str, Driver], task: Task, ids: list[int], max_tokens: int) -> Run:
+def run_engine(model: Any, engine: str, drivers: dict[str, Driver], task: Task, ids: list[int], max_tokens: int,
+               strict: bool = True) -> Run:
     """One engine on one task (compile, then decode); an engine's exception is recorded in the run."""
     run = Run(task.name, engine, prompt_tokens=len(ids))
     try:
         if engine == "stdsl":
-            run_stdsl(model, task, max_tokens, run)
+            run_stdsl(model, task, max_tokens, run, strict)
         else:
             driver = drivers[engine]
             tick = time.perf_counter()
@@ -745,8 +764,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warmup-tokens", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=2, help="decode each (task, engine) N times, keep the fastest")
     parser.add_argument("--out", default=str(BENCH_DIR / "results" / "decode"))
+    parser.add_argument("--open-schemas", action="store_true",
+                        help="drop every additionalProperties: false from the task schemas")
+    parser.add_argument("--no-strict", dest="strict", action="store_false",
+                        help="stdsl compiles the exact open language (strict=False) instead of closing objects")
     args = parser.parse_args(argv)
-    tasks = [load_task(t) for t in args.tasks.split(",")]
+    tasks = [load_task(t, args.open_schemas) for t in args.tasks.split(",")]
     engines = [e for e in args.engines.split(",") if e]
     unknown = set(engines) - set(ENGINES)
     if unknown:
@@ -763,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.warmup_tokens > 0:
         ids = prompt_tokens(model, tasks[0].prompt)
         for engine in drivers.keys() | ({"stdsl"} & set(engines)):
-            warm = run_engine(model, engine, drivers, tasks[0], ids, args.warmup_tokens)
+            warm = run_engine(model, engine, drivers, tasks[0], ids, args.warmup_tokens, args.strict)
             print(f"warm-up {engine}: {warm.seconds:.2f}s {warm.error or ''}", flush=True)
         timer.calls = []
     runs: list[Run] = []
@@ -774,7 +797,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             for engine in engines:
                 if engine in import_errors:
                     continue
-                run = run_engine(model, engine, drivers, task, ids, args.max_tokens)
+                run = run_engine(model, engine, drivers, task, ids, args.max_tokens, args.strict)
                 timer.take(run)
                 best[engine] = fastest(best.get(engine), run)
         for engine, run in best.items():
@@ -800,6 +823,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "max_tokens": args.max_tokens,
         "warmup_tokens": args.warmup_tokens,
         "repeats": args.repeats,
+        "strict": args.strict,
+        "open_schemas": args.open_schemas,
         "versions": {d: version_of(d) for d in ("mlx", "llguidance", "outlines_core", "stdsl")},
         "import_errors": import_errors,
         "summary": summary,

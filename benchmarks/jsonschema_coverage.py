@@ -10,7 +10,9 @@ key order (MaskBench keeps schema order; `dump_in_schema_order` is tried too and
 separately); an invalid instance counts as accepted if *any* of its compact spellings (own order,
 ASCII escapes, schema order) is accepted.
 Compilation goes through `stdsl.compile`, which routes recursive and oversized schemas to the
-pushdown engine.
+pushdown engine, with `strict=False`: the schema's exact language, which is what conformance asks.
+`--strict` measures the default's instead (objects closed to their declared members: a valid instance
+with undeclared members is then a validation error), for the DFA/pushdown split it gives.
 
     python benchmarks/jsonschema_coverage.py ../shared/jsonschemabench/maskbench-sample --every 2
     python benchmarks/jsonschema_coverage.py --suite ../shared/json-schema-test-suite
@@ -46,14 +48,14 @@ COMPILE_MARGIN_S = 0.5
 OUTCOMES = ("passing", "compile error", "timeout", "validation error", "invalidation error")
 
 
-def _compile(schema: Any, max_states: int, max_seconds: float) -> tuple[Any, str]:
+def _compile(schema: Any, max_states: int, max_seconds: float, strict: bool) -> tuple[Any, str]:
     """A matcher with `accepts(bytes)` for the schema, and which engine built it ('dfa' or 'pushdown').
 
     The same routing as `stdsl.compile`: recursive schemas, and schemas too large for one DFA (their
     container members outlined as nonterminals), go to the pushdown engine.
     """
     try:
-        constraint = compile_constraint(schema, max_states=max_states, max_seconds=max_seconds)
+        constraint = compile_constraint(schema, max_states=max_states, max_seconds=max_seconds, strict=strict)
     except EmptyLanguageError:
         return None, "dfa"
     return constraint, "pushdown" if isinstance(constraint, PushdownConstraint) else "dfa"
@@ -91,11 +93,11 @@ def _accepts(matcher: Any, text: str) -> bool:
     return matcher is not None and matcher.accepts(text.encode("utf-8"))
 
 
-def _classify(schema: Any, tests: list[dict], max_states: int, limit: float, conn: Any) -> None:
+def _classify(schema: Any, tests: list[dict], max_states: int, limit: float, conn: Any, strict: bool) -> None:
     """Worker: compile, report the compile time, then classify every instance."""
     start = time.perf_counter()
     try:
-        matcher, engine = _compile(schema, max_states, max(limit - COMPILE_MARGIN_S, 0.1))
+        matcher, engine = _compile(schema, max_states, max(limit - COMPILE_MARGIN_S, 0.1), strict)
     except StdslError as exc:
         conn.send({"stage": "compiled", "error": f"{type(exc).__name__}: {exc}"[:300],
                    "seconds": time.perf_counter() - start})
@@ -121,11 +123,11 @@ def _classify(schema: Any, tests: list[dict], max_states: int, limit: float, con
                "schema_order_only": schema_order_only})
 
 
-def run_one(schema: Any, tests: list[dict], limit: float, max_states: int) -> dict:
+def run_one(schema: Any, tests: list[dict], limit: float, max_states: int, strict: bool = False) -> dict:
     """Compile and check one schema in a forked worker; the outcome row (see OUTCOMES)."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_classify, args=(schema, tests, max_states, limit, child), daemon=True)
+    worker = ctx.Process(target=_classify, args=(schema, tests, max_states, limit, child, strict), daemon=True)
     worker.start()
     child.close()
     row: dict = {"outcome": "timeout", "seconds": limit}
@@ -225,7 +227,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: float, max_states: int,
                   peers: dict[str, Any] | None = None, only: set[str] | None = None,
-                  previous: dict | None = None) -> dict:
+                  previous: dict | None = None, strict: bool = False) -> dict:
     """The MaskBench table over (a sample of) the folder, with the peers' compile times when given.
 
     With `only`, just those files are run and their rows replace the ones in `previous` (a result
@@ -238,7 +240,7 @@ def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: fl
     start = time.time()
     for n, path in enumerate(chosen, 1):
         data = json.loads(path.read_text())
-        row = run_one(data["schema"], data["tests"], timeout, max_states)
+        row = run_one(data["schema"], data["tests"], timeout, max_states, strict)
         row["source"] = source_of(path.name)
         row["peers"] = {name: run_peer(peer, data["schema"], timeout) for name, peer in peers.items()}
         if previous and not peers and "peers" in rows.get(path.name, {}):
@@ -255,6 +257,7 @@ def run_maskbench(folder: Path, every: int, limit_files: int | None, timeout: fl
     peer_names = list(peers) or sorted({n for r in rows.values() for n in r.get("peers", {})})
     return {"folder": str(folder), "files_in_folder": len(files), "files_run": len(rows),
             "every": previous["every"] if previous else every, "timeout_s": timeout, "max_states": max_states,
+            "strict": strict,
             "wall_s": round(time.time() - start, 1) + (previous["wall_s"] if previous else 0),
             "rerun_files": sorted(only) if only is not None else [],
             "totals": {k: totals.get(k, 0) for k in OUTCOMES},
@@ -327,7 +330,8 @@ def maskbench_markdown(result: dict, command: str) -> str:
     t, n = result["totals"], result["files_run"]
     lines = ["# JSON Schema coverage (MaskBench format)\n", f"Command: `{command}`\n",
              f"Ran {n} of {result['files_in_folder']} files of `{result['folder']}` (every {result['every']}th), "
-             f"{result['timeout_s']} s compile limit per schema, {result['max_states']} DFA states at most; "
+             f"{result['timeout_s']} s compile limit per schema, {result['max_states']} DFA states at most, "
+             f"{'the strict default (objects closed)' if result.get('strict') else 'the exact language'}; "
              f"{result['wall_s']} s wall.\n",
              *([f"Files run again with the code and rules of the second command and merged in: "
                 f"{', '.join(result['rerun_files'])}.\n"] if result.get("rerun_files") else []),
@@ -395,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", default="", help="comma-separated peers to time too (llguidance,xgrammar)")
     parser.add_argument("--rerun", default=None, metavar="NAMES",
                         help="comma-separated file names to run again, merged into the existing results file")
+    parser.add_argument("--strict", action="store_true",
+                        help="measure the strict default (closed objects) instead of the exact language")
     parser.add_argument("--out", default=None,
                         help="results file stem (default benchmarks/results/jsonschema_coverage or jsonschema_suite)")
     args = parser.parse_args(argv)
@@ -411,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         if previous is not None:
             command = previous["command"] + " (then " + command + ")"
         result = run_maskbench(Path(args.folder), args.every, args.limit, args.timeout, args.max_states, peers,
-                               only, previous)
+                               only, previous, args.strict)
         text = maskbench_markdown(result, command)
     result["command"] = command
     stem.parent.mkdir(parents=True, exist_ok=True)

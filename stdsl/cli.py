@@ -76,7 +76,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from stdsl.compiler.constraint import compile as compile_constraint
     from stdsl.compiler.pushdown.constraint import PushdownConstraint
 
-    constraint = compile_constraint(_load_spec(args), max_states=args.max_states)
+    constraint = compile_constraint(_load_spec(args), max_states=args.max_states, strict=args.strict)
     vocab = _vocab_size(args.vocab)
     report: dict[str, Any] = {
         "kind": constraint.kind,
@@ -114,10 +114,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from stdsl.theory.analyze import analyze_automaton, render_analysis
 
     spec = _load_spec(args)
-    constraint = compile_constraint(spec)
+    constraint = compile_constraint(spec, strict=args.strict)
     if isinstance(constraint, PushdownConstraint) and isinstance(spec, (dict, bool)):
         try:
-            constraint = compile_embeddable(spec)  # free-form values as the DFA's bounded value: regular
+            # free-form values as the DFA's bounded value: regular
+            constraint = compile_embeddable(spec, strict=args.strict)
         except SchemaError:
             pass  # recursive: refused below
     if isinstance(constraint, PushdownConstraint):
@@ -149,6 +150,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         top_p=args.top_p,
         top_k=args.top_k,
         seed=args.seed,
+        strict=args.strict,
     )
     value = result.value
     print(json.dumps(value, indent=2, ensure_ascii=False) if not isinstance(value, str) else value)
@@ -277,6 +279,9 @@ def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--syntax", choices=["auto", "lark", "gbnf", "ebnf"], default="auto",
                         help="the grammar's syntax (auto: a line with '::=' is GBNF/EBNF, else Lark)")
     parser.add_argument("--start", default=None, help="the grammar's start rule (default: start, or root for GBNF)")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=True,
+                        help="close a schema's objects to their declared members (the default); --no-strict: the "
+                             "schema's exact language, undeclared members allowed (docs/json_schema.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -203,3 +203,14 @@ def test_analyze_is_readable_and_quiet_on_a_closed_pipe() -> None:
     head.stdout.read(10)
     head.stdout.close()
     assert head.wait(timeout=600) == 141 and head.stderr.read() == b""
+
+
+def test_no_strict_compiles_the_open_language(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}))
+    example = tmp_path / "x.json"
+    example.write_text('{"a":1,"b":2}')
+    code, out, _ = run(capsys, "compile", str(schema), "--json", "--no-strict", "--example", str(example))
+    assert code == 0 and json.loads(out)["kind"] == "json_schema"
+    code, _, err = run(capsys, "compile", str(schema), "--json", "--example", str(example))
+    assert code != 0 and "rejected by the constraint" in err

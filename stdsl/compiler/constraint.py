@@ -63,6 +63,9 @@ class Constraint:
     _extra: dict[str, Any] = field(default_factory=dict)
     special_tokens: tuple[str, ...] = ()
     """The special tokens the constraint uses (by their text), each spelled privately (`compiler.special_tokens`)."""
+    strict: bool | None = None
+    """For a JSON Schema: whether objects were closed to their declared members (`compile`'s `strict`); None for
+    other kinds."""
 
     @property
     def num_states(self) -> int:
@@ -76,7 +79,11 @@ class Constraint:
 
     def accepts(self, data: bytes | str) -> bool:
         """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
-        read as that token; bytes: read as they are, special tokens in their private spelling)."""
+        read as that token; bytes: read as they are, special tokens in their private spelling).
+
+        For a JSON Schema that is the language generation uses: with `strict` (the default) objects closed to
+        their declared members, so a valid instance with undeclared members is refused; compile with
+        `strict=False` to test the schema's exact language."""
         return self.automaton.accepts(output_bytes(data, self.special_tokens))
 
     def parse(self, text: str) -> Any:
@@ -100,11 +107,11 @@ _COMPILED: CacheKind[Constraint | PushdownConstraint] = CacheKind("compiled cons
 registry's byte budget; a Pydantic class is keyed by identity, and its constraint keeps it to read values back)."""
 
 
-def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
+def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool
                ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """What identifies a compilation, as (owners by identity, values): the schema's JSON with its key order kept
-    (properties are written in the order they are declared, so two orders are two programs), the pattern or
-    grammar, or the class itself.
+    (properties are written in the order they are declared, so two orders are two programs) and whether its
+    objects are closed, the pattern or grammar, or the class itself.
 
     A schema that is not plain JSON (json.dumps would turn its key 1 into "1") has no key, so it is
     compiled, and refused, rather than matched to the JSON schema it resembles.
@@ -116,9 +123,9 @@ def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounde
             return None
         if json.loads(text) != spec:
             return None
-        return (), ("schema", text, whitespace, max_states, bounded)
+        return (), ("schema", text, whitespace, max_states, bounded, strict)
     if _is_pydantic_class(spec):
-        return (spec,), ("class", whitespace, max_states, bounded)
+        return (spec,), ("class", whitespace, max_states, bounded, strict)
     if isinstance(spec, (Regex, Grammar)):
         return (), ("spec", spec, whitespace, max_states, bounded)
     return None
@@ -130,6 +137,7 @@ def compile(
     whitespace: Whitespace | None = None,
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
+    strict: bool = True,
     **unknown: Any,
 ) -> Constraint | PushdownConstraint:
     """Compile a JSON Schema (dict or bool), a `Regex`, a `Grammar` (Lark, GBNF, EBNF), a Pydantic class, a
@@ -137,12 +145,18 @@ def compile(
 
     A compilation that passes `max_seconds` is refused with CompileTimeError (None: no limit).
 
+    A JSON Schema or Pydantic class is compiled `strict` by default: an object whose schema declares members and
+    says nothing of others (no `additionalProperties`, `patternProperties` or `propertyNames`) gets its declared
+    members only, and a `prefixItems` tuple without `items` no item past its prefix, so every output is valid
+    and holds no member the schema did not name (docs/json_schema.md lists the exceptions).  `strict=False`
+    compiles the schema's exact language.  Other kinds ignore `strict`.
+
     A JSON Schema whose `$ref`s form a cycle compiles to a `PushdownConstraint` (nesting capped at 64),
     and so does one too large for a single DFA whose definitions can each be a nonterminal.
     Compilations are kept in `stdsl.caches` (least recently used dropped first), so calling `generate` in a loop
     with the same schema compiles it (and builds its tables) once, even from several threads at once.
     """
-    _check_keywords(unknown, whitespace, max_states, max_seconds)
+    _check_keywords(unknown, whitespace, max_states, max_seconds, strict)
     if isinstance(spec, (Constraint, PushdownConstraint)):
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
@@ -150,12 +164,13 @@ def compile(
         with compile_deadline(max_seconds), frames_cleared_on_refusal():
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
-    return _compile_cached(spec, whitespace, max_states, max_seconds, False)
+    return _compile_cached(spec, whitespace, max_states, max_seconds, False, strict)
 
 
-def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, max_seconds: Any) -> None:
+def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, max_seconds: Any,
+                    strict: Any) -> None:
     """Refuse an unknown keyword or a bad value of a known one with an OptionError naming it."""
-    known = ["whitespace", "max_states", "max_seconds"]
+    known = ["whitespace", "max_states", "max_seconds", "strict"]
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -168,12 +183,16 @@ def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, m
                                     or not math.isfinite(max_seconds) or max_seconds <= 0):
         raise OptionError("max_seconds", f"max_seconds must be None or a finite number of seconds > 0, got "
                                          f"{reprlib.repr(max_seconds)}")
+    if not isinstance(strict, bool):
+        raise OptionError("strict", f"strict must be True or False, got {reprlib.repr(strict)}")
 
 
-def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SECONDS) -> Constraint:
+def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SECONDS, strict: bool = True
+                       ) -> Constraint:
     """A DFA for `spec`, to embed in a larger automaton (a tool call's arguments, a reply beside tools): its
-    free-form values nest at most `ANY_VALUE_DEPTH` levels; a schema that needs the pushdown is refused."""
-    compiled = _compile_cached(spec, None, DEFAULT_MAX_STATES, max_seconds, True)
+    free-form values nest at most `ANY_VALUE_DEPTH` levels; a schema that needs the pushdown is refused.
+    `strict` as `compile`'s."""
+    compiled = _compile_cached(spec, None, DEFAULT_MAX_STATES, max_seconds, True, strict)
     if isinstance(compiled, PushdownConstraint):
         raise SchemaError("a recursive schema, or one too large for one DFA, cannot be embedded in another "
                           "constraint", "#")
@@ -181,13 +200,13 @@ def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SEC
 
 
 def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, max_seconds: float | None,
-                    bounded: bool) -> Constraint | PushdownConstraint:
+                    bounded: bool, strict: bool) -> Constraint | PushdownConstraint:
     """`compile` past its argument checks; `bounded` keeps free-form values in the DFA (see `compile_embeddable`)."""
-    key = _cache_key(spec, whitespace, max_states, bounded)
+    key = _cache_key(spec, whitespace, max_states, bounded, strict)
 
     def build() -> Constraint | PushdownConstraint:
         with compile_deadline(max_seconds), frames_cleared_on_refusal():
-            return _compile(spec, whitespace, max_states, bounded)
+            return _compile(spec, whitespace, max_states, bounded, strict)
 
     if key is None:
         return build()
@@ -195,15 +214,15 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
     return _COMPILED.get(owners, build, values)
 
 
-def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool
+def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool
              ) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
         from stdsl.compiler.json_schema.pydantic import pydantic_schema  # Pydantic is imported only for its classes
 
-        return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded)
+        return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded, strict)
     if isinstance(spec, (dict, bool)):
-        return _compile_schema(spec, None, whitespace, max_states, start, bounded)
+        return _compile_schema(spec, None, whitespace, max_states, start, bounded, strict)
     if isinstance(spec, Regex):
         automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
         return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
@@ -225,16 +244,17 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
 
 
 def _free_form(schema: dict, whitespace: Whitespace | None, max_states: int,
-               model_class: Any) -> PushdownConstraint | ir.Node | None:
+               model_class: Any, strict: bool) -> PushdownConstraint | ir.Node | None:
     """The schema as a pushdown whose free-form values nest to any depth; its IR for a DFA when it has none
     (or a call of one clashed with the bytes around it and the value bounded at `ANY_VALUE_DEPTH` levels was
     inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
     try:
         try:
-            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                     strict=strict)
         except StateBudgetError:
             return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     outline=True)
+                                     outline=True, strict=strict)
     except (StateBudgetError, CompileTimeError, SchemaError, EmptyLanguageError):
         raise
     except CompileError:
@@ -260,35 +280,36 @@ def _check_integer_sizes(schema: Any) -> None:
 
 
 def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
-                    start: float, bounded: bool = False) -> Constraint | PushdownConstraint:
+                    start: float, bounded: bool = False, strict: bool = True) -> Constraint | PushdownConstraint:
     """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses, when it holds
     a free-form value (any JSON, which nests to any depth), or when one DFA would pass `max_states` (its
     container members then become nonterminals, compiled once each)."""
     _check_integer_sizes(schema)
     if isinstance(schema, dict) and is_recursive_schema(schema):
         try:
-            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class)
+            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                     strict=strict)
         except StateBudgetError:
             return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     outline=True)
+                                     outline=True, strict=strict)
     node = None
     if not bounded and (isinstance(schema, dict) or schema is True):
-        free_form = _free_form(schema if schema is not True else {}, whitespace, max_states, model_class)
+        free_form = _free_form(schema if schema is not True else {}, whitespace, max_states, model_class, strict)
         if isinstance(free_form, PushdownConstraint):
             return free_form
         node = free_form
     try:
         if node is None:
-            node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None)
+            node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None, strict=strict)
         automaton = build_automaton(node, max_states=max_states)
     except StateBudgetError as budget:
         if not isinstance(schema, dict):
             raise
         try:
             return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     outline=True)
+                                     outline=True, strict=strict)
         except (StateBudgetError, CompileTimeError):
             raise
         except CompileError as error:
             raise budget from error
-    return Constraint(automaton, "json_schema", schema, model_class, time.perf_counter() - start)
+    return Constraint(automaton, "json_schema", schema, model_class, time.perf_counter() - start, strict=strict)

@@ -1,9 +1,12 @@
 """A request's output constraint as plain JSON (the cache key), and its compilation.
 
-A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`), `json_object`,
+A spec is a JSON object with a `kind`: `json_schema` (`schema`, `strict`: true or absent, objects closed to
+their declared members and a schema the compiler refuses an error; false, the schema's exact open language and a
+refused schema falling back to any object), `json_object`,
 `regex` (`pattern`), `choice` (`choices`), `grammar` (`text`, `syntax`, `source`: the field, for errors),
 `structural_tag` (`tag`: XGrammar's object), `program` (`source`, `arguments`) or `tools`
-(`format`: a tool-call format's name, `tools` (`name` and `parameters`, or a custom tool's `name` and
+(`format`: a tool-call format's name, `tools` (`name` and `parameters`, and `strict`: false for open objects in
+its arguments, or a custom tool's `name` and
 `custom`: `syntax`, `definition`, `field`), `choice`, `parallel`, `content`: a spec or null, `tokens`: the
 format's markers written as one token of the model's tokenizer), or
 `reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null, `tokens`: the tags written
@@ -31,6 +34,7 @@ from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolSpec, format_named
+from stdsl.compiler.tools.formats.base import parameters_path
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
 from stdsl.compiler.tools.reply_automaton import reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
@@ -57,12 +61,13 @@ class _Deadline:
         return max(self.end - time.perf_counter(), 1e-3)
 
 
-def _embeddable_schema(schema: Any, *, max_seconds: float) -> Constraint | PushdownConstraint:
+def _embeddable_schema(schema: Any, *, max_seconds: float, strict: bool = True) -> Constraint | PushdownConstraint:
     """A schema to embed in a larger constraint: a DFA whose free-form values nest at most `ANY_VALUE_DEPTH`
-    levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`)."""
+    levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`);
+    `strict` as `stdsl.compile`'s."""
     if isinstance(schema, dict) and is_recursive_schema(schema):
-        return compile_constraint(schema, max_seconds=max_seconds)
-    return compile_embeddable(schema, max_seconds=max_seconds)
+        return compile_constraint(schema, max_seconds=max_seconds, strict=strict)
+    return compile_embeddable(schema, max_seconds=max_seconds, strict=strict)
 
 
 def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
@@ -86,30 +91,34 @@ def _lowered(node: ir.Node, kind: str, spec: Spec, start: float, deadline: _Dead
 
 
 def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) -> Compiled:
-    """A JSON Schema compiled exactly, or refused naming the keyword; non-strict falls back to any object.
+    """A JSON Schema compiled `strict` (objects closed to their declared members) and refused naming the keyword,
+    or non-strict: its exact open language, falling back to any object when refused.
 
     `embeddable`: to embed beside tools (`_embeddable_schema`).
     """
     compile_schema = _embeddable_schema if embeddable else compile_constraint
     try:
-        return compile_schema(schema, max_seconds=deadline.left())
+        return compile_schema(schema, max_seconds=deadline.left(), strict=strict)
     except SchemaError:
         if strict:
             raise
-        return compile_schema(ANY_OBJECT, max_seconds=deadline.left())
+        return compile_schema(ANY_OBJECT, max_seconds=deadline.left(), strict=strict)
 
 
 ARGUMENTS_LOWERING = "embeddable json schema"
 """Names `_arguments_ir`'s lowering in the keys of cached tool calls (`tools.reply_automaton`)."""
 
 
-def _arguments_ir(deadline: _Deadline) -> Any:
-    """Lowers a tool's parameter schema to an embedded DFA, or a recursive one to an embedded grammar (compiled
-    and cached by `stdsl.compile`)."""
+def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
+    """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
+    embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
+    whose schemas sit under their own `parameters_path`."""
+    open_paths = [parameters_path(tool) for tool in open_tools]
 
     def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
+        strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
         try:
-            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left())
+            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left(), strict=strict)
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
         return embedded_ir(compiled, path)
@@ -197,14 +206,16 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
     if kind == "tools":
         tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
         tools = [_tool_spec(t, deadline) for t in spec["tools"]]
+        open_tools = [tool for tool, entry in zip(tools, spec["tools"]) if entry.get("strict") is False]
         content = _content_ir(spec.get("content"), deadline)
         with compile_deadline(deadline.left()):
-            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline, open_tools),
+                                        (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools)),
                                         choice=spec["choice"], parallel=bool(spec["parallel"]), content=content)
         if assembled is not None:
             return Constraint(assembled, "tools", dict(spec), None, time.perf_counter() - start,
                               special_tokens=tool_format.tokens)
-        node = reply_ir(tools, tool_format, _arguments_ir(deadline), choice=spec["choice"],
+        node = reply_ir(tools, tool_format, _arguments_ir(deadline, open_tools), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
         return _lowered(node, "tools", spec, start, deadline, tool_format.tokens)
     if kind == "reasoning":

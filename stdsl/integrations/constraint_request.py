@@ -48,7 +48,7 @@ _TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "source": ((str,), "a string (a .stc program)"),
     "arguments": ((dict,), "an object (the program's arguments by name)"),
     "format": ((str,), "a string (a tool-call format's name)"),
-    "tools": ((list,), "a list of {\"name\": string, \"parameters\": object}"),
+    "tools": ((list,), "a list of {\"name\": string, \"parameters\": object, \"strict\": boolean (optional)}"),
     "choice": ((str,), "a string (\"auto\", \"none\", \"required\" or a tool's name)"),
     "parallel": ((bool,), "a boolean"),
     "content": ((dict, type(None)), "a constraint spec object or null"),
@@ -152,10 +152,14 @@ def _check_values(spec: dict[str, Any], path: str) -> None:
     elif kind == "tools":
         for i, tool in enumerate(spec["tools"]):
             where = f"{path}.tools[{i}]"
-            if not isinstance(tool, Mapping) or set(tool) != {"name", "parameters"}:
-                raise _refuse(where, f"must be {{\"name\": string, \"parameters\": object}}, got {_describe(tool)}")
+            if not isinstance(tool, Mapping) or not {"name", "parameters"} <= set(tool) <= {"name", "parameters",
+                                                                                          "strict"}:
+                raise _refuse(where, f"must be {{\"name\": string, \"parameters\": object, \"strict\": boolean "
+                                     f"(optional)}}, got {_describe(tool)}")
             if not isinstance(tool["name"], str) or not isinstance(tool["parameters"], Mapping):
                 raise _refuse(where, "needs a string 'name' and an object 'parameters'")
+            if not isinstance(tool.get("strict", True), bool):
+                raise _refuse(f"{where}.strict", f"must be a boolean, got {_describe(tool['strict'])}")
         if spec["content"] is not None:
             spec["content"] = _checked(spec["content"], f"{path}.content")
 

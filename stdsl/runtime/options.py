@@ -29,6 +29,9 @@ class DecodeOptions:
     `"auto"` does so only where this machine's measured pass cost forecasts fewer passes' worth of time.
     `reasoning` turns a reasoning model's thinking block on or off (None: as the chat template and prompt have it), and
     `reasoning_budget` closes the block after that many thinking tokens (`max_tokens` counts both parts).
+    `strict=False` compiles a JSON Schema or Pydantic constraint to its exact open language (None, the default:
+    objects closed to their declared members, `stdsl.compile`'s `strict`); a constraint compiled already keeps its own,
+    and one compiled with the other `strict` is refused.
     """
 
     max_tokens: int | None = 256
@@ -43,12 +46,14 @@ class DecodeOptions:
     reference: bool = False
     reasoning: bool | None = None
     reasoning_budget: int | None = None
+    strict: bool | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
             object.__setattr__(self, "max_tokens", integer("max_tokens", self.max_tokens, minimum=0))
-        if self.reasoning is not None:
-            object.__setattr__(self, "reasoning", boolean("reasoning", self.reasoning))
+        for name in ("reasoning", "strict"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, boolean(name, getattr(self, name)))
         if self.reasoning_budget is not None:
             object.__setattr__(self, "reasoning_budget", integer("reasoning_budget", self.reasoning_budget, minimum=0))
         sampling = SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)

@@ -19,7 +19,8 @@ SCHEMA = {"type": "integer"}
 @pytest.mark.parametrize("keyword,value", [
     ("max_seconds", 0), ("max_seconds", -1.0), ("max_seconds", "10"), ("max_seconds", float("nan")),
     ("max_seconds", True), ("max_states", "10"), ("max_states", 0), ("max_states", 2.5), ("max_states", True),
-    ("whitespace", "x"), ("whitespace", 2), ("whitespace", {"max_run": 1}),
+    ("whitespace", "x"), ("whitespace", 2), ("whitespace", {"max_run": 1}), ("strict", "no"), ("strict", 0),
+    ("strict", None),
 ])
 def test_a_bad_keyword_is_an_option_error_naming_it(keyword: str, value: Any) -> None:
     with pytest.raises(OptionError) as caught:
@@ -53,4 +54,4 @@ def test_a_regex_that_is_not_text_is_an_option_error(pattern: Any) -> None:
 
 
 def test_good_keywords_still_compile() -> None:
-    assert stdsl.compile(SCHEMA, whitespace=Whitespace(1), max_states=1000, max_seconds=5).kind
+    assert stdsl.compile(SCHEMA, whitespace=Whitespace(1), max_states=1000, max_seconds=5, strict=False).kind

@@ -24,8 +24,8 @@ OPEN_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 def _states(tokenizer, max_tokens: int | None) -> list[ConstraintState]:
     vocab = vocabulary_of(tokenizer)
-    dfa = compile_embeddable(OPEN_OBJECT)
-    pushdown = compile_recursive(OPEN_OBJECT)
+    dfa = compile_embeddable(OPEN_OBJECT, strict=False)
+    pushdown = compile_recursive(OPEN_OBJECT, strict=False)
     return [ConstraintState(dfa.automaton, tokenizer, vocab, max_tokens=max_tokens),
             PushdownState(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]
 

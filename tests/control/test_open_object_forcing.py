@@ -183,7 +183,7 @@ def texts(constraint, tokenizer, vocab, name: str) -> list[bytes]:
 def test_the_open_twin_writes_the_closed_twins_texts_in_its_steps_plus_tail_choices(smollm2_tokenizer, vocab,
                                                                                      name: str) -> None:
     schema = TASKS[name]
-    closed, open_ = stdsl.compile(schema), stdsl.compile(opened(schema))
+    closed, open_ = stdsl.compile(schema), stdsl.compile(opened(schema), strict=False)
     assert hasattr(open_, "machine")
     for text in texts(closed, smollm2_tokenizer, vocab, name):
         closed_fed, closed_at = replay(closed, smollm2_tokenizer, vocab, text)
@@ -197,7 +197,7 @@ def test_the_open_twin_writes_the_closed_twins_texts_in_its_steps_plus_tail_choi
 
 @task_names
 def test_the_open_twins_least_budget_is_the_closed_ones(smollm2_tokenizer, vocab, name: str) -> None:
-    closed, open_ = stdsl.compile(TASKS[name]), stdsl.compile(opened(TASKS[name]))
+    closed, open_ = stdsl.compile(TASKS[name]), stdsl.compile(opened(TASKS[name]), strict=False)
     assert least_budget(open_, smollm2_tokenizer, vocab) == least_budget(closed, smollm2_tokenizer, vocab)
 
 
@@ -222,9 +222,9 @@ def test_undeclared_members_nested_in_free_values_decode_as_the_bounded_dfa(smol
 
     schema = TASKS[name]
     open_schema = opened(schema)
-    pushdown = stdsl.compile(open_schema)
+    pushdown = stdsl.compile(open_schema, strict=False)
     try:
-        bounded = compile_embeddable(open_schema)
+        bounded = compile_embeddable(open_schema, strict=False)
     except stdsl.SchemaError:
         pytest.skip("a recursive task has no DFA twin")
     assert max(depth_of(json.loads(value)) for value in FREE_VALUES) <= ANY_VALUE_DEPTH

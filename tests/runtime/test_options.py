@@ -29,6 +29,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "seed": st.none() | st.integers(0, LAST_SEED),
     "stop": stop_string | st.lists(stop_string, max_size=3) | st.lists(stop_string, max_size=3).map(tuple),
     **{flag: st.booleans() | st.booleans().map(np.bool_) for flag in FLAGS},
+    "strict": st.none() | st.booleans() | st.booleans().map(np.bool_),
 }
 not_a_number = st.text(max_size=4) | st.none() | st.booleans() | st.lists(st.integers(), max_size=2)
 BAD: dict[str, st.SearchStrategy[Any]] = {
@@ -48,6 +49,7 @@ BAD: dict[str, st.SearchStrategy[Any]] = {
     | st.binary(min_size=1)
     | st.dictionaries(stop_string, stop_string, min_size=1),
     **{flag: st.integers() | st.text(max_size=3) | st.none() for flag in FLAGS},
+    "strict": st.integers() | st.text(max_size=3) | st.floats(),
 }
 
 
@@ -57,7 +59,7 @@ def expected(name: str, value: Any) -> Any:
         return (value,) if isinstance(value, str) else tuple(value)
     if name in ("temperature", "top_p"):
         return float(value)
-    if name in FLAGS:
+    if name in FLAGS or (name == "strict" and value is not None):
         return bool(value)
     return None if value is None else int(value)
 

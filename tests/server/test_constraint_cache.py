@@ -19,7 +19,7 @@ def _schema(i: int) -> dict:
 
 def test_one_compile_per_spec_and_eviction_by_bytes() -> None:
     async def run() -> ConstraintCache:
-        cache = ConstraintCache(max_bytes=300_000, compile_seconds=60)
+        cache = ConstraintCache(max_bytes=5_000, compile_seconds=60)  # each closed constraint holds about 1.8 kB
         try:
             first = await asyncio.gather(*(cache.get(_schema(0)) for _ in range(4)))
             assert all(c is first[0] for c in first) and cache.stats.compiles == 1

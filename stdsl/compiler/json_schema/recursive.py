@@ -114,8 +114,9 @@ class _CallingCompiler(_Compiler):
     """
 
     def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
-                 inlined: frozenset[str] = frozenset(), inline_any: bool = False, zero_fractions: bool = True) -> None:
-        super().__init__(tokens, zero_fractions)
+                 inlined: frozenset[str] = frozenset(), inline_any: bool = False, zero_fractions: bool = True,
+                 strict: bool = True) -> None:
+        super().__init__(tokens, zero_fractions, strict)
         self.targets = set(calls)
         self.calls = dict(calls)
         self.root = root
@@ -210,15 +211,16 @@ def _holds_call(node: ir.Node) -> bool:
 
 
 def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespace: Whitespace | None = None,
-                           compiler: _CallingCompiler | None = None,
-                           zero_fractions: bool = True) -> tuple[ir.Node, dict[str, ir.Node]]:
+                           compiler: _CallingCompiler | None = None, zero_fractions: bool = True,
+                           strict: bool = True) -> tuple[ir.Node, dict[str, ir.Node]]:
     """The root's IR and the body of each nonterminal: the recursive targets (`calls`), then combinations met.
 
     References to the targets are lowered to `calls`; a combination gets the next call symbol,
     and its body is keyed by its JSON text (key order kept: it is the order members are written in).
-    `zero_fractions` is `schema_to_ir`'s (used when no `compiler` is given).
+    `zero_fractions` and `strict` are `schema_to_ir`'s (used when no `compiler` is given).
     """
-    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema, zero_fractions=zero_fractions)
+    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema, zero_fractions=zero_fractions,
+                                            strict=strict)
     ws = compiler.tokens.ws
     main = ir.seq(ws, compiler.value(schema, ROOT, document_context(schema)), ws)
     bodies = {}
@@ -236,7 +238,8 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
 
 def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = None,
                              max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH,
-                             outline: bool = False, zero_fractions: bool = True) -> PushdownGrammar:
+                             outline: bool = False, zero_fractions: bool = True, strict: bool = True
+                             ) -> PushdownGrammar:
     """The pushdown grammar of a JSON Schema: one nonterminal per target on a reference cycle.
 
     Schemas that combine a target with other keywords become nonterminals of their own.  With
@@ -244,26 +247,26 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
     be a container is a nonterminal too, compiled once however often it occurs.  A call that breaks
     an L(1) condition (two calls, or a call and a byte, possible at one state) is inlined and the
     grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
-    `zero_fractions` is `schema_to_ir`'s.
+    `zero_fractions` and `strict` are `schema_to_ir`'s.
     """
     grammar = _calling_grammar(schema, recursive_targets(schema), whitespace, max_states, max_depth, outline,
-                               zero_fractions, False)
+                               zero_fractions, strict, False)
     assert isinstance(grammar, PushdownGrammar)
     return grammar
 
 
 def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, outline: bool = False,
-                      zero_fractions: bool = True) -> PushdownGrammar | ir.Node:
+                      max_depth: int = MAX_DEPTH, outline: bool = False, zero_fractions: bool = True,
+                      strict: bool = True) -> PushdownGrammar | ir.Node:
     """The pushdown grammar of a schema without reference cycles whose free-form values (`true`, `{}`, an
     object's undeclared members) are calls of `ANY_VALUE`, so they nest to any depth; when it has no
     free-form value, or every one had to be inlined, the IR of the whole schema (`schema_to_ir`'s, for a DFA).
     The caller has found no reference cycle (`is_recursive_schema`), so none is looked for again."""
-    return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, True)
+    return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, strict, True)
 
 
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
-                     max_depth: int, outline: bool, zero_fractions: bool,
+                     max_depth: int, outline: bool, zero_fractions: bool, strict: bool,
                      calls_required: bool) -> PushdownGrammar | ir.Node:
     """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
     IR once the grammar would have no nonterminal."""
@@ -272,7 +275,8 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     inline_any = False
     for _ in range(MAX_CONFLICT_RETRIES):
         compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline,
-                                    inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions)
+                                    inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions,
+                                    strict=strict)
         main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
         if calls_required and not bodies:
             return main

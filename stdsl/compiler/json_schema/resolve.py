@@ -351,7 +351,8 @@ def older_drafts(schema: dict, path: str) -> dict:
         if "prefixItems" in schema:
             raise SchemaError("an array 'items' beside 'prefixItems' is ambiguous", f"{path}/items")
         out["prefixItems"] = schema["items"]
-        out["items"] = schema.get("additionalItems", True)
+        if "additionalItems" in schema:
+            out["items"] = schema["additionalItems"]
     elif "items" in schema:
         out["items"] = schema["items"]
     if "dependencies" in schema:
@@ -511,14 +512,18 @@ def _keys_merge_exactly(a: dict, b: dict) -> bool:
 
 
 def _merge_objects(out: dict, a: dict, b: dict) -> None:
-    """Properties of both sides; a key declared on one side only meets the other's additionalProperties."""
+    """Properties of both sides; a key declared on one side only meets the other's additionalProperties.
+
+    `additionalProperties` stays absent where neither side gives it: strict generation (`to_ir`) closes only an
+    object whose schema says nothing of undeclared members."""
     pa, pb = a.get("properties", {}), b.get("properties", {})
     aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)
     props = {}
     for name in list(pa) + [n for n in pb if n not in pa]:
         props[name] = _conj(pa.get(name, aa), pb.get(name, ab))
     out["properties"] = props
-    out["additionalProperties"] = _conj(aa, ab)
+    if "additionalProperties" in a or "additionalProperties" in b:
+        out["additionalProperties"] = _conj(aa, ab)
 
 
 def _merge_arrays(out: dict, a: dict, b: dict) -> None:
@@ -529,4 +534,5 @@ def _merge_arrays(out: dict, a: dict, b: dict) -> None:
     prefix = [_conj(xa[i] if i < len(xa) else ia, xb[i] if i < len(xb) else ib) for i in range(length)]
     if prefix:
         out["prefixItems"] = prefix
-    out["items"] = _conj(ia, ib)
+    if "items" in a or "items" in b:
+        out["items"] = _conj(ia, ib)

@@ -3,7 +3,10 @@
 `schema_to_ir(schema)` accepts compact JSON (no whitespace) unless a `Whitespace` option
 allows bounded whitespace between tokens.  Objects are written with declared properties in
 schema order (then `required` names not in `properties`, then any additional keys);
-`json_order.dump_in_schema_order` writes an instance in exactly that form.
+`json_order.dump_in_schema_order` writes an instance in exactly that form.  Strict (the default), an
+object that declares members and says nothing of others (`closes_object`) has no additional key, and a
+`prefixItems` tuple without `items` no item past its prefix (a subset of the valid texts); `strict=False`
+keeps every spelling below.
 
 Choices that keep the language regular and exact:
 - An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose
@@ -114,18 +117,21 @@ class _Tokens:
         self.empty_array = ir.seq(ir.literal("["), ws, ir.literal("]"))
 
 
-def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, zero_fractions: bool = True) -> Node:
+def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, zero_fractions: bool = True,
+                 strict: bool = True) -> Node:
     """The byte-level IR of the JSON texts valid against `schema` (compact unless `whitespace` is given).
 
     With `zero_fractions` off, integral numbers are written without a fraction only (a Pydantic
-    model reads `1.0` as a float, not as its int field).
+    model reads `1.0` as a float, not as its int field).  With `strict` (the default) objects and tuples are
+    closed where the schema says nothing of undeclared members (see `closes_object`); `strict=False` is the
+    schema's exact language.
 
     Raises SchemaError (with the JSON pointer of the offending keyword) for invalid schemas and
     for constraints that cannot be enforced exactly.
     """
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
-    compiler = _Compiler(_Tokens(whitespace), zero_fractions)
+    compiler = _Compiler(_Tokens(whitespace), zero_fractions, strict)
     node = compiler.value(schema, "#", document_context(schema))
     return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
 
@@ -133,9 +139,10 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, z
 class _Compiler:
     """Lowers flattened schemas to IR nodes, sharing the token and generic-value nodes."""
 
-    def __init__(self, tokens: _Tokens, zero_fractions: bool = True) -> None:
+    def __init__(self, tokens: _Tokens, zero_fractions: bool = True, strict: bool = True) -> None:
         self.tokens = tokens
         self.zero_fractions = zero_fractions
+        self.strict = strict
         self.string = json_string()
         self._any = lru_cache(maxsize=None)(self._any_value)
         self._lowered: dict[int, tuple[Schema, Node]] = {}
@@ -228,6 +235,8 @@ class _Compiler:
 
         The body is (non-empty ordered choice of declared members, then extras) or, when every
         declared member is optional, extras alone; the extras tail appears at most twice.
+        Strict, an object that `closes_object` has no additional member, unless `minProperties` asks for more
+        members than are declared (closing would leave no valid object: its exact language is kept).
         """
         if flat.get("dependentRequired"):
             return self._dependent_objects(flat, path, ctx)
@@ -251,7 +260,9 @@ class _Compiler:
                     return ir.NOTHING
                 continue
             members.append((ir.seq(string_literal(name), t.colon, value), name in required))
-        extra = self._extra_members(flat, declared, names, path, ctx)
+        low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
+        closed = self.strict and closes_object(flat) and low <= len(members)
+        extra = ir.NOTHING if closed else self._extra_members(flat, declared, names, path, ctx)
         extras_after = ir.star(ir.seq(t.comma, extra))
         first, after, nullable = ir.NOTHING, ir.EMPTY, True
         for member, is_required in reversed(members):
@@ -265,7 +276,6 @@ class _Compiler:
         if nullable:
             body = ir.alt(body, ir.seq(extra, extras_after))
         full = ir.seq(t.open_object, body, t.close_object)
-        low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
         if high is not None and int(high) < low:
             return ir.NOTHING
         if high == 0 and not any(is_required for _, is_required in members):
@@ -342,14 +352,19 @@ class _Compiler:
         return ir.alt(*members)
 
     def _array(self, flat: dict, path: str, ctx: Context) -> Node:
-        """Positional `prefixItems`, then `items`, with the length within minItems..maxItems."""
+        """Positional `prefixItems`, then `items`, with the length within minItems..maxItems.
+
+        Strict, a tuple (`prefixItems`) without `items` has no item past its prefix, unless `minItems` asks for
+        more (its exact language is kept).
+        """
         if flat.get("uniqueItems") and flat.get("maxItems", 2) > 1:
             return self._unique_array(flat, path, ctx)
         t = self.tokens
         prefix = [self.member(s, f"{path}/prefixItems/{i}", ctx) for i, s in enumerate(flat.get("prefixItems", []))]
-        item = self.member(flat.get("items", True), f"{path}/items", ctx)
         low, high = int(flat.get("minItems", 0)), flat.get("maxItems")
         high = None if high is None else int(high)
+        closed = self.strict and bool(prefix) and "items" not in flat and low <= len(prefix)
+        item = ir.NOTHING if closed else self.member(flat.get("items", True), f"{path}/items", ctx)
         if high is not None or low > 1:
             item = self._compact(item)
         if high is not None and high < low:
@@ -451,6 +466,18 @@ class _Compiler:
         t = self.tokens
         inner = self._any(depth - 1)
         return ir.alt(t.empty_array, ir.seq(t.open_array, inner, ir.star(ir.seq(t.comma, inner)), t.close_array))
+
+
+EXTRA_MEMBER_KEYWORDS = ("additionalProperties", "patternProperties")
+
+
+def closes_object(flat: dict) -> bool:
+    """Whether strict generation closes this (flattened) object schema to its declared members: it declares some
+    (`properties`, even empty, or `required`) and says nothing of others (no `additionalProperties`, even `true`,
+    no `patternProperties`, no `propertyNames`).  A schema that only says "an object" stays free-form."""
+    declares = "properties" in flat or bool(flat.get("required"))
+    names = flat.get("propertyNames")
+    return declares and not any(k in flat for k in EXTRA_MEMBER_KEYWORDS) and names in (None, True, {})
 
 
 def _floats_may_be_integers(ctx: Context) -> bool:

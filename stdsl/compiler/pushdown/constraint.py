@@ -27,6 +27,9 @@ class PushdownConstraint:
     model_class: Any = None
     special_tokens: tuple[str, ...] = ()
     """The special tokens the constraint uses (by their text), each spelled privately (`compiler.special_tokens`)."""
+    strict: bool | None = None
+    """For a JSON Schema: whether objects were closed to their declared members (`stdsl.compile`'s `strict`);
+    None for other kinds."""
     machine: PushdownMachine = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +56,11 @@ class PushdownConstraint:
 
     def accepts(self, data: bytes | str) -> bool:
         """Whether the whole of `data` is an output this constraint allows (text: each used special token's text
-        read as that token; bytes: read as they are, special tokens in their private spelling)."""
+        read as that token; bytes: read as they are, special tokens in their private spelling).
+
+        For a JSON Schema that is the language generation uses: with `strict` (the default) objects closed to
+        their declared members, so a valid instance with undeclared members is refused; compile with
+        `strict=False` to test the schema's exact language."""
         return self.machine.accepts(output_bytes(data, self.special_tokens))
 
     def parse(self, text: str) -> Any:
@@ -67,27 +74,32 @@ class PushdownConstraint:
 
 
 def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False
+                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False, strict: bool = True
                       ) -> PushdownConstraint:
     """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
 
     With `outline`, container members are nonterminals too (for schemas too large for one DFA).
     A model's integers are written without a zero fraction (Pydantic reads `1.0` as a float).
+    `strict` closes objects as `schema_to_ir` does.
     """
     began = time.perf_counter()
     grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
-                                       outline=outline, zero_fractions=model_class is None)
-    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
+                                       outline=outline, zero_fractions=model_class is None, strict=strict)
+    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class,
+                              strict=strict)
 
 
 
 def compile_free_form(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      model_class: Any = None, outline: bool = False) -> PushdownConstraint | ir.Node:
+                      model_class: Any = None, outline: bool = False, strict: bool = True
+                      ) -> PushdownConstraint | ir.Node:
     """A schema without reference cycles whose free-form values nest to any depth (calls of one nonterminal),
-    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`)."""
+    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`); `strict` closes
+    objects as `schema_to_ir` does."""
     began = time.perf_counter()
     grammar = free_form_grammar(schema, whitespace=whitespace, max_states=max_states, outline=outline,
-                                zero_fractions=model_class is None)
+                                zero_fractions=model_class is None, strict=strict)
     if not isinstance(grammar, PushdownGrammar):
         return grammar
-    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class)
+    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class,
+                              strict=strict)

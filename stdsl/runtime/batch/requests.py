@@ -95,16 +95,24 @@ def _is_byte_machine(constraint: Any) -> bool:
     return all(getattr_static(constraint, name, None) is not None for name in ("transitions", "accepting"))
 
 
-def compiled_constraint(constraint: Any, tokenizer: Any = None) -> Any:
+def compiled_constraint(constraint: Any, tokenizer: Any = None, strict: bool | None = None) -> Any:
     """`constraint` compiled (anything `stdsl.compile` takes; None is free text; compiled ones pass through), a
-    grammar for `tokenizer`'s special tokens when given."""
+    grammar for `tokenizer`'s special tokens when given, a schema `strict` unless that is False (`DecodeOptions`);
+    a compiled schema constraint whose `strict` is not the one asked for is refused."""
     if constraint is None:
         return _free_text()
     if isinstance(constraint, ReasoningConstraint) or _is_byte_machine(constraint):
         return constraint
     from stdsl.compiler.constraint import compile as compile_constraint
 
-    return compile_constraint(constraint if tokenizer is None else for_tokenizer(constraint, tokenizer))
+    compiled = compile_constraint(constraint if tokenizer is None else for_tokenizer(constraint, tokenizer),
+                                  strict=strict is not False)
+    own = getattr(compiled, "strict", None)
+    if strict is not None and own is not None and own != strict:
+        raise OptionError("strict", f"strict={strict} asks for {'closed' if strict else 'open'} objects, but this "
+                                    f"constraint was compiled with strict={own}: pass the schema itself, or compile "
+                                    f"it with stdsl.compile(schema, strict={strict})")
+    return compiled
 
 
 def within_context(model: Any, prompt_length: int, options: DecodeOptions) -> DecodeOptions:
@@ -123,7 +131,7 @@ def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: Decode
     check_stop(constraint, options)
     prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
     options = within_context(model, len(prompt_ids), options)
-    compiled = compiled_constraint(constraint, model.tokenizer)
+    compiled = compiled_constraint(constraint, model.tokenizer, options.strict)
     reasoning = reasoning_constraint(model, compiled, prompt_ids, options)
     control = constraint_state(model, compiled if reasoning is None else reasoning.constraint, options)
     if reasoning is not None:

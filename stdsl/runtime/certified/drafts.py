@@ -427,7 +427,7 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     special tokens, a model whose layers can all be cut to a prefix: no recurrent state), else as usual; with
     `parallel_fields="auto"`, only where the first round is forecast to pay on the model's pass cost (measured at
     first use), and each later round likewise."""
-    compiled = compiled_constraint(constraint, engine.model.tokenizer)
+    compiled = compiled_constraint(constraint, engine.model.tokenizer, options.strict)
     machine = machine_of(compiled)
     specials = bool(getattr(compiled, "special_tokens", ()))
     plain = not options.sampling.greedy or specials or not engine.cache_layout.trimmable

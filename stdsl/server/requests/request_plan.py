@@ -66,6 +66,8 @@ def context_length(model: Any) -> int:
 
 
 def _schema_spec(schema: Any, strict: bool, param: str) -> dict[str, Any]:
+    """A `json_schema` spec: `strict` (OpenAI's `json_schema.strict`, true when absent) closes objects to their
+    declared members; false is the schema's exact open language, any object where the compiler refuses it."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -203,11 +205,19 @@ def _tools_spec(request: ChatCompletionRequest, content: dict[str, Any] | None,
     if named is not None and named not in names:
         raise RequestError(f"tool_choice names {named!r}, which is not among the tools {names}", param="tool_choice",
                            code="invalid_tool_choice")
-    tools = [custom_entry(i, t) if isinstance(t, CustomTool)
-             else {"name": t.function.name, "parameters": tool_parameters(i, t.function.parameters)}
+    tools = [custom_entry(i, t) if isinstance(t, CustomTool) else _function_entry(i, t)
              for i, t in enumerate(request.tools or ())]
     return {"kind": "tools", "format": tool_format.name, "tools": tools, "choice": named or choice or "auto",
             "parallel": request.parallel_tool_calls, "content": content}
+
+
+def _function_entry(index: int, tool: Any) -> dict[str, Any]:
+    """A function tool of the tools spec: its arguments' objects closed to their declared members unless
+    `function.strict` is false (OpenAI's field; absent reads as true here)."""
+    entry = {"name": tool.function.name, "parameters": tool_parameters(index, tool.function.parameters)}
+    if tool.function.strict is False:
+        entry["strict"] = False
+    return entry
 
 
 def _tool_name(tool: Any) -> str:

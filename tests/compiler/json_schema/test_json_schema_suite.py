@@ -4,6 +4,8 @@ For every schema that compiles: each valid instance, written by `dump_in_schema_
 accepted; no invalid instance is accepted in any of several serializations.  Schemas that are
 refused must raise SchemaError.  `format` is an assertion here, so the suite's "only an
 annotation" cases are skipped and the format-assertion tests of `optional/format` are run instead.
+That is the exact language (`strict=False`); the strict default (objects closed to their declared members)
+must still accept no invalid instance.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Tally:
     valid_total: int = 0
     valid_too_deep: int = 0
     valid_unproduced: int = 0
+    valid_closed: int = 0
     invalid_rejected: int = 0
     invalid_total: int = 0
     failures: list[str] = field(default_factory=list)
@@ -66,11 +69,12 @@ def _nesting(value: object) -> int:
     return 0
 
 
-def _run_group(group: dict, where: str, tally: Tally, unproduced: tuple[str, ...]) -> None:
+def _run_group(group: dict, where: str, tally: Tally, unproduced: tuple[str, ...], strict: bool = False) -> None:
+    """One suite group; `strict` compiles closed objects, whose valid instances may be rejected."""
     tally.schemas += 1
     schema = group["schema"]
     try:
-        node = schema_to_ir(schema)
+        node = schema_to_ir(schema, strict=strict)
         automaton = build_automaton(node, MAX_STATES)
     except EmptyLanguageError:
         automaton = None
@@ -97,6 +101,8 @@ def _run_group(group: dict, where: str, tally: Tally, unproduced: tuple[str, ...
                 tally.valid_too_deep += 1
             elif any(phrase in test["description"] for phrase in unproduced):
                 tally.valid_unproduced += 1
+            elif strict:
+                tally.valid_closed += 1
             else:
                 tally.failures.append(f"valid rejected: {label}: {text}")
         else:
@@ -109,12 +115,12 @@ def _run_group(group: dict, where: str, tally: Tally, unproduced: tuple[str, ...
                 tally.invalid_rejected += 1
 
 
-def run_suite(files: list[Path], unproduced: tuple[str, ...] = ()) -> Tally:
+def run_suite(files: list[Path], unproduced: tuple[str, ...] = (), strict: bool = False) -> Tally:
     """Run every group of the given suite files; valid tests described by `unproduced` may be rejected."""
     tally = Tally()
     for path in files:
         for i, group in enumerate(json.loads(path.read_text())):
-            _run_group(group, f"{path.name}#{i} {group['description']}", tally, unproduced)
+            _run_group(group, f"{path.name}#{i} {group['description']}", tally, unproduced, strict)
     return tally
 
 
@@ -122,7 +128,7 @@ def _report(name: str, tally: Tally, seconds: float) -> None:
     print(f"\n{name}: {tally.compiled}/{tally.schemas} schemas compiled ({tally.refused} refused, "
           f"{tally.too_big} over {MAX_STATES} states); valid accepted {tally.valid_accepted}/{tally.valid_total} "
           f"({tally.valid_too_deep} nest deeper than the generic-value bound {ANY_VALUE_DEPTH}, "
-          f"{tally.valid_unproduced} documented as not produced); "
+          f"{tally.valid_unproduced} documented as not produced, {tally.valid_closed} closed by strict); "
           f"invalid rejected {tally.invalid_rejected}/{tally.invalid_total}; {seconds:.1f}s")
 
 
@@ -140,6 +146,14 @@ def test_suite_core() -> None:
     _report("draft2020-12 core", tally, time.time() - start)
     assert not tally.failures, "\n".join(tally.failures[:30])
     assert tally.compiled >= 100
+
+
+def test_suite_core_strict_accepts_no_invalid_instance() -> None:
+    start = time.time()
+    tally = run_suite(_core_files(include_heavy=False), strict=True)
+    _report("draft2020-12 core, strict", tally, time.time() - start)
+    assert not tally.failures, "\n".join(tally.failures[:30])
+    assert tally.valid_closed > 0 and tally.valid_accepted > tally.valid_closed
 
 
 def test_suite_format_assertions() -> None:

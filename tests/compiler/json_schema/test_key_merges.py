@@ -1,7 +1,7 @@
 """`allOf` of object schemas with `patternProperties`: merged exactly when one triple says what both say, else refused.
 
 Oracle: `jsonschema` on random instances; a valid instance in schema order must be accepted (the
-merge drops no valid value) and an accepted one must be valid.
+merge drops no valid value) and an accepted one must be valid: the exact language (`strict=False`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def object_parts(draw: st.DrawFn) -> dict:
 @cache
 def compiled(text: str) -> Automaton | str:
     try:
-        return build_automaton(schema_to_ir(json.loads(text)))
+        return build_automaton(schema_to_ir(json.loads(text), strict=False))
     except SchemaError as error:
         assert "patternProperties" in str(error), error
         return "refused"

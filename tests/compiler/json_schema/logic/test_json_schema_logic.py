@@ -3,6 +3,7 @@
 The compiled automaton must never accept a text whose value the validator rejects (in any of the
 compact spellings), and must accept every valid instance written in schema order, except the
 documented gaps: non-integer numbers failing a negated `integer` type, strings with `"` under a pattern.
+That is the exact language (`strict=False`); the strict default accepts part of it, never an invalid text.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.ir import to_pattern
 from stdsl.compiler.json_schema.logic.complement import string_complement_pattern
@@ -76,14 +78,22 @@ def _spellings(instance: object, schema: object) -> list[str]:
     return list(dict.fromkeys([dump_in_schema_order(instance, schema)] + out))
 
 
-def _check_against_validator(schema: dict | bool, instances: list) -> int:
-    """Assert soundness (and completeness unless approximated) on the instances; the number accepted."""
+def _automaton(schema: dict | bool, strict: bool) -> Automaton | None:
+    """The schema's automaton (None: it admits no text); SchemaError when refused."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            automaton = build_automaton(schema_to_ir(schema))
+            return build_automaton(schema_to_ir(schema, strict=strict))
     except EmptyLanguageError:
-        automaton = None
+        return None
+
+
+def _check_against_validator(schema: dict | bool, instances: list) -> int:
+    """Assert soundness (and completeness unless approximated) of the exact language on the instances, and
+    soundness of the strict one; the number the exact one accepts."""
+    try:
+        automaton = _automaton(schema, strict=False)
+        closed = _automaton(schema, strict=True)
     except SchemaError:
         return -1
     uses_dependencies = isinstance(schema, dict) and "dependencies" in json.dumps(schema)
@@ -95,6 +105,8 @@ def _check_against_validator(schema: dict | bool, instances: list) -> int:
         texts = _spellings(instance, schema)
         hits = [t for t in texts if automaton is not None and automaton.accepts(t.encode("utf-8"))]
         assert valid or not hits, f"invalid instance accepted: {hits[0]} for {json.dumps(schema)}"
+        strict_hits = [t for t in texts if closed is not None and closed.accepts(t.encode("utf-8"))]
+        assert set(strict_hits) <= set(hits), f"strict accepts {strict_hits} outside the exact language"
         if valid and not (approximated and "2.5" in texts[0]) and "x\\\"y" not in texts[0]:
             assert automaton is not None and automaton.accepts(texts[0].encode("utf-8")), \
                 f"valid instance rejected: {texts[0]} for {json.dumps(schema)}"
@@ -188,7 +200,7 @@ def test_maskbench_samples(name: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            automaton = build_automaton(schema_to_ir(data["schema"]))
+            automaton = build_automaton(schema_to_ir(data["schema"], strict=False))
         except EmptyLanguageError:
             automaton = None
     for test in data["tests"]:
