@@ -34,6 +34,8 @@ from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.decode import generate
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.row_caches.attention import GROWTH, RowSlotsCache
+from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 from tests.runtime.engine_oracle import NEAR_TIE, agrees
 from tests.runtime.row_caches.architectures import ARCHITECTURES, CHUNKED, tiny_net
@@ -82,11 +84,24 @@ def _ragged_rows(model: Model) -> None:
     _ragged_rows_equal_each_row_alone(model.net, model.name)
 
 
-def _ragged_rows_equal_each_row_alone(net: Any, name: str) -> None:
+@check
+def _long_rows_of_a_running_batch_keep_their_windows_and_equal_each_row_alone(model: Model) -> None:
+    """The running batch's sliding-window layers forget positions older than the window once a row holds a window
+    and GROWTH of them: the logits stay mlx-lm's, and a windowed layer holds a window's positions per row, not the
+    history's."""
+    caches = _ragged_rows_equal_each_row_alone(model.net, model.name, bounded=True, first=(300, 2, 40))
+    windowed = [leaf for leaf in caches.leaves if isinstance(leaf, RowSlotsCache) and leaf.window]
+    for leaf in windowed:
+        assert leaf.keys is not None and leaf.keys.shape[2] <= leaf.window + GROWTH
+    assert not windowed or not all(caches.whole(i) for i in range(len(caches.row_lengths)))
+
+
+def _ragged_rows_equal_each_row_alone(net: Any, name: str, bounded: bool = False,
+                                      first: tuple[int, ...] = (7, 2, 11)) -> BatchCaches:
     """Rows of different lengths, fed spans of different lengths (none, for a row that waits), joining from a
     prefill of their own and leaving mid-run: every pass's logits equal the row decoded alone by mlx-lm."""
     rng = np.random.default_rng(11)
-    caches = make_row_caches(net, 0)
+    caches = cache_layout(net).new(bounded=bounded)
     alone: list[list[Any]] = []
     lengths: list[int] = []
 
@@ -100,7 +115,7 @@ def _ragged_rows_equal_each_row_alone(net: Any, name: str) -> None:
         alone.append(reference)
         lengths.append(length)
 
-    for length in (7, 2, 11):
+    for length in first:
         join(length)
     schedule = [[1, 3, 0], [0, 1, 6], [2, 2, 2], "drop 1", [5, 1], "join 9", [1, 0, 4], "drop 0", [3, 1], [1, 1]]
     for step in schedule:
@@ -120,6 +135,7 @@ def _ragged_rows_equal_each_row_alone(net: Any, name: str) -> None:
             if feed:
                 assert _close(got[row], _alone(net, alone[row], feed)), (name, step, row)
     assert caches.row_lengths == lengths
+    return caches
 
 
 @check
