@@ -34,7 +34,7 @@ from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.decode import generate
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
-from stdsl.runtime.row_caches.attention import GROWTH, RowSlotsCache
+from stdsl.runtime.row_caches.attention import GROWTH, RowSlotsCache, _capacity
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 from tests.runtime.engine_oracle import NEAR_TIE, agrees
@@ -89,10 +89,14 @@ def _long_rows_of_a_running_batch_keep_their_windows_and_equal_each_row_alone(mo
     """The running batch's sliding-window layers forget positions older than the window once a row holds a window
     and GROWTH of them: the logits stay mlx-lm's, and a windowed layer holds a window's positions per row, not the
     history's."""
-    caches = _ragged_rows_equal_each_row_alone(model.net, model.name, bounded=True, first=(300, 2, 40))
+    windows = [leaf.window for leaf in cache_layout(model.net).new().leaves
+               if isinstance(leaf, RowSlotsCache) and leaf.window]
+    long = max(windows, default=0) + 2 * GROWTH + 40  # past every window and its GROWTH, held whole it needs more
+    caches = _ragged_rows_equal_each_row_alone(model.net, model.name, bounded=True, first=(long, 2, long - 20))
     windowed = [leaf for leaf in caches.leaves if isinstance(leaf, RowSlotsCache) and leaf.window]
     for leaf in windowed:
-        assert leaf.keys is not None and leaf.keys.shape[2] <= leaf.window + GROWTH
+        assert leaf.keys is not None and leaf.window is not None
+        assert leaf.keys.shape[2] <= _capacity(leaf.window + GROWTH + 8) < _capacity(long)
     assert not windowed or not all(caches.whole(i) for i in range(len(caches.row_lengths)))
 
 
