@@ -8,7 +8,8 @@ sliding-window attention (gemma3_text, a 64-position window beside global layers
    llguidance masks as logits processors), and stdsl's passes per output token.
 2. The prompt cache in an eight-agent workload: 8 conversations of 3 turns, each turn the conversation so far plus
    the reply plus a new message: prompt tokens served from the cache and lookups that hit.
-3. Memory per row: the row caches' bytes per row after prefilling 8 rows of 256 tokens.
+3. Memory per row: the running batch's row-cache bytes per row, 8 rows of 1,024 positions after a decode step (a
+   sliding-window layer keeps its window and at most 256 more positions per row; plain layers every position).
 
     python benchmarks/models.py                      # ~10 min on 2 busy cores
     python benchmarks/models.py --families hybrid --streams 8
@@ -33,9 +34,10 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 from batch import throughput  # noqa: E402
 
 from stdsl.runtime.batch.engine import Engine  # noqa: E402
-from stdsl.runtime.batch.forward import forward_rows, make_row_caches  # noqa: E402
+from stdsl.runtime.batch.forward import forward_rows  # noqa: E402
 from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
 from stdsl.runtime.model.loading import Model, load  # noqa: E402
+from stdsl.runtime.row_caches.load_probe import cache_layout  # noqa: E402
 from tests.runtime.row_caches.architectures import tiny_net  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -79,9 +81,12 @@ def agents(model: Any, turns: int = 3, count: int = 8, max_tokens: int = 24) -> 
     return out
 
 
-def memory_per_row(model: Any, rows: int = 8, length: int = 256) -> float:
-    caches = make_row_caches(model.net, rows)
-    mx.eval(forward_rows(model.net, caches, [list(range(1000, 1000 + length))] * rows), *caches.arrays())
+def memory_per_row(model: Any, rows: int = 8, length: int = 1024) -> float:
+    """Row-cache bytes per row of a running batch (`bounded`) after prefilling `rows` rows and one decode step."""
+    caches = cache_layout(model.net).new(bounded=True)
+    caches.append_rows([None] * rows, [0] * rows)
+    mx.eval(forward_rows(model.net, caches, [list(range(1000, 1000 + length - 1))] * rows), *caches.arrays())
+    mx.eval(forward_rows(model.net, caches, [[7]] * rows), *caches.arrays())
     return caches.nbytes / rows
 
 
@@ -98,7 +103,7 @@ def write(report: dict[str, Any]) -> None:
             lines.append(f"| {family} | {row['streams']} | {row['mode']} | {row['mlx_lm_tok_s']:.1f} | "
                          f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x | {passes:.2f} |")
     lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
-              "row-cache bytes per row (256 tokens) |", "|---|---|---|---|"]
+              "running row-cache bytes per row (1,024 positions) |", "|---|---|---|---|"]
     for family, result in report["families"].items():
         a = result["agents"]
         lines.append(f"| {family} | {a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%}) | "

@@ -68,7 +68,7 @@ def _check_message(index: int, message: Mapping[Any, Any]) -> None:
 def prompt_ids(tokenizer: Tokenizer, prompt: Prompt, *, chat: bool = True, variables: Mapping[str, Any] | None = None,
                vocab_size: int | None = None) -> list[int]:
     """Token ids of the prompt: ids as given, else the chat template when the tokenizer has one and `chat`, else
-    the text.
+    the text as `plain_text_ids` encodes it.
 
     A str is one user message; a list of {"role", "content"} dicts is used as is; `variables` go to the
     template; given ids must lie below `vocab_size` (the model's, default the tokenizer's). An empty result
@@ -87,8 +87,16 @@ def prompt_ids(tokenizer: Tokenizer, prompt: Prompt, *, chat: bool = True, varia
         ids = list(tokenizer.encode(rendered)) if isinstance(rendered, str) else [int(t) for t in rendered]
     else:
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content") or "") for m in messages)
-        ids = list(tokenizer.encode(text))
+        ids = plain_text_ids(tokenizer, text)
     if not ids:
         start = tokenizer.bos_id if tokenizer.bos_id is not None else (tokenizer.eos_ids or (0,))[0]
         ids = [int(start)]
     return ids
+
+
+def plain_text_ids(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Token ids of a prompt read as plain text (no chat template): with the special tokens the tokenizer adds
+    (Gemma's `<bos>`) unless the text starts with the BOS text itself, as mlx-lm's `generate` encodes a prompt; a
+    model trained with BOS first degrades without it."""
+    bos = tokenizer.bos_token
+    return list(tokenizer.encode(text, add_special=not (bos and text.startswith(bos))))

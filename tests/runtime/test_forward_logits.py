@@ -22,6 +22,7 @@ from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, 
 from stdsl.runtime.batch.sampling import RowSampler, SamplingParams
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
+from tests.runtime.row_caches.architectures import ARCHITECTURES, tiny_net
 
 VOCAB = 512
 COMMON = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "num_attention_heads": 4,
@@ -77,6 +78,30 @@ def test_the_head_only_shortcut_equals_the_models_own_call(build, tied: bool) ->
     rng = np.random.default_rng(3)
     prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (5, 1, 9)]
     tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 6)]
+    got = _batched(net, prefixes, tails)
+    for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
+        np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
+
+
+def _gemma3_text(tied: bool) -> Any:
+    net = tiny_net("gemma3_text", VOCAB)
+    net.tie_word_embeddings = tied  # what its sanitize sets for a checkpoint without lm_head
+    return net
+
+
+def _qwen3_5(tied: bool) -> Any:
+    return tiny_net("qwen3_5", VOCAB, {**ARCHITECTURES["qwen3_5"], "tie_word_embeddings": tied})
+
+
+@pytest.mark.parametrize("build", [_gemma3_text, _qwen3_5])
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_head_only_shortcut_of_sliding_and_hybrid_models_equals_their_own_call(build, tied: bool) -> None:
+    """Gemma 3 (sliding windows) and Qwen3.5 (Gated DeltaNet, a wrapper around its text model), tied and untied."""
+    net = build(tied)
+    assert head_only(net)
+    rng = np.random.default_rng(5)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (6, 1, 9)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 7)]
     got = _batched(net, prefixes, tails)
     for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
         np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)

@@ -286,7 +286,7 @@ class BatchCore:
     def _join(self, rows: list[Row], caches: BatchCaches, last: list[mx.array | None]) -> None:
         """Append prefilled rows (their caches and last logits) to the running batch."""
         if self._caches is None:
-            self._caches = self.layout.new()
+            self._caches = self.layout.new(bounded=True)
         self._caches.append_rows([caches.row(i) for i in range(len(rows))], caches.row_lengths)
         ready = mx.stack([x for x in last if x is not None])
         self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
@@ -411,7 +411,8 @@ class BatchCore:
 
     def _advance(self, index: int, token: int) -> bool:
         """Take `token` into running row `index`'s constraint and publish its text; True when the row has ended (a
-        finished row's sequence goes to the prompt cache first, so its caller's next turn finds it)."""
+        finished row's sequence goes to the prompt cache first, so its caller's next turn finds it, unless its
+        sliding-window layers have forgotten their oldest positions)."""
         row = self._rows[index]
         row.stats.sampled_tokens += 1
         self.counters["sampled_tokens"] += 1
@@ -420,7 +421,7 @@ class BatchCore:
             feed = row.control.advance(token)
             row.control_seconds += time.perf_counter() - began
             ended = not feed or row.control.finished or row.stopped
-            if ended and row.remember and row.fed:
+            if ended and row.remember and row.fed and self._caches is not None and self._caches.whole(index):
                 self._remember(row.prompt_ids + row.fed, self._caches, index)
         except Exception as error:
             row.fail(error)

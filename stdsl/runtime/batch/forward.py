@@ -3,14 +3,14 @@
 Row i feeds `feeds[i]` (any length, 0 for a row that waits); the input is right-padded to the
 longest feed. The pass calls the model itself (`net(inputs, cache=...)`), so every architecture's
 logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's `logit_scale`).
-Only for the architectures in `HEAD_ONLY_ARCHITECTURES`, whose `Model.__call__` is exactly
-`head(model(x))`, does the output head run on the last real position of each row alone, so a
-pass over long forced spans or a prefill chunk does not pay the vocabulary projection for every position.
+Only for the architectures allow-listed here, whose `Model.__call__` is exactly `head(model(x))`, does the
+output head run on the last real position of each row alone, so a pass over long forced spans or a prefill chunk
+does not pay the vocabulary projection for every position.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mlx.core as mx
@@ -25,6 +25,11 @@ HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, 
 by tests/runtime/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
 goes through `net(...)`."""
 
+HEAD_ONLY_BY_NAME: frozenset[tuple[str, str]] = frozenset({("mlx_lm.models.gemma3_text", "Model"),
+                                                           ("mlx_lm.models.qwen3_5", "Model")})
+"""More such classes, by module and name (not imported until a model uses them): Gemma 3's text model (a tied
+embedding or `lm_head` after its body) and Qwen3.5's wrapper around a text model of that shape (unsharded)."""
+
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
     """Row caches for every layer of `net` holding `rows` empty rows (a model that cannot be batched exactly is
@@ -35,16 +40,27 @@ def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
     return caches
 
 
+def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
+    """An allow-listed model's body (tokens and cache to hidden states) and head, as its `__call__` chains them (None:
+    not allow-listed)."""
+    kind = type(net)
+    if kind in HEAD_ONLY_ARCHITECTURES:
+        tied, text = net.args.tie_word_embeddings, net
+    elif (kind.__module__, kind.__qualname__) not in HEAD_ONLY_BY_NAME:
+        return None
+    elif hasattr(net, "language_model"):
+        text = net.language_model
+        if type(text).__qualname__ != "TextModel" or getattr(text, "sharding_group", None) is not None:
+            return None
+        tied = text.args.tie_word_embeddings
+    else:
+        tied, text = net.tie_word_embeddings, net
+    return text.model, (text.model.embed_tokens.as_linear if tied else text.lm_head)
+
+
 def head_only(net: Any) -> bool:
-    """Whether `net`'s logits may be taken by running its head on chosen positions alone (see the allow-list)."""
-    return type(net) in HEAD_ONLY_ARCHITECTURES
-
-
-def _head(net: Any, hidden: mx.array) -> mx.array:
-    """The output projection of an allow-listed model: the tied embedding or its `lm_head`, as its `__call__` does."""
-    if net.args.tie_word_embeddings:
-        return net.model.embed_tokens.as_linear(hidden)
-    return net.lm_head(hidden)
+    """Whether `net`'s logits may be taken by running its head on chosen positions alone (see the allow-lists)."""
+    return _split(net) is not None
 
 
 def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
@@ -58,9 +74,11 @@ def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) 
     physical = caches.physical(feeds)
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
     last = mx.array([max(len(f) - 1, 0) for f in physical], dtype=mx.int32)[:, None, None]
-    if head_only(net):
-        hidden = net.model(inputs, cache=caches.layers)
-        logits = _head(net, mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
+    split = _split(net)
+    if split is not None:
+        body, head = split
+        hidden = body(inputs, cache=caches.layers)
+        logits = head(mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
     else:
         logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
     caches.commit()

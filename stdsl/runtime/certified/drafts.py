@@ -182,11 +182,12 @@ class CertifiedDecoder:
         if rejected < len(replay.steps):
             keep = replay.steps[rejected][0] + 1
 
-            def trim_and_share() -> None:
-                self.prefix.trim(len(feed) - keep, scores(keep - 1))
+            def trim_and_share() -> int:
+                passes = self.prefix.trim(len(feed) - keep, scores(keep - 1))
                 self.prefix.share()
+                return passes
 
-            self.engine.call(trim_and_share)
+            self.stats.passes += self.engine.call(trim_and_share)
             for _, _, token, _ in replay.steps[:rejected]:
                 self.control.advance(token)
         else:
@@ -424,13 +425,13 @@ _BLOCK_PLANS: CacheKind[list[Block]] = CacheKind("certified block plans")
 
 def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: DecodeOptions) -> RowHandle:
     """Decode with certified parallel fields where exact (greedy, a DFA or pushdown with two or more blocks and no
-    special tokens, a model whose layers can all be cut to a prefix: no recurrent state), else as usual; with
+    special tokens; on every served model, recurrent states included: `prefix.py`), else as usual; with
     `parallel_fields="auto"`, only where the first round is forecast to pay on the model's pass cost (measured at
     first use), and each later round likewise."""
     compiled = compiled_constraint(constraint, engine.model.tokenizer, options.strict)
     machine = machine_of(compiled)
     specials = bool(getattr(compiled, "special_tokens", ()))
-    plain = not options.sampling.greedy or specials or not engine.cache_layout.trimmable
+    plain = not options.sampling.greedy or specials
     if plain:
         blocks = []
     elif machine is not None:

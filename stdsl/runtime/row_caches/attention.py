@@ -7,10 +7,12 @@ writes its new keys at its own length instead (one scatter per layer), the atten
 query t of row i see keys 0 .. len_i + t, and RoPE positions start at len_i, so a row's cache is
 exactly what a single-sequence cache would hold and rows join, leave or are copied out by slicing.
 
-A sliding-window layer (mlx-lm's `RotatingKVCache`) keeps every position too and masks keys older than its
-window: query p sees keys p - window + 1 .. p, which is what a rotating cache holds, so its rows stay exact
-under ragged feeds and can be cut to any prefix (the prompt cache reuses them like plain layers). It costs the
-memory of a plain layer instead of a window's.
+A sliding-window layer (mlx-lm's `RotatingKVCache`) masks keys older than its window: query p sees keys
+p - window + 1 .. p, which is what a rotating cache holds, so its rows stay exact under ragged feeds. A row keeps
+every position while it may be cut or stored (a prefill, a certified prefix); in the running batch (`bounded`) a row
+forgets its oldest positions once it holds `window + GROWTH` of them, keeping the last `window` (all a pass needs),
+so a long row costs a window's memory, not its history's. Row i's physical position 0 is then logical position
+`starts[i]`; a row that forgot positions can no longer be read whole (`whole`).
 """
 
 from __future__ import annotations
@@ -32,22 +34,72 @@ class RowSlotsCache(SlotLayout):
     """One attention layer's keys and values for B rows, with per-row lengths (mlx-lm's cache protocol);
     `window`: a sliding window's size in positions (None: every earlier position is seen)."""
 
-    def __init__(self, lengths: Sequence[int] = (), window: int | None = None) -> None:
+    def __init__(self, lengths: Sequence[int] = (), window: int | None = None, bounded: bool = False) -> None:
         super().__init__(lengths)
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
         self.window = window
+        self.bounded = bounded and window is not None
+        """Whether rows forget positions older than the window (the running batch's caches)."""
+        self._starts: list[int] = [0] * len(self._lengths)
+        self._held: mx.array = self.offset
+        self._first: mx.array | None = None
         self._end = 0
+
+    # ------------------------------------------------------------------ forgotten positions
+
+    def prepare(self, feeds: Sequence[int], width: int) -> None:
+        super().prepare(feeds, width)
+        if self.bounded:
+            self._forget_old()
+        if any(self._starts):
+            self._held = mx.array([n - s for n, s in zip(self._lengths, self._starts)], dtype=mx.int32)
+            self._first = mx.array(self._starts, dtype=mx.int32)
+        else:
+            self._held, self._first = self.offset, None
+
+    def _forget_old(self) -> None:
+        """Drop each row's positions older than its last `window` once some row holds `window + GROWTH` (one gather
+        per layer every GROWTH positions a row advances)."""
+        assert self.window is not None
+        held = [n - s for n, s in zip(self._lengths, self._starts)]
+        if self.keys is None or self.values is None or max(held, default=0) <= self.window + GROWTH:
+            return
+        starts = [max(s, n - self.window) for n, s in zip(self._lengths, self._starts)]
+        shift = mx.array([new - old for new, old in zip(starts, self._starts)], dtype=mx.int32)
+        capacity = self.keys.shape[2]
+        width = _capacity(max(n - s for n, s in zip(self._lengths, starts)))
+        at = mx.minimum(mx.arange(width, dtype=mx.int32)[None] + shift[:, None], capacity - 1)[:, None, :, None]
+        self.keys = mx.take_along_axis(self.keys, at, axis=2)
+        self.values = mx.take_along_axis(self.values, at, axis=2)
+        self._starts = starts
+
+    def whole(self, index: int) -> bool:
+        """Whether row `index` still holds every position from the first (it can be read, cut and stored)."""
+        return self._starts[self.slots[index]] == 0
+
+    def keep(self, indices: Sequence[int]) -> None:
+        super().keep(indices)
+        held = set(self.slots)
+        self._starts = [s if slot in held else 0 for slot, s in enumerate(self._starts)] if self.slots else []
+
+    def _take_slot(self, slot: int, length: int) -> None:
+        self._starts[slot] = 0
+        super()._take_slot(slot, length)
+
+    def _add_slots(self, lengths: Sequence[int]) -> None:
+        self._starts += [0] * len(lengths)
+        super()._add_slots(lengths)
 
     # ------------------------------------------------------------------ mlx-lm protocol
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Write each row's new keys at its own length; return keys up to the longest row's end."""
         batch, heads, width, _ = keys.shape
-        end = max(self._lengths, default=0) + width
+        end = max((n - s for n, s in zip(self._lengths, self._starts)), default=0) + width
         self._reserve(keys, values, end)
         assert self.keys is not None and self.values is not None
-        at = (self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None])[:, None, :, None]
+        at = (self._held[:, None] + mx.arange(width, dtype=mx.int32)[None])[:, None, :, None]
         self.keys = mx.put_along_axis(self.keys, mx.broadcast_to(at, keys.shape), keys, axis=2)
         self.values = mx.put_along_axis(self.values, mx.broadcast_to(at, values.shape), values, axis=2)
         self._end = end
@@ -63,9 +115,11 @@ class RowSlotsCache(SlotLayout):
                   **_: Any) -> mx.array:
         """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t, or only the last `window_size` (the
         model's) or `window` (this layer's) of them (padding sees garbage, never NaN)."""
-        end = max(self._lengths, default=0) + width
+        end = max((n - s for n, s in zip(self._lengths, self._starts)), default=0) + width
         limit = self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None]
         keys = mx.arange(end, dtype=mx.int32)[None, None, :]
+        if self._first is not None:
+            keys = keys + self._first[:, None, None]
         seen = keys <= limit[:, :, None]
         window = window_size or self.window
         if window:
@@ -99,6 +153,8 @@ class RowSlotsCache(SlotLayout):
         """Row `index`'s keys and values over its first `length` positions (default: all of them), (1, H, L, D)."""
         assert self.keys is not None and self.values is not None
         slot = self.slots[index]
+        if self._starts[slot]:
+            raise ValueError(f"a sliding-window row has forgotten its first {self._starts[slot]} positions")
         n = self._lengths[slot] if length is None else length
         return self.keys[slot : slot + 1, :, :n, :], self.values[slot : slot + 1, :, :n, :]
 
@@ -106,12 +162,19 @@ class RowSlotsCache(SlotLayout):
         """The arrays a pass writes (to evaluate with its logits)."""
         return [a for a in (self.keys, self.values) if a is not None]
 
+    def cut(self, index: int, count: int) -> None:
+        if count and self._starts[self.slots[index]]:
+            raise ValueError("a sliding-window row that forgot its oldest positions cannot be cut")
+        super().cut(index, count)
+
     def _gather(self, chosen: mx.array) -> None:
+        self._starts = [self._starts[slot] for slot in self.slots]  # `chosen` is the held slots (`_compact`)
         if self.keys is not None and self.values is not None:
             self.keys, self.values = self.keys[chosen], self.values[chosen]
 
     def _clear(self) -> None:
         self.keys = self.values = None
+        self._starts = []
 
     def append_rows(self, rows: Sequence[LayerKV | None], lengths: Sequence[int]) -> None:
         """Add rows at the end, each given by its (1, H, L, D) keys and values (None: an empty row); free slots
@@ -148,7 +211,7 @@ class RowSlotsCache(SlotLayout):
         base_keys = self.keys if self.keys is not None else template[0]  # type: ignore[index]
         base_values = self.values if self.values is not None else template[1]  # type: ignore[index]
         heads, kdim, vdim = base_keys.shape[1], base_keys.shape[3], base_values.shape[3]
-        end = max(self._lengths + list(lengths), default=0)
+        end = max([n - s for n, s in zip(self._lengths, self._starts)] + list(lengths), default=0)
         width = _capacity(max(end, 1))
         blocks_k, blocks_v = [], []
         if self.keys is not None and self.values is not None:

@@ -105,6 +105,11 @@ class BatchCaches:
     def nbytes(self) -> int:
         return sum(leaf.nbytes for leaf in self.leaves)
 
+    def whole(self, index: int) -> bool:
+        """Whether row `index` holds every position from the first in every layer (a bounded batch's sliding-window
+        layers forget old ones), so it can be read and stored."""
+        return all(leaf.whole(index) for leaf in self.leaves if isinstance(leaf, RowSlotsCache))
+
     def row(self, index: int, length: int | None = None) -> list[LeafRow]:
         """Row `index`'s state in every leaf (over its first `length` positions where the leaves can be cut)."""
         return [leaf.row(index, length) for leaf in self.leaves]
@@ -125,6 +130,8 @@ class BatchCaches:
             leaf.slots, leaf._lengths = list(leaf.slots), list(leaf._lengths)
             if isinstance(leaf, RowStatesCache):
                 leaf.cache = list(leaf.cache)
+            else:
+                leaf._starts = list(leaf._starts)
         parts = iter(twin.leaves)
         twin.layers = [RowCacheList([next(parts) for _ in layer.caches]) if isinstance(layer, RowCacheList)
                        else next(parts) for layer in self.layers]
@@ -160,6 +167,11 @@ class CacheLayout:
         self.makers = [_leaf_factory(layer, name) for layer in template]
         self.trimmable = self.new().trimmable
 
-    def new(self) -> BatchCaches:
-        """Empty row caches for a batch."""
-        return BatchCaches(self.makers)
+    def new(self, bounded: bool = False) -> BatchCaches:
+        """Empty row caches for a batch; `bounded`: sliding-window layers forget positions older than their window
+        (the running batch, whose rows are never cut: `RowSlotsCache`)."""
+        caches = BatchCaches(self.makers)
+        for leaf in caches.leaves:
+            if isinstance(leaf, RowSlotsCache):
+                leaf.bounded = leaf.window is not None and bounded
+        return caches

@@ -17,6 +17,7 @@ from stdsl.compiler.special_tokens import token_markers
 from stdsl.compiler.tools.formats import FORMATS, ToolFormat, format_of_template
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
 from stdsl.errors import ContextLengthError, StdslError
+from stdsl.model_files.prompt import plain_text_ids
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
 from stdsl.runtime.context_window import context_length as model_context_length
 from stdsl.runtime.context_window import output_room
@@ -321,7 +322,7 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
                            code="unsupported_parameter")
     prompt = request.prompt
     if isinstance(prompt, str):
-        prompts = [model.tokenizer.encode(prompt)]
+        prompts = [plain_text_ids(model.tokenizer, prompt)]
     elif prompt and all(isinstance(p, int) for p in prompt):
         prompts = [[int(t) for t in prompt]]
         bad = [t for t in prompts[0] if not 0 <= t < model.vocab_size]
@@ -329,7 +330,7 @@ def completion_plan(request: CompletionRequest, model: Any) -> Plan:
             raise RequestError(f"prompt token id {bad[0]} is outside [0, {model.vocab_size})", param="prompt",
                                code="invalid_value")
     else:
-        prompts = [model.tokenizer.encode(str(p)) for p in prompt]
+        prompts = [plain_text_ids(model.tokenizer, str(p)) for p in prompt]
     if not prompts:
         raise RequestError("prompt must not be an empty list", param="prompt", code="invalid_value")
     prompts = [p or [_start_token(model)] for p in prompts]
