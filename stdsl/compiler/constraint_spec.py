@@ -26,6 +26,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
+from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
@@ -56,12 +57,13 @@ class _Deadline:
         return max(self.end - time.perf_counter(), 1e-3)
 
 
-def _embeddable_schema(schema: Any, *, max_seconds: float) -> Constraint | PushdownConstraint:
+def _embeddable_schema(schema: Any, *, max_seconds: float,
+                       whitespace: Whitespace | None = None) -> Constraint | PushdownConstraint:
     """A schema to embed in a larger constraint: a DFA whose free-form values nest at most `ANY_VALUE_DEPTH`
     levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`)."""
     if isinstance(schema, dict) and is_recursive_schema(schema):
-        return compile_constraint(schema, max_seconds=max_seconds)
-    return compile_embeddable(schema, max_seconds=max_seconds)
+        return compile_constraint(schema, whitespace=whitespace, max_seconds=max_seconds)
+    return compile_embeddable(schema, whitespace=whitespace, max_seconds=max_seconds)
 
 
 def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
@@ -100,11 +102,11 @@ def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) ->
 
 def _arguments_ir(deadline: _Deadline) -> Any:
     """Lowers a tool's parameter schema to an embedded DFA, or a recursive one to an embedded grammar (compiled
-    and cached by `stdsl.compile`)."""
+    and cached by `stdsl.compile`), spelled with the format's `whitespace`."""
 
-    def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
+    def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         try:
-            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left())
+            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left(), whitespace=whitespace)
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
         return embedded_ir(compiled, path)

@@ -40,17 +40,23 @@ class HermesFormat(_NamedJsonFormat):
     triggers = ("<tool_call>",)
     prefix = "<tool_call>\n"
     tail = "}\n</tool_call>"
+    separator_spellings = ("\n\n",)
     template_marks = ("<tool_call>",)
     body_excludes = ("</tool_call>",)
     markers = ("<tool_call>", "</tool_call>")
 
 
 class Llama3JsonFormat(_NamedJsonFormat):
-    """`<|python_tag|>{"name": "NAME", "parameters": ARGS}`, several joined by `; ` (Llama 3.1-3.3 JSON tool calls)."""
+    """`<|python_tag|>{"name": "NAME", "parameters": ARGS}`, several joined by `; ` (Llama 3.1-3.3 JSON tool calls);
+    the tag may be left out, as Llama 3.1-3.3's chat templates render a past call.
+
+    A `{` starts the calls, so free text has none: vLLM's `llama3_json` reader decodes a JSON object at every `{`
+    of a reply (a call when it has a name, no calls at all when one does not decode)."""
 
     name = "llama3_json"
-    triggers = ("<|python_tag|>",)
+    triggers = ("<|python_tag|>", "{")
     section_open = "<|python_tag|>"
+    open_spellings = ("",)
     separator = "; "
     key = "parameters"
     template_marks = ("<|python_tag|>",)
@@ -63,6 +69,7 @@ class MistralFormat(_NamedJsonFormat):
     name = "mistral"
     triggers = ("[TOOL_CALLS]",)
     section_open = "[TOOL_CALLS]["
+    open_spellings = ("[TOOL_CALLS] [",)
     separator = ", "
     section_close = "]"
     template_marks = ("[TOOL_CALLS]",)
@@ -76,6 +83,8 @@ class DeepSeekV3Format(JsonArgumentsFormat):
 
     name = "deepseek_v3"
     triggers = ("<｜tool▁calls▁begin｜>",)
+    free_excludes = ("<｜tool▁call▁begin｜>",)
+    """vLLM's `deepseek_v3` reader takes every spelled-out call of the reply, free text included."""
     section_open = "<｜tool▁calls▁begin｜>"
     separator = "\n"
     section_close = "<｜tool▁calls▁end｜>"
