@@ -19,6 +19,7 @@ from mlx_lm.tool_parsers import (
     glm47,
     json_tools,
     kimi_k2,
+    kimi_k3,
     longcat,
     mistral,
     muse_spark,
@@ -101,7 +102,8 @@ def _regex_reader(pattern: re.Pattern[str], section: str) -> Any:
 FAMILY_READERS = {
     "hermes": _mlx_reader(json_tools), "qwen_xml": _mlx_reader(qwen3_coder), "mistral": _mlx_reader(mistral),
     "mistral_v11": _mlx_reader(mistral), "glm4": _mlx_reader(glm47), "glm47": _mlx_reader(glm47),
-    "kimi_k2": _mlx_reader(kimi_k2), "muse_spark": _mlx_reader(muse_spark), "longcat": _mlx_reader(longcat),
+    "kimi_k2": _mlx_reader(kimi_k2), "kimi_k3": _mlx_reader(kimi_k3),
+    "muse_spark": _mlx_reader(muse_spark), "longcat": _mlx_reader(longcat),
     "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
     "json": _plain_json, "llama3_json": _llama3, "deepseek_v3": _regex_reader(_DEEPSEEK, "<｜tool▁calls▁begin｜>"),
     "harmony": _regex_reader(_HARMONY, "<|channel|>commentary"),
@@ -186,6 +188,21 @@ def _compiled(spec_text: str) -> Any:
           phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
 def test_accepted_replies_parse_with_the_familys_parser(name: str, data: st.DataObject) -> None:
+    _random_walks(name, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data())
+def test_accepted_replies_parse_with_the_familys_parser_long(name: str, data: st.DataObject) -> None:
+    _random_walks(name, data)
+
+
+def _random_walks(name: str, data: st.DataObject) -> None:
+    """Random accepted replies (and accepted mutants) of a random tool list: the family's parser reads the calls
+    ours reads, their arguments validate, and tool_choice and parallel_tool_calls hold."""
     tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT)))
     choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
     parallel = data.draw(st.booleans())
@@ -265,6 +282,7 @@ def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: 
 @pytest.mark.parametrize(("template", "name"), [
     ("{{ '<|channel|>' }}{{ '<|constrain|>' }}", "harmony"),
     ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("{{ '<|open|>tools<|sep|>' }}<|open|>call tool=\"{{ n }}\"<|sep|>{{ '<|close|>call<|sep|>' }}", "kimi_k3"),
     ("{{ '<longcat_tool_call>' + name }}<longcat_arg_key>", "longcat"),
     ("{{ '<atem:function_calls>' }}<atem:invoke name=\"{{ n }}\">", "muse_spark"),
     ("<｜tool▁calls▁begin｜>...```json", "deepseek_v3"),

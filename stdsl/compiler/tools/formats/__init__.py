@@ -16,6 +16,7 @@ from stdsl.compiler.tools.formats.json_calls import (
     DeepSeekV3Format,
     HermesFormat,
     KimiK2Format,
+    KimiK3Format,
     Llama3JsonFormat,
     MistralFormat,
     MistralV11Format,
@@ -26,9 +27,9 @@ from stdsl.compiler.tools.formats.xml_calls import Glm47Format, GlmFormat, Longc
 DEFAULT_FORMAT = "hermes"
 
 _RECOGNITION_ORDER: tuple[ToolFormat, ...] = (
-    HarmonyFormat(), MuseSparkFormat(), LongcatFormat(), KimiK2Format(), DeepSeekV3Format(), Gemma4Format(),
-    FunctionGemmaFormat(), GlmFormat(), Glm47Format(), QwenXmlFormat(), MistralV11Format(), MistralFormat(),
-    Llama3JsonFormat(), HermesFormat(),
+    HarmonyFormat(), MuseSparkFormat(), LongcatFormat(), KimiK3Format(), KimiK2Format(), DeepSeekV3Format(),
+    Gemma4Format(), FunctionGemmaFormat(), GlmFormat(), Glm47Format(), QwenXmlFormat(), MistralV11Format(),
+    MistralFormat(), Llama3JsonFormat(), HermesFormat(),
 )
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (*_RECOGNITION_ORDER, PlainJsonFormat())}
 

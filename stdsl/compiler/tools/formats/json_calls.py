@@ -1,4 +1,5 @@
-"""Formats whose call carries its arguments as one JSON object: Hermes/Qwen, Llama 3.x, Mistral, DeepSeek V3, Kimi K2.
+"""Formats whose call carries its arguments as one JSON object: Hermes/Qwen, Llama 3.x, Mistral, DeepSeek V3, Kimi K2
+and K3.
 
 Each writes the tool name in a fixed head and the arguments as the JSON value typed by the
 tool's schema, so a call's text is its head, the arguments verbatim, and its tail.
@@ -181,6 +182,38 @@ class MistralV11Format(JsonArgumentsFormat):
 
     def head(self, name: str, index: int) -> str:
         return f"[TOOL_CALLS]{name}[ARGS]"
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None
+
+
+class KimiK3Format(JsonArgumentsFormat):
+    """Kimi K3's XTML calls with the arguments as one JSON block: `<|open|>tools<|sep|>` then per call
+    `<|open|>call tool="NAME" index="N"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|>
+    <|close|>call<|sep|>`, then `<|close|>tools<|sep|>`; N is the model's call counter."""
+
+    name = "kimi_k3"
+    triggers = ("<|open|>tools<|sep|>",)
+    section_open = "<|open|>tools<|sep|>"
+    separator = ""
+    section_close = "<|close|>tools<|sep|>"
+    tail = "<|close|>json<|sep|><|close|>call<|sep|>"
+    template_marks = ("<|open|>", "<|close|>call")
+    body_excludes = ("<|close|>json<|sep|>", "<|close|>call<|sep|>", "<|close|>tools<|sep|>")
+    markers = ("<|open|>", "<|close|>", "<|sep|>")
+    custom_in_object = True
+    _HEAD = re.compile(r'<\|open\|>call tool="(?P<name>[a-zA-Z0-9_-]{1,64})" index="(0|[1-9][0-9]*)"<\|sep\|>'
+                       r'<\|open\|>json type="object"<\|sep\|>')
+
+    def head(self, name: str, index: int) -> str:
+        return f'<|open|>call tool="{name}" index="{index + 1}"<|sep|><|open|>json type="object"<|sep|>'
+
+    def head_ir(self, name: str) -> ir.Node:
+        digit = ir.byte_set([(ord("0"), ord("9"))])
+        number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
+        return ir.seq(self.literal(f'<|open|>call tool="{name}" index="'), number,
+                      self.literal('"<|sep|><|open|>json type="object"<|sep|>'))
 
     def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
         match = self._HEAD.match(reply, position)
