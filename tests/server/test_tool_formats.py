@@ -21,6 +21,7 @@ from mlx_lm.tool_parsers import (
     kimi_k2,
     kimi_k3,
     longcat,
+    minicpm5,
     minimax_m2,
     mistral,
     muse_spark,
@@ -105,6 +106,7 @@ FAMILY_READERS = {
     "mistral_v11": _mlx_reader(mistral), "glm4": _mlx_reader(glm47), "glm47": _mlx_reader(glm47),
     "kimi_k2": _mlx_reader(kimi_k2), "kimi_k3": _mlx_reader(kimi_k3),
     "muse_spark": _mlx_reader(muse_spark), "longcat": _mlx_reader(longcat), "minimax_m2": _mlx_reader(minimax_m2),
+    "minicpm5": _mlx_reader(minicpm5),
     "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
     "json": _plain_json, "llama3_json": _llama3, "deepseek_v3": _regex_reader(_DEEPSEEK, "<｜tool▁calls▁begin｜>"),
     "harmony": _regex_reader(_HARMONY, "<|channel|>commentary"),
@@ -283,6 +285,7 @@ def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: 
 @pytest.mark.parametrize(("template", "name"), [
     ("{{ '<|channel|>' }}{{ '<|constrain|>' }}", "harmony"),
     ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("<function name=\"{{ n }}\"><param name=\"{{ k }}\">", "minicpm5"),
     ("{{ '<minimax:tool_call>' }}<invoke name=\"{{ n }}\">", "minimax_m2"),
     ("{{ '<|open|>tools<|sep|>' }}<|open|>call tool=\"{{ n }}\"<|sep|>{{ '<|close|>call<|sep|>' }}", "kimi_k3"),
     ("{{ '<longcat_tool_call>' + name }}<longcat_arg_key>", "longcat"),

@@ -1,5 +1,6 @@
 """MiniMax M2's calls: `<minimax:tool_call>` around `<invoke name="NAME">` elements, one
-`<parameter name="KEY">VALUE</parameter>` per argument.
+`<parameter name="KEY">VALUE</parameter>` per argument; MiniCPM5's bare `<function name="NAME">` elements
+with `<param name="KEY">VALUE</param>` (read by the same value conversion).
 
 mlx-lm's `minimax_m2` parser converts a value by its schema's type (a string raw and stripped, a number
 through `float`, an object or array as JSON), so, as in Qwen3-Coder's format, a string is raw text
@@ -40,8 +41,6 @@ from stdsl.compiler.tools.formats.raw_values import (
 from stdsl.errors import SchemaError
 
 TYPES = ("string", "integer", "number", "boolean", "object", "array")
-_INVOKE = re.compile(r'<invoke name="([A-Za-z0-9_-]{1,64})">\n')
-_PARAMETER = re.compile(r'<parameter name="([A-Za-z_][A-Za-z0-9_]*)">')
 
 
 def _json_or_text(text: str) -> Any:
@@ -56,13 +55,24 @@ class MiniMaxM2Format(InputParameterCustomCalls, ToolFormat):
     </minimax:tool_call>`; parameters in schema order, the required ones present."""
 
     name = "minimax_m2"
-    triggers = ("<minimax:tool_call>",)
+    triggers: tuple[str, ...] = ("<minimax:tool_call>",)
     section_open = "<minimax:tool_call>\n"
     separator = "\n"
     section_close = "\n</minimax:tool_call>"
-    template_marks = ("<minimax:tool_call>",)
-    markers = ("<minimax:tool_call>", "</minimax:tool_call>")
-    _STOPS = ("</parameter>", "</invoke>", "</minimax:tool_call>")
+    template_marks: tuple[str, ...] = ("<minimax:tool_call>",)
+    markers: tuple[str, ...] = ("<minimax:tool_call>", "</minimax:tool_call>")
+    call_tag, parameter_tag, newline = "invoke", "parameter", "\n"
+    _STOPS: tuple[str, ...] = ("</parameter>", "</invoke>", "</minimax:tool_call>")
+
+    def _head(self, name: str) -> str:
+        return f'<{self.call_tag} name="{name}">{self.newline}'
+
+    def _parameter_head(self, key: str) -> str:
+        return f'<{self.parameter_tag} name="{key}">'
+
+    @property
+    def _parameter_tail(self) -> str:
+        return f"</{self.parameter_tag}>{self.newline}"
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
         """A parameter's value as the parser converts it by the schema's single `type`."""
@@ -79,51 +89,69 @@ class MiniMaxM2Format(InputParameterCustomCalls, ToolFormat):
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
         where = parameters_path(tool)
-        parts: list[ir.Node] = [self.literal(f'<invoke name="{tool.name}">\n')]
+        parts: list[ir.Node] = [self.literal(self._head(tool.name))]
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
-            parameter = ir.seq(self.literal(f'<parameter name="{key}">'), self.value_ir(schema, path, arguments_ir),
-                               self.literal("</parameter>\n"))
+            parameter = ir.seq(self.literal(self._parameter_head(key)), self.value_ir(schema, path, arguments_ir),
+                               self.literal(self._parameter_tail))
             parts.append(parameter if key in required else ir.optional(parameter))
-        parts.append(self.literal("</invoke>"))
+        parts.append(self.literal(f"</{self.call_tag}>"))
         return ir.seq(*parts)
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
         """The raw input as the one string parameter `input` (no edge whitespace, not `null`)."""
         raw = intersection(ir.Embedded(text.transitions, text.accepting), not_containing(list(self._STOPS)),
                            unstripped(), not_word("null"))
-        return ir.seq(self.literal(f'<invoke name="{tool.name}">\n<parameter name="{CUSTOM_PARAMETER}">'), raw,
-                      self.literal("</parameter>\n</invoke>"))
+        return ir.seq(self.literal(self._head(tool.name) + self._parameter_head(CUSTOM_PARAMETER)), raw,
+                      self.literal(f"{self._parameter_tail}</{self.call_tag}>"))
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)
-        shown = "".join(f'<parameter name="{key}">'
-                        f"{value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}</parameter>\n"
-                        for key, value in values.items())
-        return f'<invoke name="{name}">\n{shown}</invoke>'
+        shown = "".join(self._parameter_head(key) + (value if isinstance(value, str) else json.dumps(
+            value, ensure_ascii=False)) + self._parameter_tail for key, value in values.items())
+        return f"{self._head(name)}{shown}</{self.call_tag}>"
 
     def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
         calls: list[ParsedCall] = []
         if not reply.startswith(self.section_open, start):
             return calls
         position = start + len(self.section_open)
-        while (head := _INVOKE.match(reply, position)) is not None:
+        call = re.compile(f'<{self.call_tag} name="([A-Za-z0-9_-]{{1,64}})">{self.newline}')
+        parameter = re.compile(f'<{self.parameter_tag} name="([A-Za-z_][A-Za-z0-9_]*)">')
+        call_close = f"</{self.call_tag}>"
+        while (head := call.match(reply, position)) is not None:
             properties = tools.get(head.group(1), {}).get("properties", {})
             values: dict[str, Any] = {}
             cursor = head.end()
-            while (key := _PARAMETER.match(reply, cursor)) is not None:
-                close = reply.find("</parameter>\n", key.end())
+            while (key := parameter.match(reply, cursor)) is not None:
+                close = reply.find(self._parameter_tail, key.end())
                 if close < 0:
                     return calls
                 raw = reply[key.end(): close]
                 values[key.group(1)] = raw if is_string_schema(properties.get(key.group(1))) else _json_or_text(raw)
-                cursor = close + len("</parameter>\n")
-            if not reply.startswith("</invoke>", cursor):
+                cursor = close + len(self._parameter_tail)
+            if not reply.startswith(call_close, cursor):
                 return calls
-            end = cursor + len("</invoke>")
+            end = cursor + len(call_close)
             calls.append(ParsedCall(head.group(1), json.dumps(values, ensure_ascii=False), reply[position:end]))
             position = self.separator_end(reply, end)
             if position < 0:
                 return calls
         return calls
+
+
+class MiniCpm5Format(MiniMaxM2Format):
+    """MiniCPM5: `<function name="NAME"><param name="K">V</param>...</function>`, calls back to back with no
+    wrapper.  mlx-lm's `minicpm5` parser unwraps a CDATA value, so a raw string never holds `<![CDATA[`."""
+
+    name = "minicpm5"
+    triggers = ("<function name=",)
+    section_open = ""
+    separator = ""
+    separator_spellings = ("\n",)
+    section_close = ""
+    template_marks = ("<function name=", "<param name=")
+    markers = ()
+    call_tag, parameter_tag, newline = "function", "param", ""
+    _STOPS = ("</param>", "</function>", "<![CDATA[")
