@@ -86,8 +86,8 @@ def test_rendered_calls_are_accepted_and_read_back(city: str, limit: int, query:
                 "</parameter>" in v or "\n" in v or v.lower() == "null" for v in (city, query)):
             continue
         constraint = _auto(name)
-        first = syntax.render("get_weather", json.dumps({"city": city}, separators=(",", ":")))
-        second = syntax.render("search", json.dumps({"query": query, "limit": limit}, separators=(",", ":")))
+        first = syntax.render("get_weather", json.dumps({"city": city}))
+        second = syntax.render("search", json.dumps({"query": query, "limit": limit}))
         free = prose.replace("<", "")
         reply = free + first + "\n" + second
         assert constraint.accepts(reply)
@@ -149,8 +149,8 @@ def test_values_that_look_like_tags_are_read_back_or_refused(value: str) -> None
     for name in ("hermes", "qwen_xml"):
         syntax = SYNTAXES[name]
         constraint = _auto(name)
-        reply = "ok " + syntax.render("search", json.dumps({"query": value, "limit": 2}, separators=(",", ":")))
-        reply += "\n" + syntax.render("get_weather", '{"city":"Oslo"}')
+        reply = "ok " + syntax.render("search", json.dumps({"query": value, "limit": 2}))
+        reply += "\n" + syntax.render("get_weather", '{"city": "Oslo"}')
         if "</tool_call>" in value:
             assert not constraint.accepts(reply), (name, reply)
             continue

@@ -85,7 +85,8 @@ def test_recursive_parameters_parse_with_the_familys_parser_and_validate(name: s
         calls += len(_check_reply(name, random_reply(constraint, rng).decode("utf-8"), TOOLS))
     assert calls >= 12
     def written(arguments: dict) -> bytes:
-        call = FORMATS[name].render("query", json.dumps(arguments, separators=(",", ":")))
+        spelling = {} if FORMATS[name].spacing else {"separators": (",", ":")}
+        call = FORMATS[name].render("query", json.dumps(arguments, **spelling))
         return FORMATS[name].join([call]).encode()
 
     assert constraint.accepts(written({"where": {"and": [{"and": [{"field": "a", "eq": 1}]}, {"and": []}]}}))

@@ -12,7 +12,7 @@ Choices that keep the language regular and exact:
   bounded value where a call would clash or a DFA is required.
 - Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
   the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
-  RFC 8259 grammar kept finite (at most 200 integer digits, a two-digit exponent: `float` never reads infinity).
+  RFC 8259 grammar kept finite (at most 20 integer digits, a two-digit exponent: `float` never reads infinity).
 - `const`/`enum` values are written compactly in their own key order, strings in their
   canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers with or without a zero
   fraction (`1`, `1.0`); so are integers, except under draft 4 (or 3), where `1.0` is no integer.

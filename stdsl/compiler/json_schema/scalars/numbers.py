@@ -20,8 +20,9 @@ MINUS = ir.literal("-")
 UNSIGNED_INTEGER = ir.alt(ir.literal("0"), ir.seq(NONZERO_DIGIT, ir.star(DIGIT)))
 INTEGER = ir.alt(UNSIGNED_INTEGER, ir.seq(MINUS, NONZERO_DIGIT, ir.star(DIGIT)))
 FRACTION = ir.seq(ir.literal("."), ir.plus(DIGIT))
-MAX_INTEGER_DIGITS, MAX_EXPONENT_DIGITS = 200, 2
-"""An unbounded number's integer part and exponent: at most 10^200 · 10^99, so every reader gets a finite double."""
+MAX_INTEGER_DIGITS, MAX_EXPONENT_DIGITS = 20, 2
+"""An unbounded number's integer part and exponent: at most 10^20 · 10^99 (an integer part
+up to uint64's 20 digits), so every reader gets a finite double and the counter stays small in every value."""
 EXPONENT = ir.seq(ir.byte_set([(0x45, 0x45), (0x65, 0x65)]), ir.optional(ir.byte_set([(0x2B, 0x2B), (0x2D, 0x2D)])),
                   ir.repeat(DIGIT, 1, MAX_EXPONENT_DIGITS))
 NUMBER = ir.seq(ir.optional(MINUS),

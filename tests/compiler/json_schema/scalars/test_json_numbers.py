@@ -20,7 +20,7 @@ from stdsl.compiler.json_schema.scalars.numbers import (
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
-FINITE_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,199})(?:\.\d+)?(?:[eE][+-]?\d{1,2})?")
+FINITE_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,19})(?:\.\d+)?(?:[eE][+-]?\d{1,2})?")
 bounds = st.one_of(st.none(), st.integers(-10**6, 10**6), st.integers(-10**25, 10**25))
 
 
