@@ -275,3 +275,17 @@ class LongcatFormat(GlmFormat):
 
     def recognises(self, template: str) -> bool:
         return ToolFormat.recognises(self, template)
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as the one string parameter `input`, which the parser reads raw (and stripped)."""
+        raw = intersection(ir.Embedded(text.transitions, text.accepting), not_containing(list(self._stops)),
+                           unstripped())
+        return ir.seq(self.literal(f"{self.tag('tool_call')}{tool.name}{self.newline}"
+                                   f"{self._pair_head(CUSTOM_PARAMETER)}"), raw,
+                      self.literal(f"{self.tag('arg_value', True)}{self.newline}{self.tag('tool_call', True)}"))
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])
