@@ -102,7 +102,8 @@ def test_decoding_emits_each_marker_as_its_one_id(smollm2_tokenizer, name: str) 
             assert out.tokens.count(tokenizer.special_tokens[marker]) == out.data.count(special_spelling(marker))
         calls = FAMILY_READERS[name](out.text, _openai_tools(TOOLS))
         if choice == "required":
-            assert len(calls) == 1 and out.tokens.count(tokenizer.special_tokens[tokens[0]]) >= 1
+            assert len(calls) == 1 and ("" in FORMATS[name].open_spellings
+                                        or out.tokens.count(tokenizer.special_tokens[tokens[0]]) >= 1)
         for call_name, arguments in calls:
             jsonschema.validate(arguments, {t["name"]: t["parameters"] for t in TOOLS}[call_name])
 
