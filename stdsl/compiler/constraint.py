@@ -187,12 +187,12 @@ def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, m
         raise OptionError("strict", f"strict must be True or False, got {reprlib.repr(strict)}")
 
 
-def compile_embeddable(spec: Any, *, max_seconds: float | None = DEFAULT_MAX_SECONDS, strict: bool = True
-                       ) -> Constraint:
+def compile_embeddable(spec: Any, *, whitespace: Whitespace | None = None,
+                       max_seconds: float | None = DEFAULT_MAX_SECONDS, strict: bool = True) -> Constraint:
     """A DFA for `spec`, to embed in a larger automaton (a tool call's arguments, a reply beside tools): its
     free-form values nest at most `ANY_VALUE_DEPTH` levels; a schema that needs the pushdown is refused.
     `strict` as `compile`'s."""
-    compiled = _compile_cached(spec, None, DEFAULT_MAX_STATES, max_seconds, True, strict)
+    compiled = _compile_cached(spec, whitespace, DEFAULT_MAX_STATES, max_seconds, True, strict)
     if isinstance(compiled, PushdownConstraint):
         raise SchemaError("a recursive schema, or one too large for one DFA, cannot be embedded in another "
                           "constraint", "#")

@@ -29,6 +29,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
+from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
@@ -61,13 +62,14 @@ class _Deadline:
         return max(self.end - time.perf_counter(), 1e-3)
 
 
-def _embeddable_schema(schema: Any, *, max_seconds: float, strict: bool = True) -> Constraint | PushdownConstraint:
+def _embeddable_schema(schema: Any, *, max_seconds: float, whitespace: Whitespace | None = None,
+                       strict: bool = True) -> Constraint | PushdownConstraint:
     """A schema to embed in a larger constraint: a DFA whose free-form values nest at most `ANY_VALUE_DEPTH`
     levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`);
     `strict` as `stdsl.compile`'s."""
     if isinstance(schema, dict) and is_recursive_schema(schema):
-        return compile_constraint(schema, max_seconds=max_seconds, strict=strict)
-    return compile_embeddable(schema, max_seconds=max_seconds, strict=strict)
+        return compile_constraint(schema, whitespace=whitespace, max_seconds=max_seconds, strict=strict)
+    return compile_embeddable(schema, whitespace=whitespace, max_seconds=max_seconds, strict=strict)
 
 
 def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
@@ -112,13 +114,14 @@ ARGUMENTS_LOWERING = "embeddable json schema"
 def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
     """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
     embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
-    whose schemas sit under their own `parameters_path`."""
+    whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`."""
     open_paths = [parameters_path(tool) for tool in open_tools]
 
-    def lower(schema: Mapping[str, Any], path: str) -> ir.Node:
+    def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
         try:
-            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left(), strict=strict)
+            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left(), whitespace=whitespace,
+                                           strict=strict)
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
         return embedded_ir(compiled, path)

@@ -1,6 +1,7 @@
 """Render a chat template (Jinja2, as Hugging Face writes them) in Jinja2's immutable sandbox."""
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -24,12 +25,20 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    """`tojson` as Hugging Face templates expect it (json.dumps: keys in their order, `", "`/`": "`, no HTML
+    escapes), not Jinja's HTML-safe one that sorts keys and writes `<` as `\\u003c`."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 @lru_cache(maxsize=16)
 def _compile(template: str) -> Any:
     environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                 extensions=["jinja2.ext.loopcontrols"])
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
+    environment.filters["tojson"] = _tojson
     try:
         return environment.from_string(template)
     except TemplateError as error:

@@ -13,7 +13,20 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from mlx_lm.tool_parsers import function_gemma, gemma4, glm47, json_tools, kimi_k2, mistral, qwen3_coder
+from mlx_lm.tool_parsers import (
+    function_gemma,
+    gemma4,
+    glm47,
+    json_tools,
+    kimi_k2,
+    kimi_k3,
+    longcat,
+    minicpm5,
+    minimax_m2,
+    mistral,
+    muse_spark,
+    qwen3_coder,
+)
 
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.tools.formats import FORMATS, format_of_template
@@ -56,30 +69,34 @@ def _plain_json(reply: str, tools: list[dict]) -> list[Call]:
 
 
 def _llama3(reply: str, tools: list[dict]) -> list[Call]:
-    """vLLM's llama3_json reading: after <|python_tag|>, JSON objects separated by '; '."""
-    start = reply.find("<|python_tag|>")
-    if start < 0:
+    """vLLM's llama3_json reading (`Llama3JsonToolParser.extract_tool_calls`, vllm/tool_parsers/llama_tool_parser.py,
+    Apache-2.0), reimplemented: a JSON object is decoded at every `{` not inside the previous one, each a call
+    (`arguments`, else `parameters`); a `{` that does not decode, or an object without them, means no calls."""
+    if "<|python_tag|>" not in reply and "{" not in reply:
         return []
-    text, position, calls = reply[start + len("<|python_tag|>"):], 0, []
-    decoder = json.JSONDecoder()
-    while position < len(text):
-        value, position = decoder.raw_decode(text, position)
-        calls.append((value["name"], value.get("parameters", value.get("arguments"))))
-        position += len("; ") if text.startswith("; ", position) else 0
+    decoder, end, calls = json.JSONDecoder(), -1, []
+    for match in re.finditer(r"\{", reply):
+        if match.start() <= end:
+            continue
+        try:
+            value, end = decoder.raw_decode(reply, match.start())
+            calls.append((value["name"], value["arguments"] if "arguments" in value else value["parameters"]))
+        except (ValueError, KeyError, TypeError):
+            return []
     return calls
 
 
-_DEEPSEEK = re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>(.*?)\n```json\n(.*?)\n```<｜tool▁call▁end｜>",
-                       re.DOTALL)
+# vLLM's deepseek_v3 call pattern (`DeepSeekV3ToolParser.tool_call_regex`, vllm/tool_parsers/deepseekv3_tool_parser.py,
+# Apache-2.0), applied to the whole reply once the section marker occurs.
+_DEEPSEEK = re.compile(r"<｜tool▁call▁begin｜>(?:.*)<｜tool▁sep｜>(.*)\n```json\n(.*)\n```<｜tool▁call▁end｜>")
 _HARMONY = re.compile(r"<\|channel\|>commentary to=functions\.([\w-]+) <\|constrain\|>json<\|message\|>(.*?)<\|call\|>",
                       re.DOTALL)
 
 
 def _regex_reader(pattern: re.Pattern[str], section: str) -> Any:
-    """vLLM's reading: no calls unless the section marker occurs; then every call after it."""
+    """vLLM's reading: no calls unless the section marker occurs; then every call the pattern finds in the reply."""
     def read(reply: str, tools: list[dict]) -> list[Call]:
-        start = reply.find(section)
-        found = pattern.findall(reply, start) if start >= 0 else []
+        found = pattern.findall(reply) if section in reply else []
         return [(name, json.loads(arguments)) for name, arguments in found]
     return read
 
@@ -87,11 +104,17 @@ def _regex_reader(pattern: re.Pattern[str], section: str) -> Any:
 FAMILY_READERS = {
     "hermes": _mlx_reader(json_tools), "qwen_xml": _mlx_reader(qwen3_coder), "mistral": _mlx_reader(mistral),
     "mistral_v11": _mlx_reader(mistral), "glm4": _mlx_reader(glm47), "glm47": _mlx_reader(glm47),
-    "kimi_k2": _mlx_reader(kimi_k2), "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
+    "kimi_k2": _mlx_reader(kimi_k2), "kimi_k3": _mlx_reader(kimi_k3),
+    "muse_spark": _mlx_reader(muse_spark), "longcat": _mlx_reader(longcat), "minimax_m2": _mlx_reader(minimax_m2),
+    "minicpm5": _mlx_reader(minicpm5),
+    "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
     "json": _plain_json, "llama3_json": _llama3, "deepseek_v3": _regex_reader(_DEEPSEEK, "<｜tool▁calls▁begin｜>"),
     "harmony": _regex_reader(_HARMONY, "<|channel|>commentary"),
 }
 NESTED_REFUSED = {"function_gemma", "gemma4"}
+NEEDS_AN_ARGUMENT = {"longcat"}
+"""Families whose parser reads no call without an argument (the grammar then needs one, a tool without
+parameters is refused)."""
 
 SCALARS = [
     {"type": "string"},
@@ -99,6 +122,8 @@ SCALARS = [
     {"type": "integer", "minimum": -50, "maximum": 5000},
     {"type": "boolean"},
     {"type": "number", "minimum": 0, "maximum": 10},
+    {"type": "number"},
+    {"type": "integer"},
 ]
 NESTED = [
     {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 3},
@@ -109,11 +134,11 @@ NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True)
 
 
 @st.composite
-def tool_lists(draw: Any, nested: bool) -> list[dict]:
+def tool_lists(draw: Any, nested: bool, min_keys: int = 0) -> list[dict]:
     names = draw(st.lists(NAMES, min_size=1, max_size=3, unique=True))
     tools = []
     for name in names:
-        keys = draw(st.lists(NAMES, max_size=3, unique=True))
+        keys = draw(st.lists(NAMES, min_size=min_keys, max_size=3, unique=True))
         properties = {k: draw(st.sampled_from(SCALARS + (NESTED if nested else []))) for k in keys}
         required = [k for k in keys if draw(st.booleans())]
         tools.append({"name": name, "parameters": {"type": "object", "properties": properties, "required": required,
@@ -166,7 +191,22 @@ def _compiled(spec_text: str) -> Any:
           phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
 def test_accepted_replies_parse_with_the_familys_parser(name: str, data: st.DataObject) -> None:
-    tools = data.draw(tool_lists(name not in NESTED_REFUSED))
+    _random_walks(name, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data())
+def test_accepted_replies_parse_with_the_familys_parser_long(name: str, data: st.DataObject) -> None:
+    _random_walks(name, data)
+
+
+def _random_walks(name: str, data: st.DataObject) -> None:
+    """Random accepted replies (and accepted mutants) of a random tool list: the family's parser reads the calls
+    ours reads, their arguments validate, and tool_choice and parallel_tool_calls hold."""
+    tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT)))
     choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
     parallel = data.draw(st.booleans())
     constraint = _compiled(json.dumps(_spec(name, tools, choice, parallel)))
@@ -194,14 +234,20 @@ WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties":
     "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city"]}}
 
 
+def _separators(spaced: bool) -> dict[str, Any]:
+    """json.dumps' spelling: its default `", "`/`": "` (what `tojson` renders), or compact."""
+    return {} if spaced else {"separators": (",", ":")}
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_tool_choice_none_and_rendered_calls(name: str) -> None:
     """choice none: no call can be written; a rendered call is accepted and read back verbatim."""
     tool_format = FORMATS[name]
     none = _compiled(json.dumps(_spec(name, [WEATHER], "none")))
     auto = _compiled(json.dumps(_spec(name, [WEATHER])))
-    first = tool_format.render("get_weather", '{"city":"Rome","days":3}', 0)
-    second = tool_format.render("get_weather", '{"city":"Oslo"}', 1)
+    spaced = tool_format.spacing is not None
+    first = tool_format.render("get_weather", json.dumps({"city": "Rome", "days": 3}, **_separators(spaced)), 0)
+    second = tool_format.render("get_weather", json.dumps({"city": "Oslo"}, **_separators(spaced)), 1)
     reply = tool_format.join([first, second]) if name != "harmony" else first
     assert auto.accepts(reply.encode()) and not none.accepts(reply.encode())
     content, calls = tool_format.parse(reply, {"get_weather": WEATHER["parameters"]})
@@ -209,6 +255,18 @@ def test_tool_choice_none_and_rendered_calls(name: str) -> None:
     assert [(c.name, json.loads(c.arguments)) for c in calls] == expected[: len(calls)]
     assert len(calls) == (1 if name == "harmony" else 2) and calls[0].text == first
     assert _check_reply(name, reply, [WEATHER]) == expected[: len(calls)]
+
+
+def test_longcat_calls_carry_an_argument() -> None:
+    """mlx-lm's longcat parser finds the tool name before the first argument key (a call without one crashes it)."""
+    optional = {"name": "f", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 0, "maximum": 9}, "b": {"type": "boolean"}}}}
+    constraint = build_constraint(_spec("longcat", [optional], "required"), 60)
+    assert not constraint.accepts(b"<longcat_tool_call>f\n</longcat_tool_call>")
+    assert constraint.accepts(b"<longcat_tool_call>f\n<longcat_arg_key>b</longcat_arg_key>\n"
+                              b"<longcat_arg_value>true</longcat_arg_value>\n</longcat_tool_call>")
+    with pytest.raises(SchemaError, match="an argument"):
+        build_constraint(_spec("longcat", [{"name": "f", "parameters": {"type": "object"}}]), 60)
 
 
 @pytest.mark.parametrize(("name", "schema", "word"), [
@@ -227,6 +285,11 @@ def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: 
 @pytest.mark.parametrize(("template", "name"), [
     ("{{ '<|channel|>' }}{{ '<|constrain|>' }}", "harmony"),
     ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("<function name=\"{{ n }}\"><param name=\"{{ k }}\">", "minicpm5"),
+    ("{{ '<minimax:tool_call>' }}<invoke name=\"{{ n }}\">", "minimax_m2"),
+    ("{{ '<|open|>tools<|sep|>' }}<|open|>call tool=\"{{ n }}\"<|sep|>{{ '<|close|>call<|sep|>' }}", "kimi_k3"),
+    ("{{ '<longcat_tool_call>' + name }}<longcat_arg_key>", "longcat"),
+    ("{{ '<atem:function_calls>' }}<atem:invoke name=\"{{ n }}\">", "muse_spark"),
     ("<｜tool▁calls▁begin｜>...```json", "deepseek_v3"),
     ("<|tool_call>call:{{ n }}<tool_call|>", "gemma4"),
     ("<start_function_call>", "function_gemma"),
@@ -241,3 +304,23 @@ def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: 
 ])
 def test_the_chat_template_chooses_the_format(template: str, name: str) -> None:
     assert format_of_template(template).name == name
+
+
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_qwen_xml_numbers_stay_within_what_its_parser_reads_exactly(kind: str) -> None:
+    """mlx-lm's qwen3_coder reads a number through `float`: a 400-digit integer or `1e999` crashed it
+    (OverflowError) and integers past 2^53 came back changed, so the grammar keeps to ±2^53."""
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": kind}}, "required": ["n"]}}
+    constraint = build_constraint(_spec("qwen_xml", [tool], "required"), 60)
+
+    def call(value: str) -> bytes:
+        return f"<tool_call>\n<function=f>\n<parameter=n>\n{value}\n</parameter>\n</function>\n</tool_call>".encode()
+
+    for value in (str(2**53), str(-(2**53)), "0", "12"):
+        assert constraint.accepts(call(value))
+        assert FAMILY_READERS["qwen_xml"](call(value).decode(), _openai_tools([tool])) == [("f", {"n": int(value)})]
+    for value in (str(2**53 + 1), "1" * 400, "1e999", "13E84216"):
+        assert not constraint.accepts(call(value))
+    with pytest.raises(SchemaError, match="2\\^53"):
+        build_constraint(_spec("qwen_xml", [{"name": "f", "parameters": {"type": "object", "properties": {
+            "n": {"type": kind, "minimum": 2**60}}}}]), 60)

@@ -15,7 +15,7 @@ Choices that keep the language regular and exact:
   bounded value where a call would clash or a DFA is required.
 - Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
   the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
-  full RFC 8259 grammar.
+  RFC 8259 grammar kept finite (at most 20 integer digits, a two-digit exponent: `float` never reads infinity).
 - `const`/`enum` values are written compactly in their own key order, strings in their
   canonical spelling (`json.dumps(ensure_ascii=False)`), integral numbers with or without a zero
   fraction (`1`, `1.0`); so are integers, except under draft 4 (or 3), where `1.0` is no integer.
@@ -90,14 +90,24 @@ ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
 
 @dataclass(frozen=True)
 class Whitespace:
-    """Bounded optional whitespace: up to `max_run` of `chars` in every gap between tokens (and around the value)."""
+    """Bounded optional whitespace: up to `max_run` of `chars` in every gap between tokens (and around the value),
+    and the item and key `separators` written exactly, as `json.dumps(separators=...)` takes them (`JSON_DUMPS`:
+    its default `", "` and `": "`, the spelling chat templates' `tojson` renders)."""
 
     max_run: int = 2
     chars: str = " \n\t\r"
+    separators: tuple[str, str] = (",", ":")
 
     def __post_init__(self) -> None:
         if self.max_run < 0 or not self.chars or any(c not in " \n\t\r" for c in self.chars):
             raise ValueError("Whitespace needs max_run >= 0 and chars drawn from space, \\n, \\t, \\r")
+        item, key = self.separators
+        if item.strip(" \n\t\r") != "," or key.strip(" \n\t\r") != ":":
+            raise ValueError(f"Whitespace separators must be ',' and ':' with JSON whitespace around, "
+                             f"got {self.separators!r}")
+
+
+JSON_DUMPS = Whitespace(max_run=0, separators=(", ", ": "))
 
 
 class _Tokens:
@@ -109,8 +119,9 @@ class _Tokens:
         else:
             self.ws = ir.repeat(ir.byte_set((ord(c), ord(c)) for c in whitespace.chars), 0, whitespace.max_run)
         ws = self.ws
-        self.comma = ir.seq(ws, ir.literal(","), ws)
-        self.colon = ir.seq(ws, ir.literal(":"), ws)
+        item, key = whitespace.separators if whitespace is not None else (",", ":")
+        self.comma = ir.seq(ws, ir.literal(item), ws)
+        self.colon = ir.seq(ws, ir.literal(key), ws)
         self.open_object, self.close_object = ir.seq(ir.literal("{"), ws), ir.seq(ws, ir.literal("}"))
         self.open_array, self.close_array = ir.seq(ir.literal("["), ws), ir.seq(ws, ir.literal("]"))
         self.empty_object = ir.seq(ir.literal("{"), ws, ir.literal("}"))

@@ -16,7 +16,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.json_schema.recursive import recursive_schema_to_ir
 from stdsl.compiler.json_schema.resolve import MAX_NESTING
 from stdsl.compiler.pushdown.grammar import Definition, call_symbol
-from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType, finite_numbers
+from stdsl.compiler.stc.types import FieldType, JsonType, ListType, RecordType, UnionType
 
 DEFS = "#/$defs/"
 
@@ -84,7 +84,7 @@ class RecursiveHoles:
         self.defs = {name: declared[name].schema() for name in self.names}
         self.calls = {DEFS + name: call_symbol(i) for i, name in enumerate(self.names)}
         _, bodies = recursive_schema_to_ir({"$defs": self.defs}, self.calls, zero_fractions=False)
-        self.bodies = {name: finite_numbers(body) for name, body in bodies.items()}
+        self.bodies = dict(bodies)
 
     def hole_ir(self, kind: FieldType) -> ir.Node | None:
         """The IR of a recursive hole (None for an ordinary one)."""
@@ -92,7 +92,7 @@ class RecursiveHoles:
             return None
         main, _ = recursive_schema_to_ir({**kind.schema(), "$defs": self.defs}, self.calls,
                                          zero_fractions=False)
-        return finite_numbers(main)
+        return main
 
     def definitions(self) -> list[Definition]:
         """The nonterminals, in call-symbol order."""

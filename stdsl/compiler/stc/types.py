@@ -19,38 +19,9 @@ from typing import Any
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.scalars.numbers import DIGIT, NONZERO_DIGIT, NUMBER
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.stc.bounding import bounded_by
-
-assert isinstance(NUMBER, ir.Seq)
-_INTEGER_PART, _EXPONENT_PART = NUMBER.items[1], NUMBER.items[-1]
-_FINITE_INTEGER_PART = ir.alt(ir.literal("0"), ir.seq(NONZERO_DIGIT, ir.repeat(DIGIT, 0, 199)))
-_SIGN = ir.optional(ir.byte_set([(0x2B, 0x2B), (0x2D, 0x2D)]))
-_FINITE_EXPONENT_PART = ir.optional(ir.seq(ir.byte_set([(0x45, 0x45), (0x65, 0x65)]), _SIGN, ir.repeat(DIGIT, 1, 2)))
-
-
-def finite_numbers(node: ir.Node, memo: dict[int, ir.Node] | None = None) -> ir.Node:
-    """`node` with every unbounded JSON number narrowed to at most 200 integer digits and a two-digit exponent,
-    so that no number a program produces reads back as infinity (shared sub-trees stay shared)."""
-    memo = {} if memo is None else memo
-    found = memo.get(id(node))
-    if found is not None:
-        return found
-    result = node
-    if isinstance(node, ir.Seq):
-        items = list(node.items)
-        if any(item is _EXPONENT_PART for item in items):
-            items = [_FINITE_EXPONENT_PART if item is _EXPONENT_PART else
-                     _FINITE_INTEGER_PART if item is _INTEGER_PART else item for item in items]
-        result = ir.Seq(tuple(finite_numbers(item, memo) for item in items))
-    elif isinstance(node, ir.Alt):
-        result = ir.Alt(tuple(finite_numbers(item, memo) for item in node.items))
-    elif isinstance(node, ir.Repeat):
-        result = ir.Repeat(finite_numbers(node.item, memo), node.min, node.max)
-    memo[id(node)] = result
-    return result
 
 
 class FieldType:
@@ -63,7 +34,7 @@ class FieldType:
 
     def text_ir(self) -> ir.Node:
         """The bytes of a value when it stands alone in a template (its JSON, numbers kept finite)."""
-        return finite_numbers(schema_to_ir(self.schema(), zero_fractions=False))
+        return schema_to_ir(self.schema(), zero_fractions=False)
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value inside JSON (records, lists rendered as JSON, `json(...)`)."""

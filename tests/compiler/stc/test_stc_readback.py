@@ -98,7 +98,7 @@ def test_enum_members_written_alike_are_refused() -> None:
 def test_floats_stay_finite(text: str) -> None:
     alone = constraint_of("{a: float}")
     assert not alone.accepts(text)
-    assert alone.accepts("1.5e99") and alone.accepts("-" + "9" * 200 + ".5e-99")
+    assert alone.accepts("1.5e99") and alone.accepts("-" + "9" * 20 + ".5e-99")
 
 
 def test_floats_inside_json_stay_finite() -> None:

@@ -1,4 +1,4 @@
-"""JSON numbers as byte-level IR: the RFC 8259 grammar and exact numeric ranges as digit-range regexes.
+"""JSON numbers as byte-level IR: the RFC 8259 grammar kept finite and exact numeric ranges as digit-range regexes.
 
 Ranges are built digit by digit (no arithmetic at match time), so `integer_in_range` and
 `decimal_in_range` accept exactly the canonical spellings of the numbers inside the bounds.
@@ -20,9 +20,16 @@ MINUS = ir.literal("-")
 UNSIGNED_INTEGER = ir.alt(ir.literal("0"), ir.seq(NONZERO_DIGIT, ir.star(DIGIT)))
 INTEGER = ir.alt(UNSIGNED_INTEGER, ir.seq(MINUS, NONZERO_DIGIT, ir.star(DIGIT)))
 FRACTION = ir.seq(ir.literal("."), ir.plus(DIGIT))
+MAX_INTEGER_DIGITS, MAX_EXPONENT_DIGITS = 20, 2
+"""An unbounded number's integer part and exponent: at most 10^20 · 10^99 (an integer part
+up to uint64's 20 digits), so every reader gets a finite double and the counter stays small in every value."""
 EXPONENT = ir.seq(ir.byte_set([(0x45, 0x45), (0x65, 0x65)]), ir.optional(ir.byte_set([(0x2B, 0x2B), (0x2D, 0x2D)])),
-                  ir.plus(DIGIT))
-NUMBER = ir.seq(ir.optional(MINUS), UNSIGNED_INTEGER, ir.optional(FRACTION), ir.optional(EXPONENT))
+                  ir.repeat(DIGIT, 1, MAX_EXPONENT_DIGITS))
+NUMBER = ir.seq(ir.optional(MINUS),
+                ir.alt(ir.literal("0"), ir.seq(NONZERO_DIGIT, ir.repeat(DIGIT, 0, MAX_INTEGER_DIGITS - 1))),
+                ir.optional(FRACTION), ir.optional(EXPONENT))
+"""An unbounded JSON number (RFC 8259) that Python's `float` reads as a finite value: no `1e999`, no 400-digit
+integer part (both read as infinity, which no JSON reader writes back)."""
 
 
 def digit_class(lo: int, hi: int, base: int = 10) -> Node:

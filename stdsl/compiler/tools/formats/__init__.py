@@ -8,25 +8,29 @@ the model's chat template by its distinctive strings; a template nothing recogni
 
 from __future__ import annotations
 
+from stdsl.compiler.tools.formats.atem_calls import MuseSparkFormat
 from stdsl.compiler.tools.formats.base import ArgumentsIR, ParsedCall, ToolFormat, Tools, ToolSpec
 from stdsl.compiler.tools.formats.gemma import FunctionGemmaFormat, Gemma4Format
 from stdsl.compiler.tools.formats.harmony import HarmonyFormat
+from stdsl.compiler.tools.formats.invoke_calls import MiniCpm5Format, MiniMaxM2Format
 from stdsl.compiler.tools.formats.json_calls import (
     DeepSeekV3Format,
     HermesFormat,
     KimiK2Format,
+    KimiK3Format,
     Llama3JsonFormat,
     MistralFormat,
     MistralV11Format,
     PlainJsonFormat,
 )
-from stdsl.compiler.tools.formats.xml_calls import Glm47Format, GlmFormat, QwenXmlFormat
+from stdsl.compiler.tools.formats.xml_calls import Glm47Format, GlmFormat, LongcatFormat, QwenXmlFormat
 
 DEFAULT_FORMAT = "hermes"
 
 _RECOGNITION_ORDER: tuple[ToolFormat, ...] = (
-    HarmonyFormat(), KimiK2Format(), DeepSeekV3Format(), Gemma4Format(), FunctionGemmaFormat(), GlmFormat(),
-    Glm47Format(), QwenXmlFormat(), MistralV11Format(), MistralFormat(), Llama3JsonFormat(), HermesFormat(),
+    HarmonyFormat(), MuseSparkFormat(), MiniMaxM2Format(), MiniCpm5Format(), LongcatFormat(), KimiK3Format(),
+    KimiK2Format(), DeepSeekV3Format(), Gemma4Format(), FunctionGemmaFormat(), GlmFormat(), Glm47Format(),
+    QwenXmlFormat(), MistralV11Format(), MistralFormat(), Llama3JsonFormat(), HermesFormat(),
 )
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (*_RECOGNITION_ORDER, PlainJsonFormat())}
 

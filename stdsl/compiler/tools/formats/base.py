@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.json_schema.to_ir import JSON_DUMPS, Whitespace
 from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError, SchemaError, StdslError
 
@@ -40,8 +41,12 @@ class ParsedCall:
     text: str
 
 
-ArgumentsIR = Callable[[Mapping[str, Any], str], ir.Node]
-"""Lowers a JSON Schema (with its path for errors) to the IR of one JSON value."""
+class ArgumentsIR(Protocol):
+    """Lowers a JSON Schema (with its path for errors) to the IR of one JSON value, spelled with `whitespace`
+    (None: compact)."""
+
+    def __call__(self, schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node: ...
+
 
 Tools = Mapping[str, Mapping[str, Any]]
 """The offered tools' parameter schemas by name (what a reader needs to type raw values)."""
@@ -79,6 +84,12 @@ def json_object_arguments(name: str, arguments: str) -> dict[str, Any]:
     return values
 
 
+def spelling_end(text: str, position: int, spellings: Sequence[str]) -> int:
+    """Where the longest of `spellings` found at `position` ends, or -1 when none is there."""
+    ends = [position + len(s) for s in spellings if text.startswith(s, position)]
+    return max(ends, default=-1)
+
+
 def read_json(text: str, position: int) -> tuple[Any, int] | None:
     """The JSON value at `position` and where it ends, or None when there is none (yet)."""
     try:
@@ -107,9 +118,15 @@ class ToolFormat:
     name = ""
     triggers: tuple[str, ...] = ()
     """Literals that start the calls; free text contains none of them."""
+    free_excludes: tuple[str, ...] = ()
+    """Other literals free text never contains: where the family's reference reader would take them for a call."""
     section_open = ""
     separator = "\n"
     section_close = ""
+    open_spellings: tuple[str, ...] = ()
+    separator_spellings: tuple[str, ...] = ()
+    """Other spellings of the section open and of the separator that the family's template or parser reads
+    alike (a space after Mistral's `[TOOL_CALLS]`, a blank line between Hermes calls)."""
     streams_content = True
     """Whether free text before the calls can be sent while the reply is decoded (False: sent at the end)."""
     template_marks: tuple[str, ...] = ()
@@ -118,6 +135,9 @@ class ToolFormat:
     """Literals no argument value may contain (the markers the family's parser splits a call at)."""
     markers: tuple[str, ...] = ()
     """The format's own texts that a family's tokenizer may have as one special or added token."""
+    spacing: Whitespace | None = JSON_DUMPS
+    """How JSON values are spelled, as the family's chat template renders a past call (`tojson`: `", "`, `": "`;
+    None: compact)."""
     tokens: tuple[str, ...] = ()
     """The markers this request's tokenizer has as one token (`with_tokens`), each written as that token."""
 
@@ -184,15 +204,21 @@ class ToolFormat:
         raise NotImplementedError
 
     def free_ir(self) -> ir.Node:
-        """Any text that cannot start a call."""
+        """Any text that cannot start a call (nor be read as one by the family's reference reader)."""
         from stdsl.compiler.not_containing import not_containing
 
-        return not_containing(list(self.triggers))
+        return not_containing([*self.triggers, *self.free_excludes])
 
     def calls_ir(self, call: ir.Node, parallel: bool) -> ir.Node:
         """The calls part of a reply: one call, or with `parallel` one or more joined by the separator."""
-        many = ir.seq(call, ir.star(ir.seq(self.literal(self.separator), call))) if parallel else call
-        return ir.seq(self.literal(self.section_open), many, self.literal(self.section_close))
+        separator = ir.alt(*(self.literal(s) for s in (self.separator, *self.separator_spellings)))
+        many = ir.seq(call, ir.star(ir.seq(separator, call))) if parallel else call
+        section_open = ir.alt(*(self.literal(s) for s in (self.section_open, *self.open_spellings)))
+        return ir.seq(section_open, many, self.literal(self.section_close))
+
+    def separator_end(self, reply: str, position: int) -> int:
+        """Where the separator (any of its spellings) at `position` ends, or -1 when none is there."""
+        return spelling_end(reply, position, (self.separator, *self.separator_spellings))
 
     def content_ir(self, content: ir.Node) -> ir.Node:
         """A reply without calls whose content is `content`."""
@@ -244,7 +270,8 @@ class JsonArgumentsFormat(ToolFormat):
         raise NotImplementedError
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
-        arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool)), self.body_excludes)
+        arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool), self.spacing),
+                                     self.body_excludes)
         return ir.seq(self.head_ir(tool.name), arguments, self.literal(self.tail))
 
     custom_in_object = False
@@ -289,9 +316,9 @@ class JsonArgumentsFormat(ToolFormat):
 
     def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
         calls: list[ParsedCall] = []
-        if not reply.startswith(self.section_open, start):
+        position = spelling_end(reply, start, (self.section_open, *self.open_spellings))
+        if position < 0:
             return calls
-        position = start + len(self.section_open)
         while True:
             head = self.head_at(reply, position)
             value = read_json(reply, head[1]) if head is not None else None
@@ -299,6 +326,6 @@ class JsonArgumentsFormat(ToolFormat):
                 return calls
             end = value[1] + len(self.tail)
             calls.append(ParsedCall(head[0], reply[head[1]: value[1]], reply[position:end]))
-            if not reply.startswith(self.separator, end):
+            position = self.separator_end(reply, end)
+            if position < 0:
                 return calls
-            position = end + len(self.separator)

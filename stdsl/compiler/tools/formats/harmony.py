@@ -38,6 +38,8 @@ class HarmonyFormat(JsonArgumentsFormat):
     template_marks = ("<|channel|>", "<|constrain|>")
     body_excludes = ("<|call|>",)
     markers = ("<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|constrain|>", "<|call|>")
+    spacing = None
+    """Compact, as OpenAI's Harmony format writes a call's JSON (`{"location":"Tokyo"}`)."""
 
     def head(self, name: str, index: int) -> str:
         return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"

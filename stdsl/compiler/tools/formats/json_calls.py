@@ -1,4 +1,5 @@
-"""Formats whose call carries its arguments as one JSON object: Hermes/Qwen, Llama 3.x, Mistral, DeepSeek V3, Kimi K2.
+"""Formats whose call carries its arguments as one JSON object: Hermes/Qwen, Llama 3.x, Mistral, DeepSeek V3, Kimi K2
+and K3.
 
 Each writes the tool name in a fixed head and the arguments as the JSON value typed by the
 tool's schema, so a call's text is its head, the arguments verbatim, and its tail.
@@ -40,17 +41,23 @@ class HermesFormat(_NamedJsonFormat):
     triggers = ("<tool_call>",)
     prefix = "<tool_call>\n"
     tail = "}\n</tool_call>"
+    separator_spellings = ("\n\n",)
     template_marks = ("<tool_call>",)
     body_excludes = ("</tool_call>",)
     markers = ("<tool_call>", "</tool_call>")
 
 
 class Llama3JsonFormat(_NamedJsonFormat):
-    """`<|python_tag|>{"name": "NAME", "parameters": ARGS}`, several joined by `; ` (Llama 3.1-3.3 JSON tool calls)."""
+    """`<|python_tag|>{"name": "NAME", "parameters": ARGS}`, several joined by `; ` (Llama 3.1-3.3 JSON tool calls);
+    the tag may be left out, as Llama 3.1-3.3's chat templates render a past call.
+
+    A `{` starts the calls, so free text has none: vLLM's `llama3_json` reader decodes a JSON object at every `{`
+    of a reply (a call when it has a name, no calls at all when one does not decode)."""
 
     name = "llama3_json"
-    triggers = ("<|python_tag|>",)
+    triggers = ("<|python_tag|>", "{")
     section_open = "<|python_tag|>"
+    open_spellings = ("",)
     separator = "; "
     key = "parameters"
     template_marks = ("<|python_tag|>",)
@@ -63,6 +70,7 @@ class MistralFormat(_NamedJsonFormat):
     name = "mistral"
     triggers = ("[TOOL_CALLS]",)
     section_open = "[TOOL_CALLS]["
+    open_spellings = ("[TOOL_CALLS] [",)
     separator = ", "
     section_close = "]"
     template_marks = ("[TOOL_CALLS]",)
@@ -76,6 +84,8 @@ class DeepSeekV3Format(JsonArgumentsFormat):
 
     name = "deepseek_v3"
     triggers = ("<｜tool▁calls▁begin｜>",)
+    free_excludes = ("<｜tool▁call▁begin｜>",)
+    """vLLM's `deepseek_v3` reader takes every spelled-out call of the reply, free text included."""
     section_open = "<｜tool▁calls▁begin｜>"
     separator = "\n"
     section_close = "<｜tool▁calls▁end｜>"
@@ -172,6 +182,38 @@ class MistralV11Format(JsonArgumentsFormat):
 
     def head(self, name: str, index: int) -> str:
         return f"[TOOL_CALLS]{name}[ARGS]"
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None
+
+
+class KimiK3Format(JsonArgumentsFormat):
+    """Kimi K3's XTML calls with the arguments as one JSON block: `<|open|>tools<|sep|>` then per call
+    `<|open|>call tool="NAME" index="N"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|>
+    <|close|>call<|sep|>`, then `<|close|>tools<|sep|>`; N is the model's call counter."""
+
+    name = "kimi_k3"
+    triggers = ("<|open|>tools<|sep|>",)
+    section_open = "<|open|>tools<|sep|>"
+    separator = ""
+    section_close = "<|close|>tools<|sep|>"
+    tail = "<|close|>json<|sep|><|close|>call<|sep|>"
+    template_marks = ("<|open|>", "<|close|>call")
+    body_excludes = ("<|close|>json<|sep|>", "<|close|>call<|sep|>", "<|close|>tools<|sep|>")
+    markers = ("<|open|>", "<|close|>", "<|sep|>")
+    custom_in_object = True
+    _HEAD = re.compile(r'<\|open\|>call tool="(?P<name>[a-zA-Z0-9_-]{1,64})" index="(0|[1-9][0-9]*)"<\|sep\|>'
+                       r'<\|open\|>json type="object"<\|sep\|>')
+
+    def head(self, name: str, index: int) -> str:
+        return f'<|open|>call tool="{name}" index="{index + 1}"<|sep|><|open|>json type="object"<|sep|>'
+
+    def head_ir(self, name: str) -> ir.Node:
+        digit = ir.byte_set([(ord("0"), ord("9"))])
+        number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
+        return ir.seq(self.literal(f'<|open|>call tool="{name}" index="'), number,
+                      self.literal('"<|sep|><|open|>json type="object"<|sep|>'))
 
     def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
         match = self._HEAD.match(reply, position)

@@ -81,3 +81,20 @@ def not_word(word: str) -> ir.Node:
     n = len(word)
     differs = [ir.seq(*same[:i], other[i], ir.repeat(anything, n - 1 - i, n - 1 - i)) for i in range(n)]
     return ir.alt(ir.repeat(anything, 0, n - 1), ir.repeat(anything, n + 1, None), *differs)
+
+
+EXACT_INTEGER = 2**53
+"""Integers up to this magnitude are exact as doubles: a parser that reads a number through `float` keeps them."""
+
+
+def read_as_double(schema: Mapping[str, Any], path: str, family: str) -> Mapping[str, Any]:
+    """A number or integer parameter narrowed to ±2^53, where a parser that reads it through `float` (then `int`)
+    gets back exactly the value written; refused where the schema allows no value there."""
+    narrowed = dict(schema)
+    low, high = schema.get("minimum"), schema.get("maximum")
+    narrowed["minimum"] = -EXACT_INTEGER if not isinstance(low, (int, float)) else max(low, -EXACT_INTEGER)
+    narrowed["maximum"] = EXACT_INTEGER if not isinstance(high, (int, float)) else min(high, EXACT_INTEGER)
+    if narrowed["minimum"] > narrowed["maximum"]:
+        raise SchemaError(f"the {family} parser reads numbers as doubles, exact only within ±2^53; this schema "
+                          "allows no value there", path)
+    return narrowed

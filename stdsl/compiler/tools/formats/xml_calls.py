@@ -1,4 +1,5 @@
-"""Formats that write each parameter apart in XML-like tags: Qwen3-Coder's `<function=...>` and GLM 4.x `<arg_key>`.
+"""Formats that write each parameter apart in XML-like tags: Qwen3-Coder's `<function=...>`, GLM 4.x and LongCat's
+`<arg_key>`.
 
 A string parameter (schema `type` "string") is raw text, any other value is JSON, as each
 family's parser reads them; no value contains the tag that ends it or the call.
@@ -32,6 +33,7 @@ from stdsl.compiler.tools.formats.raw_values import (
     is_string_schema,
     not_word,
     raw_string_ir,
+    read_as_double,
     unstripped,
 )
 from stdsl.errors import SchemaError
@@ -60,16 +62,20 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
     _PARAMETER_HEAD = re.compile(r"<parameter=([A-Za-z_][A-Za-z0-9_]*)>\n")
     _TAIL = f"</function>\n{CALL_CLOSE}"
     _STOPS = ("</parameter>", CALL_CLOSE)
+    separator_spellings = ("\n\n",)
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
-        """A parameter's value as Qwen3-Coder's parser converts it, by the schema's single `type`."""
+        """A parameter's value as Qwen3-Coder's parser converts it, by the schema's single `type` (a number through
+        `float`, so within ±2^53 where every integer reads back exactly)."""
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind not in QWEN_TYPES:
             raise SchemaError(f"the {self.name} call syntax converts a parameter by its schema's type; give it one "
                               f"type of {', '.join(QWEN_TYPES)}", path)
         if kind == "string":
             return intersection(raw_string_ir(schema, path, self._STOPS, self.name), not_word("null"))
-        return without_literals(arguments_ir(schema, path), self._STOPS)
+        if kind in ("integer", "number"):
+            schema = read_as_double(schema, path, self.name)
+        return without_literals(arguments_ir(schema, path, self.spacing), self._STOPS)
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
@@ -95,7 +101,7 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
         values = json_object_arguments(name, arguments)
         lines = [f"{CALL_OPEN}\n<function={name}>\n"]
         for key, value in values.items():
-            shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             lines.append(f"<parameter={key}>\n{shown}\n</parameter>\n")
         lines.append(self._TAIL)
         return "".join(lines)
@@ -107,8 +113,8 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
             if call is None:
                 break
             calls.append(call)
-            end = start + len(call.text)
-            start = end + 1 if reply.startswith("\n" + CALL_OPEN, end) else -1
+            end = self.separator_end(reply, start + len(call.text))
+            start = end if end >= 0 and reply.startswith(CALL_OPEN, end) else -1
         return calls
 
     def _read_call(self, reply: str, start: int, tools: Tools) -> ParsedCall | None:
@@ -136,14 +142,28 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
 
 class GlmFormat(ToolFormat):
     """GLM 4.5/4.6: `<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n...</tool_call>`; GLM 4.7
-    (`glm47`) writes no newlines.  A raw string has no whitespace at either end (the parser strips it)."""
+    (`glm47`) writes no newlines, LongCat (`longcat`) the same tags prefixed `longcat_`.  A raw string has no
+    whitespace at either end (the parser strips it)."""
 
     name = "glm4"
     newline = "\n"
-    triggers = (CALL_OPEN,)
-    template_marks = ("<arg_key>",)
-    markers = (CALL_OPEN, CALL_CLOSE, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
-    _STOPS = ("</arg_value>", CALL_CLOSE)
+    prefix = ""
+    """What the family writes before each tag name (`<{prefix}tool_call>`)."""
+    triggers: tuple[str, ...] = (CALL_OPEN,)
+    template_marks: tuple[str, ...] = ("<arg_key>",)
+    markers: tuple[str, ...] = (CALL_OPEN, CALL_CLOSE, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+    needs_an_argument = False
+    """Whether the family's parser reads a call only when it has an argument (LongCat's finds the name before one)."""
+
+    def tag(self, name: str, closing: bool = False) -> str:
+        return f"<{'/' if closing else ''}{self.prefix}{name}>"
+
+    @property
+    def _stops(self) -> tuple[str, str]:
+        return self.tag("arg_value", True), self.tag("tool_call", True)
+
+    def _pair_head(self, key: str) -> str:
+        return f"{self.tag('arg_key')}{key}{self.tag('arg_key', True)}{self.newline}{self.tag('arg_value')}"
 
     def recognises(self, template: str) -> bool:
         """GLM 4.5/4.6 put a newline (in the template, often written `\\n`) between a key and its value."""
@@ -151,32 +171,36 @@ class GlmFormat(ToolFormat):
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
         if is_string_schema(schema):
-            return intersection(raw_string_ir(schema, path, self._STOPS, self.name), unstripped())
-        return without_literals(arguments_ir(schema, path), self._STOPS)
+            return intersection(raw_string_ir(schema, path, self._stops, self.name), unstripped())
+        return without_literals(arguments_ir(schema, path, self.spacing), self._stops)
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
         where = parameters_path(tool)
-        parts: list[ir.Node] = [self.literal(f"{CALL_OPEN}{tool.name}{self.newline}")]
+        pairs: list[tuple[ir.Node, bool]] = []
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
             value = self.value_ir(schema, path, arguments_ir)
-            pair = ir.seq(self.literal(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>"), value,
-                          self.literal(f"</arg_value>{self.newline}"))
-            parts.append(pair if key in required else ir.optional(pair))
-        parts.append(self.literal(CALL_CLOSE))
-        return ir.seq(*parts)
+            pairs.append((ir.seq(self.literal(self._pair_head(key)), value,
+                                 self.literal(f"{self.tag('arg_value', True)}{self.newline}")), key in required))
+        if self.needs_an_argument and not pairs:
+            raise SchemaError(f"the {self.name} parser reads a call only when it has an argument; give the tool a "
+                              "parameter", where)
+        body = _some_present(pairs) if self.needs_an_argument and not required else ir.seq(
+            *(pair if present else ir.optional(pair) for pair, present in pairs))
+        return ir.seq(self.literal(f"{self.tag('tool_call')}{tool.name}{self.newline}"), body,
+                      self.literal(self.tag("tool_call", True)))
 
     def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
         """The raw input as a JSON string in the one value `input`: the parser strips a raw value and reads an
         untyped one as JSON, so a JSON string carries any input exactly."""
         from stdsl.compiler.json_schema.scalars.escaped_automaton import json_string_of
 
-        value = without_literals(json_string_of(text.transitions, text.accepting), self._STOPS)
-        return ir.seq(self.literal(f"{CALL_OPEN}{tool.name}{self.newline}<arg_key>{CUSTOM_PARAMETER}</arg_key>"
-                                 f"{self.newline}<arg_value>"), value,
-                      self.literal(f"</arg_value>{self.newline}{CALL_CLOSE}"))
+        value = without_literals(json_string_of(text.transitions, text.accepting), self._stops)
+        return ir.seq(self.literal(f"{self.tag('tool_call')}{tool.name}{self.newline}"
+                                   f"{self._pair_head(CUSTOM_PARAMETER)}"), value,
+                      self.literal(f"{self.tag('arg_value', True)}{self.newline}{self.tag('tool_call', True)}"))
 
     def custom_arguments(self, raw: str) -> str:
         return json.dumps({CUSTOM_PARAMETER: json.dumps(raw, ensure_ascii=False)}, ensure_ascii=False)
@@ -186,18 +210,19 @@ class GlmFormat(ToolFormat):
 
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         values = json_object_arguments(name, arguments)
-        text = [f"{CALL_OPEN}{name}{self.newline}"]
+        text = [f"{self.tag('tool_call')}{name}{self.newline}"]
         for key, value in values.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            text.append(f"<arg_key>{key}</arg_key>{self.newline}<arg_value>{shown}</arg_value>{self.newline}")
-        text.append(CALL_CLOSE)
+            text.append(f"{self._pair_head(key)}{shown}{self.tag('arg_value', True)}{self.newline}")
+        text.append(self.tag("tool_call", True))
         return "".join(text)
 
     def read_calls(self, reply: str, start: int, tools: Tools) -> list[ParsedCall]:
-        nl = re.escape(self.newline)
-        head = re.compile(r"<tool_call>([A-Za-z0-9_-]{1,64})" + nl)
-        pair = re.compile(r"<arg_key>([A-Za-z_][A-Za-z0-9_]*)</arg_key>" + nl + r"<arg_value>(.*?)</arg_value>" + nl,
-                          re.DOTALL)
+        nl, call_open, call_close = re.escape(self.newline), self.tag("tool_call"), self.tag("tool_call", True)
+        head = re.compile(re.escape(call_open) + r"([A-Za-z0-9_-]{1,64})" + nl)
+        pair = re.compile(re.escape(self.tag("arg_key")) + r"([A-Za-z_][A-Za-z0-9_]*)" +
+                          re.escape(self.tag("arg_key", True)) + nl + re.escape(self.tag("arg_value")) + r"(.*?)" +
+                          re.escape(self.tag("arg_value", True)) + nl, re.DOTALL)
         calls: list[ParsedCall] = []
         while True:
             match = head.match(reply, start)
@@ -210,13 +235,19 @@ class GlmFormat(ToolFormat):
                 key, raw = found.group(1), found.group(2)
                 values[key] = raw if is_string_schema(properties.get(key)) else _json_or_text(raw)
                 position = found.end()
-            if not reply.startswith(CALL_CLOSE, position):
+            if not reply.startswith(call_close, position):
                 return calls
-            end = position + len(CALL_CLOSE)
+            end = position + len(call_close)
             calls.append(ParsedCall(name, json.dumps(values), reply[start:end]))
-            if not reply.startswith("\n" + CALL_OPEN, end):
+            if not reply.startswith("\n" + call_open, end):
                 return calls
             start = end + 1
+
+
+def _some_present(pairs: list[tuple[ir.Node, bool]]) -> ir.Node:
+    """Optional entries in order with at least one present: the first present one, then any of those after it."""
+    return ir.alt(*(ir.seq(pair, *(ir.optional(later) for later, _ in pairs[i + 1:]))
+                    for i, (pair, _) in enumerate(pairs)))
 
 
 class Glm47Format(GlmFormat):
@@ -227,3 +258,34 @@ class Glm47Format(GlmFormat):
 
     def recognises(self, template: str) -> bool:
         return "<arg_key>" in template
+
+
+class LongcatFormat(GlmFormat):
+    """LongCat: `<longcat_tool_call>NAME\\n<longcat_arg_key>K</longcat_arg_key>\\n<longcat_arg_value>V
+    </longcat_arg_value>\\n...</longcat_tool_call>`, at least one argument (mlx-lm's `longcat` parser finds the name
+    before the first key)."""
+
+    name = "longcat"
+    prefix = "longcat_"
+    triggers = ("<longcat_tool_call>",)
+    template_marks = ("<longcat_tool_call>",)
+    markers = ("<longcat_tool_call>", "</longcat_tool_call>", "<longcat_arg_key>", "</longcat_arg_key>",
+               "<longcat_arg_value>", "</longcat_arg_value>")
+    needs_an_argument = True
+
+    def recognises(self, template: str) -> bool:
+        return ToolFormat.recognises(self, template)
+
+    def custom_call_ir(self, tool: ToolSpec, text: Automaton) -> ir.Node:
+        """The raw input as the one string parameter `input`, which the parser reads raw (and stripped)."""
+        raw = intersection(ir.Embedded(text.transitions, text.accepting), not_containing(list(self._stops)),
+                           unstripped())
+        return ir.seq(self.literal(f"{self.tag('tool_call')}{tool.name}{self.newline}"
+                                   f"{self._pair_head(CUSTOM_PARAMETER)}"), raw,
+                      self.literal(f"{self.tag('arg_value', True)}{self.newline}{self.tag('tool_call', True)}"))
+
+    def custom_arguments(self, raw: str) -> str:
+        return json.dumps({CUSTOM_PARAMETER: raw}, ensure_ascii=False)
+
+    def custom_input(self, arguments: str) -> str:
+        return str(json_object_arguments("custom", arguments)[CUSTOM_PARAMETER])

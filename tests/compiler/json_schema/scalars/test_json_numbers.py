@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from decimal import Decimal
 
@@ -19,6 +20,7 @@ from stdsl.compiler.json_schema.scalars.numbers import (
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+FINITE_NUMBER = re.compile(r"-?(?:0|[1-9]\d{0,19})(?:\.\d+)?(?:[eE][+-]?\d{1,2})?")
 bounds = st.one_of(st.none(), st.integers(-10**6, 10**6), st.integers(-10**25, 10**25))
 
 
@@ -93,11 +95,27 @@ def test_decimal_range_is_exact(lo: Decimal | None, hi: Decimal | None, lo_x: bo
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="0123456789-+.eE", max_size=8))
-def test_number_grammar_matches_rfc8259(text: str) -> None:
+def test_number_grammar_matches_rfc8259_kept_finite(text: str) -> None:
     automaton = _number_automaton()
-    assert automaton.accepts(text.encode()) == bool(JSON_NUMBER.fullmatch(text))
+    finite = JSON_NUMBER.fullmatch(text) and FINITE_NUMBER.fullmatch(text)
+    assert automaton.accepts(text.encode()) == bool(finite)
     if automaton.accepts(text.encode()):
         json.loads(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sign=st.sampled_from(["", "-"]), digits=st.integers(1, 400), fraction=st.sampled_from(["", ".5", ".000"]),
+       exponent=st.sampled_from(["", "e", "E+", "e-"]), power=st.integers(0, 10**6), lead=st.integers(1, 9))
+def test_unbounded_numbers_read_back_finite(sign: str, digits: int, fraction: str, exponent: str, power: int,
+                                            lead: int) -> None:
+    """No accepted number reads as infinity (`1e999`, `13E84216`, a 400-digit integer): RFC 8259 kept finite."""
+    text = sign + str(lead) + "9" * (digits - 1) + fraction + (exponent + str(power) if exponent else "")
+    accepted = _number_automaton().accepts(text.encode())
+    assert accepted == bool(FINITE_NUMBER.fullmatch(text))
+    if accepted:
+        assert math.isfinite(json.loads(text)) and math.isfinite(float(text))
+    for refused in ("1e999", "13E84216", "1" * 400, "-1.5e100"):
+        assert not _number_automaton().accepts(refused.encode())
 
 
 _CACHE: dict = {}
