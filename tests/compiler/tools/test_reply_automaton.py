@@ -83,14 +83,14 @@ def _both(tools: list[ToolSpec], name: str, choice: str, parallel: bool) -> tupl
     tool_format = format_named(name)
     deadline = _Deadline(120)
     try:
-        whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(deadline), choice=choice,
+        whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(deadline, []), choice=choice,
                                          parallel=parallel))
     except StdslError as error:
         with pytest.raises(type(error)):
-            assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+            assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline, []), ARGUMENTS_LOWERING,
                                      choice=choice, parallel=parallel)
         assume(False)
-    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline), ARGUMENTS_LOWERING,
+    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(deadline, []), ARGUMENTS_LOWERING,
                                          choice=choice, parallel=parallel)
     assert assembled is not None
     return whole, assembled
@@ -131,13 +131,13 @@ def test_one_changed_tool_compiles_that_tool_only(name: str) -> None:
 
 def test_response_format_beside_tools_is_assembled_exactly() -> None:
     tools = [ToolSpec("get", {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})]
-    content = build_automaton(reply_ir([], format_named("hermes"), _arguments_ir(_Deadline(60)),
+    content = build_automaton(reply_ir([], format_named("hermes"), _arguments_ir(_Deadline(60), []),
                                        choice="none"))
     from stdsl.compiler import ir
 
     leaf = ir.Embedded(content.transitions, content.accepting)
     tool_format = format_named("hermes")
-    whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(_Deadline(60)), content=leaf))
-    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(_Deadline(60)), ARGUMENTS_LOWERING,
+    whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(_Deadline(60), []), content=leaf))
+    assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(_Deadline(60), []), ARGUMENTS_LOWERING,
                                          content=leaf)
     assert assembled is not None and _difference(whole, assembled) is None
