@@ -55,14 +55,14 @@ def test_32_requests_over_16_grammars(tiny_model) -> None:
         async def together() -> list:
             client = openai.AsyncOpenAI(base_url=url, api_key="unused", max_retries=0, timeout=600)
             return await asyncio.gather(*(client.chat.completions.create(
-                model="m", max_tokens=48, temperature=0, **r) for r in requests))
+                model="m", max_tokens=64, temperature=0, **r) for r in requests))
 
         batched = [_check(r, reply) for r, reply in zip(requests, asyncio.run(together()))]
         assert metric(url, "grammar_compiles_total") == 16
         assert metric(url, "grammar_bytes") <= metric(url, "grammar_bytes_limit") == CACHE_BYTES
         assert metric(url, "grammar_evictions_total") > 0
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=600)
-        alone = [_check(r, client.chat.completions.create(model="m", max_tokens=48, temperature=0, **r))
+        alone = [_check(r, client.chat.completions.create(model="m", max_tokens=64, temperature=0, **r))
                  for r in requests[:16]]
         assert metric(url, "grammar_bytes") <= CACHE_BYTES
     assert batched[:16] == alone
