@@ -293,15 +293,14 @@ def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) 
     """need(q) for the automaton under the table policy, solved on demand over token rows (exact).
 
     When states x vocabulary exceeds `MAX_BUDGET_TABLE_ENTRIES` need is bounded from above over the
-    byte moves whose byte is a token on its own instead, and whatever that bound cannot settle (a token or an
-    output near the limit) is searched exactly over the token rows, only as far as the budget left. Either
+    byte moves whose byte is a token on its own instead (sound, a little early to close). Either
     way the table starts with the byte bound of `chain_bound`, which settles every question far
     from the limit, so a new grammar's first mask walks no token row for its budget.
     """
     chain_end, chain_bytes = forced_chains(automaton, planner.chain)
     bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
-    exact = row_successors(automaton, vocab)
     if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
-        return BudgetTable(np.asarray(automaton.accepting), exact, chain_end, planner.chain_token_count, bound)
-    return BudgetTable(np.asarray(automaton.accepting), byte_token_successors(automaton, vocab), chain_end,
-                       planner.chain_token_count, bound, exact)
+        successors = row_successors(automaton, vocab)
+    else:
+        successors = byte_token_successors(automaton, vocab)
+    return BudgetTable(np.asarray(automaton.accepting), successors, chain_end, planner.chain_token_count, bound)

@@ -217,7 +217,7 @@ class Controller:
         """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
         if self.budget is None:
             return len(plan.tokens)
-        return len(plan.tokens) + self.budget.exact_need(plan.state)
+        return len(plan.tokens) + self.budget.need_at(plan.state)
 
     def _fits(self, plan: Plan, remaining: int) -> bool:
         """Whether a valid ending still fits in `remaining` tokens if `plan` is taken now."""

@@ -11,7 +11,6 @@ grammar's first mask costs no step graph over all states.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -53,14 +52,7 @@ class BudgetTable:
         chain_end: np.ndarray,
         chain_count: Callable[[int], int],
         bound: NeedBound | None = None,
-        exact: Successors | None = None,
     ) -> None:
-        """`exact`: the successors over every live token when `successors` only bounds need from above (a table too
-        large to solve whole); questions the bound cannot settle are then answered exactly over it, searched from
-        the state asked about only as far as the budget left reaches (`exact_need`)."""
-        self.exact = exact
-        self._exact_need: dict[int, int] = {}
-        self._exact_floor: dict[int, int] = {}
         self.accepting = np.asarray(accepting, dtype=bool)
         self.chain_end = np.asarray(chain_end, dtype=np.int64)
         self.successors = successors
@@ -109,38 +101,6 @@ class BudgetTable:
     def chain_tokens(self) -> np.ndarray:
         """|φ(q)| for every state (counts them all: for oracles and device copies)."""
         return self._chain_counts(np.arange(self.num_states))
-
-    def exact_need(self, state: int, limit: int = UNREACHABLE - 1) -> int:
-        """need(state) over every live token when it is at most `limit`, else UNREACHABLE: need_at where that is
-        exact, else a shortest-path search over `exact` from `state` that goes no further than `limit` tokens."""
-        if self.exact is None:
-            need = self.need_at(state)
-            return need if need <= limit else UNREACHABLE
-        known = self._exact_need.get(state)
-        if known is not None:
-            return known if known <= limit else UNREACHABLE
-        if self._exact_floor.get(state, -1) > limit:
-            return UNREACHABLE
-        distance = {state: 0}
-        frontier = [(0, state)]
-        while frontier:
-            spent, at = heapq.heappop(frontier)
-            if spent > distance.get(at, UNREACHABLE):
-                continue
-            if self.accepting[at]:
-                self._exact_need[state] = spent
-                return spent
-            after = np.asarray(self.exact(at), dtype=np.int64)
-            if after.size == 0:
-                continue
-            weights = 1 + self._chain_counts(after)
-            for end, weight in zip(self.chain_end[after].tolist(), weights.tolist(), strict=True):
-                total = spent + weight
-                if total <= limit and total < distance.get(end, UNREACHABLE):
-                    distance[end] = total
-                    heapq.heappush(frontier, (total, end))
-        self._exact_floor[state] = max(self._exact_floor.get(state, -1), limit + 1)
-        return UNREACHABLE
 
     def _chain_counts(self, states: np.ndarray) -> np.ndarray:
         """|φ(q)| for each of `states`, counted once per state."""
@@ -222,26 +182,14 @@ class BudgetTable:
         live = cost[row >= 0]
         largest = int(live.max()) if live.size else 0
         self._largest_cost[state] = largest
-        if remaining >= largest:
-            return None
-        if self.exact is not None:  # the costs bound from above: the tokens past the budget are asked exactly
-            cost = cost.copy()
-            over = (row >= 0) & (cost > remaining)
-            for target in distinct_states(row[over], self.num_states).tolist():
-                forced = int(self._chain_counts(np.array([target]))[0])
-                need = self.exact_need(int(self.chain_end[target]), remaining - 1 - forced)
-                if need < UNREACHABLE:
-                    cost[over & (row == target)] = 1 + forced + need
-        return cost <= remaining
+        return None if remaining >= largest else cost <= remaining
 
     def fits(self, state: int, spent: int, remaining: int) -> bool:
         """Whether `spent` tokens plus need(state) fit in `remaining` (the bound answers when it fits)."""
         if self.bound is not None and spent + int(self.bound.need[state]) <= min(remaining, UNREACHABLE - 1):
             return True
         need = self.need_at(state)
-        if need < UNREACHABLE and spent + need <= remaining:
-            return True
-        return self.exact is not None and self.exact_need(state, remaining - spent) < UNREACHABLE
+        return need < UNREACHABLE and spent + need <= remaining
 
 
 def relax(need: np.ndarray, closure: np.ndarray, source: np.ndarray, dest: np.ndarray, weight: np.ndarray) -> int:

@@ -327,11 +327,6 @@ class PushdownBudget:
         """need(config)."""
         return self.solver.need_at(int(config))
 
-    def exact_need(self, config: int, limit: int = UNREACHABLE - 1) -> int:
-        """need(config) when it is at most `limit`, else UNREACHABLE (as `BudgetTable.exact_need`)."""
-        need = self.need_at(config)
-        return need if need <= limit else UNREACHABLE
-
     def fits(self, config: int, spent: int, remaining: int) -> bool:
         """Whether `spent` tokens plus need(config) fit in `remaining`."""
         return self.solver.within(int(config), remaining - spent)
