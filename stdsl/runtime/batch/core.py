@@ -55,13 +55,13 @@ from stdsl.runtime.row_caches.load_probe import cache_layout
 
 TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512
-CONTROL_GRACE = 0.05
+CONTROL_GRACE = 0.02
 """Seconds of mask and advance work every row may take beyond its per-token share (a grammar's first masks)."""
 CONTROL_FLOOR = 0.001
 """Seconds of mask and advance work per sampled token a row may take whatever the other rows take."""
 SHARE_FACTOR = 2.0
 """A row's per-token share: this many times the per-token control work of the cheapest other row."""
-REST_FACTOR = 6.0
+REST_FACTOR = 10.0
 """A row past its share rests this many times the excess (the others' steps meanwhile)."""
 DEFAULT_MAX_CONTROL_SECONDS = 60.0
 """Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
