@@ -15,6 +15,12 @@ from stdsl.compiler import ir
 from stdsl.compiler.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools
 
 
+def call_index() -> ir.Node:
+    """A call's index in the reply, in decimal without leading zeros (Kimi K2's `:0`, Kimi K3's `index="1"`)."""
+    digit = ir.byte_set([(ord("0"), ord("9"))])
+    return ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
+
+
 class _NamedJsonFormat(JsonArgumentsFormat):
     """A call head `{prefix}{"name": "NAME", "<key>": `; the tail closes the object."""
 
@@ -125,9 +131,7 @@ class KimiK2Format(JsonArgumentsFormat):
         return f"<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>"
 
     def head_ir(self, name: str) -> ir.Node:
-        digit = ir.byte_set([(ord("0"), ord("9"))])
-        number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
-        return ir.seq(self.literal(f"<|tool_call_begin|>functions.{name}:"), number,
+        return ir.seq(self.literal(f"<|tool_call_begin|>functions.{name}:"), call_index(),
                       self.literal("<|tool_call_argument_begin|>"))
 
     def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
@@ -210,9 +214,7 @@ class KimiK3Format(JsonArgumentsFormat):
         return f'<|open|>call tool="{name}" index="{index + 1}"<|sep|><|open|>json type="object"<|sep|>'
 
     def head_ir(self, name: str) -> ir.Node:
-        digit = ir.byte_set([(ord("0"), ord("9"))])
-        number = ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
-        return ir.seq(self.literal(f'<|open|>call tool="{name}" index="'), number,
+        return ir.seq(self.literal(f'<|open|>call tool="{name}" index="'), call_index(),
                       self.literal('"<|sep|><|open|>json type="object"<|sep|>'))
 
     def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
