@@ -21,6 +21,16 @@ def call_index() -> ir.Node:
     return ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(digit)))
 
 
+class _PatternHeadFormat(JsonArgumentsFormat):
+    """A format whose call head is read by one regular expression `_HEAD` with a `name` group."""
+
+    _HEAD: re.Pattern[str]
+
+    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
+        match = self._HEAD.match(reply, position)
+        return (match.group("name"), match.end()) if match else None
+
+
 class _NamedJsonFormat(JsonArgumentsFormat):
     """A call head `{prefix}{"name": "NAME", "<key>": `; the tail closes the object."""
 
@@ -84,7 +94,7 @@ class MistralFormat(_NamedJsonFormat):
     custom_in_object = True
 
 
-class DeepSeekV3Format(JsonArgumentsFormat):
+class DeepSeekV3Format(_PatternHeadFormat):
     """DeepSeek V3 / R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\nARGS\\n```
     <｜tool▁call▁end｜>`, calls joined by a newline, then `<｜tool▁calls▁end｜>`."""
 
@@ -105,12 +115,8 @@ class DeepSeekV3Format(JsonArgumentsFormat):
     def head(self, name: str, index: int) -> str:
         return f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"
 
-    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
-        match = self._HEAD.match(reply, position)
-        return (match.group("name"), match.end()) if match else None
 
-
-class KimiK2Format(JsonArgumentsFormat):
+class KimiK2Format(_PatternHeadFormat):
     """Kimi K2: `<|tool_calls_section_begin|>` then `<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
     ARGS<|tool_call_end|>` per call, then `<|tool_calls_section_end|>`; INDEX is the model's call counter."""
 
@@ -133,10 +139,6 @@ class KimiK2Format(JsonArgumentsFormat):
     def head_ir(self, name: str) -> ir.Node:
         return ir.seq(self.literal(f"<|tool_call_begin|>functions.{name}:"), call_index(),
                       self.literal("<|tool_call_argument_begin|>"))
-
-    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
-        match = self._HEAD.match(reply, position)
-        return (match.group("name"), match.end()) if match else None
 
 
 class PlainJsonFormat(_NamedJsonFormat):
@@ -174,7 +176,7 @@ class PlainJsonFormat(_NamedJsonFormat):
         return calls
 
 
-class MistralV11Format(JsonArgumentsFormat):
+class MistralV11Format(_PatternHeadFormat):
     """`[TOOL_CALLS]NAME[ARGS]ARGS` per call, back to back, the reply's end (Mistral's v11+ tokenizer format)."""
 
     name = "mistral_v11"
@@ -187,12 +189,8 @@ class MistralV11Format(JsonArgumentsFormat):
     def head(self, name: str, index: int) -> str:
         return f"[TOOL_CALLS]{name}[ARGS]"
 
-    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
-        match = self._HEAD.match(reply, position)
-        return (match.group("name"), match.end()) if match else None
 
-
-class KimiK3Format(JsonArgumentsFormat):
+class KimiK3Format(_PatternHeadFormat):
     """Kimi K3's XTML calls with the arguments as one JSON block: `<|open|>tools<|sep|>` then per call
     `<|open|>call tool="NAME" index="N"<|sep|><|open|>json type="object"<|sep|>ARGS<|close|>json<|sep|>
     <|close|>call<|sep|>`, then `<|close|>tools<|sep|>`; N is the model's call counter."""
@@ -216,7 +214,3 @@ class KimiK3Format(JsonArgumentsFormat):
     def head_ir(self, name: str) -> ir.Node:
         return ir.seq(self.literal(f'<|open|>call tool="{name}" index="'), call_index(),
                       self.literal('"<|sep|><|open|>json type="object"<|sep|>'))
-
-    def head_at(self, reply: str, position: int) -> tuple[str, int] | None:
-        match = self._HEAD.match(reply, position)
-        return (match.group("name"), match.end()) if match else None
