@@ -28,10 +28,10 @@ import numpy as np
 from mlx_lm.generate import BatchGenerator
 
 from stdsl.runtime.batch.core import TOKEN_COST
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.batch.requests import prompt_tokens
 from stdsl.runtime.blas import bind_blas
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import load
 
 bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)

@@ -39,9 +39,12 @@ from stdsl.control import constraint_state  # noqa: E402
 from stdsl.control.split import canonical_check  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.batch import requests  # noqa: E402
-from stdsl.runtime.batch.sampling import SamplingParams, sample  # noqa: E402
+from stdsl.runtime.batch.sampling import sample  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
-from stdsl.runtime.options import DecodeOptions  # noqa: E402
+from stdsl.runtime.options import (
+    DecodeOptions,  # noqa: E402
+    SamplingParams,  # noqa: E402
+)
 
 SHARED = BENCH_DIR.parent.parent / "shared"
 TASKS = ("person", "tool_call", "product", "event", "classification", "contact_card")

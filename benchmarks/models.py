@@ -33,9 +33,9 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 from batch import throughput  # noqa: E402
 
-from stdsl.runtime.batch.engine import Engine  # noqa: E402
 from stdsl.runtime.batch.forward import forward_rows  # noqa: E402
 from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
+from stdsl.runtime.engine import Engine  # noqa: E402
 from stdsl.runtime.model.loading import Model, load  # noqa: E402
 from stdsl.runtime.row_caches.load_probe import cache_layout  # noqa: E402
 from tests.runtime.row_caches.architectures import tiny_net  # noqa: E402

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import stdsl as stcon  # noqa: E402
-from stdsl.runtime.batch.engine import Engine  # noqa: E402
 from stdsl.runtime.decode import engine_for, generate  # noqa: E402
+from stdsl.runtime.engine import Engine  # noqa: E402
 from stdsl.runtime.program_steps.actions import Gen  # noqa: E402
 from stdsl.runtime.program_steps.transcript import Transcript  # noqa: E402
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from stdsl.compiler.grammar import Grammar
     from stdsl.programs import Program, program
     from stdsl.runtime.api import Stream, generate, generate_batch, stream
-    from stdsl.runtime.batch.engine import Engine
+    from stdsl.runtime.engine import Engine
     from stdsl.runtime.model.loading import Model, load
     from stdsl.runtime.program_result import ProgramResult
     from stdsl.runtime.program_steps.actions import gen, select
@@ -63,7 +63,7 @@ _LAZY = {
     "stream": "stdsl.runtime.api",
     "generate_batch": "stdsl.runtime.api",
     "Stream": "stdsl.runtime.api",
-    "Engine": "stdsl.runtime.batch.engine",
+    "Engine": "stdsl.runtime.engine",
 }
 
 

@@ -111,7 +111,7 @@ def run(script: str) -> dict:
 
 def test_importing_every_module_of_stdsl_changes_nothing_in_the_process() -> None:
     report = run(EVERY_MODULE.format(foreign=foreign_imports()))
-    assert len(report["imported"]) > 150 and "stdsl.runtime.batch.engine" in report["imported"]
+    assert len(report["imported"]) > 150 and "stdsl.runtime.engine" in report["imported"]
     assert all("needs vllm" in why for why in report["skipped"].values()), report["skipped"]
     assert report["environment"] == []
     assert report["replaced"] == []

@@ -21,10 +21,11 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.grammar import Grammar
+from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form, compile_recursive
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
-from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_free_form, compile_recursive
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.special_tokens import output_bytes
 from stdsl.errors import (

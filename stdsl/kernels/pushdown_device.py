@@ -437,7 +437,7 @@ def check_pushdown_device(seed: int = 0) -> int:
     multibyte tokens, a special and eos: every configuration to depth 4, masks (with and without
     a budget) and advances against `PushdownRows` and the machine.  Raises StdslError on the first mismatch.
     """
-    from stdsl.compiler.pushdown.constraint import compile_recursive
+    from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 
     schema = {"$ref": "#/$defs/n", "$defs": {"n": {"anyOf": [
         {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]}}}

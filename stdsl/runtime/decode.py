@@ -16,10 +16,10 @@ from typing import Any
 from stdsl.errors import OptionError, StdslError
 from stdsl.generation import Generation
 from stdsl.model_files.prompt import check_prompt
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import Prompt, check_stop, prepare_request, prompt_tokens
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.batch.thinking import template_variables, thinking_for
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.options import DecodeOptions
 
 __all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream", "submit"]

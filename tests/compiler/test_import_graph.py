@@ -3,7 +3,7 @@
 
 A cycle broken only by moving an import into a function is still two modules that need each
 other; the shared piece belongs in a module both import (issue 13, item 4). Packages too: two
-subpackages that import each other are one room (issue 25).
+rooms that import each other are one room (issue 25), at every depth (issue 34).
 """
 
 from __future__ import annotations
@@ -15,17 +15,6 @@ import stdsl
 from stdsl.compiler.graph_components import strongly_connected
 
 PACKAGE = Path(stdsl.__file__).parent
-
-KNOWN_CYCLES: list[set[str]] = []
-KNOWN_PACKAGE_CYCLES: list[set[str]] = [
-    {"stdsl.compiler.json_schema", "stdsl.compiler.pushdown"},
-    {"stdsl.runtime.batch", "stdsl.runtime.options", "stdsl.runtime.runner"},
-    {"stdsl.server.http", "stdsl.server.requests", "stdsl.server.tools"},
-]
-"""Package cycles found when the test was written (issue 25): json_schema.recursive and pushdown.constraint use
-each other; runtime.options imports batch.sampling and the runner steps batch cores that batch.engine starts; the
-server's rooms share protocol and error types through http. Each is to be cut by its owner; no new one may appear."""
-
 
 def module_files(root: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every Python file of the package at `root`."""
@@ -68,22 +57,31 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return [{names[i] for i in component} for component in strongly_connected(edges) if len(component) > 1]
 
 
-def package_graph(root: Path) -> dict[str, set[str]]:
-    """Package -> the packages its modules import; a module directly in a top-level package (`stdsl.compiler.ir`,
-    `stdsl.runtime.options`) counts as its own package, since its folder is a layer, not one room."""
+def sibling_graphs(root: Path) -> dict[str, dict[str, set[str]]]:
+    """Package -> the graph of its children (subpackages and modules): a child imports another when any module
+    inside it imports any module inside the other. Every package counts, at every depth, so two rooms of a room
+    that need each other show as a cycle of that room (issue 34, item 5)."""
     modules = module_files(root)
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    graphs: dict[str, dict[str, set[str]]] = {
+        package: {child: set() for child in modules if child.rpartition(".")[0] == package and child != package}
+        for package in packages}
 
-    def package(module: str) -> str:
-        parts = module.split(".")
-        if len(parts) >= 3 and modules.get(".".join(parts[:3]), Path()).name == "__init__.py":
-            return ".".join(parts[:3])
-        return module
+    def child_of(module: str, package: str) -> str | None:
+        if not module.startswith(package + "."):
+            return None
+        return package + "." + module[len(package) + 1:].split(".")[0]
 
-    graph: dict[str, set[str]] = {}
     for module, imported in import_graph(root).items():
-        targets = graph.setdefault(package(module), set())
-        targets.update(package(other) for other in imported if package(other) != package(module))
-    return graph
+        for package, graph in graphs.items():
+            source = child_of(module, package)
+            if source is None:
+                continue
+            for other in imported:
+                target = child_of(other, package)
+                if target is not None and target != source:
+                    graph[source].add(target)
+    return graphs
 
 
 def test_the_finder_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
@@ -103,29 +101,34 @@ def test_the_finder_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
 def test_stdsl_has_no_import_cycle() -> None:
     graph = import_graph(PACKAGE)
     assert len(graph) > 100 and "stdsl.compiler.json_schema.scalars.strings" in graph
-    unexpected = [sorted(c) for c in cycles(graph) if c not in KNOWN_CYCLES]
-    assert unexpected == []
+    assert [sorted(c) for c in cycles(graph)] == []
 
 
-def test_the_package_finder_sees_two_subpackages_that_need_each_other(tmp_path: Path) -> None:
+def test_the_sibling_finder_sees_rooms_that_need_each_other_at_any_depth(tmp_path: Path) -> None:
     layer = tmp_path / "pkg" / "layer"
-    for room in ("one", "two", "three"):
+    for room in ("one", "two", "three", "deep/inner", "deep/outer"):
         (layer / room).mkdir(parents=True)
         (layer / room / "__init__.py").write_text("")
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (layer / "__init__.py").write_text("")
+    (layer / "deep" / "__init__.py").write_text("")
     (layer / "loose.py").write_text("from pkg.layer.one import a\n")
     (layer / "one" / "a.py").write_text("from pkg.layer.two import b\n")
     (layer / "two" / "b.py").write_text("def f():\n    from pkg.layer.one import c\n")
     (layer / "one" / "c.py").write_text("from pkg.layer import loose\n")
     (layer / "three" / "d.py").write_text("from pkg.layer.one import a\n")
-    graph = package_graph(tmp_path / "pkg")
-    assert graph["pkg.layer.one"] == {"pkg.layer.two", "pkg.layer.loose"}
-    assert cycles(graph) == [{"pkg.layer.one", "pkg.layer.two", "pkg.layer.loose"}]
+    (layer / "deep" / "inner" / "e.py").write_text("from pkg.layer.deep.outer import f\n")
+    (layer / "deep" / "outer" / "f.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                   "    from pkg.layer.deep.inner import e\n")
+    graphs = sibling_graphs(tmp_path / "pkg")
+    assert graphs["pkg.layer"]["pkg.layer.one"] == {"pkg.layer.two", "pkg.layer.loose"}
+    assert cycles(graphs["pkg.layer"]) == [{"pkg.layer.one", "pkg.layer.two", "pkg.layer.loose"}]
+    assert cycles(graphs["pkg.layer.deep"]) == [{"pkg.layer.deep.inner", "pkg.layer.deep.outer"}]
+    assert cycles(graphs["pkg.layer.one"]) == []
 
 
-def test_stdsl_has_no_package_cycle() -> None:
-    graph = package_graph(PACKAGE)
-    assert "stdsl.compiler.json_schema" in graph and "stdsl.runtime.options" in graph
-    unexpected = [sorted(c) for c in cycles(graph) if c not in KNOWN_PACKAGE_CYCLES]
-    assert unexpected == []
+def test_no_two_rooms_of_stdsl_need_each_other() -> None:
+    graphs = sibling_graphs(PACKAGE)
+    assert "stdsl.runtime.options" in graphs["stdsl.runtime"] and "stdsl.compiler.json_schema.scalars" in graphs
+    found = {package: [sorted(c) for c in cycles(graph)] for package, graph in graphs.items() if cycles(graph)}
+    assert found == {}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from stdsl.compiler.constraint import compile_embeddable
-from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.control.constraint_state import ConstraintState, vocabulary_of
 from stdsl.control.pushdown_state import PushdownState
 

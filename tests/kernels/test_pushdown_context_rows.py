@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels import pushdown_context_rows as context_rows_module
 from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels

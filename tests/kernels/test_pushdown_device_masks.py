@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import stdsl
-from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.automaton_budget import UNREACHABLE
 from stdsl.control.constraint_state import vocabulary_of

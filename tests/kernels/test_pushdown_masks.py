@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.packed_masks import PackedMask

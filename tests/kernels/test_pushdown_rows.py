@@ -8,7 +8,7 @@ from itertools import product
 
 import numpy as np
 
-from stdsl.compiler.pushdown.constraint import compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row

@@ -12,9 +12,9 @@ from collections.abc import Generator, Sequence
 import pytest
 
 from stdsl.errors import Cancelled, GenerationError
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.runtime.decode import submit
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.runner import RUNNER
 
 FIELDS = {"type": "object", "required": [f"f{i}" for i in range(6)],

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.errors import ContextLengthError
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.context_window import context_length, output_room
+from stdsl.runtime.engine import Engine
 
 CONTEXT = 64
 

@@ -17,7 +17,7 @@ from engine_oracle import agrees
 
 import stdsl
 from stdsl.errors import ControlBudgetError
-from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.engine import Engine
 
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"},
@@ -85,7 +85,7 @@ def test_a_row_past_max_control_seconds_fails_naming_the_limit(tiny_model) -> No
 
 
 def test_the_server_answers_a_too_costly_constraint_with_a_400() -> None:
-    from stdsl.server.http.errors import from_stdsl_error
+    from stdsl.server.openai_api.errors import from_stdsl_error
 
     answer = from_stdsl_error(ControlBudgetError("the constraint took 61.0 s ... max_control_seconds (60 s)"))
     assert answer.status == 400 and answer.code == "constraint_too_costly"

@@ -14,8 +14,8 @@ from engine_oracle import agrees, sequential_greedy
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.errors import BudgetError, Cancelled, OptionError, StdslError
 from stdsl.runtime.batch.core import feed_width
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.decode import generate_batch
+from stdsl.runtime.engine import Engine
 
 TREE = {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}, "$ref": "#/$defs/n"}
 REQUESTS = [

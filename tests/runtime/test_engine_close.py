@@ -15,7 +15,7 @@ import pytest
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.errors import Cancelled, StdslError
-from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.runner import THREAD_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ EXIT_WHILE_DECODING = textwrap.dedent("""
     import sys, time
     import stdsl
     from stdsl.compiler.automata.build import compile_regex
-    from stdsl.runtime.batch.engine import Engine
+    from stdsl.runtime.engine import Engine
     engine = Engine(stdsl.load(), max_rows=2)
     long = compile_regex("(?:[a-z ]{1000}){3}")
     handles = [engine.submit("Write a long story.", long, max_tokens=4000) for _ in range(2)]

@@ -13,7 +13,7 @@ import pytest
 import stdsl
 from stdsl.compiler.constraint import Regex
 from stdsl.errors import StdslError, UnsupportedModelError
-from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
 
 DIGITS = Regex(r"[0-9]{40}")

@@ -16,12 +16,12 @@ import pytest
 from mlx_lm.models import granite, llama, qwen2, qwen3
 from mlx_lm.models.cache import make_prompt_cache
 
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.forward import HEAD_ONLY_ARCHITECTURES, forward_rows, head_only, make_row_caches
 from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prompt_tokens
-from stdsl.runtime.batch.sampling import RowSampler, SamplingParams
+from stdsl.runtime.batch.sampling import RowSampler
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
-from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.options import DecodeOptions, SamplingParams
 from tests.runtime.row_caches.architectures import ARCHITECTURES, tiny_net
 
 VOCAB = 512

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from stdsl.errors import OptionError, StdslError
 from stdsl.model_files.prompt import check_prompt
-from stdsl.runtime.batch.sampling import SamplingParams
-from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.options import DecodeOptions, SamplingParams
 
 NAMES = [f.name for f in fields(DecodeOptions)]
 FLAGS = ("chat", "healing", "parallel_fields", "reference")

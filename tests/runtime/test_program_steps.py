@@ -17,8 +17,8 @@ import stdsl as stcon
 from stdsl import gen, select
 from stdsl.errors import CompileError, OptionError, SchemaError
 from stdsl.programs import StepsProgram
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.decode import engine_for
+from stdsl.runtime.engine import Engine
 
 WORD = stcon.Regex("[a-z]{2,6}")
 

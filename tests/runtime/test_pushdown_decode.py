@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import stdsl
-from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import PushdownState, pushdown_tables
 from stdsl.errors import BudgetError, CompileError, GenerationError

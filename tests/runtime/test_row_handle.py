@@ -13,9 +13,9 @@ import pytest
 import stdsl
 from stdsl.errors import Cancelled
 from stdsl.generation import Generation, Stats
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import Event, RowHandle
 from stdsl.runtime.decode import Stream, engine_for
+from stdsl.runtime.engine import Engine
 
 
 def _within(seconds: float, work) -> object:

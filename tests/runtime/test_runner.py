@@ -8,8 +8,8 @@ import threading
 import weakref
 
 import stdsl
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.decode import engine_for
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.runner import RUNNER, THREAD_NAME
 

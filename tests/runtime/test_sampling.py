@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from mlx_lm.sample_utils import make_sampler
 
 from stdsl.errors import GenerationError, OptionError
-from stdsl.runtime.batch.sampling import GREEDY_BELOW, RowSampler, SamplingParams, mask_logits, sample, sample_rows
+from stdsl.runtime.batch.sampling import RowSampler, mask_logits, sample, sample_rows
+from stdsl.runtime.options import GREEDY_BELOW, SamplingParams
 
 VOCAB = 512
 

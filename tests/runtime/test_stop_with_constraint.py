@@ -12,8 +12,8 @@ import pytest
 import stdsl
 from stdsl.compiler.constraint import Regex
 from stdsl.errors import OptionError
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.decode import engine_for
+from stdsl.runtime.engine import Engine
 
 CONSTRAINTS = [{"type": "integer"}, Regex(r"[0-9]{3}"), {"type": "object", "properties": {"a": {"type": "string"}}}]
 

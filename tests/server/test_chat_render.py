@@ -5,7 +5,7 @@ from __future__ import annotations
 from stdsl.compiler.tools.formats import FORMATS as SYNTAXES
 from stdsl.model_files.chat_template import render_chat_template
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
-from stdsl.server.http.protocol import ChatCompletionRequest
+from stdsl.server.openai_api.protocol import ChatCompletionRequest
 from stdsl.server.requests.chat_render import CallMemory, chat_messages
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -13,7 +13,7 @@ from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.tools.formats import FORMATS
 from stdsl.compiler.tools.formats.base import CUSTOM_PARAMETERS
-from stdsl.server.http.protocol import CustomCall, CustomToolCall
+from stdsl.server.openai_api.protocol import CustomCall, CustomToolCall
 from stdsl.server.requests.chat_render import CallMemory, call_text
 from tests.server.server_fixtures import running_server
 from tests.server.test_reply_grammar import _random_accepted

@@ -122,7 +122,7 @@ def test_a_non_streaming_client_that_disconnects_frees_its_row(server) -> None:
 
 
 def test_control_token_text_in_a_message_is_ordinary_text(tiny_model) -> None:
-    from stdsl.server.http.protocol import ChatCompletionRequest
+    from stdsl.server.openai_api.protocol import ChatCompletionRequest
     from stdsl.server.requests.chat_render import CallMemory
     from stdsl.server.requests.request_plan import chat_plan
 

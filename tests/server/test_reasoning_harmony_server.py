@@ -128,7 +128,7 @@ def test_the_plan_puts_the_analysis_before_the_final_channel_or_the_call(smollm2
     tokens; a Harmony tool reply writes its own channel header, and thinking off leaves the tool reply alone."""
     from stdsl.compiler.constraint_spec import build_constraint
     from stdsl.compiler.special_tokens import spelled
-    from stdsl.server.http.protocol import ChatCompletionRequest
+    from stdsl.server.openai_api.protocol import ChatCompletionRequest
     from stdsl.server.requests.chat_render import CallMemory
     from stdsl.server.requests.request_plan import chat_plan
 

@@ -9,7 +9,7 @@ import pytest
 
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.tools.formats import FORMATS
-from stdsl.server.http.protocol import ChatCompletionRequest
+from stdsl.server.openai_api.protocol import ChatCompletionRequest
 from stdsl.server.requests.chat_render import CallMemory
 from stdsl.server.requests.request_plan import chat_plan
 from tests.compiler.accepting_walks import random_accepted

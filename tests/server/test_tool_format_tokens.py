@@ -110,7 +110,7 @@ def test_decoding_emits_each_marker_as_its_one_id(smollm2_tokenizer, name: str) 
 
 def test_the_server_plan_asks_for_the_tokens_its_tokenizer_has(smollm2_tokenizer) -> None:
     """The tool format's markers and the thinking tags the tokenizer has are asked for as tokens in the spec."""
-    from stdsl.server.http.protocol import ChatCompletionRequest
+    from stdsl.server.openai_api.protocol import ChatCompletionRequest
     from stdsl.server.requests.chat_render import CallMemory
     from stdsl.server.requests.request_plan import chat_plan
 

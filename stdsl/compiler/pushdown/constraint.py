@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdsl.compiler import ir
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.json_schema.recursive import compile_recursive_schema, free_form_grammar
-from stdsl.compiler.json_schema.to_ir import Whitespace
-from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.compiler.special_tokens import output_bytes
 
@@ -71,35 +66,3 @@ class PushdownConstraint:
 
     def __repr__(self) -> str:
         return f"PushdownConstraint({self.kind}, nonterminals={len(self.grammar.names)}, states={self.num_states})"
-
-
-def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False, strict: bool = True
-                      ) -> PushdownConstraint:
-    """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
-
-    With `outline`, container members are nonterminals too (for schemas too large for one DFA).
-    A model's integers are written without a zero fraction (Pydantic reads `1.0` as a float).
-    `strict` closes objects as `schema_to_ir` does.
-    """
-    began = time.perf_counter()
-    grammar = compile_recursive_schema(schema, whitespace=whitespace, max_states=max_states, max_depth=max_depth,
-                                       outline=outline, zero_fractions=model_class is None, strict=strict)
-    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class,
-                              strict=strict)
-
-
-
-def compile_free_form(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      model_class: Any = None, outline: bool = False, strict: bool = True
-                      ) -> PushdownConstraint | ir.Node:
-    """A schema without reference cycles whose free-form values nest to any depth (calls of one nonterminal),
-    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`); `strict` closes
-    objects as `schema_to_ir` does."""
-    began = time.perf_counter()
-    grammar = free_form_grammar(schema, whitespace=whitespace, max_states=max_states, outline=outline,
-                                zero_fractions=model_class is None, strict=strict)
-    if not isinstance(grammar, PushdownGrammar):
-        return grammar
-    return PushdownConstraint(grammar, "json_schema", schema, time.perf_counter() - began, model_class,
-                              strict=strict)

@@ -8,54 +8,14 @@ logits, never on the other rows of a batch; `sample_rows` draws for a whole batc
 
 from __future__ import annotations
 
-import math
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import GenerationError
-from stdsl.runtime.option_values import integer, real, refuse
-
-GREEDY_BELOW = 1e-5
-"""Temperatures below this are greedy: the draw would be the argmax anyway, and 1/T stays far from float32 overflow
-(log-probabilities times 1/T are finite for any log-probability above -3e33)."""
-TEMPERATURE_RANGE = "a finite number >= 0 (0, or anything below 1e-5, is greedy)"
-TOP_P_RANGE = "a number in (0, 1] (1 keeps every token)"
-MAX_SEED = 2**64 - 1
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to pick a token: `temperature < GREEDY_BELOW` is greedy; `top_p` < 1 and `top_k > 0` filter.
-
-    Bad values raise OptionError naming the argument; the fields hold plain Python numbers.
-    """
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        temperature = real("temperature", self.temperature, TEMPERATURE_RANGE)
-        if not (math.isfinite(temperature) and temperature >= 0.0):
-            raise refuse("temperature", self.temperature, TEMPERATURE_RANGE)
-        top_p = real("top_p", self.top_p, TOP_P_RANGE)
-        if not 0.0 < top_p <= 1.0:
-            raise refuse("top_p", self.top_p, TOP_P_RANGE)
-        object.__setattr__(self, "temperature", temperature)
-        object.__setattr__(self, "top_p", top_p)
-        object.__setattr__(self, "top_k", integer("top_k", self.top_k, minimum=0))
-        if self.seed is not None:
-            object.__setattr__(self, "seed", integer("seed", self.seed, minimum=0, maximum=MAX_SEED))
-
-    @property
-    def greedy(self) -> bool:
-        """True when the argmax is taken (no randomness)."""
-        return self.temperature < GREEDY_BELOW
+from stdsl.runtime.options import SamplingParams
 
 
 def apply_top_p(logprobs: mx.array, top_p: float) -> mx.array:

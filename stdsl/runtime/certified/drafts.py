@@ -43,7 +43,6 @@ from stdsl.control.finish import finish_reason, finished_generation
 from stdsl.control.pushdown_state import machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.requests import (
     RowRequest,
     compiled_constraint,
@@ -66,6 +65,7 @@ from stdsl.runtime.certified.forecast import (
 )
 from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.pass_cost import PassCost, pass_cost
 

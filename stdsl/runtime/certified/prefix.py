@@ -11,7 +11,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from stdsl.runtime.batch.engine import Engine
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.row_caches.layers import BatchCaches, LeafRow
 
 

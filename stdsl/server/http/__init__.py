@@ -1,1 +1,1 @@
-"""HTTP: the FastAPI app, request and response bodies, body checks and limits, errors, metrics, serving, shutdown."""
+"""HTTP: the FastAPI app, body checks and limits, metrics, serving, shutdown."""

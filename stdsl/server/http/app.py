@@ -28,14 +28,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import StdslError
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.handle import RowHandle
+from stdsl.runtime.engine import Engine
 from stdsl.server.constraints.compile_pool import MAX_COMPILE_BYTES
 from stdsl.server.constraints.constraint_cache import ConstraintCache
-from stdsl.server.http.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.http.limits import ClientLedger, Limits, check_request, check_tokens, client_key
 from stdsl.server.http.metrics import Metrics
-from stdsl.server.http.protocol import (
+from stdsl.server.http.request_body import read_request, validation_error
+from stdsl.server.openai_api.errors import RequestError, from_stdsl_error, overloaded
+from stdsl.server.openai_api.protocol import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionChunk,
@@ -55,7 +56,6 @@ from stdsl.server.http.protocol import (
     ToolCallDelta,
     Usage,
 )
-from stdsl.server.http.request_body import read_request, validation_error
 from stdsl.server.requests.chat_render import CallMemory
 from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan, program_spec
 from stdsl.server.requests.rows import ChoiceResult, read_choice

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdsl.errors import StdslError
-from stdsl.server.http.errors import RequestError
-from stdsl.server.http.protocol import ChatCompletionRequest, CompletionRequest
+from stdsl.server.openai_api.errors import RequestError
+from stdsl.server.openai_api.protocol import ChatCompletionRequest, CompletionRequest
 from stdsl.server.requests.chat_render import content_text
 
 

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from stdsl.server.http.errors import RequestError
-from stdsl.server.http.protocol import ChatCompletionRequest, CompletionRequest
+from stdsl.server.openai_api.errors import RequestError
+from stdsl.server.openai_api.protocol import ChatCompletionRequest, CompletionRequest
 
 MAX_DEPTH = 128
 MAX_INT_DIGITS = 40

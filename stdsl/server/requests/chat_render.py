@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stdsl.compiler.tools.formats import ToolFormat
-from stdsl.server.http.protocol import (
+from stdsl.server.openai_api.protocol import (
     AssistantMessage,
     Content,
     CustomTool,

@@ -16,8 +16,8 @@ from typing import Any
 from stdsl.compiler.special_tokens import token_markers
 from stdsl.errors import OptionError
 from stdsl.runtime.model.thinking_template import PROMPT_TAIL_TOKENS, before_reply, thinking_of, thinking_off
-from stdsl.server.http.errors import RequestError
-from stdsl.server.http.protocol import ChatCompletionRequest
+from stdsl.server.openai_api.errors import RequestError
+from stdsl.server.openai_api.protocol import ChatCompletionRequest
 
 RESERVED_VARIABLES = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")
 SWITCH = "enable_thinking"

@@ -21,8 +21,8 @@ from stdsl.model_files.prompt import plain_text_ids
 from stdsl.model_files.tokenizer import CHATML_TEMPLATE
 from stdsl.runtime.context_window import context_length as model_context_length
 from stdsl.runtime.context_window import output_room
-from stdsl.server.http.errors import RequestError
-from stdsl.server.http.protocol import (
+from stdsl.server.openai_api.errors import RequestError
+from stdsl.server.openai_api.protocol import (
     MAX_STOP,
     ChatCompletionRequest,
     CompletionRequest,
@@ -298,7 +298,7 @@ def program_spec(request: ChatCompletionRequest, program_dir: str | None, max_by
 
 def _as_messages(rendered: list[dict[str, str]]) -> list[UserMessage]:
     """A program's rendered messages as chat messages, appended to the chat."""
-    from stdsl.server.http.protocol import SystemMessage
+    from stdsl.server.openai_api.protocol import SystemMessage
 
     out: list[Any] = []
     for message in rendered:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stdsl.compiler.tools.formats import ToolFormat
-    from stdsl.server.http.protocol import CustomTool
+    from stdsl.server.openai_api.protocol import CustomTool
 
 FIELD = re.compile(r"^(tools\[\d+\]\.custom\.format(?:\.grammar)?\.definition)")
 
@@ -22,7 +22,7 @@ FIELD = re.compile(r"^(tools\[\d+\]\.custom\.format(?:\.grammar)?\.definition)")
 def custom_entry(index: int, tool: CustomTool) -> dict[str, Any]:
     """The spec entry of the request's `index`-th tool, a custom one (a 400 naming the field when its format is
     incomplete)."""
-    from stdsl.server.http.errors import RequestError
+    from stdsl.server.openai_api.errors import RequestError
 
     where = f"tools[{index}].custom.format"
     fmt = tool.custom.format

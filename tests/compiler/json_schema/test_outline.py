@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.constraint import compile_embeddable
+from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.json_schema.recursive import compile_recursive_schema
-from stdsl.compiler.pushdown.constraint import PushdownConstraint, compile_recursive
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from tests.compiler.accepting_walks import random_accepted
 
 ITEM = {"type": "object", "properties": {f"k{i}": {"type": "string", "maxLength": 6} for i in range(5)},

@@ -18,11 +18,11 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.grammar import Grammar
+from stdsl.compiler.json_schema.scalars.escaped_grammar import json_string_leaf
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import (
     compile_embedding,
     grammar_leaf,
-    json_string_leaf,
     without_literals_in,
 )
 from stdsl.compiler.pushdown.grammar import GrammarConflictError

@@ -166,8 +166,8 @@ def test_recursive_schemas_accept_exactly_the_valid_documents(schema: dict, valu
 
     import jsonschema
 
+    from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
     from stdsl.compiler.json_schema.recursive import recursive_targets
-    from stdsl.compiler.pushdown.constraint import compile_recursive
 
     assert recursive_targets(schema)
     constraint = compile_recursive(schema)

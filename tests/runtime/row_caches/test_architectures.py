@@ -27,11 +27,11 @@ from mlx_lm.models.cache import make_prompt_cache
 
 import stdsl
 from stdsl.errors import UnsupportedModelError
-from stdsl.runtime.batch.engine import Engine
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.decode import generate
+from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.row_caches.attention import GROWTH, RowSlotsCache, _capacity

@@ -290,7 +290,7 @@ class JsonArgumentsFormat(ToolFormat):
 
     def recursive_custom_call_ir(self, tool: ToolSpec, grammar: ir.EmbeddedGrammar) -> ir.Node:
         """The recursive input as the JSON string that stands for the arguments: each grammar body escaped."""
-        from stdsl.compiler.pushdown.embedding import json_string_leaf
+        from stdsl.compiler.json_schema.scalars.escaped_grammar import json_string_leaf
 
         arguments: ir.Node = without_literals(json_string_leaf(grammar), self.body_excludes)
         if self.custom_in_object:

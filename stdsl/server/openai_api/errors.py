@@ -16,7 +16,7 @@ from stdsl.errors import (
     UnspellableError,
 )
 from stdsl.server.constraints.constraint_cache import UnsupportedSchema
-from stdsl.server.http.protocol import ErrorBody, ErrorDetail
+from stdsl.server.openai_api.protocol import ErrorBody, ErrorDetail
 
 
 class RequestError(StdslError):
