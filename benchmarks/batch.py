@@ -30,9 +30,9 @@ from mlx_lm.generate import BatchGenerator
 from stdsl.runtime.batch.core import TOKEN_COST
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
 from stdsl.runtime.batch.requests import prompt_tokens
-from stdsl.runtime.blas import bind_blas
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import load
+from stdsl.runtime.platform.blas import bind_blas
 
 bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 

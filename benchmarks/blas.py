@@ -21,7 +21,7 @@ COMMAND = "python benchmarks/blas.py"
 CHILD = r"""
 import json, statistics, sys, time
 import stdsl
-from stdsl.runtime.blas import bind_blas, bound_blas
+from stdsl.runtime.platform.blas import bind_blas, bound_blas
 import mlx.core as mx
 bind_blas()
 from stdsl.runtime.model.loading import load

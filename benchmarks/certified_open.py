@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import stdsl.runtime.mlx_lm_models  # noqa: F401  (engine_oracle's mlx-lm model code, without mlx_lm's start-up)
-from stdsl.runtime.blas import bind_blas
+import stdsl.runtime.platform.mlx_lm_models  # noqa: F401  (engine_oracle's mlx-lm model code, without mlx_lm's start-up)
+from stdsl.runtime.platform.blas import bind_blas
 
 bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 

@@ -35,7 +35,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
-from stdsl.runtime.blas import bind_blas  # noqa: E402,I001
+from stdsl.runtime.platform.blas import bind_blas  # noqa: E402,I001
 import stdsl  # noqa: E402
 from decode import Driver, LLGuidanceDriver, Run, run_loop, token_text  # noqa: E402
 from peers import bitmask_to_bool, load_qwen_vocab, version_of  # noqa: E402

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.runtime.blas import bind_blas
+from stdsl.runtime.platform.blas import bind_blas
 
 bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
 

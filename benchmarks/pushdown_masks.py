@@ -34,7 +34,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl  # noqa: E402,I001
-from stdsl.runtime.blas import bind_blas  # noqa: E402
+from stdsl.runtime.platform.blas import bind_blas  # noqa: E402
 from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
 from stdsl.kernels.pushdown_device_masks import DeviceMasks  # noqa: E402
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402

@@ -29,7 +29,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl  # noqa: E402,I001
-from stdsl.runtime.blas import bind_blas  # noqa: E402
+from stdsl.runtime.platform.blas import bind_blas  # noqa: E402
 from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  # noqa: E402
 from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402

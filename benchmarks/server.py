@@ -122,8 +122,8 @@ def start(kind: str, folder: Path, port: int) -> subprocess.Popen[bytes]:
     else:
         argv = ["mlx_lm.server", "--model", str(folder), "--port", str(port), "--decode-concurrency", "8",
                 "--prompt-concurrency", "8", "--log-level", "ERROR"]
-        code = ("from stdsl.runtime.blas import bind_blas; bind_blas(); import sys; from mlx_lm.server import main; "
-                f"sys.argv = {argv!r}; main()")
+        code = ("from stdsl.runtime.platform.blas import bind_blas; bind_blas(); import sys; "
+                f"from mlx_lm.server import main; sys.argv = {argv!r}; main()")
         command = [sys.executable, "-c", code]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from stdsl.runtime.blas import bind_blas
-from stdsl.runtime.mlx_lm_models import import_without_package_init
+from stdsl.runtime.platform.blas import bind_blas
+from stdsl.runtime.platform.mlx_lm_models import import_without_package_init
 
 bind_blas()
 # The mlx-lm modules tests compare against, loaded without mlx_lm's start-up (transformers, torch) before any

@@ -83,8 +83,8 @@ import json, os, sys, types
 if {mlx_lm_first}:
     import mlx_lm
 import stdsl
-from stdsl.runtime import plt_slots
-from stdsl.runtime.mlx_lm_models import KVCache, llama
+from stdsl.runtime.platform import plt_slots
+from stdsl.runtime.platform.mlx_lm_models import KVCache, llama
 model = stdsl.load()
 text = stdsl.generate(model, "Count.", {{"type": "integer"}}, max_tokens=4).text
 if not {mlx_lm_first}:

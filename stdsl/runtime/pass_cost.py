@@ -23,7 +23,7 @@ import numpy as np
 
 from stdsl.caches import CacheKind
 from stdsl.errors import OptionError
-from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 
 MEASURE_SECONDS = 2.0
 REPEATS = 3

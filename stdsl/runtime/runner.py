@@ -5,7 +5,7 @@ runs a function on this thread between two steps, `submit_policy` queues a sched
 run (certified drafting, `stdsl.runtime.batch.policies`), `cancel_all` and `wait_idle` serve
 `Engine.close`. The thread starts on first use, on a pooled `Worker` whose
 thread never returns (a thread that ran compiled MLX work must not end while the interpreter
-finalizes, `stdsl.runtime.workers`), and it has no idle exit: with no work it blocks on a condition.
+finalizes, `stdsl.runtime.platform.workers`), and it has no idle exit: with no work it blocks on a condition.
 
 The runner holds a core only while the core has rows, so a core (and its model) that its owner
 drops is freed once it is idle. At exit one hook stops admission, ends every row as cancelled after
@@ -27,7 +27,7 @@ from stdsl.runtime.batch.core import BatchCore
 from stdsl.runtime.batch.policies import Policy
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import RowHandle
-from stdsl.runtime.workers import Worker
+from stdsl.runtime.platform.workers import Worker
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from gguf import GGMLQuantizationType as Q
 import stdsl
 from stdsl.model_files.gguf import GGUFError, GGUFFile
 from stdsl.model_files.gguf_tokenizer import hf_tokenizer_from_gguf
-from stdsl.runtime.mlx_lm_models import import_without_package_init, llama
+from stdsl.runtime.platform.mlx_lm_models import import_without_package_init, llama
 
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM = 256, 512, 2, 1, 64
 K_SCALE_FIELDS = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.Q3_K: (108,), Q.Q2_K: (80, 82)}

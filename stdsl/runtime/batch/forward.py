@@ -16,7 +16,7 @@ from typing import Any
 import mlx.core as mx
 
 from stdsl.errors import StdslError
-from stdsl.runtime.mlx_lm_models import llama, qwen2, qwen3
+from stdsl.runtime.platform.mlx_lm_models import llama, qwen2, qwen3
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 

@@ -17,7 +17,7 @@ import mlx.nn as nn
 import numpy as np
 
 from stdsl.model_files.gguf import AFFINE_SPLITTERS, GGUFError, GGUFFile
-from stdsl.runtime.mlx_lm_models import import_without_package_init, llama
+from stdsl.runtime.platform.mlx_lm_models import import_without_package_init, llama
 
 GROUP_SIZE = 32
 SUPPORTED_ARCHITECTURES = ("llama", "gemma3")

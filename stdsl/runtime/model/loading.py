@@ -18,8 +18,8 @@ import mlx.nn as nn
 
 from stdsl.errors import StdslError
 from stdsl.model_files.tokenizer import Tokenizer
-from stdsl.runtime.blas import bind_blas
-from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.platform.blas import bind_blas
+from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.load_probe import cache_layout
 
 EMBEDDED_NAME = "smollm2"

@@ -21,10 +21,10 @@ from stdsl.errors import OptionError, StdslError
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.runtime.decode import engine_for, submit
 from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.platform.workers import Worker
 from stdsl.runtime.program_steps.actions import Gen
 from stdsl.runtime.program_steps.record import StepError, StepRecord
 from stdsl.runtime.program_steps.transcript import Transcript, TranscriptError
-from stdsl.runtime.workers import Worker
 
 
 class ProgramRunState:

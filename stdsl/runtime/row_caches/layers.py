@@ -16,8 +16,8 @@ from typing import Any
 import mlx.core as mx
 
 from stdsl.errors import UnsupportedModelError
-from stdsl.runtime.mlx_lm_models import cache as mlx_cache
-from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.platform.mlx_lm_models import cache as mlx_cache
+from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.attention import LayerKV, RowSlotsCache
 from stdsl.runtime.row_caches.recurrent import RecurrentState, RowStatesCache
 

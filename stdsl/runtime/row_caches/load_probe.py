@@ -18,8 +18,8 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import UnsupportedModelError
-from stdsl.runtime.mlx_lm_models import cache as mlx_cache
-from stdsl.runtime.mlx_lm_models import make_prompt_cache
+from stdsl.runtime.platform.mlx_lm_models import cache as mlx_cache
+from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.layers import BatchCaches, CacheLayout
 from stdsl.runtime.row_caches.recurrent import RecurrentState, RowStatesCache
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from stdsl.runtime.mlx_lm_models import cache as mlx_cache
+from stdsl.runtime.platform.mlx_lm_models import cache as mlx_cache
 from stdsl.runtime.row_caches.slots import SlotLayout
 
 

@@ -102,7 +102,7 @@ def bind_blas() -> str | None:
             return None
         import mlx.core  # noqa: F401  (its library's slots are what gets rebound)
 
-        from stdsl.runtime import plt_slots
+        from stdsl.runtime.platform import plt_slots
 
         mlx_library = plt_slots.loaded_library(MLX_LIBRARY_PREFIX)
         if mlx_library is None:

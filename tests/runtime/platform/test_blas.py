@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from stdsl.runtime import blas
+from stdsl.runtime.platform import blas
 
 linux_x86 = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() != "x86_64", reason="the BLAS binding is for Linux x86_64"
@@ -28,7 +28,7 @@ with warnings.catch_warnings(record=True) as caught:
     a = mx.random.normal((512, 512)); b = mx.random.normal((512, 512)); mx.eval(a, b)
     if {matmul_first}:
         mx.eval(a @ b)
-    from stdsl.runtime import blas
+    from stdsl.runtime.platform import blas
     first = blas.bind_blas() if {bind} else None
     second = blas.bind_blas() if {bind} else None
     print("CALLS", flush=True)
@@ -109,7 +109,7 @@ def test_stdsl_no_blas_turns_binding_off(monkeypatch):
 SLOTS = """
 import ctypes, json, warnings
 import mlx.core
-from stdsl.runtime import blas, plt_slots
+from stdsl.runtime.platform import blas, plt_slots
 library = plt_slots.loaded_library(blas.MLX_LIBRARY_PREFIX)
 base = plt_slots.load_base(library)
 named = {}

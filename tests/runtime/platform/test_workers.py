@@ -2,7 +2,7 @@
 
 A thread that ran an `mx.compile`d function destroys MLX's per-thread compile cache when it ends,
 which needs the GIL; ending during interpreter finalization aborted the process (exit 134) in
-about half the runs, so worker threads never end (`stdsl.runtime.workers`). Each test runs several
+about half the runs, so worker threads never end (`stdsl.runtime.platform.workers`). Each test runs several
 real processes at once and needs every one to exit 0.
 """
 
@@ -12,14 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 COMPILED_ON_A_WORKER = """
 import atexit
 import threading
 
 import mlx.core as mx
-from stdsl.runtime.workers import Worker
+from stdsl.runtime.platform.workers import Worker
 
 double = mx.compile(lambda a: a * 2 + 1)
 release = threading.Event()
@@ -56,7 +56,7 @@ def test_worker_with_compiled_mlx_exits_cleanly() -> None:
 def test_runtime_loads_model_code_without_torch() -> None:
     script = """
 import sys
-import stdsl.runtime.mlx_lm_models
+import stdsl.runtime.platform.mlx_lm_models
 from mlx_lm.models.llama import Model
 from mlx_lm.models.cache import make_prompt_cache
 assert "torch" not in sys.modules and "transformers" not in sys.modules, "model code pulled in torch"

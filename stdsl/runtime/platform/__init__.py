@@ -1,0 +1,2 @@
+"""What the process needs for MLX beside any model: MLX's CPU BLAS bound to MKL (through ELF PLT slots), mlx-lm's
+model code imported without its package start-up, and worker threads that outlive interpreter finalization."""
