@@ -270,3 +270,15 @@ def test_every_test_a_doc_cites_exists(path: Path) -> None:
     names = {p.name for p in (ROOT / "tests").rglob("test_*.py")}
     for cited in re.findall(r"\b(test_\w+\.py)\b", text):
         assert cited in names, f"{path.name} cites {cited}, which does not exist"
+
+
+ROOMS = "compiler|kernels|control|runtime|server|integrations|theory|model_files"
+
+
+@docs
+def test_every_package_path_a_doc_names_exists(path: Path) -> None:
+    """A file or folder of the package a doc names (`runtime/engine.py`, `stdsl/control/split/`) exists, so a
+    move (issue 34) cannot leave a doc pointing at nothing."""
+    text = path.read_text(encoding="utf-8")
+    for cited in re.findall(rf"(?<![\w/.-])(?:stdsl/)?((?:{ROOMS})/[\w/]*[\w](?:\.py|/)?)", text):
+        assert (ROOT / "stdsl" / cited.rstrip("/")).exists(), f"{path.name} names {cited}, which does not exist"
