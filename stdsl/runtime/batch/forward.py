@@ -22,7 +22,7 @@ from stdsl.runtime.row_caches.load_probe import cache_layout
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
-by tests/runtime/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
+by tests/runtime/batch/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
 goes through `net(...)`."""
 
 HEAD_ONLY_BY_NAME: frozenset[tuple[str, str]] = frozenset({("mlx_lm.models.gemma3_text", "Model"),

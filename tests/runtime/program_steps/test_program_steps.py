@@ -10,7 +10,7 @@ import enum
 import re
 
 import pytest
-from engine_oracle import agrees
+from tests.runtime.engine_oracle import agrees
 from pydantic import BaseModel, Field
 
 import stdsl as stcon

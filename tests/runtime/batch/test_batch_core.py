@@ -11,7 +11,7 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from engine_oracle import NEAR_TIE, sequential_greedy
+from tests.runtime.engine_oracle import NEAR_TIE, sequential_greedy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_oracle import agrees
+from tests.runtime.engine_oracle import agrees
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_documents import load_task
+from tests.runtime.json_documents import load_task
 
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.pushdown.machine import PushdownMachine

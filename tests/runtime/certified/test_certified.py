@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_oracle import agrees, sequential_greedy
+from tests.runtime.engine_oracle import agrees, sequential_greedy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_documents import load_task
+from tests.runtime.json_documents import load_task
 
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
@@ -135,7 +135,7 @@ def test_certified_equals_sequential_on_smollm2(smollm2, name) -> None:
         assert certified.tokens == sequential.tokens or agrees(smollm2, prompt, schema, 300, certified.tokens)
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.stc")), ids=lambda p: p.stem)

@@ -14,10 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_oracle import agrees
+from tests.runtime.engine_oracle import agrees
 from hypothesis import given
 from hypothesis import strategies as st
-from json_documents import load_task
+from tests.runtime.json_documents import load_task
 
 from stdsl.cli import parse_args
 from stdsl.compiler.automata.build import compile_regex

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "steps"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "steps"
 SENTENCE_TAIL = re.compile(r"[A-Z][a-z ,']{10,100}\.")
 
 
