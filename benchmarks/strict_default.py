@@ -2,7 +2,8 @@
 
 Reads the results of the coverage and decode runs listed in RUNS (run them first, with this tree's stdsl first on
 the path) and writes benchmarks/results/strict_default.{json,md}: the DFA/pushdown split of the MaskBench sample
-and, per extraction task, passes, tokens, forced share and wall time under each setting.  Passes and tokens are
+and, per extraction task, passes, tokens, forced share and wall time under each setting, and the server benchmark
+(server.py) before the default (server.json) and with it (server_strict_default.json).  Passes and tokens are
 deterministic (greedy); wall time is not on a shared machine.
 
     python benchmarks/strict_default.py
@@ -20,6 +21,7 @@ DECODE = {"as written, strict (default)": "strict_default_decode_default",
           "as written, strict=False": "strict_default_decode_exact",
           "additionalProperties: false dropped, strict (default)": "strict_default_decode_open_default",
           "additionalProperties: false dropped, strict=False": "strict_default_decode_open_exact"}
+SERVER = {"before the default (exact language)": "server", "strict default": "server_strict_default"}
 
 
 def _load(stem: str) -> dict[str, Any]:
@@ -76,8 +78,30 @@ def main() -> None:
         cells = [next((f"{r['tokens']} / {r['passes']} / {r['seconds']}" for r in rows if r["task"] == task), "–")
                  for rows in report["decode"].values()]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    lines += server_lines({name: _load(stem) for name, stem in SERVER.items() if (RESULTS / f"{stem}.json").exists()})
     (RESULTS / "strict_default.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def server_lines(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """The server benchmark's median run of ours beside stock mlx_lm.server, for each setting."""
+    if not runs:
+        return []
+    lines = ["", "## Server: eight tool-calling agents (benchmarks/server.py)", "",
+             "| run | output tokens | forced share | typed replies | prompt tokens from cache | tokens/s ours / stock "
+             "| wall ours / stock per repeat | load average after |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in runs.items():
+        ours = r["stcon"]
+        lines.append(f"| {name} | {ours['output_tokens']} | {ours['forced_share']} | {ours['typed_replies']}/"
+                     f"{ours['replies']} | {ours['prompt_cache_hit_tokens']}/{ours['prompt_tokens']} | "
+                     f"{r['throughput_ratio']:.2f}x | {', '.join(f'{w:.2f}x' for w in r['wall_ratios'])} | "
+                     f"{r['load_average_after'][0]} |")
+    lines += ["", *(f"- {name}: `{r['command']}`" for name, r in runs.items()), "",
+              "The six tools' parameter schemas already close their objects (`additionalProperties: false`), so the "
+              "default changes no tool grammar here; the replies differ through the other changes between the two "
+              "runs (arguments in each template's `tojson` spacing). Wall and tokens/s are not comparable across "
+              "rows when the load differs: each row's ratio is against stock in the same run."]
+    return lines
 
 
 if __name__ == "__main__":

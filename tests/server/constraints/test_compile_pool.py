@@ -20,7 +20,7 @@ from stdsl.server.constraints.compile_pool import CompilePool
 from stdsl.server.constraints.constraint_cache import ConstraintCache
 from tests.server.server_fixtures import live_group, running_server
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _schema(i: int) -> dict:
