@@ -324,3 +324,41 @@ def test_qwen_xml_numbers_stay_within_what_its_parser_reads_exactly(kind: str) -
     with pytest.raises(SchemaError, match="2\\^53"):
         build_constraint(_spec("qwen_xml", [{"name": "f", "parameters": {"type": "object", "properties": {
             "n": {"type": kind, "minimum": 2**60}}}}]), 60)
+
+
+READ_AS_DOUBLES = {"qwen_xml"}
+"""Families whose parser reads a top-level integer through `float` (the grammar keeps those within ±2^53)."""
+
+
+def _one_call(name: str, arguments: dict) -> str:
+    """A reply holding one call of `f` with `arguments`, as the format writes it (in its spacing)."""
+    text = FORMATS[name].render("f", json.dumps(arguments, **_separators(FORMATS[name].spacing is not None)))
+    return text if name == "harmony" else FORMATS[name].join([text])
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+def test_integers_without_a_bound_keep_to_20_digits_in_every_format(name: str) -> None:
+    """An unbounded integer argument is at most 20 digits (a 5,000-digit one raised in every family's parser, past
+    Python's 4,300-digit limit); the largest accepted is read back exactly by the family's parser, and a stated
+    bound is kept as written."""
+    largest = 2**53 if name in READ_AS_DOUBLES else 10**20 - 1
+    for schema in ({"type": "integer"}, {"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}):
+        tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": schema}, "required": ["n"]}}
+        constraint = _compiled(json.dumps(_spec(name, [tool], "required")))
+        high = largest if "maximum" not in schema else 9
+        low = -largest if "minimum" not in schema else 0
+        for value in (high, low):
+            reply = _one_call(name, {"n": value})
+            assert constraint.accepts(reply.encode()), (schema, value)
+            assert _check_reply(name, reply, [tool]) == [("f", {"n": value})]
+        too_long = ("1" + "0" * 20, "-1" + "0" * 20, "9" * 5000) if name not in READ_AS_DOUBLES else (str(2**53 + 1),)
+        for text in too_long:
+            if ("minimum" in schema and text.startswith("-")) or "maximum" in schema:
+                continue
+            reply = _one_call(name, {"n": 123454321}).replace("123454321", text)
+            assert not constraint.accepts(reply.encode()), (schema, text[:30])
+    if name not in READ_AS_DOUBLES:
+        stated = {"type": "integer", "minimum": 0, "maximum": 10**25}
+        tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": stated}, "required": ["n"]}}
+        reply = _one_call(name, {"n": 10**25})
+        assert build_constraint(_spec(name, [tool], "required"), 60).accepts(reply.encode())
