@@ -362,3 +362,23 @@ def test_integers_without_a_bound_keep_to_20_digits_in_every_format(name: str) -
         tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": stated}, "required": ["n"]}}
         reply = _one_call(name, {"n": 10**25})
         assert build_constraint(_spec(name, [tool], "required"), 60).accepts(reply.encode())
+
+
+@pytest.mark.parametrize(("schema", "spelled", "value"), [
+    ({"type": "boolean"}, "True", True), ({"type": "boolean"}, "False", False),
+    ({"type": "boolean"}, "true", True), ({"type": "boolean"}, "false", False),
+    ({"type": "null"}, "None", None), ({"type": "null"}, "null", None),
+    ({"type": "boolean", "enum": [True]}, "True", True), ({"type": "boolean", "const": False}, "False", False),
+    ({"type": "boolean"}, "TRUE", "refused"), ({"type": "boolean"}, "None", "refused"),
+    ({"type": "boolean", "enum": [True]}, "False", "refused"), ({"type": "null"}, "none", "refused"),
+])
+def test_qwen_xml_booleans_and_null_in_either_templates_spelling(schema: dict, spelled: str, value: Any) -> None:
+    """Qwen3-Coder's template writes a boolean or null parameter as Python's `str` of it (`True`, `None`), Qwen3.5's
+    as JSON (`true`, `null`): both are accepted and read back by qwen3_coder's parser as the schema's type; a
+    spelling it would read as another value (`None` for a boolean is False) is refused."""
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {"b": schema}, "required": ["b"]}}
+    constraint = _compiled(json.dumps(_spec("qwen_xml", [tool], "required")))
+    reply = f"<tool_call>\n<function=f>\n<parameter=b>\n{spelled}\n</parameter>\n</function>\n</tool_call>"
+    assert constraint.accepts(reply.encode()) == (value != "refused")
+    if value != "refused":
+        assert _check_reply("qwen_xml", reply, [tool]) == [("f", {"b": value})]
