@@ -169,6 +169,11 @@ class ToolFormat:
         """The text of a call (the `index`-th of its reply), as the model writes it under `call_ir`."""
         raise NotImplementedError
 
+    def render_past(self, name: str, arguments: str, index: int, call_id: str) -> str:
+        """The text of a past call the client sent back under `call_id`, as the family's template renders it (here
+        `render`'s: only Mistral's v3 templates write the id)."""
+        return self.render(name, arguments, index)
+
     def tool_call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         """One call of `tool`: `custom_call_ir` (`recursive_custom_call_ir`) for a custom tool, else `call_ir`."""
         if isinstance(tool.custom_input, ir.EmbeddedGrammar):
