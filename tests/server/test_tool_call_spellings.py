@@ -99,7 +99,7 @@ def test_content_then_the_templates_calls_is_accepted(name: str) -> None:
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}]'),
     ("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Rome"}}'),
     ("pythonic", '<|tool_call_start|>[get_weather(city="Rome")]<|tool_call_end|>'),
-    ("pythonic", '<|tool_call_start|>[get_weather(city="Rome", days=3, units={"wind": "kmh", "rain": true}), '
+    ("pythonic", '<|tool_call_start|>[get_weather(city="Rome", days=3, units={"wind": "kmh", "rain": True}), '
                  'get_weather(city="Oslo")]<|tool_call_end|>'),
     ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n"
                  "</tool_call>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"

@@ -5,7 +5,7 @@ The parser reads the list with `ast` and each argument with `ast.literal_eval`, 
 and `null` as JSON's constants (templates render nested values as JSON).  So a value here is a JSON text that
 Python reads as the same value: no `\\/` escape (Python keeps the backslash) and no `\\uD800`-`\\uDFFF` escape
 (Python reads a surrogate pair as two lone surrogates); every string keeps a spelling without them (the character
-itself).  A plain boolean or null argument may also be Python's `True`, `False`, `None`.  Tool and parameter names
+itself).  Every `true`, `false`, `null` may also be Python's `True`, `False`, `None`.  Tool and parameter names
 are Python identifiers that are not keywords, as a call must be to parse.
 """
 
@@ -15,8 +15,9 @@ import ast
 import json
 import keyword
 import re
-from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
@@ -41,7 +42,6 @@ CALL_START, CALL_END = "<|tool_call_start|>", "<|tool_call_end|>"
 PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PARAMETER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLAIN = {"type", "description", "title", "default", "examples"}
 
 
 def _any_byte_but(*excluded: str) -> ir.Node:
@@ -69,24 +69,75 @@ def python_reads_alike() -> ir.Node:
 
 
 def _guarded(node: ir.Node) -> ir.Node:
-    """`node`'s texts that Python reads as JSON does (a recursive value's bodies each guarded: they meet outside
-    strings, where the guard is back at its start)."""
+    """`node`'s texts that Python reads as JSON does, and in a DFA each `true`, `false`, `null` outside strings
+    also as Python's `True`, `False`, `None` (a recursive value's bodies are each guarded: they meet outside
+    strings, where the guard is back at its start; they keep JSON's names)."""
     if isinstance(node, ir.EmbeddedGrammar):
         from stdsl.compiler.pushdown.embedding import guarded
 
         return guarded(node, build_automaton(python_reads_alike()))
-    return intersection(node, python_reads_alike())
+    alike = build_automaton(intersection(node, python_reads_alike()))
+    return with_python_constants(np.asarray(alike.transitions), np.asarray(alike.accepting))
+
+
+_OUTSIDE, _INSIDE, _ESCAPED = 0, 1, 2
+
+
+def _string_places(table: np.ndarray) -> np.ndarray:
+    """Whether each state of a trim DFA of JSON texts is outside a string, inside one, or after a backslash there
+    (one place per state: from one, the unescaped quotes left to read are even, from the other odd)."""
+    place = np.full(table.shape[0], -1, dtype=np.int8)
+    place[0], pending = _OUTSIDE, [0]
+    while pending:
+        state = pending.pop()
+        for byte in np.flatnonzero(table[state] >= 0).tolist():
+            at = int(place[state])
+            if at == _ESCAPED:
+                nxt = _INSIDE
+            elif byte == ord('"'):
+                nxt = _INSIDE if at == _OUTSIDE else _OUTSIDE
+            else:
+                nxt = _ESCAPED if at == _INSIDE and byte == ord("\\") else at
+            target = int(table[state, byte])
+            if place[target] < 0:
+                place[target] = nxt
+                pending.append(target)
+    return place
+
+
+def with_python_constants(table: np.ndarray, accepting: np.ndarray) -> ir.Embedded:
+    """The DFA of JSON texts (`table` (n, 256), start 0) where each `true`, `false`, `null` outside a string may
+    also be written `True`, `False`, `None`: a fresh path from the state before the word to the state after it
+    (no JSON text has `T`, `F` or `N` outside a string, so the table stays deterministic)."""
+    place = _string_places(table)
+    added: list[np.ndarray] = []
+    out = table.astype(np.int32)
+    base = out.shape[0]
+
+    def row(state: int) -> np.ndarray:
+        return out[state] if state < base else added[state - base]
+
+    for word, python in (("true", "True"), ("false", "False"), ("null", "None")):
+        for state in np.flatnonzero(place == _OUTSIDE).tolist():
+            end = state
+            for byte in word.encode():
+                end = int(table[end, byte]) if end >= 0 else -1
+            if end < 0:
+                continue
+            at = state
+            for byte in python.encode()[:-1]:
+                added.append(np.full(256, -1, dtype=np.int32))
+                row(at)[byte] = base + len(added) - 1
+                at = base + len(added) - 1
+            row(at)[python.encode()[-1]] = end
+    marks = np.concatenate([np.asarray(accepting, dtype=bool), np.zeros(len(added), dtype=bool)])
+    return ir.Embedded(np.vstack([out, *added]) if added else out, marks)
 
 
 def _check_name(name: str, pattern: re.Pattern[str], what: str, path: str) -> None:
     if not pattern.match(name) or any(keyword.iskeyword(part) for part in name.split(".")):
         raise SchemaError(f"the pythonic call syntax writes {what} as a Python identifier; {name!r} is not one (or "
                           "is a keyword)", path)
-
-
-def _allows(schema: Mapping[str, Any], constant: bool | None) -> bool:
-    """Whether a plain boolean or null schema allows `constant`."""
-    return schema.get("type") == ("null" if constant is None else "boolean") and set(schema) <= _PLAIN
 
 
 def _joined(items: list[tuple[ir.Node, bool]]) -> ir.Node:
@@ -121,12 +172,8 @@ class PythonicFormat(InputParameterCustomCalls, ToolFormat):
         return "<|tool_list_start|>" in template or CALL_START in template
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
-        """An argument's value: JSON that Python reads alike, or Python's name of a plain boolean or null."""
-        value = _guarded(without_literals(arguments_ir(schema, path, self.spacing), self.body_excludes))
-        if not isinstance(schema, Mapping):
-            return value
-        names = [text for text, constant in PYTHON_CONSTANTS.items() if _allows(schema, constant)]
-        return ir.alt(value, *(ir.literal(text) for text in names))
+        """An argument's value: JSON that Python reads alike, its constants also in Python's spelling."""
+        return _guarded(without_literals(arguments_ir(schema, path, self.spacing), self.body_excludes))
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
@@ -200,7 +247,7 @@ def _call_end(reply: str, position: int) -> int:
 
 
 def _read_call(text: str) -> tuple[str, dict[str, Any]] | None:
-    """A call's name and arguments: each argument read as JSON, or as Python's name of a constant."""
+    """A call's name and arguments, each argument read as JSON (`_json_value`)."""
     try:
         call = ast.parse(text, mode="eval").body
     except SyntaxError:
@@ -209,11 +256,26 @@ def _read_call(text: str) -> tuple[str, dict[str, Any]] | None:
         return None
     arguments: dict[str, Any] = {}
     for argument in call.keywords:
-        source = ast.get_source_segment(text, argument.value)
-        if argument.arg is None or source is None:
+        if argument.arg is None:
             return None
         try:
-            arguments[argument.arg] = PYTHON_CONSTANTS[source] if source in PYTHON_CONSTANTS else json.loads(source)
+            arguments[argument.arg] = _json_value(argument.value, text)
         except ValueError:
             return None
     return ast.unparse(call.func), arguments
+
+
+def _json_value(node: ast.expr, text: str) -> Any:
+    """The value of a JSON text in `text` whose constants may be spelled as Python's: containers by their parts,
+    every other part by `json.loads` of its spelling (so an escape Python reads otherwise is read as JSON reads it)."""
+    if isinstance(node, ast.List):
+        return [_json_value(item, text) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        keys = [_json_value(key, text) if key is not None else None for key in node.keys]
+        if not all(isinstance(key, str) for key in keys):
+            raise ValueError("a dict key that is not a string")
+        return {key: _json_value(value, text) for key, value in zip(keys, node.values)}
+    source = ast.get_source_segment(text, node)
+    if source is None:
+        raise ValueError("no source")
+    return PYTHON_CONSTANTS[source] if source in PYTHON_CONSTANTS else json.loads(source)
