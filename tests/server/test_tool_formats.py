@@ -414,10 +414,14 @@ PYTHONIC_TOOLS = [
      [("configure", {"verbose": False, "note": "😀/"})]),
     ('<|tool_call_start|>[configure(options={"position": [-1, 2], "enabled": True}, note=None)]<|tool_call_end|>',
      [("configure", {"options": {"position": [-1, 2], "enabled": True}, "note": None})]),
+    ("<|tool_call_start|>[get_candidate_status(candidate_id='it\\'s \"12\"'), configure(options={'enabled': True}, "
+     "note='\\u00e9')]<|tool_call_end|>",
+     [("get_candidate_status", {"candidate_id": 'it\'s "12"'}), ("configure", {"options": {"enabled": True},
+                                                                              "note": "é"})]),
 ])
 def test_pythonic_replies_in_lfm2s_spelling_are_accepted_and_read_by_its_parser(reply: str, calls: list) -> None:
-    """LFM2's calls (its model card's spelling, double-quoted strings, JSON values with JSON's or Python's names for
-    their constants) are accepted and mlx-lm's pythonic parser reads the calls stdsl reads."""
+    """LFM2's calls (its model card's spelling: JSON values, strings in double or single quotes, constants named as
+    in JSON or Python) are accepted and mlx-lm's pythonic parser reads the calls stdsl reads."""
     constraint = _compiled(json.dumps(_spec("pythonic", PYTHONIC_TOOLS)))
     assert constraint.accepts(reply.encode())
     assert _check_reply("pythonic", reply, PYTHONIC_TOOLS) == calls
@@ -427,6 +431,8 @@ def test_pythonic_replies_in_lfm2s_spelling_are_accepted_and_read_by_its_parser(
     '<|tool_call_start|>[configure(note="a\\/b")]<|tool_call_end|>',
     '<|tool_call_start|>[configure(note="\\ud83d\\ude00")]<|tool_call_end|>',
     '<|tool_call_start|>[configure(verbose=None)]<|tool_call_end|>',
+    "<|tool_call_start|>[configure(note='it's')]<|tool_call_end|>",
+    "<|tool_call_start|>[configure(note='a\\/b')]<|tool_call_end|>",
     '<|tool_call_start|>[configure(verbose=true,)]<|tool_call_end|>',
     '<|tool_call_start|>[get_candidate_status()]<|tool_call_end|>',
 ])

@@ -5,7 +5,8 @@ The parser reads the list with `ast` and each argument with `ast.literal_eval`, 
 and `null` as JSON's constants (templates render nested values as JSON).  So a value here is a JSON text that
 Python reads as the same value: no `\\/` escape (Python keeps the backslash) and no `\\uD800`-`\\uDFFF` escape
 (Python reads a surrogate pair as two lone surrogates); every string keeps a spelling without them (the character
-itself).  Every `true`, `false`, `null` may also be Python's `True`, `False`, `None`.  Tool and parameter names
+itself).  Every `true`, `false`, `null` may also be Python's `True`, `False`, `None`, and every string may be
+single-quoted as Python writes it (LFM2 writes both quotes).  Tool and parameter names
 are Python identifiers that are not keywords, as a call must be to parse.
 """
 
@@ -107,8 +108,9 @@ def _string_places(table: np.ndarray) -> np.ndarray:
 
 def with_python_constants(table: np.ndarray, accepting: np.ndarray) -> ir.Embedded:
     """The DFA of JSON texts (`table` (n, 256), start 0) where each `true`, `false`, `null` outside a string may
-    also be written `True`, `False`, `None`: a fresh path from the state before the word to the state after it
-    (no JSON text has `T`, `F` or `N` outside a string, so the table stays deterministic)."""
+    also be written `True`, `False`, `None`, and each string also single-quoted as Python writes it (`'` escaped
+    as `\\'`, `"` raw or escaped): fresh states beside the old ones (no JSON text has `T`, `F`, `N` or `'` outside
+    a string, so the table stays deterministic)."""
     place = _string_places(table)
     added: list[np.ndarray] = []
     out = table.astype(np.int32)
@@ -116,6 +118,10 @@ def with_python_constants(table: np.ndarray, accepting: np.ndarray) -> ir.Embedd
 
     def row(state: int) -> np.ndarray:
         return out[state] if state < base else added[state - base]
+
+    def fresh() -> int:
+        added.append(np.full(256, -1, dtype=np.int32))
+        return base + len(added) - 1
 
     for word, python in (("true", "True"), ("false", "False"), ("null", "None")):
         for state in np.flatnonzero(place == _OUTSIDE).tolist():
@@ -126,12 +132,55 @@ def with_python_constants(table: np.ndarray, accepting: np.ndarray) -> ir.Embedd
                 continue
             at = state
             for byte in python.encode()[:-1]:
-                added.append(np.full(256, -1, dtype=np.int32))
-                row(at)[byte] = base + len(added) - 1
-                at = base + len(added) - 1
+                at_next = fresh()
+                row(at)[byte] = at_next
+                at = at_next
             row(at)[python.encode()[-1]] = end
+    _single_quoted(table, place, row, fresh)
     marks = np.concatenate([np.asarray(accepting, dtype=bool), np.zeros(len(added), dtype=bool)])
     return ir.Embedded(np.vstack([out, *added]) if added else out, marks)
+
+
+def _single_quoted(table: np.ndarray, place: np.ndarray, row: Any, fresh: Any) -> None:
+    """Add each string's single-quoted spelling: a copy of the states inside strings in which `'` closes, a raw
+    `'` of the content is written `\\'` and a `"` of it (written `\\"` in JSON) may also stand raw."""
+    quote, single, backslash = ord('"'), ord("'"), ord("\\")
+    copy: dict[int, int] = {}
+    escape: dict[int, int] = {}
+    pending: list[int] = []
+
+    def copied(state: int) -> int:
+        if state not in copy:
+            copy[state] = fresh()
+            pending.append(state)
+        return copy[state]
+
+    for state in np.flatnonzero(place == _OUTSIDE).tolist():
+        if table[state, quote] >= 0:
+            row(state)[single] = copied(int(table[state, quote]))
+    while pending:
+        state = pending.pop()
+        mine = row(copy[state])
+        for byte in np.flatnonzero(table[state] >= 0).tolist():
+            target = int(table[state, byte])
+            if byte == quote:
+                mine[single] = target
+            elif byte == backslash:
+                continue
+            elif byte == single:
+                escape.setdefault(state, fresh())
+                row(escape[state])[single] = copied(target)
+            else:
+                mine[byte] = copied(target)
+        escaped = int(table[state, backslash])
+        if escaped >= 0:
+            escape.setdefault(state, fresh())
+            for byte in np.flatnonzero(table[escaped] >= 0).tolist():
+                row(escape[state])[byte] = copied(int(table[escaped, byte]))
+            if table[escaped, quote] >= 0:
+                mine[quote] = copied(int(table[escaped, quote]))
+        if state in escape:
+            mine[backslash] = escape[state]
 
 
 def _check_name(name: str, pattern: re.Pattern[str], what: str, path: str) -> None:
@@ -266,8 +315,9 @@ def _read_call(text: str) -> tuple[str, dict[str, Any]] | None:
 
 
 def _json_value(node: ast.expr, text: str) -> Any:
-    """The value of a JSON text in `text` whose constants may be spelled as Python's: containers by their parts,
-    every other part by `json.loads` of its spelling (so an escape Python reads otherwise is read as JSON reads it)."""
+    """The value of a JSON text in `text` whose constants and strings may be spelled as Python's: containers by
+    their parts, every other part by `json.loads` of its spelling (a single-quoted string rewritten in double
+    quotes first), so an escape Python reads otherwise is read as JSON reads it."""
     if isinstance(node, ast.List):
         return [_json_value(item, text) for item in node.elts]
     if isinstance(node, ast.Dict):
@@ -278,4 +328,25 @@ def _json_value(node: ast.expr, text: str) -> Any:
     source = ast.get_source_segment(text, node)
     if source is None:
         raise ValueError("no source")
-    return PYTHON_CONSTANTS[source] if source in PYTHON_CONSTANTS else json.loads(source)
+    if source in PYTHON_CONSTANTS:
+        return PYTHON_CONSTANTS[source]
+    return json.loads(_double_quoted(source) if source.startswith("'") else source)
+
+
+def _double_quoted(source: str) -> str:
+    """A single-quoted string literal of JSON escapes (and `\\'`) spelled as a JSON string."""
+    out, i = ['"'], 1
+    while i < len(source) - 1:
+        c = source[i]
+        if c == "\\" and source[i + 1] == "'":
+            out.append("'")
+            i += 2
+            continue
+        if c == "\\":
+            out.append(source[i:i + 2])
+            i += 2
+            continue
+        out.append('\\"' if c == '"' else c)
+        i += 1
+    out.append('"')
+    return "".join(out)
