@@ -15,7 +15,7 @@ bind_blas()
 # test module names them in a plain `from mlx_lm... import` (which would import the whole package).
 for _module in ("mlx_lm.sample_utils", "mlx_lm.models.granite", *(f"mlx_lm.tool_parsers.{name}" for name in (
         "function_gemma", "gemma4", "glm47", "json_tools", "kimi_k2", "kimi_k3", "longcat", "minicpm5", "minimax_m2",
-        "mistral", "muse_spark", "qwen3_coder"))):
+        "mistral", "muse_spark", "pythonic", "qwen3_coder"))):
     import_without_package_init(_module)
 
 TINY_SEED = 0

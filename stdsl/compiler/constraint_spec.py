@@ -37,6 +37,7 @@ from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.formats.base import parameters_path
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.reply_automaton import reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
@@ -107,20 +108,21 @@ def _schema(schema: Any, strict: bool, deadline: _Deadline, embeddable: bool) ->
         return compile_schema(ANY_OBJECT, max_seconds=deadline.left(), strict=strict)
 
 
-ARGUMENTS_LOWERING = "embeddable json schema"
+ARGUMENTS_LOWERING = "embeddable json schema, integers within 20 digits"
 """Names `_arguments_ir`'s lowering in the keys of cached tool calls (`tools.reply_automaton`)."""
 
 
 def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
     """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
     embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
-    whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`."""
+    whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`; an integer without
+    a stated bound kept to 20 digits (`digit_limited`), so no family's parser fails on it or reads it changed."""
     open_paths = [parameters_path(tool) for tool in open_tools]
 
     def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
         try:
-            compiled = _embeddable_schema(dict(schema), max_seconds=deadline.left(), whitespace=whitespace,
+            compiled = _embeddable_schema(digit_limited(schema), max_seconds=deadline.left(), whitespace=whitespace,
                                            strict=strict)
         except SchemaError as error:
             raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None

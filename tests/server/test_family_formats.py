@@ -5,12 +5,15 @@
   then a JSON answer or Qwen XML calls (`<function=...><parameter=...>`);
 - gpt-oss (sliding windows, attention sinks): Harmony's analysis channel, then the final channel or a commentary
   call;
-- Gemma 3 (sliding windows): FunctionGemma calls.
+- Gemma 3 (sliding windows): FunctionGemma calls;
+- a llama with LFM2's tool markers: pythonic calls; with Mistral's v3 markers: `[TOOL_CALLS] [...]` calls whose
+  model-written ids the response returns.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +42,15 @@ GEMMA_TEMPLATE = ("{%- for message in messages %}{{ '<start_of_turn>' + message[
                   "+ '<end_of_turn>\\n' }}{%- endfor %}{%- if tools %}{{ 'Call tools as <start_function_call>"
                   "call:NAME{key:<escape>text<escape>}<end_function_call>' }}{%- endif %}"
                   "{%- if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{%- endif %}")
+
+LFM2_TEMPLATE = ("{%- if tools %}{{ '<|im_start|>system\\nList of tools: <|tool_list_start|>' + tools | tojson + "
+                 "'<|tool_list_end|><|im_end|>\\n' }}{%- endif %}{%- for message in messages %}{{ '<|im_start|>' + "
+                 "message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{%- endfor %}"
+                 "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}")
+MISTRAL_TEMPLATE = ("{%- if tools %}{{ '[AVAILABLE_TOOLS] ' + tools | tojson + '[/AVAILABLE_TOOLS]' }}{%- endif %}"
+                    "{%- for message in messages %}{%- if message['role'] == 'assistant' and message.tool_calls %}"
+                    "{{ '[TOOL_CALLS] ' + message.tool_calls | tojson }}{%- else %}"
+                    "{{ '[INST] ' + message['content'] + '[/INST]' }}{%- endif %}{%- endfor %}")
 
 
 def _client(model: Any) -> Iterator[openai.OpenAI]:
@@ -101,3 +113,31 @@ def test_gemma3_calls_in_function_gemma(smollm2_tokenizer) -> None:
         _call_arguments(called.choices[0].message)
         reply = client.chat.completions.create(model=model.name, messages=ASK, response_format=FORMAT, max_tokens=48)
         jsonschema.validate(json.loads(reply.choices[0].message.content), PERSON)
+
+
+def test_lfm2_markers_call_in_pythonic(smollm2_tokenizer) -> None:
+    """LFM2's template (its tool list markers) chooses pythonic calls, which the server reads into valid calls."""
+    model = family_model(smollm2_tokenizer, "special", LFM2_TEMPLATE)[1]
+    for client in _client(model):
+        called = client.chat.completions.create(model=model.name, messages=ASK, tools=[WEATHER],
+                                                tool_choice="required", max_tokens=60, temperature=1.0, seed=6)
+        _call_arguments(called.choices[0].message)
+
+
+def test_mistral_v3_calls_return_the_ids_the_model_wrote(smollm2_tokenizer) -> None:
+    """A Mistral v3 call may end with the id its templates write; the response returns the model's id for such a
+    call (as mlx-lm's server does) and a fresh one otherwise."""
+    model = family_model(smollm2_tokenizer, "special", MISTRAL_TEMPLATE)[1]
+    for client in _client(model):
+        written = 0
+        for seed in (1, 2):
+            called = client.chat.completions.create(model=model.name, messages=ASK, tools=[WEATHER],
+                                                    tool_choice="required", max_tokens=80, temperature=1.5, seed=seed,
+                                                    n=8)
+            for choice in called.choices:
+                _call_arguments(choice.message)
+                ids = [call.id for call in choice.message.tool_calls or []]
+                assert len(set(ids)) == len(ids)
+                assert all(i.startswith("call_") or re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in ids), ids
+                written += sum(not i.startswith("call_") for i in ids)
+        assert written > 0

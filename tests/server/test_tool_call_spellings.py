@@ -24,6 +24,8 @@ WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties":
     "required": ["city"], "additionalProperties": False}}
 CALLS = [("get_weather", {"city": "Zürich <3", "days": 3, "units": {"wind": "kmh", "rain": True}}),
          ("get_weather", {"city": "Oslo"})]
+CALL_IDS = ["a1B2c3D4e", "Z9y8X7w6V"]
+"""The calls' ids (Mistral's templates require nine letters or digits)."""
 _CALL_LOOP = "{%- for call in message.tool_calls %}{%- set f = call.function %}"
 TEMPLATES = {
     # Qwen2.5 / Qwen3 (Hermes): calls after the content, each on its own line.
@@ -44,6 +46,10 @@ TEMPLATES = {
     "deepseek_v3": "{{- '<｜tool▁calls▁begin｜>' }}" + _CALL_LOOP + "{%- if not loop.first %}{{- '\\n' }}{%- endif %}"
                    "{{- '<｜tool▁call▁begin｜>function<｜tool▁sep｜>' + f.name + '\\n```json\\n' + "
                    "(f.arguments | tojson) + '\\n```<｜tool▁call▁end｜>' }}{%- endfor %}{{- '<｜tool▁calls▁end｜>' }}",
+    # Mistral 7B v0.3 and other v3-tokenizer templates: one list, each call's function as tojson with its id added.
+    "mistral": "{{- '[TOOL_CALLS] [' }}" + _CALL_LOOP + "{%- set out = f | tojson %}{{- out[:-1] }}"
+               "{{- ', \"id\": \"' + call.id + '\"}' }}{%- if not loop.last %}{{- ', ' }}{%- else %}"
+               "{{- ']' }}{%- endif %}{%- endfor %}",
     # GLM 4.5/4.6: string values raw, others through tojson; calls on their own lines.
     "glm4": _CALL_LOOP + "{%- if not loop.first %}{{- '\\n' }}{%- endif %}"
             "{{- '<tool_call>' + f.name + '\\n' }}{%- for k, v in f.arguments.items() %}"
@@ -62,7 +68,8 @@ def _spec(name: str, choice: str = "required") -> dict[str, Any]:
 def _rendered(name: str, content: str = "") -> str:
     calls = CALLS[:1] if name in SINGLE_CALL else CALLS
     message = {"role": "assistant", "content": content,
-               "tool_calls": [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls]}
+               "tool_calls": [{"type": "function", "id": call_id, "function": {"name": n, "arguments": a}}
+                              for (n, a), call_id in zip(calls, CALL_IDS)]}
     return render_chat_template("{%- set message = messages[0] %}{{- message.content }}" + TEMPLATES[name],
                                 [message], add_generation_prompt=False)
 
@@ -74,6 +81,8 @@ def test_the_templates_rendering_of_past_calls_is_accepted_and_read_back(name: s
     content, calls = FORMATS[name].parse(text, {"get_weather": WEATHER["parameters"]})
     expected = CALLS[:1] if name in SINGLE_CALL else CALLS
     assert content == "" and [(c.name, json.loads(c.arguments)) for c in calls] == expected
+    if name == "mistral":
+        assert [c.id for c in calls] == CALL_IDS
 
 
 @pytest.mark.parametrize("name", ["hermes", "deepseek_v3", "glm4"])
@@ -89,6 +98,9 @@ def test_content_then_the_templates_calls_is_accepted(name: str) -> None:
                 '{"name": "get_weather", "arguments": {"city": "Oslo"}}]'),
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}]'),
     ("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Rome"}}'),
+    ("pythonic", '<|tool_call_start|>[get_weather(city="Rome")]<|tool_call_end|>'),
+    ("pythonic", '<|tool_call_start|>[get_weather(city="Rome", days=3, units={"wind": "kmh", "rain": True}), '
+                 'get_weather(city="Oslo")]<|tool_call_end|>'),
     ("qwen_xml", "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n"
                  "</tool_call>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
                  "</function>\n</tool_call>"),
@@ -96,8 +108,8 @@ def test_content_then_the_templates_calls_is_accepted(name: str) -> None:
 def test_hand_written_replies_in_the_familys_spellings_are_accepted(name: str, reply: str) -> None:
     assert build_constraint(_spec(name), 60).accepts(reply.encode())
     _, calls = FORMATS[name].parse(reply, {"get_weather": WEATHER["parameters"]})
-    assert [c.name for c in calls] == ["get_weather"] * reply.count('"get_weather"' if name != "qwen_xml"
-                                                                    else "<function=get_weather>")
+    marker = {"qwen_xml": "<function=get_weather>", "pythonic": "get_weather("}.get(name, '"get_weather"')
+    assert [c.name for c in calls] == ["get_weather"] * reply.count(marker)
 
 
 @pytest.mark.parametrize("name", ["hermes", "mistral", "mistral_v11", "kimi_k2", "deepseek_v3", "json"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import keyword
 import random
 import re
 from typing import Any
@@ -25,6 +26,7 @@ from mlx_lm.tool_parsers import (
     minimax_m2,
     mistral,
     muse_spark,
+    pythonic,
     qwen3_coder,
 )
 
@@ -106,7 +108,7 @@ FAMILY_READERS = {
     "mistral_v11": _mlx_reader(mistral), "glm4": _mlx_reader(glm47), "glm47": _mlx_reader(glm47),
     "kimi_k2": _mlx_reader(kimi_k2), "kimi_k3": _mlx_reader(kimi_k3),
     "muse_spark": _mlx_reader(muse_spark), "longcat": _mlx_reader(longcat), "minimax_m2": _mlx_reader(minimax_m2),
-    "minicpm5": _mlx_reader(minicpm5),
+    "minicpm5": _mlx_reader(minicpm5), "pythonic": _mlx_reader(pythonic),
     "function_gemma": _mlx_reader(function_gemma), "gemma4": _mlx_reader(gemma4),
     "json": _plain_json, "llama3_json": _llama3, "deepseek_v3": _regex_reader(_DEEPSEEK, "<｜tool▁calls▁begin｜>"),
     "harmony": _regex_reader(_HARMONY, "<|channel|>commentary"),
@@ -131,14 +133,17 @@ NESTED = [
      "additionalProperties": False},
 ]
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True)
+PYTHON_NAMES = NAMES.filter(lambda name: not keyword.iskeyword(name))
+"""Names a pythonic call can write (a keyword as a tool or parameter name does not parse, and is refused)."""
 
 
 @st.composite
-def tool_lists(draw: Any, nested: bool, min_keys: int = 0) -> list[dict]:
-    names = draw(st.lists(NAMES, min_size=1, max_size=3, unique=True))
+def tool_lists(draw: Any, nested: bool, min_keys: int = 0, python: bool = False) -> list[dict]:
+    words = PYTHON_NAMES if python else NAMES
+    names = draw(st.lists(words, min_size=1, max_size=3, unique=True))
     tools = []
     for name in names:
-        keys = draw(st.lists(NAMES, min_size=min_keys, max_size=3, unique=True))
+        keys = draw(st.lists(words, min_size=min_keys, max_size=3, unique=True))
         properties = {k: draw(st.sampled_from(SCALARS + (NESTED if nested else []))) for k in keys}
         required = [k for k in keys if draw(st.booleans())]
         tools.append({"name": name, "parameters": {"type": "object", "properties": properties, "required": required,
@@ -206,7 +211,7 @@ def test_accepted_replies_parse_with_the_familys_parser_long(name: str, data: st
 def _random_walks(name: str, data: st.DataObject) -> None:
     """Random accepted replies (and accepted mutants) of a random tool list: the family's parser reads the calls
     ours reads, their arguments validate, and tool_choice and parallel_tool_calls hold."""
-    tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT)))
+    tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT), name == "pythonic"))
     choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
     parallel = data.draw(st.booleans())
     constraint = _compiled(json.dumps(_spec(name, tools, choice, parallel)))
@@ -285,6 +290,8 @@ def test_values_a_format_cannot_write_exactly_are_refused_with_their_path(name: 
 @pytest.mark.parametrize(("template", "name"), [
     ("{{ '<|channel|>' }}{{ '<|constrain|>' }}", "harmony"),
     ("<|tool_calls_section_begin|>", "kimi_k2"),
+    ("{{ '<|tool_list_start|>' + tools | tojson + '<|tool_list_end|>' }}", "pythonic"),
+    ("{{ '<|tool_call_start|>[' + tool_calls + ']<|tool_call_end|>' }}", "pythonic"),
     ("<function name=\"{{ n }}\"><param name=\"{{ k }}\">", "minicpm5"),
     ("{{ '<minimax:tool_call>' }}<invoke name=\"{{ n }}\">", "minimax_m2"),
     ("{{ '<|open|>tools<|sep|>' }}<|open|>call tool=\"{{ n }}\"<|sep|>{{ '<|close|>call<|sep|>' }}", "kimi_k3"),
@@ -324,3 +331,140 @@ def test_qwen_xml_numbers_stay_within_what_its_parser_reads_exactly(kind: str) -
     with pytest.raises(SchemaError, match="2\\^53"):
         build_constraint(_spec("qwen_xml", [{"name": "f", "parameters": {"type": "object", "properties": {
             "n": {"type": kind, "minimum": 2**60}}}}]), 60)
+
+
+READ_AS_DOUBLES = {"qwen_xml"}
+"""Families whose parser reads a top-level integer through `float` (the grammar keeps those within ±2^53)."""
+
+
+def _one_call(name: str, arguments: dict) -> str:
+    """A reply holding one call of `f` with `arguments`, as the format writes it (in its spacing)."""
+    text = FORMATS[name].render("f", json.dumps(arguments, **_separators(FORMATS[name].spacing is not None)))
+    return text if name == "harmony" else FORMATS[name].join([text])
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+def test_integers_without_a_bound_keep_to_20_digits_in_every_format(name: str) -> None:
+    """An unbounded integer argument is at most 20 digits (a 5,000-digit one raised in every family's parser, past
+    Python's 4,300-digit limit); the largest accepted is read back exactly by the family's parser, and a stated
+    bound is kept as written."""
+    largest = 2**53 if name in READ_AS_DOUBLES else 10**20 - 1
+    for schema in ({"type": "integer"}, {"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 9}):
+        tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": schema}, "required": ["n"]}}
+        constraint = _compiled(json.dumps(_spec(name, [tool], "required")))
+        high = largest if "maximum" not in schema else 9
+        low = -largest if "minimum" not in schema else 0
+        for value in (high, low):
+            reply = _one_call(name, {"n": value})
+            assert constraint.accepts(reply.encode()), (schema, value)
+            assert _check_reply(name, reply, [tool]) == [("f", {"n": value})]
+        too_long = ("1" + "0" * 20, "-1" + "0" * 20, "9" * 5000) if name not in READ_AS_DOUBLES else (str(2**53 + 1),)
+        for text in too_long:
+            if ("minimum" in schema and text.startswith("-")) or "maximum" in schema:
+                continue
+            reply = _one_call(name, {"n": 123454321}).replace("123454321", text)
+            assert not constraint.accepts(reply.encode()), (schema, text[:30])
+    if name not in READ_AS_DOUBLES:
+        stated = {"type": "integer", "minimum": 0, "maximum": 10**25}
+        tool = {"name": "f", "parameters": {"type": "object", "properties": {"n": stated}, "required": ["n"]}}
+        reply = _one_call(name, {"n": 10**25})
+        assert build_constraint(_spec(name, [tool], "required"), 60).accepts(reply.encode())
+
+
+@pytest.mark.parametrize(("schema", "spelled", "value"), [
+    ({"type": "boolean"}, "True", True), ({"type": "boolean"}, "False", False),
+    ({"type": "boolean"}, "true", True), ({"type": "boolean"}, "false", False),
+    ({"type": "null"}, "None", None), ({"type": "null"}, "null", None),
+    ({"type": "boolean", "enum": [True]}, "True", True), ({"type": "boolean", "const": False}, "False", False),
+    ({"type": "boolean"}, "TRUE", "refused"), ({"type": "boolean"}, "None", "refused"),
+    ({"type": "boolean", "enum": [True]}, "False", "refused"), ({"type": "null"}, "none", "refused"),
+])
+def test_qwen_xml_booleans_and_null_in_either_templates_spelling(schema: dict, spelled: str, value: Any) -> None:
+    """Qwen3-Coder's template writes a boolean or null parameter as Python's `str` of it (`True`, `None`), Qwen3.5's
+    as JSON (`true`, `null`): both are accepted and read back by qwen3_coder's parser as the schema's type; a
+    spelling it would read as another value (`None` for a boolean is False) is refused."""
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {"b": schema}, "required": ["b"]}}
+    constraint = _compiled(json.dumps(_spec("qwen_xml", [tool], "required")))
+    reply = f"<tool_call>\n<function=f>\n<parameter=b>\n{spelled}\n</parameter>\n</function>\n</tool_call>"
+    assert constraint.accepts(reply.encode()) == (value != "refused")
+    if value != "refused":
+        assert _check_reply("qwen_xml", reply, [tool]) == [("f", {"b": value})]
+
+
+PYTHONIC_TOOLS = [
+    {"name": "get_candidate_status", "parameters": {"type": "object", "properties": {
+        "candidate_id": {"type": "string"}}, "required": ["candidate_id"]}},
+    {"name": "configure", "parameters": {"type": "object", "properties": {
+        "options": {"type": "object", "properties": {"position": {"type": "array", "items": {"type": "integer"}},
+                                                     "enabled": {"type": "boolean"}}},
+        "verbose": {"type": "boolean"}, "note": {"type": ["string", "null"]}, "level": {"type": "null"}}}},
+]
+
+
+@pytest.mark.parametrize(("reply", "calls"), [
+    ('<|tool_call_start|>[get_candidate_status(candidate_id="12345")]<|tool_call_end|>',
+     [("get_candidate_status", {"candidate_id": "12345"})]),
+    ('Checking. <|tool_call_start|>[get_candidate_status(candidate_id="a\\"b\\u00e9\\n"), configure()]'
+     '<|tool_call_end|>', [("get_candidate_status", {"candidate_id": 'a"bé\n'}), ("configure", {})]),
+    ('<|tool_call_start|>[configure(options={"position": [0, 1], "enabled": true}, verbose=True, note=null, '
+     'level=None)]<|tool_call_end|>',
+     [("configure", {"options": {"position": [0, 1], "enabled": True}, "verbose": True, "note": None,
+                     "level": None})]),
+    ('<|tool_call_start|>[configure(verbose=false, note="😀/")]<|tool_call_end|>',
+     [("configure", {"verbose": False, "note": "😀/"})]),
+    ('<|tool_call_start|>[configure(options={"position": [-1, 2], "enabled": True}, note=None)]<|tool_call_end|>',
+     [("configure", {"options": {"position": [-1, 2], "enabled": True}, "note": None})]),
+    ("<|tool_call_start|>[get_candidate_status(candidate_id='it\\'s \"12\"'), configure(options={'enabled': True}, "
+     "note='\\u00e9')]<|tool_call_end|>",
+     [("get_candidate_status", {"candidate_id": 'it\'s "12"'}), ("configure", {"options": {"enabled": True},
+                                                                              "note": "é"})]),
+])
+def test_pythonic_replies_in_lfm2s_spelling_are_accepted_and_read_by_its_parser(reply: str, calls: list) -> None:
+    """LFM2's calls (its model card's spelling: JSON values, strings in double or single quotes, constants named as
+    in JSON or Python) are accepted and mlx-lm's pythonic parser reads the calls stdsl reads."""
+    constraint = _compiled(json.dumps(_spec("pythonic", PYTHONIC_TOOLS)))
+    assert constraint.accepts(reply.encode())
+    assert _check_reply("pythonic", reply, PYTHONIC_TOOLS) == calls
+
+
+@pytest.mark.parametrize("reply", [
+    '<|tool_call_start|>[configure(note="a\\/b")]<|tool_call_end|>',
+    '<|tool_call_start|>[configure(note="\\ud83d\\ude00")]<|tool_call_end|>',
+    '<|tool_call_start|>[configure(verbose=None)]<|tool_call_end|>',
+    "<|tool_call_start|>[configure(note='it's')]<|tool_call_end|>",
+    "<|tool_call_start|>[configure(note='a\\/b')]<|tool_call_end|>",
+    '<|tool_call_start|>[configure(verbose=true,)]<|tool_call_end|>',
+    '<|tool_call_start|>[get_candidate_status()]<|tool_call_end|>',
+])
+def test_pythonic_spellings_python_reads_otherwise_are_refused(reply: str) -> None:
+    """`\\/` and surrogate escapes read differently in Python than in JSON; the rest break the schema or the
+    syntax."""
+    assert not _compiled(json.dumps(_spec("pythonic", PYTHONIC_TOOLS))).accepts(reply.encode())
+
+
+@pytest.mark.parametrize(("tool", "where"), [
+    ({"name": "get-weather", "parameters": {"type": "object"}}, "tools[get-weather].function.parameters"),
+    ({"name": "class", "parameters": {"type": "object"}}, "tools[class].function.parameters"),
+    ({"name": "f", "parameters": {"type": "object", "properties": {"from": {"type": "string"}}}},
+     "tools[f].function.parameters/properties/from"),
+])
+def test_pythonic_names_that_are_not_python_identifiers_are_refused(tool: dict, where: str) -> None:
+    with pytest.raises(SchemaError, match="Python identifier") as error:
+        build_constraint(_spec("pythonic", [tool]), 60)
+    assert error.value.path == where
+
+
+def test_mistral_calls_carry_the_id_its_templates_write() -> None:
+    """Mistral's pre-v11 templates end every past call `, "id": "<9 alphanumerics>"}`: such a call is accepted, its id
+    read as mlx-lm's mistral parser reads it (the server returns it), and a call without an id still is."""
+    constraint = _compiled(json.dumps(_spec("mistral", [WEATHER], "required")))
+    reply = ('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome"}, "id": "a1B2c3D4e"}, '
+             '{"name": "get_weather", "arguments": {"city": "Oslo"}}]')
+    assert constraint.accepts(reply.encode())
+    _, calls = FORMATS["mistral"].parse(reply, {"get_weather": WEATHER["parameters"]})
+    theirs = mistral.parse_tool_call(reply[len("[TOOL_CALLS]"):], _openai_tools([WEATHER]))
+    assert [c.id for c in calls] == [t.get("id") for t in theirs] == ["a1B2c3D4e", None]
+    assert _check_reply("mistral", reply, [WEATHER]) == [("get_weather", {"city": "Rome"}),
+                                                          ("get_weather", {"city": "Oslo"})]
+    for bad_id in ("a1B2c3D4", "a1B2c3D4e5", "a1B2c3D4-"):
+        assert not constraint.accepts(reply.replace("a1B2c3D4e", bad_id).encode())

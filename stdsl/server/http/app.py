@@ -320,20 +320,28 @@ def _completion_tokens(state: ServerState, result: ChoiceResult) -> int:
     return len(state.model.tokenizer.encode(result.reasoning)) + len(state.model.tokenizer.encode(result.reader.text))
 
 
-def _returned_call(state: ServerState, plan: Plan, call: ParsedCall) -> ToolCall | CustomToolCall:
-    """A call as the API returns it (a custom tool's raw input read back), remembered for verbatim re-rendering."""
+def _returned_call(state: ServerState, plan: Plan, call: ParsedCall, taken: set[str]) -> ToolCall | CustomToolCall:
+    """A call as the API returns it (a custom tool's raw input read back), remembered for verbatim re-rendering;
+    under the id the model wrote for it (Mistral's), as mlx-lm's server returns it, unless the reply's calls before
+    it (`taken`, which it joins) had that id."""
     if call.name in plan.custom_tools and plan.tool_format is not None:
         raw = plan.tool_format.custom_input(call.arguments)
         custom = CustomToolCall(custom=CustomCall(name=call.name, input=raw))
         state.memory.remember(custom.id, call.name, plan.tool_format.custom_arguments(raw), call.text)
         return custom
-    tool_call = ToolCall(function=FunctionCall(name=call.name, arguments=call.arguments))
+    function = FunctionCall(name=call.name, arguments=call.arguments)
+    if call.id is None or call.id in taken:
+        tool_call = ToolCall(function=function)
+    else:
+        tool_call = ToolCall(id=call.id, function=function)
+    taken.add(tool_call.id)
     state.memory.remember(tool_call.id, call.name, call.arguments, call.text)
     return tool_call
 
 
 def _tool_calls(state: ServerState, plan: Plan, result: ChoiceResult) -> list[ToolCall | CustomToolCall] | None:
-    return [_returned_call(state, plan, call) for call in result.calls] or None
+    taken: set[str] = set()
+    return [_returned_call(state, plan, call, taken) for call in result.calls] or None
 
 
 def _program_content(result: ChoiceResult) -> str:
@@ -476,13 +484,14 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
 
     async def run(index: int, handle: RowHandle) -> ChoiceResult:
         calls_sent = 0
+        ids_sent: set[str] = set()
 
         async def send(update: ReplyUpdate) -> None:
             nonlocal calls_sent
             if update.content and not plan.program:
                 await outbox.put(chunk(index, Delta(content=update.content), update.content))
             for call in update.calls:
-                returned = _returned_call(state, plan, call)
+                returned = _returned_call(state, plan, call, ids_sent)
                 delta: ToolCallDelta | CustomToolCallDelta = (
                     CustomToolCallDelta(index=calls_sent, id=returned.id, custom=returned.custom)
                     if isinstance(returned, CustomToolCall)

@@ -55,7 +55,7 @@ class CallMemory:
         kept = self._texts.get(call_id)
         if kept is not None and kept[:2] == (name, arguments):
             return kept[2]
-        return tool_format.render(name, arguments, index)
+        return tool_format.render_past(name, arguments, index, call_id)
 
 
 def content_text(content: Content | None) -> str:

@@ -61,3 +61,17 @@ def test_the_round_trip_prompt_extends_the_first_prompt() -> None:
                        {"role": "tool", "tool_call_id": "x", "content": "sunny"}])
     plain, _ = chat_messages(second.messages, second.tools, syntax, CHATML_TEMPLATE, CallMemory())
     assert render_chat_template(CHATML_TEMPLATE, plain).startswith(prompt + reply)
+
+
+def test_a_mistral_call_sent_back_is_rendered_with_its_id_as_the_v3_templates_write_it() -> None:
+    """A call this server did not write is rendered afresh; in Mistral's format with its id where the id is one
+    the v3 templates write (nine letters or digits), so the prompt shows past calls as the model was trained on."""
+    syntax = SYNTAXES["mistral"]
+    request = _request([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a1B2c3D4e", "type": "function", "function": {"name": "get_weather", "arguments": ROME}},
+            {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": ROME}}]}])
+    plain, _ = chat_messages(request.messages, request.tools, syntax, CHATML_TEMPLATE, CallMemory())
+    assert plain[2]["content"] == ('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Rome"}, '
+                                   '"id": "a1B2c3D4e"}, {"name": "get_weather", "arguments": {"city": "Rome"}}]')

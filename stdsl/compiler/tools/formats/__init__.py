@@ -23,6 +23,7 @@ from stdsl.compiler.tools.formats.json_calls import (
     MistralV11Format,
     PlainJsonFormat,
 )
+from stdsl.compiler.tools.formats.pythonic import PythonicFormat
 from stdsl.compiler.tools.formats.xml_calls import Glm47Format, GlmFormat, LongcatFormat, QwenXmlFormat
 
 DEFAULT_FORMAT = "hermes"
@@ -30,7 +31,7 @@ DEFAULT_FORMAT = "hermes"
 _RECOGNITION_ORDER: tuple[ToolFormat, ...] = (
     HarmonyFormat(), MuseSparkFormat(), MiniMaxM2Format(), MiniCpm5Format(), LongcatFormat(), KimiK3Format(),
     KimiK2Format(), DeepSeekV3Format(), Gemma4Format(), FunctionGemmaFormat(), GlmFormat(), Glm47Format(),
-    QwenXmlFormat(), MistralV11Format(), MistralFormat(), Llama3JsonFormat(), HermesFormat(),
+    PythonicFormat(), QwenXmlFormat(), MistralV11Format(), MistralFormat(), Llama3JsonFormat(), HermesFormat(),
 )
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (*_RECOGNITION_ORDER, PlainJsonFormat())}
 

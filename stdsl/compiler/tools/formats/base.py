@@ -34,11 +34,13 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ParsedCall:
-    """One call read from a reply: the tool name, the arguments as JSON text, and the call's exact text."""
+    """One call read from a reply: the tool name, the arguments as JSON text, the call's exact text, and the id the
+    model wrote for it where the format has one (Mistral's)."""
 
     name: str
     arguments: str
     text: str
+    id: str | None = None
 
 
 class ArgumentsIR(Protocol):
@@ -167,6 +169,11 @@ class ToolFormat:
         """The text of a call (the `index`-th of its reply), as the model writes it under `call_ir`."""
         raise NotImplementedError
 
+    def render_past(self, name: str, arguments: str, index: int, call_id: str) -> str:
+        """The text of a past call the client sent back under `call_id`, as the family's template renders it (here
+        `render`'s: only Mistral's v3 templates write the id)."""
+        return self.render(name, arguments, index)
+
     def tool_call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         """One call of `tool`: `custom_call_ir` (`recursive_custom_call_ir`) for a custom tool, else `call_ir`."""
         if isinstance(tool.custom_input, ir.EmbeddedGrammar):
@@ -272,7 +279,7 @@ class JsonArgumentsFormat(ToolFormat):
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool), self.spacing),
                                      self.body_excludes)
-        return ir.seq(self.head_ir(tool.name), arguments, self.literal(self.tail))
+        return ir.seq(self.head_ir(tool.name), arguments, self.tail_ir())
 
     custom_in_object = False
     """Whether a custom call's arguments are `{"input": JSON string}` (a family whose parser takes only an object)
@@ -285,8 +292,7 @@ class JsonArgumentsFormat(ToolFormat):
         arguments = json_string_of(text.transitions, text.accepting)
         if self.custom_in_object:
             arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
-        return ir.seq(self.head_ir(tool.name), without_literals(arguments, self.body_excludes),
-                      self.literal(self.tail))
+        return ir.seq(self.head_ir(tool.name), without_literals(arguments, self.body_excludes), self.tail_ir())
 
     def recursive_custom_call_ir(self, tool: ToolSpec, grammar: ir.EmbeddedGrammar) -> ir.Node:
         """The recursive input as the JSON string that stands for the arguments: each grammar body escaped."""
@@ -295,7 +301,7 @@ class JsonArgumentsFormat(ToolFormat):
         arguments: ir.Node = without_literals(json_string_leaf(grammar), self.body_excludes)
         if self.custom_in_object:
             arguments = ir.seq(ir.literal(f'{{"{CUSTOM_PARAMETER}": '), arguments, ir.literal("}"))
-        return ir.seq(self.head_ir(tool.name), arguments, self.literal(self.tail))
+        return ir.seq(self.head_ir(tool.name), arguments, self.tail_ir())
 
     def custom_arguments(self, raw: str) -> str:
         if self.custom_in_object:
@@ -311,6 +317,14 @@ class JsonArgumentsFormat(ToolFormat):
         """The grammar of a call's head (a literal unless the head carries a number the model chooses)."""
         return self.literal(self.head(name, 0))
 
+    def tail_ir(self) -> ir.Node:
+        """The grammar of what follows a call's arguments (a literal unless it carries something the model writes)."""
+        return self.literal(self.tail)
+
+    def tail_at(self, reply: str, position: int) -> tuple[int, str | None]:
+        """Where the tail at `position` ends (-1: none there) and the call id it carries, if any."""
+        return (position + len(self.tail) if reply.startswith(self.tail, position) else -1), None
+
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         return self.head(name, index) + arguments + self.tail
 
@@ -322,10 +336,12 @@ class JsonArgumentsFormat(ToolFormat):
         while True:
             head = self.head_at(reply, position)
             value = read_json(reply, head[1]) if head is not None else None
-            if head is None or value is None or not reply.startswith(self.tail, value[1]):
+            if head is None or value is None:
                 return calls
-            end = value[1] + len(self.tail)
-            calls.append(ParsedCall(head[0], reply[head[1]: value[1]], reply[position:end]))
+            end, call_id = self.tail_at(reply, value[1])
+            if end < 0:
+                return calls
+            calls.append(ParsedCall(head[0], reply[head[1]: value[1]], reply[position:end], call_id))
             position = self.separator_end(reply, end)
             if position < 0:
                 return calls

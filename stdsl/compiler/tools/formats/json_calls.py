@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from stdsl.compiler import ir
 from stdsl.compiler.tools.formats.base import JsonArgumentsFormat, ParsedCall, Tools
 
+MISTRAL_ID_LENGTH = 9
+"""The length of a call id in Mistral's pre-v11 templates (which raise on any other)."""
+_MISTRAL_ID = re.compile(f"[A-Za-z0-9]{{{MISTRAL_ID_LENGTH}}}")
+
 
 def call_index() -> ir.Node:
     """A call's index in the reply, in decimal without leading zeros (Kimi K2's `:0`, Kimi K3's `index="1"`)."""
@@ -81,17 +85,38 @@ class Llama3JsonFormat(_NamedJsonFormat):
 
 
 class MistralFormat(_NamedJsonFormat):
-    """`[TOOL_CALLS][{"name": "NAME", "arguments": ARGS}, ...]`, the reply's end (Mistral's v3 tokenizer format)."""
+    """`[TOOL_CALLS] [{"name": "NAME", "arguments": ARGS}, ...]` (the space as the v3 templates write it, and
+    mistral_common's sentencepiece before the list; also without), the reply's end (Mistral's v3 tokenizer format); a
+    call may end `, "id": "ID"}`, as Mistral's pre-v11 templates render every past call (ID nine letters or digits,
+    which those templates require), and mlx-lm's parser returns that id."""
 
     name = "mistral"
     triggers = ("[TOOL_CALLS]",)
-    section_open = "[TOOL_CALLS]["
-    open_spellings = ("[TOOL_CALLS] [",)
+    section_open = "[TOOL_CALLS] ["
+    open_spellings = ("[TOOL_CALLS][",)
     separator = ", "
     section_close = "]"
     template_marks = ("[TOOL_CALLS]",)
     markers = ("[TOOL_CALLS]",)
     custom_in_object = True
+    _ID_TAIL = re.compile(f'(?:, "id": "(?P<id>{_MISTRAL_ID.pattern})")?\\}}')
+
+    def tail_ir(self) -> ir.Node:
+        alphanumeric = ir.byte_set([(ord("0"), ord("9")), (ord("A"), ord("Z")), (ord("a"), ord("z"))])
+        call_id = ir.seq(ir.literal(', "id": "'), ir.repeat(alphanumeric, MISTRAL_ID_LENGTH, MISTRAL_ID_LENGTH),
+                         ir.literal('"'))
+        return ir.seq(ir.optional(call_id), ir.literal("}"))
+
+    def tail_at(self, reply: str, position: int) -> tuple[int, str | None]:
+        match = self._ID_TAIL.match(reply, position)
+        return (match.end(), match.group("id")) if match else (-1, None)
+
+    def render_past(self, name: str, arguments: str, index: int, call_id: str) -> str:
+        """With its id where the id is one the templates write (nine letters or digits), as they render it."""
+        call = self.render(name, arguments, index)
+        if not _MISTRAL_ID.fullmatch(call_id):
+            return call
+        return f'{call[:-len(self.tail)]}, "id": "{call_id}"{self.tail}'
 
 
 class DeepSeekV3Format(_PatternHeadFormat):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from stdsl.compiler import ir
@@ -40,6 +41,9 @@ from stdsl.errors import SchemaError
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 QWEN_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
+PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
+"""How Qwen3-Coder's template writes a boolean or null parameter (`args_value | string` of the Python value); its
+parser reads `True`/`False` by letter case and `None` through `ast.literal_eval`, so they round-trip as JSON's do."""
 
 
 def _json_or_text(text: str) -> Any:
@@ -48,6 +52,26 @@ def _json_or_text(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _allows(schema: Mapping[str, Any], kind: str, constant: bool | None) -> bool:
+    """Whether a `boolean` or `null` parameter schema allows `constant` (its type, `const` and `enum`)."""
+    if (constant is None) != (kind == "null"):
+        return False
+    if "const" in schema and schema["const"] is not constant:
+        return False
+    return "enum" not in schema or any(value is constant for value in schema["enum"])
+
+
+def _qwen_value(raw: str, schema: Any) -> Any:
+    """A parameter's value as Qwen3-Coder's parser converts it by the schema's type: a string raw, a boolean or
+    null also in the template's Python spelling, the rest JSON."""
+    if is_string_schema(schema):
+        return raw
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if kind in ("boolean", "null") and raw in PYTHON_CONSTANTS:
+        return PYTHON_CONSTANTS[raw]
+    return _json_or_text(raw)
 
 
 class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
@@ -66,7 +90,8 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
 
     def value_ir(self, schema: Any, path: str, arguments_ir: ArgumentsIR) -> ir.Node:
         """A parameter's value as Qwen3-Coder's parser converts it, by the schema's single `type` (a number through
-        `float`, so within ±2^53 where every integer reads back exactly)."""
+        `float`, so within ±2^53 where every integer reads back exactly; a boolean or null also as Python's `True`,
+        `False`, `None`, as Qwen3-Coder's template writes them)."""
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind not in QWEN_TYPES:
             raise SchemaError(f"the {self.name} call syntax converts a parameter by its schema's type; give it one "
@@ -75,7 +100,11 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
             return intersection(raw_string_ir(schema, path, self._STOPS, self.name), not_word("null"))
         if kind in ("integer", "number"):
             schema = read_as_double(schema, path, self.name)
-        return without_literals(arguments_ir(schema, path, self.spacing), self._STOPS)
+        value = without_literals(arguments_ir(schema, path, self.spacing), self._STOPS)
+        if kind in ("boolean", "null"):
+            spellings = [text for text, constant in PYTHON_CONSTANTS.items() if _allows(schema, kind, constant)]
+            return ir.alt(value, *(ir.literal(text) for text in spellings))
+        return value
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:
         properties, required = properties_of(tool)
@@ -135,8 +164,7 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
             close = reply.find("\n</parameter>\n", key.end() - 1)
             if close < 0:
                 return None
-            raw = reply[key.end(): close]
-            values[key.group(1)] = raw if is_string_schema(properties.get(key.group(1))) else _json_or_text(raw)
+            values[key.group(1)] = _qwen_value(reply[key.end(): close], properties.get(key.group(1)))
             position = close + len("\n</parameter>\n")
 
 
