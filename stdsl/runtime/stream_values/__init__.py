@@ -1,0 +1,1 @@
+"""Typed values read from an output while it streams: each value as its closing byte is accepted (README.md, docs/serving.md)."""
