@@ -57,6 +57,7 @@ from stdsl.server.http.protocol import (
 )
 from stdsl.server.http.request_body import read_request, validation_error
 from stdsl.server.requests.chat_render import CallMemory
+from stdsl.server.requests.reply_values import reply_values
 from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan, program_spec
 from stdsl.server.requests.rows import ChoiceResult, read_choice
 from stdsl.server.tools.custom_tools import error_field
@@ -279,9 +280,9 @@ async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request
 
 
 async def _submit(state: ServerState, plan: Plan, request: Request,
-                  client: str) -> list[tuple[int, RowHandle]] | None:
-    """Compile the plan's constraint and submit every choice; (prompt index, handle) pairs, or None when the client
-    left during the compile."""
+                  client: str) -> tuple[list[tuple[int, RowHandle]], Any] | None:
+    """Compile the plan's constraint and submit every choice; (prompt index, handle) pairs and the compiled
+    constraint, or None when the client left during the compile."""
     compiled = await _compiled_unless_gone(state, plan, request, client)
     if compiled is _GONE:
         return None
@@ -298,7 +299,7 @@ async def _submit(state: ServerState, plan: Plan, request: Request,
         for _, handle in handles:
             handle.cancel()
         raise from_stdsl_error(error, _param_of(plan.spec)) from None
-    return handles
+    return handles, compiled
 
 
 def _reader(plan: Plan) -> ReplyReader:
@@ -364,11 +365,12 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
 
     streaming = False
     try:
-        handles = await _submit(state, plan, request, client)
-        if handles is None:
+        submitted = await _submit(state, plan, request, client)
+        if submitted is None:
             return Response(status_code=499)
+        handles, compiled = submitted
         if stream:
-            chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
+            chunks = _stream_chunks(state, plan, handles, include_usage, chat, release, compiled)
             streaming = True
             return StreamingResponse(chunks, media_type="text/event-stream")
         results = await _results_unless_gone(request, plan, handles)
@@ -451,12 +453,13 @@ def _body(state: ServerState, plan: Plan, results: list[ChoiceResult], chat: boo
 
 
 def _sse(payload: Any) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    return f"data: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
 
 
 def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
-                   chat: bool, release: Callable[[], None]) -> AsyncIterator[str]:
-    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE].
+                   chat: bool, release: Callable[[], None], compiled: Any = None) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE]; a chat reply
+    under a constraint carries its typed values as they complete in `delta.stdsl` (`reply_values`).
 
     The rows are read by a task started here, which frees the request's slot when they end even if the
     body is never read (a client gone before the first chunk); reading the body and leaving early cancels them.
@@ -476,11 +479,15 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
 
     async def run(index: int, handle: RowHandle) -> ChoiceResult:
         calls_sent = 0
+        values = reply_values(plan, compiled) if chat else None
 
         async def send(update: ReplyUpdate) -> None:
             nonlocal calls_sent
+            typed = values.feed(update.content) if values is not None else []
             if update.content and not plan.program:
-                await outbox.put(chunk(index, Delta(content=update.content), update.content))
+                await outbox.put(chunk(index, Delta(content=update.content, stdsl=typed or None), update.content))
+            elif typed:
+                await outbox.put(chunk(index, Delta(stdsl=typed)))
             for call in update.calls:
                 returned = _returned_call(state, plan, call)
                 delta: ToolCallDelta | CustomToolCallDelta = (
@@ -496,6 +503,9 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
         if chat:
             await outbox.put(chunk(index, Delta(role="assistant", content="")))
         result = await read_choice(handle, _reader(plan), send, think)
+        ending = values.finish(result.generation, result.reader.end is not None) if values is not None else []
+        if ending:
+            await outbox.put(chunk(index, Delta(stdsl=ending)))
         if plan.program:
             await outbox.put(chunk(index, Delta(content=_program_content(result))))
         await outbox.put(chunk(index, finish=_finish_reason(result)))

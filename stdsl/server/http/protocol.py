@@ -307,6 +307,8 @@ class Delta(BaseModel):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta | CustomToolCallDelta] | None = None
+    stdsl: list[dict[str, Any]] | None = None
+    """The typed values this chunk completes (`path`, `value`, `complete`): an extension clients may ignore."""
 
 
 class ChatCompletionChunk(BaseModel):
