@@ -198,10 +198,51 @@ def _bare_flags(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def load_steps_program(spec: str) -> Any:
+    """The steps program `FILE.py:NAME` names (`NAME` may be left out when the file defines exactly one), its file
+    run as a module with its folder on `sys.path` (so it imports its neighbours)."""
+    import importlib.util
+
+    from stdsl.programs import StepsProgram
+
+    path_text, _, name = spec.rpartition(":") if not spec.endswith(".py") else (spec, ":", "")
+    path = Path(path_text)
+    if not path.is_file():
+        raise StdslError(f"{path}: no such file")
+    module_spec = importlib.util.spec_from_file_location(f"stcon_steps_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise StdslError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except StdslError as error:
+        raise StdslError(f"{path}: {error}") from None
+    except Exception as error:  # the file's own failure, reported as its line rather than a traceback
+        raise StdslError(f"{path}: importing it failed: {type(error).__name__}: {error}") from None
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    found = {key: value for key, value in vars(module).items() if isinstance(value, StepsProgram)}
+    if not name:
+        if len(found) != 1:
+            raise StdslError(f"{path} defines {len(found)} steps programs ({', '.join(found) or 'none'}): name one, "
+                             f"as {path}:NAME")
+        name = next(iter(found))
+    if name not in found:
+        raise StdslError(f"{path}: no steps program named {name!r} (steps programs: {', '.join(found) or 'none'})")
+    return found[name]
+
+
+def _is_steps_file(spec: str) -> bool:
+    return spec.endswith(".py") or ".py:" in spec
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import stdsl
     from stdsl.programs import Program
 
+    if _is_steps_file(args.file):
+        return _run_steps(args)
     prog = Program.from_file(args.file)
     if args.input or args.output:
         return _run_dataset(prog, args)
@@ -217,6 +258,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_steps(args: argparse.Namespace) -> int:
+    """`stcon run FILE.py:NAME`: a Python program of steps, once (`--set`) or on a dataset (`--input/--output`)."""
+    import stdsl
+    from stdsl.runtime.program_steps.dataset import run_record, trace_text
+
+    program = load_steps_program(args.file)
+    options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
+               "parallel_fields": args.parallel_fields}
+    if args.input or args.output:
+        return _run_dataset(program, args)
+    text_params = [name for name, parameter in list(program.signature.parameters.items())[1:]
+                   if parameter.annotation in (str, "str")]
+    call_args, call_kwargs = program.bind(_parse_sets(args.set, text_params))  # mistakes before the model
+    result = program.run(stdsl.load(args.model), *call_args, **call_kwargs, **options)
+    print(json.dumps(run_record(result), indent=2, ensure_ascii=False, default=str))
+    if args.stats:
+        print(trace_text(result), file=sys.stderr)
+    return 0
+
+
 def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     """`stcon run FILE --input data.jsonl --output results.jsonl`: one record per line, resumable."""
     import stdsl
@@ -224,7 +285,8 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     from stdsl.runtime.program_runs import Progress, run_dataset
 
     if not (args.input and args.output):
-        raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl --output results.jsonl")
+        raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl "
+                         "--output results.jsonl")
     if args.set:
         raise StdslError("--set cannot be combined with --input: each input line holds the program's arguments")
     source, output = Path(args.input), Path(args.output)
@@ -238,9 +300,17 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
         print(f"0 lines written to {args.output} ({skipped} already there, 0 errors)", file=sys.stderr)
         return 0
     progress = Progress(left)
-    written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
-                             max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                             parallel_fields=args.parallel_fields)
+    options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
+               "parallel_fields": args.parallel_fields}
+    if _is_steps_file(args.file):
+        from stdsl.runtime.program_steps.dataset import run_steps_dataset
+
+        written, _ = run_steps_dataset(prog.function, prog.bind,
+                                       stdsl.load(args.model), source, args.output, progress=progress.update,
+                                       **{**prog.defaults, **options})
+    else:
+        written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
+                                 **options)
     progress.close()
     print(f"{written} lines written to {args.output} ({skipped} already there, {progress.errors} errors)",
           file=sys.stderr)
@@ -315,14 +385,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("run", help="run a .stc program and print its typed result as JSON")
-    p.add_argument("file", help="a .stc program")
+    p = sub.add_parser("run", help="run a .stc program, or a Python program of steps, and print its typed result "
+                                   "as JSON")
+    p.add_argument("file", help="a .stc program, or FILE.py:NAME: the steps program NAME of a Python file "
+                                "(docs/programs.md)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a program argument")
     p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
+    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr (a steps program: a "
+                   "trace of its steps, one line each)")
     p.add_argument("--input", metavar="DATA.jsonl", help="run once per line (a JSON object of arguments)")
     p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
                    "a rerun skips the lines already there")

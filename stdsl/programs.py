@@ -78,6 +78,11 @@ class StepsProgram:
         return map_steps(self.function, inputs, model, {**self.defaults, **options},
                          lambda arguments: self._bind((), dict(arguments)))
 
+    def bind(self, arguments: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A dict of the function's arguments (after the state) as its call's positional and keyword arguments;
+        ProgramError naming what does not fit (a missing or unknown argument)."""
+        return self._bind((), dict(arguments))
+
     def program_constraint(self) -> ProgramConstraint:
         """Refused: a program of several steps is not one output constraint."""
         raise ProgramError(f"{self.source}: a steps program decodes several steps; run it with model= instead of "
