@@ -198,41 +198,6 @@ def _bare_flags(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def load_steps_program(spec: str) -> Any:
-    """The steps program `FILE.py:NAME` names (`NAME` may be left out when the file defines exactly one), its file
-    run as a module with its folder on `sys.path` (so it imports its neighbours)."""
-    import importlib.util
-
-    from stdsl.programs import StepsProgram
-
-    path_text, _, name = spec.rpartition(":") if not spec.endswith(".py") else (spec, ":", "")
-    path = Path(path_text)
-    if not path.is_file():
-        raise StdslError(f"{path}: no such file")
-    module_spec = importlib.util.spec_from_file_location(f"stcon_steps_{path.stem}", path)
-    if module_spec is None or module_spec.loader is None:
-        raise StdslError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.path.insert(0, str(path.resolve().parent))
-    try:
-        module_spec.loader.exec_module(module)
-    except StdslError as error:
-        raise StdslError(f"{path}: {error}") from None
-    except Exception as error:  # the file's own failure, reported as its line rather than a traceback
-        raise StdslError(f"{path}: importing it failed: {type(error).__name__}: {error}") from None
-    finally:
-        sys.path.remove(str(path.resolve().parent))
-    found = {key: value for key, value in vars(module).items() if isinstance(value, StepsProgram)}
-    if not name:
-        if len(found) != 1:
-            raise StdslError(f"{path} defines {len(found)} steps programs ({', '.join(found) or 'none'}): name one, "
-                             f"as {path}:NAME")
-        name = next(iter(found))
-    if name not in found:
-        raise StdslError(f"{path}: no steps program named {name!r} (steps programs: {', '.join(found) or 'none'})")
-    return found[name]
-
-
 def _is_steps_file(spec: str) -> bool:
     return spec.endswith(".py") or ".py:" in spec
 
@@ -261,6 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_steps(args: argparse.Namespace) -> int:
     """`stcon run FILE.py:NAME`: a Python program of steps, once (`--set`) or on a dataset (`--input/--output`)."""
     import stdsl
+    from stdsl.programs import load_steps_program
     from stdsl.runtime.program_steps.dataset import run_record, trace_text
 
     program = load_steps_program(args.file)

@@ -97,6 +97,42 @@ class StepsProgram:
         return tuple(bound.args[1:]), dict(bound.kwargs)
 
 
+def load_steps_program(spec: str) -> StepsProgram:
+    """The steps program `FILE.py:NAME` names (`NAME` may be left out when the file defines exactly one), its file
+    run as a module with its folder on `sys.path` (so it imports its neighbours)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path_text, _, name = spec.rpartition(":") if not spec.endswith(".py") else (spec, ":", "")
+    path = Path(path_text)
+    if not path.is_file():
+        raise ProgramError("no such file", str(path))
+    module_spec = importlib.util.spec_from_file_location(f"stcon_steps_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ProgramError("not a Python file", str(path))
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except StdslError as error:
+        raise ProgramError(str(error), str(path)) from None
+    except Exception as error:  # the file's own failure, reported in a line rather than a traceback
+        raise ProgramError(f"importing it failed: {type(error).__name__}: {error}", str(path)) from None
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    found = {key: value for key, value in vars(module).items() if isinstance(value, StepsProgram)}
+    if not name:
+        if len(found) != 1:
+            raise ProgramError(f"it defines {len(found)} steps programs ({', '.join(found) or 'none'}): name one, "
+                               f"as {path}:NAME", str(path))
+        name = next(iter(found))
+    if name not in found:
+        raise ProgramError(f"no steps program named {name!r} (steps programs: {', '.join(found) or 'none'})",
+                           str(path))
+    return found[name]
+
+
 def drives_steps(signature: inspect.Signature) -> bool:
     """Whether a function is a steps program: its first parameter is named `s` or `state`, or annotated `State`."""
     parameters = list(signature.parameters.values())

@@ -5,6 +5,7 @@ random model (its `load` answers with it); `-m slow` runs the shipped example as
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def expected_run(tiny_model, program_file: Path, **arguments):
-    from stdsl.cli import load_steps_program
+    from stdsl.programs import load_steps_program
 
     program: StepsProgram = load_steps_program(f"{program_file}:label")
     return program.run(tiny_model, **arguments, max_tokens=256, temperature=0.0, seed=None, parallel_fields=False)
@@ -147,7 +148,8 @@ def test_the_shipped_example_runs_as_a_process_on_smollm2(smollm2_gguf_path, tmp
     spec = f"{ROOT / 'examples/steps/classify_then_branch.py'}:triage"
     done = subprocess.run([sys.executable, "-m", "stdsl.cli", "run", spec, "--set",
                            "ticket=The app crashes when I press save.", "--stats"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["values"]["kind"] in ("bug", "question") and result["returned"] == result["values"]["record"]
