@@ -293,7 +293,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
           tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir,
-          quiet=args.quiet)
+          quiet=args.quiet, steps_programs=tuple(args.steps_program))
     return 0
 
 
@@ -394,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program-dir", default=None, metavar="DIR",
                    help="the directory whose files a client's program may name (grammar(\"file.lark\"), relative "
                         "paths inside it only); default: programs read no files")
+    p.add_argument("--steps-program", action="append", default=[], metavar="FILE.py:NAME",
+                   help="a Python steps program requests may run by name (program: {\"name\": NAME}; repeatable)")
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
                         "one the model's chat template writes, else hermes; a request's tool_format overrides it)")

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ from stdsl.server.http.protocol import (
     Usage,
 )
 from stdsl.server.http.request_body import read_request, validation_error
+from stdsl.server.http.steps_programs import serve_steps_program
 from stdsl.server.requests.chat_render import CallMemory
 from stdsl.server.requests.reply_values import reply_values
 from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan, program_spec
@@ -87,6 +88,7 @@ class ServerState:
     memory: CallMemory = field(default_factory=CallMemory)
     tool_format: str | None = None
     program_dir: str | None = None
+    steps_programs: dict[str, Any] = field(default_factory=dict)
     in_flight: int = 0
     limits: Limits = field(default_factory=Limits)
     aliases: tuple[str, ...] = ()
@@ -163,17 +165,19 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
                model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = (),
                tool_format: str | None = None, max_compile_bytes: int = MAX_COMPILE_BYTES,
-               program_dir: str | None = None) -> FastAPI:
+               program_dir: str | None = None, steps_programs: Mapping[str, Any] | None = None) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
     shutdown); requests name it `model_name` (default: the model's) or one of `aliases`.  `tool_format` names the
     tool-call format (None: recognised from the chat template); `max_compile_bytes` caps each compile's memory;
-    `program_dir` is the one directory clients' programs may read files from (None: they read none)."""
+    `program_dir` is the one directory clients' programs may read files from (None: they read none);
+    `steps_programs` are the Python steps programs requests may run by name."""
     cache = ConstraintCache(cache_bytes, compile_seconds, max_compile_bytes=max_compile_bytes)
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=cache, model_name=model_name or model.name,
                         api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases),
                         tool_format=tool_format,
-                        program_dir=None if program_dir is None else str(Path(program_dir).resolve()))
+                        program_dir=None if program_dir is None else str(Path(program_dir).resolve()),
+                        steps_programs=dict(steps_programs or {}))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -216,6 +220,8 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
+        if body.program is not None and body.program.name is not None:
+            return await serve_steps_program(state, body)
         rendered = None
         program = program_spec(body, state.program_dir, state.limits.max_prompt_bytes)
         if program is not None:
