@@ -20,7 +20,7 @@ import stdsl
 from stdsl.programs import Program
 from stdsl.runtime.decode import stream
 from stdsl.runtime.stream_values.json_reader import JsonReader, StreamValue
-from stdsl.runtime.stream_values.readers import ProgramFields
+from stdsl.runtime.stream_values.readers import ProgramFields, keys_may_repeat
 
 SCALARS = (st.none() | st.booleans() | st.integers(-10**20, 10**20)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8))
@@ -253,3 +253,45 @@ def test_surrogate_escapes_split_anywhere_read_as_json_loads_reads_them(document
     for split in range(len(document) + 1):
         events = read_all([document[:split].encode(), document[split:].encode()])
         check_against(events, final)
+
+
+KEYS = st.sampled_from(["a", "b", "c"])
+MEMBERS = st.recursive(SCALARS.map(json.dumps), lambda inner: st.one_of(
+    st.lists(inner, max_size=3).map(lambda items: "[" + ",".join(items) + "]"),
+    st.lists(st.tuples(KEYS, inner), max_size=4).map(
+        lambda pairs: "{" + ",".join(f'"{k}": {v}' for k, v in pairs) + "}")), max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MEMBERS, st.lists(st.integers(1, 5), max_size=40), st.data())
+def test_repeated_keys_yield_only_the_member_the_final_value_keeps(text, sizes, data) -> None:
+    data_bytes = text.encode("utf-8")
+    final = json.loads(data_bytes)  # a repeated key keeps its last member
+    reader = JsonReader(keys_may_repeat=True)
+    stop = data.draw(st.integers(0, len(data_bytes)))
+    events = [event for piece in cut(data_bytes[:stop], sizes) for event in reader.feed(piece)]
+    if stop == len(data_bytes):
+        events += reader.finish()
+        assert [e.path for e in events] == post_order(final)
+    check_against(events, final)
+
+
+@pytest.mark.parametrize(("schema", "repeat"), [
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"enum": [1]}}}},
+     False),
+    ({"type": "object"}, True), ({"type": "object", "properties": {"a": {}}}, True),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"}},
+     True),
+    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/d"}}, "$defs": {"d": {"type": "object"}}}, True),
+])
+def test_schemas_that_admit_undeclared_members_hold_object_members(schema, repeat) -> None:
+    assert keys_may_repeat(schema) is repeat
+
+
+def test_an_open_object_may_repeat_a_key_so_its_members_wait_for_its_end(tiny_model) -> None:
+    assert stdsl.compile({"type": "object"}).accepts('{"a":1,"a":2}')  # why members are held
+    events, generation = decoded_events(tiny_model, {"type": "object", "additionalProperties": {"type": "integer"}},
+                                        max_tokens=40)
+    if generation.accepted:
+        check_against(events, generation.value)
+        assert [e.path for e in events] == post_order(generation.value)

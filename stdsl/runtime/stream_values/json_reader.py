@@ -9,7 +9,7 @@ value still open also yields its text so far, decoded only up to its last comple
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -43,13 +43,22 @@ class _Frame:
     container: dict[str, Any] | list[Any]
     path: Path
     key: str | None = None
+    seen: dict[str, int] = field(default_factory=dict)
+    """How many times each key came so far (an object whose keys may repeat)."""
+    held: list[tuple[str, int, StreamValue]] = field(default_factory=list)
+    """Its members' values held until it closes, with the key and occurrence each belongs to."""
 
 
 class JsonReader:
     """Feed it the output's bytes (`feed`), then `finish()` once the constraint accepted the whole output; both
-    return the `StreamValue`s decided by what they read, in document order (a value's members before it)."""
+    return the `StreamValue`s decided by what they read, in document order (a value's members before it).
 
-    def __init__(self) -> None:
+    Where an object's keys may repeat (`keys_may_repeat`: the constraint admits undeclared members), a later member
+    of the same key replaces an earlier one in the final value, so the members of an object are held until it
+    closes and only the last of each key is read out (and no string's text so far)."""
+
+    def __init__(self, keys_may_repeat: bool = False) -> None:
+        self._hold = keys_may_repeat
         self._frames: list[_Frame] = []
         self._mode = "value"
         self._token = bytearray()
@@ -143,7 +152,9 @@ class JsonReader:
         if byte == ord('"') and not self._escaped:
             text = json.loads(b'"' + bytes(self._token) + b'"')
             if self._is_key:
-                self._frames[-1].key = text
+                frame = self._frames[-1]
+                frame.key = text
+                frame.seen[text] = frame.seen.get(text, 0) + 1
                 self._mode = "colon"
             else:
                 self._complete(text)
@@ -163,11 +174,24 @@ class JsonReader:
         if cut > at:
             self._decoded += json.loads(b'"' + bytes(raw[at:cut]) + b'"')
             self._decoded_bytes = cut
-            self._out.append(StreamValue(self._path(), self._decoded, complete=False, end=self._read))
+            self._emit(StreamValue(self._path(), self._decoded, complete=False, end=self._read))
 
     def _close(self) -> None:
         frame = self._frames.pop()
+        for key, occurrence, event in frame.held:
+            if occurrence == frame.seen[key]:
+                self._emit(event)
         self._complete(frame.container, frame.path)
+
+    def _emit(self, event: StreamValue) -> None:
+        """Read `event` out, or hold it in the innermost object around it whose keys may repeat."""
+        holder = next((f for f in reversed(self._frames) if isinstance(f.container, dict)), None) \
+            if self._hold else None
+        if holder is None:
+            self._out.append(event)
+        elif event.complete:
+            assert holder.key is not None
+            holder.held.append((holder.key, holder.seen[holder.key], event))
 
     def _complete(self, value: Any, path: Path | None = None) -> None:
         where = self._path() if path is None else path
@@ -182,7 +206,7 @@ class JsonReader:
             self._mode = "after"
         else:
             self._mode = "done"
-        self._out.append(StreamValue(where, value, end=end))
+        self._emit(StreamValue(where, value, end=end))
 
 
 def _unit_size(raw: bytearray, at: int) -> int | None:

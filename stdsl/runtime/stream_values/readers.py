@@ -34,8 +34,8 @@ class JsonValues:
     """A JSON Schema's output: every value at its JSON path; for a Pydantic class, also the instance of the top-level
     fields complete so far (`complete=False`) and, at the end, the validated instance at path ()."""
 
-    def __init__(self, model_class: Any = None) -> None:
-        self._json = JsonReader()
+    def __init__(self, model_class: Any = None, keys_may_repeat: bool = False) -> None:
+        self._json = JsonReader(keys_may_repeat)
         self._model = model_class
         self._text = ""
         self._fields: dict[str, Any] = {}
@@ -146,6 +146,42 @@ class TextValue:
         return [StreamValue((), value, end=len(self._text.encode("utf-8")))]
 
 
+_TYPED = ("type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "properties", "items", "prefixItems")
+"""Keywords that say what a schema's values are; a schema with none of them admits any value, objects included."""
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "dependentSchemas")
+"""Keywords whose value maps names to schemas."""
+_NOT_SCHEMAS = ("enum", "const", "required", "examples", "default", "dependentRequired", "not")
+"""Keywords whose value is data, not a schema of the values admitted."""
+
+
+def keys_may_repeat(schema: Any) -> bool:
+    """Whether a (strict) schema admits an object with undeclared members, whose keys may then repeat: any
+    `additionalProperties` or `patternProperties` that is not false, an object type without `properties`, or a
+    part that admits any value. Conservative: unsure is yes (the reader then holds an object's members)."""
+    if schema is True or schema == {}:
+        return True
+    if isinstance(schema, list):
+        return any(keys_may_repeat(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("additionalProperties", False) is not False or schema.get("patternProperties"):
+        return True
+    kinds = schema.get("type")
+    if (kinds == "object" or (isinstance(kinds, list) and "object" in kinds)) and "properties" not in schema:
+        return True
+    if not any(keyword in schema for keyword in _TYPED):
+        return True
+    parts: list[Any] = []
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            parts += value.values()
+        elif key not in _NOT_SCHEMAS and isinstance(value, (dict, list)):
+            parts.append(value)
+    return any(keys_may_repeat(part) for part in parts)
+
+
 def reader_for(compiled: Any) -> ValueReader:
     """The value reader of a compiled constraint (None: free text), reading as its `Generation.value` does (a bare
     automaton without a parser: as JSON)."""
@@ -155,5 +191,7 @@ def reader_for(compiled: Any) -> ValueReader:
     if getattr(compiled, "kind", None) == "program" and parts is not None:
         return ProgramFields(parts)
     if getattr(compiled, "kind", None) == "json_schema":
-        return JsonValues(getattr(compiled, "model_class", None))
+        model_class = getattr(compiled, "model_class", None)
+        schema = model_class.model_json_schema() if model_class is not None else getattr(compiled, "source", None)
+        return JsonValues(model_class, getattr(compiled, "strict", None) is not True or keys_may_repeat(schema))
     return TextValue(getattr(compiled, "parse", None) or json.loads)
