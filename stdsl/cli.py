@@ -198,10 +198,16 @@ def _bare_flags(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _is_steps_file(spec: str) -> bool:
+    return spec.endswith(".py") or ".py:" in spec
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import stdsl
     from stdsl.programs import Program
 
+    if _is_steps_file(args.file):
+        return _run_steps(args)
     prog = Program.from_file(args.file)
     if args.input or args.output:
         return _run_dataset(prog, args)
@@ -217,6 +223,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_steps(args: argparse.Namespace) -> int:
+    """`stcon run FILE.py:NAME`: a Python program of steps, once (`--set`) or on a dataset (`--input/--output`)."""
+    import stdsl
+    from stdsl.programs import load_steps_program
+    from stdsl.runtime.program_steps.dataset import run_record, trace_text
+
+    program = load_steps_program(args.file)
+    options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
+               "parallel_fields": args.parallel_fields}
+    if args.input or args.output:
+        return _run_dataset(program, args)
+    text_params = [name for name, parameter in list(program.signature.parameters.items())[1:]
+                   if parameter.annotation in (str, "str")]
+    call_args, call_kwargs = program.bind(_parse_sets(args.set, text_params))  # mistakes before the model
+    result = program.run(stdsl.load(args.model), *call_args, **call_kwargs, **options)
+    print(json.dumps(run_record(result), indent=2, ensure_ascii=False, default=str))
+    if args.stats:
+        print(trace_text(result), file=sys.stderr)
+    return 0
+
+
 def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     """`stcon run FILE --input data.jsonl --output results.jsonl`: one record per line, resumable."""
     import stdsl
@@ -224,7 +251,8 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     from stdsl.runtime.program_runs import Progress, run_dataset
 
     if not (args.input and args.output):
-        raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl --output results.jsonl")
+        raise StdslError("--input and --output go together: stcon run FILE.stc --input data.jsonl "
+                         "--output results.jsonl")
     if args.set:
         raise StdslError("--set cannot be combined with --input: each input line holds the program's arguments")
     source, output = Path(args.input), Path(args.output)
@@ -238,9 +266,17 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
         print(f"0 lines written to {args.output} ({skipped} already there, 0 errors)", file=sys.stderr)
         return 0
     progress = Progress(left)
-    written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
-                             max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                             parallel_fields=args.parallel_fields)
+    options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
+               "parallel_fields": args.parallel_fields}
+    if _is_steps_file(args.file):
+        from stdsl.runtime.program_steps.dataset import run_steps_dataset
+
+        written, _ = run_steps_dataset(prog.function, prog.bind,
+                                       stdsl.load(args.model), source, args.output, progress=progress.update,
+                                       **{**prog.defaults, **options})
+    else:
+        written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
+                                 **options)
     progress.close()
     print(f"{written} lines written to {args.output} ({skipped} already there, {progress.errors} errors)",
           file=sys.stderr)
@@ -257,7 +293,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
           tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir,
-          quiet=args.quiet)
+          quiet=args.quiet, steps_programs=tuple(args.steps_program))
     return 0
 
 
@@ -315,14 +351,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("run", help="run a .stc program and print its typed result as JSON")
-    p.add_argument("file", help="a .stc program")
+    p = sub.add_parser("run", help="run a .stc program, or a Python program of steps, and print its typed result "
+                                   "as JSON")
+    p.add_argument("file", help="a .stc program, or FILE.py:NAME: the steps program NAME of a Python file "
+                                "(docs/programs.md)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a program argument")
     p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr")
+    p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr (a steps program: a "
+                   "trace of its steps, one line each)")
     p.add_argument("--input", metavar="DATA.jsonl", help="run once per line (a JSON object of arguments)")
     p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
                    "a rerun skips the lines already there")
@@ -355,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program-dir", default=None, metavar="DIR",
                    help="the directory whose files a client's program may name (grammar(\"file.lark\"), relative "
                         "paths inside it only); default: programs read no files")
+    p.add_argument("--steps-program", action="append", default=[], metavar="FILE.py:NAME",
+                   help="a Python steps program requests may run by name (program: {\"name\": NAME}; repeatable)")
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
                         "one the model's chat template writes, else hermes; a request's tool_format overrides it)")

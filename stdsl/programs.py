@@ -78,6 +78,11 @@ class StepsProgram:
         return map_steps(self.function, inputs, model, {**self.defaults, **options},
                          lambda arguments: self._bind((), dict(arguments)))
 
+    def bind(self, arguments: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A dict of the function's arguments (after the state) as its call's positional and keyword arguments;
+        ProgramError naming what does not fit (a missing or unknown argument)."""
+        return self._bind((), dict(arguments))
+
     def program_constraint(self) -> ProgramConstraint:
         """Refused: a program of several steps is not one output constraint."""
         raise ProgramError(f"{self.source}: a steps program decodes several steps; run it with model= instead of "
@@ -90,6 +95,42 @@ class StepsProgram:
             raise ProgramError(f"{self.source}: {error}") from error
         bound.apply_defaults()
         return tuple(bound.args[1:]), dict(bound.kwargs)
+
+
+def load_steps_program(spec: str) -> StepsProgram:
+    """The steps program `FILE.py:NAME` names (`NAME` may be left out when the file defines exactly one), its file
+    run as a module with its folder on `sys.path` (so it imports its neighbours)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path_text, _, name = spec.rpartition(":") if not spec.endswith(".py") else (spec, ":", "")
+    path = Path(path_text)
+    if not path.is_file():
+        raise ProgramError("no such file", str(path))
+    module_spec = importlib.util.spec_from_file_location(f"stcon_steps_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ProgramError("not a Python file", str(path))
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        module_spec.loader.exec_module(module)
+    except StdslError as error:
+        raise ProgramError(str(error), str(path)) from None
+    except Exception as error:  # the file's own failure, reported in a line rather than a traceback
+        raise ProgramError(f"importing it failed: {type(error).__name__}: {error}", str(path)) from None
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    found = {key: value for key, value in vars(module).items() if isinstance(value, StepsProgram)}
+    if not name:
+        if len(found) != 1:
+            raise ProgramError(f"it defines {len(found)} steps programs ({', '.join(found) or 'none'}): name one, "
+                               f"as {path}:NAME", str(path))
+        name = next(iter(found))
+    if name not in found:
+        raise ProgramError(f"no steps program named {name!r} (steps programs: {', '.join(found) or 'none'})",
+                           str(path))
+    return found[name]
 
 
 def drives_steps(signature: inspect.Signature) -> bool:

@@ -10,17 +10,19 @@ against, Theorem 19).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from stdsl.errors import OptionError, StdslError
 from stdsl.generation import Generation
 from stdsl.model_files.prompt import check_prompt
-from stdsl.runtime.batch.requests import Prompt, check_stop, prepare_request, prompt_tokens
+from stdsl.runtime.batch.requests import Prompt, check_stop, compiled_constraint, prepare_request, prompt_tokens
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.batch.thinking import template_variables, thinking_for
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.options import DecodeOptions
+from stdsl.runtime.stream_values.json_reader import StreamValue
+from stdsl.runtime.stream_values.readers import TextValue, ValueReader, reader_for
 
 __all__ = ["Stream", "engine_for", "generate", "generate_batch", "prompt_tokens", "stream", "submit"]
 
@@ -78,23 +80,44 @@ def generate(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Gen
 class Stream:
     """Text pieces of one output as they are decided; after the last piece, `generation` holds the result.
 
-    A reasoning model's thinking text is not among the pieces: it gathers in `reasoning` as it is decided.
+    `events()` yields the same pieces with the typed values they complete (`StreamValue`s) between them. A reasoning
+    model's thinking text is not among the pieces: it gathers in `reasoning` as it is decided.
     """
 
-    def __init__(self, handle: RowHandle) -> None:
+    def __init__(self, handle: RowHandle, values: Callable[[], ValueReader] | None = None) -> None:
         self.handle = handle
         self.generation: Generation | None = None
         self.reasoning = ""
+        self._values = values or (lambda: TextValue(lambda text: text))
 
     def __iter__(self) -> Iterator[str]:
         """The pieces from the first: every loop replays the handle's events, so `reasoning` is gathered anew."""
+        for item in self.events():
+            if isinstance(item, str):
+                yield item
+
+    def events(self) -> Iterator[str | StreamValue]:
+        """Every text piece (a str) and, after the piece that completes it, every typed value (a `StreamValue`: its
+        path, its value read exactly as the final result reads it, whether it is complete or a string's text so
+        far); the values of the whole output (a top-level number, a Pydantic instance) once the constraint accepted it.
+        A stream cut short (cancelled, out of tokens) yields no value the finished output would not have."""
         self.reasoning = ""
+        reader = self._values()
         for event in self.handle:
             self.reasoning += event.reasoning
-            if event.result is not None:
-                self.generation = event.result
             if event.text:
                 yield event.text
+                yield from reader.feed(event.text)
+            if event.result is not None:
+                self.generation = event.result
+                if event.result.accepted:
+                    yield from reader.finish()
+
+    def values(self) -> Iterator[StreamValue]:
+        """The typed values of `events()` alone."""
+        for item in self.events():
+            if isinstance(item, StreamValue):
+                yield item
 
     def result(self) -> Generation:
         """The finished `Generation` (drains the stream if it is not finished)."""
@@ -108,8 +131,12 @@ class Stream:
 
 
 def stream(model: Any, prompt: Prompt, constraint: Any, **options: Any) -> Stream:
-    """Yield the output text piece by piece as it is decided (forced text included); options as `generate`."""
-    return Stream(submit(engine_for(model), prompt, constraint, **options))
+    """Yield the output text piece by piece as it is decided (forced text included); options as `generate`.
+    `stream(...).events()` also yields the typed values as they complete (README.md, docs/serving.md)."""
+    handle = submit(engine_for(model), prompt, constraint, **options)
+    compiled = None if constraint is None else compiled_constraint(constraint, model.tokenizer,
+                                                                   DecodeOptions.of(**options).strict)
+    return Stream(handle, lambda: reader_for(compiled))
 
 
 def generate_batch(model: Any, requests: Sequence[Mapping[str, Any]], *, max_rows: int | None = None,

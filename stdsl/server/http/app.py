@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ from stdsl.server.constraints.constraint_cache import ConstraintCache
 from stdsl.server.http.limits import ClientLedger, Limits, check_request, check_tokens, client_key
 from stdsl.server.http.metrics import Metrics
 from stdsl.server.http.request_body import read_request, validation_error
+from stdsl.server.http.steps_programs import serve_steps_program
 from stdsl.server.openai_api.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.openai_api.protocol import (
     ChatChoice,
@@ -57,6 +58,7 @@ from stdsl.server.openai_api.protocol import (
     Usage,
 )
 from stdsl.server.requests.chat_render import CallMemory
+from stdsl.server.requests.reply_values import reply_values
 from stdsl.server.requests.request_plan import Plan, chat_plan, completion_plan, program_spec
 from stdsl.server.requests.rows import ChoiceResult, read_choice
 from stdsl.server.tools.custom_tools import error_field
@@ -86,6 +88,7 @@ class ServerState:
     memory: CallMemory = field(default_factory=CallMemory)
     tool_format: str | None = None
     program_dir: str | None = None
+    steps_programs: dict[str, Any] = field(default_factory=dict)
     in_flight: int = 0
     limits: Limits = field(default_factory=Limits)
     aliases: tuple[str, ...] = ()
@@ -162,17 +165,19 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
                max_queue: int = 64, cache_bytes: int = 64 << 20, compile_seconds: float = 30.0,
                model_name: str | None = None, limits: Limits | None = None, aliases: tuple[str, ...] = (),
                tool_format: str | None = None, max_compile_bytes: int = MAX_COMPILE_BYTES,
-               program_dir: str | None = None) -> FastAPI:
+               program_dir: str | None = None, steps_programs: Mapping[str, Any] | None = None) -> FastAPI:
     """The FastAPI app serving `model` (through `engine`, or a new `Engine(model, max_rows=...)` it closes at
     shutdown); requests name it `model_name` (default: the model's) or one of `aliases`.  `tool_format` names the
     tool-call format (None: recognised from the chat template); `max_compile_bytes` caps each compile's memory;
-    `program_dir` is the one directory clients' programs may read files from (None: they read none)."""
+    `program_dir` is the one directory clients' programs may read files from (None: they read none);
+    `steps_programs` are the Python steps programs requests may run by name."""
     cache = ConstraintCache(cache_bytes, compile_seconds, max_compile_bytes=max_compile_bytes)
     state = ServerState(model=model, engine=engine or Engine(model, max_rows=max_rows),
                         cache=cache, model_name=model_name or model.name,
                         api_key=api_key, max_queue=max_queue, limits=limits or Limits(), aliases=tuple(aliases),
                         tool_format=tool_format,
-                        program_dir=None if program_dir is None else str(Path(program_dir).resolve()))
+                        program_dir=None if program_dir is None else str(Path(program_dir).resolve()),
+                        steps_programs=dict(steps_programs or {}))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -215,6 +220,8 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
+        if body.program is not None and body.program.name is not None:
+            return await serve_steps_program(state, body)
         rendered = None
         program = program_spec(body, state.program_dir, state.limits.max_prompt_bytes)
         if program is not None:
@@ -279,9 +286,9 @@ async def _compiled_unless_gone(state: ServerState, plan: Plan, request: Request
 
 
 async def _submit(state: ServerState, plan: Plan, request: Request,
-                  client: str) -> list[tuple[int, RowHandle]] | None:
-    """Compile the plan's constraint and submit every choice; (prompt index, handle) pairs, or None when the client
-    left during the compile."""
+                  client: str) -> tuple[list[tuple[int, RowHandle]], Any] | None:
+    """Compile the plan's constraint and submit every choice; (prompt index, handle) pairs and the compiled
+    constraint, or None when the client left during the compile."""
     compiled = await _compiled_unless_gone(state, plan, request, client)
     if compiled is _GONE:
         return None
@@ -298,7 +305,7 @@ async def _submit(state: ServerState, plan: Plan, request: Request,
         for _, handle in handles:
             handle.cancel()
         raise from_stdsl_error(error, _param_of(plan.spec)) from None
-    return handles
+    return handles, compiled
 
 
 def _reader(plan: Plan) -> ReplyReader:
@@ -372,11 +379,12 @@ async def _serve(state: ServerState, plan: Plan, stream: bool, include_usage: bo
 
     streaming = False
     try:
-        handles = await _submit(state, plan, request, client)
-        if handles is None:
+        submitted = await _submit(state, plan, request, client)
+        if submitted is None:
             return Response(status_code=499)
+        handles, compiled = submitted
         if stream:
-            chunks = _stream_chunks(state, plan, handles, include_usage, chat, release)
+            chunks = _stream_chunks(state, plan, handles, include_usage, chat, release, compiled)
             streaming = True
             return StreamingResponse(chunks, media_type="text/event-stream")
         results = await _results_unless_gone(request, plan, handles)
@@ -459,12 +467,13 @@ def _body(state: ServerState, plan: Plan, results: list[ChoiceResult], chat: boo
 
 
 def _sse(payload: Any) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    return f"data: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
 
 
 def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
-                   chat: bool, release: Callable[[], None]) -> AsyncIterator[str]:
-    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE].
+                   chat: bool, release: Callable[[], None], compiled: Any = None) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE]; a chat reply
+    under a constraint carries its typed values as they complete in `delta.stdsl` (`reply_values`).
 
     The rows are read by a task started here, which frees the request's slot when they end even if the
     body is never read (a client gone before the first chunk); reading the body and leaving early cancels them.
@@ -485,11 +494,15 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
     async def run(index: int, handle: RowHandle) -> ChoiceResult:
         calls_sent = 0
         ids_sent: set[str] = set()
+        values = reply_values(plan, compiled) if chat else None
 
         async def send(update: ReplyUpdate) -> None:
             nonlocal calls_sent
+            typed = values.feed(update.content) if values is not None else []
             if update.content and not plan.program:
-                await outbox.put(chunk(index, Delta(content=update.content), update.content))
+                await outbox.put(chunk(index, Delta(content=update.content, stdsl=typed or None), update.content))
+            elif typed:
+                await outbox.put(chunk(index, Delta(stdsl=typed)))
             for call in update.calls:
                 returned = _returned_call(state, plan, call, ids_sent)
                 delta: ToolCallDelta | CustomToolCallDelta = (
@@ -505,6 +518,9 @@ def _stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowH
         if chat:
             await outbox.put(chunk(index, Delta(role="assistant", content="")))
         result = await read_choice(handle, _reader(plan), send, think)
+        ending = values.finish(result.generation, result.reader.end is not None) if values is not None else []
+        if ending:
+            await outbox.put(chunk(index, Delta(stdsl=ending)))
         if plan.program:
             await outbox.put(chunk(index, Delta(content=_program_content(result))))
         await outbox.put(chunk(index, finish=_finish_reason(result)))

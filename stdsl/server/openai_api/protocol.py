@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_CHOICES = 8
 MAX_STOP = 4
@@ -195,10 +195,18 @@ class StructuredOutputs(_Body):
 
 
 class ProgramCall(_Body):
-    """A `.stc` program to run: its source and its arguments; the reply content is its typed result as JSON."""
+    """A program to run with its arguments: a `.stc` program's `source`, or the `name` of a Python steps program the
+    server was started with (`--steps-program`); the reply content is its typed result as JSON."""
 
-    source: str
+    source: str | None = None
+    name: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_program(self) -> ProgramCall:
+        if (self.source is None) == (self.name is None):
+            raise ValueError("give a program's source or the name of a served steps program, not both or neither")
+        return self
 
 
 class _Sampling(_Body):
@@ -307,6 +315,8 @@ class Delta(BaseModel):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta | CustomToolCallDelta] | None = None
+    stdsl: list[dict[str, Any]] | None = None
+    """The typed values this chunk completes (`path`, `value`, `complete`): an extension clients may ignore."""
 
 
 class ChatCompletionChunk(BaseModel):

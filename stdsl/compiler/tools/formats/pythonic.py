@@ -244,7 +244,7 @@ class PythonicFormat(InputParameterCustomCalls, ToolFormat):
 
     def recursive_custom_call_ir(self, tool: ToolSpec, grammar: ir.EmbeddedGrammar) -> ir.Node:
         """A recursive input as that JSON string, each grammar body escaped alike."""
-        from stdsl.compiler.pushdown.embedding import json_string_leaf
+        from stdsl.compiler.json_schema.scalars.escaped_grammar import json_string_leaf
 
         _check_name(tool.name, _TOOL_NAME, "a tool name", parameters_path(tool))
         value = without_literals(json_string_leaf(grammar), self.body_excludes)
