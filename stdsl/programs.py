@@ -31,7 +31,12 @@ class Program(CompiledProgram):
     """A program: prompt messages with Jinja2 placeholders and a typed output template, run on a model."""
 
     def run(self, model: Any, args: Mapping[str, Any] | None = None, **options: Any) -> ProgramResult:
-        """Decode the program's output with `model` and return its typed fields."""
+        """Decode the program's output with `model` and return its typed fields; a program of several steps runs
+        them and returns a `ProgramRun` (the record of every step, with their stats)."""
+        if self.plan is not None:
+            from stdsl.runtime.program_steps.stc_steps import run_stc_steps
+
+            return run_stc_steps(self, model, args, options)
         from stdsl.runtime.program_runs import run_program
 
         return run_program(self, model, args, **options)
