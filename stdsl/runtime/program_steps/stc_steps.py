@@ -30,10 +30,9 @@ from stdsl.compiler.stc.syntax import (
     Step,
     UseStep,
 )
-from stdsl.errors import StdslError
 from stdsl.generation import Generation
 from stdsl.runtime.program_steps.actions import Gen
-from stdsl.runtime.program_steps.record import ProgramRun, StepError
+from stdsl.runtime.program_steps.record import ProgramRun, StepError, StepRecord
 from stdsl.runtime.program_steps.run import run_steps
 from stdsl.runtime.program_steps.state import State
 
@@ -83,7 +82,23 @@ def run_stc_steps(program: CompiledProgram, model: Any, arguments: Mapping[str, 
 
     run = run_steps(body, model, (), {}, options)
     record, returned = run.returned
-    return ProgramRun(record, run.text, run.steps, returned)
+    return ProgramRun(record, run.text, in_program_order(run.steps), returned)
+
+
+def in_program_order(steps: list[StepRecord]) -> list[StepRecord]:
+    """`steps` as the program writes them: the iterations of a `for` submit from threads of their own, so each run
+    of fork records is put in branch order (each branch's own steps keep their order)."""
+    out: list[StepRecord] = []
+    forked: list[StepRecord] = []
+    for step in [*steps, None]:
+        if step is not None and step.branch:
+            forked.append(step)
+            continue
+        out += sorted(forked, key=lambda record: record.branch)
+        forked = []
+        if step is not None:
+            out.append(step)
+    return out
 
 
 class _Interpreter:
@@ -185,9 +200,9 @@ class _Interpreter:
 
         try:
             value = s.call(step.name, checked)
-        except StdslError:
+        except StepError:
             raise
-        except Exception as error:
+        except Exception as error:  # the function's own failure (or its arguments'): the step's, named
             raise StepError(step.name, s.branch, error) from error
         scope[step.name] = record[step.name] = value
 
