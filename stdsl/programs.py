@@ -44,7 +44,12 @@ class Program(CompiledProgram):
     def map(self, inputs: Iterable[Mapping[str, Any]], *, model: Any,
             **options: Any) -> list[ProgramResult | StdslError]:
         """Run the program on every argument dict together (one batch); a `ProgramResult` per input, in order,
-        or the StdslError that input met (a failure loses nothing else)."""
+        or the StdslError that input met (a failure loses nothing else); a program of several steps gives a
+        `ProgramRun` per input."""
+        if self.plan is not None:
+            from stdsl.runtime.program_steps.stc_steps import map_stc_steps
+
+            return list(map_stc_steps(self, inputs, model, options))
         from stdsl.runtime.program_runs import map_program
 
         return map_program(self, inputs, model, **options)

@@ -159,3 +159,12 @@ def test_use_runs_another_program_in_the_same_conversation(tmp_path, tiny_model)
     assert isinstance(run.last, int)
     assert [step.name for step in run.steps] == ["choice", "choice", "last"]
     assert run.steps[1].stats.cached_tokens >= run.steps[0].stats.prompt_tokens
+
+
+def test_map_runs_each_input_as_its_own_run(tiny_model) -> None:
+    program = Program(BRANCHING, "branching.stc")
+    runs = program.map([{"topic": "the sea"}, {"topic": 3}, {"topic": "rivers"}], model=tiny_model, max_tokens=12)
+    assert isinstance(runs[1], OptionError)
+    for run, topic in zip((runs[0], runs[2]), ("the sea", "rivers")):
+        alone = program.run(tiny_model, {"topic": topic}, max_tokens=12)
+        assert [(s.name, s.branch, s.tokens) for s in run.steps] == [(s.name, s.branch, s.tokens) for s in alone.steps]

@@ -10,7 +10,7 @@ values (a failed iteration gives its `StepError`). `returned` is what a `return`
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,6 +30,7 @@ from stdsl.compiler.stc.syntax import (
     Step,
     UseStep,
 )
+from stdsl.errors import OptionError, StdslError
 from stdsl.generation import Generation
 from stdsl.runtime.program_steps.actions import Gen
 from stdsl.runtime.program_steps.record import ProgramRun, StepError, StepRecord
@@ -83,6 +84,27 @@ def run_stc_steps(program: CompiledProgram, model: Any, arguments: Mapping[str, 
     run = run_steps(body, model, (), {}, options)
     record, returned = run.returned
     return ProgramRun(record, run.text, in_program_order(run.steps), returned)
+
+
+def map_stc_steps(program: CompiledProgram, inputs: Iterable[Any], model: Any,
+                  options: Mapping[str, Any]) -> list[ProgramRun | StdslError]:
+    """Run `program`'s steps once per argument dict, all at once (their steps decode in one batch); a `ProgramRun`
+    per input, in order, or the StdslError that input met."""
+    def one(item: tuple[int, Any]) -> ProgramRun | StdslError:
+        index, arguments = item
+        if not isinstance(arguments, Mapping):
+            return OptionError("inputs", f"inputs[{index}] must be a dict of program arguments, got "
+                                         f"{type(arguments).__name__}")
+        try:
+            return run_stc_steps(program, model, arguments, options)
+        except StdslError as error:
+            return error
+
+    items = list(enumerate(inputs))
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(items), 16), thread_name_prefix="stdsl-stc-map") as pool:
+        return list(pool.map(one, items))
 
 
 def in_program_order(steps: list[StepRecord]) -> list[StepRecord]:
