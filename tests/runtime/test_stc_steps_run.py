@@ -168,3 +168,27 @@ def test_map_runs_each_input_as_its_own_run(tiny_model) -> None:
     for run, topic in zip((runs[0], runs[2]), ("the sea", "rivers")):
         alone = program.run(tiny_model, {"topic": topic}, max_tokens=12)
         assert [(s.name, s.branch, s.tokens) for s in run.steps] == [(s.name, s.branch, s.tokens) for s in alone.steps]
+
+
+FUSED = '''
+user """Review it."""
+output """Verdict: {verdict: "accept" | "reject"}"""
+if verdict == "BRANCH" {
+  output """; reasons: {reasons: list[str(/[a-z]{2,8}/)](1..2, sep=", ")}"""
+}
+'''
+
+
+@pytest.mark.parametrize("branch", ["accept", "reject"])
+def test_branches_on_the_step_own_value_decode_in_one_step(tiny_model, branch: str) -> None:
+    program = Program(FUSED.replace("BRANCH", branch), "fused.stc")
+    assert program.plan is not None
+    constraint = program.branched_constraint(next(iter(program.plan.fused.values())), {})
+    for seed in range(3):
+        run = program.run(tiny_model, max_tokens=14, temperature=1.0, seed=seed)
+        (step,) = run.steps
+        assert step.kind == "branched" and constraint.automaton.accepts(step.text.encode())
+        assert len(step.tokens) <= 14
+        assert ("reasons" in run) == (run.verdict == branch)
+        if run.verdict == branch:
+            assert 1 <= len(run.reasons) <= 2 and all(reason.isalpha() for reason in run.reasons)

@@ -15,14 +15,15 @@ from stdsl.caches import CacheKind
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.source_files import FileAccess
-from stdsl.compiler.stc.jinja_text import render_text
+from stdsl.compiler.stc.branch_fusion import BranchedConstraint, FusedBranches, branch_parts, compile_branches
+from stdsl.compiler.stc.jinja_text import evaluate, render_text
 from stdsl.compiler.stc.parameters import ParameterType, check_arguments, stc_parameter_type
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
 from stdsl.compiler.stc.recursion import RecursiveHoles, is_recursive
 from stdsl.compiler.stc.resolve import TypeResolver
 from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.step_plan import StepPlan, build_plan, one_step_body, used_path
-from stdsl.compiler.stc.syntax import Pos, ProgramError, parse_program
+from stdsl.compiler.stc.syntax import Expr, Pos, ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError
 
@@ -34,7 +35,8 @@ MISSING_VALUE_HINTS = {
 }
 """How each caller supplies a parameter's value, as a missing one's error tells it (`arguments(caller=...)`)."""
 
-_CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint] = CacheKind("program constraints")
+_CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint | BranchedConstraint] = \
+    CacheKind("program constraints")
 
 
 class CompiledProgram:
@@ -144,11 +146,33 @@ class CompiledProgram:
         parts = template.render_literals(args, render_text)
         key = (id(template), *(p if isinstance(p, str) else "\0" + p.decl.name for p in parts))
         try:
-            return _CONSTRAINTS.get((self,), lambda: self._compile(template, parts), key)
+            found = _CONSTRAINTS.get((self,), lambda: self._compile(template, parts), key)
         except ProgramError:
             raise
         except CompileError as exc:
             raise self._locate(exc, parts, start) from None
+        assert not isinstance(found, BranchedConstraint)  # its keys begin with "branches"
+        return found
+
+    def branched_constraint(self, fused: FusedBranches, args: Mapping[str, Any]) -> BranchedConstraint:
+        """An output and the branches on its enum field compiled as one constraint for these arguments (cached);
+        CompileError where they cannot be (the steps then run one after another)."""
+        assert self.plan is not None
+        if self.resolver.recursive:
+            raise CompileError("a program with recursive types decodes its branches as steps")
+        templates = self.plan.templates
+
+        def choose(condition: Expr, scope: Mapping[str, Any]) -> bool:
+            return bool(evaluate(condition.text, scope, condition.pos))
+
+        choices = branch_parts(fused, templates, args, render_text, choose)
+        key = ("branches", id(fused.output), *(tuple(p if isinstance(p, str) else "\0" + p.decl.name + "\0" +
+                                                      "|".join(getattr(p.kind, "values", ())) for p in parts)
+                                                for parts in choices))
+        template = templates[id(fused.output)]
+        constraint = _CONSTRAINTS.get((self,), lambda: compile_branches(template, choices), key)
+        assert isinstance(constraint, BranchedConstraint)
+        return constraint
 
     def _compile(self, template: Template, parts: list[str | Hole]) -> ProgramConstraint | RecursiveProgramConstraint:
         start = time.perf_counter()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateSyntaxError, meta, nodes
 
+from stdsl.compiler.stc.branch_fusion import FusedBranches, fusable
 from stdsl.compiler.stc.jinja_text import expression_env, locate_in_template
 from stdsl.compiler.stc.parameters import ParameterType
 from stdsl.compiler.stc.syntax import (
@@ -68,6 +69,9 @@ class StepPlan:
     uses: dict[int, CompiledProgram] = field(default_factory=dict)
     param_loops: list[ForStep] = field(default_factory=list)
     """`for` steps over a value of the parameters alone whose type the plan cannot know: checked on the arguments."""
+    fused: dict[int, FusedBranches] = field(default_factory=dict)
+    """Outputs (by the step's id) whose `if` right after them branches on their own enum field alone: the output
+    and its branches decode as one step (`branch_fusion.py`)."""
 
     def step_name(self, step: OutputStep) -> str:
         """The name of an output step: its own, else its fields' (`verdict` or `verdict, score`)."""
@@ -89,7 +93,21 @@ def build_plan(program: CompiledProgram, steps: list[Step], functions: Mapping[s
     scope: dict[str, Shape] = {name: _parameter_shape(program.param_types.get(name))
                                for name in program.syntax.params}
     _Checker(plan, functions, load_used, set(program.syntax.params)).block(steps, scope, in_repeat=False)
+    _find_fusions(plan, steps, set(program.syntax.params))
     return plan
+
+
+def _find_fusions(plan: StepPlan, steps: list[Step], params: set[str]) -> None:
+    """Record every output whose following `if` can be compiled into its automaton, in every block."""
+    for step, following in zip(steps, steps[1:]):
+        found = fusable(step, following, plan.templates, params)
+        if found is not None:
+            plan.fused[id(step)] = found
+    for step in steps:
+        bodies = [body for _, body in step.branches] if isinstance(step, IfStep) else \
+            [step.body] if isinstance(step, (ForStep, RepeatStep)) else []
+        for body in bodies:
+            _find_fusions(plan, body, params)
 
 
 class _Checker:

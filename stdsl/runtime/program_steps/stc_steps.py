@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from stdsl.compiler.stc.branch_fusion import FusedBranches
 from stdsl.compiler.stc.jinja_text import evaluate, render_text
 from stdsl.compiler.stc.parameters import annotated_types
 from stdsl.compiler.stc.program import CompiledProgram
@@ -30,7 +31,7 @@ from stdsl.compiler.stc.syntax import (
     Step,
     UseStep,
 )
-from stdsl.errors import OptionError, StdslError
+from stdsl.errors import CompileError, OptionError, StdslError
 from stdsl.generation import Generation
 from stdsl.runtime.program_steps.actions import Gen
 from stdsl.runtime.program_steps.record import ProgramRun, StepError, StepRecord
@@ -140,8 +141,33 @@ class _Interpreter:
         return record, None
 
     def block(self, s: State, steps: list[Step], scope: dict[str, Any], record: dict[str, Any]) -> None:
+        skip: Step | None = None
         for step in steps:
+            if step is skip:
+                continue
+            fused = self.plan.fused.get(id(step))
+            if fused is not None and self.branched(s, fused, scope, record):
+                skip = fused.branches
+                continue
             self.step(s, step, scope, record)
+
+    def branched(self, s: State, fused: FusedBranches, scope: dict[str, Any], record: dict[str, Any]) -> bool:
+        """Decode an output and the `if` on its own enum field as one step; False (nothing done) where they cannot
+        be compiled as one: the steps then run as written."""
+        try:
+            constraint = self.plan.program.branched_constraint(fused, scope)
+        except CompileError:
+            return False
+        name = self.plan.step_name(fused.output)
+
+        def read(generation: Generation) -> dict[str, Any]:
+            return constraint.parse(generation.text)
+
+        s += Gen(name, constraint, read=read, kind="branched")
+        fields = s[name]
+        scope.update(fields)
+        record.update(fields)
+        return True
 
     def step(self, s: State, step: Step, scope: dict[str, Any], record: dict[str, Any]) -> None:
         if isinstance(step, Message):
