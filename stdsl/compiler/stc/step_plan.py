@@ -209,8 +209,9 @@ class _Checker:
             if node.args:
                 raise step.arguments.pos.error("use passes arguments by name: use x = \"p.stc\" with a=..., b=...")
             given = {keyword.key for keyword in node.kwargs}
-        for name in sorted(given - set(used.syntax.params)):
-            raise step.pos.error(f"use of {step.path}: it has no parameter {name} (parameters: "
+        unknown = sorted(given - set(used.syntax.params))
+        if unknown:
+            raise step.pos.error(f"use of {step.path}: it has no parameter {unknown[0]} (parameters: "
                                  f"{', '.join(used.syntax.params) or 'none'})")
         for name, (_, default, _) in used.syntax.params.items():
             if default is None and name not in given:
@@ -299,10 +300,11 @@ def _check_expr_names(expr: Expr, scope: Mapping[str, Any], offset: int = 0) -> 
     was shifted by)."""
     node = _parse_expr(expr)
     known = set(scope) | set(expression_env().globals) | {ARGUMENTS}
-    for name in sorted(_names_in(node) - known, key=lambda n: expr.text.find(n)):
-        found = re.search(r"\b" + re.escape(name) + r"\b", expr.text)
+    unknown = sorted(_names_in(node) - known, key=lambda n: expr.text.find(n))
+    if unknown:
+        found = re.search(r"\b" + re.escape(unknown[0]) + r"\b", expr.text)
         column = expr.pos.column + (found.start() if found else 0) + offset
-        raise Pos(expr.pos.source, expr.pos.line, max(column, 1)).error(_unknown(name, scope))
+        raise Pos(expr.pos.source, expr.pos.line, max(column, 1)).error(_unknown(unknown[0], scope))
     return node
 
 
@@ -313,8 +315,9 @@ def _check_template_names(template: str, start: Pos, scope: Mapping[str, Any]) -
         used = meta.find_undeclared_variables(env.parse(template))
     except TemplateSyntaxError as error:
         raise locate_in_template(template, start, error.lineno, None, f"Jinja syntax error: {error.message}") from None
-    for name in sorted(used - set(scope) - set(env.globals)):
-        raise locate_in_template(template, start, None, name, _unknown(name, scope))
+    unknown = sorted(used - set(scope) - set(env.globals))
+    if unknown:
+        raise locate_in_template(template, start, None, unknown[0], _unknown(unknown[0], scope))
 
 
 def _unknown(name: str, scope: Mapping[str, Any]) -> str:
