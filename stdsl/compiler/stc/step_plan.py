@@ -114,6 +114,8 @@ class _Checker:
     def __init__(self, plan: StepPlan, functions: Mapping[str, Callable[..., Any]],
                  load_used: Callable[[str, Pos], CompiledProgram], params: set[str]) -> None:
         self.plan, self.functions, self.load_used, self.params = plan, functions, load_used, params
+        self.in_for = 0
+        """How many `for` bodies enclose the step being checked (a `return` inside one is refused)."""
 
     def block(self, steps: list[Step], scope: dict[str, Shape], in_repeat: bool) -> None:
         """Check `steps` in order; the names they define are added to `scope`."""
@@ -143,6 +145,9 @@ class _Checker:
         elif isinstance(step, UseStep):
             self.use(step, scope)
         elif isinstance(step, ReturnStep):
+            if self.in_for:
+                raise step.pos.error("return inside a for loop (its iterations are forks that run together); "
+                                     "return after the loop")
             _check_expr_names(step.value, scope)
         elif isinstance(step, BreakStep) and not in_repeat:
             raise step.pos.error("break outside a repeat loop (a for loop's iterations are forks: they run together)")
@@ -169,7 +174,9 @@ class _Checker:
             self.plan.param_loops.append(step)
         inner = dict(scope)
         inner[step.var] = (shape or {}).get("items") if shape else None
+        self.in_for += 1
         self.block(step.body, inner, in_repeat=False)
+        self.in_for -= 1
         for name, value in inner.items():
             if name != step.var and (name not in scope or value is not scope[name]):
                 scope[name] = {"type": "array", "items": value or {}}

@@ -228,8 +228,6 @@ class _Interpreter:
                     self.block(branch, step.body, inner, own)
                 except StepError as error:
                     return {name: own.get(name, error) for name in names}
-                except (_Break, _Return):
-                    raise step.pos.error("return inside a for loop: its iterations are forks; return after it")
                 return own
 
             with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="stdsl-stc-for") as pool:

@@ -119,6 +119,8 @@ def test_messages_and_one_output_are_one_step_in_any_order(roles: list[str], at:
         ('output """{a: int}"""\ncall r = listing(a)\nfor x in r {\n  user """{{ x }}"""\n}\nfor y in a {\n}',
          6, 10, "not a list"),
         ('output """{a: int}"""\nbreak', 2, 1, "break outside a repeat loop"),
+        ('output """{a: int}"""\nrepeat 2 {\n  for x in [1] {\n    break\n  }\n}', 4, 5, "break outside a repeat"),
+        ('output """{a: int}"""\nfor x in [1] {\n  if a {\n    return a\n  }\n}', 4, 5, "return inside a for loop"),
         ('output """{a: int}"""\nrepeat 0 {\n}', 2, 8, "at least 1"),
         ('output """{a: int}"""\nreturn a +', 2, 8, "bad expression"),
         ('output """{a: int}"""\nif a > 1 {\n  output """{b: int}"""\n} else {\n  user """{{ c }}"""\n}', 5, 11,
