@@ -192,3 +192,18 @@ def test_branches_on_the_step_own_value_decode_in_one_step(tiny_model, branch: s
         assert ("reasons" in run) == (run.verdict == branch)
         if run.verdict == branch:
             assert 1 <= len(run.reasons) <= 2 and all(reason.isalpha() for reason in run.reasons)
+
+
+def test_certified_fields_leave_every_step_token_identical(tiny_model) -> None:
+    program = Program('''user """Two people."""
+output """Verdict: {verdict: "accept" | "reject"}"""
+if verdict == "accept" {
+  output """; {who: { name: str(1..8), age: int(0..99) }} and {other: { name: str(1..8), age: int(0..99) }}"""
+}
+user """Two more."""
+output """{a: { name: str(1..8), age: int(0..99) }} {b: { name: str(1..8), age: int(0..99) }}"""
+''', "certified.stc")
+    plain = program.run(tiny_model, max_tokens=60)
+    certified = program.run(tiny_model, max_tokens=60, parallel_fields=True)
+    assert [s.kind for s in plain.steps] == ["branched", "output"]
+    assert [(s.name, s.tokens) for s in certified.steps] == [(s.name, s.tokens) for s in plain.steps]
