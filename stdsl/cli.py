@@ -208,18 +208,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if _is_steps_file(args.file):
         return _run_steps(args)
-    prog = Program.from_file(args.file)
+    functions = _load_functions(args.functions) if args.functions else None
+    prog = Program.from_file(args.file, functions=functions)
     if args.input or args.output:
+        if prog.plan is not None:
+            raise StdslError(f"{args.file}: --input/--output run one-step programs; this one has several steps "
+                             "(run it with --set, or from Python with Program.map)")
         return _run_dataset(prog, args)
     text_params = [name for name, declared in prog.param_types.items() if declared.annotation is str]
     arguments = prog.arguments(_parse_sets(args.set, text_params), "cli")
-    prog.messages(arguments)
-    prog.constraint(arguments)  # program mistakes are reported before a model is loaded
+    if prog.plan is not None:
+        from stdsl.runtime.program_steps.stc_steps import check_loops
+
+        check_loops(prog.plan, arguments)  # program mistakes are reported before a model is loaded
+    else:
+        prog.messages(arguments)
+        prog.constraint(arguments)  # program mistakes are reported before a model is loaded
     result = prog.run(stdsl.load(args.model), arguments, max_tokens=args.max_tokens,
                       temperature=args.temperature, seed=args.seed, parallel_fields=args.parallel_fields)
-    print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=_plain))
     if args.stats:
         print(json.dumps(result.stats.as_dict()), file=sys.stderr)
+        for step in getattr(result, "steps", ()):  # a program of steps: a trace, one JSON line per step
+            stats = step.stats.as_dict() if step.stats is not None else {}
+            print(json.dumps({"step": step.name, "kind": step.kind, "branch": list(step.branch),
+                              "passes": stats.get("passes"), "prefilled_tokens": step.prefilled_tokens,
+                              "seconds": round(step.seconds, 4),
+                              "error": str(step.error) if step.error is not None else None}), file=sys.stderr)
     return 0
 
 
@@ -242,6 +257,24 @@ def _run_steps(args: argparse.Namespace) -> int:
     if args.stats:
         print(trace_text(result), file=sys.stderr)
     return 0
+
+
+def _plain(value: Any) -> Any:
+    """A value `json` cannot write as itself: a Pydantic instance as its JSON data, anything else as its text."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", by_alias=True) if callable(dump) else str(value)
+
+
+def _load_functions(path: str) -> dict[str, Any]:
+    """The functions a Python file defines at its top level (what `call` steps of the program may call)."""
+    import runpy
+
+    source = Path(path)
+    if not source.is_file():
+        raise StdslError(f"--functions {path}: no such file")
+    names = runpy.run_path(str(source))
+    return {name: value for name, value in names.items()
+            if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == "<run_path>"}
 
 
 def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
@@ -309,7 +342,8 @@ SERVE_LIMITS = (
 
 def _add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("schema", nargs="?", help="a JSON Schema file")
-    parser.add_argument("--schema", dest="schema_option", metavar="FILE", help="a JSON Schema file (same as the positional)")
+    parser.add_argument("--schema", dest="schema_option", metavar="FILE",
+                        help="a JSON Schema file (same as the positional)")
     parser.add_argument("--regex", help="a regular expression instead of a schema")
     parser.add_argument("--grammar", metavar="FILE", help="a grammar file (Lark, GBNF or EBNF) instead of a schema")
     parser.add_argument("--syntax", choices=["auto", "lark", "gbnf", "ebnf"], default="auto",
@@ -356,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a .stc program, or FILE.py:NAME: the steps program NAME of a Python file "
                                 "(docs/programs.md)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a program argument")
+    p.add_argument("--functions", metavar="FILE.py", default=None,
+                   help="a Python file whose top-level functions the program's call steps may call")
     p.add_argument("--model", default=None, help="GGUF file, MLX folder or cached HF id (default: embedded SmolLM2)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)

@@ -31,7 +31,12 @@ class Program(CompiledProgram):
     """A program: prompt messages with Jinja2 placeholders and a typed output template, run on a model."""
 
     def run(self, model: Any, args: Mapping[str, Any] | None = None, **options: Any) -> ProgramResult:
-        """Decode the program's output with `model` and return its typed fields."""
+        """Decode the program's output with `model` and return its typed fields; a program of several steps runs
+        them and returns a `ProgramRun` (the record of every step, with their stats)."""
+        if self.plan is not None:
+            from stdsl.runtime.program_steps.stc_steps import run_stc_steps
+
+            return run_stc_steps(self, model, args, options)
         from stdsl.runtime.program_runs import run_program
 
         return run_program(self, model, args, **options)
@@ -39,7 +44,12 @@ class Program(CompiledProgram):
     def map(self, inputs: Iterable[Mapping[str, Any]], *, model: Any,
             **options: Any) -> list[ProgramResult | StdslError]:
         """Run the program on every argument dict together (one batch); a `ProgramResult` per input, in order,
-        or the StdslError that input met (a failure loses nothing else)."""
+        or the StdslError that input met (a failure loses nothing else); a program of several steps gives a
+        `ProgramRun` per input."""
+        if self.plan is not None:
+            from stdsl.runtime.program_steps.stc_steps import map_stc_steps
+
+            return list(map_stc_steps(self, inputs, model, options))
         from stdsl.runtime.program_runs import map_program
 
         return map_program(self, inputs, model, **options)

@@ -176,6 +176,26 @@ _ENV.filters.update({name: _bounded_filter(name, _ENV.filters[name])
                      for name in ("center", "format", "indent", "join", "replace", "wordwrap")})
 
 
+def expression_env() -> ImmutableSandboxedEnvironment:
+    """The sandboxed environment templates are filled in (steps parse and evaluate their expressions with it)."""
+    return _ENV
+
+
+def evaluate(text: str, scope: Mapping[str, Any], start: Pos) -> Any:
+    """The value of the Jinja expression `text` (which begins at `start`) over `scope`; ProgramError at `start` on
+    any error, naming it (a missing name, a sandbox refusal, an exception of the expression)."""
+    try:
+        return _ENV.compile_expression(text, undefined_to_none=False)(**scope)
+    except (CompileTimeError, ProgramError):
+        raise
+    except TemplateSyntaxError as exc:
+        raise start.error(f"bad expression {text!r}: {exc.message}") from None
+    except UndefinedError as exc:
+        raise start.error(f"{text}: {exc.message}") from None
+    except Exception as exc:  # a runtime error inside the expression (1/0, a sandbox refusal)
+        raise start.error(f"{text}: {type(exc).__name__}: {exc}") from None
+
+
 def render_text(template: str, args: Mapping[str, Any], start: Pos, max_bytes: int | None = None) -> str:
     """`template` (which begins at `start` in its source) filled from `args`; ProgramError on any Jinja error, on a
     filled text that is not text (a lone surrogate from an argument) and on one past `max_bytes` UTF-8 bytes (None:
@@ -189,27 +209,28 @@ def render_text(template: str, args: Mapping[str, Any], start: Pos, max_bytes: i
             check_deadline("a Jinja template")
             size += len(chunk.encode("utf-8", "surrogatepass")) if max_bytes is not None else 0
             if max_bytes is not None and size > max_bytes:
-                raise _located(template, start, None, None, f"the filled text passes the limit of {max_bytes} bytes "
-                               "on rendered text")
+                raise locate_in_template(template, start, None, None, f"the filled text passes the limit of "
+                                         f"{max_bytes} bytes on rendered text")
             chunks.append(chunk)
         text = "".join(chunks)
         surrogate = _LONE_SURROGATE.search(text)
         if surrogate is not None:
-            raise _located(template, start, None, None, f"the filled text holds a lone surrogate "
+            raise locate_in_template(template, start, None, None, f"the filled text holds a lone surrogate "
                            f"U+{ord(surrogate.group()):04X}, which is not text (it has no UTF-8 encoding)")
         return text
     except (CompileTimeError, ProgramError):
         raise
     except _RenderTooLong as exc:
-        raise _located(template, start, _template_line(exc), None, str(exc)) from None
+        raise locate_in_template(template, start, _template_line(exc), None, str(exc)) from None
     except TemplateSyntaxError as exc:
-        raise _located(template, start, exc.lineno, None, f"Jinja syntax error: {exc.message}") from None
+        raise locate_in_template(template, start, exc.lineno, None, f"Jinja syntax error: {exc.message}") from None
     except UndefinedError as exc:
         name = re.match(r"'([^']+)' is undefined", exc.message or "")
         message = f"{exc.message}; pass it as an argument" if name else f"Jinja error: {exc.message}"
-        raise _located(template, start, _template_line(exc), name.group(1) if name else None, message) from None
+        raise locate_in_template(template, start, _template_line(exc), name.group(1) if name else None,
+                                 message) from None
     except Exception as exc:  # a runtime error inside an expression (1/0, a sandbox refusal, a bad filter)
-        raise _located(template, start, _template_line(exc), None,
+        raise locate_in_template(template, start, _template_line(exc), None,
                        f"Jinja error: {type(exc).__name__}: {exc}") from None
     finally:
         _LIMIT.reset(token)
@@ -226,7 +247,8 @@ def _template_line(exc: BaseException) -> int | None:
     return line
 
 
-def _located(template: str, start: Pos, line: int | None, name: str | None, message: str) -> ProgramError:
+def locate_in_template(template: str, start: Pos, line: int | None, name: str | None,
+                       message: str) -> ProgramError:
     """A ProgramError at the tag naming `name` (or the first tag on `line`, or the first tag) of `template`."""
     offset = None
     if name is not None:

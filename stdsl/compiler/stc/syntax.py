@@ -30,6 +30,7 @@ _TERMINAL_NAMES = {
     "REGEX": "a /regex/",
     "SIGNED_NUMBER": "a number",
     "ROLE": "system, user or assistant",
+    "EXPR": "an expression",
     "$END": "end of input",
 }
 """What users read for the grammar's pattern terminals; a literal terminal reads as its text, quoted (`_shown`)."""
@@ -108,8 +109,96 @@ class Message:
 
 
 @dataclass
+class Expr:
+    """A Jinja2 expression as written in a step (`if`, `for`, `call`, `use`, `return`), and where it begins."""
+
+    text: str
+    pos: Pos
+
+
+@dataclass
+class OutputStep:
+    """A generation step: an output template, named (`output plan \"\"\"...\"\"\"`) or not."""
+
+    name: str | None
+    template: str
+    pos: Pos
+    block_pos: Pos
+
+
+@dataclass
+class IfStep:
+    """`if` / `elif` / `else`: (condition, steps) in order; the `else` branch has no condition."""
+
+    branches: list[tuple[Expr | None, list[Step]]]
+    pos: Pos
+
+
+@dataclass
+class ForStep:
+    """`for name in expr { ... }`: the body once per item, each iteration a fork of the state before the loop."""
+
+    var: str
+    iterable: Expr
+    body: list[Step]
+    pos: Pos
+
+
+@dataclass
+class RepeatStep:
+    """`repeat n { ... }`: the body up to n times in sequence, each iteration reading the ones before; `break`
+    ends it."""
+
+    count: int
+    body: list[Step]
+    pos: Pos
+
+
+@dataclass
+class CallStep:
+    """`call name = function(args)`: a registered Python function called between steps."""
+
+    name: str
+    call: Expr
+    pos: Pos
+
+
+@dataclass
+class UseStep:
+    """`use name = "other.stc" with a=expr, ...`: another program's steps run here, its result the value `name`."""
+
+    name: str
+    path: str
+    arguments: Expr | None
+    pos: Pos
+
+
+@dataclass
+class ReturnStep:
+    """`return expr`: the program's result is this value (else the record of every step)."""
+
+    value: Expr
+    pos: Pos
+
+
+@dataclass
+class BreakStep:
+    """`break`: leave the innermost `repeat`."""
+
+    pos: Pos
+
+
+Step = Message | OutputStep | IfStep | ForStep | RepeatStep | CallStep | UseStep | ReturnStep | BreakStep
+
+
+@dataclass
 class ProgramSyntax:
-    """Everything a `.stc` program declares, in source order."""
+    """Everything a `.stc` program declares, in source order.
+
+    A one-step program (messages and exactly one unnamed output, as every program was before steps) keeps
+    `messages`, `output` and `output_pos`; a program of several steps has `has_steps` set, its body in `steps`
+    and an empty `output`.
+    """
 
     source: str
     types: dict[str, tuple[TypeExpr, Pos]]
@@ -117,6 +206,8 @@ class ProgramSyntax:
     messages: list[Message]
     output: str
     output_pos: Pos
+    steps: list[Step] = field(default_factory=list)
+    has_steps: bool = False
 
 
 @lru_cache(maxsize=1)
@@ -267,6 +358,55 @@ class _Builder:
         name, optional, type_node = node.children
         return FieldDecl(str(name), self.type_expr(type_node), self.pos(node), optional is not None)
 
+    def expr(self, token: Any) -> Expr:
+        return Expr(str(token).rstrip(), self.pos(token))
+
+    def steps(self, nodes: list[Any]) -> list[Step]:
+        return [self.step(node) for node in nodes if node is not None]
+
+    def step(self, node: Any) -> Step:
+        """One step of a program's body (messages and outputs included)."""
+        pos = self.pos(node)
+        kind = node.data
+        if kind == "message":
+            role, block = node.children
+            return Message(str(role), _block_text(str(block)), _block_start(block, self.source))
+        if kind == "output":
+            name, block = node.children
+            return OutputStep(str(name) if name is not None else None, _block_text(str(block)), pos,
+                              _block_start(block, self.source))
+        if kind == "if_step":
+            condition, body, *rest = node.children
+            branches: list[tuple[Expr | None, list[Step]]] = [(self.expr(condition), self.steps(body.children))]
+            for branch in rest:
+                if branch is None:
+                    continue
+                if branch.data == "elif_branch":
+                    branches.append((self.expr(branch.children[0]), self.steps(branch.children[1].children)))
+                else:
+                    branches.append((None, self.steps(branch.children[0].children)))
+            return IfStep(branches, pos)
+        if kind == "for_step":
+            var, iterable, body = node.children
+            return ForStep(str(var), self.expr(iterable), self.steps(body.children), pos)
+        if kind == "repeat_step":
+            count, body = node.children
+            times = self.number(count)
+            if not isinstance(times, int) or times < 1:
+                raise self.pos(count).error(f"repeat needs a whole number of times, at least 1, got {times}")
+            return RepeatStep(times, self.steps(body.children), pos)
+        if kind == "call_step":
+            name, call = node.children
+            return CallStep(str(name), self.expr(call), pos)
+        if kind == "use_step":
+            name, path, arguments = node.children
+            return UseStep(str(name), _string(path, self.pos(path)), self.expr(arguments) if arguments else None, pos)
+        if kind == "return_step":
+            return ReturnStep(self.expr(node.children[0]), pos)
+        if kind == "break_step":
+            return BreakStep(pos)
+        raise pos.error(f"unexpected {kind}")
+
 
 def check_text(text: str, source: str, line_offset: int = 0, col_offset: int = 0) -> None:
     """Refuse a lone surrogate (a str can hold one, but it is no text: it has no UTF-8 encoding) at its position."""
@@ -310,8 +450,7 @@ def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
     builder = _Builder(source)
     types: dict[str, tuple[TypeExpr, Pos]] = {}
     params: dict[str, tuple[str | None, Any, Pos]] = {}
-    messages: list[Message] = []
-    output: tuple[str, Pos] | None = None
+    steps: list[Step] = []
     for item in tree.children:
         pos = builder.pos(item)
         if item.data == "type_decl":
@@ -332,17 +471,17 @@ def parse_program(text: str, source: str = "<program>") -> ProgramSyntax:
                 builder.value(default) if default is not None else None,
                 pos,
             )
-        elif item.data == "message":
-            role, block = item.children
-            messages.append(Message(str(role), _block_text(str(block)), _block_start(block, source)))
-        elif item.data == "output":
-            if output is not None:
-                raise pos.error(f"a program has one output block (the first is at line {output[1].line})")
-            block = item.children[0]
-            output = (_block_text(str(block)), _block_start(block, source))
-    if output is None:
+        else:
+            steps.append(builder.step(item))
+    outputs = [step for step in steps if isinstance(step, OutputStep)]
+    if not outputs and not any(not isinstance(step, Message) for step in steps):
         raise ProgramError('the program has no output """...""" block', source, 1, 1)
-    return ProgramSyntax(source, types, params, messages, output[0], output[1])
+    one_step = len(outputs) == 1 and outputs[0].name is None and all(
+        isinstance(step, (Message, OutputStep)) for step in steps)
+    if one_step:
+        messages = [step for step in steps if isinstance(step, Message)]
+        return ProgramSyntax(source, types, params, messages, outputs[0].template, outputs[0].block_pos)
+    return ProgramSyntax(source, types, params, [], "", Pos(source, 1, 1), steps, has_steps=True)
 
 
 def _block_start(block: Token, source: str) -> Pos:

@@ -40,7 +40,7 @@ def error_of(text: str, scope: dict | None = None) -> ProgramError:
         ('output """x: {a: bool(1..2)}"""', 1, 18, "bool takes no range"),
         ('output """x: {a: int}{b: int}"""', 1, 15, "put literal text between them"),
         ('output """x: {a: int}1"""', 1, 15, "could itself contain the text that follows it"),
-        ('output """x: {a: str}\n"""\noutput """y"""', 3, 1, "one output block"),
+        ('output """x: {a: str}\n"""\noutput """y"""', 3, 11, "has no {field: type}"),
         ('user """hi"""', 1, 1, "no output"),
         ('output """just text"""', 1, 11, "has no {field: type}"),
         ('output """x: {a: str"""', 1, 14, "unclosed '{'"),
