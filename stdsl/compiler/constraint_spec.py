@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
@@ -77,7 +77,7 @@ def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
     """A compiled constraint as a leaf of a larger IR: its DFA, or its pushdown's bodies (`grammar_leaf`, which
     makes the larger constraint a pushdown); `label` names it in errors."""
     if isinstance(compiled, Constraint):
-        return ir.Embedded(compiled.automaton.transitions, compiled.automaton.accepting)
+        return embedded_leaf(compiled.automaton)
     if isinstance(compiled, PushdownConstraint):
         return grammar_leaf(compiled.grammar, label)
     raise CompileError(f"{label}: a reasoning constraint cannot stand inside another constraint")

@@ -1,4 +1,5 @@
-"""Operations on compiled automata: intersection, step edges, and the exact "ends before this literal" language.
+"""Operations on compiled automata: intersection, concatenation, step edges, and the exact "ends before this
+literal" language.
 
 A template field followed by literal text L must end exactly where L begins.  The strings
 f for which L first occurs in f·L at |f| form a regular language (Proposition 3 of the paper
@@ -8,10 +9,12 @@ field with it bounds the field exactly, without losing any string that could be 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -119,6 +122,37 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     accepting = a.accepting[keys // width] & b.accepting[keys % width]
     table, accepting = minimize(np.vstack(rows), accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, byte_class)
+
+
+def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
+    """The trim DFA of literals and automata read one after another, laid out without a subset construction, or
+    None where that would need one: an automaton that accepts the empty string, or one before the last that reads
+    on from an accepting state.  Otherwise every accepting state of such a part ends it (no move out of it), so it
+    takes the next part's first moves as its own and the result is deterministic; it is not minimized."""
+    for index, part in enumerate(parts):
+        if isinstance(part, Automaton) and (bool(part.accepting[0]) or (
+                index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any()))):
+            return None
+    size = 1 + sum(len(part) if isinstance(part, bytes) else part.num_states for part in parts)
+    table = np.full((size, 256), -1, dtype=np.int64)
+    ends, base = [0], 1
+    for part in parts:
+        if isinstance(part, bytes):
+            if part:
+                table[ends, part[0]] = base
+                table[np.arange(base, base + len(part) - 1), list(part[1:])] = np.arange(base + 1, base + len(part))
+                base += len(part)
+                ends = [base - 1]
+            continue
+        moved = part.transitions.astype(np.int64)
+        moved[moved >= 0] += base
+        table[base:base + len(moved)] = moved
+        table[ends] = moved[0]
+        ends = (np.flatnonzero(part.accepting) + base).tolist()
+        base += len(moved)
+    accepting = np.zeros(size, dtype=bool)
+    accepting[ends] = True
+    return Automaton(*trim(table, accepting))
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,11 +2,13 @@
 the tools it has not met before.
 
 Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind
-"tool calls"), keyed by the format and the tool's canonical schema.  The reply's skeleton (`reply_around` with a
-placeholder symbol as its call) is compiled small, and `automata.substitution.substitute` puts the calls in its
-placeholder edges: the subset construction runs only over the head the calls share and the trie of their names,
-never over the product of all the tools' states.  The DFA accepts exactly what the single-expression build
-(`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields are as before.
+"tool calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA
+and a tail is laid out from them (`ops.concatenation`) with no subset construction.  The reply's skeleton
+(`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
+puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
+trie of their names, never over the product of all the tools' states.  The DFA accepts exactly what the
+single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields
+are as before.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
@@ -35,6 +38,24 @@ def _holds_grammar(node: ir.Node) -> bool:
     return any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(node))
 
 
+def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
+    """A call that is literal text and embedded automata in a row (a head, the arguments' DFA, a tail) as those
+    parts, the automata compiled (once per leaf), or None for any other shape."""
+    parts: list[bytes | Automaton] = []
+    for item in node.items if isinstance(node, ir.Seq) else (node,):
+        text = ir.literal_bytes(item)
+        if text is not None:
+            if parts and isinstance(parts[-1], bytes):
+                parts[-1] += text
+            else:
+                parts.append(text)
+        elif isinstance(item, ir.Embedded) and np.shape(item.transitions)[1:] == (256,):
+            parts.append(build_automaton(item))
+        else:
+            return None
+    return parts
+
+
 def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
                    lowering: Hashable) -> Automaton | None:
     """The DFA of one call of `tool` (None when it embeds a recursive grammar, which needs the pushdown), kept
@@ -42,7 +63,11 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
 
     def build() -> Automaton | None:
         node = tool_format.tool_call_ir(tool, arguments_ir)
-        return None if _holds_grammar(node) else build_automaton(node)
+        if _holds_grammar(node):
+            return None
+        parts = _literals_and_leaves(node)
+        laid_out = concatenation(parts) if parts is not None else None
+        return laid_out if laid_out is not None else build_automaton(node)
 
     if tool.custom_input is not None:
         return build()

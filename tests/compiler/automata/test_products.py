@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.minimize import minimize
-from stdsl.compiler.automata.ops import common_classes, intersect
+from stdsl.compiler.automata.ops import common_classes, concatenation, intersect
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "[0-5]", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[b-z]"]
@@ -96,3 +96,37 @@ def test_intersection_budget() -> None:
         intersect(a, b, max_states=100)
     product = intersect(a, b)
     assert product.accepts(b"ab" + b"a" * 7) and not product.accepts(b"aa" + b"a" * 7)
+
+
+PARTS = st.lists(st.one_of(st.text(alphabet="ab;é", max_size=3), regexes.map(lambda r: f"(?:{r});"), regexes),
+                 min_size=1, max_size=4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(PARTS)
+def test_concatenation_lays_out_exactly_the_concatenated_language(parts: list[str]) -> None:
+    """Literals (plain text) and automata (regexes) in a row: where `concatenation` lays them out, its DFA minimizes
+    to the minimal DFA of the whole pattern; where it declines, some automaton accepts "" or reads on from an
+    accepting state before the last part."""
+    pieces: list[bytes | Automaton] = [
+        part.encode() if index % 2 == 0 and "(" not in part else compile_regex(part)
+        for index, part in enumerate(parts)]
+    whole = compile_regex("".join(re.escape(p.decode()) if isinstance(p, bytes) else f"(?:{part})"
+                                  for p, part in zip(pieces, parts)))
+    laid_out = concatenation(pieces)
+    automata = [(i, p) for i, p in enumerate(pieces) if isinstance(p, Automaton)]
+    declines = any(bool(p.accepting[0]) or (i < len(pieces) - 1 and bool((p.live_count[p.accepting] > 0).any()))
+                   for i, p in automata)
+    assert (laid_out is None) == declines
+    if laid_out is not None:
+        assert laid_out.is_trim()
+        assert canonical(*minimize(laid_out.transitions, laid_out.accepting)) == \
+            canonical(whole.transitions, whole.accepting)
+
+
+def test_concatenation_of_a_head_closed_arguments_and_a_tail() -> None:
+    arguments = compile_regex(r'\{"n": \d+\}')
+    call = concatenation([b"<call>", arguments, b"</call>"])
+    assert call is not None
+    assert call.accepts(b'<call>{"n": 42}</call>') and not call.accepts(b'<call>{"n": }</call>')
+    assert concatenation([compile_regex("a*"), b"b"]) is None

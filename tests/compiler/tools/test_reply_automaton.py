@@ -141,3 +141,19 @@ def test_response_format_beside_tools_is_assembled_exactly() -> None:
     assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(_Deadline(60), []), ARGUMENTS_LOWERING,
                                          content=leaf)
     assert assembled is not None and _difference(whole, assembled) is None
+
+
+def test_a_new_tool_of_known_parameter_types_intersects_no_new_value() -> None:
+    """Each guarded value (a raw string without the stop tags, a JSON value without the markers) is built once per
+    format and value language: a second tool of the same parameter types reuses them."""
+    from stdsl.compiler.tools.formats import raw_values
+
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "array",
+                  "items": {"type": "string"}}, "k": {"type": "integer"}}, "required": ["q"]}
+    spec = {"kind": "tools", "format": "qwen_xml", "choice": "auto", "parallel": True, "content": None,
+            "tools": [{"name": "first", "parameters": parameters}]}
+    build_constraint(spec, 60)
+    before = raw_values._INTERSECTIONS.stats()
+    build_constraint({**spec, "tools": [{"name": "second", "parameters": {**parameters, "required": ["k"]}}]}, 60)
+    after = raw_values._INTERSECTIONS.stats()
+    assert after.misses == before.misses and after.hits - before.hits == 2

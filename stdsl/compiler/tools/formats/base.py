@@ -101,16 +101,23 @@ def read_json(text: str, position: int) -> tuple[Any, int] | None:
 
 
 def without_literals(node: ir.Node, literals: Sequence[str]) -> ir.Node:
-    """`node`'s strings that contain none of `literals` (`node` itself when there are none)."""
+    """`node`'s strings that contain none of `literals` (`node` itself when there are none, or when no string of an
+    embedded automaton holds the first byte of any: a number, a boolean, most enums)."""
     if not literals:
         return node
     if isinstance(node, ir.EmbeddedGrammar):
         from stdsl.compiler.pushdown.embedding import without_literals_in
 
         return without_literals_in(node, literals)
+    from stdsl.compiler.automata.build import build_automaton
     from stdsl.compiler.not_containing import not_containing
     from stdsl.compiler.tools.formats.raw_values import intersection
 
+    if isinstance(node, ir.Embedded):
+        automaton = build_automaton(node)
+        first_bytes = [literal.encode("utf-8")[0] for literal in literals]
+        if not (automaton.class_transitions[:, automaton.byte_class[first_bytes]] >= 0).any():
+            return node
     return intersection(node, not_containing(list(literals)))
 
 

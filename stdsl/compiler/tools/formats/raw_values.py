@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.not_containing import not_containing
 from stdsl.errors import SchemaError
@@ -48,15 +49,27 @@ def raw_string_ir(schema: Mapping[str, Any], path: str, stops: Sequence[str], fa
     return ir.alt(*(ir.literal(v) for v in writable))
 
 
+_INTERSECTIONS = caches.kind("intersected values")
+"""`intersection` per tuple of nodes (top-level embedded leaves by identity, held weakly; other nodes by structure,
+where a leaf inside compares by identity too): every parameter of one type in every tool of a format intersects
+the same value language with the same guards."""
+
+
 def intersection(*nodes: ir.Node) -> ir.Node:
-    """The IR of the strings every node accepts (an embedded product automaton)."""
-    from stdsl.compiler.automata.build import build_automaton
+    """The IR of the strings every node accepts (an embedded product automaton), built once per tuple of nodes."""
+    leaves = tuple(node for node in nodes if isinstance(node, ir.Embedded))
+    shape = tuple(leaves.index(node) if isinstance(node, ir.Embedded) else node for node in nodes)
+    return _INTERSECTIONS.get(leaves, lambda: _intersected(nodes), shape)
+
+
+def _intersected(nodes: Sequence[ir.Node]) -> ir.Node:
+    from stdsl.compiler.automata.build import build_automaton, embedded_leaf
     from stdsl.compiler.automata.ops import intersect
 
     automaton = build_automaton(nodes[0])
     for node in nodes[1:]:
         automaton = intersect(automaton, build_automaton(node))
-    return ir.Embedded(automaton.transitions, automaton.accepting)
+    return embedded_leaf(automaton, minimal=len(nodes) > 1)
 
 
 @functools.cache
@@ -66,14 +79,18 @@ def _space_ranges() -> tuple[tuple[int, int], ...]:
     return tuple((c, c) for c in spaces)
 
 
+@functools.cache
 def unstripped() -> ir.Node:
-    """Texts that `str.strip()` leaves unchanged: empty, or no whitespace at either end."""
+    """Texts that `str.strip()` leaves unchanged: empty, or no whitespace at either end (one node, so the caches
+    keyed by it compare it by identity)."""
     edge = ir.codepoints(list(_space_ranges()), negate=True)
     return ir.optional(ir.seq(edge, ir.optional(ir.seq(ir.star(ir.any_char()), edge))))
 
 
+@functools.lru_cache(maxsize=64)
 def not_word(word: str) -> ir.Node:
-    """Texts that are not `word` in any letter case (ASCII `word`)."""
+    """Texts that are not `word` in any letter case (ASCII `word`), one node per word (so the caches keyed by it
+    compare it by identity)."""
     anything = ir.any_char()
     same = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))]) for c in word]
     other = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))], negate=True)
