@@ -50,7 +50,7 @@ from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
 from stdsl.runtime.batch.sampling import sample_rows
 from stdsl.runtime.option_values import integer, real, refuse
-from stdsl.runtime.row_caches.layers import BatchCaches
+from stdsl.runtime.row_caches.layers import BatchCaches, LeafRow
 from stdsl.runtime.row_caches.load_probe import cache_layout
 
 TOKEN_COST = 0.1
@@ -239,12 +239,13 @@ class BatchCore:
                 row.fail(error)
             self._rows, self._caches, self._logits, self._masks = [], None, None, {}
 
-    def _prefill(self, rows: list[Row]) -> tuple[BatchCaches, list[mx.array | None]] | None:
-        """Prefill new rows together from their longest cached prefix, in caches of their own; their caches and
-        last logits, or None when every row was cancelled meanwhile.
+    def _prefill(self, rows: list[Row]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
+        """Prefill new rows together from their longest cached prefix, in caches of their own; each row's state (its
+        leaf rows) and last logits, or None when every row was cancelled meanwhile.
 
-        Chunks are at most `prefill_chunk` wide and follow the drip rule, so one long prompt among short
-        ones is prefilled alone after the short ones instead of padding them all.
+        Chunks are at most `prefill_chunk` wide and follow the drip rule over the rows that still have prompt to
+        feed: a row whose prompt is done leaves the prefill batch (its state kept aside), so one long prompt among
+        short ones is prefilled alone after the short ones instead of padding them all.
         """
         sequences = [row.prompt_ids + row.feed for row in rows]
         caches = self.layout.new()
@@ -255,47 +256,57 @@ class BatchCore:
             starts.append(start)
             caches.append_rows([hit.layers if hit is not None else None], [start])
         pending = [s[k:] for s, k in zip(sequences, starts)]
+        states: list[list[LeafRow]] = [[] for _ in rows]
         last: list[mx.array | None] = [None] * len(rows)
-        while any(pending):
+        active = list(range(len(rows)))
+        """The rows still feeding, in the order of the prefill caches' rows."""
+        while active:
             if all(row.cancelled for row in rows):
                 for row in rows:
                     row.cancel_now()
                 return None
-            width = min(self.prefill_chunk, feed_width([len(p) for p in pending if p]))
-            chunk = [p[:width] for p in pending]
+            width = min(self.prefill_chunk, feed_width([len(pending[i]) for i in active]))
+            chunk = [pending[i][:width] for i in active]
             logits = forward_rows(self.model.net, caches, chunk)
             mx.eval(logits, *caches.arrays())
             self.counters["passes"] += 1
-            for i, (row, piece) in enumerate(zip(rows, chunk)):
-                if piece:
-                    row.stats.passes += 1
-                    self.counters["prefilled_tokens"] += len(piece)
-                    pending[i] = pending[i][len(piece) :]
-                    if not pending[i]:
-                        last[i] = logits[i]
+            done: list[int] = []
+            for k, (i, piece) in enumerate(zip(active, chunk)):
+                rows[i].stats.passes += 1
+                self.counters["prefilled_tokens"] += len(piece)
+                pending[i] = pending[i][len(piece) :]
+                if not pending[i]:
+                    last[i] = logits[k]
+                    states[i] = caches.row(k)
+                    done.append(k)
+            if done:
+                stay = [k for k in range(len(active)) if k not in done]
+                caches.keep(stay)
+                caches.compact()
+                active = [active[k] for k in stay]
         for i, (row, sequence) in enumerate(zip(rows, sequences)):
             self.counters["prompt_tokens"] += len(row.prompt_ids)
             row.stats.cached_tokens = min(starts[i], len(row.prompt_ids))
             if row.remember:
-                self._remember(sequence, caches, i)
+                self.prompt_cache.store(sequence, states[i])
             row.fed = list(row.feed)
             row.feed = []
             row.publish()
-        return caches, last
+        return states, [x for x in last if x is not None]
 
-    def _join(self, rows: list[Row], caches: BatchCaches, last: list[mx.array | None]) -> None:
-        """Append prefilled rows (their caches and last logits) to the running batch."""
+    def _join(self, rows: list[Row], states: list[list[LeafRow]], last: list[mx.array]) -> None:
+        """Append prefilled rows (their states and last logits) to the running batch."""
         if self._caches is None:
             self._caches = self.layout.new(bounded=True)
-        self._caches.append_rows([caches.row(i) for i in range(len(rows))], caches.row_lengths)
-        ready = mx.stack([x for x in last if x is not None])
+        self._caches.append_rows(states, [len(row.prompt_ids) + len(row.fed) for row in rows])
+        ready = mx.stack(last)
         self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
         self._rows += rows
 
     def _remember(self, sequence: list[int], caches: BatchCaches | None, index: int) -> None:
-        """Store row `index`'s KV state for `sequence` in the prompt cache (it copies out what it keeps): a prefilled
-        prompt, or a finished row's prompt and every token fed after it, so the conversation's next turn, which
-        repeats that output, prefills only what is new."""
+        """Store row `index`'s KV state for `sequence` in the prompt cache (it copies out what it keeps): a finished
+        row's prompt and every token fed after it, so the conversation's next turn, which repeats that output,
+        prefills only what is new."""
         assert caches is not None
         self.prompt_cache.store(sequence, caches.row(index))
 

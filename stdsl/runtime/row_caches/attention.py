@@ -168,7 +168,7 @@ class RowSlotsCache(SlotLayout):
         super().cut(index, count)
 
     def _gather(self, chosen: mx.array) -> None:
-        self._starts = [self._starts[slot] for slot in self.slots]  # `chosen` is the held slots (`_compact`)
+        self._starts = [self._starts[slot] for slot in self.slots]  # `chosen` is the held slots (`compact`)
         if self.keys is not None and self.values is not None:
             self.keys, self.values = self.keys[chosen], self.values[chosen]
 
@@ -202,7 +202,7 @@ class RowSlotsCache(SlotLayout):
     def _append(self, rows: Sequence[LayerKV | None], lengths: Sequence[int]) -> None:
         """Add rows as new slots at the end of the arrays (one concatenation)."""
         if self.free_slots:
-            self._compact()
+            self.compact()
         filled = [r for r in rows if r is not None]
         template = filled[0] if filled else None
         if template is None and self.keys is None:

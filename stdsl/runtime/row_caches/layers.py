@@ -97,6 +97,12 @@ class BatchCaches:
         for leaf in self.leaves:
             leaf.keep(indices)
 
+    def compact(self) -> None:
+        """Gather the rows into exactly as many slots, now (free slots left by `keep` stop riding along in passes)."""
+        for leaf in self.leaves:
+            if leaf.free_slots:
+                leaf.compact()
+
     def arrays(self) -> list[mx.array]:
         """Every array a pass writes, to evaluate with its logits."""
         return [a for leaf in self.leaves for a in leaf.arrays()]

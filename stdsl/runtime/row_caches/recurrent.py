@@ -126,7 +126,7 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
     def _append(self, rows: list[RecurrentState | None], lengths: list[int]) -> None:
         """Add rows as new slots at the end of the arrays (one concatenation per array)."""
         if self.free_slots:
-            self._compact()
+            self.compact()
         have = len(self._lengths)
         for i, array in enumerate(self.cache):
             known = next((a for a in [array, *(r.arrays[i] for r in rows if r is not None)] if a is not None), None)

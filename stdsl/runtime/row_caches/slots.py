@@ -54,7 +54,7 @@ class SlotLayout:
         free = len(self._lengths) - len(self.slots)
         self._idle = self._idle + 1 if free else 0
         if free and (self._idle > IDLE_PASSES or free > len(self.slots)):
-            self._compact()
+            self.compact()
         self._feeds = self._by_slot(feeds, 0)
         self.offset = mx.array(self._lengths, dtype=mx.int32)
 
@@ -93,7 +93,7 @@ class SlotLayout:
         self._lengths[slot] -= count
         self.offset = mx.array(self._lengths, dtype=mx.int32)
 
-    def _compact(self) -> None:
+    def compact(self) -> None:
         """Gather the held slots into a batch of exactly the rows, in row order."""
         self._gather(mx.array(self.slots, dtype=mx.int32))
         self._lengths = self.row_lengths

@@ -153,3 +153,35 @@ def test_a_fixed_schedule_of_joins_leaves_failures_and_cancels(failing_model) ->
     assert handles[0].result(timeout=0).tokens and handles[6].result(timeout=0).tokens
     with pytest.raises(Cancelled):
         handles[2].result(timeout=0)
+
+
+def test_a_row_whose_prompt_is_done_leaves_the_prefill_passes(failing_model, monkeypatch) -> None:
+    """Prompts of different lengths admitted together: no prefill pass feeds a row nothing (a row whose prompt is
+    done leaves the prefill batch instead of riding along as padding), and each row still decodes as alone."""
+    import stdsl.runtime.batch.core as core_module
+
+    model, _ = failing_model
+    feeds: list[list[int]] = []
+    forward_rows = core_module.forward_rows
+
+    def recording(net: Any, caches: Any, rows: Any) -> mx.array:
+        feeds.append([len(feed) for feed in rows])
+        return forward_rows(net, caches, rows)
+
+    monkeypatch.setattr(core_module, "forward_rows", recording)
+    core = BatchCore(model, max_rows=4, prefill_chunk=4, prompt_cache_bytes=0)
+    picks = [(0, 0), (2, 0), (1, 2), (3, 4)]
+    handles = [RowHandle(lambda: None) for _ in picks]
+    for (prompt, constraint), handle in zip(picks, handles):
+        core.insert(prepare_request(model, PROMPTS[prompt], CONSTRAINTS[constraint], DecodeOptions.of(max_tokens=16)),
+                    handle)
+    core.step()  # the prefill, then the first decode pass
+    prefill = feeds[: core.counters["passes"] - 1]
+    assert all(all(prefill_rows) for prefill_rows in prefill), prefill
+    assert len({len(prefill_rows) for prefill_rows in prefill}) > 1, "some row should have left the prefill early"
+    for _ in range(MAX_STEPS):
+        if not core.busy:
+            break
+        core.step()
+    for (prompt, constraint), handle in zip(picks, handles):
+        assert _agrees_alone(model, prompt, constraint, 16, handle.result(timeout=0).tokens)
