@@ -137,12 +137,30 @@ class NumberType(FieldType):
         return float(text)
 
     def render(self, value: Any) -> str:
-        """JSON's spelling, or the plain decimal one where the language has no room for that exponent."""
-        text = json.dumps(value)
-        if self.automaton.accepts(text.encode("utf-8")):
-            return text
-        plain = format(Decimal(repr(float(value))), "f")
-        return plain[:-2] if plain.endswith(".0") and not self.automaton.accepts(plain.encode("utf-8")) else plain
+        """The first spelling of `value` the language accepts: JSON's, the plain decimal one, or the digits with
+        the exponent moved into the mantissa (`85.32348e+99` where `8.532348e+100` has one exponent digit too
+        many and the plain decimal too many integer digits)."""
+        spellings = number_spellings(float(value))
+        for text in spellings:
+            if self.automaton.accepts(text.encode("utf-8")):
+                return text
+        return spellings[0]
+
+
+def number_spellings(value: float) -> list[str]:
+    """Spellings of a finite float that read back as it: JSON's, the plain decimal (with and without `.0`), and
+    the shortest digits with 1 to 20 of them before the point and the rest of the exponent after an `e`."""
+    text = json.dumps(value)
+    plain = format(Decimal(repr(value)), "f")
+    out = [text, plain, plain[:-2]] if plain.endswith(".0") else [text, plain]
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits))
+    for whole in range(1, 21):
+        mantissa = shown[:whole].ljust(whole, "0") + ("." + shown[whole:] if len(shown) > whole else "")
+        power = exponent + len(shown) - whole
+        out += [f"{'-' if sign else ''}{mantissa}{e}{power:{form}}" for form in ("+d", "d") for e in ("e", "E")]
+    return out
 
 
 @dataclass(eq=False)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import enum
+import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.syntax import ProgramError
+from stdsl.compiler.stc.types import number_spellings
 
 
 def constraint_of(output: str, scope: dict | None = None, args: dict | None = None, decls: str = ""):
@@ -124,3 +128,18 @@ def test_an_int_is_written_without_a_zero_fraction(output: str, decls: str) -> N
     assert c.accepts(whole)
     assert not c.accepts(whole.replace("5", "5.0"))
     assert not c.accepts(whole.replace("5", "5.00"))
+
+
+def test_a_float_past_the_exponent_room_renders_in_a_spelling_the_field_accepts() -> None:
+    """`8532348E+94` is accepted (two exponent digits) but JSON spells its value `8.532348e+100` and the plain
+    decimal has 101 integer digits, both refused: the exponent moves into the mantissa (`85.32348e+99`)."""
+    constraint = CompiledProgram('output """{f0: float} """', "float.stc").constraint({})
+    values = constraint.parse("8532348E+94 ")
+    rendered = constraint.render(values)
+    assert constraint.accepts(rendered) and constraint.parse(rendered) == values, rendered
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_every_number_spelling_reads_back_as_the_float(value: float) -> None:
+    assert all(float(text) == value and math.copysign(1, float(text)) == math.copysign(1, value)
+               for text in number_spellings(value))
