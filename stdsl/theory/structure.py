@@ -1,7 +1,9 @@
 """The shape of few-path graphs: trimmed two-terminal DAGs, the branch kernel (Theorem 11) and the block product (Theorem 12).
 
 Vertices keep the labels of the graph they came from, so reports can name automaton states directly.
-Parallel edges are kept: in a byte automaton two bytes into the same state are two strings.
+Parallel edges are kept: in a byte automaton two bytes into the same state are two strings. They may be
+listed one by one or as one edge with a multiplicity (a byte class of 26 letters is 26 edges in one), so a
+byte automaton is read in the size of its state graph rather than of its byte edges.
 """
 
 from __future__ import annotations
@@ -23,29 +25,40 @@ from stdsl.theory.graph import (
 
 @dataclass(frozen=True)
 class TwoTerminalDag:
-    """A DAG whose every vertex and edge lies on a source-sink path; `vertices` are in topological order."""
+    """A DAG whose every vertex and edge lies on a source-sink path; `vertices` are in topological order.
+
+    `multiplicities[i]` is how many parallel edges `edges[i]` stands for; empty means one each.
+    """
 
     source: int
     sink: int
     vertices: tuple[int, ...]
     edges: tuple[tuple[int, int], ...]
+    multiplicities: tuple[int, ...] = ()
 
-    def successors(self) -> dict[int, list[int]]:
-        """Each vertex's successor list (parallel edges repeated)."""
-        table: dict[int, list[int]] = {v: [] for v in self.vertices}
-        for u, v in self.edges:
-            table[u].append(v)
+    def edge_multiplicities(self) -> tuple[int, ...]:
+        """How many parallel edges each entry of `edges` stands for."""
+        return self.multiplicities or (1,) * len(self.edges)
+
+    def out_edges(self) -> dict[int, list[tuple[int, int]]]:
+        """Each vertex's outgoing entries as (head, multiplicity), in the order of `edges`."""
+        table: dict[int, list[tuple[int, int]]] = {v: [] for v in self.vertices}
+        for (u, v), count in zip(self.edges, self.edge_multiplicities()):
+            table[u].append((v, count))
         return table
 
     def out_degree(self) -> dict[int, int]:
-        """Each vertex's number of outgoing edges."""
-        return {v: len(w) for v, w in self.successors().items()}
+        """Each vertex's number of outgoing edges (parallel edges counted)."""
+        degree = {v: 0 for v in self.vertices}
+        for (u, _), count in zip(self.edges, self.edge_multiplicities()):
+            degree[u] += count
+        return degree
 
     def in_degree(self) -> dict[int, int]:
-        """Each vertex's number of incoming edges."""
+        """Each vertex's number of incoming edges (parallel edges counted)."""
         degree = {v: 0 for v in self.vertices}
-        for _, v in self.edges:
-            degree[v] += 1
+        for (_, v), count in zip(self.edges, self.edge_multiplicities()):
+            degree[v] += count
         return degree
 
 
@@ -67,26 +80,28 @@ def trim_two_terminal(adjacency: Adjacency, s: int, t: int) -> TwoTerminalDag:
 
 def path_count(dag: TwoTerminalDag) -> int:
     """r = N_H(s, t), the number of source-sink paths (parallel edges counted separately)."""
-    successors = dag.successors()
+    out_edges = dag.out_edges()
     count = {dag.sink: 1}
     for u in reversed(dag.vertices):
         if u != dag.sink:
-            count[u] = sum(count[v] for v in successors[u])
+            count[u] = sum(multiplicity * count[v] for v, multiplicity in out_edges[u])
     return count[dag.source]
 
 
 def cyclomatic_number(dag: TwoTerminalDag) -> int:
-    """c(H) = |E| - |V| + 1."""
-    return len(dag.edges) - len(dag.vertices) + 1
+    """c(H) = |E| - |V| + 1, parallel edges counted."""
+    return sum(dag.edge_multiplicities()) - len(dag.vertices) + 1
 
 
 @dataclass(frozen=True)
 class KernelEdge:
-    """An edge of the branch kernel; `chain` lists the suppressed forced vertices it replaces, in order."""
+    """An edge of the branch kernel; `chain` lists the suppressed forced vertices it replaces, in order, and
+    `multiplicity` how many parallel edges it stands for."""
 
     tail: int
     head: int
     chain: tuple[int, ...]
+    multiplicity: int = 1
 
 
 @dataclass(frozen=True)
@@ -111,28 +126,29 @@ class BranchKernel:
             "c(H) <= r-1": c <= r - 1,
             "kernel vertices <= 2c(H)+2": len(self.vertices) <= 2 * c + 2,
             "kernel vertices <= 2r": len(self.vertices) <= 2 * r,
-            "kernel edges <= 3c(H)+1": len(self.edges) <= 3 * c + 1,
+            "kernel edges <= 3c(H)+1": sum(edge.multiplicity for edge in self.edges) <= 3 * c + 1,
         }
         return [name for name, holds in checks.items() if not holds]
 
 
 def contract_forced_chains(dag: TwoTerminalDag) -> tuple[tuple[int, ...], tuple[KernelEdge, ...]]:
-    """Suppress every internal vertex with in- and out-degree one; the multigraph keeps the same terminal paths."""
-    successors = dag.successors()
+    """Suppress every internal vertex with in- and out-degree one; the multigraph keeps the same terminal paths.
+
+    A kernel edge stands for as many parallel edges as the first edge of its chain (the rest are single).
+    """
+    out_edges = dag.out_edges()
     indegree = dag.in_degree()
-
-    def forced(v: int) -> bool:
-        return v not in (dag.source, dag.sink) and indegree[v] == 1 and len(successors[v]) == 1
-
-    kept = tuple(v for v in dag.vertices if not forced(v))
+    outdegree = dag.out_degree()
+    forced = {v for v in dag.vertices if v not in (dag.source, dag.sink) and indegree[v] == 1 and outdegree[v] == 1}
+    kept = tuple(v for v in dag.vertices if v not in forced)
     edges: list[KernelEdge] = []
     for u in kept:
-        for v in successors[u]:
+        for v, multiplicity in out_edges[u]:
             chain: list[int] = []
-            while forced(v):
+            while v in forced:
                 chain.append(v)
-                v = successors[v][0]
-            edges.append(KernelEdge(u, v, tuple(chain)))
+                v = out_edges[v][0][0]
+            edges.append(KernelEdge(u, v, tuple(chain), multiplicity))
     return kept, tuple(edges)
 
 
@@ -257,9 +273,13 @@ def block_product(dag: TwoTerminalDag) -> BlockProduct:
     """Theorem 12: split H at the cut vertices of its block route; r is the product of per-block path counts."""
     blocks: list[RouteBlock] = []
     for entry, exit_, indices in block_route(dag.vertices, dag.edges, dag.source, dag.sink):
-        block_edges = tuple(dag.edges[i] for i in sorted(indices))
+        ordered = sorted(indices)
+        block_edges = tuple(dag.edges[i] for i in ordered)
+        multiplicities = tuple(dag.multiplicities[i] for i in ordered) if dag.multiplicities else ()
         block_vertices = {x for edge in block_edges for x in edge}
-        sub = TwoTerminalDag(entry, exit_, tuple(v for v in dag.vertices if v in block_vertices), block_edges)
+        sub = TwoTerminalDag(
+            entry, exit_, tuple(v for v in dag.vertices if v in block_vertices), block_edges, multiplicities
+        )
         blocks.append(RouteBlock(entry, exit_, sub.vertices, block_edges, path_count(sub), cyclomatic_number(sub)))
     cuts = (dag.source,) + tuple(block.exit for block in blocks)
     return BlockProduct(tuple(blocks), cuts, prod(block.paths for block in blocks), sum(b.cyclomatic for b in blocks))
