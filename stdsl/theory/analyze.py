@@ -113,6 +113,7 @@ class _ByteGraph:
         self.graph = [sorted(v for v, _ in successors) for successors in self.out]
         self.out_bytes = [sum(c for _, c in successors) for successors in self.out]
         self.backward = reverse(self.graph)
+        self.regions: dict[tuple[int, int], dict[str, Any] | None] = {}
         byte_count = (table >= 0).astype(np.int64) @ size
         forced = ~accepting & (byte_count == 1)
         sole = np.argmax(table >= 0, axis=1)
@@ -171,9 +172,14 @@ class _ByteGraph:
 
     def region(self, entry: int, exit_: int, inside: set[int] | None = None) -> dict[str, Any] | None:
         """The walks from `entry` until they first reach `exit_` (through `inside`, computed when not given): a
-        finite (acyclic) or cyclic region; None for one byte."""
-        if inside is None:
-            inside = self.inside(entry, exit_)
+        finite (acyclic) or cyclic region; None for one byte. Kept per (entry, exit): a region between cut states
+        is often also a decision state's local region."""
+        if (entry, exit_) not in self.regions:
+            walked = self.inside(entry, exit_) if inside is None else inside
+            self.regions[entry, exit_] = self._region(entry, exit_, walked)
+        return self.regions[entry, exit_]
+
+    def _region(self, entry: int, exit_: int, inside: set[int]) -> dict[str, Any] | None:
         edges: list[tuple[int, int]] = []
         multiplicities: list[int] = []
         for u in sorted(inside):
