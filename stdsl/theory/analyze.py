@@ -22,8 +22,7 @@ from stdsl.theory.structure import (
     block_product,
     block_route,
     branch_kernel,
-    immediate_dominators,
-    on_every_path,
+    dominator_tree,
 )
 
 ACCEPT = "accept"
@@ -250,7 +249,7 @@ def _local_finite_regions(byte_graph: _ByteGraph) -> list[dict[str, Any]]:
     regions alone, so the nested ones inside them (thousands in a schema with formats and bounded strings) cost no
     analysis.
     """
-    post_dominator = immediate_dominators(byte_graph.backward, byte_graph.sink)
+    post_dominator = dominator_tree(byte_graph.backward, byte_graph.sink)
     finite: list[tuple[int, set[int]]] = []
     interior: set[int] = set()
     known: dict[int, tuple[set[int], set[int]]] = {}
@@ -291,7 +290,11 @@ def analyze_automaton(automaton: AutomatonLike) -> dict[str, Any]:
     if sink not in live:
         report.update(empty=True, cut_states=[], forced_chains=[], regions=[], local_finite_regions=[])
         return report
-    chain = on_every_path(graph, 0, sink)
+    dominator = dominator_tree(graph, 0)
+    chain = [sink]
+    while chain[-1] != 0:
+        chain.append(dominator[chain[-1]])
+    chain.reverse()
     cuts = chain[:-1]
     edges = tuple((u, v) for u in sorted(live) for v in graph[u])
     block_cuts = [entry for entry, _, _ in block_route(tuple(sorted(live)), edges, 0, sink)]

@@ -291,7 +291,15 @@ def immediate_dominators(adjacency: Adjacency, root: int) -> dict[int, int]:
     x dominates v when every root-v walk visits x; iterative algorithm of Cooper, Harvey and Kennedy.
     """
     graph = validate_adjacency(adjacency)
-    root = validate_vertex("root", root, len(graph))
+    return dominator_tree(graph, validate_vertex("root", root, len(graph)))
+
+
+def dominator_tree(graph: list[list[int]], root: int) -> dict[int, int]:
+    """`immediate_dominators` on successor lists already known to be well formed (no copy, no checks).
+
+    Each vertex's predecessors are met deepest first (lowest postorder rank), so that the running intersection
+    only climbs: a vertex entered from a long chain of states costs the chain once, not once per state.
+    """
     postorder: list[int] = []
     seen = {root}
     stack = [(root, iter(graph[root]))]
@@ -305,9 +313,17 @@ def immediate_dominators(adjacency: Adjacency, root: int) -> dict[int, int]:
         else:
             stack.pop()
             postorder.append(v)
-    rank = {v: i for i, v in enumerate(postorder)}
-    predecessors = reverse(graph)
-    idom: dict[int, int] = {root: root}
+    rank = [-1] * len(graph)
+    for i, v in enumerate(postorder):
+        rank[v] = i
+    predecessors: list[list[int]] = [[] for _ in graph]
+    for u in postorder:
+        for w in graph[u]:
+            predecessors[w].append(u)
+    for incoming in predecessors:
+        incoming.sort(key=rank.__getitem__)
+    idom = [-1] * len(graph)
+    idom[root] = root
 
     def intersect(a: int, b: int) -> int:
         while a != b:
@@ -323,21 +339,21 @@ def immediate_dominators(adjacency: Adjacency, root: int) -> dict[int, int]:
         for v in reversed(postorder):
             if v == root:
                 continue
-            processed = [p for p in predecessors[v] if p in idom]
+            processed = [p for p in predecessors[v] if idom[p] >= 0]
             new = processed[0]
             for p in processed[1:]:
                 new = intersect(p, new)
-            if idom.get(v) != new:
+            if idom[v] != new:
                 idom[v] = new
                 changed = True
-    return idom
+    return {v: idom[v] for v in postorder}
 
 
 def on_every_path(adjacency: Adjacency, s: int, t: int) -> list[int]:
     """The vertices every s-t walk visits (the dominators of t), ordered from s to t; works on cyclic graphs too."""
     graph = validate_adjacency(adjacency)
     t = validate_vertex("t", t, len(graph))
-    idom = immediate_dominators(graph, s)
+    idom = dominator_tree(graph, validate_vertex("s", s, len(graph)))
     if t not in idom:
         raise GraphError(f"{t} is not reachable from {s}")
     chain = [t]
