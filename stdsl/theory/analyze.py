@@ -29,6 +29,7 @@ ACCEPT = "accept"
 MAX_LISTED_VALUES = 16
 READABLE_COUNT = 10**6
 """Path counts from here on are shown by their order of magnitude in the text report (the JSON keeps them)."""
+LOG10_2 = 0.30102999566398120
 
 
 class AutomatonLike(Protocol):
@@ -354,8 +355,18 @@ def _clip(text: str, width: int = 48) -> str:
 
 
 def readable_count(count: int) -> str:
-    """A path count as people read it: exact up to a million, else its order of magnitude (`≥ 10^k`)."""
-    return str(count) if count < READABLE_COUNT else f"≥ 10^{len(str(count)) - 1}"
+    """A path count as people read it: exact up to a million, else its order of magnitude (`≥ 10^k`).
+
+    The exponent is found without writing the number out in decimal, which Python refuses past 4,300 digits.
+    """
+    if count < READABLE_COUNT:
+        return str(count)
+    exponent = int((count.bit_length() - 1) * LOG10_2)
+    while 10 ** (exponent + 1) <= count:
+        exponent += 1
+    while 10**exponent > count:
+        exponent -= 1
+    return f"≥ 10^{exponent}"
 
 
 def _finite_row(r: dict[str, Any]) -> list[str]:
