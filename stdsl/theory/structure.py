@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
 from stdsl.theory.graph import (
@@ -41,25 +42,29 @@ class TwoTerminalDag:
         return self.multiplicities or (1,) * len(self.edges)
 
     def out_edges(self) -> dict[int, list[tuple[int, int]]]:
-        """Each vertex's outgoing entries as (head, multiplicity), in the order of `edges`."""
-        table: dict[int, list[tuple[int, int]]] = {v: [] for v in self.vertices}
-        for (u, v), count in zip(self.edges, self.edge_multiplicities()):
-            table[u].append((v, count))
-        return table
+        """Each vertex's outgoing entries as (head, multiplicity), in the order of `edges` (built once; read only)."""
+        return self._tables[0]
 
     def out_degree(self) -> dict[int, int]:
-        """Each vertex's number of outgoing edges (parallel edges counted)."""
-        degree = {v: 0 for v in self.vertices}
-        for (u, _), count in zip(self.edges, self.edge_multiplicities()):
-            degree[u] += count
-        return degree
+        """Each vertex's number of outgoing edges (parallel edges counted; built once, read only)."""
+        return self._tables[1]
 
     def in_degree(self) -> dict[int, int]:
-        """Each vertex's number of incoming edges (parallel edges counted)."""
-        degree = {v: 0 for v in self.vertices}
-        for (_, v), count in zip(self.edges, self.edge_multiplicities()):
-            degree[v] += count
-        return degree
+        """Each vertex's number of incoming edges (parallel edges counted; built once, read only)."""
+        return self._tables[2]
+
+    @cached_property
+    def _tables(self) -> tuple[dict[int, list[tuple[int, int]]], dict[int, int], dict[int, int]]:
+        """Outgoing entries, out-degrees and in-degrees in one pass over the edges: the kernel, the path count
+        and the block product all read them."""
+        out_edges: dict[int, list[tuple[int, int]]] = {v: [] for v in self.vertices}
+        out_degree = dict.fromkeys(self.vertices, 0)
+        in_degree = dict.fromkeys(self.vertices, 0)
+        for (u, v), count in zip(self.edges, self.edge_multiplicities()):
+            out_edges[u].append((v, count))
+            out_degree[u] += count
+            in_degree[v] += count
+        return out_edges, out_degree, in_degree
 
 
 def trim_two_terminal(adjacency: Adjacency, s: int, t: int) -> TwoTerminalDag:
