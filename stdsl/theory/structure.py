@@ -173,19 +173,26 @@ def branch_kernel(dag: TwoTerminalDag) -> BranchKernel:
 
 
 def biconnected_blocks(vertices: tuple[int, ...], edges: tuple[tuple[int, int], ...]) -> list[list[int]]:
-    """The biconnected blocks of the underlying undirected multigraph, each a list of edge indices (iterative Tarjan)."""
-    neighbours: dict[int, list[tuple[int, int]]] = {v: [] for v in vertices}
+    """The biconnected blocks of the underlying undirected multigraph, each a list of edge indices (iterative Tarjan).
+
+    Vertices are numbered by their position in `vertices` for the search, so its tables are lists.
+    """
+    position = {v: i for i, v in enumerate(vertices)}
+    neighbours: list[list[tuple[int, int]]] = [[] for _ in vertices]
     for index, (u, v) in enumerate(edges):
-        neighbours[u].append((v, index))
-        neighbours[v].append((u, index))
-    discovered: dict[int, int] = {}
-    low: dict[int, int] = {}
+        iu, iv = position[u], position[v]
+        neighbours[iu].append((iv, index))
+        neighbours[iv].append((iu, index))
+    discovered = [-1] * len(vertices)
+    low = [0] * len(vertices)
+    found = 0
     blocks: list[list[int]] = []
     edge_stack: list[int] = []
-    for root in vertices:
-        if root in discovered:
+    for root in range(len(vertices)):
+        if discovered[root] >= 0:
             continue
-        discovered[root] = low[root] = len(discovered)
+        discovered[root] = low[root] = found
+        found += 1
         stack = [(root, -1, iter(neighbours[root]))]
         while stack:
             v, parent_edge, pending = stack[-1]
@@ -193,9 +200,10 @@ def biconnected_blocks(vertices: tuple[int, ...], edges: tuple[tuple[int, int], 
             for w, index in pending:
                 if index == parent_edge:
                     continue
-                if w not in discovered:
+                if discovered[w] < 0:
                     edge_stack.append(index)
-                    discovered[w] = low[w] = len(discovered)
+                    discovered[w] = low[w] = found
+                    found += 1
                     stack.append((w, index, iter(neighbours[w])))
                     descended = True
                     break
