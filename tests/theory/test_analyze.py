@@ -1,4 +1,5 @@
-"""`analyze_automaton` finds the true cut states, and every finite region spends at most r-1 sampling points (Corollary 1)."""
+"""`analyze_automaton` finds the true cut states, and every finite region spends at most r-1 sampling points
+(Corollary 1)."""
 
 from __future__ import annotations
 
