@@ -242,7 +242,8 @@ class _ByteGraph:
 
 
 def _local_finite_regions(byte_graph: _ByteGraph) -> list[dict[str, Any]]:
-    """Corollary 1 with local cuts: from each decision state to its immediate post-dominator, the maximal acyclic regions.
+    """Corollary 1 with local cuts: from each decision state to its immediate post-dominator, the maximal acyclic
+    regions.
 
     These include finite fields inside loops (an enum in every item of an array), which no global cut isolates.
     Each decision state's region is first only tested for cycles (a search that stops at the first); the path
@@ -430,6 +431,7 @@ def render_analysis(report: dict[str, Any]) -> str:
         )
     if len(listed) < len(nested):
         lines.append(
-            f"(and {len(nested) - len(listed)} more finite regions inside loops: character classes, escapes, formats; see --json)"
+            f"(and {len(nested) - len(listed)} more finite regions inside loops: character classes, escapes, formats; "
+            "see --json)"
         )
     return "\n".join(lines)

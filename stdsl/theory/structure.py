@@ -1,4 +1,5 @@
-"""The shape of few-path graphs: trimmed two-terminal DAGs, the branch kernel (Theorem 11) and the block product (Theorem 12).
+"""The shape of few-path graphs: trimmed two-terminal DAGs, the branch kernel (Theorem 11) and the block product
+(Theorem 12).
 
 Vertices keep the labels of the graph they came from, so reports can name automaton states directly.
 Parallel edges are kept: in a byte automaton two bytes into the same state are two strings. They may be
@@ -68,7 +69,8 @@ class TwoTerminalDag:
 
 
 def trim_two_terminal(adjacency: Adjacency, s: int, t: int) -> TwoTerminalDag:
-    """Restrict a graph to the vertices and edges on some s-t path; GraphError if t is unreachable or a cycle remains."""
+    """Restrict a graph to the vertices and edges on some s-t path; GraphError if t is unreachable or a cycle
+    remains."""
     graph = validate_adjacency(adjacency)
     n = len(graph)
     s = validate_vertex("s", s, n)
@@ -229,7 +231,8 @@ def biconnected_blocks(vertices: tuple[int, ...], edges: tuple[tuple[int, int], 
 
 @dataclass(frozen=True)
 class RouteBlock:
-    """A biconnected block on the s-t route: entry a_i, exit b_i, its vertices and edges, paths a_i -> b_i and c(B_i)."""
+    """A biconnected block on the s-t route: entry a_i, exit b_i, its vertices and edges, paths a_i -> b_i and
+    c(B_i)."""
 
     entry: int
     exit: int
@@ -241,7 +244,8 @@ class RouteBlock:
 
 @dataclass(frozen=True)
 class BlockProduct:
-    """Theorem 12's data: the route blocks, the cut vertices s = a_1, b_1 = a_2, ..., b_q = t, and the product of path counts."""
+    """Theorem 12's data: the route blocks, the cut vertices s = a_1, b_1 = a_2, ..., b_q = t, and the product of
+    path counts."""
 
     blocks: tuple[RouteBlock, ...]
     cut_vertices: tuple[int, ...]
@@ -252,7 +256,8 @@ class BlockProduct:
 def block_route(
     vertices: tuple[int, ...], edges: tuple[tuple[int, int], ...], s: int, t: int
 ) -> list[tuple[int, int, list[int]]]:
-    """The blocks on the s-t route of the block-cut tree as (entry, exit, edge indices); the graph must connect s and t."""
+    """The blocks on the s-t route of the block-cut tree as (entry, exit, edge indices); the graph must connect s
+    and t."""
     if s == t:
         return []
     blocks = biconnected_blocks(vertices, edges)
