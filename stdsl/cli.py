@@ -127,7 +127,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             f"{len(constraint.grammar.names)} nonterminals), whose walks between cut states are not few-path"
         )
     report = analyze_automaton(constraint.automaton)
-    print(json.dumps(report) if args.json else render_analysis(report))
+    if not args.json:
+        print(render_analysis(report))
+        return 0
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # the JSON keeps every path count exact, past Python's 4,300-digit default
+    try:
+        print(json.dumps(report))
+    finally:
+        sys.set_int_max_str_digits(limit)
     return 0
 
 

@@ -34,7 +34,8 @@ def _matrix_to_lists(matrix: np.ndarray) -> list[list[int]]:
 
 
 def validate_adjacency(adjacency: Adjacency) -> list[list[int]]:
-    """Return `adjacency` (successor lists, or a square matrix of edge counts) as int lists; GraphError names a bad entry."""
+    """Return `adjacency` (successor lists, or a square matrix of edge counts) as int lists; GraphError names a bad
+    entry."""
     if isinstance(adjacency, np.ndarray):
         return _matrix_to_lists(adjacency)
     if isinstance(adjacency, (str, bytes)) or not isinstance(adjacency, Sequence):

@@ -1,4 +1,5 @@
-"""`analyze_automaton` finds the true cut states, and every finite region spends at most r-1 sampling points (Corollary 1)."""
+"""`analyze_automaton` finds the true cut states, and every finite region spends at most r-1 sampling points
+(Corollary 1)."""
 
 from __future__ import annotations
 
@@ -175,13 +176,13 @@ def test_extraction_schemas(name: str) -> None:
 def _every_maximal_finite_region(automaton: TableAutomaton) -> list[dict]:
     """The definition, by brute force: every decision state's full region report, the finite ones whose entry is
     inside no other finite region."""
-    from stdsl.theory.analyze import _ByteGraph, _public
+    from stdsl.theory.analyze import _ByteGraph, _class_form, _public
     from stdsl.theory.structure import immediate_dominators
 
-    graph = _ByteGraph(np.asarray(automaton.transitions).astype(np.int64), np.asarray(automaton.accepting))
+    graph = _ByteGraph(*_class_form(automaton), np.asarray(automaton.accepting, dtype=bool))
     post = immediate_dominators(graph.backward, graph.sink)
     found = [r for r in (graph.region(e, post[e]) for e in sorted(graph.live - {graph.sink})
-                         if len(graph.multigraph[e]) >= 2) if r is not None and r["kind"] == "finite"]
+                         if graph.out_bytes[e] >= 2) if r is not None and r["kind"] == "finite"]
     interior = set().union(set(), *(r["_inside"] - {r["entry"], post[r["entry"]]} for r in found))
     return [_public(r) for r in found if r["entry"] not in interior]
 

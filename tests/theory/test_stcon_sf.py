@@ -1,4 +1,5 @@
-"""The capped stack traversal decides STCON_sf, RootBudget and PairBudget exactly as brute-force walk enumeration does."""
+"""The capped stack traversal decides STCON_sf, RootBudget and PairBudget exactly as brute-force walk enumeration
+does."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def graphs(draw: st.DrawFn, max_n: int = 6) -> list[list[int]]:
 
 
 def check_budget(decision: Decision, n: int) -> None:
-    """A traversal enters at most node_cap + 1 nodes (the +1 is the overflow witness), at most node_cap on acceptance."""
+    """A traversal enters at most node_cap + 1 nodes (the +1 is the overflow witness), at most node_cap on
+    acceptance."""
     assert decision.max_entered <= decision.node_cap + 1
     if decision.accepted:
         assert decision.max_entered <= decision.node_cap

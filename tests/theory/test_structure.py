@@ -1,4 +1,5 @@
-"""Theorem 11 (branch kernel) and Theorem 12 (block product) hold on random trimmed two-terminal DAGs, checked by path enumeration."""
+"""Theorem 11 (branch kernel) and Theorem 12 (block product) hold on random trimmed two-terminal DAGs, checked by
+path enumeration."""
 
 from __future__ import annotations
 
