@@ -3,16 +3,16 @@
 On the embedded SmolLM2, in one process with the model loaded and the tokenizer's own tables warm (one
 unrelated schema decoded first, as a server does at start), per constraint:
 
-- engine: an output of at most 30 tokens (`max_tokens=30`, greedy, the task's prompt) through the batch engine
-  (`prepare_request` + `submit_request`, until the row ends), for the constraint seen for the first time and then
-  again cached (the faster of two tries); extra = new - cached. The prompt's KV state is cached beforehand and no
-  measured request stores its own, so all prefill the same tokens and decode the same tokens (checked): the
-  difference is what the new grammar costs (compile, constraint state, first visits of its states). Constraints:
-  the six extraction schemas as they are (closed objects: DFAs), the same with every object opened
-  (`additionalProperties: false` dropped) compiled with `strict=False` (pushdowns), and a Lark grammar (the
-  official Lark JSON grammar). Each process runs twice, with the engine's lookahead (new grammars' tables
-  warmed while passes run, `stdsl.control.lookahead`) and without it (`AHEAD_FRACTION = 0`): the same engine in
-  the same run as its own baseline;
+- engine: the first 30 tokens of an output (`max_tokens=256`, greedy, the task's prompt; fewer where the output
+  ends first) through the batch engine (`prepare_request` + `submit_request`), for the constraint seen for the
+  first time and then again cached (the faster of two tries); extra = new - cached. The prompt's KV state is
+  cached beforehand and no measured request stores its own, so all prefill the same tokens and decode the same
+  tokens (checked): the difference is what the new grammar costs (compile, constraint state, first visits of
+  its states). Constraints: the six extraction schemas as they are (closed objects: DFAs), the same with every
+  object opened (`additionalProperties: false` dropped) compiled with `strict=False` (pushdowns), and a Lark
+  grammar (the official Lark JSON grammar). Each repeat runs the engine in two processes, with its lookahead
+  (new grammars' tables warmed while passes run, `stdsl.control.lookahead`) and without it
+  (`AHEAD_FRACTION = 0`): the same engine in the same run as its own baseline;
 - split: compile, planner, need table and first mask (`ConstraintState.start()` + `mask()`) of each new
   extraction schema, the same first mask once cached, and llguidance's compile (grammar + `LLMatcher`) plus its
   first mask fill on the same tokenizer and schema.
@@ -54,7 +54,8 @@ GRAMMAR = ("lark_json", SHARED / "grammars" / "lark_json_official.lark",
            "Describe the city of Oslo as a JSON object with a few fields.")
 WARM_SCHEMA = {"type": "object", "properties": {"note": {"type": "string"}, "count": {"type": "integer"}},
                "required": ["note", "count"], "additionalProperties": False}
-MAX_TOKENS = 30
+TOKENS = 30
+MAX_TOKENS = 256
 TARGET_MS = 50.0
 CACHED_TRIES = 2
 
@@ -96,36 +97,52 @@ def ms(seconds: float) -> float:
 
 
 def engine_phase(model: Any, ahead: bool) -> dict[str, dict[str, float]]:
-    """Per constraint: an output of at most `MAX_TOKENS` tokens through the engine, new and cached (ms)."""
-    import stdsl.runtime.batch.core as core
+    """Per constraint: the first `TOKENS` tokens of an output through the engine, new and cached (ms)."""
+    import stdsl.runtime.batch.pass_clock as pass_clock
     from stdsl.runtime.batch.requests import prepare_request
     from stdsl.runtime.decode import engine_for
     from stdsl.runtime.options import DecodeOptions
 
     if not ahead:
-        core.AHEAD_FRACTION = 0.0
+        pass_clock.AHEAD_FRACTION = 0.0
     engine = engine_for(model)
 
     def decode(prompt: str, constraint: Any, strict: bool | None, remember: bool = False
-               ) -> tuple[float, list[int], float]:
+               ) -> tuple[float, list[int], float, float]:
+        """Seconds until the output holds `TOKENS` tokens (or ended), those tokens, the lookahead's seconds, and the
+        process's CPU seconds meanwhile."""
         gc.collect()
         ahead_before = engine.metrics()["seconds"].get("ahead", 0.0)
+        cpu = time.process_time()
         start = time.perf_counter()
         request = prepare_request(model, prompt, constraint, DecodeOptions.of(max_tokens=MAX_TOKENS, strict=strict))
         request.remember = remember
-        tokens = engine.submit_request(request).result().tokens
+        handle = engine.submit_request(request)
+        for _ in handle:
+            if len(request.control.tokens) >= TOKENS:
+                break
         elapsed = time.perf_counter() - start
-        return elapsed, tokens, engine.metrics()["seconds"].get("ahead", 0.0) - ahead_before
+        cpu = time.process_time() - cpu
+        tokens = list(request.control.tokens[:TOKENS])
+        handle.cancel()
+        try:
+            for _ in handle:
+                pass
+        except Exception:  # noqa: BLE001 - a cancelled row ends with its Cancelled error
+            pass
+        return elapsed, tokens, engine.metrics()["seconds"].get("ahead", 0.0) - ahead_before, cpu
 
     out: dict[str, dict[str, float]] = {}
     for name, constraint, strict, prompt in cases():
         decode(prompt, WARM_SCHEMA, None, remember=True)
-        new, tokens, ahead_s = decode(prompt, constraint, strict)
+        new, tokens, ahead_s, new_cpu = decode(prompt, constraint, strict)
         tries = [decode(prompt, constraint, strict) for _ in range(CACHED_TRIES)]
-        cached = min(t for t, _, _ in tries)
-        same = all(t == tokens for _, t, _ in tries)
+        cached = min(t for t, _, _, _ in tries)
+        cached_cpu = min(c for _, _, _, c in tries)
+        same = all(t == tokens for _, t, _, _ in tries)
         out[name] = {"new_ms": ms(new), "cached_ms": ms(cached), "extra_ms": ms(new - cached),
-                     "tokens": len(tokens), "ahead_ms": ms(ahead_s), "same_tokens": float(same)}
+                     "extra_cpu_ms": ms(new_cpu - cached_cpu), "tokens": len(tokens), "ahead_ms": ms(ahead_s),
+                     "same_tokens": float(same)}
     engine.close()
     return out
 
@@ -222,20 +239,26 @@ def render(report: dict) -> str:
         f"versions {report['versions']}; stdsl at commit {report['code']}; load average during the run "
         f"{report['load']} on {report['cores']} cores.",
         "",
-        "Engine: an output of at most 30 tokens (greedy, the task's prompt, its KV state cached beforehand) through "
-        "the batch engine for the constraint seen for the first time (compile, constraint state and start, every "
+        "Engine: the first 30 tokens of an output (fewer where it ends first; greedy, the task's prompt, its KV "
+        "state cached beforehand) through the batch engine for the constraint seen for the first time (compile, "
+        "constraint state and start, every "
         "first visit of a state), then cached (the faster of two tries); extra = new - cached in the same process "
         "(the median over processes, like every column); tokens decoded are the same new and cached in every "
         "process. With lookahead: the engine as shipped (new grammars' tables warmed while passes run; `ahead ms` "
         "is the time it spent so, inside the new run); without: the same engine, lookahead off, in its own "
-        "processes of the same run. Open: the schema with `additionalProperties: false` dropped, `strict=False`.",
+        "processes of the same run. Open: the schema with `additionalProperties: false` dropped, `strict=False`. "
+        "Extra CPU: the process's CPU seconds (every thread) new minus cached: what the new grammar costs in work, "
+        "which a loaded machine inflates less than wall time; the lookahead moves that work into the passes' "
+        "waits rather than removing it.",
         "",
-        "| constraint | tokens | new ms | cached ms | extra ms | ahead ms | extra without lookahead ms |",
-        "|---|---|---|---|---|---|---|",
+        "| constraint | tokens | new ms | cached ms | extra ms | ahead ms | extra without lookahead ms | "
+        "extra CPU ms | extra CPU without lookahead ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in engine.items():
         lines.append(f"| {name} | {e['tokens']:.0f} | {e['new_ms']:.1f} | {e['cached_ms']:.1f} | "
-                     f"{e['extra_ms']:.1f} | {e['ahead_ms']:.1f} | {plain[name]['extra_ms']:.1f} |")
+                     f"{e['extra_ms']:.1f} | {e['ahead_ms']:.1f} | {plain[name]['extra_ms']:.1f} | "
+                     f"{e['extra_cpu_ms']:.1f} | {plain[name]['extra_cpu_ms']:.1f} |")
     lines += [
         "",
         "Split (closed extraction schemas): the new grammar's compile, planner, need table and first mask "
@@ -267,7 +290,7 @@ def targets(engine: dict, plain: dict) -> list[str]:
         extra = [engine[n]["extra_ms"] for n in names]
         without = [plain[n]["extra_ms"] for n in names]
         worst = max(extra)
-        out.append(f"{label}: a new constraint's first {MAX_TOKENS} tokens cost at most {TARGET_MS:.0f} ms more "
+        out.append(f"{label}: a new constraint's first {TOKENS} tokens cost at most {TARGET_MS:.0f} ms more "
                    f"than a cached one's: extra max {worst:.1f} ms, median {statistics.median(extra):.1f} ms "
                    f"→ {'met' if worst <= TARGET_MS else 'NOT met'} (without lookahead: max {max(without):.1f} ms, "
                    f"median {statistics.median(without):.1f} ms)")

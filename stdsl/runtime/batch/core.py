@@ -45,6 +45,7 @@ from stdsl.control.finish import finish_reason
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.forward import forward_rows
+from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
@@ -66,8 +67,6 @@ REST_FACTOR = 10.0
 """A row past its share rests this many times the excess (the others' steps meanwhile)."""
 DEFAULT_MAX_CONTROL_SECONDS = 60.0
 """Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
-AHEAD_FRACTION = 0.8
-"""Of a pass's expected seconds, the part after it was queued that new grammars' lookaheads may use."""
 PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "ahead", "step")
 """Seconds a core spends per phase (`BatchCore.seconds`): queueing a pass, waiting for its logits, masks,
 draws, constraint advance and text, prefill, tables computed ahead for new grammars while a pass runs, and whole
@@ -116,10 +115,8 @@ class BatchCore:
         self._caches: BatchCaches | None = None
         self._logits: mx.array | None = None
         self._masks: dict[Row, np.ndarray] = {}
-        self._queued = 0.0
-        """When the pass in flight was queued."""
-        self._pass_seconds = 0.0
-        """Expected seconds from queueing a pass to its logits (`_time_pass`)."""
+        self.clock = PassClock()
+        """How long passes take: new grammars' lookaheads run in what is left of one after its masks."""
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
                          "forced_tokens": 0, "requests": 0, "control_rests": 0}
         self.seconds = dict.fromkeys(PHASES, 0.0)
@@ -233,6 +230,7 @@ class BatchCore:
         """Prefill `rows` and join them to the running batch; a failure fails them (and, while joining, the
         running rows whose caches it was rebuilding)."""
         began = time.perf_counter()
+        self.clock.queued = None  # the wait for the next logits includes this prefill: no pass timing from it
         try:
             prefilled = self._prefill(rows)
         except Exception as error:
@@ -373,7 +371,7 @@ class BatchCore:
             mx.eval(self._logits)
         finally:
             self.seconds["wait"] += time.perf_counter() - began
-            self._time_pass(began)
+            self.clock.waited(began)
         ready = self._awake(ready)
         finished: list[int] = []
         masks: list[np.ndarray] = []
@@ -483,30 +481,8 @@ class BatchCore:
                 finally:
                     row.control_seconds += time.perf_counter() - start
         self.seconds["mask"] += time.perf_counter() - began
-        self._queued = began
-        self._look_ahead(began + AHEAD_FRACTION * self._pass_seconds)
-
-    def _time_pass(self, waited_from: float) -> None:
-        """Update the expected seconds of a pass from its queueing to its logits: measured where the wait for them
-        was real, shrunk where they were ready already (the time between was not the pass's)."""
-        now = time.perf_counter()
-        if now - waited_from > 1e-3:
-            self._pass_seconds = 0.5 * self._pass_seconds + 0.5 * (now - self._queued)
-        else:
-            self._pass_seconds *= 0.5
-
-    def _look_ahead(self, deadline: float) -> None:
-        """Until `deadline` (while the pass runs), warm the tables new grammars' rows may read next
-        (`stdsl.control.lookahead`), one unit of work at a time, row after row."""
-        began = time.perf_counter()
-        ahead = []
-        for row in self._rows:
-            if row.ahead is not None and not row.cancelled:
-                row.ahead.follow(row.control.configuration)
-                ahead.append(row.ahead)
-        while ahead and time.perf_counter() < deadline:
-            ahead = [lookahead for lookahead in ahead if lookahead.step()]
-        self.seconds["ahead"] += time.perf_counter() - began
+        self.clock.queued = began
+        self.seconds["ahead"] += look_ahead(self._rows, self.clock.deadline())
 
     def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
         """Remove rows from the running batch (and their cache slots, logits and masks)."""
