@@ -78,6 +78,8 @@ class ConstraintState:
     def _begin(self, controller: Controller) -> None:
         """Start the log empty before `start`, at the controller's initial configuration."""
         self.controller = controller
+        self.fresh = len(controller.rows) == 0
+        """Whether its automaton's rows were all still to compute when this state was made (a new grammar)."""
         self.configuration = controller.initial()
         self.committed = bytearray()
         self.tokens: list[int] = []

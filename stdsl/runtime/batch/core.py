@@ -42,8 +42,10 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.control.finish import finish_reason
+from stdsl.control.lookahead import Lookahead
 from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.forward import forward_rows
+from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
@@ -65,9 +67,10 @@ REST_FACTOR = 10.0
 """A row past its share rests this many times the excess (the others' steps meanwhile)."""
 DEFAULT_MAX_CONTROL_SECONDS = 60.0
 """Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
-PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "step")
+PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "ahead", "step")
 """Seconds a core spends per phase (`BatchCore.seconds`): queueing a pass, waiting for its logits, masks,
-draws, constraint advance and text, prefill, and whole steps (the rest is `step` minus the others)."""
+draws, constraint advance and text, prefill, tables computed ahead for new grammars while a pass runs, and whole
+steps (the rest is `step` minus the others)."""
 
 
 def feed_width(lengths: Sequence[int]) -> int:
@@ -112,6 +115,8 @@ class BatchCore:
         self._caches: BatchCaches | None = None
         self._logits: mx.array | None = None
         self._masks: dict[Row, np.ndarray] = {}
+        self.clock = PassClock()
+        """How long passes take: new grammars' lookaheads run in what is left of one after its masks."""
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
                          "forced_tokens": 0, "requests": 0, "control_rests": 0}
         self.seconds = dict.fromkeys(PHASES, 0.0)
@@ -124,6 +129,8 @@ class BatchCore:
         row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
                   until=request.until, max_samples=request.max_samples, remember=request.remember)
         row.feed = list(request.prefix)
+        if request.control.fresh:
+            row.ahead = Lookahead(request.control.controller)
         self.counters["requests"] += 1
         if request.control.finished:
             row.complete(finish_reason(request.control, eos_sampled=False))
@@ -223,6 +230,7 @@ class BatchCore:
         """Prefill `rows` and join them to the running batch; a failure fails them (and, while joining, the
         running rows whose caches it was rebuilding)."""
         began = time.perf_counter()
+        self.clock.queued = None  # the wait for the next logits includes this prefill: no pass timing from it
         try:
             prefilled = self._prefill(rows)
         except Exception as error:
@@ -374,6 +382,7 @@ class BatchCore:
             mx.eval(self._logits)
         finally:
             self.seconds["wait"] += time.perf_counter() - began
+            self.clock.waited(began)
         ready = self._awake(ready)
         finished: list[int] = []
         masks: list[np.ndarray] = []
@@ -483,6 +492,8 @@ class BatchCore:
                 finally:
                     row.control_seconds += time.perf_counter() - start
         self.seconds["mask"] += time.perf_counter() - began
+        self.clock.queued = began
+        self.seconds["ahead"] += look_ahead(self._rows, self.clock.deadline())
 
     def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
         """Remove rows from the running batch (and their cache slots, logits and masks)."""

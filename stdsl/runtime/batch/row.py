@@ -14,6 +14,7 @@ from typing import Any
 from stdsl.compiler.special_tokens import visible_bytes
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finished_generation
+from stdsl.control.lookahead import Lookahead
 from stdsl.errors import Cancelled, GenerationError, StdslError
 from stdsl.generation import Stats
 from stdsl.runtime.batch.handle import Event, RowHandle
@@ -60,6 +61,8 @@ class Row:
         """Seconds of mask and advance work this row's constraint took in all (`BatchCore` bounds it)."""
         self.control_excused = 0.0
         """Seconds of that work past the row's share already paid for by resting (or taken while alone)."""
+        self.ahead: Lookahead | None = None
+        """Warms the tables this row reads next while passes run, where its grammar is new (`BatchCore`)."""
         self.rest_until = 0.0
         """While `perf_counter()` is below this the row does not sample: it ran over its share of control work."""
         self.held: Any = None

@@ -163,10 +163,11 @@ class _Job:
 
 @dataclass
 class PoolStats:
-    """What the pool has done: jobs queued now, seconds jobs waited for a worker and spent on one, jobs
+    """What the pool has done: jobs queued and running now, seconds jobs waited for a worker and spent on one, jobs
     cancelled, workers replaced, compiles refused for memory."""
 
     queued: int = 0
+    running: int = 0
     queue_seconds: float = 0.0
     compile_seconds: float = 0.0
     cancelled: int = 0
@@ -203,8 +204,8 @@ class CompilePool:
 
     @property
     def stats(self) -> PoolStats:
-        """What the pool has done, and the jobs queued now."""
-        return replace(self._stats, queued=len(self._queue))
+        """What the pool has done, and the jobs queued and running now."""
+        return replace(self._stats, queued=len(self._queue), running=self._general + len(self._reserved))
 
     @property
     def replaced(self) -> int:

@@ -87,6 +87,8 @@ class Metrics:
         metric("grammar_compile_queue_seconds_total", "counter", "seconds compiles waited for a worker",
                [("", cache.pool.queue_seconds)])
         metric("grammar_compiles_queued", "gauge", "compiles waiting for a worker", [("", cache.pool.queued)])
+        metric("grammar_compiles_running", "gauge", "compiles on a worker now (no request with a compiled grammar "
+               "waits for them)", [("", cache.pool.running)])
         metric("grammar_compiles_cancelled_total", "counter", "compiles cancelled because their clients left",
                [("", cache.pool.cancelled)])
         metric("grammar_compile_memory_refusals_total", "counter", "compiles refused past --max-compile-bytes",
