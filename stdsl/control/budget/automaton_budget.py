@@ -31,7 +31,7 @@ from stdsl.compiler.automata.ops import step_edges
 from stdsl.errors import BudgetError
 
 UNREACHABLE = np.iinfo(np.int32).max // 4
-MAX_QUESTION_ROWS = 16
+MAX_QUESTION_ROWS = 8
 """New token rows one question (a fit, a budget mask, a least output) may walk before hi answers it."""
 
 Successors = Callable[[int], np.ndarray]

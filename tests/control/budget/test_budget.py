@@ -214,3 +214,34 @@ def test_every_budget_from_the_least_decodes_valid_on_a_large_automaton(tiny_mod
         out = generate(tiny_model, "Tags:", automaton, max_tokens=budget, chat=False)
         assert automaton.accepts(out.data), (budget, out.text)
         assert len(out.tokens) <= budget
+
+
+def test_a_report_sized_output_stays_within_a_control_budget(smollm2_tokenizer) -> None:
+    """examples/report.stc (5,624 states x 49,152 tokens, past where need was only bounded) driven by random admissible
+    tokens under tight budgets: each step's budget questions walk a bounded number of new token rows, and the whole
+    output's control time stays far inside the engine's 60 s (the unbounded exact search went past it)."""
+    import time
+    from pathlib import Path
+
+    from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS
+    from stdsl.programs import Program
+
+    program = Program.from_file(Path(__file__).resolve().parents[3] / "examples" / "report.stc")
+    automaton = program.constraint(program.arguments({"notes": "a bad config push; rolled back."})).automaton
+    vocab = vocabulary_of(smollm2_tokenizer)
+    ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=1000).start()  # the shared tables, built once
+    rng = random.Random(3)
+    for budget in (70, 90):
+        began = time.perf_counter()
+        control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
+        control.start()
+        table = control.budget
+        while not control.finished:
+            walked = table.expanded_states
+            allowed = control.mask()
+            choices = np.flatnonzero(allowed & ~vocab.eos)
+            token = int(vocab.eos_ids[0]) if allowed[vocab.eos_ids].any() else int(rng.choice(choices.tolist()))
+            control.advance(token)
+            assert table.expanded_states - walked <= 4 * MAX_QUESTION_ROWS
+        assert automaton.accepts(control.decided) and len(control.tokens) <= budget
+        assert time.perf_counter() - began < 30.0, budget

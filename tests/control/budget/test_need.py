@@ -188,3 +188,27 @@ def test_extraction_schemas_need_equals_the_token_table_construction(smollm2_tok
         eager = build_budget_table(token_table(automaton, vocab), automaton.accepting)
         assert np.array_equal(lazy.need, eager.need), name
         assert lazy.bound is not None and (lazy.bound.need >= eager.need).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(automata_and_vocabularies(), st.integers(0, 3), st.randoms(use_true_random=False))
+def test_questions_out_of_rows_stay_sound(case, max_rows: int, rng: random.Random) -> None:
+    """A question that may walk only a few new rows answers from the bound where they run out: it may refuse a token
+    that fits, never admit one that does not, and a reported need is never below the exact one."""
+    automaton, vocab = case
+    want = oracle_need(automaton, vocab)
+    through = np.minimum(1 + want, UNREACHABLE)
+    rows = token_table(automaton, vocab).astype(np.int64)
+    table = lazy_table(automaton, vocab, chain_count_of(automaton, vocab))
+    table.max_rows = max_rows
+    questions = [(q, r) for q in range(automaton.num_states) for r in range(0, 12)]
+    rng.shuffle(questions)
+    for state, remaining in questions:
+        row = rows[state]
+        live = row >= 0
+        admitted = table.admits(state, row, remaining)
+        got = live if admitted is None else live & admitted
+        assert not (got & ~(through[np.where(live, row, 0)] <= remaining)).any(), (state, remaining)
+        if table.fits(state, 0, remaining):
+            assert want[state] <= remaining
+        assert table.need_at(state) >= want[state]
