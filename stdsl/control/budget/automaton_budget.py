@@ -13,10 +13,10 @@ hi starts at the byte bound (`need_graphs.chain_bound`, shortest paths over sing
 1 outside acceptance. A question the interval cannot settle is
 searched over token rows from the state asked, only as deep as the budget left, led by hi and pruned
 by lo; what a search proves narrows the interval of every state it passed, and each state's
-successors are walked once, so questions near the limit get cheaper as decoding goes on. A question
-walks at most `MAX_QUESTION_ROWS` new rows (about a millisecond each on a 49k vocabulary); one that
-would need more is answered by hi (a token is refused, a need is reported from above), as sound as the
-byte bound alone and never slower than a step can afford.
+successors are walked once, so questions near the limit get cheaper as decoding goes on. On a large
+automaton a question walks at most `MAX_QUESTION_ROWS` new rows (a few milliseconds each on a 49k
+vocabulary); one that would need more is answered by hi (a token is refused, a need is reported from
+above), as sound as the byte bound alone and never slower than a step can afford.
 """
 
 from __future__ import annotations
