@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from stdsl.caches import CacheKind
-from stdsl.control.budget.automaton_budget import BudgetTable
-from stdsl.control.budget.need_graphs import byte_token_successors, chain_bound, forced_chains, row_successors
+from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS, UNREACHABLE, BudgetTable
+from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
 from stdsl.control.controller import ROW_MASKS, Controller, Move
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
@@ -288,21 +288,18 @@ def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
     return _SHARED.get((automaton, vocab), lambda: SharedTables(automaton, vocab))
 
 
-MAX_BUDGET_TABLE_ENTRIES = 50_000_000
+MAX_UNCAPPED_ENTRIES = 50_000_000
+"""States x vocabulary up to which a budget question may walk every row it reaches (at most the whole table once);
+past it each question walks at most `MAX_QUESTION_ROWS` new rows."""
 
 
 def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
-    """need(q) for the automaton under the table policy, solved on demand over token rows (exact).
-
-    When states x vocabulary exceeds `MAX_BUDGET_TABLE_ENTRIES` need is bounded from above over the
-    byte moves whose byte is a token on its own instead (sound, a little early to close). Either
-    way the table starts with the byte bound of `chain_bound`, which settles every question far
-    from the limit, so a new grammar's first mask walks no token row for its budget.
+    """need(q) for the automaton, searched on demand over token rows behind the byte bound of `chain_bound`, which
+    settles every question far from the limit: a new grammar's first mask walks no token row for its budget, and near
+    the limit only the rows of states a search reaches are walked. Exact up to `MAX_UNCAPPED_ENTRIES`; past it, exact
+    wherever a question settles within its rows, else answered by the bound (sound, at most a little early to close).
     """
     chain_end, chain_bytes = forced_chains(automaton, planner.chain)
     bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
-    if automaton.num_states * vocab.size <= MAX_BUDGET_TABLE_ENTRIES:
-        successors = row_successors(automaton, vocab)
-    else:
-        successors = byte_token_successors(automaton, vocab)
-    return BudgetTable(np.asarray(automaton.accepting), successors, chain_end, planner.chain_token_count, bound)
+    rows = UNREACHABLE if automaton.num_states * vocab.size <= MAX_UNCAPPED_ENTRIES else MAX_QUESTION_ROWS
+    return BudgetTable(np.asarray(automaton.accepting), row_successors(automaton, vocab), bound, rows)

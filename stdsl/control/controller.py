@@ -138,13 +138,18 @@ class Controller:
         `singletons=False` leaves the tokens the mask alone would decide to the caller (a row policy narrows them)."""
         at = self.initial()
         plan = self.planner.plan(at.window, at.state, b"", None)
-        if at.remaining is not None:
-            fallback = self.planner.table_plan(at.window, at.state, None)
-            fits = self._fits(plan, at.remaining)
-            if not fits and not self._fits(fallback, at.remaining):
-                check_feasible(self.least_output_tokens(), at.remaining)
-            if not fits:
-                plan, at = fallback, replace(at, budget_shaped=True)
+        remaining = at.remaining
+        if remaining is not None and not self._fits(plan, remaining):
+            at = replace(at, budget_shaped=True)
+            plans = [plan, *self._fallbacks(at, None)]
+            fitting = [p for p in plans[1:] if self._fits(p, remaining)]
+            if not fitting:
+                # The least output settles what the fit questions left to the bound; every plan is asked again.
+                check_feasible(self.least_output_tokens(), remaining)
+                fitting = [p for p in plans if self._fits(p, remaining)]
+            if not fitting:
+                raise GenerationError("no plan of the forced prefix fits although the shortest output does")
+            plan = fitting[0]
         return self._moved(at, plan, None, singletons)
 
     def start_at(self, state: int) -> Move:
@@ -195,15 +200,23 @@ class Controller:
         return Move(at, tuple(feed), forced)
 
     def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
-        """The canonical plan after `token`, or the plain chain split when the canonical one breaks the budget."""
+        """The canonical plan after `token`, or a fallback (`_fallbacks`) when the canonical one breaks the budget."""
         plan = self.planner.plan(at.window, at.state, at.pending, token)
         remaining = at.remaining
         if remaining is not None and not self._fits(plan, remaining):
             at = replace(at, budget_shaped=True)
-            plan = self.planner.table_plan(at.window, at.state, token)
+            plan = next((p for p in self._fallbacks(at, token) if self._fits(p, remaining)), plan)
             if not self._fits(plan, remaining):
                 raise GenerationError(f"token {token} leaves no valid ending within the budget")
         return plan, at
+
+    def _fallbacks(self, at: Configuration, token: int | None) -> list[Plan]:
+        """Plans to try in turn where the canonical one breaks the budget: the forced run split on its own, then (under
+        a `BudgetTable`, whose need counts it) the run held back whole for the next sampled tokens to spell."""
+        table = self.planner.table_plan(at.window, at.state, token)
+        if not isinstance(self.budget, BudgetTable):
+            return [table]
+        return [table, held_plan(self.planner, at, token, table)]
 
     def _take(self, at: Configuration, plan: Plan) -> Configuration:
         """The sampling configuration a plan reaches."""
@@ -228,9 +241,8 @@ class Controller:
     def least_output_tokens(self) -> int:
         """need(c1) counted from the start: the fewest tokens of a valid output."""
         if self._least is None:
-            window = Window()
-            plans = (self.planner.plan(window, self.start_state, b"", None),
-                     self.planner.table_plan(window, self.start_state, None))
+            at = self.initial()
+            plans = [self.planner.plan(at.window, self.start_state, b"", None), *self._fallbacks(at, None)]
             self._least = min(self.least_tokens(plan) for plan in plans)
         return self._least
 
@@ -357,6 +369,19 @@ class Controller:
             return "stop"
         ran_out = configuration.remaining is not None and configuration.remaining <= 0
         return "length" if ran_out else "stop"
+
+
+def held_plan(planner: ForcedPlanner, at: Configuration, token: int | None, table: Plan) -> Plan:
+    """`token` alone (nothing at the start), the whole forced run after it held back: the next sampled tokens spell
+    it, merged with what follows (the fewest tokens need counts). `table` is the table plan of the same step."""
+    spelled = b"" if token is None else (planner.token_bytes[token] or b"")
+    fed = () if token is None else (token,)
+    window = at.window
+    window = Window(window.text + spelled, window.starts + ((len(window.text),) if fed else ()), window.tokens + fed,
+                    window.forced_end)
+    pending = table.decided[len(spelled):]
+    return replace(table, tokens=fed, state=planner.automaton.step(at.state, spelled), pending=pending, cover=None,
+                   window=window, finished=table.finished and not pending)
 
 
 def _check(configuration: Any) -> None:

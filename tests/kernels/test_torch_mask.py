@@ -71,7 +71,7 @@ def test_batch_mask_equals_the_oracle_over_rows_with_different_automata(first, s
     vocab = Vocabulary(tokens, eos)
     dfas = [automaton(first[0], first[1]), automaton(second[0], second[1])]
     tables = [token_table(d.transitions, vocab, d.accepting) for d in dfas]
-    budgets = [build_budget_table(t, d.accepting, lambda q: (0, q)) for t, d in zip(tables, dfas)]
+    budgets = [build_budget_table(t, d.accepting) for t, d in zip(tables, dfas)]
     rows: list[WalkRow] = []
     for _ in range(data.draw(st.integers(1, 5))):
         which = data.draw(st.integers(0, 1))

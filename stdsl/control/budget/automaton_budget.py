@@ -1,17 +1,28 @@
-"""Valid outputs under a token budget (Theorem 21): the shortest-completion table and the budget mask.
+"""Valid outputs under a token budget (Theorem 21): the fewest tokens to an ending, and the budget mask.
 
-need(q) is the least number of emitted tokens (sampled or forced) that takes sampling state q
-to acceptance under the table policy (a sampled token, then its whole forced chain split on its
-own). A token t is admitted with r tokens left only if cost(q, t) = 1 + |φ(q')| + need(end(q')) ≤ r.
+need(q) is the least number of tokens that spell a path from q to acceptance: 0 at an accepting
+state, else 1 + the least need(q') over q's live tokens t (q' = q after t). Forced bytes cost no
+token of their own: the planner holds forced bytes back and merges them into the next sampled token
+(after "ab" under "(ab|cd) (the|a) (cat|dog)s?", " the" spells the forced space and the next word),
+and where its plan does not fit the controller holds the whole forced run back (`Controller`), so
+every token counted here is one a decode can take. A token t is admitted with r tokens left only
+if cost(q, t) = 1 + need(q') ≤ r.
 
-need is solved on demand, only over the states a question reaches, and a cheap upper bound on
-it answers the common question (does every live token fit?) without solving anything: a new
-grammar's first mask costs no step graph over all states.
+need is never solved over all states on the decode path. Each state carries an interval lo ≤ need ≤ hi:
+hi starts at the byte bound (`need_graphs.chain_bound`, shortest paths over single-byte tokens), lo at
+1 outside acceptance. A question the interval cannot settle is
+searched over token rows from the state asked, only as deep as the budget left, led by hi and pruned
+by lo; what a search proves narrows the interval of every state it passed, and each state's
+successors are walked once, so questions near the limit get cheaper as decoding goes on. On a large
+automaton a question walks at most `MAX_QUESTION_ROWS` new rows (a few milliseconds each on a 49k
+vocabulary); one that would need more is answered by hi (a token is refused, a need is reported from
+above), as sound as the byte bound alone and never slower than a step can afford.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +31,8 @@ from stdsl.compiler.automata.ops import step_edges
 from stdsl.errors import BudgetError
 
 UNREACHABLE = np.iinfo(np.int32).max // 4
+MAX_QUESTION_ROWS = 8
+"""New token rows one question (a fit, a budget mask, a least output) may walk before hi answers it."""
 
 Successors = Callable[[int], np.ndarray]
 """The distinct states one step (one token, or one byte token) after a state; empty when none."""
@@ -27,44 +40,38 @@ Successors = Callable[[int], np.ndarray]
 
 @dataclass(frozen=True)
 class NeedBound:
-    """An upper bound on need: `need[q]` ≥ need(q), and `through[q']` ≥ 1 + |φ(q')| + need(end(q'))."""
+    """Upper bounds on need from the bytes alone: `need[q]` ≥ need(q) and `through[q']` ≥ 1 + need(q')."""
 
     need: np.ndarray
     through: np.ndarray
 
 
 class BudgetTable:
-    """need(q) by shortest paths over a step graph, solved on demand, and the budget mask M_r.
+    """need(q) over a step graph, searched on demand inside per-state bounds, and the budget mask M_r.
 
-    `successors(q)` gives the states after q's steps: after its live tokens (the exact need), or
-    after its bytes that are tokens themselves (an upper bound on need, since any path can be
-    spelled one byte token at a time: still sound). `chain_count(q)` is |φ(q)| (tokens of q's
-    forced chain), computed once per state when first needed, and `chain_end[q]` the state after it.
-    A question about a state solves need on the states reachable from it that are not solved yet
-    (Bellman–Ford rounds over their edges; accepting states are 0 and never expanded). `bound`, when
-    given, decides admissions and feasibility whenever it already fits; the answers are those of need.
+    `successors(q)` gives the distinct states q's live tokens reach (a state's row, walked once and
+    kept as its distinct successors). `bound`, when given, starts every state's interval; without it
+    hi starts unknown (UNREACHABLE) and every question is searched. `need` solves every state at once
+    (for oracles and device copies, not the decode path).
     """
 
-    def __init__(
-        self,
-        accepting: np.ndarray,
-        successors: Successors,
-        chain_end: np.ndarray,
-        chain_count: Callable[[int], int],
-        bound: NeedBound | None = None,
-    ) -> None:
+    def __init__(self, accepting: np.ndarray, successors: Successors, bound: NeedBound | None = None,
+                 max_rows: int = MAX_QUESTION_ROWS) -> None:
+        self.max_rows = max_rows
+        self._rows_left = max_rows
         self.accepting = np.asarray(accepting, dtype=bool)
-        self.chain_end = np.asarray(chain_end, dtype=np.int64)
         self.successors = successors
-        self.chain_count = chain_count
         self.bound = bound
-        num_states = self.accepting.shape[0]
-        self._need = np.full(num_states, UNREACHABLE, dtype=np.int64)
-        self._solved = np.zeros(num_states, dtype=bool)
-        self._counts = np.full(num_states, -1, dtype=np.int64)
+        self._lo = np.where(self.accepting, 0, 1).astype(np.int64)
+        self._hi = np.where(self.accepting, 0, UNREACHABLE).astype(np.int64)
+        if bound is not None:
+            through = np.asarray(bound.through, dtype=np.int64)
+            after_one = np.where(through >= UNREACHABLE, UNREACHABLE, np.maximum(through - 1, 0))
+            self._hi = np.minimum(self._hi, np.minimum(np.asarray(bound.need, dtype=np.int64), after_one))
+        self._after: dict[int, np.ndarray] = {}
         self._largest_cost: dict[int, int] = {}
         self.rounds = 0
-        """The most Bellman–Ford rounds one solve took (at most the states it solved, plus one)."""
+        """Bellman–Ford rounds of the last whole solve (`need`; at most the states plus one)."""
 
     @property
     def num_states(self) -> int:
@@ -73,88 +80,142 @@ class BudgetTable:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the per-state arrays (need, solved, chain counts and ends, accepting); the successor graph is
-        computed on demand and not kept here."""
-        arrays = (self.accepting, self.chain_end, self._need, self._solved, self._counts)
+        """Bytes of the per-state intervals and accepting flags, and of the successors walked so far."""
+        arrays = (self.accepting, self._lo, self._hi, *self._after.values())
         return sum(int(array.nbytes) for array in arrays)
 
     @property
-    def solved_states(self) -> int:
-        """How many states need has been solved for so far."""
-        return int(np.count_nonzero(self._solved))
+    def expanded_states(self) -> int:
+        """How many states' successors (token rows) have been walked so far."""
+        return len(self._after)
 
-    # ------------------------------------------------------------------ need, solved on demand
+    # ------------------------------------------------------------------ need, searched on demand
 
     def need_at(self, state: int) -> int:
-        """need(state), solving it (and what it depends on) on first use."""
-        if not self._solved[state]:
-            self._solve([state])
-        return int(self._need[state])
+        """need(state) exactly (UNREACHABLE when no ending exists): each search asks for one token fewer than the
+        best ending known (found at once where the bound is close), until one fails and proves the rest."""
+        lo, hi = self._lo, self._hi
+        self._rows_left = self.max_rows
+        try:
+            while lo[state] < hi[state]:
+                self._search(state, int(hi[state]) - 1)
+        except _OutOfRows:
+            return int(hi[state])
+        return int(hi[state]) if lo[state] < UNREACHABLE else UNREACHABLE
+
+    def within(self, state: int, limit: int) -> bool:
+        """Whether need(state) ≤ `limit` (`_search`, with a question's rows; False where they run out)."""
+        self._rows_left = self.max_rows
+        return self._answer(state, limit)
+
+    def _answer(self, state: int, limit: int) -> bool:
+        """`_search` within the rows left to this question; False (hi's answer) where they run out."""
+        try:
+            return self._search(state, limit)
+        except _OutOfRows:
+            return False
+
+    def _search(self, state: int, limit: int) -> bool:
+        """Whether need(state) ≤ `limit`: settled by the state's interval, else searched from it over token rows.
+
+        Best first by depth plus hi (an ending the bound already knows ends the search), no deeper than
+        `limit`, skipping states whose lo leaves no room. A success caps hi along the path found; an
+        exhausted search proves need(p) > limit - depth(p) for every state p it reached (lo rises), or
+        that none of them ends at all when no state was skipped. `_OutOfRows` where the question's rows run out.
+        """
+        lo, hi = self._lo, self._hi
+        if limit < 0 or lo[state] > limit:
+            return False
+        if hi[state] <= limit:
+            return True
+        depth = {state: 0}
+        parent: dict[int, int] = {}
+        frontier = [(int(hi[state]), 0, state)]
+        skipped = False
+        while frontier:
+            _, spent, at = heapq.heappop(frontier)
+            if spent != depth[at]:
+                continue
+            after = self._expand(at)
+            step = spent + 1
+            room = after[step + lo[after] <= limit]
+            skipped = skipped or room.shape[0] < after.shape[0]
+            if room.size == 0:
+                continue
+            ends = step + hi[room]
+            if int(ends.min()) <= limit:
+                best = int(room[int(ends.argmin())])
+                parent[best] = at
+                depth[best] = step
+                self._cap_path(parent, depth, best, int(ends.min()))
+                return True
+            for nxt, through in zip(room.tolist(), ends.tolist(), strict=True):
+                if step < depth.get(nxt, UNREACHABLE):
+                    depth[nxt] = step
+                    parent[nxt] = at
+                    heapq.heappush(frontier, (through, step, nxt))
+        reached = np.fromiter(depth.keys(), dtype=np.int64, count=len(depth))
+        if skipped:
+            spent_at = np.fromiter(depth.values(), dtype=np.int64, count=len(depth))
+            lo[reached] = np.maximum(lo[reached], limit - spent_at + 1)
+        else:
+            lo[reached] = UNREACHABLE
+        return False
+
+    def _expand(self, state: int) -> np.ndarray:
+        """The distinct successors of `state` (walked once), narrowing its interval by one step of need's
+        equation."""
+        after = self._after.get(state)
+        if after is None:
+            if self._rows_left <= 0:
+                raise _OutOfRows
+            self._rows_left -= 1
+            after = self._after[state] = np.asarray(self.successors(state), dtype=np.int64)
+        if not self.accepting[state]:
+            if after.size == 0:
+                self._lo[state] = UNREACHABLE
+            else:
+                self._hi[state] = min(int(self._hi[state]), min(UNREACHABLE, 1 + int(self._hi[after].min())))
+                self._lo[state] = max(int(self._lo[state]), min(UNREACHABLE, 1 + int(self._lo[after].min())))
+        return after
+
+    def _cap_path(self, parent: dict[int, int], depth: dict[int, int], end: int, total: int) -> None:
+        """hi along a path a search found: `total` tokens from its root, so total - depth(p) from each p on it."""
+        at: int | None = end
+        while at is not None:
+            self._hi[at] = min(int(self._hi[at]), total - depth[at])
+            at = parent.get(at)
 
     @property
     def need(self) -> np.ndarray:
-        """need(q) for every state (solves them all: for oracles and device copies, not the decode path)."""
-        self._solve(np.flatnonzero(~self._solved).tolist())
-        return self._need
+        """need(q) for every state (`solve_all`)."""
+        return self.solve_all()
 
-    @property
-    def chain_tokens(self) -> np.ndarray:
-        """|φ(q)| for every state (counts them all: for oracles and device copies)."""
-        return self._chain_counts(np.arange(self.num_states))
-
-    def _chain_counts(self, states: np.ndarray) -> np.ndarray:
-        """|φ(q)| for each of `states`, counted once per state."""
-        counts = self._counts
-        for state in np.unique(states[counts[states] < 0]).tolist():
-            counts[state] = self.chain_count(state)
-        return counts[states]
-
-    def _solve(self, roots: Iterable[int]) -> None:
-        """Solve need on every unsolved state reachable from `roots`; solved states are constants."""
-        solved = self._solved
-        pending = [int(root) for root in roots if not solved[root]]
-        seen = set(pending)
-        sources: list[np.ndarray] = []
-        targets: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
-        while pending:
-            state = pending.pop()
-            if self.accepting[state]:
-                continue
-            after = np.asarray(self.successors(state), dtype=np.int64)
-            if after.size == 0:
-                continue
-            ends = self.chain_end[after]
-            sources.append(np.full(after.shape[0], state, dtype=np.int64))
-            targets.append(ends)
-            weights.append(1 + self._chain_counts(after))
-            for end in np.unique(ends).tolist():
-                if not solved[end] and end not in seen:
-                    seen.add(end)
-                    pending.append(end)
-        if not seen:
-            return
-        closure = np.fromiter(seen, dtype=np.int64, count=len(seen))
-        need = self._need
-        need[closure] = np.where(self.accepting[closure], 0, UNREACHABLE)
-        if sources:
-            self._relax(closure, np.concatenate(sources), np.concatenate(targets), np.concatenate(weights))
-        solved[closure] = True
-
-    def _relax(self, closure: np.ndarray, source: np.ndarray, dest: np.ndarray, weight: np.ndarray) -> None:
-        """Least solution of need(q) = min over edges q→e of w + need(e) on `closure`."""
-        self.rounds = max(self.rounds, relax(self._need, closure, source, dest, weight))
+    def solve_all(self) -> np.ndarray:
+        """need(q) for every state: every state's successors walked, then Bellman–Ford rounds over them all."""
+        states = np.arange(self.num_states)
+        self._rows_left = UNREACHABLE
+        afters = [self._expand(int(state)) for state in states]
+        source = np.repeat(states, [after.shape[0] for after in afters]).astype(np.int64)
+        dest = np.concatenate(afters).astype(np.int64) if afters else np.zeros(0, dtype=np.int64)
+        keep = ~self.accepting[source]
+        need = np.where(self.accepting, 0, UNREACHABLE).astype(np.int64)
+        self.rounds = relax(need, np.flatnonzero(~self.accepting), source[keep], dest[keep], np.ones(int(keep.sum()),
+                                                                                                    dtype=np.int64))
+        self._lo, self._hi = need.copy(), need.copy()
+        return need
 
     # ------------------------------------------------------------------ questions the controller asks
 
     def through(self, states: np.ndarray) -> np.ndarray:
-        """1 + |φ(q')| + need(end(q')) for each of `states` (UNREACHABLE when no ending exists)."""
+        """1 + need(q') for each of `states` (UNREACHABLE when no ending exists)."""
         states = np.asarray(states, dtype=np.int64)
-        ends = self.chain_end[states]
-        unsolved = ends[~self._solved[ends]]
-        if unsolved.size:
-            self._solve(np.unique(unsolved).tolist())
-        return np.minimum(1 + self._chain_counts(states) + self._need[ends], UNREACHABLE)
+        unsettled = np.unique(states[self._lo[states] < self._hi[states]])
+        if unsettled.size > self.num_states // 2:
+            self.solve_all()
+        for state in unsettled.tolist():
+            self.need_at(state)
+        return np.minimum(1 + np.where(self._lo[states] >= UNREACHABLE, UNREACHABLE, self._hi[states]), UNREACHABLE)
 
     def cost(self, row: np.ndarray) -> np.ndarray:
         """cost(q, t) for every token t given q's row of next states (UNREACHABLE where dead)."""
@@ -169,27 +230,30 @@ class BudgetTable:
         """The budget mask M_r at `state`: tokens after which a valid ending still fits in `remaining` tokens.
 
         None when every live token's cost fits (the mask is inactive), the common case far from the
-        limit: decided by the bound's costs when they fit, else by the costs themselves.
+        limit, decided by hi; else each successor hi cannot settle is searched no deeper than `remaining` - 1.
         """
         largest = self._largest_cost.get(state)
-        if largest is None and self.bound is not None:
-            targets = distinct_states(row[row >= 0], self.num_states)
-            largest = int(self.bound.through[targets].max()) if targets.size else 0
-            self._largest_cost[state] = largest
         if largest is not None and remaining >= largest:
             return None
-        cost = self.cost(row)
-        live = cost[row >= 0]
-        largest = int(live.max()) if live.size else 0
+        live = row >= 0
+        targets = distinct_states(row[live], self.num_states)
+        largest = int(np.minimum(1 + self._hi[targets], UNREACHABLE).max()) if targets.size else 0
         self._largest_cost[state] = largest
-        return None if remaining >= largest else cost <= remaining
+        if remaining >= largest:
+            return None
+        fitting = np.zeros(self.num_states, dtype=bool)
+        self._rows_left = self.max_rows
+        for target in targets[np.argsort(self._hi[targets], kind="stable")].tolist():
+            fitting[target] = self._answer(target, remaining - 1)
+        return live & fitting[np.where(live, row, 0)]
 
     def fits(self, state: int, spent: int, remaining: int) -> bool:
-        """Whether `spent` tokens plus need(state) fit in `remaining` (the bound answers when it fits)."""
-        if self.bound is not None and spent + int(self.bound.need[state]) <= min(remaining, UNREACHABLE - 1):
-            return True
-        need = self.need_at(state)
-        return need < UNREACHABLE and spent + need <= remaining
+        """Whether `spent` tokens plus need(state) fit in `remaining`."""
+        return self.within(state, remaining - spent)
+
+
+class _OutOfRows(Exception):
+    """A question walked all the new rows it may (`MAX_QUESTION_ROWS`): hi answers it."""
 
 
 def relax(need: np.ndarray, closure: np.ndarray, source: np.ndarray, dest: np.ndarray, weight: np.ndarray) -> int:
@@ -227,15 +291,9 @@ def table_successors(table: np.ndarray) -> Successors:
     return successors
 
 
-def build_budget_table(
-    table: np.ndarray,
-    accepting: np.ndarray,
-    chain_of: Callable[[int], tuple[int, int]],
-) -> BudgetTable:
-    """The budget table of an automaton from its token table and `chain_of(q) -> (|φ(q)|, end(q))`."""
-    num_states = table.shape[0]
-    chain_end = np.fromiter((chain_of(q)[1] for q in range(num_states)), dtype=np.int64, count=num_states)
-    return BudgetTable(accepting, table_successors(table), chain_end, lambda q: chain_of(q)[0])
+def build_budget_table(table: np.ndarray, accepting: np.ndarray) -> BudgetTable:
+    """The budget table of an automaton from its whole token table."""
+    return BudgetTable(accepting, table_successors(table))
 
 
 def check_feasible(least_tokens: int, max_tokens: int) -> None:

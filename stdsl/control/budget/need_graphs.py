@@ -2,9 +2,9 @@
 
 Exact: a state's successors are the distinct states its live tokens reach, read from its row on
 demand (one level pass from that root, Theorem 18), only for the states a budget question
-reaches. Bound: the byte moves whose byte is a token on its own. Every budget also starts with a
-cheap upper bound on need over those byte moves, counting each forced chain's bytes as its
-tokens (a chain of n bytes is never split into more than n tokens).
+reaches. Every budget also starts with a cheap upper bound on need over the byte moves whose byte
+is a token on its own, counting each forced chain's bytes as its tokens (a chain of n bytes is
+never split into more than n tokens).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from stdsl.control.budget.automaton_budget import (
     Successors,
     distinct_states,
     relax,
-    table_successors,
 )
 from stdsl.kernels.rows import row_next_states
 from stdsl.kernels.vocabulary import Vocabulary
@@ -51,11 +50,6 @@ def byte_token_steps(automaton: Any, vocab: Vocabulary) -> np.ndarray:
     byte_class = np.asarray(automaton.byte_class)
     classes = np.unique(byte_class[single_byte_tokens(vocab)])
     return np.asarray(automaton.class_transitions)[:, classes]
-
-
-def byte_token_successors(automaton: Any, vocab: Vocabulary) -> Successors:
-    """Successors over single-byte tokens: need over them bounds the exact need from above."""
-    return table_successors(byte_token_steps(automaton, vocab))
 
 
 def row_successors(automaton: Any, vocab: Vocabulary) -> Successors:

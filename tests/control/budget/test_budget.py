@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.control.budget.automaton_budget import UNREACHABLE
 from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner
 from stdsl.errors import BudgetError
@@ -36,11 +37,11 @@ def bounded_automata() -> list:
     return [compile_regex(p) for p in PATTERNS] + [build_automaton(schema_to_ir(BOUNDED_SCHEMA))]
 
 
-def dijkstra_need(automaton, vocab, planner: ForcedPlanner) -> np.ndarray:
-    """need(q) by Dijkstra over token steps (an independent oracle for the Bellman–Ford table)."""
+def dijkstra_need(automaton, vocab) -> np.ndarray:
+    """need(q) by Dijkstra over token steps, every token one step (an independent oracle for the searched table)."""
     table = token_table(automaton, vocab)
     num = automaton.num_states
-    out = np.full(num, -1)
+    out = np.full(num, UNREACHABLE)
     for source in range(num):
         best = {source: 0}
         heap = [(0, source)]
@@ -51,12 +52,10 @@ def dijkstra_need(automaton, vocab, planner: ForcedPlanner) -> np.ndarray:
             if automaton.accepting[q]:
                 out[source] = dist
                 break
-            for mid in set(table[q][table[q] >= 0].tolist()):
-                end = planner.chain(mid)[1]
-                weight = 1 + planner.chain_token_count(mid)
-                if dist + weight < best.get(end, 1 << 30):
-                    best[end] = dist + weight
-                    heapq.heappush(heap, (dist + weight, end))
+            for end in set(table[q][table[q] >= 0].tolist()):
+                if dist + 1 < best.get(end, 1 << 30):
+                    best[end] = dist + 1
+                    heapq.heappush(heap, (dist + 1, end))
     return out
 
 
@@ -65,7 +64,7 @@ def test_need_is_the_shortest_completion(smollm2_tokenizer) -> None:
     for automaton in bounded_automata():
         planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
         table = shared_tables(automaton, vocab).budget(planner)
-        assert np.array_equal(table.need, dijkstra_need(automaton, vocab, planner))
+        assert np.array_equal(table.need, dijkstra_need(automaton, vocab))
         assert table.rounds <= automaton.num_states + 1
 
 
@@ -154,25 +153,95 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
         assert free.advance(token) == roomy.advance(token)
 
 
-def test_the_byte_bound_for_large_automata_keeps_every_feasible_budget_valid(tiny_model, monkeypatch) -> None:
-    """Without the token table need is bounded over single-byte tokens: larger, never smaller, and still valid."""
-    import stdsl.control.constraint_state as constraint_state
-    from stdsl.caches import CacheKind
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 10},
+                                                  "maxItems": 5}}, "required": ["tags"], "additionalProperties": False}
+"""A tags schema whose DFA (1,026 states) times SmolLM2's 49,152 tokens is past where need was only bounded."""
+HELD_BACK = r"(ab|cd) (the|a) (cat|dog)s?"
+"""After "ab" the space is forced, and SmolLM2 spells it with the next word (" the", " cat"): 3 tokens, not 5."""
 
-    vocab = vocabulary_of(tiny_model.tokenizer)
-    automaton = bounded_automata()[0]
-    exact = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
-                                                                              vocab.token_bytes, True))
-    monkeypatch.setattr(constraint_state, "MAX_BUDGET_TABLE_ENTRIES", 0)
-    monkeypatch.setattr(constraint_state, "_SHARED", CacheKind("fresh shared tables"))
-    bound = constraint_state.budget_table_for(automaton, vocab, ForcedPlanner(automaton, tiny_model.tokenizer,
-                                                                              vocab.token_bytes, True))
-    assert (bound.need >= exact.need).all() and (bound.need > exact.need).any()
-    control = ConstraintState(automaton, tiny_model.tokenizer, vocab, max_tokens=10**6)
+
+def _fitting(mask: np.ndarray | None, row: np.ndarray) -> np.ndarray:
+    live = row >= 0
+    return live if mask is None else mask & live
+
+
+@pytest.mark.parametrize("which", range(len(PATTERNS) + 3))
+def test_the_searched_need_equals_the_whole_solve(smollm2_tokenizer, which: int) -> None:
+    """Issue 35: need searched from the states asked (behind the byte bound) answers as the whole solve over every
+    token row: need within a limit, the budget masks and the least output, on large automata too (the tags schema
+    was refused at its least budget as needing one token more)."""
+    from stdsl.control import constraint_state
+    from stdsl.kernels.rows import row_next_states
+
+    vocab = vocabulary_of(smollm2_tokenizer)
+    automaton = (bounded_automata() + [compile_regex(HELD_BACK), build_automaton(schema_to_ir(TAGS))])[which]
+    planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes, True)
+    whole = constraint_state.budget_table_for(automaton, vocab, planner).need
+    searched = constraint_state.budget_table_for(automaton, vocab, planner)
+    rng = random.Random(which)
+    for state in rng.sample(range(automaton.num_states), min(30, automaton.num_states)):
+        for limit in range(8):
+            assert searched.within(state, limit) == (whole[state] <= limit), (state, limit)
+        row = row_next_states(automaton, state, vocab)
+        through = np.where(row >= 0, 1 + whole[np.where(row >= 0, row, 0)], UNREACHABLE)
+        for remaining in range(1, 9):
+            assert np.array_equal(_fitting(searched.admits(state, row, remaining), row),
+                                  (row >= 0) & (through <= remaining)), (state, remaining)
+    control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=10**6,
+                              budget=constraint_state.budget_table_for(automaton, vocab, planner))
     control.start()
-    least = control.least_output_tokens
-    assert least is not None
-    for budget in range(least, least + 12):
-        out = generate(tiny_model, "Answer.", automaton, max_tokens=budget)
+    assert control.least_output_tokens == int(whole[0])
+
+
+@pytest.mark.parametrize(("pattern", "least"), [(HELD_BACK, 3), (None, 5)])
+def test_a_least_budget_decodes_and_one_below_is_refused_naming_it(tiny_model, pattern, least) -> None:
+    """The least output counts held-back forced bytes spelled with the next token ("ab", " the", " cat") and tokens
+    across a large automaton ('{"', 'tags', '":', '[', ']}'): that budget decodes valid, one less is refused."""
+    automaton = compile_regex(pattern) if pattern else build_automaton(schema_to_ir(TAGS))
+    shortest = "ab the cat" if pattern else '{"tags":[]}'
+    assert automaton.accepts(shortest.encode()) and len(tiny_model.tokenizer.encode(shortest)) == least
+    for seed in range(3):
+        out = generate(tiny_model, f"Answer {seed}.", automaton, max_tokens=least, chat=False)
+        assert automaton.accepts(out.data) and len(out.tokens) <= least, out.text
+    with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} tokens"):
+        generate(tiny_model, "Answer.", automaton, max_tokens=least - 1, chat=False)
+
+
+def test_every_budget_from_the_least_decodes_valid_on_a_large_automaton(tiny_model) -> None:
+    """Every budget from the tags schema's least up decodes a valid output within it (the search's answers hold)."""
+    automaton = build_automaton(schema_to_ir(TAGS))
+    for budget in range(5, 17):
+        out = generate(tiny_model, "Tags:", automaton, max_tokens=budget, chat=False)
         assert automaton.accepts(out.data), (budget, out.text)
         assert len(out.tokens) <= budget
+
+
+def test_a_report_sized_output_stays_within_a_control_budget(smollm2_tokenizer) -> None:
+    """examples/report.stc (5,624 states x 49,152 tokens, past where need was only bounded) driven by random admissible
+    tokens under tight budgets: each step's budget questions walk a bounded number of new token rows, and the whole
+    output's control time stays far inside the engine's 60 s (the unbounded exact search went past it)."""
+    import time
+    from pathlib import Path
+
+    from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS
+    from stdsl.programs import Program
+
+    program = Program.from_file(Path(__file__).resolve().parents[3] / "examples" / "report.stc")
+    automaton = program.constraint(program.arguments({"notes": "a bad config push; rolled back."})).automaton
+    vocab = vocabulary_of(smollm2_tokenizer)
+    ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=1000).start()  # the shared tables, built once
+    rng = random.Random(3)
+    for budget in (70, 90):
+        began = time.perf_counter()
+        control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
+        control.start()
+        table = control.budget
+        while not control.finished:
+            walked = table.expanded_states
+            allowed = control.mask()
+            choices = np.flatnonzero(allowed & ~vocab.eos)
+            token = int(vocab.eos_ids[0]) if allowed[vocab.eos_ids].any() else int(rng.choice(choices.tolist()))
+            control.advance(token)
+            assert table.expanded_states - walked <= 4 * MAX_QUESTION_ROWS
+        assert automaton.accepts(control.decided) and len(control.tokens) <= budget
+        assert time.perf_counter() - began < 30.0, budget
