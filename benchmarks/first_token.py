@@ -12,7 +12,8 @@ unrelated schema decoded first, as a server does at start), per constraint:
   object opened (`additionalProperties: false` dropped) compiled with `strict=False` (pushdowns), and a Lark
   grammar (the official Lark JSON grammar). Each repeat runs the engine in two processes, with its lookahead
   forced on (`AHEAD_FRACTION = GPU_AHEAD_FRACTION`: new grammars' tables warmed while passes run,
-  `stdsl.control.lookahead`; the default on the CPU backend is none) and without it (`AHEAD_FRACTION = 0`): the same engine in the same run as its own baseline;
+  `stdsl.control.lookahead`; the default on the CPU backend is none) and without it (`AHEAD_FRACTION = 0`):
+  the same engine in the same run as its own baseline;
 - split: compile, planner, need table and first mask (`ConstraintState.start()` + `mask()`) of each new
   extraction schema, the same first mask once cached, and llguidance's compile (grammar + `LLMatcher`) plus its
   first mask fill on the same tokenizer and schema.
