@@ -8,7 +8,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.server.server_fixtures import metric, running_server
+from tests.server.server_fixtures import metric
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
@@ -26,17 +26,6 @@ SEARCH = {"type": "function", "function": {
 TOOLS = [WEATHER, SEARCH]
 PARAMETERS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture(scope="module")
-def base_url(tiny_model):
-    with running_server(tiny_model, max_rows=8) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(base_url):
-    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
 
 
 def _person_format(schema: dict = PERSON) -> dict:

@@ -7,27 +7,13 @@ from typing import Any
 
 import httpx
 import openai
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.server.server_fixtures import running_server
 
 ASK = [{"role": "user", "content": "Describe a person."}]
 LEAVES = st.sampled_from([{"type": "integer", "minimum": 0, "maximum": 99}, {"type": "boolean"},
                           {"type": "string", "maxLength": 6}, {"enum": ["a", "b", None]},
                           {"type": "array", "items": {"type": "number"}, "maxItems": 2}])
-
-
-@pytest.fixture(scope="module")
-def base_url(tiny_model):
-    with running_server(tiny_model, max_rows=8) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(base_url):
-    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
 
 
 def at(document: Any, path: list[str | int]) -> Any:

@@ -143,7 +143,7 @@ def test_a_schema_that_times_out_leaves_the_next_compiling(tiny_model) -> None:
 EXIT_WHILE_COMPILING = """
 import asyncio, sys, time
 from stdsl.server.constraints.compile_pool import CompilePool
-from tests.server.test_compile_pool import _overlapping, _spec
+from tests.server.constraints.test_compile_pool import _overlapping, _spec
 
 async def main():
     pool = CompilePool(2)
