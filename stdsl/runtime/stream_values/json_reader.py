@@ -178,9 +178,12 @@ class JsonReader:
 
     def _close(self) -> None:
         frame = self._frames.pop()
-        for key, occurrence, event in frame.held:
-            if occurrence == frame.seen[key]:
-                self._emit(event)
+        first: dict[str, int] = {}
+        for key, _, _ in frame.held:
+            first.setdefault(key, len(first))
+        kept = [(key, event) for key, occurrence, event in frame.held if occurrence == frame.seen[key]]
+        for _, event in sorted(kept, key=lambda member: first[member[0]]):  # the final value's member order
+            self._emit(event)
         self._complete(frame.container, frame.path)
 
     def _emit(self, event: StreamValue) -> None:
