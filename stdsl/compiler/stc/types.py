@@ -11,6 +11,7 @@ import datetime as dt
 import enum
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -140,27 +141,29 @@ class NumberType(FieldType):
         """The first spelling of `value` the language accepts: JSON's, the plain decimal one, or the digits with
         the exponent moved into the mantissa (`85.32348e+99` where `8.532348e+100` has one exponent digit too
         many and the plain decimal too many integer digits)."""
-        spellings = number_spellings(float(value))
-        for text in spellings:
-            if self.automaton.accepts(text.encode("utf-8")):
-                return text
-        return spellings[0]
+        return next((text for text in number_spellings(float(value)) if self.automaton.accepts(text.encode("utf-8"))),
+                    json.dumps(value))
 
 
-def number_spellings(value: float) -> list[str]:
-    """Spellings of a finite float that read back as it: JSON's, the plain decimal (with and without `.0`), and
-    the shortest digits with 1 to 20 of them before the point and the rest of the exponent after an `e`."""
-    text = json.dumps(value)
-    plain = format(Decimal(repr(value)), "f")
-    out = [text, plain, plain[:-2]] if plain.endswith(".0") else [text, plain]
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+def number_spellings(value: float) -> Iterator[str]:
+    """Spellings of a finite float that read back as it, most usual first (made only as far as they are asked
+    for): JSON's, the plain decimal (with and without `.0`), and the shortest digits with 1 to 20 of them before
+    the point and the rest of the exponent after an `e`."""
+    yield json.dumps(value)
+    decimal = Decimal(repr(value))
+    plain = format(decimal, "f")
+    yield plain
+    if plain.endswith(".0"):
+        yield plain[:-2]
+    sign, digits, exponent = decimal.normalize().as_tuple()
     assert isinstance(exponent, int)
     shown = "".join(map(str, digits))
     for whole in range(1, 21):
         mantissa = shown[:whole].ljust(whole, "0") + ("." + shown[whole:] if len(shown) > whole else "")
         power = exponent + len(shown) - whole
-        out += [f"{'-' if sign else ''}{mantissa}{e}{power:{form}}" for form in ("+d", "d") for e in ("e", "E")]
-    return out
+        for form in ("+d", "d"):
+            for e in ("e", "E"):
+                yield f"{'-' if sign else ''}{mantissa}{e}{power:{form}}"
 
 
 @dataclass(eq=False)
