@@ -89,7 +89,8 @@ def run_with_recorder(model, hf_tokenizer, prompt: str, constraint, max_new_toke
     return out[0, ids.shape[1]:].tolist(), [m[0] for m in recorder.masks], processor, out
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", [pytest.param(task, marks=() if task == "person" else pytest.mark.slow)
+                                  for task in TASKS])
 def test_extraction_tasks_are_valid_and_masks_are_stdsl_masks(task: str, hf_smollm2) -> None:
     model, hf_tokenizer = hf_smollm2
     spec = json.loads((EXTRACTION / f"{task}.json").read_text())
@@ -114,6 +115,7 @@ def test_generate_returns_stdsls_generation(hf_smollm2) -> None:
     assert result.stats.passes == result.stats.emitted_tokens + (result.finish_reason != "length")
 
 
+@pytest.mark.slow
 def test_recursive_schema_under_sampling_stays_valid(hf_smollm2) -> None:
     model, hf_tokenizer = hf_smollm2
     for seed in range(3):

@@ -71,7 +71,7 @@ def _both_paths(nfa: NFA, monkeypatch: pytest.MonkeyPatch) -> tuple[determinize_
     return tuple(out)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(regexes)
 def test_both_expansions_equal_the_reference(pattern: str) -> None:
     nfa = build_nfa(parse_regex(pattern))

@@ -137,6 +137,7 @@ def test_a_second_signal_exits_at_once_and_leaves_no_process(smollm2_gguf_path) 
         assert not live_group(process.pid, within=10)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_sigterm_ends_the_server_in_the_bound_with_a_thread_stuck(smollm2_gguf_path) -> None:
     """A thread that never ends no longer keeps the server alive: it exits 0 within `--shutdown-seconds` + 2 s (as
