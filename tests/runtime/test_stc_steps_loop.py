@@ -10,6 +10,7 @@ import pytest
 from stdsl.compiler.stc.syntax import ProgramError
 from stdsl.errors import BudgetError
 from stdsl.programs import Program
+from stdsl.runtime.certified.blocks import block_plan
 from stdsl.runtime.program_steps.record import StepError
 
 LOOP = '''
@@ -64,6 +65,8 @@ for x in xs {
   output """ {who: { name: str(1..6), age: int(0..99) }} and {other: { name: str(1..6), age: int(0..99) }};"""
 }
 ''', "certified.stc")
+    loop = program.looped_constraint(next(iter(program.plan.fused_loops.values())), {})  # type: ignore[union-attr]
+    assert len(block_plan(loop.automaton)) >= 2  # fields the certified decoder can draft in parallel
     plain = program.run(tiny_model, max_tokens=80)
     certified = program.run(tiny_model, max_tokens=80, parallel_fields=True)
     assert [s.kind for s in plain.steps] == ["looped"]
