@@ -219,9 +219,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     functions = _load_functions(args.functions) if args.functions else None
     prog = Program.from_file(args.file, functions=functions)
     if args.input or args.output:
-        if prog.plan is not None:
-            raise StdslError(f"{args.file}: --input/--output run one-step programs; this one has several steps "
-                             "(run it with --set, or from Python with Program.map)")
         return _run_dataset(prog, args)
     text_params = [name for name, declared in prog.param_types.items() if declared.annotation is str]
     arguments = prog.arguments(_parse_sets(args.set, text_params), "cli")
@@ -237,22 +234,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=_plain))
     if args.stats:
         print(json.dumps(result.stats.as_dict()), file=sys.stderr)
-        for step in getattr(result, "steps", ()):  # a program of steps: a trace, one JSON line per step
-            stats = step.stats.as_dict() if step.stats is not None else {}
-            print(json.dumps({"step": step.name, "kind": step.kind, "branch": list(step.branch),
-                              "passes": stats.get("passes"), "prefilled_tokens": step.prefilled_tokens,
-                              "seconds": round(step.seconds, 4),
-                              "error": str(step.error) if step.error is not None else None}), file=sys.stderr)
+        from stdsl.runtime.program_steps.record import ProgramRun
+
+        if isinstance(result, ProgramRun):  # a program of steps: a trace, one JSON line per step
+            from stdsl.runtime.program_steps.dataset import step_trace
+
+            for line in step_trace(result):
+                print(json.dumps(line), file=sys.stderr)
     return 0
 
 
 def _run_steps(args: argparse.Namespace) -> int:
     """`stcon run FILE.py:NAME`: a Python program of steps, once (`--set`) or on a dataset (`--input/--output`)."""
     import stdsl
-    from stdsl.programs import load_steps_program
+    from stdsl.programs import StepsProgram, load_steps_program
     from stdsl.runtime.program_steps.dataset import run_record, trace_text
 
     program = load_steps_program(args.file)
+    assert isinstance(program, StepsProgram)  # a .py file's (a .stc file runs as a Program)
     options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
                "parallel_fields": args.parallel_fields}
     if args.input or args.output:
@@ -309,12 +308,19 @@ def _run_dataset(prog: Any, args: argparse.Namespace) -> int:
     progress = Progress(left)
     options = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed,
                "parallel_fields": args.parallel_fields}
-    if _is_steps_file(args.file):
+    if _is_steps_file(args.file) or prog.plan is not None:
+        from stdsl.programs import StcStepsProgram
         from stdsl.runtime.program_steps.dataset import run_steps_dataset
 
-        written, _ = run_steps_dataset(prog.function, prog.bind,
-                                       stdsl.load(args.model), source, args.output, progress=progress.update,
-                                       **{**prog.defaults, **options})
+        steps = prog if _is_steps_file(args.file) else StcStepsProgram(prog)
+        model = stdsl.load(args.model)
+
+        def run(arguments: dict[str, Any]) -> Any:
+            call_args, call_kwargs = (steps.bind(arguments, "dataset") if isinstance(steps, StcStepsProgram)
+                                      else steps.bind(arguments))
+            return steps.run(model, *call_args, **call_kwargs, **{**steps.defaults, **options})
+
+        written, _ = run_steps_dataset(run, model, source, args.output, progress=progress.update, trace=args.stats)
     else:
         written, _ = run_dataset(prog, stdsl.load(args.model), source, args.output, progress=progress.update,
                                  **options)
@@ -334,7 +340,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(args.model, host=args.host, port=args.port, max_rows=args.max_rows, api_key=args.api_key,
           limits=limits, aliases=tuple(args.model_alias), shutdown_seconds=args.shutdown_seconds,
           tool_format=args.tool_format, max_compile_bytes=args.max_compile_bytes, program_dir=args.program_dir,
-          quiet=args.quiet, steps_programs=tuple(args.steps_program))
+          quiet=args.quiet, steps_programs=tuple(args.steps_program),
+          functions=_load_functions(args.functions) if args.functions else None)
     return 0
 
 
@@ -405,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stats", action="store_true", help="print decoding statistics to stderr (a steps program: a "
-                   "trace of its steps, one line each)")
+                   "trace of its steps, one line each; a dataset run of one: each line's steps in its record)")
     p.add_argument("--input", metavar="DATA.jsonl", help="run once per line (a JSON object of arguments)")
     p.add_argument("--output", metavar="RESULTS.jsonl", help="one record per input line, appended as each finishes; "
                    "a rerun skips the lines already there")
@@ -438,8 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program-dir", default=None, metavar="DIR",
                    help="the directory whose files a client's program may name (grammar(\"file.lark\"), relative "
                         "paths inside it only); default: programs read no files")
-    p.add_argument("--steps-program", action="append", default=[], metavar="FILE.py:NAME",
-                   help="a Python steps program requests may run by name (program: {\"name\": NAME}; repeatable)")
+    p.add_argument("--steps-program", action="append", default=[], metavar="FILE.py:NAME|FILE.stc",
+                   help="a Python steps program, or a .stc program of steps (named by its file's stem), requests "
+                        "may run by name (program: {\"name\": NAME}; repeatable)")
+    p.add_argument("--functions", metavar="FILE.py", default=None,
+                   help="a Python file whose top-level functions the served .stc programs' call steps may call")
     p.add_argument("--tool-format", choices=sorted(FORMATS), default=None, metavar="NAME",
                    help=f"the tool-call format replies are written in: {', '.join(sorted(FORMATS))} (default: the "
                         "one the model's chat template writes, else hermes; a request's tool_format overrides it)")

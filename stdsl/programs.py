@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stdsl.compiler.stc.parameters import annotated_types
 from stdsl.compiler.stc.program import CompiledProgram
@@ -68,6 +68,11 @@ class StepsProgram:
         self.signature = inspect.signature(function)
         self._names = list(self.signature.parameters)[1:]
 
+    @property
+    def name(self) -> str:
+        """The name a server serves it by: the function's."""
+        return self.function.__name__
+
     def __call__(self, *args: Any, model: Any, **kwargs: Any) -> ProgramRun:
         return self.run(model, *args, **kwargs)
 
@@ -107,13 +112,51 @@ class StepsProgram:
         return tuple(bound.args[1:]), dict(bound.kwargs)
 
 
-def load_steps_program(spec: str) -> StepsProgram:
+class StcStepsProgram:
+    """A `.stc` program of steps run as a named steps program is (`bind` then `run`; served by its file's stem), so a
+    server and a dataset run take either kind."""
+
+    def __init__(self, program: Program) -> None:
+        if program.plan is None:
+            raise ProgramError("a one-step program, not a program of steps: send it as a program's source, or run "
+                               "it with stcon run", program.source)
+        self.program = program
+        self.source = program.source
+        self.defaults: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        """The name a server serves it by: its file's stem."""
+        from pathlib import Path
+
+        return Path(self.source).stem
+
+    def bind(self, arguments: Mapping[str, Any], caller: str = "server") -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The program's arguments checked and completed with its defaults (a ProgramError or OptionError naming what
+        does not fit, and the loops that cannot run on them), as the one positional argument of `run`."""
+        from stdsl.runtime.program_steps.stc_steps import check_loops
+
+        checked = self.program.arguments(dict(arguments), caller)
+        assert self.program.plan is not None
+        check_loops(self.program.plan, checked)
+        return (checked,), {}
+
+    def run(self, model: Any, arguments: Mapping[str, Any], /, **options: Any) -> ProgramRun:
+        """Run the program's steps on `model` with checked `arguments` (from `bind`) and decoding options."""
+        return cast("ProgramRun", self.program.run(model, arguments, **options))
+
+
+def load_steps_program(spec: str, functions: Mapping[str, Callable[..., Any]] | None = None
+                       ) -> StepsProgram | StcStepsProgram:
     """The steps program `FILE.py:NAME` names (`NAME` may be left out when the file defines exactly one), its file
-    run as a module with its folder on `sys.path` (so it imports its neighbours)."""
+    run as a module with its folder on `sys.path` (so it imports its neighbours); or the `.stc` program of steps
+    `FILE.stc` (its `call` steps may call `functions`)."""
     import importlib.util
     import sys
     from pathlib import Path
 
+    if spec.endswith(".stc"):
+        return StcStepsProgram(Program.from_file(spec, functions=functions))
     path_text, _, name = spec.rpartition(":") if not spec.endswith(".py") else (spec, ":", "")
     path = Path(path_text)
     if not path.is_file():

@@ -253,9 +253,14 @@ constructor arguments do not cross a process boundary, so the worker returns the
 def program_messages(spec: Spec, max_seconds: float) -> list[dict[str, str]]:
     """A program spec's prompt messages, parsed and rendered within `max_seconds` and its `max_bytes` of text."""
     from stdsl.compiler.stc.program import CompiledProgram
+    from stdsl.compiler.stc.syntax import ProgramError
 
     with compile_deadline(max_seconds):
         program = CompiledProgram(spec["source"], "<request program>", files=program_files(spec))
+        if program.plan is not None:
+            raise ProgramError("a program of several steps runs on the server by name: start it with "
+                               "stcon serve --steps-program FILE.stc and send program: {\"name\": ...}",
+                               "<request program>")
         return program.messages(program.arguments(spec.get("arguments") or {}, "server"), spec.get("max_bytes"))
 
 

@@ -47,6 +47,17 @@ def test_plan_then_expand(smollm2) -> None:
         assert step.stats.cached_tokens >= run.steps[0].stats.prompt_tokens
 
 
+def test_facts_per_subject(smollm2) -> None:
+    program = example("facts_per_subject")
+    run = program.run(smollm2, {"topic": "Rome"}, max_tokens=80)
+    (step,) = run.steps
+    assert step.kind == "looped" and len(step.tokens) <= 80
+    assert 1 <= len(run.subjects) <= 3 and all(re.fullmatch(r"[a-z][a-z ]{2,19}", s) for s in run.subjects)
+    assert len(run.fact) == len(run.subjects) and run.returned == run.fact
+    assert all(re.fullmatch(r"[A-Z][a-z ,']{5,60}\.", fact) for fact in run.fact)
+    assert step.text == "Subjects: " + ", ".join(run.subjects) + "." + "".join(f"\n- {fact}" for fact in run.fact)
+
+
 def test_tool_loop(smollm2) -> None:
     import importlib.util
 

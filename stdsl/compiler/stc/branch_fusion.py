@@ -113,11 +113,11 @@ def branch_parts(fused: FusedBranches, templates: Mapping[int, Template], args: 
                 for step in body:
                     parts += templates[id(step)].render_literals(args, render)
                 break
-        out.append(_merged(parts))
+        out.append(merged_parts(parts))
     return out
 
 
-def _merged(parts: list[str | Hole]) -> list[str | Hole]:
+def merged_parts(parts: list[str | Hole]) -> list[str | Hole]:
     """Adjacent literal texts joined (a branch's first literal continues the output's last)."""
     out: list[str | Hole] = []
     for part in parts:
@@ -139,13 +139,13 @@ def compile_branches(template: Template, choices: list[list[str | Hole]]) -> Bra
     automata = [build_automaton(node) for node in branches]
     for i, first in enumerate(automata):
         for second in automata[i + 1:]:
-            if _overlap(first, second):
+            if overlap(first, second):
                 raise CompileError("two branches of the step accept the same text")
     union = build_automaton(ir.alt(*branches))
     return BranchedConstraint(union, list(zip(automata, choices)), time.perf_counter() - began)
 
 
-def _overlap(first: Automaton, second: Automaton) -> bool:
+def overlap(first: Automaton, second: Automaton) -> bool:
     """Whether two automata accept a common string."""
     try:
         intersect(first, second)

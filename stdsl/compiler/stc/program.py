@@ -17,6 +17,7 @@ from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.stc.branch_fusion import BranchedConstraint, FusedBranches, branch_parts, compile_branches
 from stdsl.compiler.stc.jinja_text import evaluate, render_text
+from stdsl.compiler.stc.loop_fusion import FusedLoop, LoopedConstraint, compile_loop, loop_parts
 from stdsl.compiler.stc.parameters import ParameterType, check_arguments, stc_parameter_type
 from stdsl.compiler.stc.program_constraint import ProgramConstraint, RecursiveProgramConstraint
 from stdsl.compiler.stc.recursion import RecursiveHoles, is_recursive
@@ -35,7 +36,7 @@ MISSING_VALUE_HINTS = {
 }
 """How each caller supplies a parameter's value, as a missing one's error tells it (`arguments(caller=...)`)."""
 
-_CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint | BranchedConstraint] = \
+_CONSTRAINTS: CacheKind[ProgramConstraint | RecursiveProgramConstraint | BranchedConstraint | LoopedConstraint] = \
     CacheKind("program constraints")
 
 
@@ -151,7 +152,7 @@ class CompiledProgram:
             raise
         except CompileError as exc:
             raise self._locate(exc, parts, start) from None
-        assert not isinstance(found, BranchedConstraint)  # its keys begin with "branches"
+        assert not isinstance(found, (BranchedConstraint, LoopedConstraint))  # their keys begin with a word
         return found
 
     def branched_constraint(self, fused: FusedBranches, args: Mapping[str, Any]) -> BranchedConstraint:
@@ -172,6 +173,18 @@ class CompiledProgram:
         template = templates[id(fused.output)]
         constraint = _CONSTRAINTS.get((self,), lambda: compile_branches(template, choices), key)
         assert isinstance(constraint, BranchedConstraint)
+        return constraint
+
+    def looped_constraint(self, fused: FusedLoop, args: Mapping[str, Any]) -> LoopedConstraint:
+        """An output and the `for` over its bounded list compiled as one constraint for these arguments (cached); a
+        ProgramError at the loop where they cannot be."""
+        assert self.plan is not None
+        templates = self.plan.templates
+        choices = loop_parts(fused, templates, args, render_text)
+        key = ("loop", id(fused.output), *(tuple(p if isinstance(p, str) else "\0" + p.decl.name for p in parts)
+                                           for _, parts in choices))
+        constraint = _CONSTRAINTS.get((self,), lambda: compile_loop(fused, templates, choices), key)
+        assert isinstance(constraint, LoopedConstraint)
         return constraint
 
     def _compile(self, template: Template, parts: list[str | Hole]) -> ProgramConstraint | RecursiveProgramConstraint:

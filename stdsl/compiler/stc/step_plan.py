@@ -22,6 +22,7 @@ from jinja2 import TemplateSyntaxError, meta, nodes
 
 from stdsl.compiler.stc.branch_fusion import FusedBranches, fusable
 from stdsl.compiler.stc.jinja_text import expression_env, locate_in_template
+from stdsl.compiler.stc.loop_fusion import FusedLoop, loop_fusable
 from stdsl.compiler.stc.parameters import ParameterType
 from stdsl.compiler.stc.syntax import (
     BreakStep,
@@ -87,6 +88,9 @@ class StepPlan(Generic[P]):
     fused: dict[int, FusedBranches] = field(default_factory=dict)
     """Outputs (by the step's id) whose `if` right after them branches on their own enum field alone: the output
     and its branches decode as one step (`branch_fusion.py`)."""
+    fused_loops: dict[int, FusedLoop] = field(default_factory=dict)
+    """Outputs (by the step's id) whose `for` right after them runs over their own bounded list field: the output and
+    every iteration decode as one step (`loop_fusion.py`)."""
 
     def step_name(self, step: OutputStep) -> str:
         """The name of an output step: its own, else its fields' (`verdict` or `verdict, score`)."""
@@ -113,11 +117,15 @@ def build_plan(program: P, steps: list[Step], functions: Mapping[str, Callable[.
 
 
 def _find_fusions(plan: StepPlan[Any], steps: list[Step], params: set[str]) -> None:
-    """Record every output whose following `if` can be compiled into its automaton, in every block."""
+    """Record every output whose following `if` or `for` can be compiled into its automaton, in every block (a
+    program with recursive types keeps its loops as forks)."""
     for step, following in zip(steps, steps[1:]):
         found = fusable(step, following, plan.templates, params)
         if found is not None:
             plan.fused[id(step)] = found
+        loop = loop_fusable(step, following, plan.templates) if not plan.program.resolver.recursive else None
+        if loop is not None:
+            plan.fused_loops[id(step)] = loop
     for step in steps:
         bodies = [body for _, body in step.branches] if isinstance(step, IfStep) else \
             [step.body] if isinstance(step, (ForStep, RepeatStep)) else []

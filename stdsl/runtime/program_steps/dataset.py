@@ -1,10 +1,11 @@
-"""A Python program of steps on a dataset (`stcon run FILE.py:NAME --input data.jsonl --output results.jsonl`), and
-the plain records its runs are written as (a result line, the `--stats` trace of its steps).
+"""A program of steps on a dataset (`stcon run FILE.py:NAME --input data.jsonl --output results.jsonl`, or a `.stc`
+program of steps), and the plain records its runs are written as (a result line, the `--stats` trace of its steps).
 
-As a `.stc` dataset run (`stdsl/runtime/program_runs.py`): one JSON line per input as soon as its run ends
-(`{"line": n, "result": {"values": ..., "returned": ...}}` or `{"line": n, "error": "..."}`), a rerun skips the lines
-already in the output, and a line's failure is its own record. Up to twice the engine's rows of runs go at once,
-so their steps decode in one batch.
+As a one-step dataset run (`stdsl/runtime/program_runs.py`): one JSON line per input as soon as its run ends
+(`{"line": n, "result": {"values": ..., "returned": ...}}` or `{"line": n, "error": "..."}`; with `trace`, the
+line also holds `"steps"`: one record per step, as `step_trace` writes it), a rerun skips the lines already in the
+output, and a line's failure is its own record. Up to twice the engine's rows of runs go at once, so their steps
+decode in one batch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from stdsl.errors import StdslError
 from stdsl.runtime.dataset_files import check_output, finished_lines, input_lines, read_arguments, record_text
 from stdsl.runtime.decode import engine_for
 from stdsl.runtime.program_steps.record import ProgramRun, branch_name
-from stdsl.runtime.program_steps.run import Binder, run_steps
 
 TRACE_COLUMNS = ("passes", "sampled_tokens", "forced_tokens", "output_tokens", "prompt_tokens", "cached_tokens")
 
@@ -41,6 +41,19 @@ def run_record(run: ProgramRun) -> dict[str, Any]:
     return {"values": {name: plain(value) for name, value in run.items()}, "returned": plain(run.returned)}
 
 
+def step_trace(run: ProgramRun) -> list[dict[str, Any]]:
+    """The steps of a run in program order as plain records: name, kind, fork position, counts, tokens prefilled,
+    seconds and error (what a dataset run's `--stats` writes on each line)."""
+    out = []
+    for step in run.steps:
+        counts = step.stats.as_dict() if step.stats is not None else {}
+        out.append({"step": step.name, "kind": step.kind, "branch": list(step.branch),
+                    **{column: counts.get(column) for column in TRACE_COLUMNS},
+                    "prefilled_tokens": step.prefilled_tokens if step.stats is not None else None,
+                    "seconds": round(step.seconds, 4), "error": str(step.error) if step.error is not None else None})
+    return out
+
+
 def trace_text(run: ProgramRun) -> str:
     """The steps of a run in program order, one line each (name, kind, fork position, counts, seconds), then the
     totals: what `stcon run --stats` prints."""
@@ -58,11 +71,12 @@ def trace_text(run: ProgramRun) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
-def run_steps_dataset(function: Callable[..., Any], bind: Binder, model: Any, input_path: str | os.PathLike[str],
+def run_steps_dataset(run: Callable[[dict[str, Any]], ProgramRun], model: Any, input_path: str | os.PathLike[str],
                       output_path: str | os.PathLike[str], *, progress: Callable[[bool], None] | None = None,
-                      **options: Any) -> tuple[int, int]:
-    """Run the program on every JSON line of `input_path` (its arguments, bound by `bind`), appending a record to
-    `output_path` as each run ends; (lines written now, lines skipped because the output had them already)."""
+                      trace: bool = False) -> tuple[int, int]:
+    """Run the program (`run` of one line's arguments, on `model`) on every JSON line of `input_path`, appending a
+    record to `output_path` as each run ends (with `trace`, each step's record too); (lines written now, lines
+    skipped because the output had them already)."""
     source, output = Path(input_path), Path(output_path)
     check_output(source, output)
     done = finished_lines(output)
@@ -72,8 +86,8 @@ def run_steps_dataset(function: Callable[..., Any], bind: Binder, model: Any, in
 
     def one(line: int, raw: bytes) -> dict[str, Any]:
         try:
-            call_args, call_kwargs = bind(read_arguments(raw, line))
-            return {"result": run_record(run_steps(function, model, call_args, call_kwargs, options))}
+            result = run(read_arguments(raw, line))
+            return {"result": run_record(result), **({"steps": step_trace(result)} if trace else {})}
         except Exception as error:  # any line's failure is its own record; the run goes on
             text = str(error) if isinstance(error, StdslError) else f"internal error: {type(error).__name__}: {error}"
             return {"error": f"{source}:{line}: {text}"}

@@ -16,6 +16,7 @@ from typing import Any
 
 from stdsl.compiler.stc.branch_fusion import FusedBranches
 from stdsl.compiler.stc.jinja_text import evaluate, render_text
+from stdsl.compiler.stc.loop_fusion import FusedLoop
 from stdsl.compiler.stc.parameters import annotated_types
 from stdsl.compiler.stc.program import CompiledProgram
 from stdsl.compiler.stc.step_plan import ARGUMENTS, StepPlan
@@ -62,12 +63,16 @@ class _Return(Exception):
 
 
 def check_loops(plan: StepPlan[CompiledProgram], args: Mapping[str, Any]) -> None:
-    """Refuse, before any step, a `for` over parameters' values that is not a list (a ProgramError at the loop)."""
+    """Refuse, before any step, a `for` over parameters' values that is not a list, and a `for` compiled into its
+    output that cannot be compiled (when its text reads the arguments alone): a ProgramError at the loop."""
     for step in plan.param_loops:
         value = evaluate(step.iterable.text, args, step.iterable.pos)
         if not isinstance(value, (list, tuple)):
             raise step.iterable.pos.error(f"for over {step.iterable.text}, which is not a list (it is "
                                           f"{type(value).__name__})")
+    for loop in plan.fused_loops.values():
+        if loop.reads(plan.templates) <= set(args):
+            plan.program.looped_constraint(loop, args)
 
 
 def run_stc_steps(program: CompiledProgram, model: Any, arguments: Mapping[str, Any] | None,
@@ -149,6 +154,11 @@ class _Interpreter:
             if fused is not None and self.branched(s, fused, scope, record):
                 skip = fused.branches
                 continue
+            loop = self.plan.fused_loops.get(id(step))
+            if loop is not None:
+                self.looped(s, loop, scope, record)
+                skip = loop.loop
+                continue
             self.step(s, step, scope, record)
 
     def branched(self, s: State, fused: FusedBranches, scope: dict[str, Any], record: dict[str, Any]) -> bool:
@@ -168,6 +178,26 @@ class _Interpreter:
         scope.update(fields)
         record.update(fields)
         return True
+
+    def looped(self, s: State, loop: FusedLoop, scope: dict[str, Any], record: dict[str, Any]) -> None:
+        """Decode an output and the `for` over its own bounded list as one step: its fields, then each body field as
+        the list of its iterations' values (as the forks of a `for` would set it)."""
+        constraint = self.plan.program.looped_constraint(loop, scope)
+        name = self.plan.step_name(loop.output)
+
+        def read(generation: Generation) -> dict[str, Any]:
+            return constraint.parse(generation.text)
+
+        s += Gen(name, constraint, read=read, kind="looped")
+        values = s[name]
+        head = {key: value for key, value in values.items() if key not in constraint.body_fields}
+        if loop.output.name is None:
+            scope.update(head)
+            record.update(head)
+        else:
+            scope[loop.output.name] = record[loop.output.name] = StepValues(head)
+        for key in constraint.body_fields:
+            scope[key] = record[key] = values[key]
 
     def step(self, s: State, step: Step, scope: dict[str, Any], record: dict[str, Any]) -> None:
         if isinstance(step, Message):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,13 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
           api_key: str | None = None, max_queue: int = 64, limits: Mapping[str, int] | None = None,
           aliases: tuple[str, ...] = (), shutdown_seconds: int = 10, tool_format: str | None = None,
           max_compile_bytes: int = MAX_COMPILE_BYTES, program_dir: str | None = None, quiet: bool = False,
-          steps_programs: tuple[str, ...] = ()) -> None:
+          steps_programs: tuple[str, ...] = (), functions: Mapping[str, Callable[..., Any]] | None = None) -> None:
     """Serve `model_name` (default: the embedded SmolLM2) until interrupted; requests may also name it by `aliases`;
     `limits` sets `stdsl.server.http.limits.Limits` fields (the others keep their defaults); `tool_format` names the
     tool-call format (None: the one the chat template writes, else Hermes); `max_compile_bytes` caps the memory of
     each compile; `program_dir` is the one directory clients' programs may read files from (None: none);
-    `steps_programs` are `FILE.py:NAME` specs of the Python steps programs requests may run by name.  SIGTERM or
+    `steps_programs` are `FILE.py:NAME` specs of the Python steps programs requests may run by name, or `FILE.stc`
+    programs of steps (served by the file's stem; their `call` steps may call `functions`).  SIGTERM or
     SIGINT lets the requests in flight finish for up to `shutdown_seconds`, then cancels them and ends the
     process (see `shutdown.py`).  Logs "listening on" and one access line per request to stderr, unless `quiet`
     (then warnings and errors only)."""
@@ -41,7 +42,7 @@ def serve(model_name: str | None = None, *, host: str = "127.0.0.1", port: int =
         raise StdslError(f"--max-compile-bytes must be at least 1048576 (1 MiB), got {max_compile_bytes}")
     if program_dir is not None and not Path(program_dir).is_dir():
         raise StdslError(f"--program-dir must be a directory, got {program_dir!r}")
-    served = served_steps_programs(steps_programs)  # a bad program file is reported before the model loads
+    served = served_steps_programs(steps_programs, functions)  # a bad program file is reported before the model loads
     model = load(model_name)
     app = create_app(model, max_rows=max_rows, api_key=api_key, max_queue=max_queue, limits=Limits(**(limits or {})),
                      aliases=aliases, tool_format=tool_format, max_compile_bytes=max_compile_bytes,
@@ -66,15 +67,17 @@ def _log_to_stderr(level: int) -> None:
     server_log.propagate = False
 
 
-def served_steps_programs(specs: tuple[str, ...]) -> dict[str, Any]:
-    """The steps programs `FILE.py:NAME` specs name, by name (ProgramError for a bad spec or two of one name)."""
+def served_steps_programs(specs: tuple[str, ...], functions: Mapping[str, Callable[..., Any]] | None = None
+                          ) -> dict[str, Any]:
+    """The steps programs `FILE.py:NAME` and `FILE.stc` specs name, by name (ProgramError for a bad spec or two of one
+    name); a `.stc` program's `call` steps may call `functions`."""
     from stdsl.compiler.stc.syntax import ProgramError
     from stdsl.programs import load_steps_program
 
     served: dict[str, Any] = {}
     for spec in specs:
-        program = load_steps_program(spec)
-        if program.function.__name__ in served:
-            raise ProgramError(f"two steps programs are named {program.function.__name__!r}", spec)
-        served[program.function.__name__] = program
+        program = load_steps_program(spec, functions)
+        if program.name in served:
+            raise ProgramError(f"two steps programs are named {program.name!r}", spec)
+        served[program.name] = program
     return served
