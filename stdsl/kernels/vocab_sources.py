@@ -7,6 +7,7 @@ byte tokens); special tokens get None; added non-special tokens keep their surfa
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stdsl.errors import StdslError
+from stdsl.kernels import token_bytes_store
 from stdsl.kernels.vocabulary import Vocabulary
 
 QWEN_TOKEN_COUNT = 248044
@@ -106,14 +108,34 @@ def _token_decoder(spec: dict[str, Any]):
     return sentencepiece
 
 
+_RECOVERED: dict[str, list[bytes | None]] = {}
+"""The lists recovered in this process, by tokenizer content hash (the last few tokenizers)."""
+_RECOVERED_KEPT = 4
+
+
 def hf_token_bytes(tokenizer: Any) -> list[bytes | None]:
     """Each id's bytes as the model writes them, recovered from a Hugging Face tokenizer's pieces.
 
     None for special tokens and unused ids. The one recovery both the kernels' `Vocabulary` and the
-    runtime `Tokenizer.token_bytes` use, so the two can never disagree on a token's bytes.
+    runtime `Tokenizer.token_bytes` use, so the two can never disagree on a token's bytes. Recovered once per
+    tokenizer content: kept in the process and in the user cache folder (`token_bytes_store`), so the list
+    returned is shared and must not be changed.
     """
     backend = _backend(tokenizer)
-    decode = _token_decoder(json.loads(backend.to_str()))
+    content = backend.to_str().encode("utf-8")
+    key = hashlib.sha256(content).hexdigest()
+    found = _RECOVERED.get(key)
+    if found is None:
+        found = token_bytes_store.stored(content, lambda: _recover(backend, content))
+        if len(_RECOVERED) >= _RECOVERED_KEPT:
+            del _RECOVERED[next(iter(_RECOVERED))]
+        _RECOVERED[key] = found
+    return found
+
+
+def _recover(backend: Any, content: bytes) -> list[bytes | None]:
+    """`hf_token_bytes` computed from the tokenizer's pieces and its serialized form `content`."""
+    decode = _token_decoder(json.loads(content))
     vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
     added = backend.get_added_tokens_decoder()
     size = max(max(vocab.values(), default=-1), max(added.keys(), default=-1)) + 1

@@ -5,7 +5,8 @@ longest feed. The pass calls the model itself (`net(inputs, cache=...)`), so eve
 logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's `logit_scale`).
 Only for the architectures allow-listed here, whose `Model.__call__` is exactly `head(model(x))`, does the
 output head run on the last real position of each row alone, so a pass over long forced spans or a prefill chunk
-does not pay the vocabulary projection for every position.
+does not pay the vocabulary projection for every position. Gated DeltaNet layers fed a long span (a prefill
+chunk, a long forced span) solve their recurrence in chunks (`chunked_recurrences`) rather than step by step.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import mlx.core as mx
 
 from stdsl.errors import StdslError
-from stdsl.runtime.platform.mlx_lm_models import llama, qwen2, qwen3
+from stdsl.runtime.platform.mlx_lm_models import chunked_recurrences, llama, qwen2, qwen3
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 
@@ -75,12 +76,13 @@ def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) 
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
     last = mx.array([max(len(f) - 1, 0) for f in physical], dtype=mx.int32)[:, None, None]
     split = _split(net)
-    if split is not None:
-        body, head = split
-        hidden = body(inputs, cache=caches.layers)
-        logits = head(mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
-    else:
-        logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
+    with chunked_recurrences():
+        if split is not None:
+            body, head = split
+            hidden = body(inputs, cache=caches.layers)
+            logits = head(mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
+        else:
+            logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
     caches.commit()
     if slots != list(range(len(physical))):
         logits = logits[mx.array(slots, dtype=mx.int32)]

@@ -8,6 +8,10 @@ mlx-lm's folder and entered in `sys.modules` under its real name; then `from mlx
 works anywhere with no parent package. `sys.modules["mlx_lm"]` is never written: a later `import mlx_lm` runs
 the real package start-up, shares these modules (the same classes), and finds them as its attributes
 (`mlx_lm.models`) as a plain import would have left them.
+
+It is also where mlx-lm's model code is overridden, and only one thing is: Gated DeltaNet's CPU recurrence
+(`gated_delta_ops`) is routed so that the engine's own passes (`chunked_recurrences`) solve long feeds in chunks;
+everyone else, mlx-lm's own generators included, gets mlx-lm's step-by-step loop unchanged.
 """
 
 from __future__ import annotations
@@ -18,11 +22,16 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import mlx.core as mx
 
 from stdsl.errors import UnsupportedModelError
+from stdsl.kernels.gated_delta_chunks import gated_delta_chunked
 
 _lock = threading.Lock()
 
@@ -107,6 +116,54 @@ else:
 KVCache = cache.KVCache
 make_prompt_cache = cache.make_prompt_cache
 
+CHUNKED_FROM = 8
+"""Feeds of at least this many positions run Gated DeltaNet's recurrence in chunks inside `chunked_recurrences`;
+shorter ones (decode steps, short forced spans) keep mlx-lm's own step, which costs less there."""
 
-__all__ = ["KVCache", "cache", "import_without_package_init", "llama", "make_prompt_cache", "qwen2",
-           "qwen3"]
+_chunked = ContextVar("stdsl_chunked_recurrences", default=False)
+
+
+def _with_chunks(original: Any) -> Any:
+    """mlx-lm's `gated_delta_ops` (its CPU path for the gated delta rule), run in chunks where `_chunked` is set."""
+
+    def gated_delta_ops(q: mx.array, k: mx.array, v: mx.array, g: mx.array, beta: mx.array,
+                        state: mx.array | None = None, mask: mx.array | None = None) -> tuple[mx.array, mx.array]:
+        if _chunked.get() and q.shape[1] >= CHUNKED_FROM and g.ndim == 3:
+            if state is None:
+                state = mx.zeros((q.shape[0], v.shape[2], v.shape[3], q.shape[3]), dtype=mx.float32)
+            return gated_delta_chunked(q, k, v, g, beta, state, mask)
+        return original(q, k, v, g, beta, state, mask)
+
+    gated_delta_ops.stdsl_original = original  # type: ignore[attr-defined]
+    return gated_delta_ops
+
+
+def _install_chunks() -> None:
+    """Route mlx-lm's `gated_delta_ops` through `_with_chunks` once (every hybrid model calls it by module
+    attribute, so Qwen3.5, Qwen3-Next and Kimi Linear all take it); outside `chunked_recurrences` it is mlx-lm's."""
+    try:
+        module = import_without_package_init("mlx_lm.models.gated_delta")
+    except ImportError:  # an mlx-lm without Gated DeltaNet: nothing to route
+        return
+    original = getattr(module, "gated_delta_ops", None)
+    if original is not None and not hasattr(original, "stdsl_original"):
+        setattr(module, "gated_delta_ops", _with_chunks(original))  # noqa: B010 (a module mypy sees typed)
+
+
+@contextmanager
+def chunked_recurrences() -> Iterator[None]:
+    """Within this block (on this thread), Gated DeltaNet layers fed `CHUNKED_FROM` or more positions solve the
+    recurrence a chunk at a time (`stdsl.kernels.gated_delta_chunks`, equal to mlx-lm's step-by-step loop up to
+    float rounding) instead of one Python-level step per position."""
+    token = _chunked.set(True)
+    try:
+        yield
+    finally:
+        _chunked.reset(token)
+
+
+_install_chunks()
+
+
+__all__ = ["KVCache", "cache", "chunked_recurrences", "import_without_package_init", "llama", "make_prompt_cache",
+           "qwen2", "qwen3"]

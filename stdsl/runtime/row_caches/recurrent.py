@@ -62,8 +62,9 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
         self.lengths = None
 
     def make_mask(self, N: int, **_: Any) -> mx.array | None:  # noqa: N803 (mlx-lm's name)
-        """(B, N) bool: which input positions are a row's real tokens (padding leaves the state alone)."""
-        if self.lengths is None:
+        """(B, N) bool: which input positions are a row's real tokens (padding leaves the state alone); None when
+        every slot feeds all N (no padding: the model's unmasked path, which skips a select per position)."""
+        if self.lengths is None or all(feed == N for feed in self._feeds):
             return None
         return mx.arange(N)[None] < self.lengths[:, None]
 
