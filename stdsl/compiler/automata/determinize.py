@@ -20,7 +20,6 @@ from functools import cached_property
 from itertools import chain
 
 import numpy as np
-import numpy.ma  # noqa: F401  (np.unique imports it on first call, 0.05-0.15 s: paid at import, not by the first compile)
 
 from stdsl.compiler.automata.nfa import NFA
 from stdsl.compiler.deadline import check_deadline
