@@ -46,6 +46,18 @@ def measure(code: str, env: dict[str, str], cache: str, repeats: int) -> dict[st
             "cpu_ms": round(1e3 * statistics.median(c for _, c in runs), 1)}
 
 
+def measure_pair(code: str, envs: list[dict[str, str]], cache: str, repeats: int) -> list[dict[str, float]]:
+    """`measure` for two checkouts at once, their processes alternating, so the machine's load hits both alike."""
+    for env in envs:
+        timed(code, env, cache)
+    runs: list[list[tuple[float, float]]] = [[], []]
+    for repeat in range(repeats):
+        for side in ((0, 1) if repeat % 2 == 0 else (1, 0)):
+            runs[side].append(timed(code, envs[side], cache))
+    return [{"wall_ms": round(1e3 * statistics.median(w for w, _ in side_runs), 1),
+             "cpu_ms": round(1e3 * statistics.median(c for _, c in side_runs), 1)} for side_runs in runs]
+
+
 def heaviest_imports(code: str, env: dict[str, str], cache: str, count: int) -> list[tuple[str, int]]:
     """The top-level imports of one run with the most cumulative microseconds (`-X importtime`)."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-X", f"pycache_prefix={cache}", "-c", code],
@@ -64,11 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--stdsl", default=str(REPO), help="the checkout whose stdsl is imported")
+    parser.add_argument("--versus", default=None, help="another checkout, measured alternately (CPU ms beside)")
     parser.add_argument("--out", default=str(RESULTS / "cold_compile"))
     args = parser.parse_args(argv)
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([args.stdsl] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     schemas = sorted(EXTRACTION.glob("*.json"))
+    if args.versus:
+        return versus(args, env, schemas, argv)
     with tempfile.TemporaryDirectory() as cache:
         floors = {"empty interpreter": measure("pass", env, cache, args.repeats),
                   "import numpy": measure("import numpy", env, cache, args.repeats),
@@ -85,14 +100,46 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def versus(args: argparse.Namespace, env: dict[str, str], schemas: list[Path], argv: list[str] | None) -> int:
+    """Both checkouts' floors and cold compiles, alternating; CPU ms side by side with the part past `import
+    numpy` (for `import stdsl`: past the empty interpreter)."""
+    other = dict(env, PYTHONPATH=env["PYTHONPATH"].replace(args.stdsl, args.versus, 1))
+    codes = {"empty interpreter": "pass", "import numpy": "import numpy", "import stdsl": "import stdsl",
+             **{f"compile `{path.stem}`": COMPILE.format(path=str(path)) for path in schemas}}
+    with tempfile.TemporaryDirectory() as cache:
+        rows = {name: measure_pair(code, [env, other], cache, args.repeats) for name, code in codes.items()}
+    command = "python benchmarks/cold_compile.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    floors = [rows["import numpy"][side]["cpu_ms"] for side in (0, 1)]
+    empty = [rows["empty interpreter"][side]["cpu_ms"] for side in (0, 1)]
+    lines = ["# Cold compile, two checkouts alternating (issue 36, item 3)\n", f"Command: `{command}`\n",
+             f"Median of {args.repeats} fresh processes each, the two checkouts' processes alternating; `this` is "
+             f"{args.stdsl}, `versus` {args.versus}. Past = CPU ms over the same side's `import numpy` process "
+             "(for `import stdsl`, which no longer imports numpy: over the empty interpreter).\n",
+             "| process | CPU ms this | CPU ms versus | past this | past versus | wall ms this | wall ms versus |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, (this, that) in rows.items():
+        base = empty if name == "import stdsl" else floors
+        past = ["", ""] if name in ("empty interpreter", "import numpy") else \
+            [round(this["cpu_ms"] - base[0], 1), round(that["cpu_ms"] - base[1], 1)]
+        lines.append(f"| {name} | {this['cpu_ms']} | {that['cpu_ms']} | {past[0]} | {past[1]} | {this['wall_ms']} | "
+                     f"{that['wall_ms']} |")
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+    Path(args.out).with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
 def markdown(result: dict) -> str:
     """The floors, the cases against the target, and the heaviest imports."""
     lines = ["# Cold compile, imports included (issue 36, item 3)\n", f"Command: `{result['command']}`\n",
              f"Median of {result['repeats']} fresh processes each, bytecode cached; target: a cold compile of an "
              f"extraction schema within {result['target_ms']} ms.\n",
-             "| process | wall ms | CPU ms |", "|---|---:|---:|"]
+             "`past numpy` is the CPU time over the `import numpy` process's: what stdsl's import and compile add.\n",
+             "| process | wall ms | CPU ms | past numpy CPU ms |", "|---|---:|---:|---:|"]
+    numpy_cpu = result["floors"]["import numpy"]["cpu_ms"]
     for name, row in {**result["floors"], **{f"compile `{k}`": v for k, v in result["cases"].items()}}.items():
-        lines.append(f"| {name} | {row['wall_ms']} | {row['cpu_ms']} |")
+        past = round(row["cpu_ms"] - numpy_cpu, 1) if name != "empty interpreter" and name != "import numpy" else ""
+        lines.append(f"| {name} | {row['wall_ms']} | {row['cpu_ms']} | {past} |")
     lines += ["", "Heaviest top-level imports of one compile (cumulative µs, `-X importtime`):\n",
               "| module | µs |", "|---|---:|"]
     lines += [f"| {name} | {us} |" for name, us in result["heaviest_imports_us"]]

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _package_version
 from typing import TYPE_CHECKING, Any
 
 from stdsl import caches
@@ -27,10 +25,8 @@ from stdsl.errors import (
     UnsupportedModelError,
 )
 
-try:
-    __version__ = _package_version("stdsl")
-except PackageNotFoundError:  # a source tree run without installing: no metadata to read
-    __version__ = "0+unknown"
+__version__: str
+"""The installed distribution's version (read by `__getattr__` on first use)."""
 
 if TYPE_CHECKING:
     from stdsl.compiler.constraint import Constraint, Regex, compile
@@ -67,8 +63,23 @@ _LAZY = {
 }
 
 
+def _installed_version() -> str:
+    """The installed distribution's version: read on first use, as `importlib.metadata` alone costs a fresh
+    process 10-20 ms of imports (email, zipfile, socket) that a compile never needs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stdsl")
+    except PackageNotFoundError:  # a source tree run without installing: no metadata to read
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
-    """Import the runtime (and MLX) only when a model is needed, so compiling stays light."""
+    """Import the runtime (and MLX) only when a model is needed, so compiling stays light; the version is read
+    only when asked for."""
+    if name == "__version__":
+        globals()["__version__"] = found = _installed_version()
+        return found
     if name in _LAZY:
         import importlib
 

@@ -6,7 +6,6 @@ a Pydantic class).  Nothing downstream knows which front end produced the automa
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import numbers
@@ -173,6 +172,8 @@ def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, m
     """Refuse an unknown keyword or a bad value of a known one with an OptionError naming it."""
     known = ["whitespace", "max_states", "max_seconds", "strict"]
     for name in unknown:
+        import difflib  # only to name the keyword meant: a fresh process's compile does not pay its import
+
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise OptionError(name, f"compile() has no keyword {name!r}{hint}; its keywords are {', '.join(known)}")

@@ -7,7 +7,6 @@ to UTF-8 byte sequences here, so everything downstream sees bytes only.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -415,6 +414,8 @@ def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
 def fingerprint(node: Node) -> str | None:
     """A digest of the node's structure that is the same in every process (an embedded automaton by its tables),
     for artifacts built ahead and shipped; None for a node holding a recursive grammar."""
+    import hashlib  # on first use: a compile without shipped artifacts never loads OpenSSL
+
     digest = hashlib.sha256()
     number: dict[int, int] = {}
     pending: list[tuple[Node, bool]] = [(node, False)]

@@ -120,3 +120,22 @@ def test_compiling_a_schema_in_a_fresh_process_leaves_pydantic_unimported() -> N
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(stdsl.__file__).parents[1])
     assert out.stdout.strip() == "[]"
+
+
+def test_compiling_schemas_in_a_fresh_process_leaves_slow_stdlib_and_numpy_modules_unimported() -> None:
+    """A cold compile pays no import it does not use (issue 36, item 3): numpy.ma (np.unique's first plain call,
+    15-20 ms), importlib.metadata (the version, read on first use), difflib (did-you-mean hints)."""
+    schemas = [{"type": "object", "properties": {"a": {"enum": ["x", "yy", "zzz"]}, "b": {"type": "string",
+                                                                                          "pattern": "^[a-f]{2,9}$"}}},
+               {"type": "array", "items": {}},
+               {"type": "object", "properties": {"n": {"$ref": "#"}, "v": {"type": "integer"}}}]
+    code = (f"import sys, stdsl; cs = [stdsl.compile(s) for s in {schemas!r}]; "
+            "assert cs[0].accepts('{\"a\":\"yy\",\"b\":\"abc\"}') and cs[1].accepts('[[1],{}]'); "
+            "assert cs[2].accepts('{\"n\":{\"v\":1}}'); "
+            "print(sorted(m for m in ('numpy.ma', 'importlib.metadata', 'difflib') if m in sys.modules)); "
+            "print(stdsl.__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(stdsl.__file__).parents[1])
+    unimported, version = out.stdout.split("\n")[:2]
+    assert unimported == "[]"
+    assert version == stdsl.__version__

@@ -29,21 +29,20 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     Returns `(classes, byte_class)` where classes are numbered by their first byte, so that the
     result depends only on the expanded table.  Columns are compared by their bytes (exact).
     """
+    byte_class = np.asarray(byte_class)
     columns = np.ascontiguousarray(class_table.T)
-    key_of_column: dict[int, bytes] = {}
+    used, first_byte = np.unique(byte_class, return_index=True)
     class_of_key: dict[bytes, int] = {}
     chosen: list[int] = []
-    canonical = np.empty(256, dtype=np.uint8)
-    for byte, column in enumerate(np.asarray(byte_class).tolist()):
-        key = key_of_column.get(column)
-        if key is None:
-            key = key_of_column[column] = columns[column].tobytes()
+    label_of_column = np.zeros(int(used[-1]) + 1, dtype=np.uint8)
+    for column in used[np.argsort(first_byte)].tolist():
+        key = columns[column].tobytes()
         label = class_of_key.get(key)
         if label is None:
             label = class_of_key[key] = len(chosen)
             chosen.append(column)
-        canonical[byte] = label
-    return class_table[:, chosen], canonical
+        label_of_column[column] = label
+    return class_table[:, chosen], label_of_column[byte_class]
 
 
 class ByteClassTable(ABC):

@@ -20,6 +20,15 @@ SORTED_CELLS = 1 << 21
 """Table cells `successor_lists` sorts between two deadline checks (a few milliseconds)."""
 
 
+def distinct_values(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array, as `np.unique(values)` (flattened): np.unique imports
+    `numpy.ma` on its first plain call, 15-20 ms a fresh process's first compile would pay."""
+    ordered = np.sort(np.asarray(values).reshape(-1))
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
+
+
 def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct successors of each state as CSR arrays `(indptr, indices)` (dead -1 left out)."""
     step = max(1, SORTED_CELLS // max(1, table.shape[1]))
@@ -88,12 +97,12 @@ def bfs_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) 
 def _bfs_levels(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """`bfs_distances` one whole level per numpy step."""
     distance = np.full(len(indptr) - 1, -1, dtype=np.int64)
-    frontier = np.unique(np.asarray(sources, dtype=np.int64))
+    frontier = distinct_values(np.asarray(sources, dtype=np.int64))
     distance[frontier] = 0
     level = 0
     while frontier.size:
         reached = csr_gather(indptr, indices, frontier)
-        frontier = np.unique(reached[distance[reached] < 0])
+        frontier = distinct_values(reached[distance[reached] < 0])
         level += 1
         distance[frontier] = level
     return distance

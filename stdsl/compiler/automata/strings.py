@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import distinct_values
 from stdsl.compiler.deadline import check_deadline
 
 
@@ -133,7 +134,7 @@ def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     bfs_number = np.empty(count, dtype=np.int64)
     bfs_number[np.argsort(first_node)] = np.arange(count)
     state = bfs_number[merged]
-    used = np.unique(symbol)
+    used = distinct_values(symbol)
     byte_class = np.full(256, len(used), dtype=np.int64)
     byte_class[used] = np.arange(len(used))
     table = np.full((count, len(used) + 1), -1, dtype=np.int32)

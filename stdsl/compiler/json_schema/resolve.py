@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import warnings
@@ -164,6 +163,8 @@ def check_keywords(schema: dict, path: str) -> None:
             raise SchemaError(f"embedded resources ({key} below the root) whose references resolve against it are "
                               "not supported", where)
         elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
+            import difflib  # only for unknown keywords: a fresh process's compile does not pay its import
+
             close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
             if close:
                 warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "

@@ -19,7 +19,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import csr_gather, predecessor_lists, shrink
+from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
@@ -403,7 +403,7 @@ class _CompletionGraph:
             if rounds & 255 == 0:
                 check_deadline("the pushdown completion lengths")
             level = heapq.heappop(pending)
-            frontier = np.unique(np.concatenate(buckets.pop(level)))
+            frontier = distinct_values(np.concatenate(buckets.pop(level)))
             frontier = frontier[~settled[frontier] & (dist[frontier] == level)]
             if not frontier.size:
                 continue
@@ -420,7 +420,7 @@ class _CompletionGraph:
                 better = costs < dist[callers]
                 callers, costs = callers[better], costs[better]
                 np.minimum.at(dist, callers, costs)
-                for cost in np.unique(costs).tolist():
+                for cost in distinct_values(costs).tolist():
                     _push(buckets, pending, cost, callers[costs == cost])
         return dist
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.automaton import Automaton, canonical_classes
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import CompileError
@@ -157,3 +157,16 @@ def test_suite_slice_class_tables_equal_the_256_column_tables() -> None:
 @pytest.mark.slow
 def test_whole_suite_class_tables_equal_the_256_column_tables() -> None:
     _check_suite(SUITE_FILES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(class_tables())
+def test_canonical_classes_keep_the_table_with_one_class_per_distinct_column_by_first_byte(
+        case: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    table, _, byte_class = case
+    classes, canonical = canonical_classes(table, byte_class)
+    assert classes[:, canonical].tolist() == table[:, byte_class].tolist()
+    columns = [tuple(column) for column in classes.T.tolist()]
+    assert len(set(columns)) == len(columns) == int(canonical.max()) + 1
+    first_bytes = [int(np.flatnonzero(canonical == c)[0]) for c in range(len(columns))]
+    assert first_bytes == sorted(first_bytes)

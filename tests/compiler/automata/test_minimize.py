@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimize import distinct_values, minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError
@@ -142,3 +142,12 @@ def test_trim_drops_unreachable_and_dead_end_states() -> None:
     assert trimmed_accepting.tolist() == [False, False, True]
     with pytest.raises(EmptyLanguageError):
         trim(table, np.zeros(5, dtype=bool))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 2**40), max_size=60), st.integers(1, 3))
+def test_distinct_values_equals_numpy_unique(values: list[int], rows: int) -> None:
+    array = np.array(values * rows, dtype=np.int64).reshape(rows, -1) if values else np.zeros(0, dtype=np.int64)
+    found = distinct_values(array)
+    assert found.dtype == array.dtype
+    assert found.tolist() == np.unique(array).tolist()
