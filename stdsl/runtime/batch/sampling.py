@@ -11,7 +11,8 @@ on the device where the logits are masked (`sample_packed`).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 
 import mlx.core as mx
 import numpy as np
@@ -19,8 +20,6 @@ import numpy as np
 from stdsl.errors import GenerationError
 from stdsl.kernels.token_mask import WORD_BITS, pack_words
 from stdsl.runtime.options import SamplingParams
-
-_BIT_SHIFTS = np.arange(WORD_BITS, dtype=np.int32)
 
 
 def apply_top_p(logprobs: mx.array, top_p: float) -> mx.array:
@@ -165,12 +164,25 @@ def check_bitmask(words: np.ndarray, width: int) -> None:
 def unpack_bitmask(words: mx.array, width: int) -> mx.array:
     """bool (B, width) on the device from packed masks (B, W) int32: token t is bit t % 32 of word t // 32; ids past
     the words are refused."""
-    bits = mx.right_shift(words[:, :, None], mx.array(_BIT_SHIFTS)) & 1
+    bits = mx.right_shift(words[:, :, None], mx.arange(WORD_BITS, dtype=mx.int32)) & 1
     allowed = bits.reshape(words.shape[0], -1).astype(mx.bool_)
     have = allowed.shape[1]
     if have < width:
         return mx.concatenate([allowed, mx.zeros((allowed.shape[0], width - have), dtype=mx.bool_)], axis=1)
     return allowed[:, :width]
+
+
+def _masked_with_words(words: mx.array, logits: mx.array) -> mx.array:
+    """float32 `logits` (B, V) with every token the packed masks `words` (B, W) refuse set to -inf."""
+    allowed = unpack_bitmask(words, logits.shape[-1])
+    return mx.where(allowed, logits.astype(mx.float32), mx.array(-float("inf"), mx.float32))
+
+
+@cache
+def _compiled_masking() -> Callable[[mx.array, mx.array], mx.array]:
+    """`_masked_with_words` compiled (made on first use, on the thread that draws): the unpack fuses into the
+    `where`, so no (B, V) intermediate is written on the way."""
+    return mx.compile(_masked_with_words)  # type: ignore[no-any-return]
 
 
 def _admits(words: np.ndarray, token: int) -> bool:
@@ -191,8 +203,7 @@ def sample_packed(logits: mx.array, words: np.ndarray, samplers: Sequence[RowSam
     if len(samplers) != rows or words.shape[0] != rows:
         raise GenerationError(f"{rows} logit rows, {words.shape[0]} mask rows and {len(samplers)} samplers differ")
     check_bitmask(words, width)
-    allowed = unpack_bitmask(mx.array(words), width)
-    masked = mx.where(allowed, logits.astype(mx.float32), mx.array(-float("inf"), mx.float32))
+    masked = _compiled_masking()(mx.array(words), logits)
     greedy = [i for i, sampler in enumerate(samplers) if sampler.greedy]
     drawn = [i for i, sampler in enumerate(samplers) if not sampler.greedy]
     argmax = mx.argmax(masked[mx.array(greedy)], axis=-1) if greedy else mx.zeros((0,), dtype=mx.uint32)
