@@ -27,7 +27,7 @@ def _drive(compiled, tokenizer) -> None:
     vocab = vocabulary_of(tokenizer)
     machine = getattr(compiled, "machine", None)
     if machine is not None:
-        state = PushdownState(machine, tokenizer, vocab, max_tokens=200, masks="host")
+        state = PushdownState(machine, tokenizer, vocab, max_tokens=200)
     else:
         state = ConstraintState(compiled.automaton, tokenizer, vocab, max_tokens=200)
     state.start()

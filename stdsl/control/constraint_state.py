@@ -17,11 +17,12 @@ import numpy as np
 from stdsl.caches import CacheKind
 from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS, UNREACHABLE, BudgetTable
 from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
-from stdsl.control.controller import ROW_MASKS, Controller, Move
+from stdsl.control.controller import ROW_MASKS, Controller, Move, write_words
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.errors import GenerationError
 from stdsl.kernels.rows import RowCache
+from stdsl.kernels.token_mask import pack_words
 from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
 
 _VOCABULARIES: CacheKind[Vocabulary] = CacheKind("vocabularies")
@@ -177,14 +178,28 @@ class ConstraintState:
     def mask(self) -> np.ndarray:
         """Admissible tokens at the current sampling configuration (bool (V,), a fresh array; eos included iff
         accepting), narrowed by the row's reasoning policy if it has one."""
+        allowed = self._sampling_mask().copy()
+        if self.reasoning is not None:
+            allowed = self.reasoning.restrict(self, allowed)
+        return allowed
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write `mask()` into `out`, one int32 bitmask row (token t at bit t % 32 of word t // 32, later words
+        cleared): the controller's packed words, kept per configuration, unless a reasoning policy narrows them."""
+        if self.reasoning is not None:
+            write_words(pack_words(self.mask()), out)
+            return
+        configuration = self.configuration
+        self._sampling_mask()
+        self.controller.fill([configuration], out[None])
+
+    def _sampling_mask(self) -> np.ndarray:
+        """The controller's mask at the sampling configuration (read-only), noting when the budget shapes it."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
         allowed, shaped = self.controller.shaped_mask(self.configuration)
         if shaped and not self.budget_shaped:
             self.configuration = replace(self.configuration, budget_shaped=True)
-        allowed = allowed.copy()
-        if self.reasoning is not None:
-            allowed = self.reasoning.restrict(self, allowed)
         return allowed
 
     def least_tokens(self, plan: Plan) -> int:

@@ -101,6 +101,8 @@ class Controller:
         """The budget's cost table (None without a token budget)."""
         self._keep = masks
         self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
+        self._words: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
 
     pushdown = False
@@ -118,7 +120,7 @@ class Controller:
     def with_masks(self, masks: int) -> Controller:
         """This controller with a memo of its own that keeps `masks` masks."""
         twin = copy.copy(self)
-        twin._keep, twin._masks = masks, OrderedDict()
+        twin._keep, twin._masks, twin._words = masks, OrderedDict(), OrderedDict()
         return twin
 
     def without_budget(self) -> Controller:
@@ -322,6 +324,23 @@ class Controller:
         cover = configuration.cover
         return None if cover is None else self.planner.cover_mask(cover)
 
+    def words(self, configuration: Configuration) -> np.ndarray:
+        """The mask at `configuration` as int32 bitmask words (read-only, ceil(V / 32),): token t at bit t % 32 of word
+        t // 32, the bits past the vocabulary 0; packed once per memoized mask."""
+        allowed = self.mask(configuration)
+        key = id(allowed)  # the memo holds `allowed` while its words are kept, so the id names no other array
+        found = self._words.get(key)
+        if found is None or found[0] is not allowed:
+            words = pack_words(allowed)
+            words.setflags(write=False)
+            found = (allowed, words)
+            self._words[key] = found
+            if len(self._words) > max(self._keep, 1):
+                self._words.popitem(last=False)
+        else:
+            self._words.move_to_end(key)
+        return found[1]
+
     def fill(self, configurations: list[Configuration], out: np.ndarray) -> np.ndarray:
         """Write each configuration's mask into row i of `out`: bool (B, ≥ V), or int32 words (B, ≥ ceil(V / 32))
         with token t at bit t % 32 of word t // 32 (as XGrammar's and vLLM's bitmasks); columns past the vocabulary
@@ -329,18 +348,14 @@ class Controller:
         if out.ndim != 2 or out.shape[0] < len(configurations):
             raise StdslError(f"the bitmask must be 2-D with a row per configuration, got shape {out.shape}")
         for row, configuration in enumerate(configurations):
-            allowed = self.mask(configuration)
             if out.dtype == np.bool_:
+                allowed = self.mask(configuration)
                 if out.shape[1] < allowed.shape[0]:
                     raise StdslError(f"a bool bitmask needs {allowed.shape[0]} columns, got {out.shape[1]}")
                 out[row, : allowed.shape[0]] = allowed
                 out[row, allowed.shape[0] :] = False
             elif out.dtype == np.int32:
-                words = pack_words(allowed)
-                if out.shape[1] < words.shape[0]:
-                    raise StdslError(f"an int32 bitmask needs {words.shape[0]} words, got {out.shape[1]}")
-                out[row, : words.shape[0]] = words
-                out[row, words.shape[0] :] = 0
+                write_words(self.words(configuration), out[row])
             else:
                 raise StdslError(f"the bitmask must be bool or int32, got {out.dtype}")
         return out
@@ -369,6 +384,15 @@ class Controller:
             return "stop"
         ran_out = configuration.remaining is not None and configuration.remaining <= 0
         return "length" if ran_out else "stop"
+
+
+def write_words(words: np.ndarray, out: np.ndarray) -> None:
+    """Copy a mask's bitmask `words` into `out`, one int32 bitmask row at least as wide, clearing the words past
+    them (StdslError naming both widths when `out` is narrower)."""
+    if out.shape[0] < words.shape[0]:
+        raise StdslError(f"an int32 bitmask needs {words.shape[0]} words, got {out.shape[0]}")
+    out[: words.shape[0]] = words
+    out[words.shape[0] :] = 0
 
 
 def held_plan(planner: ForcedPlanner, at: Configuration, token: int | None, table: Plan) -> Plan:

@@ -5,13 +5,14 @@ Configuration ids of the `PushdownMachine` stand in for automaton states, so the
 are reused unchanged; rows are composed from symbolic rows walked once per state and top of stack
 (Theorem 22; shared by every request on the machine, eos and acceptance read from the concrete
 stack), and the budget rule is Theorem 21's, exact on configurations (`pushdown_budget`): a token is
-admitted only if 1 + |φ(c')| + need(end(c')) ≤ tokens left.  The live mask comes from the host rows or, on a
-GPU (or as `STDSL_PUSHDOWN_MASKS` says), from the device state vector (`pushdown_device_masks`).
+admitted only if 1 + |φ(c')| + need(end(c')) ≤ tokens left.  The live mask comes from the host rows, or from
+live masks the runtime hands over (`with_device_masks`: the device state vector, which only the runtime picks and
+builds, on its runner thread), so nothing here runs or imports MLX.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,9 +25,16 @@ from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move
 from stdsl.control.split.planner import ForcedPlanner, Plan, PreTokenizingTokenizer
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
-from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
+
+
+class LiveMasks(Protocol):
+    """Live masks of a machine's configurations from elsewhere than the host rows (the runtime's device masks)."""
+
+    def mask(self, config: int) -> np.ndarray:
+        """Admissible tokens at `config` (a fresh bool (V,)): live runs within the stack cap, eos iff it accepts."""
+        ...
 
 
 class _NoAutomaton:
@@ -50,7 +58,7 @@ class PushdownPlanner(ForcedPlanner):
 
 
 class PushdownTables:
-    """Per (grammar, vocabulary) state shared by every request: the machine, rows and planners.
+    """Per (grammar, vocabulary) state shared by every request: the machine, rows and planners (host only).
 
     The symbolic rows behind `rows` are bounded by `max_row_bytes`.
     """
@@ -59,7 +67,6 @@ class PushdownTables:
         self.machine = machine
         self.vocab = vocab
         self.rows = PushdownRows(machine, vocab, max_bytes=max_row_bytes)
-        self._device_masks: DeviceMasks | None = None
 
     def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> PushdownPlanner:
         """The forced planner for a tokenizer, built once (a `stdsl.caches` entry that goes with these tables)."""
@@ -75,15 +82,8 @@ class PushdownTables:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the rows (concrete, symbolic, masks) and of what the device masks uploaded."""
-        device = self._device_masks
-        return self.rows.nbytes + (device.device.nbytes if device is not None else 0)
-
-    def device_masks(self) -> DeviceMasks | None:
-        """The masks from the device state vector, built once (None where the stack cap exceeds its slots)."""
-        if self._device_masks is None and device_fits(self.rows):
-            self._device_masks = DeviceMasks(self.rows)
-        return self._device_masks
+        """Bytes of the rows (concrete, symbolic, masks)."""
+        return self.rows.nbytes
 
 
 _PLANNERS: CacheKind[PushdownPlanner] = CacheKind("pushdown planners")
@@ -114,15 +114,25 @@ class PushdownController(Controller):
     instead of letting an invalid output through; `device_masks` (None: host rows) gives the live masks.
     """
 
+    device_masks: LiveMasks | None
+
     pushdown = True
 
     def __init__(self, machine: PushdownMachine, vocab: Vocabulary, planner: PushdownPlanner, rows: PushdownRows, *,
-                 max_tokens: int | None, budget: PushdownBudget | None, device_masks: DeviceMasks | None,
+                 max_tokens: int | None, budget: PushdownBudget | None, device_masks: LiveMasks | None = None,
                  masks: int = ROW_MASKS) -> None:
         super().__init__(machine, vocab, planner, rows, max_tokens=max_tokens, budget=budget,  # type: ignore[arg-type]
                          masks=masks)
         self.start_state = machine.start
         self.device_masks = device_masks
+
+    def with_device_masks(self, device_masks: LiveMasks) -> PushdownController:
+        """This controller taking its live masks from `device_masks` (equal to the host rows' on every
+        configuration), with a memo of its own."""
+        twin = self.with_masks(self._keep)
+        assert isinstance(twin, PushdownController)
+        twin.device_masks = device_masks
+        return twin
 
     def depth(self, state: int) -> int:
         """Stack depth of a configuration."""
@@ -178,22 +188,20 @@ class PushdownController(Controller):
 class PushdownState(ConstraintState):
     """One output under a recursive constraint: a `ConstraintState` moved by a `PushdownController`.
 
-    `masks` ('device', 'host', 'auto'; default $STDSL_PUSHDOWN_MASKS, else 'auto') picks where live masks come
-    from (`mask_source`); `device_masks` is None on the host rows, which a stack cap past the device vector's
-    slots also keeps.
+    Its live masks come from the host rows until the runtime hands its controller device masks
+    (`PushdownController.with_device_masks`); `device_masks` says which.
     """
 
     def __init__(self, machine: PushdownMachine, tokenizer: PreTokenizingTokenizer, vocab: Vocabulary, *,
-                 max_tokens: int | None = None, healing: bool = True, masks: str | None = None) -> None:
+                 max_tokens: int | None = None, healing: bool = True) -> None:
         tables = pushdown_tables(machine, vocab)
         planner = tables.planner(tokenizer, healing)
         self._begin(PushdownController(
             machine, vocab, planner, tables.rows, max_tokens=max_tokens,
-            budget=tables.budget(planner) if max_tokens is not None else None,
-            device_masks=tables.device_masks() if mask_source(masks) == "device" else None))
+            budget=tables.budget(planner) if max_tokens is not None else None))
 
     @property
-    def device_masks(self) -> DeviceMasks | None:
+    def device_masks(self) -> LiveMasks | None:
         """Where the live masks come from (None: the host rows)."""
         return self.controller.device_masks  # type: ignore[attr-defined, no-any-return]
 

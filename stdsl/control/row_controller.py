@@ -27,17 +27,14 @@ def automaton_of(compiled: Any) -> Automaton | None:
 
 
 def controller_for(compiled: Any, tokenizer: PreTokenizingTokenizer, *, max_tokens: int | None,
-                   healing: bool = True, pushdown_masks: str | None = None) -> ConstraintState:
+                   healing: bool = True) -> ConstraintState:
     """A fresh (not started) controller of `compiled` for `tokenizer`: a `PushdownState` for a recursive
-    constraint, a `ConstraintState` for a DFA one; StdslError naming the type of anything else.
-
-    `pushdown_masks` picks where a pushdown's masks come from ('host', 'device' or 'auto': see
-    `PushdownState`); a process without MLX (torch, vLLM) asks for 'host', which never loads it.
-    """
+    constraint, a `ConstraintState` for a DFA one; StdslError naming the type of anything else. Masks come from
+    the host rows (numpy only: a process without MLX, torch or vLLM, never loads it)."""
     vocab = vocabulary_for(tokenizer, compiled)
     machine = machine_of(compiled)
     if machine is not None:
-        return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=healing, masks=pushdown_masks)
+        return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, healing=healing)
     automaton = automaton_of(compiled)
     if automaton is None:
         raise StdslError(f"expected a compiled constraint (stdsl.compile), got {type(compiled).__name__}")

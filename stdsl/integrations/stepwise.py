@@ -36,8 +36,7 @@ def stepwise_controller(constraint: Any, tokenizer: Tokenizer, max_tokens: int |
     if getattr(constraint, "special_tokens", ()):
         raise StdslError(f"the constraint uses the special tokens {', '.join(constraint.special_tokens)}, which the "
                          "vLLM and transformers processors cannot decode yet; use stdsl.generate, stream or the server")
-    return Controller.of(controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False,
-                                        pushdown_masks="host"), masks=ROW_MASKS)
+    return Controller.of(controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False), masks=ROW_MASKS)
 
 
 class StepwiseConstraint:

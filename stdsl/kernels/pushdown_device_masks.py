@@ -1,5 +1,6 @@
 """Where a pushdown row's mask comes from on the decode path: the device state vector on a GPU, host rows otherwise.
 
+The runtime picks (`stdsl.runtime.batch.device_masks`, on its runner thread; control never imports MLX).
 `mask_source` picks: `STDSL_PUSHDOWN_MASKS=device|host|auto` (or an explicit choice) overrides; `auto`, the
 default, takes the device where MLX's default device is a Metal or CUDA GPU, as `walk.backend()` picks the
 DFA's walk kernel, and the host rows (`PushdownRows`, memoized per configuration) on the CPU, where they are
@@ -72,6 +73,11 @@ class DeviceMasks:
         """Masks served so far (kept ones included; `device.stats.masks` counts those the device computed)."""
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the device vector uploaded (the kept masks are a few vocabularies of bools besides)."""
+        return int(self.device.nbytes)
 
     def mask(self, config: int) -> np.ndarray:
         """Admissible tokens at `config` (a fresh bool (V,)): live runs within the cap, eos iff it accepts."""

@@ -97,7 +97,7 @@ def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, bud
 @given(spec=st.integers(0, len(SPECS) - 1), picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=10))
 def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
-    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None, pushdown_masks="host"))
+    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None))
     reached = _run(controller, picks)
     vocab = controller.vocab
     size = vocab.size

@@ -37,7 +37,7 @@ def _controllers(tokenizer: Any, spec: int, budget: int | None) -> tuple[Control
     constraint, strict = SPECS[spec]
     compiled = stdsl.compile(constraint, strict=strict) if isinstance(constraint, dict) else stdsl.compile(constraint)
     copy = pickle.loads(pickle.dumps(compiled))
-    return tuple(Controller.of(controller_for(c, tokenizer, max_tokens=budget, pushdown_masks="host"))
+    return tuple(Controller.of(controller_for(c, tokenizer, max_tokens=budget))
                  for c in (compiled, copy))  # type: ignore[return-value]
 
 

@@ -20,7 +20,7 @@ def test_each_kind_of_compiled_constraint_gets_its_controller(smollm2_tokenizer)
     regular = stdsl.compile(stdsl.Regex("yes|no"))
     assert type(controller_for(regular, smollm2_tokenizer, max_tokens=None)) is ConstraintState
     assert type(controller_for(regular.automaton, smollm2_tokenizer, max_tokens=None)) is ConstraintState
-    recursive = controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None, pushdown_masks="host")
+    recursive = controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None)
     assert isinstance(recursive, PushdownState) and recursive.device_masks is None
     with pytest.raises(StdslError, match="expected a compiled constraint .*got dict"):
         controller_for({"type": "string"}, smollm2_tokenizer, max_tokens=None)

@@ -101,7 +101,7 @@ def test_the_adapter_is_the_controller_and_masks_as_the_row_state(smollm2_tokeni
     except BudgetError:
         return
     assert not any(isinstance(value, ConstraintState) for value in vars(steps).values())
-    row = controller_for(constraint, smollm2_tokenizer, max_tokens=budget, healing=False, pushdown_masks="host")
+    row = controller_for(constraint, smollm2_tokenizer, max_tokens=budget, healing=False)
     replay = StepwiseConstraint(constraint, smollm2_tokenizer, budget)
     replay.start()
     queue = list(row.start())

@@ -52,7 +52,7 @@ def replay_masks(constraint, hf_tokenizer, tokens: list[int], max_new_tokens: in
     """The mask each engine step must have: stdsl's own loop, a row state (not the controller the processor runs
     on), replayed on `tokens` without healing (its masks where it samples, else singletons)."""
     control = controller_for(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_tokens=max_new_tokens,
-                             healing=False, pushdown_masks="host")
+                             healing=False)
     vocab = control.vocab
 
     def singleton(token: int) -> np.ndarray:

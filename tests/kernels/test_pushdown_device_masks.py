@@ -1,6 +1,7 @@
 """Pushdown masks on the decode path from the device vector equal the host rows' on every configuration to depth 4.
 
-The oracle is the host path of the same `PushdownState` (`PushdownRows`, the exact budget of `PushdownBudget`):
+The oracle is the host path of the same `PushdownState` (`PushdownRows`, the exact budget of `PushdownBudget`),
+the device one that state after the runtime placed its device masks (`stdsl.runtime.batch.device_masks`):
 at every configuration reachable byte by byte to stack depth 4, with no budget and with budgets around the
 configuration's least need (where the budget binds), the device-sourced mask equals it bit for bit.  On a
 GPU (benchmarks/gpu_checks.sh) the same tests run on the device; here on MLX's CPU backend.
@@ -23,6 +24,7 @@ from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks, ma
 from stdsl.kernels.pushdown_rows import PushdownRows
 from stdsl.kernels.walk import backend
 from stdsl.model_files.tokenizer import Tokenizer
+from stdsl.runtime.batch.device_masks import place_masks
 from tests.control.budget import test_pushdown_budget
 from tests.control.budget.test_pushdown_budget import recursive_trees
 from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
@@ -76,8 +78,10 @@ def state_pair(machine: PushdownMachine, tokenizer: Tokenizer, budgeted: bool) -
     """A host-sourced and a device-sourced state of one machine (with a budget to set per configuration)."""
     vocab = vocabulary_of(tokenizer)
     max_tokens = UNREACHABLE if budgeted else None
-    host = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, masks="host")
-    device = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens, masks="device")
+    host = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    device = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    place_masks(host, "host")
+    place_masks(device, "device")
     assert host.device_masks is None and device.device_masks is not None
     return host, device
 
@@ -146,7 +150,8 @@ def test_states_agree_on_the_shared_recursive_tasks(small_tokenizer: Tokenizer) 
 
 def test_a_stack_cap_past_the_vector_keeps_host_rows(small_tokenizer: Tokenizer) -> None:
     machine = compile_recursive(TREE, max_depth=65).machine
-    control = PushdownState(machine, small_tokenizer, vocabulary_of(small_tokenizer), masks="device")
+    control = PushdownState(machine, small_tokenizer, vocabulary_of(small_tokenizer))
+    place_masks(control, "device")
     assert control.device_masks is None
     control.start()
     assert control.mask().any()

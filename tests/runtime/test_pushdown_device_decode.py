@@ -14,6 +14,7 @@ from stdsl.control.constraint_state import vocabulary_of
 from stdsl.control.pushdown_state import pushdown_tables
 from stdsl.generation import Generation
 from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV
+from stdsl.runtime.batch.device_masks import device_masks_of
 from stdsl.runtime.decode import generate
 from tests.runtime.test_pushdown_decode import FS_SCHEMA, load_tasks
 
@@ -21,7 +22,7 @@ from tests.runtime.test_pushdown_decode import FS_SCHEMA, load_tasks
 def decode_both(tiny_model, monkeypatch: pytest.MonkeyPatch, schema: dict, max_tokens: int, **options) -> Generation:
     """Decode under host masks, then device masks (greedily, or sampled with a seed); they agree token for token."""
     constraint = stdsl.compile(schema)
-    device_masks = pushdown_tables(constraint.machine, vocabulary_of(tiny_model.tokenizer)).device_masks()
+    device_masks = device_masks_of(pushdown_tables(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows)
     assert device_masks is not None
     outputs = {}
     for source in ("host", "device"):

@@ -11,7 +11,9 @@ them together in chunks from the longest prefix the prompt cache holds; sample e
 logits are ready (its mask usually computed during the previous pass) and advance its constraint by
 the token and its forced span (Theorem 19); then queue one model pass over every running row
 (`mx.async_eval`) and, while it runs, compute the masks of the rows that will sample after it: their
-constraint state after the feed is known before the pass. An exception fails exactly the rows it
+constraint state after the feed is known before the pass. Masks are written by each row's controller into
+one preallocated packed bitmask (a row of int32 words per running row, 32 tokens a word), uploaded once per
+draw and unpacked beside the logits (`sampling.sample_packed`). An exception fails exactly the rows it
 touched: a failed prefill the rows being admitted, a failed pass the rows in it, a failed mask, draw
 or advance its row; the core goes on with the others.
 
@@ -44,13 +46,15 @@ import numpy as np
 from stdsl.control.finish import finish_reason
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import ControlBudgetError
+from stdsl.kernels.token_mask import bitmask_words
+from stdsl.runtime.batch.device_masks import place_masks
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
-from stdsl.runtime.batch.sampling import sample_rows
+from stdsl.runtime.batch.sampling import sample_packed
 from stdsl.runtime.option_values import integer, real, refuse
 from stdsl.runtime.row_caches.layers import BatchCaches, LeafRow
 from stdsl.runtime.row_caches.load_probe import cache_layout
@@ -114,7 +118,10 @@ class BatchCore:
         self._rows: list[Row] = []
         self._caches: BatchCaches | None = None
         self._logits: mx.array | None = None
-        self._masks: dict[Row, np.ndarray] = {}
+        self._bitmask: np.ndarray | None = None
+        """The packed masks, int32 (max_rows, words): row i holds running row i's mask where `_filled` says so."""
+        self._filled: set[Row] = set()
+        """The running rows whose bitmask row holds the mask they sample with next (filled during the pass)."""
         self.clock = PassClock()
         """How long passes take: new grammars' lookaheads run in what is left of one after its masks."""
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
@@ -124,8 +131,10 @@ class BatchCore:
     # ------------------------------------------------------------------ the driver's side
 
     def insert(self, request: RowRequest, handle: RowHandle) -> int:
-        """Queue a prepared request whose events go to `handle`; its id (a row fully forced ends here, passless)."""
+        """Queue a prepared request whose events go to `handle`; its id (a row fully forced ends here, passless). A
+        pushdown row takes its device masks here, on the stepping thread, where the runtime picks them."""
         uid = next(self._uids)
+        place_masks(request.control)
         row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
                   until=request.until, max_samples=request.max_samples, remember=request.remember)
         row.feed = list(request.prefix)
@@ -180,7 +189,7 @@ class BatchCore:
 
     def release(self) -> None:
         """Drop the KV state held (running rows' caches and the prompt cache); call it only when not `busy`."""
-        self._caches, self._logits, self._masks = None, None, {}
+        self._caches, self._logits, self._filled = None, None, set()
         self.prompt_cache.clear()
 
     def abandon(self) -> list[int]:
@@ -201,7 +210,7 @@ class BatchCore:
         except Exception as error:  # a fault outside the guarded phases: fail the rows in flight, keep waiting ones
             for row in self._rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
+            self._rows, self._caches, self._logits, self._filled = [], None, None, set()
         self.seconds["step"] += time.perf_counter() - began
         return ended + self._collect_ended()
 
@@ -245,7 +254,7 @@ class BatchCore:
         except Exception as error:
             for row in self._rows + rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
+            self._rows, self._caches, self._logits, self._filled = [], None, None, set()
 
     def _prefill(self, rows: list[Row]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
         """Prefill new rows together from their longest cached prefix, in caches of their own; each row's state (its
@@ -310,6 +319,9 @@ class BatchCore:
         ready = mx.stack(last)
         self._logits = ready if self._logits is None else mx.concatenate([self._logits, ready])
         self._rows += rows
+        words = bitmask_words(int(ready.shape[-1]))
+        if self._bitmask is None or self._bitmask.shape[1] != words:
+            self._bitmask = np.zeros((self.max_rows, words), dtype=np.int32)
 
     def _remember(self, sequence: list[int], caches: BatchCaches | None, index: int) -> None:
         """Store row `index`'s KV state for `sequence` in the prompt cache (it copies out what it keeps): a finished
@@ -318,17 +330,28 @@ class BatchCore:
         assert caches is not None
         self.prompt_cache.store(sequence, caches.row(index))
 
-    def _mask(self, row: Row) -> np.ndarray:
-        """Row's admissible tokens now: the one computed during the last pass, else computed here."""
-        mask = self._masks.pop(row, None)
-        if mask is not None:
-            return mask
+    def _mask(self, index: int) -> None:
+        """Running row `index`'s admissible tokens in its bitmask row: filled during the last pass, else here."""
+        row = self._rows[index]
+        if row in self._filled:
+            self._filled.discard(row)
+            return
         began = time.perf_counter()
         try:
-            return row.control.mask()
+            self._fill(index)
+        finally:
+            self.seconds["mask"] += time.perf_counter() - began
+
+    def _fill(self, index: int) -> None:
+        """Write running row `index`'s mask into its bitmask row (its controller's packed words), timed as its
+        control work."""
+        row = self._rows[index]
+        began = time.perf_counter()
+        try:
+            assert self._bitmask is not None
+            row.control.fill(self._bitmask[index])
         finally:
             row.control_seconds += time.perf_counter() - began
-            self.seconds["mask"] += time.perf_counter() - began
 
     def _awake(self, ready: list[int]) -> list[int]:
         """The ready rows that may sample now: not resting, unless every running row rests (then none does). A
@@ -385,17 +408,16 @@ class BatchCore:
             self.clock.waited(began)
         ready = self._awake(ready)
         finished: list[int] = []
-        masks: list[np.ndarray] = []
         drawing: list[int] = []
         for i in ready:
             try:
-                masks.append(self._mask(self._rows[i]))
+                self._mask(i)
                 drawing.append(i)
             except Exception as error:
                 self._rows[i].fail(error)
                 finished.append(i)
         began = time.perf_counter()
-        tokens = self._draw(drawing, masks, finished)
+        tokens = self._draw(drawing, finished)
         self.seconds["sample"] += time.perf_counter() - began
         began = time.perf_counter()
         for i, token in zip(drawing, tokens):
@@ -405,15 +427,13 @@ class BatchCore:
         self._weigh(drawing, finished)
         self._drop(sorted(set(finished)))
 
-    def _draw(self, drawing: list[int], masks: list[np.ndarray], finished: list[int]) -> list[int]:
-        """One token per drawing row; a failed draw fails those rows (added to `finished`) and draws nothing."""
-        if not drawing or self._logits is None:
+    def _draw(self, drawing: list[int], finished: list[int]) -> list[int]:
+        """One token per drawing row under its bitmask row; a failed draw fails those rows (added to `finished`) and
+        draws nothing."""
+        if not drawing or self._logits is None or self._bitmask is None:
             return []
-        width = int(self._logits.shape[-1])
-        allowed = np.zeros((len(drawing), width), dtype=bool)
-        for k, mask in enumerate(masks):
-            n = min(width, mask.shape[0])
-            allowed[k, :n] = mask[:n]
+        everyone = drawing == list(range(len(self._rows)))
+        words = self._bitmask[: len(drawing)] if everyone else self._bitmask[drawing]
         rows = [self._rows[i] for i in drawing]
         if any(row.held is not None for row in rows):
             logits = mx.stack([self._logits[i] if row.held is None else row.held for i, row in zip(drawing, rows)])
@@ -422,7 +442,7 @@ class BatchCore:
         else:
             logits = self._logits[mx.array(drawing, dtype=mx.int32)]
         try:
-            return sample_rows(logits, allowed, [self._rows[i].sampler for i in drawing])
+            return sample_packed(logits, words, [self._rows[i].sampler for i in drawing])
         except Exception as error:
             for i in drawing:
                 self._rows[i].fail(error)
@@ -475,38 +495,38 @@ class BatchCore:
         except Exception as error:
             for row in self._rows:
                 row.fail(error)
-            self._rows, self._caches, self._logits, self._masks = [], None, None, {}
+            self._rows, self._caches, self._logits, self._filled = [], None, None, set()
             return
         finally:
             self.seconds["pass"] += time.perf_counter() - began
         self.counters["passes"] += 1
         self._logits = logits
         began = now = time.perf_counter()
-        for row in self._rows:
+        for i, row in enumerate(self._rows):
             if not row.feed and not row.cancelled and row.rest_until <= now:
-                start = time.perf_counter()
                 try:
-                    self._masks[row] = row.control.mask()
+                    self._fill(i)
                 except Exception:  # computed again at the draw, where its error fails the row
                     continue
-                finally:
-                    row.control_seconds += time.perf_counter() - start
+                self._filled.add(row)
         self.seconds["mask"] += time.perf_counter() - began
         self.clock.queued = began
         self.seconds["ahead"] += look_ahead(self._rows, self.clock.deadline())
 
     def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
-        """Remove rows from the running batch (and their cache slots, logits and masks)."""
+        """Remove rows from the running batch (and their cache slots, logits and bitmask rows, which close up)."""
         if not indices:
             return
         gone = set(indices)
         for i in gone:
             row = self._rows[i]
-            self._masks.pop(row, None)
+            self._filled.discard(row)
             if cancelled:
                 row.cancel_now()
         keep = [i for i in range(len(self._rows)) if i not in gone]
         self._rows = [self._rows[i] for i in keep]
+        if self._bitmask is not None and keep:
+            self._bitmask[: len(keep)] = self._bitmask[keep]
         if self._caches is not None:
             self._caches.keep(keep)
         if self._logits is not None:

@@ -3,18 +3,22 @@
 The rule is mlx_lm's `make_sampler` (log-probabilities, then top-p, then top-k, then a
 categorical draw at temperature), applied after the constraint mask sets disallowed tokens to -inf.
 `RowSampler` keeps one random key per row, so a row's draws depend only on its seed and its own
-logits, never on the other rows of a batch; `sample_rows` draws for a whole batch.
+logits, never on the other rows of a batch; `sample_rows` draws for a whole batch. A batch's masks travel as
+one packed bitmask (int32 words, 32 tokens a word, as XGrammar's and llguidance's): uploaded once, unpacked
+on the device where the logits are masked (`sample_packed`).
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 
 import mlx.core as mx
 import numpy as np
 
 from stdsl.errors import GenerationError
+from stdsl.kernels.token_mask import WORD_BITS, pack_words
 from stdsl.runtime.options import SamplingParams
 
 
@@ -137,15 +141,69 @@ class RowSampler:
 
 
 def sample_rows(logits: mx.array, allowed: np.ndarray, samplers: Sequence[RowSampler]) -> list[int]:
-    """One token per row of `logits` (B, V) under `allowed` (B, V) bool, row i drawn by `samplers[i]`.
+    """One token per row of `logits` (B, V) under `allowed` (B, V) bool, row i drawn by `samplers[i]` (the masks are
+    packed and drawn as `sample_packed`)."""
+    if allowed.ndim != 2:
+        raise GenerationError(f"the masks must be (rows, vocabulary) bool, got shape {allowed.shape}")
+    return sample_packed(logits, np.stack([pack_words(row) for row in allowed]) if len(allowed) else
+                         np.zeros((0, 1), dtype=np.int32), samplers)
 
-    Greedy rows share one argmax; each sampled row is drawn on its own (1, V) slice with its own key,
-    so a row gives the same draws alone or inside any batch. Everything is evaluated in one sync.
+
+def check_bitmask(words: np.ndarray, width: int) -> None:
+    """Refuse packed masks (B, W) int32 that leave a row no token, or admit an id at or past the model's `width`
+    logits (GenerationError)."""
+    if not words.any(axis=-1).all():
+        raise GenerationError("no token is admissible at this step (the constraint and budget leave nothing)")
+    full, bits = divmod(width, WORD_BITS)
+    beyond = words[:, full + 1 :] if bits else words[:, full:]
+    past = bits and words.shape[1] > full and (words[:, full] >> bits).any()
+    if beyond.any() or past:
+        raise GenerationError(f"the constraint allows token ids beyond the model's {width} logits")
+
+
+def unpack_bitmask(words: mx.array, width: int) -> mx.array:
+    """bool (B, width) on the device from packed masks (B, W) int32: token t is bit t % 32 of word t // 32; ids past
+    the words are refused."""
+    bits = mx.right_shift(words[:, :, None], mx.arange(WORD_BITS, dtype=mx.int32)) & 1
+    allowed = bits.reshape(words.shape[0], -1).astype(mx.bool_)
+    have = allowed.shape[1]
+    if have < width:
+        return mx.concatenate([allowed, mx.zeros((allowed.shape[0], width - have), dtype=mx.bool_)], axis=1)
+    return allowed[:, :width]
+
+
+def _masked_with_words(words: mx.array, logits: mx.array) -> mx.array:
+    """float32 `logits` (B, V) with every token the packed masks `words` (B, W) refuse set to -inf."""
+    allowed = unpack_bitmask(words, logits.shape[-1])
+    return mx.where(allowed, logits.astype(mx.float32), mx.array(-float("inf"), mx.float32))
+
+
+@cache
+def _compiled_masking() -> Callable[[mx.array, mx.array], mx.array]:
+    """`_masked_with_words` compiled (made on first use, on the thread that draws): the unpack fuses into the
+    `where`, so no (B, V) intermediate is written on the way."""
+    return mx.compile(_masked_with_words)  # type: ignore[no-any-return]
+
+
+def _admits(words: np.ndarray, token: int) -> bool:
+    """Whether one row of packed words admits `token`."""
+    word = token // WORD_BITS
+    return 0 <= token and word < words.shape[0] and bool((int(words[word]) >> (token % WORD_BITS)) & 1)
+
+
+def sample_packed(logits: mx.array, words: np.ndarray, samplers: Sequence[RowSampler]) -> list[int]:
+    """One token per row of `logits` (B, V) under packed masks `words` (B, W) int32 (token t at bit t % 32 of word
+    t // 32), row i drawn by `samplers[i]`.
+
+    The words are uploaded in one copy and unpacked beside the logits. Greedy rows share one argmax; each sampled
+    row is drawn on its own (1, V) slice with its own key, so a row gives the same draws alone or inside any batch.
+    Everything is evaluated in one sync.
     """
-    rows = logits.shape[0]
-    if len(samplers) != rows or allowed.shape[0] != rows:
-        raise GenerationError(f"{rows} logit rows, {allowed.shape[0]} mask rows and {len(samplers)} samplers differ")
-    masked = mask_logits(logits.astype(mx.float32), allowed)
+    rows, width = logits.shape[0], logits.shape[-1]
+    if len(samplers) != rows or words.shape[0] != rows:
+        raise GenerationError(f"{rows} logit rows, {words.shape[0]} mask rows and {len(samplers)} samplers differ")
+    check_bitmask(words, width)
+    masked = _compiled_masking()(mx.array(words), logits)
     greedy = [i for i, sampler in enumerate(samplers) if sampler.greedy]
     drawn = [i for i, sampler in enumerate(samplers) if not sampler.greedy]
     argmax = mx.argmax(masked[mx.array(greedy)], axis=-1) if greedy else mx.zeros((0,), dtype=mx.uint32)
@@ -156,4 +214,7 @@ def sample_rows(logits: mx.array, allowed: np.ndarray, samplers: Sequence[RowSam
         tokens[i] = int(token)
     for i, token_array in zip(drawn, draws):
         tokens[i] = int(np.asarray(token_array)[0])
-    return [_checked(token, allowed[i], f" (row {i})") for i, token in enumerate(tokens)]
+    for i, token in enumerate(tokens):
+        if not _admits(words[i], token):
+            raise GenerationError(f"sampler drew token {token} outside the mask (row {i})")
+    return tokens

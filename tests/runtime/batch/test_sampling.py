@@ -16,7 +16,16 @@ from hypothesis import strategies as st
 from mlx_lm.sample_utils import make_sampler
 
 from stdsl.errors import GenerationError, OptionError
-from stdsl.runtime.batch.sampling import RowSampler, mask_logits, sample, sample_rows
+from stdsl.kernels.token_mask import pack_words
+from stdsl.runtime.batch.sampling import (
+    RowSampler,
+    check_bitmask,
+    mask_logits,
+    sample,
+    sample_packed,
+    sample_rows,
+    unpack_bitmask,
+)
 from stdsl.runtime.options import GREEDY_BELOW, SamplingParams
 
 VOCAB = 512
@@ -242,3 +251,33 @@ def test_a_row_with_an_empty_mask_is_an_error() -> None:
     samplers = [RowSampler(SamplingParams()), RowSampler(SamplingParams(1.0, seed=0))]
     with pytest.raises(GenerationError, match="no token is admissible"):
         sample_rows(mx.zeros((2, VOCAB)), allowed, samplers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), size=st.integers(1, 200), width=st.integers(1, 256))
+def test_a_packed_bitmask_unpacks_on_the_device_to_its_bools(data, size: int, width: int) -> None:
+    allowed = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=size, max_size=size), min_size=1,
+                                          max_size=4)), dtype=bool)
+    words = np.stack([pack_words(row) for row in allowed])
+    expected = np.zeros((len(allowed), width), dtype=bool)
+    expected[:, : min(size, width)] = allowed[:, :width]
+    assert np.array_equal(np.array(unpack_bitmask(mx.array(words), width)), expected)
+    if allowed[:, width:].any():
+        with pytest.raises(GenerationError, match="beyond the model's"):
+            check_bitmask(words, width)
+    elif not expected.any(axis=1).all():
+        with pytest.raises(GenerationError, match="no token is admissible"):
+            check_bitmask(words, width)
+    else:
+        check_bitmask(words, width)
+
+
+def test_packed_draws_equal_dense_draws() -> None:
+    logits = mx.stack([random_logits(seed) for seed in range(3)])
+    allowed = np.zeros((3, VOCAB), dtype=bool)
+    allowed[0, [3, 70, 400]] = allowed[1, 100:300] = allowed[2, -1] = True
+    params = [SamplingParams(), SamplingParams(1.0, seed=4), SamplingParams(0.7, top_k=5, seed=9)]
+    dense = sample_rows(logits, allowed, [RowSampler(p) for p in params])
+    words = np.stack([pack_words(row) for row in allowed])
+    assert sample_packed(logits, words, [RowSampler(p) for p in params]) == dense
+    assert all(allowed[i, token] for i, token in enumerate(dense))
