@@ -110,6 +110,25 @@ class Automaton(ByteClassTable):
         automaton._store(table, accepting, classes)
         return automaton
 
+    @classmethod
+    def from_rows(cls, sole_class: np.ndarray, sole_target: np.ndarray, branch_rows: np.ndarray,
+                  byte_class: np.ndarray, accepting: np.ndarray) -> Automaton:
+        """The automaton of its stored form (see the class), for a builder that guarantees it: every class used and
+        its column distinct, numbered by first byte, targets within the states.  It skips the checks and the merge,
+        each a pass over the whole dense table (a reply laid out from cached calls, where those passes would be most
+        of the work)."""
+        automaton = cls.__new__(cls)
+        dtype = np.int16 if len(accepting) <= INT16_MAX_STATES else np.int32
+        automaton.branch_rows = np.ascontiguousarray(branch_rows, dtype=dtype)
+        automaton.sole_class = np.asarray(sole_class, dtype=np.uint8)
+        automaton.sole_target = np.asarray(sole_target, dtype=dtype)
+        automaton.byte_class = np.asarray(byte_class, dtype=np.uint8)
+        automaton.accepting = np.array(accepting, dtype=bool)
+        for array in (automaton.branch_rows, automaton.sole_class, automaton.sole_target, automaton.byte_class,
+                      automaton.accepting):
+            array.setflags(write=False)
+        return automaton
+
     def _store(self, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> None:
         """Validate, merge equal columns and keep the read-only class form."""
         if not np.issubdtype(table.dtype, np.integer):

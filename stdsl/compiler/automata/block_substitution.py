@@ -256,40 +256,142 @@ def block_substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequen
     else:
         front = _FrontBuilder(skeleton, accepting, shapes).build()
         _FRONTS.put((), front, key)
-    return _laid_out(front, shapes)
+    return _laid_out(front, pieces, shapes)
 
 
-def _laid_out(front: Front, shapes: Sequence[Sequence[PieceShape]]) -> Automaton:
-    """The front's table, then each entered piece's block at its offset, over the classes refining them all."""
-    distinct = {id(shape): shape for column in shapes for shape in column}
-    columns = np.stack([front.byte_class] + [shape.byte_class for shape in distinct.values()], axis=1)
+RETURN = -2
+"""A block's target that is the end of the piece: the front state its copy returns to."""
+
+BRANCHING = -3
+"""A block's sole target where the state has two or more live classes (its row is among the branch rows)."""
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Rows split as `Automaton` keeps them, targets local: per state its sole live class and target (-1 none,
+    `RETURN`, `BRANCHING`), and the whole rows of the branching states."""
+
+    sole_class: np.ndarray
+    sole_target: np.ndarray
+    branch_rows: np.ndarray
+
+    @staticmethod
+    def of(table: np.ndarray) -> _Rows:
+        live = table != -1
+        count = np.count_nonzero(live, axis=1)
+        sole_class = np.argmax(live, axis=1).astype(np.uint8)
+        sole_target = np.where(count == 1, table[np.arange(len(table)), sole_class], -1).astype(np.int32)
+        sole_target[count >= 2] = BRANCHING
+        sole_class[count != 1] = 0
+        return _Rows(sole_class, sole_target, np.ascontiguousarray(table[count >= 2], dtype=np.int32))
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One piece's states from a head position on, but its accepting ones: rows over the byte classes of these rows
+    alone (so classes only the dropped head told apart are merged), targets numbered from 0, `RETURN` for an
+    accepting state (the end of the call), -1 dead."""
+
+    table: np.ndarray
+    byte_class: np.ndarray
+    head_states: np.ndarray
+    """The block's number of each head state (-1 where dropped)."""
+    split: dict[bytes, _Rows] = field(default_factory=dict, compare=False)
+    """The rows over the last reply's classes (given by their first bytes), split."""
+
+    def rows(self, representative: np.ndarray) -> _Rows:
+        key = representative.tobytes()
+        found = self.split.get(key)
+        if found is None:
+            self.split.clear()
+            found = self.split[key] = _Rows.of(self.table[:, self.byte_class[representative]])
+        return found
+
+
+_BLOCKS = caches.kind("substitution blocks")
+"""A piece's `_Block` per (piece by identity, head states dropped)."""
+
+
+def _block(piece: Automaton, shape: PieceShape, dropped: int) -> _Block:
+    def build() -> _Block:
+        keep = shape.not_accepting.copy()
+        keep[shape.head_states[:dropped]] = False
+        kept = np.flatnonzero(keep)
+        number = np.full(len(shape.table) + 1, -1, dtype=np.int32)
+        number[kept] = np.arange(len(kept), dtype=np.int32)
+        number[shape.accepting_states] = RETURN
+        rows = number[shape.table[kept]]
+        ids: dict[bytes, int] = {}
+        columns = np.ascontiguousarray(rows.T)
+        merged = np.array([ids.setdefault(column.tobytes(), len(ids)) for column in columns], dtype=np.int64)
+        first = np.unique(merged, return_index=True)[1]
+        return _Block(np.ascontiguousarray(rows[:, first]), merged[shape.byte_class], number[shape.head_states])
+
+    return _BLOCKS.get((piece,), build, (dropped,))
+
+
+def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Sequence[Sequence[PieceShape]]
+              ) -> Automaton:
+    """The front's rows, then each entered piece's block at its offset, over the classes refining them all (each
+    distinct column once: the front's and the blocks' classes are their rows' distinct columns, and no two targets
+    of a block or the front are merged, so the refinement is the table's own classes).  The blocks' rows are kept
+    split (a sole class and target per state, whole rows only where a state branches), so placing a block is
+    adding its offset to a vector and to its few whole rows."""
+    entered: dict[int, list[tuple[int, int]]] = {}
+    for entry, (slot, position) in enumerate(front.entries):
+        entered.setdefault(slot, []).append((entry, position))
+    laid: list[tuple[int, _Block, list[tuple[int, int]]]] = []
+    for slot, at in entered.items():
+        copy, index = front.slots[slot]
+        column = front.copies[copy][0]
+        block = _block(pieces[column][index], shapes[column][index], min(position for _, position in at))
+        laid.append((copy, block, at))
+    if not laid:
+        raise NotBlockShaped("no piece is ever entered")
+    distinct = {id(block): block.byte_class for _, block, _ in laid}
+    columns = np.stack([front.byte_class, *distinct.values()], axis=1)
     ids: dict[bytes, int] = {}
     byte_class = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in np.ascontiguousarray(columns)])
     representative = np.unique(byte_class, return_index=True)[1]
     size = len(front.table)
-    entered: dict[int, list[tuple[int, int]]] = {}
-    for entry, (slot, position) in enumerate(front.entries):
-        entered.setdefault(slot, []).append((entry, position))
-    entry_state = np.full(len(front.entries), -1, dtype=np.int32)
-    blocks = []
-    for slot, at in entered.items():
-        copy, index = front.slots[slot]
-        shape = shapes[front.copies[copy][0]][index]
-        keep = shape.not_accepting.copy()
-        keep[shape.head_states[:min(position for _, position in at)]] = False
-        kept = np.flatnonzero(keep)
-        number = np.full(len(shape.table) + 1, -1, dtype=np.int32)
-        number[kept] = np.arange(size, size + len(kept), dtype=np.int32)
-        number[shape.accepting_states] = front.returns[copy]
-        blocks.append(number[shape.table[kept][:, shape.byte_class[representative]]])
+    entry_state = np.full(len(front.entries) + 1, -1, dtype=np.int64)
+    returns, parts = [], []
+    for copy, block, at in laid:
+        parts.append(block.rows(representative))
+        returns.append(front.returns[copy])
         for entry, position in at:
-            entry_state[entry] = number[shape.head_states[position]]
-        size += len(kept)
-    head = front.table[:, representative]
-    entry_state = np.append(entry_state, -1)
-    head = np.where(head <= -2, entry_state[np.where(head <= -2, -2 - head, -1)], head).astype(np.int32)
+            entry_state[entry] = block.head_states[position] + size
+        size += len(block.table)
+    head = front.table[:, representative].astype(np.int64)
+    head = np.where(head <= -2, entry_state[np.where(head <= -2, -2 - head, -1)], head)
+    front_rows = _Rows.of(head)
+    states = [len(part.sole_target) for part in parts]
+    branches = [len(part.branch_rows) for part in parts]
+    number, bases = _numbering(states, returns, len(front.table))
+    sole_target = number[np.concatenate([part.sole_target for part in parts]) + np.repeat(bases, states)]
+    branch_rows = number[np.concatenate([part.branch_rows for part in parts])
+                         + np.repeat(bases, branches)[:, None].astype(np.int32)]
+    sole_target = np.concatenate([front_rows.sole_target, sole_target])
+    branching = np.flatnonzero(sole_target == BRANCHING)
+    sole_target[branching] = -2 - np.arange(len(branching))
     accepting = np.zeros(size, dtype=bool)
     accepting[:len(front.table)] = front.accepting
     if not accepting.any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
-    return Automaton.from_classes(np.concatenate([head, *blocks]), accepting, byte_class)
+    return Automaton.from_rows(np.concatenate([front_rows.sole_class, *(part.sole_class for part in parts)]),
+                               sole_target, np.concatenate([front_rows.branch_rows, branch_rows]), byte_class,
+                               accepting)
+
+
+def _numbering(states: list[int], returns: list[int], first: int) -> tuple[np.ndarray, np.ndarray]:
+    """One lookup for every block's local targets: block k's target t is `number[bases[k] + t]`, its state t at
+    its offset (the blocks laid out in order from state `first`), `RETURN` its copy's return state, -1 and
+    `BRANCHING` themselves; a gather instead of comparisons over every entry."""
+    width = np.asarray(states, dtype=np.int64) + 3
+    starts = np.cumsum(width) - width
+    number = (first + np.arange(int(width.sum()), dtype=np.int64)
+              - 3 * (np.repeat(np.arange(len(states)), width) + 1)).astype(np.int32)
+    number[starts] = BRANCHING
+    number[starts + 1] = returns
+    number[starts + 2] = -1
+    return number, (starts + 3).astype(np.int32)

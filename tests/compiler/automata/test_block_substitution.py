@@ -62,6 +62,9 @@ def test_block_layout_accepts_exactly_what_the_general_construction_accepts(node
     general = general_substitute(skeleton, accepting, [calls])
     blocks = block_substitution.block_substitute(skeleton, accepting, [calls])
     assert _difference(general, blocks) is None
+    canonical = Automaton.from_classes(blocks.class_transitions, blocks.accepting, blocks.byte_class)
+    assert np.array_equal(canonical.byte_class, blocks.byte_class)
+    assert np.array_equal(canonical.class_transitions, blocks.class_transitions)
     rng = np.random.default_rng(seed)
     for machine, other in ((general, blocks), (blocks, general)):
         for _ in range(3):
