@@ -273,13 +273,18 @@ class Automaton(ByteClassTable):
         """Read forced bytes from `state` until a decision point (or a repeated state)."""
         out = bytearray()
         seen: set[int] = set()
-        forced = self.forced_byte
+        forced, step = self._forced_steps
         while state >= 0 and forced[state] >= 0 and state not in seen:
             seen.add(state)
-            byte = int(forced[state])
-            out.append(byte)
-            state = self.next_state(state, byte)
+            out.append(forced[state])
+            state = step[state]
         return bytes(out), state
+
+    @cached_property
+    def _forced_steps(self) -> tuple[list[int], list[int]]:
+        """`forced_byte` and each state's sole target (where a forced state's one byte leads) as lists, for walks
+        of forced chains one byte at a time."""
+        return self.forced_byte.tolist(), self.sole_target.tolist()
 
     def forced_chain(self, state: int) -> bytes:
         """chain(state) (Definition 7): the bytes read following the unique live byte while forced."""
