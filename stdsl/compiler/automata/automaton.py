@@ -109,6 +109,25 @@ class Automaton(ByteClassTable):
         automaton._store(table, accepting, classes)
         return automaton
 
+    @classmethod
+    def from_rows(cls, sole_class: np.ndarray, sole_target: np.ndarray, branch_rows: np.ndarray,
+                  byte_class: np.ndarray, accepting: np.ndarray) -> Automaton:
+        """The automaton of its stored form (see the class), for a builder that guarantees it: every class used and
+        its column distinct, numbered by first byte, targets within the states.  It skips the checks and the merge,
+        each a pass over the whole dense table (a reply laid out from cached calls, where those passes would be most
+        of the work)."""
+        automaton = cls.__new__(cls)
+        dtype = np.int16 if len(accepting) <= INT16_MAX_STATES else np.int32
+        automaton.branch_rows = np.ascontiguousarray(branch_rows, dtype=dtype)
+        automaton.sole_class = np.asarray(sole_class, dtype=np.uint8)
+        automaton.sole_target = np.asarray(sole_target, dtype=dtype)
+        automaton.byte_class = np.asarray(byte_class, dtype=np.uint8)
+        automaton.accepting = np.array(accepting, dtype=bool)
+        for array in (automaton.branch_rows, automaton.sole_class, automaton.sole_target, automaton.byte_class,
+                      automaton.accepting):
+            array.setflags(write=False)
+        return automaton
+
     def _store(self, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> None:
         """Validate, merge equal columns and keep the read-only class form."""
         if not np.issubdtype(table.dtype, np.integer):
@@ -253,13 +272,18 @@ class Automaton(ByteClassTable):
         """Read forced bytes from `state` until a decision point (or a repeated state)."""
         out = bytearray()
         seen: set[int] = set()
-        forced = self.forced_byte
+        forced, step = self._forced_steps
         while state >= 0 and forced[state] >= 0 and state not in seen:
             seen.add(state)
-            byte = int(forced[state])
-            out.append(byte)
-            state = self.next_state(state, byte)
+            out.append(forced[state])
+            state = step[state]
         return bytes(out), state
+
+    @cached_property
+    def _forced_steps(self) -> tuple[list[int], list[int]]:
+        """`forced_byte` and each state's sole target (where a forced state's one byte leads) as lists, for walks
+        of forced chains one byte at a time."""
+        return self.forced_byte.tolist(), self.sole_target.tolist()
 
     def forced_chain(self, state: int) -> bytes:
         """chain(state) (Definition 7): the bytes read following the unique live byte while forced."""

@@ -16,17 +16,29 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.block_substitution import PLACEHOLDER, NotBlockShaped, block_substitute
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
-PLACEHOLDER = 256
-"""The skeleton's column (symbol) of an edge that stands for one of the pieces."""
+__all__ = ["PLACEHOLDER", "substitute", "general_substitute"]
 
 
 def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
     """The DFA of `skeleton` (a trim (states, 256 + columns) table, start 0, -1 dead) with each edge on the
     placeholder symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
-    from s, ending in t."""
+    from s, ending in t.  Pieces shaped like tool calls (a forced head, no move out of an accepting state) are laid
+    out as blocks behind their heads' trie (`block_substitution`); others go through `general_substitute`."""
+    table, accepting = np.asarray(skeleton), np.asarray(accepting, dtype=bool)
+    try:
+        return block_substitute(table, accepting, pieces)
+    except NotBlockShaped:
+        return general_substitute(table, accepting, pieces)
+
+
+def general_substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]
+                       ) -> Automaton:
+    """`substitute` for any trim pieces: the subset construction wherever several pieces or the skeleton are alive,
+    the other states laid out in bulk."""
     return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces).automaton()
 
 

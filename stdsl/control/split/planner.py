@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
 from stdsl.control.split.boundary_cover import BoundaryCover, BoundaryCovers
 from stdsl.control.split.byte_rows import byte_rows, live_counts
@@ -35,6 +36,10 @@ MARK = bytes([SPECIAL_MARK])
 MAX_CACHED_TAILS = 4096
 """Stable-tail answers kept per planner (the cache is emptied when full)."""
 MEMO_ENTRY_NBYTES = 150
+_CHAIN_COUNTS = caches.kind("forced text token counts", size=lambda counts: len(counts) * MEMO_ENTRY_NBYTES)
+"""Canonical token counts of forced texts per tokenizer and vocabulary, shared by every automaton's planner: a
+reply grammar whose tool list changed meets the same calls' forced texts again."""
+
 """About what one remembered stable tail or forced chain holds (its key, its value, the dictionary's slot)."""
 
 
@@ -93,6 +98,7 @@ class ForcedPlanner:
         self.longest_token = self.spellings.longest_token
         self._tail_cache: dict[tuple[bytes, int], bool] = {}
         self._chain_cache: dict[int, tuple[bytes, int]] = {}
+        self._chain_counts: dict[bytes, int] = _CHAIN_COUNTS.get((tokenizer, token_bytes), dict)
         self.covers = BoundaryCovers(self)
 
     @property
@@ -337,7 +343,12 @@ class ForcedPlanner:
     def chain_token_count(self, state: int) -> int:
         """|φ(state)| under the table policy: tokens of the state's whole forced chain."""
         forced, _ = self.chain(state)
-        return len(self.encode_segment(forced)) if forced else 0
+        if not forced:
+            return 0
+        count = self._chain_counts.get(forced)
+        if count is None:
+            count = self._chain_counts[forced] = len(self.encode_segment(forced))
+        return count
 
     # ------------------------------------------------------------------ internals
 

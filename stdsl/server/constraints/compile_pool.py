@@ -16,7 +16,8 @@ Scheduling: jobs carry a client key.  `workers` general workers take any job, an
 take only small jobs (`small_job`: a schema, regex or choice of at most `SMALL_BYTES`), at most one per
 client, so a schema is never queued behind big grammars.  A free worker goes to the queued job whose client
 has the fewest jobs running, then was served longest ago, then asked first: clients are served round-robin
-and a client's second job waits behind its own first.  A job cancelled while queued leaves the queue; one
+and a client's second job waits behind its own first.  A tool list goes to the idle worker that last compiled
+one in its format (`affinity`), whose caches hold its calls.  A job cancelled while queued leaves the queue; one
 cancelled while it runs kills its worker, which is replaced.  No worker outlives the server: `close` kills
 them (so does interpreter exit), and on Linux each asks the kernel to kill it when its parent goes.
 """
@@ -131,6 +132,26 @@ def resident_bytes(pid: int) -> int:
         return 0
 
 
+def affinity(spec: dict[str, Any]) -> tuple[str, ...] | None:
+    """What a compile reuses from a worker's caches: a tool list in a format is assembled from the calls, fronts
+    and blocks the worker kept from that format's earlier lists (one tool changed costs one tool there, the whole
+    list on a worker that never saw it).  None for the rest, which need no particular worker."""
+    if spec.get("kind") == "tools":
+        return ("tools", str(spec.get("format")))
+    return None
+
+
+def take_idle(idle: list[Any], wanted: tuple[str, ...] | None) -> Any:
+    """Take from `idle` (most recently idle last) the worker for a job of affinity `wanted`: the latest one that
+    ran such jobs, else (and for a job with none) the latest without an affinity, so a warm worker stays free for
+    its kind, else the latest."""
+    for choice in ((wanted,) if wanted is not None else ()) + (None,):
+        for index in range(len(idle) - 1, -1, -1):
+            if idle[index].affinity == choice:
+                return idle.pop(index)
+    return idle.pop()
+
+
 class _Worker:
     """One spawned compile process and the parent's end of its pipe."""
 
@@ -141,6 +162,8 @@ class _Worker:
         self.process.start()
         child_end.close()
         self.ready = False
+        self.affinity: tuple[str, ...] | None = None
+        """The kind of compile whose caches this worker holds (`affinity`), None before it has run one."""
 
     def kill(self) -> None:
         """End the process now and reap it."""
@@ -290,7 +313,8 @@ class CompilePool:
         if not self._started:
             self._started = True
             self._idle = [self._start_worker() for _ in range(self.workers + self.reserved_workers)]
-        worker = self._idle.pop() if self._idle else self._start_worker()
+        wanted = affinity(spec)
+        worker = take_idle(self._idle, wanted) if self._idle else self._start_worker()
         self._busy.add(worker)
         try:
             outcome = await self._job(worker, spec, seconds)
@@ -303,6 +327,8 @@ class CompilePool:
             raise CompileMemoryError(f"compiling this constraint needed more than "
                                      f"{self.max_compile_bytes / (1 << 20):g} MiB (--max-compile-bytes)")
         self._busy.discard(worker)
+        if wanted is not None:
+            worker.affinity = wanted
         if resident_bytes(worker.process.pid or 0) > self.max_compile_bytes:
             self._retire(worker)
         else:

@@ -1,0 +1,106 @@
+"""The block layout of substituted pieces accepts exactly what the general subset construction accepts, and a front
+kept from an earlier list is reused only where the new pieces' heads fit it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata import block_substitution
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute
+from tests.compiler.accepting_walks import random_accepted
+from tests.compiler.tools.test_reply_automaton import _accepts, _difference
+
+CALL = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
+
+skeletons = st.sampled_from([
+    CALL,
+    ir.seq(ir.star(ir.ByteSet(((ord("a"), ord("c")),))), CALL),
+    ir.seq(CALL, ir.star(ir.seq(ir.literal(","), CALL))),
+    ir.alt(ir.literal("<a"), ir.seq(ir.literal("<"), CALL, ir.optional(ir.seq(ir.literal(";"), CALL)))),
+    ir.seq(ir.star(ir.ByteSet(((ord("<"), ord("<")), (ord("x"), ord("x"))))), CALL, ir.literal("!")),
+])
+"""Skeletons with calls first, after free text that shares bytes with the heads, repeated, and beside text."""
+
+bodies = st.sampled_from([
+    ir.literal("1"),
+    ir.plus(ir.ByteSet(((ord("0"), ord("9")),))),
+    ir.seq(ir.literal("{"), ir.star(ir.ByteSet(((ord("a"), ord("b")),))), ir.literal("}")),
+    ir.alt(ir.literal("ab"), ir.literal("<b"), ir.seq(ir.literal("x"), ir.star(ir.literal("ab")))),
+])
+
+
+@st.composite
+def pieces(draw: Any) -> list[Automaton]:
+    """Calls `<name=` body `.`, names over a two-letter alphabet so that heads share prefixes and bodies start with
+    bytes the skeleton or another call also reads."""
+    names = draw(st.lists(st.text("ab", min_size=1, max_size=4), min_size=1, max_size=4, unique=True))
+    return [build_automaton(ir.seq(ir.literal(f"<{name}="), draw(bodies), ir.literal("."))) for name in names]
+
+
+def _skeleton(node: ir.Node) -> tuple[np.ndarray, np.ndarray]:
+    dfa = determinize(build_nfa(node), 10_000, PLACEHOLDER + 1)
+    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+    return np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node=skeletons, calls=pieces(), seed=st.integers(0, 2**32 - 1))
+def test_block_layout_accepts_exactly_what_the_general_construction_accepts(node: ir.Node, calls: list[Automaton],
+                                                                            seed: int) -> None:
+    skeleton, accepting = _skeleton(node)
+    general = general_substitute(skeleton, accepting, [calls])
+    blocks = block_substitution.block_substitute(skeleton, accepting, [calls])
+    assert _difference(general, blocks) is None
+    canonical = Automaton.from_classes(blocks.class_transitions, blocks.accepting, blocks.byte_class)
+    assert np.array_equal(canonical.byte_class, blocks.byte_class)
+    assert np.array_equal(canonical.class_transitions, blocks.class_transitions)
+    rng = np.random.default_rng(seed)
+    for machine, other in ((general, blocks), (blocks, general)):
+        for _ in range(3):
+            text = random_accepted(machine, rng)
+            assert _accepts(other, text)
+            cut = int(rng.integers(len(text) + 1))
+            mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut:]
+            assert _accepts(machine, mutated) == _accepts(other, mutated)
+
+
+def test_a_kept_front_is_reused_only_where_the_heads_fit_it() -> None:
+    skeleton, accepting = _skeleton(ir.seq(ir.star(ir.ByteSet(((ord("a"), ord("c")),))), CALL))
+    first = [build_automaton(ir.seq(ir.literal(f"<{name}="), ir.literal("1"), ir.literal("."))) for name in ("ab", "b")]
+    block_substitution.block_substitute(skeleton, accepting, [first])
+    before = block_substitution._FRONTS.stats()
+    body_changed = [first[0], build_automaton(ir.seq(ir.literal("<b="), ir.plus(ir.literal("2")), ir.literal(".")))]
+    reused = block_substitution.block_substitute(skeleton, accepting, [body_changed])
+    middle = block_substitution._FRONTS.stats()
+    assert (middle.hits - before.hits, middle.misses - before.misses) == (1, 0)
+    assert _difference(general_substitute(skeleton, accepting, [body_changed]), reused) is None
+    renamed = [first[0], build_automaton(ir.seq(ir.literal("<aa="), ir.literal("1"), ir.literal(".")))]
+    rebuilt = block_substitution.block_substitute(skeleton, accepting, [renamed])
+    after = block_substitution._FRONTS.stats()
+    assert after.misses - middle.misses == 1
+    assert _difference(general_substitute(skeleton, accepting, [renamed]), rebuilt) is None
+
+
+@pytest.mark.parametrize("text", [b"<", b"<a", b"<ab=1", b"ca<b=1.", b"<ab=1."])
+def test_a_reply_cut_inside_a_head_is_read_the_same_both_ways(text: bytes) -> None:
+    skeleton, accepting = _skeleton(ir.seq(ir.star(ir.ByteSet(((ord("a"), ord("c")),))), CALL))
+    calls = [build_automaton(ir.seq(ir.literal(f"<{name}="), ir.literal("1"), ir.literal("."))) for name in ("ab", "b")]
+    blocks = block_substitution.block_substitute(skeleton, accepting, [calls])
+    general = general_substitute(skeleton, accepting, [calls])
+    state_a = state_b = 0
+    for byte in text:
+        state_a = int(blocks.transitions[state_a, byte]) if state_a >= 0 else -1
+        state_b = int(general.transitions[state_b, byte]) if state_b >= 0 else -1
+    assert (state_a >= 0) == (state_b >= 0)
+    assert _accepts(blocks, text) == _accepts(general, text)
