@@ -14,32 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.caches import CacheKind
-from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS, UNREACHABLE, BudgetTable
-from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
-from stdsl.control.controller import ROW_MASKS, Controller, Move
+from stdsl.control.controller import ROW_MASKS, Controller, Move, TokenRows
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.control.tables import Tables
 from stdsl.errors import GenerationError
-from stdsl.kernels.rows import RowCache
-from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
-
-_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("vocabularies")
-
-
-def vocabulary_of(tokenizer: Any) -> Vocabulary:
-    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer
-    (a `stdsl.caches` entry)."""
-    return _VOCABULARIES.get((tokenizer,), lambda: _build_vocabulary(tokenizer))
-
-
-def _build_vocabulary(tokenizer: Any) -> Vocabulary:
-    if getattr(tokenizer, "hf", None) is not None:
-        from stdsl.kernels.vocab_sources import vocabulary_from_hf
-
-        return vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
-    specials = getattr(tokenizer, "special_tokens", {}).values()
-    return Vocabulary(TokenBytes(tokenizer.token_bytes, specials), tokenizer.eos_ids)
+from stdsl.kernels.vocabulary import Vocabulary
 
 
 class ConstraintState:
@@ -58,22 +38,17 @@ class ConstraintState:
 
     def __init__(
         self,
-        automaton: Any,
+        machine: Any,
         tokenizer: PreTokenizingTokenizer,
         vocab: Vocabulary,
         *,
         max_tokens: int | None = None,
         healing: bool = True,
-        rows: RowCache | None = None,
-        budget: BudgetTable | None = None,
+        budget: Any = None,
+        masks: str | None = None,
     ) -> None:
-        shared = shared_tables(automaton, vocab)
-        planner = shared.planner(tokenizer, healing)
-        if max_tokens is not None and budget is None:
-            budget = shared.budget(planner)
-        self._begin(Controller(automaton, vocab, planner, rows if rows is not None else shared.rows,
-                               max_tokens=max_tokens, budget=budget if max_tokens is not None else None,
-                               masks=ROW_MASKS))
+        self._begin(Tables.of(machine, vocab).controller(tokenizer, max_tokens=max_tokens, healing=healing,
+                                                         budget=budget, pushdown_masks=masks))
 
     def _begin(self, controller: Controller) -> None:
         """Start the log empty before `start`, at the controller's initial configuration."""
@@ -90,7 +65,7 @@ class ConstraintState:
 
     @property
     def automaton(self) -> Any:
-        return self.controller.automaton
+        return self.controller.machine
 
     @property
     def vocab(self) -> Vocabulary:
@@ -101,7 +76,7 @@ class ConstraintState:
         return self.controller.planner
 
     @property
-    def rows(self) -> RowCache:
+    def rows(self) -> TokenRows:
         return self.controller.rows
 
     @property
@@ -246,60 +221,3 @@ class ConstraintState:
                 break
             tokens += self._record(self.controller.advance(self.configuration, token, singletons=False), forced=True)
         return tokens
-
-
-class SharedTables:
-    """Per (automaton, vocabulary) state shared by every request: rows on demand and the budget table."""
-
-    def __init__(self, automaton: Any, vocab: Vocabulary) -> None:
-        self.automaton = automaton
-        self.vocab = vocab
-        self.rows = RowCache(automaton, vocab)
-        self._budget: BudgetTable | None = None
-
-    def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> ForcedPlanner:
-        """The forced planner for a tokenizer (its caches of stable tails and covers are shared too; a
-        `stdsl.caches` entry that goes with these tables)."""
-        return _PLANNERS.get((self, tokenizer),
-                             lambda: ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing),
-                             (healing,))
-
-    def budget(self, planner: ForcedPlanner) -> BudgetTable:
-        """The budget table, built on first use."""
-        if self._budget is None:
-            self._budget = budget_table_for(self.automaton, self.vocab, planner)
-        return self._budget
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the rows on demand and the budget table (the automaton and vocabulary are counted where they
-        are kept)."""
-        budget = self._budget
-        return self.rows.nbytes + (budget.nbytes if budget is not None else 0)
-
-
-_PLANNERS: CacheKind[ForcedPlanner] = CacheKind("forced planners")
-_SHARED: CacheKind[SharedTables] = CacheKind("shared tables")
-
-
-def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
-    """The shared tables of an automaton under a vocabulary (a `stdsl.caches` entry: least recently used go first
-    past the registry's byte budget)."""
-    return _SHARED.get((automaton, vocab), lambda: SharedTables(automaton, vocab))
-
-
-MAX_UNCAPPED_ENTRIES = 50_000_000
-"""States x vocabulary up to which a budget question may walk every row it reaches (at most the whole table once);
-past it each question walks at most `MAX_QUESTION_ROWS` new rows."""
-
-
-def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
-    """need(q) for the automaton, searched on demand over token rows behind the byte bound of `chain_bound`, which
-    settles every question far from the limit: a new grammar's first mask walks no token row for its budget, and near
-    the limit only the rows of states a search reaches are walked. Exact up to `MAX_UNCAPPED_ENTRIES`; past it, exact
-    wherever a question settles within its rows, else answered by the bound (sound, at most a little early to close).
-    """
-    chain_end, chain_bytes = forced_chains(automaton, planner.chain)
-    bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
-    rows = UNREACHABLE if automaton.num_states * vocab.size <= MAX_UNCAPPED_ENTRIES else MAX_QUESTION_ROWS
-    return BudgetTable(np.asarray(automaton.accepting), row_successors(automaton, vocab), bound, rows)

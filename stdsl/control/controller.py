@@ -8,7 +8,7 @@ yields to the budget and to liveness: where it would leave no admissible token, 
 A `Configuration` is frozen and hashable; `advance` returns the next one and the tokens to feed without
 touching the one it was given (so a fork is just a kept configuration); masks are memoized per configuration
 and filled for many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar's and vLLM's
-processors take). The DFA and the pushdown (`pushdown_state.PushdownController`) are the same controller
+processors take). The DFA and the pushdown (`pushdown_controller.PushdownController`) are the same controller
 over different tables; the budget, cover, canonical split and forced spans live here, once. A row state
 (`ConstraintState`) is a configuration plus the log of what its row emitted, moved by its controller.
 
@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.rows import RowCache
-from stdsl.kernels.token_mask import pack_words
+from stdsl.kernels.token_mask import TokenMask, pack_words
 from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_MASKS = 256
@@ -58,6 +58,26 @@ class Configuration:
     """Whether the token budget changed this output: at some step its mask withheld a token the mask without it
     admitted, or a forced span was split on its own to fit. Until then the output is, token for token, what
     decoding without a budget gives (the finish reason is then "length", never "stop")."""
+
+
+class TokenRows(Protocol):
+    """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown_rows.PushdownRows`)."""
+
+    def token_mask(self, state: int) -> TokenMask: ...
+
+    def next_states(self, state: int) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+class CostTable(Protocol):
+    """The budget's cost table of Theorem 21 (`BudgetTable` for a DFA, `PushdownBudget`)."""
+
+    def need_at(self, state: int) -> int: ...
+
+    def fits(self, state: int, spent: int, remaining: int) -> bool: ...
+
+    def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
 
 
 class RowState(Protocol):
@@ -86,12 +106,14 @@ class Controller:
     the cost table of Theorem 21 (None: no budget; `max_tokens` is then None too). `masks` masks are memoized.
     """
 
-    def __init__(self, automaton: Any, vocab: Vocabulary, planner: ForcedPlanner, rows: RowCache, *,
-                 max_tokens: int | None = None, budget: BudgetTable | None = None, masks: int = MAX_MASKS) -> None:
+    def __init__(self, machine: ByteMachine, vocab: Vocabulary, planner: ForcedPlanner, rows: TokenRows, *,
+                 max_tokens: int | None = None, budget: CostTable | None = None, masks: int = MAX_MASKS) -> None:
         if (max_tokens is None) != (budget is None):
             raise StdslError("a controller has a budget table exactly when it has max_tokens")
-        self.automaton = automaton
-        """The DFA stepped (the pushdown machine for a `PushdownController`)."""
+        self.machine = machine
+        """The byte machine stepped (a DFA, or a pushdown's configuration ids for a `PushdownController`)."""
+        self.start_state = machine.start
+        """The state every output starts in."""
         self.vocab = vocab
         self.planner = planner
         self.rows = rows
@@ -103,10 +125,8 @@ class Controller:
         self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
         self._least: int | None = None
 
-    pushdown = False
-    """Whether configurations are a pushdown's (states are configuration ids; masks come only from `mask`)."""
-    start_state = 0
-    """The state every output starts in."""
+    host_masks_only = False
+    """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
 
     @classmethod
     def of(cls, row: RowState, masks: int = MAX_MASKS) -> Controller:
@@ -354,7 +374,7 @@ class Controller:
 
     def accepting(self, configuration: Configuration) -> bool:
         """Whether the output may end at `configuration` (nothing held back, an accepting state)."""
-        return not configuration.pending and bool(self.automaton.accepting[configuration.state])
+        return not configuration.pending and bool(self.machine.accepting[configuration.state])
 
     def finish_reason(self, configuration: Configuration, eos_sampled: bool) -> str:
         """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'eos'
@@ -380,7 +400,7 @@ def held_plan(planner: ForcedPlanner, at: Configuration, token: int | None, tabl
     window = Window(window.text + spelled, window.starts + ((len(window.text),) if fed else ()), window.tokens + fed,
                     window.forced_end)
     pending = table.decided[len(spelled):]
-    return replace(table, tokens=fed, state=planner.automaton.step(at.state, spelled), pending=pending, cover=None,
+    return replace(table, tokens=fed, state=planner.machine.step(at.state, spelled), pending=pending, cover=None,
                    window=window, finished=table.finished and not pending)
 
 

@@ -109,7 +109,7 @@ class StepwiseConstraint:
         """
         forced = self.forced
         controller, at = self.controller, self.at
-        if forced is None and (host or controller.pushdown):
+        if forced is None and (host or controller.host_masks_only):
             try:
                 return controller.mask(at)
             except GenerationError as error:
@@ -120,7 +120,7 @@ class StepwiseConstraint:
                 raise GenerationError("the output is finished but the vocabulary has no eos token to end it")
             return forced
         cover = at.cover
-        return WalkRow(controller.automaton, at.state, controller.accepting(at), controller.cover_mask(at),
+        return WalkRow(controller.machine, at.state, controller.accepting(at), controller.cover_mask(at),
                        True if cover is None else cover.eos, at.remaining, controller.budget, controller.rows)
 
     def mask(self) -> np.ndarray:

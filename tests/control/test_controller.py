@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.controller import Configuration, Controller, configuration_of
-from stdsl.control.pushdown_state import PushdownState, machine_of
 from stdsl.control.row_controller import controller_for
+from stdsl.control.tables import machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.token_mask import pack_words
 
@@ -37,9 +38,9 @@ SPECS: list[Any] = [
 def _walk(constraint: Any, state: int, data: bytes) -> bool:
     """Whether `data` read from `state` stays live (brute force: byte by byte)."""
     machine = machine_of(constraint)
-    if machine is not None:
+    if not isinstance(machine, Automaton):
         return machine.step(state, data) >= 0
-    automaton: Automaton = constraint.automaton
+    automaton: Automaton = machine
     for byte in data:
         state = automaton.next_state(state, byte)
         if state < 0:
@@ -150,4 +151,4 @@ def test_refusals(smollm2_tokenizer) -> None:
     row.start()
     with pytest.raises(StdslError, match="not started"):
         Controller.of(row)
-    assert isinstance(controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None), PushdownState)
+    assert isinstance(controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None), ConstraintState)

@@ -7,7 +7,6 @@ import pytest
 import stdsl
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finish_reason, finished_generation
-from stdsl.control.pushdown_state import PushdownState
 from stdsl.control.row_controller import controller_for
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Stats
@@ -21,7 +20,7 @@ def test_each_kind_of_compiled_constraint_gets_its_controller(smollm2_tokenizer)
     assert type(controller_for(regular, smollm2_tokenizer, max_tokens=None)) is ConstraintState
     assert type(controller_for(regular.automaton, smollm2_tokenizer, max_tokens=None)) is ConstraintState
     recursive = controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None, pushdown_masks="host")
-    assert isinstance(recursive, PushdownState) and recursive.device_masks is None
+    assert isinstance(recursive, ConstraintState) and recursive.controller.device_masks is None
     with pytest.raises(StdslError, match="expected a compiled constraint .*got dict"):
         controller_for({"type": "string"}, smollm2_tokenizer, max_tokens=None)
 

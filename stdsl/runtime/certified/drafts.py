@@ -11,7 +11,7 @@ argmax there. The accepted prefix, extended by the argmax at the first rejected 
 the last), is certified. Every round certifies at least one sampled token, so greedy outputs equal
 sequential greedy decoding (in exact arithmetic); after `MAX_ROUNDS` the rest decodes sequentially.
 
-A pushdown constraint's blocks lie between its cut configurations (`cut_configurations`): states are
+A pushdown constraint's blocks lie between its cut configurations (`compiler.pushdown.cut_configurations`): states are
 configuration ids (state and stack), so a later block is drafted from its exact configuration and the
 replay steps the same machine. Sampling at temperature > 0 is not certified (the test is for the argmax):
 such requests and languages with fewer than two blocks decode sequentially, as `generate` does.
@@ -40,7 +40,7 @@ from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.controller import Controller, configuration_of
 from stdsl.control.finish import finish_reason, finished_generation
-from stdsl.control.pushdown_state import machine_of
+from stdsl.control.tables import machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.requests import (
@@ -53,7 +53,6 @@ from stdsl.runtime.batch.requests import (
 )
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, block_plan
-from stdsl.runtime.certified.cut_configurations import ConfigurationSteps, pushdown_block_plan
 from stdsl.runtime.certified.document import Draft, Replay, assemble, replay_document
 from stdsl.runtime.certified.forecast import (
     Acceptance,
@@ -109,8 +108,7 @@ class CertifiedDecoder:
         self.controller = Controller.of(self.control)
         """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
         self.pending = prompt_ids + self.control.start()
-        machine = machine_of(self.control.automaton)
-        self.automaton: Language = self.control.automaton if machine is None else ConfigurationSteps(machine)
+        self.automaton: Language = self.controller.machine
         self.vocab = self.control.vocab
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.rounds = 0
@@ -434,11 +432,8 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     plain = not options.sampling.greedy or specials
     if plain:
         blocks = []
-    elif machine is not None:
-        blocks = _BLOCK_PLANS.get((machine,), lambda: pushdown_block_plan(machine))
     else:
-        automaton = getattr(compiled, "automaton", compiled)
-        blocks = _BLOCK_PLANS.get((automaton,), lambda: block_plan(automaton))
+        blocks = _BLOCK_PLANS.get((machine,), lambda: block_plan(machine))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     cost = pass_cost(engine.model, engine.call) if options.parallel_fields == "auto" else None
