@@ -1,10 +1,10 @@
-"""A row's constraint state: the configuration its controller moved it to, plus the log of what it emitted.
+"""A row's constraint state: its controller and the frozen log of what it emitted (`log.Log`).
 
-Every decision (masks, the canonical split, forced spans, the budget) is the controller's
-(`stdsl.control.controller`), a pure function of the frozen configuration; a row state keeps the
-configuration it samples at and the output so far (tokens, bytes, forced count), which the engine
-and certified drafts read. Also the tables every row of an automaton shares (rows on demand, the
-planner, the budget table) and the vocabulary of a runtime tokenizer.
+Every decision (masks, the canonical split, forced spans, the budget, the finish reason) is the controller's
+(`stdsl.control.controller`), a pure function of the frozen configuration; a row state holds the controller
+and the log (the configuration it samples at, tokens, bytes, forced count), which each move replaces; the
+engine and certified drafts read them. A reasoning model's thinking budget narrows the masks as a callback
+of the controller's singleton loop.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.control.controller import ROW_MASKS, Controller, Move, TokenRows
+from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move, Narrowing, TokenRows
+from stdsl.control.log import Log
 from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.control.tables import Tables
@@ -55,11 +56,35 @@ class ConstraintState:
         self.controller = controller
         self.fresh = len(controller.rows) == 0
         """Whether its automaton's rows were all still to compute when this state was made (a new grammar)."""
-        self.configuration = controller.initial()
-        self.committed = bytearray()
-        self.tokens: list[int] = []
-        self.forced_count = 0
+        self.log = Log(controller.initial())
+        """What the output emitted (a frozen `Log`: each move replaces it, so a fork keeps the one it copied)."""
         self.started = False
+
+    # ------------------------------------------------------------------ the log
+
+    @property
+    def configuration(self) -> Configuration:
+        """The configuration the row samples at."""
+        return self.log.configuration
+
+    @configuration.setter
+    def configuration(self, value: Configuration) -> None:
+        self.log = replace(self.log, configuration=value)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The tokens fed so far (a copy)."""
+        return list(self.log.tokens)
+
+    @property
+    def committed(self) -> bytes:
+        """The bytes the fed tokens spell."""
+        return self.log.data
+
+    @property
+    def forced_count(self) -> int:
+        """How many of the fed tokens were forced."""
+        return self.log.forced
 
     # ------------------------------------------------------------------ the controller's parts
 
@@ -147,20 +172,24 @@ class ConstraintState:
     @property
     def decided(self) -> bytes:
         """All output bytes decided so far: fed tokens plus held-back forced bytes."""
-        return bytes(self.committed) + self.pending
+        return self.log.decided
 
     def mask(self) -> np.ndarray:
         """Admissible tokens at the current sampling configuration (bool (V,), a fresh array; eos included iff
         accepting), narrowed by the row's reasoning policy if it has one."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
-        allowed, shaped = self.controller.shaped_mask(self.configuration)
-        if shaped and not self.budget_shaped:
-            self.configuration = replace(self.configuration, budget_shaped=True)
-        allowed = allowed.copy()
+        allowed = self.controller.mask(self.configuration).copy()
         if self.reasoning is not None:
-            allowed = self.reasoning.restrict(self, allowed)
+            allowed = self.reasoning.restrict(self.log, allowed, self.planner.spellings)
         return allowed
+
+    def _narrowing(self) -> Narrowing | None:
+        """The row policy's narrowing of the masks the controller's singleton loop asks, from this log on."""
+        policy, log, spellings = self.reasoning, self.log, self.planner.spellings
+        if policy is None:
+            return None
+        return lambda move, allowed: policy.restrict(log.apply(move), allowed, spellings)
 
     def least_tokens(self, plan: Plan) -> int:
         """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
@@ -180,8 +209,7 @@ class ConstraintState:
         if self.started:
             raise GenerationError("start() was already called for this output")
         self.started = True
-        move = self.controller.start(singletons=self.reasoning is None)
-        return self._record(move) + self._narrowed_singletons()
+        return self._record(self.controller.start(self._narrowing()))
 
     def advance(self, token: int) -> list[int]:
         """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
@@ -189,35 +217,15 @@ class ConstraintState:
             raise GenerationError("call start() before advance()")
         if self.finished:
             raise GenerationError("the output is finished; no further token can be taken")
-        move = self.controller.advance(self.configuration, token, singletons=self.reasoning is None)
-        return self._record(move) + self._narrowed_singletons()
+        return self._record(self.controller.advance(self.configuration, token, self._narrowing()))
 
     def place(self, move: Move) -> list[int]:
         """Start the log over with a move from elsewhere (`Controller.start_at`: a draft placed at a block's entry);
         the move's tokens, all forced."""
-        self.committed, self.tokens, self.forced_count, self.started = bytearray(), [], 0, True
+        self.log, self.started = Log(self.controller.initial(), sampled=self.log.sampled), True
         return self._record(move)
 
-    def _record(self, move: Move, forced: bool = False) -> list[int]:
-        """Log a move's tokens and take its configuration (`forced`: its first token was decided, not sampled)."""
-        feed = list(move.feed)
-        self.tokens.extend(feed)
-        self.committed += self.planner.spell(feed)
-        self.forced_count += move.forced + (1 if forced and feed else 0)
-        self.configuration = move.configuration
-        return feed
-
-    def _narrowed_singletons(self) -> list[int]:
-        """Under a reasoning policy, take every next token its narrowed mask leaves no choice about (the controller
-        takes its own singletons for every other row), so they ride in the same pass as what came before."""
-        tokens: list[int] = []
-        while self.reasoning is not None and not self.finished:
-            allowed = np.flatnonzero(self.mask())
-            if len(allowed) != 1:
-                break
-            token = int(allowed[0])
-            if self.vocab.eos[token]:
-                self.finished = True
-                break
-            tokens += self._record(self.controller.advance(self.configuration, token, singletons=False), forced=True)
-        return tokens
+    def _record(self, move: Move) -> list[int]:
+        """Apply a move to the log; its tokens to feed."""
+        self.log = self.log.apply(move)
+        return list(move.feed)

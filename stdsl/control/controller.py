@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -92,11 +92,19 @@ class RowState(Protocol):
 @dataclass(frozen=True)
 class Move:
     """One step of a controller: the configuration it reaches, the tokens to feed (the sampled token's canonical
-    re-split and the forced span after it; empty after eos), and how many of them were forced."""
+    re-split and the forced span after it; empty after eos), how many of them were forced, the bytes they spell,
+    and the token sampled (None for a start)."""
 
     configuration: Configuration
     feed: tuple[int, ...]
     forced: int
+    data: bytes = b""
+    sampled: int | None = None
+
+
+Narrowing = Callable[[Move, np.ndarray], np.ndarray]
+"""A row policy's narrowing of a mask (a reasoning budget): given the move so far and the mask at its configuration
+(read-only), the tokens the row still admits. The controller's singleton loop takes what it leaves single."""
 
 
 class Controller:
@@ -153,9 +161,9 @@ class Controller:
 
     # ------------------------------------------------------------------ moves
 
-    def start(self, singletons: bool = True) -> Move:
+    def start(self, narrow: Narrowing | None = None) -> Move:
         """The first configuration and the forced prefix φ(c0) to feed with the prompt (BudgetError: nothing fits).
-        `singletons=False` leaves the tokens the mask alone would decide to the caller (a row policy narrows them)."""
+        `narrow`: a row policy's narrowing of each mask the singleton loop asks (`Narrowing`)."""
         at = self.initial()
         plan = self.planner.plan(at.window, at.state, b"", None)
         remaining = at.remaining
@@ -170,16 +178,16 @@ class Controller:
             if not fitting:
                 raise GenerationError("no plan of the forced prefix fits although the shortest output does")
             plan = fitting[0]
-        return self._moved(at, plan, None, singletons)
+        return self._moved(at, plan, None, narrow)
 
     def start_at(self, state: int) -> Move:
         """A fresh output placed at `state` (no tokens left counted): the forced tokens it begins with."""
         at = Configuration(state, remaining=self.max_tokens)
-        return self._moved(at, self.planner.plan(at.window, state, b"", None), None, True)
+        return self._moved(at, self.planner.plan(at.window, state, b"", None), None, None)
 
-    def advance(self, configuration: Configuration, token: int, singletons: bool = True) -> Move:
+    def advance(self, configuration: Configuration, token: int, narrow: Narrowing | None = None) -> Move:
         """The move on `token` from `configuration` (GenerationError: the token is not admissible there); the
-        configuration given is left as it was. `singletons` as in `start`."""
+        configuration given is left as it was. `narrow` as in `start`."""
         if configuration.finished:
             raise GenerationError("the output is finished; no further token can be taken")
         allowed, shaped = self._mask_of(configuration)
@@ -194,18 +202,21 @@ class Controller:
             raise GenerationError(f"token {token} is not admissible at this configuration")
         at = replace(configuration, budget_shaped=shaped)
         if self.vocab.eos[token]:
-            return Move(replace(at, finished=True), (), 0)
+            return Move(replace(at, finished=True), (), 0, sampled=token)
         plan, at = self._plan_after(at, token)
-        return self._moved(at, plan, token, singletons)
+        return self._moved(at, plan, token, narrow)
 
-    def _moved(self, at: Configuration, plan: Plan, sampled: int | None, singletons: bool) -> Move:
-        """Take `plan` (after the sampled token, if any), then every token the mask leaves no choice about."""
+    def _moved(self, at: Configuration, plan: Plan, sampled: int | None, narrow: Narrowing | None) -> Move:
+        """Take `plan` (after the sampled token, if any), then every token the mask (narrowed by `narrow`) leaves no
+        choice about."""
         at = self._take(at, plan)
         feed = list(plan.tokens)
         forced = len(feed) - (1 if sampled is not None else 0)
-        while singletons and not at.finished:
+        while not at.finished:
             allowed, shaped = self._mask_of(at)
             at = replace(at, budget_shaped=shaped)
+            if narrow is not None:
+                allowed = narrow(Move(at, tuple(feed), forced, self.spell(feed), sampled), allowed)
             only = np.flatnonzero(allowed)
             if len(only) != 1:
                 break
@@ -217,7 +228,7 @@ class Controller:
             at = self._take(at, plan)
             feed += plan.tokens
             forced += len(plan.tokens)
-        return Move(at, tuple(feed), forced)
+        return Move(at, tuple(feed), forced, self.spell(feed), sampled)
 
     def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
         """The canonical plan after `token`, or a fallback (`_fallbacks`) when the canonical one breaks the budget."""
@@ -376,13 +387,16 @@ class Controller:
         """Whether the output may end at `configuration` (nothing held back, an accepting state)."""
         return not configuration.pending and bool(self.machine.accepting[configuration.state])
 
-    def finish_reason(self, configuration: Configuration, eos_sampled: bool) -> str:
-        """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'eos'
-        when the model drew eos, 'stop' when the constraint admits nothing more: no byte, or none the tokenizer's own
-        split can write after the tokens so far (after "b" under "b" | "bc", where the vocabulary spells "bc" as one
-        token, only the end is left)."""
+    def finish_reason(self, configuration: Configuration, eos_sampled: bool, stopped: bool = False) -> str:
+        """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'stop' when
+        a stop string ended it (`stopped`), 'eos' when the model drew eos, 'stop' when the constraint admits nothing
+        more: no byte, or none the tokenizer's own split can write after the tokens so far (after "b" under "b" |
+        "bc", where the vocabulary spells "bc" as one token, only the end is left). The one finish rule: every
+        surface asks it here."""
         if configuration.budget_shaped:
             return "length"
+        if stopped:
+            return "stop"
         if eos_sampled:
             return "eos"
         if self.planner.live_count[configuration.state] == 0:

@@ -15,7 +15,7 @@ import numpy as np
 
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.pushdown_budget import PushdownBudget
-from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move
+from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move, Narrowing
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.errors import BudgetError, GenerationError
 from stdsl.kernels.pushdown_device_masks import DeviceMasks
@@ -55,10 +55,10 @@ class PushdownController(Controller):
             f"no admissible token at nesting depth {self.depth(state)} (cap {self.pushdown_machine.max_depth}); "
             "the output cannot be completed within the stack cap and budget")
 
-    def start(self, singletons: bool = True) -> Move:
+    def start(self, narrow: Narrowing | None = None) -> Move:
         """As `Controller.start`; where a search gave up for the byte bound, the BudgetError says so."""
         try:
-            return super().start(singletons)
+            return super().start(narrow)
         except BudgetError as error:
             budget = self.pushdown_budget
             if budget is None or budget.exact:

@@ -41,7 +41,6 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from stdsl.control.finish import finish_reason
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import ControlBudgetError
 from stdsl.runtime.batch.forward import forward_rows
@@ -133,7 +132,7 @@ class BatchCore:
             row.ahead = Lookahead(request.control.controller)
         self.counters["requests"] += 1
         if request.control.finished:
-            row.complete(finish_reason(request.control, eos_sampled=False))
+            row.complete(eos_sampled=False)
             return uid
         self._live[uid] = row
         self._waiting.append(row)
@@ -448,7 +447,7 @@ class BatchCore:
             return True
         row.publish()
         if ended:
-            row.complete(finish_reason(row.control, eos_sampled=not feed))
+            row.complete(eos_sampled=not feed)
             self.counters["forced_tokens"] += row.control.forced_count
             return True
         row.feed = list(feed)

@@ -116,7 +116,8 @@ class CertifiedDecoder:
         self.drafts: dict[int, Draft] = {}
         self.continuations: dict[int, _Job] = {}
         self.frontier_draft: Draft | None = None
-        self.finish_reason = "stop"
+        self.eos_sampled = False
+        """Whether the certified output ended on a drawn eos (the controller's finish rule reads it)."""
         self.began = time.perf_counter()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._shown = 0
@@ -193,7 +194,7 @@ class CertifiedDecoder:
                 self.control.advance(token)
             if self.control.finished:
                 last = replay.steps[-1][2] if replay.steps else -1
-                self.finish_reason = "eos" if last >= 0 and self.vocab.eos[last] else self._end_reason()
+                self.eos_sampled = last >= 0 and bool(self.vocab.eos[last])
                 return True
             choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
             self.stats.sampled_tokens += 1
@@ -215,11 +216,9 @@ class CertifiedDecoder:
         """Commit the certified argmax `token` at the current configuration."""
         feed = self.control.advance(token)
         if not feed:
-            self.finish_reason = "eos"
+            self.eos_sampled = True
             return
         self.pending = list(feed)
-        if self.control.finished:
-            self.finish_reason = self._end_reason()
         entered = self._visits(bytes(self.control.decided))
         for index in list(self.drafts):
             if self.blocks[index].entry in entered:
@@ -227,9 +226,6 @@ class CertifiedDecoder:
         for index in list(self.continuations):
             if self.blocks[index].entry in entered:
                 del self.continuations[index]
-
-    def _end_reason(self) -> str:
-        return finish_reason(self.control, eos_sampled=False)
 
     def _visits(self, data: bytes) -> dict[int, int]:
         """Offset of the first visit of each state on the run over `data` (cut states are visited once)."""
@@ -385,7 +381,7 @@ class CertifiedDecoder:
             self.handle._emit(Event(tail))
         self.stats.rounds = self.rounds
         self.stats.seconds = time.perf_counter() - self.began
-        reason = "length" if control.budget_shaped else self.finish_reason
+        reason = finish_reason(control, self.eos_sampled)
         result = finished_generation(control, self.stats, reason, self.parser)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
