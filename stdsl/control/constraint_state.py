@@ -17,6 +17,7 @@ import numpy as np
 from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move, Narrowing, TokenRows
 from stdsl.control.log import Log
 from stdsl.control.reasoning_budget import ReasoningPolicy
+from stdsl.control.special_vocabulary import vocabulary_for
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
 from stdsl.control.tables import Tables
 from stdsl.errors import GenerationError
@@ -50,6 +51,14 @@ class ConstraintState:
     ) -> None:
         self._begin(Tables.of(machine, vocab).controller(tokenizer, max_tokens=max_tokens, healing=healing,
                                                          budget=budget, pushdown_masks=masks))
+
+    @classmethod
+    def of(cls, compiled: Any, tokenizer: PreTokenizingTokenizer, *, max_tokens: int | None, healing: bool = True,
+           pushdown_masks: str | None = None) -> ConstraintState:
+        """A fresh (not started) row state of a compiled constraint for a runtime tokenizer, over the vocabulary it
+        needs (the shared one, or the variant spelling its special tokens); StdslError naming anything else."""
+        return cls(compiled, tokenizer, vocabulary_for(tokenizer, compiled), max_tokens=max_tokens, healing=healing,
+                   masks=pushdown_masks)
 
     def _begin(self, controller: Controller) -> None:
         """Start the log empty before `start`, at the controller's initial configuration."""

@@ -10,7 +10,7 @@ touching the one it was given (so a fork is just a kept configuration); masks ar
 and filled for many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar's and vLLM's
 processors take). The DFA and the pushdown (`pushdown_controller.PushdownController`) are the same controller
 over different tables; the budget, cover, canonical split and forced spans live here, once. A row state
-(`ConstraintState`) is a configuration plus the log of what its row emitted, moved by its controller.
+(`ConstraintState`) is a controller plus the frozen log of what its row emitted (`log.Log`).
 
 A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output), so a
 controller never applies it.
@@ -80,15 +80,6 @@ class CostTable(Protocol):
     def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
 
 
-class RowState(Protocol):
-    """What a row state (`constraint_state.ConstraintState`) shows of itself here: its controller and the
-    configuration it samples at."""
-
-    started: bool
-    controller: Controller
-    configuration: Configuration
-
-
 @dataclass(frozen=True)
 class Move:
     """One step of a controller: the configuration it reaches, the tokens to feed (the sampled token's canonical
@@ -135,13 +126,6 @@ class Controller:
 
     host_masks_only = False
     """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
-
-    @classmethod
-    def of(cls, row: RowState, masks: int = MAX_MASKS) -> Controller:
-        """The controller of a row state that has not started (its tables and budget), with its own mask memo."""
-        if row.started:
-            raise StdslError("a controller is taken from a row state that has not started")
-        return row.controller.with_masks(masks)
 
     def with_masks(self, masks: int) -> Controller:
         """This controller with a memo of its own that keeps `masks` masks."""
@@ -421,10 +405,3 @@ def held_plan(planner: ForcedPlanner, at: Configuration, token: int | None, tabl
 def _check(configuration: Any) -> None:
     if not isinstance(configuration, Configuration):
         raise StdslError(f"expected a Configuration, got {type(configuration).__name__}")
-
-
-def configuration_of(control: RowState) -> Configuration:
-    """The configuration a row state samples at now (its log left out)."""
-    if not control.started:
-        raise GenerationError("call start() before reading the configuration")
-    return control.configuration

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, successor_lists
+from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
 
 INT16_MAX_STATES = 32767
 
@@ -283,17 +283,7 @@ class Automaton(ByteClassTable):
     def single_visit_cuts(self) -> list[int]:
         """Cut states no accepting run visits twice, in the order every run meets them."""
         cuts = np.flatnonzero(np.asarray(self.cut_states)).tolist()
-        if not cuts:
-            return []
-        indptr, indices = successor_lists(self.class_transitions)
-        distance = bfs_distances(indptr, indices, np.array([0]))
-        single = []
-        for cut in cuts:
-            successors = indices[indptr[cut] : indptr[cut + 1]]
-            if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
-                continue
-            single.append(cut)
-        return sorted(single, key=lambda c: int(distance[c]))
+        return single_visit(self.class_transitions, cuts) if cuts else []
 
     def shortest_completion(self, state: int) -> int:
         """Bytes of the shortest accepted completion from `state` (`min_bytes_to_accept`)."""

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from stdsl.compiler.automata.automaton import _cut_states
-from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
+from stdsl.compiler.automata.minimize import single_visit, successor_lists
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 
 
@@ -53,15 +53,7 @@ def body_cuts(machine: PushdownMachine, nonterminal: int) -> list[int]:
         table[row, : len(targets)] = targets
     accepting = np.asarray(grammar.accepting)[order]
     cuts = np.flatnonzero(_cut_states(table, accepting)).tolist()
-    indptr, indices = successor_lists(table)
-    distance = bfs_distances(indptr, indices, np.array([0]))
-    single = []
-    for cut in cuts:
-        successors = indices[indptr[cut] : indptr[cut + 1]]
-        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
-            continue
-        single.append(cut)
-    return [int(order[c]) for c in sorted(single, key=lambda c: int(distance[c]))]
+    return [int(order[c]) for c in single_visit(table, cuts)]
 
 
 def cut_configurations(machine: PushdownMachine) -> list[int]:

@@ -38,9 +38,9 @@ import numpy as np
 
 from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.controller import Controller, configuration_of
+from stdsl.control.controller import MAX_MASKS
 from stdsl.control.finish import finish_reason, finished_generation
-from stdsl.control.tables import machine_of
+from stdsl.control.tables import controller_of, machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.requests import (
@@ -105,7 +105,8 @@ class CertifiedDecoder:
         """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
-        self.controller = Controller.of(self.control)
+        self.controller = controller_of(compiled, engine.model.tokenizer, max_tokens=options.max_tokens,
+                                        healing=options.healing, masks=MAX_MASKS)
         """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
         self.pending = prompt_ids + self.control.start()
         self.automaton: Language = self.controller.machine
@@ -157,7 +158,7 @@ class CertifiedDecoder:
         yield from self._draft(jobs)
         document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
                             self.drafts, frontier, upcoming)
-        replay = replay_document(self.controller, configuration_of(self.control), len(self.control.committed),
+        replay = replay_document(self.controller, self.control.configuration, len(self.control.committed),
                                  self.pending, document, self.engine.model.tokenizer)
         starts = document.starts
         feed = replay.feed
