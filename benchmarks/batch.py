@@ -155,7 +155,7 @@ def mask_paths(model: Any, steps: int) -> dict[str, Any]:
     """Masks for 6 rows (the extraction schemas, each driven along its gold answer): rows on demand per row
     against one walk over the combined table of all rows' automata (D.2), median per engine step."""
     from stdsl.compiler.constraint import compile as compile_constraint
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.kernels.combined import CombinedTable
     from stdsl.kernels.walk import walk_next_states
     from stdsl.runtime.batch.requests import constraint_state

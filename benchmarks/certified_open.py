@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"
 from engine_oracle import sequential_greedy  # noqa: E402
 
 from stdsl.compiler.constraint import compile as compile_constraint  # noqa: E402
-from stdsl.control.pushdown_state import machine_of  # noqa: E402
-from stdsl.runtime.certified.cut_configurations import pushdown_block_plan  # noqa: E402
+from stdsl.compiler.pushdown.machine import PushdownMachine  # noqa: E402
+from stdsl.control.tables import machine_of  # noqa: E402
+from stdsl.runtime.certified.blocks import block_plan  # noqa: E402
 from stdsl.runtime.decode import generate  # noqa: E402
 from stdsl.runtime.model.loading import load  # noqa: E402
 
@@ -87,9 +88,9 @@ def main() -> None:
     for name in args.tasks.split(","):
         schema, prompts = task_outputs(name, args.prompts)
         machine = machine_of(compile_constraint(schema, strict=False))
-        if machine is None:
+        if not isinstance(machine, PushdownMachine):
             raise SystemExit(f"{name}: the schema compiled to a DFA, not a pushdown")
-        blocks = len(pushdown_block_plan(machine))
+        blocks = len(block_plan(machine))
         generate(model, "warm up", schema, max_tokens=args.max_tokens, strict=False)
         for variant, prompt in enumerate(prompts):
             began = time.perf_counter()

@@ -139,7 +139,7 @@ class OurEngine:
 
     def __init__(self) -> None:
         import stdsl  # noqa: F401  (imported here so the first compile does not pay for imports)
-        from stdsl.control.constraint_state import vocabulary_of
+        from stdsl.control.special_vocabulary import vocabulary_of
         from stdsl.model_files.tokenizer import Tokenizer
 
         self.tokenizer, self.tokenizer_s, self.tokenizer_malloc = measure_memory(Tokenizer.qwen)

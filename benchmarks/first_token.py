@@ -154,7 +154,9 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
     import llguidance.numpy
 
     import stdsl
-    from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.special_vocabulary import vocabulary_of
+    from stdsl.control.tables import Tables
 
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)
@@ -187,7 +189,7 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
         marks = [time.perf_counter()]
         automaton = stdsl.compile(schema).automaton
         marks.append(time.perf_counter())
-        shared = shared_tables(automaton, vocab)
+        shared = Tables.of(automaton, vocab)
         planner = shared.planner(tokenizer, True)
         marks.append(time.perf_counter())
         shared.budget(planner)

@@ -160,8 +160,8 @@ class QwenEngines:
         """stdsl's rows on demand: the cached mask of the current state (configuration) copied into the bitmask, by
         the fill the engine's rows serve (`RowCache.fill_bitmask`, `PushdownRows.fill_bitmask`).  The bitmask's row
         is taken once, outside the timed fill, as the peers get the whole bitmask and an index."""
-        from stdsl.control.pushdown_state import pushdown_tables
         from stdsl.control.special_vocabulary import vocabulary_for
+        from stdsl.control.tables import Tables
         from stdsl.kernels.rows import RowCache
 
         vocab = vocabulary_for(self.tokenizer, constraint)  # the engine's: special tokens spelled where used
@@ -182,7 +182,7 @@ class QwenEngines:
                 state[0] = int(cache.advance(state[0], token))
 
             return fill_dfa, advance_dfa, lambda: state.__setitem__(0, start)
-        rows = pushdown_tables(constraint.machine, vocab).rows
+        rows = Tables.of(constraint.machine, vocab).rows
         config = [constraint.machine.start]
 
         def fill_pushdown() -> None:

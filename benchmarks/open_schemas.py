@@ -100,11 +100,8 @@ def undeclared_members(instance: Any, schema: Any, root: Any) -> int:
 def controller(constraint: Any, tokenizer: Any, vocab: Any) -> Any:
     """A fresh controller of a constraint without a budget (pushdown or DFA)."""
     from stdsl.control.constraint_state import ConstraintState
-    from stdsl.control.pushdown_state import PushdownState
 
-    machine = getattr(constraint, "machine", None)
-    return (PushdownState(machine, tokenizer, vocab) if machine is not None
-            else ConstraintState(constraint.automaton, tokenizer, vocab))
+    return ConstraintState(constraint, tokenizer, vocab)
 
 
 def replay(constraint: Any, tokenizer: Any, vocab: Any, text: bytes) -> tuple[list[int], list[int]]:
@@ -135,9 +132,9 @@ def replay(constraint: Any, tokenizer: Any, vocab: Any, text: bytes) -> tuple[li
 
 def true_minimum(machine: Any, tokenizer: Any, vocab: Any) -> tuple[int, int]:
     """Fewest tokens of a valid output under the table policy (uniform-cost search) and configurations expanded."""
-    from stdsl.control.pushdown_state import pushdown_tables
+    from stdsl.control.tables import Tables
 
-    rows = pushdown_tables(machine, vocab).rows
+    rows = Tables.of(machine, vocab).rows
 
     def chain(config: int) -> tuple[int, int]:
         forced = machine.forced_chain(config)
@@ -164,13 +161,10 @@ def true_minimum(machine: Any, tokenizer: Any, vocab: Any) -> tuple[int, int]:
 def least_budget(constraint: Any, tokenizer: Any, vocab: Any) -> tuple[int, bool, float]:
     """The engine's least budget (what its BudgetError names), whether it was exact, and the seconds to find it."""
     from stdsl.control.constraint_state import ConstraintState
-    from stdsl.control.pushdown_state import PushdownState
     from stdsl.errors import BudgetError
 
-    machine = getattr(constraint, "machine", None)
     began = time.perf_counter()
-    control = (PushdownState(machine, tokenizer, vocab, max_tokens=1) if machine is not None
-               else ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=1))
+    control = ConstraintState(constraint, tokenizer, vocab, max_tokens=1)
     try:
         control.start()
     except BudgetError:
@@ -186,11 +180,10 @@ class MaskClock:
 
     def __init__(self) -> None:
         from stdsl.control.constraint_state import ConstraintState
-        from stdsl.control.pushdown_state import PushdownState
 
         self.seconds: list[float] = []
         self._depth = 0
-        for cls in (ConstraintState, PushdownState):
+        for cls in (ConstraintState,):
             cls.mask = self._timed(cls.__dict__["mask"])  # type: ignore[method-assign]
 
     def _timed(self, mask: Any) -> Any:
@@ -243,7 +236,7 @@ def main() -> int:
         (RESULTS / "open_schemas.md").write_text(report(saved["rows"], saved["max_tokens"], saved["command"]))
         return 0
     import stdsl
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.runtime.model.loading import load
 
     model = load()

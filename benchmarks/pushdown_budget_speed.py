@@ -58,10 +58,10 @@ def constraints(tasks: set[str] | None) -> list[tuple[str, Any, list[int | None]
 
 def least_budget(machine: Any, tokenizer: Any, vocab: Any) -> int:
     """The engine's least budget (what its BudgetError names)."""
-    from stdsl.control.pushdown_state import PushdownState
+    from stdsl.control.constraint_state import ConstraintState
     from stdsl.errors import BudgetError
 
-    probe = PushdownState(machine, tokenizer, vocab, max_tokens=1)
+    probe = ConstraintState(machine, tokenizer, vocab, max_tokens=1)
     try:
         probe.start()
     except BudgetError:
@@ -73,10 +73,10 @@ def least_budget(machine: Any, tokenizer: Any, vocab: Any) -> int:
 def walk(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int, seed: int) -> tuple[list[float], list[float], int]:
     """(mask seconds, mask-and-advance seconds) per step of one random walk under the budget, and the answers its
     budget has given by a bound so far (the budget is shared by every walk on the grammar)."""
-    from stdsl.control.pushdown_state import PushdownState
+    from stdsl.control.constraint_state import ConstraintState
 
     rng = random.Random(seed)
-    control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
     control.start()
     masks, steps = [], []
     while not control.finished:
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pushdown_budget_speed.md"))
     args = parser.parse_args()
 
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.model_files.gguf import GGUFFile
     from stdsl.model_files.tokenizer import Tokenizer
     from stdsl.runtime.model.loading import embedded_gguf_path

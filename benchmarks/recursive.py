@@ -34,8 +34,8 @@ from decode import Run, Task, ForwardTimer, make_drivers, run_loop, token_text  
 from peers import fill_times, malloc_in_use, version_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
-from stdsl.control.pushdown_state import pushdown_tables  # noqa: E402
-from stdsl.control.constraint_state import vocabulary_of  # noqa: E402
+from stdsl.control.tables import Tables  # noqa: E402
+from stdsl.control.special_vocabulary import vocabulary_of  # noqa: E402
 from xgrammar_driver import XGrammarDriver  # noqa: E402
 
 bind_blas()  # MKL for MLX's CPU matmuls before anything is timed (stdsl.load binds it too)
@@ -69,7 +69,7 @@ def run_stdsl(model: Any, task: Task, max_tokens: int, run: Run) -> int:
     run.text, run.tokens, run.finish = result.text, list(result.tokens), result.finish_reason
     run.passes, run.sampled_tokens, run.forced_tokens = stats.passes, stats.sampled_tokens, stats.forced_tokens
     run.output_tokens = stats.emitted_tokens
-    rows = pushdown_tables(constraint.machine, vocabulary_of(model.tokenizer)).rows
+    rows = Tables.of(constraint.machine, vocabulary_of(model.tokenizer)).rows
     return constraint.nbytes + rows.nbytes
 
 

@@ -43,10 +43,10 @@ def constraints() -> list[tuple[str, Any]]:
 
 def bound(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int) -> int:
     """least_output_tokens of a pushdown controller started under `max_tokens`."""
-    from stdsl.control.pushdown_state import PushdownState
+    from stdsl.control.constraint_state import ConstraintState
     from stdsl.errors import BudgetError
 
-    control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
     try:
         control.start()
     except BudgetError:
@@ -57,9 +57,9 @@ def bound(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int) -> int:
 
 def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:
     """Fewest tokens of a valid output (breadth-first over configurations) and the configurations visited."""
-    from stdsl.control.pushdown_state import pushdown_tables
+    from stdsl.control.tables import Tables
 
-    rows = pushdown_tables(machine, vocab).rows
+    rows = Tables.of(machine, vocab).rows
     frontier, seen = {machine.start}, {machine.start}
     for length in range(limit + 1):
         if any(machine.config_accepts(c) for c in frontier):
@@ -74,7 +74,7 @@ def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:
 
 
 def main() -> int:
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.model_files.tokenizer import Tokenizer
     from stdsl.runtime.model.loading import embedded_gguf_path
 

@@ -63,7 +63,7 @@ class Stdsl:
     """stdsl's server compile (`build_constraint`) and the first mask on the Qwen3.5 vocabulary."""
 
     def __init__(self) -> None:
-        from stdsl.control.constraint_state import vocabulary_of
+        from stdsl.control.special_vocabulary import vocabulary_of
         from stdsl.model_files.tokenizer import Tokenizer
 
         self.vocab = vocabulary_of(Tokenizer.qwen())

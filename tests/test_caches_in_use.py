@@ -21,15 +21,11 @@ TREE = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "ar
 
 def _drive(compiled, tokenizer) -> None:
     """Start a controller on `compiled` with a budget and ask one mask (builds the shared tables, planner, budget)."""
-    from stdsl.control.constraint_state import ConstraintState, vocabulary_of
-    from stdsl.control.pushdown_state import PushdownState
+    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(tokenizer)
-    machine = getattr(compiled, "machine", None)
-    if machine is not None:
-        state = PushdownState(machine, tokenizer, vocab, max_tokens=200)
-    else:
-        state = ConstraintState(compiled.automaton, tokenizer, vocab, max_tokens=200)
+    state = ConstraintState(compiled, tokenizer, vocab, max_tokens=200)
     state.start()
     assert state.mask().any()
 
@@ -39,7 +35,7 @@ def test_a_decode_fills_the_registry_and_clear_empties_every_kind(smollm2_tokeni
     _drive(stdsl.compile(PERSON), smollm2_tokenizer)
     _drive(stdsl.compile(TREE), smollm2_tokenizer)
     stats = stdsl.caches.stats()
-    for kind in ("compiled constraints", "vocabularies", "shared tables", "forced planners", "pushdown tables",
+    for kind in ("compiled constraints", "vocabularies", "constraint tables", "forced planners", "pushdown budgets",
                  "token spellings", "split memos"):
         assert stats[kind].entries >= 1 and stats[kind].bytes > 0, (kind, stats[kind])
     assert stats["forced planners"].bytes < stats["vocabularies"].bytes  # a planner's memos, not the shared bytes

@@ -102,7 +102,7 @@ def violations(unit: str, line: int, module: str) -> str | None:
 def test_the_rule_tells_layers_apart() -> None:
     assert violations("stdsl.control", 1, "stdsl.kernels.rows.RowCache") is None
     assert violations("stdsl.control", 1, "stdsl.runtime.options") is not None
-    assert violations("stdsl.kernels", 1, "stdsl.control.constraint_state.shared_tables") is not None
+    assert violations("stdsl.kernels", 1, "stdsl.control.tables.Tables") is not None
     assert violations("stdsl.integrations", 1, "stdsl.server.constraints") is not None
     assert violations("stdsl.integrations", 1, "torch") is None
     assert violations("stdsl.integrations", 1, "mlx.core") is not None

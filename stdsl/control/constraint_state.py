@@ -1,10 +1,10 @@
-"""A row's constraint state: the configuration its controller moved it to, plus the log of what it emitted.
+"""A row's constraint state: its controller and the frozen log of what it emitted (`log.Log`).
 
-Every decision (masks, the canonical split, forced spans, the budget) is the controller's
-(`stdsl.control.controller`), a pure function of the frozen configuration; a row state keeps the
-configuration it samples at and the output so far (tokens, bytes, forced count), which the engine
-and certified drafts read. Also the tables every row of an automaton shares (rows on demand, the
-planner, the budget table) and the vocabulary of a runtime tokenizer.
+Every decision (masks, the canonical split, forced spans, the budget, the finish reason) is the controller's
+(`stdsl.control.controller`), a pure function of the frozen configuration; a row state holds the controller
+and the log (the configuration it samples at, tokens, bytes, forced count), which each move replaces; the
+engine and certified drafts read them. A reasoning model's thinking budget narrows the masks as a callback
+of the controller's singleton loop.
 """
 
 from __future__ import annotations
@@ -14,33 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.caches import CacheKind
-from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS, UNREACHABLE, BudgetTable
-from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
-from stdsl.control.controller import ROW_MASKS, Controller, Move, write_words
+from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move, Narrowing, TokenRows, write_words
+from stdsl.control.log import Log
 from stdsl.control.reasoning_budget import ReasoningPolicy
+from stdsl.control.special_vocabulary import vocabulary_for
 from stdsl.control.split.planner import BoundaryCover, ForcedPlanner, Plan, PreTokenizingTokenizer, Window
+from stdsl.control.tables import Tables
 from stdsl.errors import GenerationError
-from stdsl.kernels.rows import RowCache
 from stdsl.kernels.token_mask import pack_words
-from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
-
-_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("vocabularies")
-
-
-def vocabulary_of(tokenizer: Any) -> Vocabulary:
-    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer
-    (a `stdsl.caches` entry)."""
-    return _VOCABULARIES.get((tokenizer,), lambda: _build_vocabulary(tokenizer))
-
-
-def _build_vocabulary(tokenizer: Any) -> Vocabulary:
-    if getattr(tokenizer, "hf", None) is not None:
-        from stdsl.kernels.vocab_sources import vocabulary_from_hf
-
-        return vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
-    specials = getattr(tokenizer, "special_tokens", {}).values()
-    return Vocabulary(TokenBytes(tokenizer.token_bytes, specials), tokenizer.eos_ids)
+from stdsl.kernels.vocabulary import Vocabulary
 
 
 class ConstraintState:
@@ -59,39 +41,64 @@ class ConstraintState:
 
     def __init__(
         self,
-        automaton: Any,
+        machine: Any,
         tokenizer: PreTokenizingTokenizer,
         vocab: Vocabulary,
         *,
         max_tokens: int | None = None,
         healing: bool = True,
-        rows: RowCache | None = None,
-        budget: BudgetTable | None = None,
+        budget: Any = None,
     ) -> None:
-        shared = shared_tables(automaton, vocab)
-        planner = shared.planner(tokenizer, healing)
-        if max_tokens is not None and budget is None:
-            budget = shared.budget(planner)
-        self._begin(Controller(automaton, vocab, planner, rows if rows is not None else shared.rows,
-                               max_tokens=max_tokens, budget=budget if max_tokens is not None else None,
-                               masks=ROW_MASKS))
+        self._begin(Tables.of(machine, vocab).controller(tokenizer, max_tokens=max_tokens, healing=healing,
+                                                         budget=budget))
+
+    @classmethod
+    def of(cls, compiled: Any, tokenizer: PreTokenizingTokenizer, *, max_tokens: int | None,
+           healing: bool = True) -> ConstraintState:
+        """A fresh (not started) row state of a compiled constraint for a runtime tokenizer, over the vocabulary it
+        needs (the shared one, or the variant spelling its special tokens); StdslError naming anything else."""
+        return cls(compiled, tokenizer, vocabulary_for(tokenizer, compiled), max_tokens=max_tokens, healing=healing)
 
     def _begin(self, controller: Controller) -> None:
         """Start the log empty before `start`, at the controller's initial configuration."""
         self.controller = controller
         self.fresh = len(controller.rows) == 0
         """Whether its automaton's rows were all still to compute when this state was made (a new grammar)."""
-        self.configuration = controller.initial()
-        self.committed = bytearray()
-        self.tokens: list[int] = []
-        self.forced_count = 0
+        self.log = Log(controller.initial())
+        """What the output emitted (a frozen `Log`: each move replaces it, so a fork keeps the one it copied)."""
         self.started = False
+
+    # ------------------------------------------------------------------ the log
+
+    @property
+    def configuration(self) -> Configuration:
+        """The configuration the row samples at."""
+        return self.log.configuration
+
+    @configuration.setter
+    def configuration(self, value: Configuration) -> None:
+        self.log = replace(self.log, configuration=value)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The tokens fed so far (a copy)."""
+        return list(self.log.tokens)
+
+    @property
+    def committed(self) -> bytes:
+        """The bytes the fed tokens spell."""
+        return self.log.data
+
+    @property
+    def forced_count(self) -> int:
+        """How many of the fed tokens were forced."""
+        return self.log.forced
 
     # ------------------------------------------------------------------ the controller's parts
 
     @property
     def automaton(self) -> Any:
-        return self.controller.automaton
+        return self.controller.machine
 
     @property
     def vocab(self) -> Vocabulary:
@@ -102,7 +109,7 @@ class ConstraintState:
         return self.controller.planner
 
     @property
-    def rows(self) -> RowCache:
+    def rows(self) -> TokenRows:
         return self.controller.rows
 
     @property
@@ -173,14 +180,14 @@ class ConstraintState:
     @property
     def decided(self) -> bytes:
         """All output bytes decided so far: fed tokens plus held-back forced bytes."""
-        return bytes(self.committed) + self.pending
+        return self.log.decided
 
     def mask(self) -> np.ndarray:
         """Admissible tokens at the current sampling configuration (bool (V,), a fresh array; eos included iff
         accepting), narrowed by the row's reasoning policy if it has one."""
         allowed = self._sampling_mask().copy()
         if self.reasoning is not None:
-            allowed = self.reasoning.restrict(self, allowed)
+            allowed = self.reasoning.restrict(self.log, allowed, self.planner.spellings)
         return allowed
 
     def fill(self, out: np.ndarray) -> None:
@@ -189,18 +196,23 @@ class ConstraintState:
         if self.reasoning is not None:
             write_words(pack_words(self.mask()), out)
             return
-        configuration = self.configuration
-        self._sampling_mask()
-        self.controller.fill([configuration], out[None])
-
-    def _sampling_mask(self) -> np.ndarray:
-        """The controller's mask at the sampling configuration (read-only), noting when the budget shapes it."""
         if self.finished:
             raise GenerationError("the output is finished; no further token is admissible")
-        allowed, shaped = self.controller.shaped_mask(self.configuration)
-        if shaped and not self.budget_shaped:
-            self.configuration = replace(self.configuration, budget_shaped=True)
+        self.controller.fill([self.configuration], out[None])
+
+    def _sampling_mask(self) -> np.ndarray:
+        """The controller's mask at the sampling configuration (read-only)."""
+        if self.finished:
+            raise GenerationError("the output is finished; no further token is admissible")
+        allowed: np.ndarray = self.controller.mask(self.configuration)
         return allowed
+
+    def _narrowing(self) -> Narrowing | None:
+        """The row policy's narrowing of the masks the controller's singleton loop asks, from this log on."""
+        policy, log, spellings = self.reasoning, self.log, self.planner.spellings
+        if policy is None:
+            return None
+        return lambda move, allowed: policy.restrict(log.apply(move), allowed, spellings)
 
     def least_tokens(self, plan: Plan) -> int:
         """Tokens the output needs at least if `plan` is taken now: its own plus need(next state)."""
@@ -220,8 +232,7 @@ class ConstraintState:
         if self.started:
             raise GenerationError("start() was already called for this output")
         self.started = True
-        move = self.controller.start(singletons=self.reasoning is None)
-        return self._record(move) + self._narrowed_singletons()
+        return self._record(self.controller.start(self._narrowing()))
 
     def advance(self, token: int) -> list[int]:
         """Take the sampled `token`; return the tokens to feed in one pass (empty after eos)."""
@@ -229,92 +240,15 @@ class ConstraintState:
             raise GenerationError("call start() before advance()")
         if self.finished:
             raise GenerationError("the output is finished; no further token can be taken")
-        move = self.controller.advance(self.configuration, token, singletons=self.reasoning is None)
-        return self._record(move) + self._narrowed_singletons()
+        return self._record(self.controller.advance(self.configuration, token, self._narrowing()))
 
     def place(self, move: Move) -> list[int]:
         """Start the log over with a move from elsewhere (`Controller.start_at`: a draft placed at a block's entry);
         the move's tokens, all forced."""
-        self.committed, self.tokens, self.forced_count, self.started = bytearray(), [], 0, True
+        self.log, self.started = Log(self.controller.initial(), sampled=self.log.sampled), True
         return self._record(move)
 
-    def _record(self, move: Move, forced: bool = False) -> list[int]:
-        """Log a move's tokens and take its configuration (`forced`: its first token was decided, not sampled)."""
-        feed = list(move.feed)
-        self.tokens.extend(feed)
-        self.committed += self.planner.spell(feed)
-        self.forced_count += move.forced + (1 if forced and feed else 0)
-        self.configuration = move.configuration
-        return feed
-
-    def _narrowed_singletons(self) -> list[int]:
-        """Under a reasoning policy, take every next token its narrowed mask leaves no choice about (the controller
-        takes its own singletons for every other row), so they ride in the same pass as what came before."""
-        tokens: list[int] = []
-        while self.reasoning is not None and not self.finished:
-            allowed = np.flatnonzero(self.mask())
-            if len(allowed) != 1:
-                break
-            token = int(allowed[0])
-            if self.vocab.eos[token]:
-                self.finished = True
-                break
-            tokens += self._record(self.controller.advance(self.configuration, token, singletons=False), forced=True)
-        return tokens
-
-
-class SharedTables:
-    """Per (automaton, vocabulary) state shared by every request: rows on demand and the budget table."""
-
-    def __init__(self, automaton: Any, vocab: Vocabulary) -> None:
-        self.automaton = automaton
-        self.vocab = vocab
-        self.rows = RowCache(automaton, vocab)
-        self._budget: BudgetTable | None = None
-
-    def planner(self, tokenizer: PreTokenizingTokenizer, healing: bool) -> ForcedPlanner:
-        """The forced planner for a tokenizer (its caches of stable tails and covers are shared too; a
-        `stdsl.caches` entry that goes with these tables)."""
-        return _PLANNERS.get((self, tokenizer),
-                             lambda: ForcedPlanner(self.automaton, tokenizer, self.vocab.token_bytes, healing),
-                             (healing,))
-
-    def budget(self, planner: ForcedPlanner) -> BudgetTable:
-        """The budget table, built on first use."""
-        if self._budget is None:
-            self._budget = budget_table_for(self.automaton, self.vocab, planner)
-        return self._budget
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the rows on demand and the budget table (the automaton and vocabulary are counted where they
-        are kept)."""
-        budget = self._budget
-        return self.rows.nbytes + (budget.nbytes if budget is not None else 0)
-
-
-_PLANNERS: CacheKind[ForcedPlanner] = CacheKind("forced planners")
-_SHARED: CacheKind[SharedTables] = CacheKind("shared tables")
-
-
-def shared_tables(automaton: Any, vocab: Vocabulary) -> SharedTables:
-    """The shared tables of an automaton under a vocabulary (a `stdsl.caches` entry: least recently used go first
-    past the registry's byte budget)."""
-    return _SHARED.get((automaton, vocab), lambda: SharedTables(automaton, vocab))
-
-
-MAX_UNCAPPED_ENTRIES = 50_000_000
-"""States x vocabulary up to which a budget question may walk every row it reaches (at most the whole table once);
-past it each question walks at most `MAX_QUESTION_ROWS` new rows."""
-
-
-def budget_table_for(automaton: Any, vocab: Vocabulary, planner: ForcedPlanner) -> BudgetTable:
-    """need(q) for the automaton, searched on demand over token rows behind the byte bound of `chain_bound`, which
-    settles every question far from the limit: a new grammar's first mask walks no token row for its budget, and near
-    the limit only the rows of states a search reaches are walked. Exact up to `MAX_UNCAPPED_ENTRIES`; past it, exact
-    wherever a question settles within its rows, else answered by the bound (sound, at most a little early to close).
-    """
-    chain_end, chain_bytes = forced_chains(automaton, planner.chain)
-    bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
-    rows = UNREACHABLE if automaton.num_states * vocab.size <= MAX_UNCAPPED_ENTRIES else MAX_QUESTION_ROWS
-    return BudgetTable(np.asarray(automaton.accepting), row_successors(automaton, vocab), bound, rows)
+    def _record(self, move: Move) -> list[int]:
+        """Apply a move to the log; its tokens to feed."""
+        self.log = self.log.apply(move)
+        return list(move.feed)

@@ -8,9 +8,9 @@ yields to the budget and to liveness: where it would leave no admissible token, 
 A `Configuration` is frozen and hashable; `advance` returns the next one and the tokens to feed without
 touching the one it was given (so a fork is just a kept configuration); masks are memoized per configuration
 and filled for many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar's and vLLM's
-processors take). The DFA and the pushdown (`pushdown_state.PushdownController`) are the same controller
+processors take). The DFA and the pushdown (`pushdown_controller.PushdownController`) are the same controller
 over different tables; the budget, cover, canonical split and forced spans live here, once. A row state
-(`ConstraintState`) is a configuration plus the log of what its row emitted, moved by its controller.
+(`ConstraintState`) is a controller plus the frozen log of what its row emitted (`log.Log`).
 
 A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output), so a
 controller never applies it.
@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
+from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.rows import RowCache
-from stdsl.kernels.token_mask import pack_words
+from stdsl.kernels.token_mask import TokenMask, pack_words
 from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_MASKS = 256
@@ -60,23 +60,42 @@ class Configuration:
     decoding without a budget gives (the finish reason is then "length", never "stop")."""
 
 
-class RowState(Protocol):
-    """What a row state (`constraint_state.ConstraintState`) shows of itself here: its controller and the
-    configuration it samples at."""
+class TokenRows(Protocol):
+    """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown_rows.PushdownRows`)."""
 
-    started: bool
-    controller: Controller
-    configuration: Configuration
+    def token_mask(self, state: int) -> TokenMask: ...
+
+    def next_states(self, state: int) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+class CostTable(Protocol):
+    """The budget's cost table of Theorem 21 (`BudgetTable` for a DFA, `PushdownBudget`)."""
+
+    def need_at(self, state: int) -> int: ...
+
+    def fits(self, state: int, spent: int, remaining: int) -> bool: ...
+
+    def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
 
 
 @dataclass(frozen=True)
 class Move:
     """One step of a controller: the configuration it reaches, the tokens to feed (the sampled token's canonical
-    re-split and the forced span after it; empty after eos), and how many of them were forced."""
+    re-split and the forced span after it; empty after eos), how many of them were forced, the bytes they spell,
+    and the token sampled (None for a start)."""
 
     configuration: Configuration
     feed: tuple[int, ...]
     forced: int
+    data: bytes = b""
+    sampled: int | None = None
+
+
+Narrowing = Callable[[Move, np.ndarray], np.ndarray]
+"""A row policy's narrowing of a mask (a reasoning budget): given the move so far and the mask at its configuration
+(read-only), the tokens the row still admits. The controller's singleton loop takes what it leaves single."""
 
 
 class Controller:
@@ -86,12 +105,14 @@ class Controller:
     the cost table of Theorem 21 (None: no budget; `max_tokens` is then None too). `masks` masks are memoized.
     """
 
-    def __init__(self, automaton: Any, vocab: Vocabulary, planner: ForcedPlanner, rows: RowCache, *,
-                 max_tokens: int | None = None, budget: BudgetTable | None = None, masks: int = MAX_MASKS) -> None:
+    def __init__(self, machine: ByteMachine, vocab: Vocabulary, planner: ForcedPlanner, rows: TokenRows, *,
+                 max_tokens: int | None = None, budget: CostTable | None = None, masks: int = MAX_MASKS) -> None:
         if (max_tokens is None) != (budget is None):
             raise StdslError("a controller has a budget table exactly when it has max_tokens")
-        self.automaton = automaton
-        """The DFA stepped (the pushdown machine for a `PushdownController`)."""
+        self.machine = machine
+        """The byte machine stepped (a DFA, or a pushdown's configuration ids for a `PushdownController`)."""
+        self.start_state = machine.start
+        """The state every output starts in."""
         self.vocab = vocab
         self.planner = planner
         self.rows = rows
@@ -105,17 +126,8 @@ class Controller:
         """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
 
-    pushdown = False
-    """Whether configurations are a pushdown's (states are configuration ids; masks come only from `mask`)."""
-    start_state = 0
-    """The state every output starts in."""
-
-    @classmethod
-    def of(cls, row: RowState, masks: int = MAX_MASKS) -> Controller:
-        """The controller of a row state that has not started (its tables and budget), with its own mask memo."""
-        if row.started:
-            raise StdslError("a controller is taken from a row state that has not started")
-        return row.controller.with_masks(masks)
+    host_masks_only = False
+    """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
 
     def with_masks(self, masks: int) -> Controller:
         """This controller with a memo of its own that keeps `masks` masks."""
@@ -135,9 +147,9 @@ class Controller:
 
     # ------------------------------------------------------------------ moves
 
-    def start(self, singletons: bool = True) -> Move:
+    def start(self, narrow: Narrowing | None = None) -> Move:
         """The first configuration and the forced prefix φ(c0) to feed with the prompt (BudgetError: nothing fits).
-        `singletons=False` leaves the tokens the mask alone would decide to the caller (a row policy narrows them)."""
+        `narrow`: a row policy's narrowing of each mask the singleton loop asks (`Narrowing`)."""
         at = self.initial()
         plan = self.planner.plan(at.window, at.state, b"", None)
         remaining = at.remaining
@@ -152,16 +164,16 @@ class Controller:
             if not fitting:
                 raise GenerationError("no plan of the forced prefix fits although the shortest output does")
             plan = fitting[0]
-        return self._moved(at, plan, None, singletons)
+        return self._moved(at, plan, None, narrow)
 
     def start_at(self, state: int) -> Move:
         """A fresh output placed at `state` (no tokens left counted): the forced tokens it begins with."""
         at = Configuration(state, remaining=self.max_tokens)
-        return self._moved(at, self.planner.plan(at.window, state, b"", None), None, True)
+        return self._moved(at, self.planner.plan(at.window, state, b"", None), None, None)
 
-    def advance(self, configuration: Configuration, token: int, singletons: bool = True) -> Move:
+    def advance(self, configuration: Configuration, token: int, narrow: Narrowing | None = None) -> Move:
         """The move on `token` from `configuration` (GenerationError: the token is not admissible there); the
-        configuration given is left as it was. `singletons` as in `start`."""
+        configuration given is left as it was. `narrow` as in `start`."""
         if configuration.finished:
             raise GenerationError("the output is finished; no further token can be taken")
         allowed, shaped = self._mask_of(configuration)
@@ -176,18 +188,21 @@ class Controller:
             raise GenerationError(f"token {token} is not admissible at this configuration")
         at = replace(configuration, budget_shaped=shaped)
         if self.vocab.eos[token]:
-            return Move(replace(at, finished=True), (), 0)
+            return Move(replace(at, finished=True), (), 0, sampled=token)
         plan, at = self._plan_after(at, token)
-        return self._moved(at, plan, token, singletons)
+        return self._moved(at, plan, token, narrow)
 
-    def _moved(self, at: Configuration, plan: Plan, sampled: int | None, singletons: bool) -> Move:
-        """Take `plan` (after the sampled token, if any), then every token the mask leaves no choice about."""
+    def _moved(self, at: Configuration, plan: Plan, sampled: int | None, narrow: Narrowing | None) -> Move:
+        """Take `plan` (after the sampled token, if any), then every token the mask (narrowed by `narrow`) leaves no
+        choice about."""
         at = self._take(at, plan)
         feed = list(plan.tokens)
         forced = len(feed) - (1 if sampled is not None else 0)
-        while singletons and not at.finished:
+        while not at.finished:
             allowed, shaped = self._mask_of(at)
             at = replace(at, budget_shaped=shaped)
+            if narrow is not None:
+                allowed = narrow(Move(at, tuple(feed), forced, self.spell(feed), sampled), allowed)
             only = np.flatnonzero(allowed)
             if len(only) != 1:
                 break
@@ -199,7 +214,7 @@ class Controller:
             at = self._take(at, plan)
             feed += plan.tokens
             forced += len(plan.tokens)
-        return Move(at, tuple(feed), forced)
+        return Move(at, tuple(feed), forced, self.spell(feed), sampled)
 
     def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
         """The canonical plan after `token`, or a fallback (`_fallbacks`) when the canonical one breaks the budget."""
@@ -369,15 +384,18 @@ class Controller:
 
     def accepting(self, configuration: Configuration) -> bool:
         """Whether the output may end at `configuration` (nothing held back, an accepting state)."""
-        return not configuration.pending and bool(self.automaton.accepting[configuration.state])
+        return not configuration.pending and bool(self.machine.accepting[configuration.state])
 
-    def finish_reason(self, configuration: Configuration, eos_sampled: bool) -> str:
-        """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'eos'
-        when the model drew eos, 'stop' when the constraint admits nothing more: no byte, or none the tokenizer's own
-        split can write after the tokens so far (after "b" under "b" | "bc", where the vocabulary spells "bc" as one
-        token, only the end is left)."""
+    def finish_reason(self, configuration: Configuration, eos_sampled: bool, stopped: bool = False) -> str:
+        """'length' when the token budget shaped the output (or ran out where the constraint admits more), 'stop' when
+        a stop string ended it (`stopped`), 'eos' when the model drew eos, 'stop' when the constraint admits nothing
+        more: no byte, or none the tokenizer's own split can write after the tokens so far (after "b" under "b" |
+        "bc", where the vocabulary spells "bc" as one token, only the end is left). The one finish rule: every
+        surface asks it here."""
         if configuration.budget_shaped:
             return "length"
+        if stopped:
+            return "stop"
         if eos_sampled:
             return "eos"
         if self.planner.live_count[configuration.state] == 0:
@@ -404,17 +422,10 @@ def held_plan(planner: ForcedPlanner, at: Configuration, token: int | None, tabl
     window = Window(window.text + spelled, window.starts + ((len(window.text),) if fed else ()), window.tokens + fed,
                     window.forced_end)
     pending = table.decided[len(spelled):]
-    return replace(table, tokens=fed, state=planner.automaton.step(at.state, spelled), pending=pending, cover=None,
+    return replace(table, tokens=fed, state=planner.machine.step(at.state, spelled), pending=pending, cover=None,
                    window=window, finished=table.finished and not pending)
 
 
 def _check(configuration: Any) -> None:
     if not isinstance(configuration, Configuration):
         raise StdslError(f"expected a Configuration, got {type(configuration).__name__}")
-
-
-def configuration_of(control: RowState) -> Configuration:
-    """The configuration a row state samples at now (its log left out)."""
-    if not control.started:
-        raise GenerationError("call start() before reading the configuration")
-    return control.configuration

@@ -15,10 +15,11 @@ from stdsl.errors import GenerationError
 from stdsl.generation import Generation, Stats
 
 
-def finish_reason(control: ConstraintState, eos_sampled: bool) -> str:
-    """'length' when the token budget shaped the output (or the output could go on), 'eos' when the model drew
-    eos, 'stop' when the constraint admits nothing more (`Controller.finish_reason`)."""
-    return control.controller.finish_reason(control.configuration, eos_sampled)
+def finish_reason(control: ConstraintState, eos_sampled: bool, stopped: bool = False) -> str:
+    """'length' when the token budget shaped the output (or the output could go on), 'stop' for a stop string
+    (`stopped`), 'eos' when the model drew eos, 'stop' when the constraint admits nothing more: the controller's
+    rule (`Controller.finish_reason`)."""
+    return control.controller.finish_reason(control.configuration, eos_sampled, stopped)
 
 
 def finished_generation(control: ConstraintState, stats: Stats, reason: str, parser: Callable[[str], Any] | None,

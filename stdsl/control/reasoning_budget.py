@@ -11,10 +11,10 @@ tag), the mask is left as it is, as the boundary cover yields to it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from stdsl.control.log import Log
+from stdsl.control.split.token_spellings import TokenSpellings
 from stdsl.control.thinking_region import ThinkingRegion
 
 
@@ -26,22 +26,22 @@ class ReasoningPolicy:
         self.budget = budget
         self._opened_at: int | None = None
 
-    def thinking_tokens(self, control: Any) -> int:
+    def thinking_tokens(self, log: Log) -> int:
         """Tokens emitted inside the block so far (0 before it opens)."""
-        if not self.region.thinking_open(control.decided):
-            return 0 if self._opened_at is None else len(control.tokens) - self._opened_at
+        emitted = len(log.tokens)
+        if not self.region.thinking_open(log.decided):
+            return 0 if self._opened_at is None else emitted - self._opened_at
         if self._opened_at is None:
-            self._opened_at = len(control.tokens)
-        return len(control.tokens) - self._opened_at
+            self._opened_at = emitted
+        return emitted - self._opened_at
 
-    def restrict(self, control: Any, allowed: np.ndarray) -> np.ndarray:
-        """`allowed` with only closing tokens kept once the block is open and its budget spent."""
-        decided = control.decided
+    def restrict(self, log: Log, allowed: np.ndarray, spellings: TokenSpellings) -> np.ndarray:
+        """`allowed` with only closing tokens kept once the block is open and its budget spent (after `log`)."""
+        decided = log.decided
         if self.budget is None or not self.region.thinking_open(decided):
             return allowed
-        if self.thinking_tokens(control) < self.budget:
+        if self.thinking_tokens(log) < self.budget:
             return allowed
-        spellings = control.planner.spellings
         for rest in (self.region.closing_rest(decided), self.region.close):
             closing = allowed & spellings.agreeing_with(rest) & (spellings.lengths > 0)
             if closing.any():

@@ -1,4 +1,4 @@
-"""The vocabulary of a constraint that uses special tokens: those tokens spelled by their private bytes.
+"""The vocabularies constraints decode with: a tokenizer's shared one, and the variant spelling special tokens.
 
 The shared vocabulary of a tokenizer gives special tokens no bytes, so no constraint allows them.
 A grammar that names `<|python_tag|>` compiles it to 0xFF · text · 0xFF (`compiler.special_tokens`);
@@ -18,11 +18,26 @@ from typing import Any
 from stdsl.caches import CacheKind
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spelling
-from stdsl.control.constraint_state import vocabulary_of
 from stdsl.errors import CompileError
-from stdsl.kernels.vocabulary import Vocabulary
+from stdsl.kernels.vocabulary import TokenBytes, Vocabulary
 
+_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("vocabularies")
 _SPECIAL_VOCABULARIES: CacheKind[Vocabulary] = CacheKind("special vocabularies")
+
+
+def vocabulary_of(tokenizer: Any) -> Vocabulary:
+    """The kernels' `Vocabulary` of a runtime `Tokenizer` (specials carry no bytes), built once per tokenizer
+    (a `stdsl.caches` entry)."""
+    return _VOCABULARIES.get((tokenizer,), lambda: _build_vocabulary(tokenizer))
+
+
+def _build_vocabulary(tokenizer: Any) -> Vocabulary:
+    if getattr(tokenizer, "hf", None) is not None:
+        from stdsl.kernels.vocab_sources import vocabulary_from_hf
+
+        return vocabulary_from_hf(tokenizer.hf, eos_ids=tokenizer.eos_ids)
+    specials = getattr(tokenizer, "special_tokens", {}).values()
+    return Vocabulary(TokenBytes(tokenizer.token_bytes, specials), tokenizer.eos_ids)
 
 
 def for_tokenizer(constraint: Any, tokenizer: Any) -> Any:

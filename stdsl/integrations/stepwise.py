@@ -4,8 +4,8 @@ stdsl's own loop feeds a sampled token and its forced span in one pass; an engin
 exactly one token per step, so here the controller's plan is queued and spent a token at a time:
 after a forced prefix or span the mask is the singleton of the next forced token, and only when the
 queue is empty is the controller's mask asked for.  The adapter keeps nothing but a `Controller`
-(`stdsl.control.controller`), the frozen configuration it has reached and the output's log (tokens,
-how many were forced); every decision is the controller's.  The engine has already appended the
+(`stdsl.control.controller`) and the output's frozen `Log` (the configuration reached, tokens, bytes, how
+many were forced), as a row does; every decision is the controller's.  The engine has already appended the
 sampled token when the plan is made, so the planner runs without healing (a healed plan would
 replace that token).  An output the controller finishes before the engine's budget is closed by a
 forced eos.  The sampled steps' masks are exactly those of `stdsl.generate(..., healing=False)`.
@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.control.controller import ROW_MASKS, Configuration, Controller
+from stdsl.control.controller import Configuration, Controller
 from stdsl.control.finish import output_generation
-from stdsl.control.row_controller import controller_for
+from stdsl.control.log import Log
+from stdsl.control.tables import controller_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.kernels.torch_mask import Row, WalkRow
@@ -36,7 +37,7 @@ def stepwise_controller(constraint: Any, tokenizer: Tokenizer, max_tokens: int |
     if getattr(constraint, "special_tokens", ()):
         raise StdslError(f"the constraint uses the special tokens {', '.join(constraint.special_tokens)}, which the "
                          "vLLM and transformers processors cannot decode yet; use stdsl.generate, stream or the server")
-    return Controller.of(controller_for(constraint, tokenizer, max_tokens=max_tokens, healing=False), masks=ROW_MASKS)
+    return controller_of(constraint, tokenizer, max_tokens=max_tokens, healing=False)
 
 
 class StepwiseConstraint:
@@ -52,9 +53,8 @@ class StepwiseConstraint:
         self.constraint = constraint
         self.controller = stepwise_controller(constraint, tokenizer, max_tokens)
         self.vocab: Vocabulary = self.controller.vocab
-        self.configuration: Configuration | None = None
-        self.tokens: list[int] = []
-        self.forced_count = 0
+        self.log: Log | None = None
+        """The output's log (None before `start`): the configuration reached, tokens, bytes, forced count."""
         self.queue: deque[int] = deque()
         self.eos_id = int(self.vocab.eos_ids[0]) if self.vocab.eos_ids.size else -1
         self.done = False
@@ -65,23 +65,28 @@ class StepwiseConstraint:
 
     def start(self) -> None:
         """Plan the forced prefix (BudgetError when no valid output fits in the budget)."""
-        if self.configuration is not None:
+        if self.log is not None:
             raise GenerationError("start() was already called for this output")
         move = self.controller.start()
-        self._take(move.configuration, move.feed, move.forced)
+        self.log = Log(move.configuration, move.feed, move.data, move.forced)
+        self.queue.extend(move.feed)
 
-    def _take(self, configuration: Configuration, feed: Sequence[int], forced: int) -> None:
-        self.configuration = configuration
-        self.tokens += feed
-        self.forced_count += forced
-        self.queue.extend(feed)
+    @property
+    def logged(self) -> Log:
+        """The output's log (GenerationError before `start`)."""
+        if self.log is None:
+            raise GenerationError("call start() before stepping the output")
+        return self.log
 
     @property
     def at(self) -> Configuration:
         """The configuration reached (GenerationError before `start`)."""
-        if self.configuration is None:
-            raise GenerationError("call start() before stepping the output")
-        return self.configuration
+        return self.logged.configuration
+
+    @property
+    def tokens(self) -> list[int]:
+        """The output's tokens so far (decided ones the engine may not have emitted yet included)."""
+        return list(self.logged.tokens) if self.log is not None else []
 
     def fail(self, error: StdslError) -> None:
         """End the output with eos at the next step, keeping `error` for `generation()` to raise."""
@@ -108,7 +113,7 @@ class StepwiseConstraint:
         """
         forced = self.forced
         controller, at = self.controller, self.at
-        if forced is None and (host or controller.pushdown):
+        if forced is None and (host or controller.host_masks_only):
             try:
                 return controller.mask(at)
             except GenerationError as error:
@@ -119,7 +124,7 @@ class StepwiseConstraint:
                 raise GenerationError("the output is finished but the vocabulary has no eos token to end it")
             return forced
         cover = at.cover
-        return WalkRow(controller.automaton, at.state, controller.accepting(at), controller.cover_mask(at),
+        return WalkRow(controller.machine, at.state, controller.accepting(at), controller.cover_mask(at),
                        True if cover is None else cover.eos, at.remaining, controller.budget, controller.rows)
 
     def mask(self) -> np.ndarray:
@@ -149,14 +154,13 @@ class StepwiseConstraint:
             return
         self.stats.sampled_tokens += 1
         move = self.controller.advance(self.at, token)
+        if move.feed and move.feed[0] != token:
+            raise GenerationError(f"the plan after token {token} replaced it; engine steps need healing off")
+        self.log = self.logged.apply(move)
         if not move.feed:
-            self.configuration = move.configuration
             self.done = self.eos_sampled = True
             return
-        if move.feed[0] != token:
-            raise GenerationError(f"the plan after token {token} replaced it; engine steps need healing off")
-        self._take(move.configuration, move.feed, move.forced)
-        self.queue.popleft()
+        self.queue.extend(move.feed[1:])
 
     def sync(self, output_tokens: list[int]) -> None:
         """Take every token of the engine's running output list not seen yet (up to a -1 placeholder)."""
@@ -174,11 +178,10 @@ class StepwiseConstraint:
         """The finished output as `stdsl.generate` returns it (GenerationError when it is not in the language)."""
         if self.error is not None:
             raise self.error
-        at, controller = self.at, self.controller
-        if self.queue or not controller.accepting(at):
+        log, controller = self.logged, self.controller
+        if self.queue or not controller.accepting(log.configuration):
             raise GenerationError("decoding ended outside an accepting state (the engine stopped the output early)")
         self.stats.prompt_tokens = prompt_tokens
-        data = controller.spell(self.tokens) + at.pending
-        reason = controller.finish_reason(at, self.eos_sampled)
-        return output_generation(data, self.tokens, self.forced_count, True, self.stats, reason,
+        reason = controller.finish_reason(log.configuration, self.eos_sampled)
+        return output_generation(log.decided, list(log.tokens), log.forced, True, self.stats, reason,
                                  getattr(self.constraint, "parse", None))

@@ -27,7 +27,7 @@ except ImportError as missing:
 
 from stdsl.caches import CacheKind
 from stdsl.compiler.constraint import compile as compile_constraint
-from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation
 from stdsl.integrations.batch import BatchConstraints

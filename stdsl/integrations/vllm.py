@@ -37,7 +37,7 @@ except ImportError as missing:
     raise missing_extra("vllm", missing) from None
 
 from stdsl.caches import CacheKind
-from stdsl.control.constraint_state import vocabulary_of
+from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.errors import BudgetError, OptionError, StdslError
 from stdsl.integrations.batch import BatchConstraints, mask_rows, take_tokens
 from stdsl.integrations.constraint_request import FIELD, compiled_constraint, parse_spec

@@ -56,8 +56,8 @@ class WalkRow:
     cover: np.ndarray | None = None
     cover_eos: bool = True
     remaining: int | None = None
-    budget: CostTable | None = None
-    rows: RowCache | None = None
+    budget: Any = None
+    rows: Any = None
 
 
 Row = WalkRow | np.ndarray | int

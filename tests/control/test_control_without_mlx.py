@@ -33,7 +33,7 @@ for module in pkgutil.walk_packages(stdsl.control.__path__, "stdsl.control."):
     importlib.import_module(module.name)
 
 import stdsl
-from stdsl.control.row_controller import controller_for
+from stdsl.control.constraint_state import ConstraintState
 from stdsl.kernels.token_mask import bitmask_words, pack_words
 from stdsl.model_files.gguf import GGUFFile
 from stdsl.model_files.tokenizer import Tokenizer
@@ -44,7 +44,7 @@ rng = np.random.default_rng(0)
 texts = []
 for constraint in (stdsl.compile(stdsl.Regex("(yes|no|maybe)!")), stdsl.compile(tree)):
     for budget in (None, 24):
-        row = controller_for(constraint, tokenizer, max_tokens=budget)
+        row = ConstraintState.of(constraint, tokenizer, max_tokens=budget)
         row.start()
         out = np.zeros(bitmask_words(row.vocab.size) + 1, dtype=np.int32)
         while not row.finished:

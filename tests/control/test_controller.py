@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.control.controller import Configuration, Controller, configuration_of
-from stdsl.control.pushdown_state import PushdownState, machine_of
-from stdsl.control.row_controller import controller_for
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.controller import MAX_MASKS, Configuration, Controller
+from stdsl.control.tables import controller_of, machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.kernels.token_mask import pack_words
 
@@ -37,9 +37,9 @@ SPECS: list[Any] = [
 def _walk(constraint: Any, state: int, data: bytes) -> bool:
     """Whether `data` read from `state` stays live (brute force: byte by byte)."""
     machine = machine_of(constraint)
-    if machine is not None:
+    if not isinstance(machine, Automaton):
         return machine.step(state, data) >= 0
-    automaton: Automaton = constraint.automaton
+    automaton: Automaton = machine
     for byte in data:
         state = automaton.next_state(state, byte)
         if state < 0:
@@ -68,10 +68,10 @@ def _run(controller: Controller, picks: list[int], limit: int = 12) -> list[Conf
        picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=14))
 def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, budget, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
-    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=budget))
-    row = controller_for(compiled, smollm2_tokenizer, max_tokens=budget)
+    controller = controller_of(compiled, smollm2_tokenizer, max_tokens=budget, masks=MAX_MASKS)
+    row = ConstraintState.of(compiled, smollm2_tokenizer, max_tokens=budget)
     move = controller.start()
-    assert list(move.feed) == row.start() and move.configuration == configuration_of(row)
+    assert list(move.feed) == row.start() and move.configuration == row.configuration
     config = move.configuration
     for pick in picks:
         if config.finished:
@@ -88,7 +88,7 @@ def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, bud
         first, second = controller.advance(config, token), controller.advance(config, token)
         assert first == second and config == before  # same input, same move; the configuration given unchanged
         assert list(first.feed) == row.advance(token)
-        assert first.configuration == configuration_of(row)
+        assert first.configuration == row.configuration
         config = first.configuration
     assert controller.finish_reason(config, eos_sampled=False) in ("stop", "length")
 
@@ -97,7 +97,7 @@ def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, bud
 @given(spec=st.integers(0, len(SPECS) - 1), picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=10))
 def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
-    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None))
+    controller = controller_of(compiled, smollm2_tokenizer, max_tokens=None, masks=MAX_MASKS)
     reached = _run(controller, picks)
     vocab = controller.vocab
     size = vocab.size
@@ -125,7 +125,7 @@ def test_the_batched_bitmask_is_the_token_table(smollm2_tokenizer, spec, picks) 
 
 def test_forks_are_kept_configurations(smollm2_tokenizer) -> None:
     compiled = stdsl.compile(SPECS[0])
-    controller = Controller.of(controller_for(compiled, smollm2_tokenizer, max_tokens=None))
+    controller = controller_of(compiled, smollm2_tokenizer, max_tokens=None, masks=MAX_MASKS)
     start = controller.start().configuration
     digits = [int(t) for t in np.flatnonzero(controller.mask(start))][:2]
     left, right = (controller.advance(start, token) for token in digits)
@@ -135,8 +135,7 @@ def test_forks_are_kept_configurations(smollm2_tokenizer) -> None:
 
 def test_refusals(smollm2_tokenizer) -> None:
     compiled = stdsl.compile(SPECS[0])
-    row = controller_for(compiled, smollm2_tokenizer, max_tokens=None)
-    controller = Controller.of(row)
+    controller = controller_of(compiled, smollm2_tokenizer, max_tokens=None)
     config = controller.start().configuration
     refused = int(np.flatnonzero(~controller.mask(config))[0])
     with pytest.raises(GenerationError):
@@ -147,7 +146,3 @@ def test_refusals(smollm2_tokenizer) -> None:
         controller.fill([config], np.zeros((1, 10), dtype=np.float32))
     with pytest.raises(StdslError, match="columns"):
         controller.fill([config], np.zeros((1, 10), dtype=bool))
-    row.start()
-    with pytest.raises(StdslError, match="not started"):
-        Controller.of(row)
-    assert isinstance(controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None), PushdownState)

@@ -16,8 +16,8 @@ import pytest
 
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
-from stdsl.control.constraint_state import ConstraintState, vocabulary_of
-from stdsl.control.pushdown_state import PushdownState
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
 
 OPEN_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
@@ -27,7 +27,7 @@ def _states(tokenizer, max_tokens: int | None) -> list[ConstraintState]:
     dfa = compile_embeddable(OPEN_OBJECT, strict=False)
     pushdown = compile_recursive(OPEN_OBJECT, strict=False)
     return [ConstraintState(dfa.automaton, tokenizer, vocab, max_tokens=max_tokens),
-            PushdownState(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]
+            ConstraintState(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]
 
 
 def test_a_token_healed_into_the_held_back_block_binds_the_next_token(smollm2_tokenizer) -> None:

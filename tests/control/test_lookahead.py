@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.control.controller import Controller
+from stdsl.control.controller import MAX_MASKS, Controller
 from stdsl.control.lookahead import Lookahead
-from stdsl.control.row_controller import controller_for
+from stdsl.control.tables import controller_of
 
 TREE = {"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
                         "required": ["k"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
@@ -37,7 +37,7 @@ def _controllers(tokenizer: Any, spec: int, budget: int | None) -> tuple[Control
     constraint, strict = SPECS[spec]
     compiled = stdsl.compile(constraint, strict=strict) if isinstance(constraint, dict) else stdsl.compile(constraint)
     copy = pickle.loads(pickle.dumps(compiled))
-    return tuple(Controller.of(controller_for(c, tokenizer, max_tokens=budget))
+    return tuple(controller_of(c, tokenizer, max_tokens=budget, masks=MAX_MASKS)
                  for c in (compiled, copy))  # type: ignore[return-value]
 
 

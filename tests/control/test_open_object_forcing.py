@@ -25,8 +25,8 @@ import pytest
 
 import stdsl
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
-from stdsl.control.constraint_state import ConstraintState, vocabulary_of
-from stdsl.control.pushdown_state import PushdownState
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
 from tests.data_files import EXTRACTION, RECURSIVE
 
 TEXTS_PER_SCHEMA = 3
@@ -66,7 +66,7 @@ def controller(constraint, tokenizer, vocab, max_tokens=None):
     """A fresh controller of a compiled constraint (pushdown or DFA)."""
     machine = getattr(constraint, "machine", None)
     if machine is not None:
-        return PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+        return ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
     return ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=max_tokens)
 
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import stdsl
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.row_controller import controller_for
 from stdsl.errors import BudgetError, GenerationError, StdslError
 from stdsl.integrations.stepwise import StepwiseConstraint, stepwise_controller
 
@@ -101,7 +100,7 @@ def test_the_adapter_is_the_controller_and_masks_as_the_row_state(smollm2_tokeni
     except BudgetError:
         return
     assert not any(isinstance(value, ConstraintState) for value in vars(steps).values())
-    row = controller_for(constraint, smollm2_tokenizer, max_tokens=budget, healing=False)
+    row = ConstraintState.of(constraint, smollm2_tokenizer, max_tokens=budget, healing=False)
     replay = StepwiseConstraint(constraint, smollm2_tokenizer, budget)
     replay.start()
     queue = list(row.start())

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from transformers import LogitsProcessor, LogitsProcessorList
 
 import stdsl
-from stdsl.control.row_controller import controller_for
+from stdsl.control.constraint_state import ConstraintState
 from stdsl.errors import BudgetError, StdslError
 from stdsl.integrations.transformers import StdslLogitsProcessor, generate, stdsl_tokenizer
 from stdsl.model_files.prompt import prompt_ids
@@ -51,7 +51,7 @@ class MaskRecorder(LogitsProcessor):
 def replay_masks(constraint, hf_tokenizer, tokens: list[int], max_new_tokens: int) -> list[np.ndarray]:
     """The mask each engine step must have: stdsl's own loop, a row state (not the controller the processor runs
     on), replayed on `tokens` without healing (its masks where it samples, else singletons)."""
-    control = controller_for(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_tokens=max_new_tokens,
+    control = ConstraintState.of(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_tokens=max_new_tokens,
                              healing=False)
     vocab = control.vocab
 

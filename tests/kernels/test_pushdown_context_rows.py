@@ -196,7 +196,7 @@ def walk_gold(vocab: Vocabulary, encode, every: int) -> float:
 
 
 def test_composed_rows_equal_the_level_pass_along_gold_documents_with_smollm2(smollm2_tokenizer) -> None:
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(smollm2_tokenizer)
     assert walk_gold(vocab, smollm2_tokenizer.encode, every=3) > 0.6

@@ -118,7 +118,7 @@ def test_random_walks_keep_the_vector_and_the_machine_in_lockstep(case: tuple[st
 
 def test_sampled_prefixes_of_gold_documents_with_smollm2(smollm2_tokenizer) -> None:
     from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(smollm2_tokenizer)
     for schema, gold in recursive_tasks()[:3]:

@@ -174,7 +174,7 @@ def recursive_tasks() -> list[tuple[dict, bytes]]:
 
 
 def test_rows_equal_stepping_on_sampled_prefixes_with_smollm2(smollm2_tokenizer) -> None:
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(smollm2_tokenizer)
     for schema, gold in recursive_tasks():

@@ -12,8 +12,9 @@ import pytest
 import stdsl
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.pushdown_state import PushdownState, pushdown_tables
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError, CompileError, GenerationError
 from stdsl.runtime.decode import generate
 from tests.data_files import RECURSIVE
@@ -58,7 +59,7 @@ def test_forced_span_decoder_equals_reference(tiny_model) -> None:
 def test_a_second_request_reuses_the_symbolic_rows(tiny_model) -> None:
     constraint = stdsl.compile(FS_SCHEMA)
     first = generate(tiny_model, "Tree", constraint, max_tokens=60)
-    rows = pushdown_tables(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows
+    rows = Tables.of(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows
     walks = rows.stats.free_misses + rows.stats.context_misses
     assert walks > 0 and rows.symbolic.nbytes > 0
     second = generate(tiny_model, "Tree", constraint, max_tokens=60)
@@ -67,7 +68,7 @@ def test_a_second_request_reuses_the_symbolic_rows(tiny_model) -> None:
     assert rows.stats.hit_rate > 0.5
 
 
-def feed(control: PushdownState, target: bytes) -> None:
+def feed(control: ConstraintState, target: bytes) -> None:
     """Advance until `target` is decided, each time with the longest admissible token that spells on toward it."""
     token_bytes = control.vocab.token_bytes
     while not control.decided.startswith(target):
@@ -86,7 +87,7 @@ def test_nesting_to_64_works_and_the_65th_level_is_refused(tiny_model) -> None:
     assert machine.depth(deep) == 64
     assert machine.config_accepts(machine.step(deep, b"[]}" + b"]}" * 63))
     assert machine.step(deep, b"[{") < 0
-    control = PushdownState(machine, tokenizer, vocabulary_of(tokenizer))
+    control = ConstraintState(machine, tokenizer, vocabulary_of(tokenizer))
     control.start()
     feed(control, open_entry * 63 + b'{"name":"x"')
     assert control.decided.endswith(b'{"name":"x","children":[]}')
@@ -109,7 +110,7 @@ def test_at_the_cap_only_continuations_that_can_close_are_admitted(tiny_model) -
     constraint = compile_recursive(chain, max_depth=3)
     assert constraint.machine.step(constraint.machine.start, b"[[") >= 0
     assert constraint.machine.step(constraint.machine.start, b"[[[") < 0
-    control = PushdownState(constraint.machine, tokenizer, vocabulary_of(tokenizer))
+    control = ConstraintState(constraint.machine, tokenizer, vocabulary_of(tokenizer))
     control.start()
     feed(control, b"[")
     bracket = next(t for t, b in enumerate(tokenizer.token_bytes) if b == b"[")
@@ -123,7 +124,7 @@ DEEP_SCHEMA = {"$ref": "#/$defs/v", "$defs": {"v": {"anyOf": [
     {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/v"}, "minItems": 1}]}}}
 
 
-def adversarial_tokens(control: PushdownState, tokenizer, steps: int = 3000) -> None:
+def adversarial_tokens(control: ConstraintState, tokenizer, steps: int = 3000) -> None:
     """Open with the admissible token of most `[` while one is admitted, then close with the most `]`."""
     token_bytes = tokenizer.token_bytes
     opening = np.array([b.count(b"[") if b"]" not in b else 0 for b in token_bytes])
@@ -144,7 +145,7 @@ def test_an_adversary_pushing_past_the_cap_still_ends_valid(tiny_model, max_toke
     """Issue 15 item 3: after 80 `[` asked for, decoding never dead-ends at the 64-level cap."""
     tokenizer = tiny_model.tokenizer
     constraint = stdsl.compile(DEEP_SCHEMA)
-    control = PushdownState(constraint.machine, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
+    control = ConstraintState(constraint.machine, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
     control.start()
     adversarial_tokens(control, tokenizer)
     text = control.decided.decode()
@@ -208,7 +209,7 @@ def fewest_tokens(machine, tokenizer, vocab, limit: int) -> int:
     """The fewest tokens of any valid output under the table policy (each sampled token then its forced chain in the
     tokenizer's own split): uniform-cost search over configurations with the real token rows, chains from the machine
     and counted by `encode_ordinary` (none of the budget's own code)."""
-    rows = pushdown_tables(machine, vocab).rows
+    rows = Tables.of(machine, vocab).rows
 
     def chain(config: int) -> tuple[int, int]:
         forced = machine.forced_chain(config)
@@ -239,7 +240,7 @@ def test_the_budget_error_states_the_true_minimum(tiny_model) -> None:
     tokenizer = tiny_model.tokenizer
     vocab = vocabulary_of(tokenizer)
     constraint = stdsl.compile(FS_SCHEMA)
-    tight = PushdownState(constraint.machine, tokenizer, vocab, max_tokens=3)
+    tight = ConstraintState(constraint.machine, tokenizer, vocab, max_tokens=3)
     with pytest.raises(BudgetError, match="the shortest valid output needs"):
         tight.start()
     least = tight.least_output_tokens

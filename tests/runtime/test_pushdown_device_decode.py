@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import stdsl
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.pushdown_state import pushdown_tables
+from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import Tables
 from stdsl.generation import Generation
 from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV
 from stdsl.runtime.batch.device_masks import device_masks_of
@@ -22,7 +22,7 @@ from tests.runtime.test_pushdown_decode import FS_SCHEMA, load_tasks
 def decode_both(tiny_model, monkeypatch: pytest.MonkeyPatch, schema: dict, max_tokens: int, **options) -> Generation:
     """Decode under host masks, then device masks (greedily, or sampled with a seed); they agree token for token."""
     constraint = stdsl.compile(schema)
-    device_masks = device_masks_of(pushdown_tables(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows)
+    device_masks = device_masks_of(Tables.of(constraint.machine, vocabulary_of(tiny_model.tokenizer)).rows)
     assert device_masks is not None
     outputs = {}
     for source in ("host", "device"):

@@ -231,7 +231,7 @@ def test_add_special_follows_the_gguf_bos_eos_flags(smollm2_gguf, smollm2_tokeni
 
 @requires_qwen
 def test_constraint_vocabulary_reads_the_tokenizers_own_list(qwen):
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(qwen)
     assert vocab.token_bytes.spelled is qwen.token_bytes  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, successor_lists
+from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
 
 INT16_MAX_STATES = 32767
 
@@ -193,6 +193,10 @@ class Automaton(ByteClassTable):
         out[self.sole_class[state]] = target
         return out
 
+    def byte_row(self, state: int) -> np.ndarray:
+        """The next state on each of the 256 bytes from `state` (-1 dead): its class row read through `byte_class`."""
+        return self.class_row(int(state))[self.byte_class]
+
     def next_states(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
         """Per pair: the next state from `states[i]` on class `classes[i]` (-1 dead); states must be live."""
         states, classes = np.asarray(states), np.asarray(classes)
@@ -298,6 +302,15 @@ class Automaton(ByteClassTable):
         """Per state: the length of the shortest accepted suffix in bytes (-1 if none exists)."""
         indptr, indices = predecessor_lists(self.class_transitions)
         return bfs_distances(indptr, indices, np.flatnonzero(self.accepting)).astype(np.int32)
+
+    def single_visit_cuts(self) -> list[int]:
+        """Cut states no accepting run visits twice, in the order every run meets them."""
+        cuts = np.flatnonzero(np.asarray(self.cut_states)).tolist()
+        return single_visit(self.class_transitions, cuts) if cuts else []
+
+    def shortest_completion(self, state: int) -> int:
+        """Bytes of the shortest accepted completion from `state` (`min_bytes_to_accept`)."""
+        return int(self.min_bytes_to_accept[state])
 
     def is_trim(self) -> bool:
         """Whether every state is reachable from the start and can reach an accepting state."""

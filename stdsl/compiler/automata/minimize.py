@@ -94,6 +94,20 @@ def bfs_distances(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) 
     return np.array(distance, dtype=np.int64)
 
 
+def single_visit(table: np.ndarray, cuts: list[int]) -> list[int]:
+    """The `cuts` of the successor table `table` that no run from state 0 visits twice (none reaches itself again),
+    in the order of their distance from state 0 (the order every run meets them)."""
+    indptr, indices = successor_lists(table)
+    distance = bfs_distances(indptr, indices, np.array([0]))
+    single = []
+    for cut in cuts:
+        successors = indices[indptr[cut] : indptr[cut + 1]]
+        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
+            continue
+        single.append(cut)
+    return sorted(single, key=lambda c: int(distance[c]))
+
+
 def _bfs_levels(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """`bfs_distances` one whole level per numpy step."""
     distance = np.full(len(indptr) - 1, -1, dtype=np.int64)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
+from stdsl.compiler.pushdown.cut_configurations import cut_configurations
 from stdsl.compiler.pushdown.grammar import UNREACHABLE, PushdownGrammar
 
 DEAD = -1
@@ -282,6 +283,22 @@ class PushdownMachine:
             row.flags.writeable = False
             self._rows[config] = row
         return row
+
+    def next_state(self, config: int, byte: int) -> int:
+        """The configuration after one byte (DEAD where refused)."""
+        return self.step_byte(config, byte)
+
+    def live_bytes(self, config: int) -> bytes:
+        """The bytes a configuration admits, in increasing order."""
+        return bytes(np.flatnonzero(self.byte_row(config) >= 0).tolist())
+
+    def single_visit_cuts(self) -> list[int]:
+        """Configurations every accepted output passes through once, in the order it meets them (start first)."""
+        return cut_configurations(self)
+
+    def shortest_completion(self, config: int) -> int:
+        """Bytes of the shortest accepted completion from `config` (`need`)."""
+        return int(self.need(config))
 
     def only_byte(self, config: int) -> int:
         """The one admissible byte of `config`, or -1 where it admits none or several (stepping one byte per class

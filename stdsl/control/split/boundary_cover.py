@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 
 from stdsl.caches import CacheKind
+from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.compiler.special_tokens import SPECIAL_MARK
 from stdsl.control.split.characters import lead_byte_representatives, valid_utf8_prefix
 from stdsl.control.split.intern_table import InternTable
@@ -104,14 +105,13 @@ class BoundaryCover:
 
 
 class CoverPlanner(Protocol):
-    """What the boundary cover reads from its forced planner: the automaton and its byte rows, forced
-    chains, the tokenizer's spellings and splits."""
+    """What the boundary cover reads from its forced planner: the byte machine, forced chains, the tokenizer's
+    spellings and splits."""
 
-    automaton: Any
+    machine: ByteMachine
     tokenizer: Any
     token_bytes: Sequence[bytes | None]
     by_bytes: dict[bytes, int]
-    transitions: Any
     spellings: TokenSpellings
     splits: SplitMemo
 
@@ -168,7 +168,7 @@ class BoundaryCovers:
                                        for more, beyond in next_steps(origin) if more in PUNCTUATION]
             return punctuation[origin]
 
-        if self.planner.automaton.accepting[state] or self.planner.transitions[state][SPECIAL_MARK] >= 0:
+        if self.planner.machine.accepting[state] or self.planner.machine.byte_row(state)[SPECIAL_MARK] >= 0:
             found[b""] = Lookahead(b"", 0, 0, False)
         for data, after in next_steps(state):
             full, chain_end = self.planner.chain(after)
@@ -194,14 +194,14 @@ class BoundaryCovers:
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
         """(character bytes, state after them) for each of the state's `next_characters` the automaton admits."""
         out = []
-        row = self.planner.transitions[state]
+        row = self.planner.machine.byte_row(state)
         for byte in np.flatnonzero(row >= 0).tolist():
             if byte < 0x80:
                 out.append((bytes([byte]), int(row[byte])))
                 continue
             for ch in lead_byte_representatives(byte):
                 data = ch.encode("utf-8")
-                after = self.planner.automaton.step(int(row[byte]), data[1:])
+                after = self.planner.machine.step(int(row[byte]), data[1:])
                 if after >= 0:
                     out.append((data, after))
         return out
@@ -272,7 +272,7 @@ class BoundaryCovers:
         if not (short or after or eos):
             return None
         excluded = (cut - following - {-1}) | self._off_lookahead(len(pending), after, kept)
-        live = frozenset() if short else frozenset(np.flatnonzero(self.planner.transitions[end_state] >= 0).tolist())
+        live = frozenset() if short else frozenset(self.planner.machine.live_bytes(end_state))
         return BoundaryCover(len(pending), frozenset(short), frozenset(after), eos, frozenset(excluded),
                              live - offered)
 
@@ -349,7 +349,7 @@ class BoundaryCovers:
         excluded = cut - following - {-1}
         if not excluded:
             return None
-        live = frozenset(np.flatnonzero(self.planner.transitions[end_state] >= 0).tolist())
+        live = frozenset(self.planner.machine.live_bytes(end_state))
         return BoundaryCover(0, frozenset(), live, True, frozenset(excluded), live)
 
     def _prefix_tokens(self, data: bytes, held: int) -> set[int]:

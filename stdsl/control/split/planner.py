@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from stdsl import caches
+from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
 from stdsl.control.split.boundary_cover import BoundaryCover, BoundaryCovers
-from stdsl.control.split.byte_rows import byte_rows, live_counts
 from stdsl.control.split.characters import next_characters, starts_a_character, valid_utf8_prefix
 from stdsl.control.split.split_memo import SplitMemo
 from stdsl.control.split.token_spellings import TokenSpellings
@@ -81,17 +81,17 @@ class ForcedPlanner:
 
     def __init__(
         self,
-        automaton: Any,
+        machine: ByteMachine,
         tokenizer: PreTokenizingTokenizer,
         token_bytes: Sequence[bytes | None],
         healing: bool = True,
     ) -> None:
-        self.automaton = automaton
+        self.machine = machine
+        """The byte machine read (a DFA's states or a pushdown's configuration ids)."""
         self.tokenizer = tokenizer
         self.token_bytes = token_bytes
         self.healing = healing
-        self.transitions = byte_rows(automaton)
-        self.live_count = live_counts(automaton)
+        self.live_count = machine.live_count
         self.spellings = TokenSpellings.of(token_bytes)
         self.splits = SplitMemo.of(tokenizer)
         self.by_bytes = self.spellings.by_bytes
@@ -115,12 +115,12 @@ class ForcedPlanner:
         special tokens whose spellings share a prefix are never split inside it."""
         hit = self._chain_cache.get(state)
         if hit is None:
-            forced = self.automaton.forced_chain(state)
+            forced = self.machine.forced_chain(state)
             special = forced.find(MARK)
             if special < 0:
-                hit = (forced, self.automaton.chain_end(state))
+                hit = (forced, self.machine.chain_end(state))
             else:
-                hit = (forced[:special], self.automaton.step(state, forced[:special]))
+                hit = (forced[:special], self.machine.step(state, forced[:special]))
             self._chain_cache[state] = hit
         return hit
 
@@ -224,7 +224,7 @@ class ForcedPlanner:
         if hit is not None:
             return hit
         text = tail.decode("utf-8")
-        live = np.flatnonzero(self.transitions[end_state] >= 0).tolist()
+        live = list(self.machine.live_bytes(end_state))
         result = all(byte < 0x80 or byte == SPECIAL_MARK or starts_a_character(byte) for byte in live) and all(
             len(tail) in self.boundaries(text + ch) for ch in next_characters(live))
         if len(self._tail_cache) >= MAX_CACHED_TAILS:
@@ -246,9 +246,9 @@ class ForcedPlanner:
         """The end of the last byte of `data` that the automaton forces when read from `state` (0: none)."""
         end = 0
         for i, byte in enumerate(data):
-            if self.live_count[state] == 1 and not self.automaton.accepting[state]:
+            if self.live_count[state] == 1 and not self.machine.accepting[state]:
                 end = i + 1
-            state = self.automaton.step(state, bytes([byte]))
+            state = self.machine.step(state, bytes([byte]))
         return end
 
     # ------------------------------------------------------------------ the policy
@@ -258,7 +258,7 @@ class ForcedPlanner:
         y = b"" if sampled is None else (self.token_bytes[sampled] or b"")
         if sampled is not None and not y:
             raise GenerationError(f"token {sampled} spells no bytes and cannot be fed as output")
-        after_y = self.automaton.step(state, y)
+        after_y = self.machine.step(state, y)
         if after_y < 0:
             raise GenerationError(f"token {sampled} ({y!r}) is not allowed at state {state}")
         forced, end_state = self.chain(after_y)
@@ -300,7 +300,7 @@ class ForcedPlanner:
                 if split is not None:
                     tokens, commit_end, healed = split[0], split[1], True
         pending_bytes = s[commit_end:]
-        next_state = self.automaton.step(state, s[y_start:commit_end])
+        next_state = self.machine.step(state, s[y_start:commit_end])
         anchor = len(s) if certified else min(stable, commit_end)
         new_window = self._advance_window(
             window, s[:commit_end], y_start, tokens, anchor, min(forced_end, commit_end))
@@ -321,7 +321,7 @@ class ForcedPlanner:
     def table_plan(self, window: Window, state: int, sampled: int | None) -> Plan:
         """The context-free fallback policy the budget table counts: the whole chain, split on its own."""
         y = b"" if sampled is None else (self.token_bytes[sampled] or b"")
-        after_y = self.automaton.step(state, y)
+        after_y = self.machine.step(state, y)
         if after_y < 0:
             raise GenerationError(f"token {sampled} ({y!r}) is not allowed at state {state}")
         forced, end_state = self.chain(after_y)

@@ -43,7 +43,6 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from stdsl.control.finish import finish_reason
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import ControlBudgetError
 from stdsl.kernels.token_mask import bitmask_words
@@ -142,7 +141,7 @@ class BatchCore:
             row.ahead = Lookahead(request.control.controller)
         self.counters["requests"] += 1
         if request.control.finished:
-            row.complete(finish_reason(request.control, eos_sampled=False))
+            row.complete(eos_sampled=False)
             return uid
         self._live[uid] = row
         self._waiting.append(row)
@@ -468,7 +467,7 @@ class BatchCore:
             return True
         row.publish()
         if ended:
-            row.complete(finish_reason(row.control, eos_sampled=not feed))
+            row.complete(eos_sampled=not feed)
             self.counters["forced_tokens"] += row.control.forced_count
             return True
         row.feed = list(feed)

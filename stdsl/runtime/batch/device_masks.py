@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.pushdown_state import PushdownController
+from stdsl.control.pushdown_controller import PushdownController
 from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 

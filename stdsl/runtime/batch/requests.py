@@ -15,7 +15,6 @@ from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.pushdown_state import PushdownState, machine_of
 from stdsl.control.special_vocabulary import for_tokenizer, vocabulary_for
 from stdsl.errors import OptionError
 from stdsl.model_files.prompt import Prompt, prompt_ids
@@ -81,12 +80,8 @@ def check_stop(constraint: Any, options: DecodeOptions) -> None:
 def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> ConstraintState:
     """The row state of a compiled constraint (DFA or pushdown) for this model's tokenizer."""
     tokenizer = model.tokenizer
-    vocab = vocabulary_for(tokenizer, compiled)
-    machine = machine_of(compiled)
-    if machine is not None:
-        return PushdownState(machine, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
-    automaton = getattr(compiled, "automaton", compiled)
-    return ConstraintState(automaton, tokenizer, vocab, max_tokens=options.max_tokens, healing=options.healing)
+    return ConstraintState(compiled, tokenizer, vocabulary_for(tokenizer, compiled), max_tokens=options.max_tokens,
+                           healing=options.healing)
 
 
 def _is_byte_machine(constraint: Any) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from stdsl.compiler.special_tokens import visible_bytes
 from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.finish import finish_reason as control_finish
 from stdsl.control.finish import finished_generation
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import Cancelled, GenerationError, StdslError
@@ -48,7 +49,6 @@ class Row:
         self.fed: list[int] = []
         """Tokens after the prompt that the row's KV cache holds (its prefix, then each pass's feed)."""
         self.cancelled = False
-        self.finish_reason: str | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._thought_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._thought_shown = 0
@@ -103,7 +103,6 @@ class Row:
             hits = [i for i in (self._text.find(s) for s in stops) if i >= 0]
             if hits:
                 self._stop_at = min(hits)
-                self.finish_reason = "stop"
         end = len(self._text) if self._stop_at is None else self._stop_at
         if stops and self._stop_at is None:
             end -= max(len(s) for s in stops) - 1
@@ -125,8 +124,9 @@ class Row:
         """Whether this row may end outside an accepting state (a draft)."""
         return self.until is not None or self.max_samples is not None
 
-    def complete(self, finish_reason: str) -> None:
-        """Finish the row: flush the text, build its `Generation`, and hand it to the caller."""
+    def complete(self, eos_sampled: bool) -> None:
+        """Finish the row (`eos_sampled`: the model drew eos): flush the text, build its `Generation` with the
+        controller's finish reason, and hand it to the caller."""
         control = self.control
         answer = self._answer_bytes(final=True)
         self._text += self._decoder.decode(visible_bytes(answer[self._shown_bytes :]), final=True)
@@ -140,7 +140,7 @@ class Row:
             self._sent = len(text)
         self.stats.seconds = time.perf_counter() - self.began
         data = answer if self._stop_at is None else text.encode("utf-8")
-        reason = "length" if control.budget_shaped else self.finish_reason or finish_reason
+        reason = control_finish(control, eos_sampled, stopped=self._stop_at is not None)
         result = finished_generation(control, self.stats, reason, self.parser, data=data, text=text,
                                      reasoning=self._reasoning if self._has_block else None,
                                      partial=self.partial or self._stop_at is not None)

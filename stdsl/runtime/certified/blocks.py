@@ -6,18 +6,13 @@ literal text (keys, punctuation, template text); maximal runs of the other piece
 (values, fields). The values of an object whose keys are all required, nested objects included,
 and the fields of a template separated by literal text come out as blocks this way; anything
 optional or repeated between two literals stays inside one block. A pushdown constraint's blocks
-come the same way from its cut configurations (`cut_configurations`).
+come the same way from its cut configurations (`compiler.pushdown.cut_configurations`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import numpy as np
-
-from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
 
 END = -1
 
@@ -42,6 +37,10 @@ class Language(Protocol):
 
     def chain_end(self, state: int) -> int: ...
 
+    def shortest_completion(self, state: int) -> int: ...
+
+    def single_visit_cuts(self) -> list[int]: ...
+
 
 @dataclass(frozen=True)
 class Block:
@@ -55,26 +54,9 @@ class Block:
     literal: bytes
 
 
-def single_visit_cuts(automaton: Automaton) -> list[int]:
-    """Cut states no accepting run visits twice, in the order every run meets them."""
-    table = automaton.class_transitions
-    cuts = np.flatnonzero(np.asarray(automaton.cut_states)).tolist()
-    if not cuts:
-        return []
-    indptr, indices = successor_lists(table)
-    distance = bfs_distances(indptr, indices, np.array([0]))
-    single = []
-    for cut in cuts:
-        successors = indices[indptr[cut] : indptr[cut + 1]]
-        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
-            continue
-        single.append(cut)
-    return sorted(single, key=lambda c: int(distance[c]))
-
-
-def block_plan(automaton: Automaton) -> list[Block]:
-    """The blocks of the automaton's language in output order (fewer than two: nothing to draft in parallel)."""
-    return blocks_between(automaton, single_visit_cuts(automaton))
+def block_plan(machine: Language) -> list[Block]:
+    """The blocks of the machine's language in output order (fewer than two: nothing to draft in parallel)."""
+    return blocks_between(machine, machine.single_visit_cuts())
 
 
 def blocks_between(automaton: Language, cuts: list[int]) -> list[Block]:

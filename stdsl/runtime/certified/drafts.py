@@ -11,7 +11,7 @@ argmax there. The accepted prefix, extended by the argmax at the first rejected 
 the last), is certified. Every round certifies at least one sampled token, so greedy outputs equal
 sequential greedy decoding (in exact arithmetic); after `MAX_ROUNDS` the rest decodes sequentially.
 
-A pushdown constraint's blocks lie between its cut configurations (`cut_configurations`): states are
+A pushdown constraint's blocks lie between its cut configurations (`compiler.pushdown.cut_configurations`): states are
 configuration ids (state and stack), so a later block is drafted from its exact configuration and the
 replay steps the same machine. Sampling at temperature > 0 is not certified (the test is for the argmax):
 such requests and languages with fewer than two blocks decode sequentially, as `generate` does.
@@ -38,9 +38,9 @@ import numpy as np
 
 from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.controller import Controller, configuration_of
+from stdsl.control.controller import MAX_MASKS
 from stdsl.control.finish import finish_reason, finished_generation
-from stdsl.control.pushdown_state import machine_of
+from stdsl.control.tables import controller_of, machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.requests import (
@@ -53,7 +53,6 @@ from stdsl.runtime.batch.requests import (
 )
 from stdsl.runtime.batch.row import Event, RowHandle
 from stdsl.runtime.certified.blocks import END, Block, BlockWatch, Language, block_plan
-from stdsl.runtime.certified.cut_configurations import ConfigurationSteps, pushdown_block_plan
 from stdsl.runtime.certified.document import Draft, Replay, assemble, replay_document
 from stdsl.runtime.certified.forecast import (
     Acceptance,
@@ -106,11 +105,11 @@ class CertifiedDecoder:
         """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
         self.control = constraint_state(engine.model, compiled, options)
-        self.controller = Controller.of(self.control)
+        self.controller = controller_of(compiled, engine.model.tokenizer, max_tokens=options.max_tokens,
+                                        healing=options.healing, masks=MAX_MASKS)
         """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
         self.pending = prompt_ids + self.control.start()
-        machine = machine_of(self.control.automaton)
-        self.automaton: Language = self.control.automaton if machine is None else ConfigurationSteps(machine)
+        self.automaton: Language = self.controller.machine
         self.vocab = self.control.vocab
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.rounds = 0
@@ -118,7 +117,8 @@ class CertifiedDecoder:
         self.drafts: dict[int, Draft] = {}
         self.continuations: dict[int, _Job] = {}
         self.frontier_draft: Draft | None = None
-        self.finish_reason = "stop"
+        self.eos_sampled = False
+        """Whether the certified output ended on a drawn eos (the controller's finish rule reads it)."""
         self.began = time.perf_counter()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._shown = 0
@@ -158,7 +158,7 @@ class CertifiedDecoder:
         yield from self._draft(jobs)
         document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
                             self.drafts, frontier, upcoming)
-        replay = replay_document(self.controller, configuration_of(self.control), len(self.control.committed),
+        replay = replay_document(self.controller, self.control.configuration, len(self.control.committed),
                                  self.pending, document, self.engine.model.tokenizer)
         starts = document.starts
         feed = replay.feed
@@ -195,7 +195,7 @@ class CertifiedDecoder:
                 self.control.advance(token)
             if self.control.finished:
                 last = replay.steps[-1][2] if replay.steps else -1
-                self.finish_reason = "eos" if last >= 0 and self.vocab.eos[last] else self._end_reason()
+                self.eos_sampled = last >= 0 and bool(self.vocab.eos[last])
                 return True
             choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
             self.stats.sampled_tokens += 1
@@ -217,11 +217,9 @@ class CertifiedDecoder:
         """Commit the certified argmax `token` at the current configuration."""
         feed = self.control.advance(token)
         if not feed:
-            self.finish_reason = "eos"
+            self.eos_sampled = True
             return
         self.pending = list(feed)
-        if self.control.finished:
-            self.finish_reason = self._end_reason()
         entered = self._visits(bytes(self.control.decided))
         for index in list(self.drafts):
             if self.blocks[index].entry in entered:
@@ -229,9 +227,6 @@ class CertifiedDecoder:
         for index in list(self.continuations):
             if self.blocks[index].entry in entered:
                 del self.continuations[index]
-
-    def _end_reason(self) -> str:
-        return finish_reason(self.control, eos_sampled=False)
 
     def _visits(self, data: bytes) -> dict[int, int]:
         """Offset of the first visit of each state on the run over `data` (cut states are visited once)."""
@@ -387,7 +382,7 @@ class CertifiedDecoder:
             self.handle._emit(Event(tail))
         self.stats.rounds = self.rounds
         self.stats.seconds = time.perf_counter() - self.began
-        reason = "length" if control.budget_shaped else self.finish_reason
+        reason = finish_reason(control, self.eos_sampled)
         result = finished_generation(control, self.stats, reason, self.parser)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
@@ -434,11 +429,8 @@ def submit_certified(engine: Engine, prompt: Any, constraint: Any, options: Deco
     plain = not options.sampling.greedy or specials
     if plain:
         blocks = []
-    elif machine is not None:
-        blocks = _BLOCK_PLANS.get((machine,), lambda: pushdown_block_plan(machine))
     else:
-        automaton = getattr(compiled, "automaton", compiled)
-        blocks = _BLOCK_PLANS.get((automaton,), lambda: block_plan(automaton))
+        blocks = _BLOCK_PLANS.get((machine,), lambda: block_plan(machine))
     if len(blocks) < 2:
         return engine.submit_request(prepare_request(engine.model, prompt, constraint, options))
     cost = pass_cost(engine.model, engine.call) if options.parallel_fields == "auto" else None

@@ -25,7 +25,6 @@ from typing import Any
 
 from stdsl.caches import CacheKind
 from stdsl.runtime.certified.blocks import END, Block, Language
-from stdsl.runtime.certified.cut_configurations import ConfigurationSteps
 from stdsl.runtime.pass_cost import PassCost
 
 MARGIN = 0.9
@@ -75,9 +74,7 @@ def worth_drafting(forecast: Forecast, cost: PassCost, acceptance: float) -> boo
 
 def shortest_bytes(language: Language, state: int) -> int:
     """Bytes of the shortest accepted completion from `state` (a DFA state or a pushdown configuration id)."""
-    if isinstance(language, ConfigurationSteps):
-        return int(language.machine.need(state))
-    return int(language.min_bytes_to_accept[state])  # type: ignore[attr-defined]
+    return language.shortest_completion(state)
 
 
 def expected_block_tokens(language: Language, block: Block) -> float:

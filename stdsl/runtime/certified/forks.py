@@ -15,41 +15,21 @@ from stdsl.control.constraint_state import ConstraintState
 
 
 def fork(control: ConstraintState) -> ConstraintState:
-    """An independent copy of a row state (shared tables and its frozen window, its own log), so a replay never
-    touches the original."""
-    twin = copy.copy(control)
-    twin.committed = bytearray(control.committed)
-    twin.tokens = list(control.tokens)
-    return twin
-
-
-class _Recording(ConstraintState):
-    """A row state that keeps each sampled token by the output offset it starts at (`sampled`)."""
-
-    sampled: dict[int, int]
-
-    def advance(self, token: int) -> list[int]:
-        self.sampled[len(self.committed)] = token
-        return super().advance(token)
-
-
-_RECORDING: dict[type, type] = {}
+    """An independent copy of a row state: the same controller and its log, kept (a log is frozen: moving the copy
+    replaces its own), so a replay never touches the original."""
+    return copy.copy(control)
 
 
 def recording(control: ConstraintState) -> ConstraintState:
-    """A fork of a row state (DFA or pushdown) that records its sampled tokens from here on (`sampled_tokens`)."""
+    """A fork of a row state (DFA or pushdown) whose log records its sampled tokens from here on."""
     twin = fork(control)
-    kind = type(control)
-    if not issubclass(kind, _Recording):
-        kind = _RECORDING.setdefault(kind, type(f"Recording{kind.__name__}", (_Recording, kind), {}))
-    twin.__class__ = kind
-    twin.sampled = dict(getattr(control, "sampled", {}))  # type: ignore[attr-defined]
+    twin.log = control.log.recording()
     return twin
 
 
 def sampled_tokens(control: ConstraintState) -> dict[int, int]:
     """The tokens a recording state sampled, by output offset (empty for any other state)."""
-    return dict(getattr(control, "sampled", {}))
+    return control.log.sampled_tokens()
 
 
 def unbudgeted(control: ConstraintState) -> ConstraintState:

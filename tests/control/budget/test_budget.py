@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.control.budget.automaton_budget import UNREACHABLE
-from stdsl.control.constraint_state import ConstraintState, shared_tables, vocabulary_of
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner
+from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError
 from stdsl.kernels.token_table import token_table
 from stdsl.runtime.decode import generate
@@ -63,7 +65,7 @@ def test_need_is_the_shortest_completion(smollm2_tokenizer) -> None:
     vocab = vocabulary_of(smollm2_tokenizer)
     for automaton in bounded_automata():
         planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
-        table = shared_tables(automaton, vocab).budget(planner)
+        table = Tables.of(automaton, vocab).budget(planner)
         assert np.array_equal(table.need, dijkstra_need(automaton, vocab))
         assert table.rounds <= automaton.num_states + 1
 
@@ -170,14 +172,14 @@ def test_the_searched_need_equals_the_whole_solve(smollm2_tokenizer, which: int)
     """Issue 35: need searched from the states asked (behind the byte bound) answers as the whole solve over every
     token row: need within a limit, the budget masks and the least output, on large automata too (the tags schema
     was refused at its least budget as needing one token more)."""
-    from stdsl.control import constraint_state
+    from stdsl.control import tables
     from stdsl.kernels.rows import row_next_states
 
     vocab = vocabulary_of(smollm2_tokenizer)
     automaton = (bounded_automata() + [compile_regex(HELD_BACK), build_automaton(schema_to_ir(TAGS))])[which]
     planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes, True)
-    whole = constraint_state.budget_table_for(automaton, vocab, planner).need
-    searched = constraint_state.budget_table_for(automaton, vocab, planner)
+    whole = tables.budget_table_for(automaton, vocab, planner).need
+    searched = tables.budget_table_for(automaton, vocab, planner)
     rng = random.Random(which)
     for state in rng.sample(range(automaton.num_states), min(30, automaton.num_states)):
         for limit in range(8):
@@ -188,7 +190,7 @@ def test_the_searched_need_equals_the_whole_solve(smollm2_tokenizer, which: int)
             assert np.array_equal(_fitting(searched.admits(state, row, remaining), row),
                                   (row >= 0) & (through <= remaining)), (state, remaining)
     control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=10**6,
-                              budget=constraint_state.budget_table_for(automaton, vocab, planner))
+                              budget=tables.budget_table_for(automaton, vocab, planner))
     control.start()
     assert control.least_output_tokens == int(whole[0])
 

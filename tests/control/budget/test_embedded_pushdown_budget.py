@@ -14,8 +14,9 @@ import pytest
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.tools.formats import FORMATS
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.pushdown_state import PushdownState, pushdown_tables
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError
 from tests.control.budget.test_pushdown_budget import oracle_need, random_walk_configs
 from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
@@ -45,13 +46,13 @@ def test_a_merged_pushdown_keeps_the_exact_budget(small_tokenizer, tree: dict, s
     constraint = build_constraint(spec, 60)
     assert isinstance(constraint, PushdownConstraint)
     machine, vocab = constraint.machine, vocabulary_of(small_tokenizer)
-    walker = PushdownState(machine, small_tokenizer, vocab)
+    walker = ConstraintState(machine, small_tokenizer, vocab)
     walker.start()
-    budget = pushdown_tables(machine, vocab).budget(walker.planner)
+    budget = Tables.of(machine, vocab).budget(walker.planner)
     rng = random.Random(seed)
     for config in random_walk_configs(walker, rng, 8):
         assert budget.need_at(config) == oracle_need(machine, small_tokenizer, config), machine.configuration(config)
-    probe = PushdownState(machine, small_tokenizer, vocab, max_tokens=1)
+    probe = ConstraintState(machine, small_tokenizer, vocab, max_tokens=1)
     try:
         probe.start()
     except BudgetError:
@@ -59,9 +60,9 @@ def test_a_merged_pushdown_keeps_the_exact_budget(small_tokenizer, tree: dict, s
     least = probe.least_output_tokens
     assert least is not None and least > 1
     with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} "):
-        PushdownState(machine, small_tokenizer, vocab, max_tokens=least - 1).start()
+        ConstraintState(machine, small_tokenizer, vocab, max_tokens=least - 1).start()
     for max_tokens in range(least, least + 3):
-        control = PushdownState(machine, small_tokenizer, vocab, max_tokens=max_tokens)
+        control = ConstraintState(machine, small_tokenizer, vocab, max_tokens=max_tokens)
         control.start()
         while not control.finished:
             choices = np.flatnonzero(control.mask() & ~vocab.eos)

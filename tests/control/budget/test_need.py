@@ -19,8 +19,9 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.control.budget.automaton_budget import UNREACHABLE, BudgetTable, build_budget_table
 from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors, single_byte_tokens
-from stdsl.control.constraint_state import budget_table_for, vocabulary_of
+from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner, Window
+from stdsl.control.tables import budget_table_for
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.runtime.json_documents import load_task

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.pushdown_state import PushdownState, pushdown_tables
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError
 from stdsl.model_files.tokenizer import Tokenizer
 from tests.data_files import EXTRACTION, RECURSIVE
@@ -127,7 +128,7 @@ def recursive_trees(draw: st.DrawFn) -> dict:
     return {"$ref": "#/$defs/node", "$defs": {"node": node}}
 
 
-def random_walk_configs(control: PushdownState, rng: random.Random, steps: int) -> list[int]:
+def random_walk_configs(control: ConstraintState, rng: random.Random, steps: int) -> list[int]:
     """Configurations met while taking random admissible tokens (the sampling configuration of each step)."""
     seen = [control.state]
     for _ in range(steps):
@@ -148,14 +149,14 @@ def check_exact(schema: dict, tokenizer: Tokenizer, seed: int) -> None:
     constraint = stdsl.compile(schema, strict=False)
     machine = constraint.machine
     vocab = vocabulary_of(tokenizer)
-    walker = PushdownState(machine, tokenizer, vocab)
+    walker = ConstraintState(machine, tokenizer, vocab)
     walker.start()
-    budget = pushdown_tables(machine, vocab).budget(walker.planner)
+    budget = Tables.of(machine, vocab).budget(walker.planner)
     rng = random.Random(seed)
     for config in random_walk_configs(walker, rng, 6):
         assert budget.need_at(config) == oracle_need(machine, tokenizer, config), machine.configuration(config)
     assert budget.exact
-    probe = PushdownState(machine, tokenizer, vocab, max_tokens=1)
+    probe = ConstraintState(machine, tokenizer, vocab, max_tokens=1)
     try:
         probe.start()
     except BudgetError:
@@ -164,9 +165,9 @@ def check_exact(schema: dict, tokenizer: Tokenizer, seed: int) -> None:
     assert least is not None
     if least > 1:
         with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} "):
-            PushdownState(machine, tokenizer, vocab, max_tokens=least - 1).start()
+            ConstraintState(machine, tokenizer, vocab, max_tokens=least - 1).start()
     for max_tokens in range(least, least + 4):
-        control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
+        control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
         control.start()
         while not control.finished:
             allowed = control.mask()
@@ -220,7 +221,7 @@ def least_budget(constraint, tokenizer) -> int:
 
     vocab = vocabulary_of(tokenizer)
     machine = getattr(constraint, "machine", None)
-    control = (PushdownState(machine, tokenizer, vocab, max_tokens=1) if machine is not None
+    control = (ConstraintState(machine, tokenizer, vocab, max_tokens=1) if machine is not None
                else ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=1))
     try:
         control.start()

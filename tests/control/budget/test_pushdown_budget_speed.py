@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 import stdsl
 from stdsl.control.budget.live_token_length import longest_live_token
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.pushdown_state import PushdownState, pushdown_tables
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import Tables
 from stdsl.model_files.tokenizer import Tokenizer
 from tests.control.budget.test_pushdown_budget import bytes_to_unicode, random_walk_configs, recursive_trees
 from tests.control.budget.test_pushdown_budget import small_tokenizer as small_tokenizer  # noqa: F401 (the fixture)
@@ -96,7 +97,7 @@ def test_the_longest_live_token_bounds_every_token_that_steps(smollm2_tokenizer)
     machine = stdsl.compile(stdsl.Grammar(NESTED)).machine
     longest = longest_live_token(machine.grammar, vocabulary_of(smollm2_tokenizer))
     assert longest == 4
-    walker = PushdownState(machine, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer))
+    walker = ConstraintState(machine, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer))
     walker.start()
     tokens = candidate_tokens(machine, smollm2_tokenizer)
     assert max(len(b) for b in tokens) > longest
@@ -110,9 +111,9 @@ def test_the_longest_live_token_bounds_every_token_that_steps(smollm2_tokenizer)
 def test_the_lower_bound_never_exceeds_the_token_search(bracket_tokenizer, seed: int) -> None:
     machine = stdsl.compile(stdsl.Grammar(NESTED)).machine
     vocab = vocabulary_of(bracket_tokenizer)
-    walker = PushdownState(machine, bracket_tokenizer, vocab)
+    walker = ConstraintState(machine, bracket_tokenizer, vocab)
     walker.start()
-    budget = pushdown_tables(machine, vocab).budget(walker.planner)
+    budget = Tables.of(machine, vocab).budget(walker.planner)
     for config in random_walk_configs(walker, random.Random(seed), 8):
         truth = oracle_need(machine, bracket_tokenizer, config, 30)
         assert truth is not None
@@ -126,16 +127,16 @@ def test_the_lower_bound_never_exceeds_the_token_search(bracket_tokenizer, seed:
 def test_the_lower_bound_holds_on_recursive_schemas(small_tokenizer, schema: dict, seed: int) -> None:  # noqa: F811
     machine = stdsl.compile(schema).machine
     vocab = vocabulary_of(small_tokenizer)
-    walker = PushdownState(machine, small_tokenizer, vocab)
+    walker = ConstraintState(machine, small_tokenizer, vocab)
     walker.start()
-    budget = pushdown_tables(machine, vocab).budget(walker.planner)
+    budget = Tables.of(machine, vocab).budget(walker.planner)
     for config in random_walk_configs(walker, random.Random(seed), 6):
         truth = budget.need_at(config)
         assert budget.solver.lower_bound(config) <= truth or machine.config_accepts(config)
     assert budget.exact
 
 
-def walk_with_budget(control: PushdownState, rng: random.Random) -> list[float]:
+def walk_with_budget(control: ConstraintState, rng: random.Random) -> list[float]:
     """Decode under the budget taking random admitted tokens; the seconds each mask step (mask and advance) took."""
     vocab = control.vocab
     times = []
@@ -157,7 +158,7 @@ def test_the_nested_grammar_masks_fast_and_exactly_with_smollm2(smollm2_tokenize
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     vocab = vocabulary_of(smollm2_tokenizer)
     for seed in range(4):
-        control = PushdownState(constraint.machine, smollm2_tokenizer, vocab, max_tokens=14)
+        control = ConstraintState(constraint.machine, smollm2_tokenizer, vocab, max_tokens=14)
         times = walk_with_budget(control, random.Random(seed))
         assert max(times) < STEP_SECONDS, times
         assert control.accepting and constraint.accepts(control.decided) and len(control.tokens) <= 14
@@ -169,7 +170,7 @@ def test_the_smollm2_masks_equal_the_token_search_near_the_limit(smollm2_tokeniz
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     machine, vocab = constraint.machine, vocabulary_of(smollm2_tokenizer)
     rng = random.Random(5)
-    control = PushdownState(machine, smollm2_tokenizer, vocab, max_tokens=9)
+    control = ConstraintState(machine, smollm2_tokenizer, vocab, max_tokens=9)
     control.start()
     checked = 0
     while not control.finished:
@@ -197,8 +198,8 @@ def test_a_mask_out_of_expansions_refuses_soundly_and_never_empties(bracket_toke
     proven path, and every output decoded ends valid within its budget."""
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     machine, vocab = constraint.machine, vocabulary_of(bracket_tokenizer)
-    control = PushdownState(machine, bracket_tokenizer, vocab, max_tokens=max_tokens)
-    tables = pushdown_tables(machine, vocab)
+    control = ConstraintState(machine, bracket_tokenizer, vocab, max_tokens=max_tokens)
+    tables = Tables.of(machine, vocab)
     control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
                                     max_mask_expansions=0)
     walk_with_budget(control, random.Random(seed))
@@ -210,8 +211,8 @@ def masks_of_a_walk(machine, tokenizer, max_tokens: int, seed: int, max_mask_exp
     """The packed masks of one random walk under a fresh budget whose masks may expand `max_mask_expansions`
     configurations, and how many answers that budget gave by a bound."""
     vocab = vocabulary_of(tokenizer)
-    control = PushdownState(machine, tokenizer, vocab, max_tokens=max_tokens)
-    tables = pushdown_tables(machine, vocab)
+    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    tables = Tables.of(machine, vocab)
     control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
                                     max_mask_expansions=max_mask_expansions)
     rng, masks = random.Random(seed), []

@@ -22,7 +22,8 @@ import stdsl
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.control.constraint_state import ConstraintState, vocabulary_of
+from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.canonical_check import boundary_differences, differences, forced_bytes
 from tests.runtime.json_documents import compact, load_task, random_instance
 

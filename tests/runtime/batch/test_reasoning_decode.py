@@ -148,7 +148,8 @@ def test_parallel_fields_decode_the_block_first_then_the_answer(opening) -> None
 def test_the_closing_tag_can_always_be_written(smollm2_tokenizer) -> None:
     """At every character boundary of random thinking text some token begins `</think>`."""
     from stdsl.compiler.reasoning import THINK, think_then
-    from stdsl.control.constraint_state import ConstraintState, vocabulary_of
+    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.special_vocabulary import vocabulary_of
 
     composed = think_then(stdsl.compile(SCHEMA), THINK, "opened").constraint
     vocab = vocabulary_of(smollm2_tokenizer)

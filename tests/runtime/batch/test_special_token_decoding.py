@@ -14,8 +14,7 @@ import pytest
 
 import stdsl
 from stdsl.compiler.special_tokens import special_spelling
-from stdsl.control.constraint_state import vocabulary_of
-from stdsl.control.special_vocabulary import special_vocabulary
+from stdsl.control.special_vocabulary import special_vocabulary, vocabulary_of
 from stdsl.errors import BudgetError, CompileError, GrammarError
 from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
 from stdsl.runtime.options import DecodeOptions

@@ -11,16 +11,16 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.runtime.engine_oracle import agrees, sequential_greedy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.runtime.json_documents import load_task
 
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import BudgetError
-from stdsl.runtime.certified.blocks import END, block_plan, single_visit_cuts
+from stdsl.runtime.certified.blocks import END, block_plan
 from stdsl.runtime.decode import generate
+from tests.runtime.engine_oracle import agrees, sequential_greedy
+from tests.runtime.json_documents import load_task
 
 TASKS = ("person", "event", "product", "classification", "contact_card", "tool_call")
 
@@ -57,7 +57,7 @@ def test_template_fields_separated_by_literal_text_are_blocks() -> None:
 
 def test_a_cut_state_on_a_cycle_does_not_split() -> None:
     automaton = compile_regex(r"(ab)+c")
-    assert all(cut not in single_visit_cuts(automaton) for cut in range(1, automaton.num_states)
+    assert all(cut not in automaton.single_visit_cuts() for cut in range(1, automaton.num_states)
                if automaton.step(cut, b"ab") == cut)
     assert len(block_plan(compile_regex(r"[a-z]+"))) <= 1
 

@@ -14,15 +14,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.runtime.engine_oracle import agrees
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.runtime.json_documents import load_task
 
 from stdsl.cli import parse_args
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.constraint import compile as compile_constraint
-from stdsl.control.pushdown_state import machine_of
+from stdsl.compiler.pushdown.machine import PushdownMachine
+from stdsl.control.tables import machine_of
 from stdsl.errors import OptionError
 from stdsl.runtime.certified.blocks import block_plan
 from stdsl.runtime.certified.forecast import (
@@ -39,6 +38,8 @@ from stdsl.runtime.certified.forecast import (
 from stdsl.runtime.decode import generate, generate_batch, stream
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.pass_cost import PassCost, measure_pass_cost, pass_cost, set_pass_cost
+from tests.runtime.engine_oracle import agrees
+from tests.runtime.json_documents import load_task
 
 FREE_WIDTH = PassCost((1.0, 4096.0), (1.0, 1.0))
 CPU_WIDTH = PassCost.linear(1.0)
@@ -263,7 +264,7 @@ def test_auto_on_open_objects_equals_sequential(model, name) -> None:
     """Open objects (`strict=False`) compile to a pushdown: auto forecasts over its cut configurations."""
     schema, prompt = extraction(name, open_objects=True)
     open_language = compile_constraint(schema, strict=False)
-    assert machine_of(open_language) is not None
+    assert isinstance(machine_of(open_language), PushdownMachine)
     sequential = generate(model, prompt, open_language, max_tokens=60)
     set_acceptance(model, pinned(0.9))
     set_pass_cost(model, FREE_WIDTH)

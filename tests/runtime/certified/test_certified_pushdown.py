@@ -11,21 +11,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.runtime.engine_oracle import agrees
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.runtime.json_documents import load_task
 
 from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.compiler.pushdown.cut_configurations import cut_configurations
 from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.control.pushdown_state import machine_of
+from stdsl.control.tables import machine_of
 from stdsl.runtime.batch.requests import constraint_state
 from stdsl.runtime.certified.blocks import END, block_plan
-from stdsl.runtime.certified.cut_configurations import cut_configurations, pushdown_block_plan
 from stdsl.runtime.certified.forks import fork, recording, sampled_tokens
 from stdsl.runtime.decode import generate
 from stdsl.runtime.options import DecodeOptions
 from tests.data_files import RECURSIVE as RECURSIVE_TASKS
+from tests.runtime.engine_oracle import agrees
+from tests.runtime.json_documents import load_task
 
 EXTRACTION = ("person", "event", "product", "classification", "contact_card", "tool_call")
 RECURSIVE = ("org", "fs", "expression", "solar", "thread")
@@ -54,7 +54,7 @@ def recursive_task(name: str) -> dict:
 
 def machine(schema: dict) -> PushdownMachine:
     found = machine_of(compile_constraint(schema, strict=False))
-    assert found is not None, "the schema should compile to a pushdown"
+    assert isinstance(found, PushdownMachine), "the schema should compile to a pushdown"
     return found
 
 
@@ -78,7 +78,7 @@ def assert_cuts_met_once_in_order(pushdown: PushdownMachine, document: bytes) ->
         assert run.count(cut) == 1, f"cut configuration {cut} met {run.count(cut)} times on {document!r}"
         where.append(run.index(cut))
     assert where == sorted(where)
-    for block in pushdown_block_plan(pushdown):
+    for block in block_plan(pushdown):
         if block.exit != END:
             assert run.index(block.entry) < run.index(block.exit)
 
@@ -87,7 +87,7 @@ def test_an_open_object_splits_at_its_required_members_and_ends_with_one_tail_bl
     schema = {"type": "object", "required": ["a", "b"],
               "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "string"}}}
     pushdown = machine(schema)
-    blocks = pushdown_block_plan(pushdown)
+    blocks = block_plan(pushdown)
     assert [b.literal for b in blocks] == [b'{"a":', b'"b":', b"e"]
     assert blocks[-1].exit == END
     assert_cuts_met_once_in_order(pushdown, b'{"a":-3,"b":true,"c":"x","zz":[1,{"q":null}]}')
@@ -99,7 +99,7 @@ def test_an_open_schema_keeps_the_closed_schemas_blocks(name) -> None:
     closed = load_task(name)["schema"]
     schema, _ = open_task(name)
     dfa_blocks = block_plan(compile_constraint(closed).automaton)
-    open_blocks = pushdown_block_plan(machine(schema))
+    open_blocks = block_plan(machine(schema))
     assert len(dfa_blocks) >= 2
     assert len(open_blocks) >= len(dfa_blocks)
     for closed_block, open_block in zip(dfa_blocks, open_blocks):  # an open object's "}" is no longer forced
@@ -109,14 +109,14 @@ def test_an_open_schema_keeps_the_closed_schemas_blocks(name) -> None:
 
 def test_a_recursive_schema_splits_inside_its_root_object() -> None:
     pushdown = machine(recursive_task("org")["schema"])
-    assert [b.literal for b in pushdown_block_plan(pushdown)] == [b'{"name":', b',"role":', b',"reports":[']
+    assert [b.literal for b in block_plan(pushdown)] == [b'{"name":', b',"role":', b',"reports":[']
 
 
 @pytest.mark.parametrize("name", RECURSIVE)
 def test_gold_trees_meet_each_cut_configuration_once(name) -> None:
     task = recursive_task(name)
     pushdown = machine(task["schema"])
-    assert len(pushdown_block_plan(pushdown)) >= 2
+    assert len(block_plan(pushdown)) >= 2
     assert_cuts_met_once_in_order(pushdown, json.dumps(task["gold"], separators=(",", ":")).encode())
 
 
@@ -178,7 +178,7 @@ def test_a_draft_rows_sampled_tokens_replay_its_path(tiny_model, extra) -> None:
 @pytest.mark.parametrize("name", EXTRACTION)
 def test_certified_equals_sequential_on_open_extraction_schemas(tiny_model, name) -> None:
     schema, prompt = open_task(name)
-    assert machine_of(compile_constraint(schema, strict=False)) is not None
+    assert isinstance(machine_of(compile_constraint(schema, strict=False)), PushdownMachine)
     sequential = generate(tiny_model, prompt, schema, max_tokens=60, strict=False)
     certified = generate(tiny_model, prompt, schema, max_tokens=60, parallel_fields=True, strict=False)
     assert certified.stats.rounds >= 1
@@ -199,7 +199,7 @@ def test_certified_equals_sequential_on_recursive_tasks(tiny_model, name) -> Non
 
 def test_a_pushdown_without_two_blocks_decodes_sequentially(tiny_model) -> None:
     schema = {"type": "array", "items": {"$ref": "#"}}
-    assert len(pushdown_block_plan(machine(schema))) < 2
+    assert len(block_plan(machine(schema))) < 2
     certified = generate(tiny_model, "A list.", schema, max_tokens=20, parallel_fields=True)
     assert certified.stats.rounds == 0
     assert certified.tokens == generate(tiny_model, "A list.", schema, max_tokens=20).tokens

@@ -1,4 +1,4 @@
-"""The one place that tells DFA from pushdown, and the one end of an output (finish reason and Generation)."""
+"""The one end of an output: the controller's finish reason and the Generation, asked the same way by every surface."""
 
 from __future__ import annotations
 
@@ -7,34 +7,22 @@ import pytest
 import stdsl
 from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.finish import finish_reason, finished_generation
-from stdsl.control.pushdown_state import PushdownState
-from stdsl.control.row_controller import controller_for
-from stdsl.errors import GenerationError, StdslError
+from stdsl.errors import GenerationError
 from stdsl.generation import Stats
 
 TREE = {"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
                         "required": ["k"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
 
 
-def test_each_kind_of_compiled_constraint_gets_its_controller(smollm2_tokenizer) -> None:
-    regular = stdsl.compile(stdsl.Regex("yes|no"))
-    assert type(controller_for(regular, smollm2_tokenizer, max_tokens=None)) is ConstraintState
-    assert type(controller_for(regular.automaton, smollm2_tokenizer, max_tokens=None)) is ConstraintState
-    recursive = controller_for(stdsl.compile(TREE), smollm2_tokenizer, max_tokens=None)
-    assert isinstance(recursive, PushdownState) and recursive.device_masks is None
-    with pytest.raises(StdslError, match="expected a compiled constraint .*got dict"):
-        controller_for({"type": "string"}, smollm2_tokenizer, max_tokens=None)
-
-
 def test_a_constraint_with_special_tokens_decodes_with_their_spellings(smollm2_tokenizer) -> None:
     compiled = stdsl.compile(stdsl.Grammar('start: "a" <|im_start|>').with_special_tokens(
         smollm2_tokenizer.special_tokens))
-    control = controller_for(compiled, smollm2_tokenizer, max_tokens=None)
+    control = ConstraintState.of(compiled, smollm2_tokenizer, max_tokens=None)
     assert control.vocab.token_bytes[smollm2_tokenizer.special_tokens["<|im_start|>"]] is not None
 
 
 def test_the_end_of_an_output(smollm2_tokenizer) -> None:
-    control = controller_for(stdsl.compile(stdsl.Regex("yes|no")), smollm2_tokenizer, max_tokens=None)
+    control = ConstraintState.of(stdsl.compile(stdsl.Regex("yes|no")), smollm2_tokenizer, max_tokens=None)
     control.start()
     with pytest.raises(GenerationError, match="outside an accepting state"):
         finished_generation(control, Stats(), "length", None)
@@ -44,6 +32,7 @@ def test_the_end_of_an_output(smollm2_tokenizer) -> None:
     control.advance(token)
     assert control.accepting and finish_reason(control, eos_sampled=False) == "stop"
     assert finish_reason(control, eos_sampled=True) == "eos"
+    assert finish_reason(control, eos_sampled=True, stopped=True) == "stop"  # a stop string ended it
     result = finished_generation(control, Stats(sampled_tokens=1), "stop", str.upper)
     assert (result.text, result.data, result.tokens, result.value) == ("yes", b"yes", [token], "YES")
     assert result.accepted
@@ -51,9 +40,10 @@ def test_the_end_of_an_output(smollm2_tokenizer) -> None:
 
 
 def test_an_output_the_budget_shaped_ends_with_length(smollm2_tokenizer) -> None:
-    control = controller_for(stdsl.compile(stdsl.Regex("a{1,40}")), smollm2_tokenizer, max_tokens=3)
+    control = ConstraintState.of(stdsl.compile(stdsl.Regex("a{1,40}")), smollm2_tokenizer, max_tokens=3)
     control.start()
     while not control.finished:
         allowed = control.mask()
         control.advance(int(allowed.nonzero()[0][-1]))
     assert finish_reason(control, eos_sampled=False) == "length"
+    assert not control.budget_shaped and finish_reason(control, eos_sampled=True, stopped=True) == "stop"

@@ -11,41 +11,22 @@ tail is what follows the last one; a recursive schema's root object is the calle
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from stdsl.compiler.automata.automaton import _cut_states
-from stdsl.compiler.automata.minimize import bfs_distances, successor_lists
-from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.runtime.certified.blocks import Block, blocks_between
+from stdsl.compiler.automata.minimize import single_visit, successor_lists
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
 
 
-class ConfigurationSteps:
-    """A pushdown machine read as an automaton over configuration ids (what blocks and drafts step through)."""
+class PushdownMachine(Protocol):
+    """What the cuts read of a `machine.PushdownMachine`: its grammar, stack cap and configuration ids."""
 
-    def __init__(self, machine: PushdownMachine) -> None:
-        self.machine = machine
-        self.accepting = machine.accepting
-        self.live_count = machine.live_count
+    grammar: PushdownGrammar
+    max_depth: int
 
-    def next_state(self, state: int, byte: int) -> int:
-        """The configuration after one byte (-1 dead)."""
-        return self.machine.step_byte(state, byte)
-
-    def live_bytes(self, state: int) -> bytes:
-        """The bytes a configuration admits, in increasing order."""
-        return bytes(np.flatnonzero(self.machine.byte_row(state) >= 0).tolist())
-
-    def step(self, state: int, data: bytes) -> int:
-        """The configuration after `data` (-1 once dead)."""
-        return self.machine.step(state, data)
-
-    def forced_chain(self, state: int) -> bytes:
-        """The forced bytes from a configuration, across calls and returns."""
-        return self.machine.forced_chain(state)
-
-    def chain_end(self, state: int) -> int:
-        """The configuration after `forced_chain(state)`."""
-        return self.machine.chain_end(state)
+    def config_of(self, state: int, stack: tuple[int, ...]) -> int: ...
 
 
 def body_cuts(machine: PushdownMachine, nonterminal: int) -> list[int]:
@@ -72,15 +53,7 @@ def body_cuts(machine: PushdownMachine, nonterminal: int) -> list[int]:
         table[row, : len(targets)] = targets
     accepting = np.asarray(grammar.accepting)[order]
     cuts = np.flatnonzero(_cut_states(table, accepting)).tolist()
-    indptr, indices = successor_lists(table)
-    distance = bfs_distances(indptr, indices, np.array([0]))
-    single = []
-    for cut in cuts:
-        successors = indices[indptr[cut] : indptr[cut + 1]]
-        if len(successors) and bfs_distances(indptr, indices, successors)[cut] >= 0:
-            continue
-        single.append(cut)
-    return [int(order[c]) for c in sorted(single, key=lambda c: int(distance[c]))]
+    return [int(order[c]) for c in single_visit(table, cuts)]
 
 
 def cut_configurations(machine: PushdownMachine) -> list[int]:
@@ -105,8 +78,3 @@ def _spine(machine: PushdownMachine, nonterminal: int, stack: tuple[int, ...]) -
         if sole_call:
             out += _spine(machine, int(grammar.call_callee[edges[0]]), stack + (there,))
     return out
-
-
-def pushdown_block_plan(machine: PushdownMachine) -> list[Block]:
-    """The blocks of a pushdown constraint's language between its cut configurations, in output order."""
-    return blocks_between(ConfigurationSteps(machine), cut_configurations(machine))
