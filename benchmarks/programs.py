@@ -12,8 +12,9 @@ The four example programs of `examples/steps/` run on the embedded SmolLM2 (gree
   its whole prompt);
 - mlx-lm + llguidance: the same separate calls made with mlx-lm's `generate_step` on the same weights, each step's
   constraint as an llguidance matcher applied as a logits processor (a Pydantic class or JSON Schema through
-  llguidance's JSON compiler, compact separators; a `Regex` through its regex compiler), the whole conversation
-  re-sent and re-prefilled every call and a fork's branches one after another.
+  llguidance's JSON compiler, compact separators, objects closed as stdsl's strict default reads them; a `Regex`
+  through its regex compiler), the whole conversation re-sent and re-prefilled every call and a fork's branches
+  one after another.
 
 The prompt cache is emptied before every run, so each run starts as a new request would. Reported per program and
 variant: model passes (forward passes of the whole run: a pass over a batch of fork rows counts once), prompt
@@ -209,7 +210,7 @@ class MlxLmLLGuidance:
             return None
         if isinstance(constraint, Regex):
             return str(self.llg.LLMatcher.grammar_from_regex(constraint.pattern))
-        schema = constraint.model_json_schema() if hasattr(constraint, "model_json_schema") else constraint
+        schema = closed(constraint.model_json_schema() if hasattr(constraint, "model_json_schema") else constraint)
         overrides: Any = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
         return str(self.llg.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides))
 
@@ -238,6 +239,19 @@ class MlxLmLLGuidance:
         stats = SimpleNamespace(passes=self.net.calls - before, prompt_tokens=len(prompt), cached_tokens=0,
                                 emitted_tokens=len(tokens))
         return SimpleNamespace(text=out, tokens=tokens, stats=stats, value=read_value(step.constraint, out))
+
+
+def closed(schema: Any) -> Any:
+    """`schema` with every object that does not say otherwise closed to its named properties, as stdsl's strict
+    default reads it (llguidance, like JSON Schema, leaves them open and then writes extra keys)."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: closed(value) for key, value in schema.items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def read_value(constraint: Any, text: str) -> Any:
