@@ -126,10 +126,9 @@ class _SerialQueue:
 
 
 class _ForkGroup:
-    """The branches of one fork. The first to submit a step leads: it has the engine prefill its prompt into the prompt
-    cache (a one-token row), then every branch submits its step, so their rows are prefilled together, each served by
-    the cache all the text it shares with the leader (the parent's transcript and whatever the branches append alike)
-    rather than prefilling it again, and they decode in step from the first pass."""
+    """The branches of one fork. The first to submit a step leads; the others submit theirs once the engine has
+    prefilled the leader's prompt, so the prompt cache serves each of them all the text it shares with the leader
+    (the parent's transcript and whatever the branches append alike) rather than each prefilling it again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -350,19 +349,25 @@ class State:
             self._run.ended(record)
 
     def _submit(self, ids: list[int], step: Gen) -> RowHandle:
-        """Submit the step's row; a branch's first step waits for its fork's leader to have warmed the cache first."""
+        """Submit the step's row; a branch's first step waits for its fork's leader to be prefilled first."""
         group, self._group = self._group, None
-        engine = self._run.engine
-        if group is not None and group.lead():
-            try:
-                self._run.wait(submit(engine, ids, None, max_tokens=1, chat=False))
-            except StdslError:  # the step's own row meets the same error and reports it
-                pass
-            finally:
-                group.ready.set()
-        elif group is not None:
+        leads = group is not None and group.lead()
+        if group is not None and not leads:
             group.ready.wait()
-        return submit(engine, ids, step.constraint, **{**self._run.options, **step.options}, chat=False)
+        engine = self._run.engine
+        try:
+            handle = submit(engine, ids, step.constraint, **{**self._run.options, **step.options}, chat=False)
+            if leads:
+                engine.call(_nothing)  # the runner's next turn takes the row in and prefills it in its step;
+                engine.call(_nothing)  # the turn after it begins once that step is done
+        finally:
+            if group is not None and leads:
+                group.ready.set()
+        return handle
+
+
+def _nothing() -> None:
+    """Work for the runner that only marks a turn boundary."""
 
 
 class Forks(list[State]):

@@ -50,9 +50,9 @@ def test_forks_of_k_equal_branches_take_one_branchs_passes(tiny_model, engine) -
     assert main_one == main_four
     assert all(step.tokens == alone.tokens for step in branches)  # equal branches decode alike (greedy)
     fork_one, fork_four = one - main_one, four - main_four
-    # one branch leads: a one-token row prefills its prompt into the cache (a pass), then the four rows are
-    # prefilled together from it and every pass decodes all four (a row may join one turn late)
-    assert fork_four <= fork_one + 2
+    # one branch leads: the others join once its prompt is prefilled (the cache then serves it to them), so it
+    # is a few passes ahead of them; after that every pass decodes all four rows
+    assert fork_four <= fork_one + 4
     # decoded one after another they would take every branch's passes
     assert sum(step.stats.passes for step in branches) >= 4 * (fork_one - 1) > fork_four
 
