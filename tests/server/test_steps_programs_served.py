@@ -7,14 +7,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
 from stdsl.programs import load_steps_program
 from stdsl.runtime.program_steps.dataset import run_record
-from tests.server.server_fixtures import running_server
+from tests.server.server_fixtures import metric, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = '''
@@ -80,3 +82,78 @@ def test_serve_refuses_a_bad_steps_program_before_loading_a_model(tmp_path) -> N
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2
     assert "importing it failed: ValueError: bad file" in done.stderr and "no-model" not in done.stderr
+
+
+WATCHED = '''
+import threading
+
+import stdsl as stcon
+from stdsl import gen, select
+
+GATE = threading.Event()
+OPENED = []
+CALLS = []
+
+
+@stcon.program(max_tokens=12)
+def gated(s, name: str):
+    s += f"Name: {name}\\nKind: "
+    s += select("kind", ["cat", "dog"])
+    s.call("opened", lambda: OPENED.append(GATE.wait(60)) or len(OPENED))
+    s += "\\nWord: "
+    s += gen("word", stcon.Regex("[a-z]{2,6}"))
+    return s["word"]
+
+
+@stcon.program
+def endless(s):
+    s += "Letters: "
+    for i in range(40):
+        s += gen(f"w{i}", stcon.Regex("[a-z]{30}"), max_tokens=30)
+        s.call(f"n{i}", CALLS.append, i)
+'''
+
+
+@pytest.fixture(scope="module")
+def watched(tiny_model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("watched") / "served_watched.py"
+    path.write_text(WATCHED)
+    programs = {name: load_steps_program(f"{path}:{name}") for name in ("gated", "endless")}
+    with running_server(tiny_model, max_rows=4, steps_programs=programs) as url:
+        yield url, programs["gated"].function.__globals__
+
+
+def test_a_stream_sends_each_value_as_its_step_ends(watched) -> None:
+    url, names = watched
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
+    values, content = [], ""
+    call = {"program": {"name": "gated", "arguments": {"name": "Tom"}}}
+    for chunk in client.chat.completions.create(model="m", messages=ASK, temperature=0, stream=True, extra_body=call):
+        delta = chunk.choices[0].delta
+        for value in getattr(delta, "stdsl", None) or []:
+            values.append(value)
+            if value["path"] == ["kind"]:
+                names["GATE"].set()  # the run waits on this until its first value reached the client
+        content += delta.content or ""
+    assert names["OPENED"] == [True]
+    assert [value["path"] for value in values] == [["kind"], ["opened"], ["word"]]
+    assert {value["path"][0]: value["value"] for value in values} == json.loads(content)["values"]
+    assert all(value["complete"] for value in values)
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_run(watched) -> None:
+    url, names = watched
+    body = {"model": "m", "messages": ASK, "stream": True, "program": {"name": "endless", "arguments": {}}}
+    with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if '"stdsl"' in line:
+                break  # the first value came: leave
+    deadline = time.monotonic() + 60
+    while metric(url, "rows_active") or metric(url, "rows_queued"):
+        assert time.monotonic() < deadline, "the run's rows were not released"
+        time.sleep(0.05)
+    steps, requests = len(names["CALLS"]), metric(url, "requests_total")
+    time.sleep(1.5)
+    assert len(names["CALLS"]) == steps < 40 and metric(url, "requests_total") == requests
+    assert metric(url, "rows_active") == 0

@@ -17,7 +17,13 @@ def run_steps(function: Callable[..., Any], model: Any, args: tuple[Any, ...], k
 
     The run waits for every branch; a failure on the main line raises its StepError, a fork's branch that fails
     is in the result's `errors` (its value is read as that error)."""
-    run = ProgramRunState(model, dict(options))
+    return run_program(ProgramRunState(model, dict(options)), function, args, kwargs)
+
+
+def run_program(run: ProgramRunState, function: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: Mapping[str, Any]) -> ProgramRun:
+    """Run `function(s, *args, **kwargs)` as `run` (a state its caller made to watch its steps as they end, or to
+    abort it from another thread); as `run_steps`."""
     main = start(run)
     try:
         returned = function(main, *args, **kwargs)

@@ -5,6 +5,8 @@ program's thread goes on at once: it waits only where it reads a value (`s["name
 a fork submit their steps while the others decode, and the engine decodes them as rows of one batch, each
 continuing the token sequence its parent decoded (the prompt cache holds it: a branch prefills only its own text).
 A step that fails fails its branch alone: its records and later reads of that branch name the step and position.
+A run can be stopped from any thread (`ProgramRunState.abort`: a server whose client left): its rows in flight are
+cancelled and every later step fails as Cancelled without a pass.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stdsl.errors import OptionError, StdslError
+from stdsl.errors import Cancelled, OptionError, StdslError
 from stdsl.runtime.batch.handle import RowHandle
 from stdsl.runtime.decode import engine_for, submit
 from stdsl.runtime.options import DecodeOptions
@@ -26,25 +28,40 @@ from stdsl.runtime.program_steps.actions import Gen
 from stdsl.runtime.program_steps.record import StepError, StepRecord
 from stdsl.runtime.program_steps.transcript import Transcript, TranscriptError
 
+StepWatcher = Callable[[StepRecord], None]
+"""Called with each step's record once the step has ended (on the thread that ran it)."""
+
 
 class ProgramRunState:
-    """One run of a program: the model's engine, the run's decoding options, every step record and branch."""
+    """One run of a program: its engine (the model's own unless given), the run's decoding options, every step
+    record and branch; `on_step` hears of each step as it ends."""
 
-    def __init__(self, model: Any, options: dict[str, Any]) -> None:
+    def __init__(self, model: Any, options: dict[str, Any], on_step: StepWatcher | None = None,
+                 engine: Any = None) -> None:
         for reserved in ("chat", "prompt", "constraint"):
             if reserved in options:
                 raise OptionError(reserved, f"a program run cannot set {reserved!r}: its steps decide it")
         DecodeOptions.of(**options)
         self.model = model
-        self.engine = engine_for(model)
+        self.engine = engine if engine is not None else engine_for(model)
         self.options = options
         self.records: list[StepRecord] = []
         self.states: list[State] = []
+        self.on_step = on_step
+        self.aborted = False
         self._handles: set[RowHandle] = set()
+
+    def ended(self, record: StepRecord) -> None:
+        """Mark `record` done and tell the watcher."""
+        record.done = True
+        if self.on_step is not None:
+            self.on_step(record)
 
     def wait(self, handle: RowHandle) -> Any:
         """The generation of a submitted row (the run can cancel it meanwhile)."""
         self._handles.add(handle)
+        if self.aborted:
+            handle.cancel()
         try:
             return handle.result()
         finally:
@@ -57,10 +74,16 @@ class ProgramRunState:
 
     def cancel(self) -> None:
         """Cancel every row in flight (the program raised) and end the branches' workers."""
-        for handle in list(self._handles):
-            handle.cancel()
+        self.abort()
         for state in list(self.states):
             state._queue.close(abandon=True)
+
+    def abort(self) -> None:
+        """Stop the run from any thread without waiting: cancel its rows in flight; every step not yet decoded fails
+        as Cancelled, so the program's next read raises and the run ends."""
+        self.aborted = True
+        for handle in list(self._handles):
+            handle.cancel()
 
 
 class _SerialQueue:
@@ -229,11 +252,12 @@ class State:
             value = function(*args, **kwargs)
         except Exception as error:
             record.error = StepError(name, self._branch, error)
-            raise
-        finally:
             record.seconds = time.perf_counter() - began
-            record.done = True
+            self._run.ended(record)
+            raise
         record.value = self._values[name] = value
+        record.seconds = time.perf_counter() - began
+        self._run.ended(record)
         return value
 
     # ------------------------------------------------------------------ what a program reads
@@ -302,6 +326,8 @@ class State:
             if self._failure is not None:
                 record.error = self._failure
                 return
+            if self._run.aborted:
+                raise Cancelled("the program's run was stopped before this step")
             transcript = self._transcript
             assert transcript is not None
             if transcript.role is None and transcript.messages:
@@ -320,8 +346,7 @@ class State:
             record.error = self._failure = StepError(step.name, self._branch, error)
         finally:
             record.seconds = time.perf_counter() - began
-            record.done = True
-
+            self._run.ended(record)
 
     def _submit(self, ids: list[int], step: Gen) -> RowHandle:
         """Submit the step's row; a branch's first step waits for its fork's leader to be prefilled first."""

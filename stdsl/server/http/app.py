@@ -221,7 +221,7 @@ def create_app(model: Any, *, engine: Any = None, max_rows: int = 8, api_key: st
     async def chat(request: Request) -> Response:
         body = await _typed(state, request, ChatCompletionRequest)
         if body.program is not None and body.program.name is not None:
-            return await serve_steps_program(state, body)
+            return await serve_steps_program(state, body, request)
         rendered = None
         program = program_spec(body, state.program_dir, state.limits.max_prompt_bytes)
         if program is not None:
