@@ -26,6 +26,7 @@ import jsonschema
 import mlx.core as mx
 import numpy as np
 from mlx_lm.generate import BatchGenerator
+from peers import LLGuidanceMask
 
 from stdsl.runtime.batch.core import TOKEN_COST
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
@@ -51,35 +52,13 @@ def extraction_jobs() -> list[tuple[str, str, dict]]:
     return jobs
 
 
-class LLGuidanceProcessor:
-    """An mlx-lm logits processor that applies llguidance's mask for one request (the peer's constrained path)."""
+def llguidance_mask(tokenizer: Any, schema: dict, vocab_size: int) -> LLGuidanceMask:
+    """mlx-lm's logits processor applying llguidance's mask for one request (the peer's constrained path)."""
+    import llguidance
 
-    def __init__(self, tokenizer: Any, schema: dict, vocab_size: int) -> None:
-        import llguidance
-        import llguidance.numpy
-
-        overrides = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides)
-        self.matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=1)
-        self.fill = llguidance.numpy.fill_next_token_bitmask
-        self.vocab_size = vocab_size
-        self.bits = np.full((1, (vocab_size + 31) // 32), -1, dtype=np.int32)
-        self.base: int | None = None
-        self.consumed = 0
-
-    def __call__(self, context: mx.array, logits: mx.array) -> mx.array:
-        tokens = np.asarray(context).tolist()
-        if self.base is None:
-            self.base = len(tokens)
-        for token in tokens[self.base + self.consumed :]:
-            self.matcher.consume_token(int(token))
-            self.consumed += 1
-        self.fill(self.matcher, self.bits, 0)
-        allowed = np.unpackbits(self.bits.view(np.uint8), bitorder="little")[: self.vocab_size].astype(bool)
-        width = logits.shape[-1]
-        mask = np.zeros(width, dtype=bool)
-        mask[: min(width, len(allowed))] = allowed[:width]
-        return mx.where(mx.array(mask), logits, mx.array(-float("inf"), logits.dtype))
+    overrides = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides)
+    return LLGuidanceMask(llguidance.LLMatcher(tokenizer, grammar, log_level=1), vocab_size)
 
 
 def llg_tokenizer(model: Any) -> Any:
@@ -93,7 +72,7 @@ def run_mlx_lm(model: Any, prompts: list[list[int]], max_tokens: int, slots: int
                schemas: list[dict] | None) -> dict[str, Any]:
     """mlx-lm's BatchGenerator (optionally with llguidance processors): wall time, tokens, texts."""
     tokenizer = llg_tokenizer(model) if schemas else None
-    processors = [[LLGuidanceProcessor(tokenizer, s, model.vocab_size)] for s in schemas] if schemas else None
+    processors = [[llguidance_mask(tokenizer, s, model.vocab_size)] for s in schemas] if schemas else None
     mx.reset_peak_memory()
     began = time.perf_counter()
     generator = BatchGenerator(model.net, max_tokens=max_tokens, stop_tokens=[list(model.tokenizer.eos_ids)],

@@ -305,3 +305,34 @@ def timed(fn: Any, *args: Any) -> tuple[Any, float]:
     start = time.perf_counter()
     value = fn(*args)
     return value, time.perf_counter() - start
+
+
+class LLGuidanceMask:
+    """An mlx-lm logits processor applying one llguidance matcher (the peer's constrained path in mlx-lm): it consumes
+    the tokens sampled since its last call (mlx-lm hands it the prompt and every token so far) and keeps only the
+    tokens the matcher allows."""
+
+    def __init__(self, matcher: Any, vocab_size: int) -> None:
+        import llguidance.numpy
+
+        self.matcher, self.vocab_size = matcher, vocab_size
+        self.fill = llguidance.numpy.fill_next_token_bitmask
+        self.bits = np.full((1, (vocab_size + 31) // 32), -1, dtype=np.int32)
+        self.base: int | None = None
+        self.consumed = 0
+
+    def __call__(self, context: Any, logits: Any) -> Any:
+        import mlx.core as mx
+
+        tokens = np.asarray(context).tolist()
+        if self.base is None:
+            self.base = len(tokens)
+        for token in tokens[self.base + self.consumed :]:
+            self.matcher.consume_token(int(token))
+            self.consumed += 1
+        self.fill(self.matcher, self.bits, 0)
+        allowed = np.unpackbits(self.bits.view(np.uint8), bitorder="little")[: self.vocab_size].astype(bool)
+        width = logits.shape[-1]
+        mask = np.zeros(width, dtype=bool)
+        mask[: min(width, len(allowed))] = allowed[:width]
+        return mx.where(mx.array(mask), logits, mx.array(-float("inf"), logits.dtype))

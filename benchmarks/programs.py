@@ -40,10 +40,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+
+from peers import LLGuidanceMask  # noqa: E402
 
 import stdsl as stcon  # noqa: E402
 from stdsl.compiler.constraint import Regex  # noqa: E402
@@ -147,35 +147,6 @@ class Branches(list[SeparateCalls]):
 
     def values(self, name: str) -> list[Any]:
         return [state[name] for state in self]
-
-
-class LLGuidanceMask:
-    """An mlx-lm logits processor applying one llguidance matcher: it consumes the tokens sampled since its last
-    call (mlx-lm hands it the prompt and every token so far) and keeps only the tokens the matcher allows."""
-
-    def __init__(self, matcher: Any, vocab_size: int) -> None:
-        import llguidance.numpy
-
-        self.matcher, self.vocab_size = matcher, vocab_size
-        self.fill = llguidance.numpy.fill_next_token_bitmask
-        self.bits = np.full((1, (vocab_size + 31) // 32), -1, dtype=np.int32)
-        self.base: int | None = None
-        self.consumed = 0
-
-    def __call__(self, context: Any, logits: Any) -> Any:
-        import mlx.core as mx
-
-        tokens = np.asarray(context).tolist()
-        if self.base is None:
-            self.base = len(tokens)
-        for token in tokens[self.base + self.consumed :]:
-            self.matcher.consume_token(int(token))
-            self.consumed += 1
-        self.fill(self.matcher, self.bits, 0)
-        allowed = np.unpackbits(self.bits.view(np.uint8), bitorder="little")[: self.vocab_size].astype(bool)
-        mask = np.zeros(logits.shape[-1], dtype=bool)
-        mask[: min(len(mask), len(allowed))] = allowed[: len(mask)]
-        return mx.where(mx.array(mask), logits, mx.array(-float("inf"), logits.dtype))
 
 
 class CountedNet:
