@@ -9,7 +9,7 @@ value still open also yields its text so far, decoded only up to its last comple
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -183,16 +183,19 @@ class JsonReader:
             first.setdefault(key, len(first))
         kept = [(key, event) for key, occurrence, event in frame.held if occurrence == frame.seen[key]]
         for _, event in sorted(kept, key=lambda member: first[member[0]]):  # the final value's member order
-            self._emit(event)
+            self._emit(replace(event, end=self._read + 1))  # a later member could have replaced it until now
         self._complete(frame.container, frame.path)
 
     def _emit(self, event: StreamValue) -> None:
-        """Read `event` out, or hold it in the innermost object around it whose keys may repeat."""
+        """Read `event` out, or hold it in the innermost object around it whose keys may repeat (where keys may
+        repeat, a string's text so far is never read out)."""
+        if self._hold and not event.complete:
+            return
         holder = next((f for f in reversed(self._frames) if isinstance(f.container, dict)), None) \
             if self._hold else None
         if holder is None:
             self._out.append(event)
-        elif event.complete:
+        else:
             assert holder.key is not None
             holder.held.append((holder.key, holder.seen[holder.key], event))
 
