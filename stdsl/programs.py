@@ -98,6 +98,16 @@ class StepsProgram:
         ProgramError naming what does not fit (a missing or unknown argument)."""
         return self._bind((), dict(arguments))
 
+    values_by_step = True
+    """Each main-line step's record is the value of its name, so a server streams it as the step ends."""
+
+    def run_on(self, run: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ProgramRun:
+        """Run the program with bound arguments (`bind`) as `run`, a `ProgramRunState` its caller made to watch its
+        steps as they end or to abort it (the server's)."""
+        from stdsl.runtime.program_steps.run import run_program
+
+        return run_program(run, self.function, args, kwargs)
+
     def program_constraint(self) -> ProgramConstraint:
         """Refused: a program of several steps is not one output constraint."""
         raise ProgramError(f"{self.source}: a steps program decodes several steps; run it with model= instead of "
@@ -115,6 +125,10 @@ class StepsProgram:
 class StcStepsProgram:
     """A `.stc` program of steps run as a named steps program is (`bind` then `run`; served by its file's stem), so a
     server and a dataset run take either kind."""
+
+    values_by_step = False
+    """Its steps' records are not its values one for one (a compiled branch or loop, an output's fields spread into
+    the record), so a server streams its values when the run ends."""
 
     def __init__(self, program: Program) -> None:
         if program.plan is None:
@@ -144,6 +158,13 @@ class StcStepsProgram:
     def run(self, model: Any, arguments: Mapping[str, Any], /, **options: Any) -> ProgramRun:
         """Run the program's steps on `model` with checked `arguments` (from `bind`) and decoding options."""
         return cast("ProgramRun", self.program.run(model, arguments, **options))
+
+    def run_on(self, run: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ProgramRun:
+        """Run the program's steps with bound arguments (`bind`) as `run`, a `ProgramRunState` its caller made to
+        watch its steps as they end or to abort it (the server's)."""
+        from stdsl.runtime.program_steps.stc_steps import run_checked_stc_steps
+
+        return run_checked_stc_steps(run, self.program, *args)
 
 
 def load_steps_program(spec: str, functions: Mapping[str, Callable[..., Any]] | None = None

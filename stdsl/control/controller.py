@@ -22,7 +22,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
@@ -129,11 +129,16 @@ class Controller:
     host_masks_only = False
     """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
 
-    def with_masks(self, masks: int) -> Controller:
+    def with_masks(self, masks: int) -> Self:
         """This controller with a memo of its own that keeps `masks` masks."""
         twin = copy.copy(self)
         twin._keep, twin._masks, twin._words = masks, OrderedDict(), OrderedDict()
         return twin
+
+    def with_live_masks(self, masks_of: Callable[[Any], Any]) -> Controller:
+        """This controller taking its live masks from `masks_of(rows)` where its kind has another source of them
+        than the host rows (a pushdown's device state vector; None: keep the host rows); a DFA's is itself."""
+        return self
 
     def without_budget(self) -> Controller:
         """This controller without the token budget (certified drafts are capped by draws instead)."""

@@ -12,6 +12,7 @@ runner thread), so nothing here runs or imports MLX.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -47,15 +48,23 @@ class PushdownController(Controller):
                  masks: int = ROW_MASKS) -> None:
         super().__init__(machine, vocab, planner, rows, max_tokens=max_tokens, budget=budget, masks=masks)
         self.pushdown_machine = machine
+        self.pushdown_rows = rows
         self.device_masks = device_masks
 
     def with_device_masks(self, device_masks: LiveMasks) -> PushdownController:
         """This controller taking its live masks from `device_masks` (equal to the host rows' on every
         configuration), with a memo of its own."""
         twin = self.with_masks(self._keep)
-        assert isinstance(twin, PushdownController)
         twin.device_masks = device_masks
         return twin
+
+    def with_live_masks(self, masks_of: Callable[[PushdownRows], LiveMasks | None]) -> Controller:
+        """This controller on `masks_of(rows)` (the runtime's device masks) unless it has live masks already or
+        `masks_of` gives None (a stack cap past the device vector's slots)."""
+        if self.device_masks is not None:
+            return self
+        masks = masks_of(self.pushdown_rows)
+        return self if masks is None else self.with_device_masks(masks)
 
     @property
     def pushdown_budget(self) -> PushdownBudget | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from stdsl.caches import CacheKind
 from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.pushdown_controller import PushdownController
 from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 
@@ -29,11 +28,5 @@ def device_masks_of(rows: PushdownRows) -> DeviceMasks | None:
 def place_masks(control: ConstraintState, source: str | None = None) -> None:
     """Point a pushdown row's controller at the device masks where `mask_source(source)` picks the device (call it
     on the runner thread: the choice and the masks run MLX); a DFA row, or one placed already, is left as it is."""
-    controller = control.controller
-    if not isinstance(controller, PushdownController) or controller.device_masks is not None:
-        return
-    if mask_source(source) != "device" or not isinstance(controller.rows, PushdownRows):
-        return
-    masks = device_masks_of(controller.rows)
-    if masks is not None:
-        control.controller = controller.with_device_masks(masks)
+    if mask_source(source) == "device":
+        control.controller = control.controller.with_live_masks(device_masks_of)

@@ -36,8 +36,8 @@ from stdsl.errors import CompileError, OptionError, StdslError
 from stdsl.generation import Generation
 from stdsl.runtime.program_steps.actions import Gen
 from stdsl.runtime.program_steps.record import ProgramRun, StepError, StepRecord
-from stdsl.runtime.program_steps.run import run_steps
-from stdsl.runtime.program_steps.state import State
+from stdsl.runtime.program_steps.run import run_program
+from stdsl.runtime.program_steps.state import ProgramRunState, State
 
 
 class StepValues(dict[str, Any]):
@@ -82,14 +82,21 @@ def run_stc_steps(program: CompiledProgram, model: Any, arguments: Mapping[str, 
     assert program.plan is not None
     args = program.arguments(dict(arguments or {}))
     check_loops(program.plan, args)
+    return run_checked_stc_steps(ProgramRunState(model, dict(options)), program, args)
+
+
+def run_checked_stc_steps(run: ProgramRunState, program: CompiledProgram, args: Mapping[str, Any]) -> ProgramRun:
+    """Run `program`'s steps as `run` (a state its caller made to watch its steps or to abort it) with arguments
+    already checked (`program.arguments`, `check_loops`)."""
     plan = program.plan
+    assert plan is not None
 
     def body(s: State) -> tuple[dict[str, Any], Any]:
         return _Interpreter(plan).run(s, args)
 
-    run = run_steps(body, model, (), {}, options)
-    record, returned = run.returned
-    return ProgramRun(record, run.text, in_program_order(run.steps), returned)
+    done = run_program(run, body, (), {})
+    record, returned = done.returned
+    return ProgramRun(record, done.text, in_program_order(done.steps), returned)
 
 
 def map_stc_steps(program: CompiledProgram, inputs: Iterable[Any], model: Any,

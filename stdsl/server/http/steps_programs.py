@@ -4,8 +4,8 @@
 A client cannot send Python: it names a program the server was started with. The program writes its own
 messages (the request's are not read); the reply content is its result as JSON (`values` by step name and what the
 function `returned`), and the message carries the trace of its steps in `stdsl.steps`. A stream sends each
-main-line step's value as a `delta.stdsl` value the moment that step ends (the event shape of `Stream.events()`),
-then the content; the trace comes with the whole reply only. The steps decode on the server's engine, beside its
+main-line step's value as a `delta.stdsl` value the moment that step ends (the event shape of `Stream.events()`;
+a `.stc` program's values once its run ends), then the content; the trace comes with the whole reply only. The steps decode on the server's engine, beside its
 other requests (their rows count in /metrics). Arguments that do not fit are a 400 naming `program`
 before any chunk, an unknown name a 404; a failed step is a 400 too, or, once a stream has begun, an error event
 that ends it. A client that leaves stops the run: its rows in flight are cancelled and no later step decodes.
@@ -26,7 +26,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from stdsl.errors import StdslError
 from stdsl.runtime.program_steps.dataset import plain, run_record
 from stdsl.runtime.program_steps.record import ProgramRun, StepRecord
-from stdsl.runtime.program_steps.run import run_program
 from stdsl.runtime.program_steps.state import ProgramRunState
 from stdsl.server.openai_api.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.openai_api.protocol import ChatChoice, ChatCompletion, ReplyMessage, Usage
@@ -50,13 +49,12 @@ async def serve_steps_program(state: Any, body: Any, request: Request) -> Respon
     ended: asyncio.Queue[StepRecord] = asyncio.Queue()
 
     def on_step(record: StepRecord) -> None:
-        if body.stream and not record.branch and record.error is None:
+        if body.stream and program.values_by_step and not record.branch and record.error is None:
             loop.call_soon_threadsafe(ended.put_nowait, record)
 
     run_state = ProgramRunState(state.model, {**program.defaults, **_options(body)}, on_step, state.engine)
     state.in_flight += 1
-    running = asyncio.ensure_future(asyncio.to_thread(run_program, run_state, program.function, call_args,
-                                                      call_kwargs))
+    running = asyncio.ensure_future(asyncio.to_thread(program.run_on, run_state, call_args, call_kwargs))
 
     def finished(_: asyncio.Future[ProgramRun]) -> None:
         state.in_flight -= 1
@@ -65,7 +63,8 @@ async def serve_steps_program(state: Any, body: Any, request: Request) -> Respon
     ident = f"chatcmpl-{uuid.uuid4().hex}"
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_chunks(state, ident, run_state, running, ended, include_usage),
+        return StreamingResponse(_chunks(state, ident, run_state, running, ended, include_usage,
+                                         program.values_by_step),
                                  media_type="text/event-stream")
     gone = asyncio.ensure_future(_client_gone(request))
     try:
@@ -118,9 +117,10 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
 
 
 async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: asyncio.Future[ProgramRun],
-                  ended: asyncio.Queue[StepRecord], include_usage: bool) -> AsyncIterator[str]:
-    """The reply as server-sent chunks: the role, each main-line value as its step ends, the content, the finish,
-    usage, [DONE]. Closed early (the client left), it aborts the run."""
+                  ended: asyncio.Queue[StepRecord], include_usage: bool, values_by_step: bool) -> AsyncIterator[str]:
+    """The reply as server-sent chunks: the role, each main-line value as its step ends (or every value once the run
+    ends, for a program whose step records are not its values), the content, the finish, usage, [DONE]. Closed early
+    (the client left), it aborts the run."""
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
@@ -147,6 +147,9 @@ async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: a
         except StdslError as error:
             yield f"data: {json.dumps(from_stdsl_error(error, 'program').body(), default=str)}\n\n"
             return
+        if not values_by_step:
+            values = run_record(run)["values"]
+            yield chunk({"stdsl": [{"path": [name], "value": item, "complete": True} for name, item in values.items()]})
         yield chunk({"content": _content(run)})
         yield chunk({}, "stop")
         if include_usage:

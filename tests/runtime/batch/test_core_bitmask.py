@@ -155,7 +155,7 @@ def test_the_uploaded_bitmask_equals_the_token_table_of_every_drawing_row(tiny_m
             assert not got[vocab.size:].any()
             got = got[: vocab.size]
             table, ending = split_rules(controller, configuration,
-                                        token_table(controller.automaton, vocab, configuration.state))
+                                        token_table(controller.machine, vocab, configuration.state))
             eos = got[vocab.eos_ids]
             got[vocab.eos_ids] = False
             if configuration.budget_shaped:
