@@ -23,7 +23,7 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength
 FORMAT = {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA}}
 
 
-def _big_tools(tools: int = 2, length: int = 150) -> list[dict[str, Any]]:
+def _big_tools(tools: int = 6, length: int = 150) -> list[dict[str, Any]]:
     """`tools` function tools whose argument is a string of at most `length` characters: a counted repetition, so
     each tool's machine has thousands of states (seconds to compile) from a few bytes of schema."""
     return [{"type": "function", "function": {"name": f"note_{i}", "parameters": {
