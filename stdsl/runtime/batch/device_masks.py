@@ -28,5 +28,7 @@ def device_masks_of(rows: PushdownRows) -> DeviceMasks | None:
 def place_masks(control: ConstraintState, source: str | None = None) -> None:
     """Point a pushdown row's controller at the device masks where `mask_source(source)` picks the device (call it
     on the runner thread: the choice and the masks run MLX); a DFA row, or one placed already, is left as it is."""
-    if mask_source(source) == "device":
-        control.controller = control.controller.with_live_masks(device_masks_of)
+    def picked(rows: PushdownRows) -> DeviceMasks | None:
+        return device_masks_of(rows) if mask_source(source) == "device" else None
+
+    control.controller = control.controller.with_live_masks(picked)

@@ -1,14 +1,15 @@
 """Python programs of steps served by name: `stcon serve --steps-program FILE.py:NAME`, and a chat request with
 `program: {"name": NAME, "arguments": {...}}` runs it (docs/serving.md).
 
-A client cannot send Python: it names a program the server was started with. The program writes its own
-messages (the request's are not read); the reply content is its result as JSON (`values` by step name and what the
-function `returned`), and the message carries the trace of its steps in `stdsl.steps`. A stream sends each
-main-line step's value as a `delta.stdsl` value the moment that step ends (the event shape of `Stream.events()`;
-a `.stc` program's values once its run ends), then the content; the trace comes with the whole reply only. The steps decode on the server's engine, beside its
-other requests (their rows count in /metrics). Arguments that do not fit are a 400 naming `program`
-before any chunk, an unknown name a 404; a failed step is a 400 too, or, once a stream has begun, an error event
-that ends it. A client that leaves stops the run: its rows in flight are cancelled and no later step decodes.
+A client cannot send Python: it names a program the server was started with. The program writes its own messages
+(the request's are not read); the reply content is its result as JSON (`values` by step name and what the function
+`returned`), and the message carries the trace of its steps in `stdsl.steps`. A stream sends each main-line step's
+value as a `delta.stdsl` value the moment that step ends (the event shape of `Stream.events()`; a `.stc` program's
+values once its run ends), then the content; the trace comes with the whole reply only. The steps decode on the
+server's engine, beside its other requests (their rows count in /metrics). Arguments that do not fit are a 400
+naming `program` before any chunk, an unknown name a 404; a failed step is a 400 too, or, once a stream has begun,
+an error event that ends it. A client that leaves stops the run: its rows in flight are cancelled and no later step
+decodes.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ async def serve_steps_program(state: Any, body: Any, request: Request) -> Respon
     except StdslError as error:
         raise from_stdsl_error(error, "program") from None
     reply = ChatCompletion(id=ident, model=state.model_name, usage=_usage(run), choices=[
-        ChatChoice(index=0, message=ReplyMessage(content=_content(run)), finish_reason="stop")]).model_dump()
+        ChatChoice(index=0, message=ReplyMessage(content=_content(run_record(run))),
+                   finish_reason="stop")]).model_dump()
     reply["choices"][0]["message"]["stdsl"] = {"steps": [step.to_dict() for step in run.steps]}
     return JSONResponse(json.loads(json.dumps(reply, default=str)))
 
@@ -95,8 +97,9 @@ def _options(body: Any) -> dict[str, Any]:
     return options
 
 
-def _content(run: ProgramRun) -> str:
-    return json.dumps(run_record(run), ensure_ascii=False, default=str)
+def _content(record: dict[str, Any]) -> str:
+    """The reply content: a run's record (`run_record`) as JSON."""
+    return json.dumps(record, ensure_ascii=False, default=str)
 
 
 def _usage(run: ProgramRun) -> Usage:
@@ -147,10 +150,11 @@ async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: a
         except StdslError as error:
             yield f"data: {json.dumps(from_stdsl_error(error, 'program').body(), default=str)}\n\n"
             return
+        record = run_record(run)
         if not values_by_step:
-            values = run_record(run)["values"]
-            yield chunk({"stdsl": [{"path": [name], "value": item, "complete": True} for name, item in values.items()]})
-        yield chunk({"content": _content(run)})
+            yield chunk({"stdsl": [{"path": [name], "value": item, "complete": True}
+                                   for name, item in record["values"].items()]})
+        yield chunk({"content": _content(record)})
         yield chunk({}, "stop")
         if include_usage:
             payload = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": state.model_name,
