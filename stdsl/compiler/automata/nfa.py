@@ -177,6 +177,7 @@ class _Builder:
         self.set_index: dict[Ranges, int] = {}
         self.templates: dict[int, _TrieTemplate | None] = {}
         self.memo: dict[tuple[ir.Node, int], int] = {}
+        self.byte_memo: dict[tuple[Ranges, int], int] = {}
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
@@ -223,8 +224,11 @@ class _Builder:
     def entry(self, node: ir.Node, exit_state: int) -> int:
         if isinstance(node, ir.Seq):
             for item in reversed(node.items):
-                exit_state = self.entry(item, exit_state)
+                exit_state = self.byte_entry(item.ranges, exit_state) if type(item) is ir.ByteSet else \
+                    self.entry(item, exit_state)
             return exit_state
+        if type(node) is ir.ByteSet:
+            return self.byte_entry(node.ranges, exit_state)
         key = (node, exit_state)
         found = self.memo.get(key)
         if found is None:
@@ -232,11 +236,17 @@ class _Builder:
             self.memo[key] = found
         return found
 
+    def byte_entry(self, ranges: Ranges, exit_state: int) -> int:
+        """`entry` of a byte set, memoized by its ranges (equal byte sets have equal ranges; a tuple of ints hashes
+        without a Python call, and literals are long runs of byte sets)."""
+        key = (ranges, exit_state)
+        found = self.byte_memo.get(key)
+        if found is None:
+            found = self.byte_memo[key] = self.new_state()
+            self.add_edge(found, ranges, exit_state)
+        return found
+
     def _build(self, node: ir.Node, exit_state: int) -> int:
-        if isinstance(node, ir.ByteSet):
-            start = self.new_state()
-            self.add_edge(start, node.ranges, exit_state)
-            return start
         if isinstance(node, ir.Embedded):
             return self.embedded(node, exit_state)
         if isinstance(node, ir.EmbeddedGrammar):
