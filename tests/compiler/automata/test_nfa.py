@@ -46,6 +46,33 @@ def test_shared_suffixes_keep_the_language() -> None:
         assert automaton.accepts(text.encode()) == bool(pattern.fullmatch(text)), text
 
 
+byte_ranges = st.lists(st.tuples(st.integers(97, 100), st.integers(0, 2)).map(lambda t: (t[0], t[0] + t[1])),
+                       min_size=1, max_size=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(byte_ranges, min_size=1, max_size=4), min_size=1, max_size=4),
+       st.text(alphabet="abcdefxy", max_size=7))
+def test_equal_byte_sets_share_states_by_value(branches: list[list[list[tuple[int, int]]]], text: str) -> None:
+    """Byte sets built as separate but equal objects, before one continuation, share their states as one object
+    used twice does (the builder memoizes them by their ranges), and the language is the regex's."""
+
+    def node(fresh: bool) -> ir.Node:
+        made: dict[tuple[tuple[int, int], ...], ir.Node] = {}
+
+        def one(ranges: list[tuple[int, int]]) -> ir.Node:
+            key = ir.merged_ranges(ranges)
+            return ir.byte_set(key) if fresh else made.setdefault(key, ir.byte_set(key))
+
+        return ir.seq(ir.alt(*(ir.seq(ir.optional(ir.literal("y")), *(one(r) for r in branch), one([(97, 98)]))
+                               for branch in branches)), ir.literal("x"))
+
+    fresh, shared = node(True), node(False)
+    assert build_nfa(fresh).num_states == build_nfa(shared).num_states
+    pattern = re.compile(ir.to_pattern(fresh).encode().decode("unicode_escape"))
+    assert build_automaton(fresh).accepts(text.encode()) == bool(pattern.fullmatch(text))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["a", "b", "ab", "ba"]), min_size=1, max_size=4),
        st.integers(min_value=0, max_value=2), st.integers(min_value=0, max_value=3),
