@@ -32,7 +32,7 @@ from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.token_mask import TokenMask, pack_words
+from stdsl.kernels.token_mask import TokenMask, bitmask_words, pack_words
 from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_MASKS = 256
@@ -64,6 +64,8 @@ class TokenRows(Protocol):
     """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown_rows.PushdownRows`)."""
 
     def token_mask(self, state: int) -> TokenMask: ...
+
+    def fill_bitmask(self, state: int, out: np.ndarray) -> np.ndarray: ...
 
     def next_states(self, state: int) -> np.ndarray: ...
 
@@ -121,7 +123,8 @@ class Controller:
         self.budget = budget
         """The budget's cost table (None without a token budget)."""
         self._keep = masks
-        self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
+        self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool, bool]] = OrderedDict()
+        """Masks by configuration: the mask, whether the budget shaped it, whether it is its state's live row."""
         self._words: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
@@ -280,6 +283,12 @@ class Controller:
         return self._mask_of(configuration)
 
     def _mask_of(self, configuration: Configuration) -> tuple[np.ndarray, bool]:
+        allowed, shaped, _ = self._mask_entry(configuration)
+        return allowed, shaped
+
+    def _mask_entry(self, configuration: Configuration) -> tuple[np.ndarray, bool, bool]:
+        """The memoized mask at `configuration`, whether the budget shaped it, and whether it is the state's live row
+        untouched (nothing held back, no cover, nothing the budget withholds)."""
         _check(configuration)
         key = (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
                configuration.finished, configuration.budget_shaped)  # not the window: the cover carries its effect
@@ -290,17 +299,20 @@ class Controller:
         if configuration.finished:
             allowed = np.zeros(self.vocab.size, dtype=bool)
             allowed[self.vocab.eos_ids] = True
-            found = (allowed, configuration.budget_shaped)
+            found = (allowed, configuration.budget_shaped, False)
         else:
             found = self._compute_mask(configuration)
         found[0].setflags(write=False)
         if self._keep:
             self._masks[key] = found
-            if len(self._masks) > self._keep:
+            if found[1] and not configuration.budget_shaped:  # the configuration the advance moves to: same mask
+                self._masks[(*key[:-1], True)] = found
+            while len(self._masks) > self._keep:
                 self._masks.popitem(last=False)
         return found
 
-    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool]:
+    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool, bool]:
+        """The mask at an unfinished configuration, whether the budget shaped it, whether it is the live row."""
         allowed = self._live_mask(at.state)
         allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
         if at.pending:
@@ -309,7 +321,7 @@ class Controller:
             allowed &= self.planner.spellings.agreeing_with(at.pending)
         ending = self.accepting(at)
         shaped = at.budget_shaped
-        unbudgeted = None
+        unbudgeted = within = None
         if self.budget is not None and at.remaining is not None:
             within = self._budget_mask(at.state, at.remaining)
             if within is not None:
@@ -319,7 +331,7 @@ class Controller:
         allowed = self._covered(allowed, ending, at.cover)
         if unbudgeted is not None and not np.array_equal(unbudgeted, allowed):
             shaped = True
-        return allowed, shaped
+        return allowed, shaped, within is None and not at.pending and not at.cover
 
     def _live_mask(self, state: int) -> np.ndarray:
         """A fresh bool (V,) of the tokens with a live walk from `state` (the rows' memoized mask)."""
@@ -375,10 +387,28 @@ class Controller:
                 out[row, : allowed.shape[0]] = allowed
                 out[row, allowed.shape[0] :] = False
             elif out.dtype == np.int32:
-                write_words(self.words(configuration), out[row])
+                self._fill_words(configuration, out[row])
             else:
                 raise StdslError(f"the bitmask must be bool or int32, got {out.dtype}")
         return out
+
+    def _fill_words(self, configuration: Configuration, out: np.ndarray) -> None:
+        """Write the mask's words into one int32 bitmask row: where the mask is its state's live row (nothing held
+        back, covered or withheld by the budget: most steps), straight from the rows' packed words, shared by every
+        row and step at that state; else packed from the mask."""
+        allowed, _, live = self._mask_entry(configuration)
+        if live and self._rows_give_live_masks():
+            width = bitmask_words(allowed.shape[0])
+            if out.shape[0] < width:
+                raise StdslError(f"an int32 bitmask needs {width} words, got {out.shape[0]}")
+            self.rows.fill_bitmask(configuration.state, out[:width])
+            out[width:] = 0
+        else:
+            write_words(self.words(configuration), out)
+
+    def _rows_give_live_masks(self) -> bool:
+        """Whether the live masks are the rows' (whose packed words a live-row mask then is)."""
+        return True
 
     # ------------------------------------------------------------------ the output
 
