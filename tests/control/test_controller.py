@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.controller import MAX_MASKS, Configuration, Controller
 from stdsl.control.tables import controller_of, machine_of
 from stdsl.errors import GenerationError, StdslError
@@ -69,7 +69,7 @@ def _run(controller: Controller, picks: list[int], limit: int = 12) -> list[Conf
 def test_advance_is_pure_and_moves_as_the_row_state(smollm2_tokenizer, spec, budget, picks) -> None:
     compiled = stdsl.compile(SPECS[spec])
     controller = controller_of(compiled, smollm2_tokenizer, max_tokens=budget, masks=MAX_MASKS)
-    row = ConstraintState.of(compiled, smollm2_tokenizer, max_tokens=budget)
+    row = RowDriver.of(compiled, smollm2_tokenizer, max_tokens=budget)
     move = controller.start()
     assert list(move.feed) == row.start() and move.configuration == row.configuration
     config = move.configuration
