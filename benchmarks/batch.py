@@ -135,41 +135,39 @@ def mask_paths(model: Any, steps: int) -> dict[str, Any]:
     against one walk over the combined table of all rows' automata (D.2), median per engine step."""
     from stdsl.compiler.constraint import compile as compile_constraint
     from stdsl.control.special_vocabulary import vocabulary_of
+    from stdsl.control.tables import controller_of
     from stdsl.kernels.combined import CombinedTable
     from stdsl.kernels.walk import walk_next_states
-    from stdsl.runtime.batch.requests import constraint_state
-    from stdsl.runtime.options import DecodeOptions
 
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)
-    options = DecodeOptions.of(max_tokens=None)
-    controls, golds, automata = [], [], []
+    controllers, logs, golds, automata = [], [], [], []
     for name in TASKS:
         task = json.loads((EXTRACTION / f"{name}.json").read_text())
         compiled = compile_constraint(task["schema"])
-        control = constraint_state(model, compiled, options)
-        control.start()
-        controls.append(control)
+        controller = controller_of(compiled, tokenizer, max_tokens=None)
+        controllers.append(controller)
+        logs.append(controller.started())
         golds.append(tokenizer.encode(json.dumps(task["gold"], separators=(",", ":"), ensure_ascii=False)))
         automata.append(compiled.automaton)
     combined = CombinedTable.from_automata(automata)
     on_demand, walked = [], []
     for _ in range(steps):
-        live = [i for i, c in enumerate(controls) if not c.finished]
+        live = [i for i, log in enumerate(logs) if not log.configuration.finished]
         if not live:
             break
         began = time.perf_counter()
-        masks = [controls[i].mask() for i in live]
+        masks = [controllers[i].row_mask(logs[i]) for i in live]
         on_demand.append(time.perf_counter() - began)
-        states = [combined.offset(i) + controls[i].state for i in live]
+        states = [combined.offset(i) + logs[i].configuration.state for i in live]
         began = time.perf_counter()
         mx.eval(walk_next_states(combined, states, vocab))
         walked.append(time.perf_counter() - began)
         for i, mask in zip(live, masks):
-            k = len(controls[i].tokens)
+            k = len(logs[i].tokens)
             want = golds[i][k] if k < len(golds[i]) else -1
             token = want if 0 <= want < len(mask) and mask[want] else int(np.flatnonzero(mask)[0])
-            controls[i].advance(token)
+            logs[i] = logs[i].apply(controllers[i].taken(logs[i], token))
     return {"steps": len(on_demand), "rows_on_demand_ms": 1e3 * statistics.median(on_demand),
             "combined_walk_ms": 1e3 * statistics.median(walked), "combined_states": combined.num_states}
 
@@ -273,11 +271,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     model = load()
-    from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
-    from stdsl.runtime.options import DecodeOptions
+    from stdsl.control.tables import controller_of
+    from stdsl.runtime.batch.requests import compiled_constraint
 
     for _, _, schema in extraction_jobs()[::3]:
-        constraint_state(model, compiled_constraint(schema), DecodeOptions.of(max_tokens=args.job_tokens)).start()
+        controller_of(compiled_constraint(schema), model.tokenizer, max_tokens=args.job_tokens).started()
     sections = args.sections.split(",")
     report: dict[str, Any] = {"command": "python benchmarks/batch.py " + " ".join(sys.argv[1:]),
                               "model": "SmolLM2-135M-Instruct fp32 (embedded GGUF)"}

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.special_vocabulary import vocabulary_of
+from stdsl.control.tables import controller_of
 
 TASK = Path(__file__).resolve().parents[1] / ".." / "shared" / "tasks" / "extraction" / "person.json"
 
@@ -27,17 +26,17 @@ TASK = Path(__file__).resolve().parents[1] / ".." / "shared" / "tasks" / "extrac
 def walk_ms(compiled: object, tokenizer: object, seed: int, steps: int = 64) -> float:
     """Median milliseconds of one mask + advance over a random walk of up to `steps` tokens (eos avoided)."""
     rng = random.Random(seed)
-    state = ConstraintState(compiled, tokenizer, vocabulary_of(tokenizer), max_tokens=96)
-    state.start()
+    controller = controller_of(compiled, tokenizer, max_tokens=96)
+    log = controller.started()
     times = []
-    while not state.finished and len(times) < steps:
+    while not log.configuration.finished and len(times) < steps:
         began = time.perf_counter()
-        allowed = state.mask()
+        allowed = controller.row_mask(log)
         masked = time.perf_counter() - began
-        choices = np.flatnonzero(allowed & ~state.vocab.eos)
+        choices = np.flatnonzero(allowed & ~controller.vocab.eos)
         token = int(choices[rng.randrange(len(choices))]) if len(choices) else int(np.flatnonzero(allowed)[0])
         began = time.perf_counter()
-        state.advance(token)
+        log = log.apply(controller.taken(log, token))
         times.append(masked + time.perf_counter() - began)
     return 1000 * statistics.median(times)
 

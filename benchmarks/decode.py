@@ -35,16 +35,14 @@ sys.path.insert(0, str(BENCH_DIR))
 from peers import bitmask_to_bool, version_of  # noqa: E402
 
 import stdsl  # noqa: E402
-from stdsl.control import constraint_state  # noqa: E402
+from stdsl.control.controller import Controller  # noqa: E402
+from stdsl.control.special_vocabulary import vocabulary_of  # noqa: E402
 from stdsl.control.split import canonical_check  # noqa: E402
+from stdsl.control.tables import controller_of  # noqa: E402
 from stdsl.runtime import decode  # noqa: E402
-from stdsl.runtime.batch import requests  # noqa: E402
 from stdsl.runtime.batch.sampling import sample  # noqa: E402
 from stdsl.runtime.decode import prompt_tokens  # noqa: E402
-from stdsl.runtime.options import (
-    DecodeOptions,  # noqa: E402
-    SamplingParams,  # noqa: E402
-)
+from stdsl.runtime.options import SamplingParams  # noqa: E402
 
 SHARED = BENCH_DIR.parent.parent / "shared"
 TASKS = ("person", "tool_call", "product", "event", "classification", "contact_card")
@@ -207,7 +205,7 @@ class OutlinesDriver(Driver):
         self.build_regex = build_regex_from_schema
         self.vocab_size = model.vocab_size
         eos = int(model.tokenizer.eos_ids[0])
-        vocab = constraint_state.vocabulary_of(model.tokenizer)
+        vocab = vocabulary_of(model.tokenizer)
         by_bytes: dict[bytes, list[int]] = {}
         for i, data in enumerate(vocab.token_bytes):
             if data is not None and i != eos:
@@ -316,9 +314,8 @@ def run_loop(model: Any, prompt_ids: list[int], driver: Driver, max_tokens: int,
 
 
 class StdslTimers:
-    """Wraps ConstraintState.mask/advance with timers (a perf_counter pair per outermost call) while a run lasts.
-
-    `advance` calls `mask` itself (singleton forcing); that time counts once, as advance.
+    """Wraps a row's mask fill and advance (`Controller.fill_row`, `Controller.taken`) with timers (a perf_counter
+    pair per outermost call) while a run lasts.
     """
 
     def __init__(self) -> None:
@@ -329,11 +326,10 @@ class StdslTimers:
         self.originals: dict[str, Callable[..., Any]] = {}
 
     def __enter__(self) -> Self:
-        cls = constraint_state.ConstraintState
-        for name in ("mask", "advance"):
-            original = getattr(cls, name)
-            self.originals[name] = original
-            setattr(cls, name, self._timed(original, name))
+        for name, method in (("mask", "fill_row"), ("advance", "taken")):
+            original = getattr(Controller, method)
+            self.originals[method] = original
+            setattr(Controller, method, self._timed(original, name))
         return self
 
     def _timed(self, original: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -353,15 +349,14 @@ class StdslTimers:
 
     def __exit__(self, *exc: object) -> None:
         for name, original in self.originals.items():
-            setattr(constraint_state.ConstraintState, name, original)
+            setattr(Controller, name, original)
 
 
 def run_stdsl(model: Any, task: Task, max_tokens: int, run: Run, strict: bool = True) -> None:
     """stdsl.generate split in two: compile + the shared tables (timed as compile), then the decode loop."""
     tick = time.perf_counter()
     constraint = stdsl.compile(task.schema, strict=strict)
-    control = requests.constraint_state(model, constraint, DecodeOptions(max_tokens=max_tokens))
-    control.start()
+    controller_of(constraint, model.tokenizer, max_tokens=max_tokens).started()
     run.compile_s = time.perf_counter() - tick
     with StdslTimers() as timers:
         tick = time.perf_counter()
@@ -577,7 +572,7 @@ METHOD = (
     "differ and hold bytes the constraint forced (a planner bug); the rest are the model's own segmentation or "
     "D.3's spanned cover (stdsl.control.split.canonical_check). "
     "Constraint s = time inside mask/advance (peers: mask fill + bool conversion + sampling; stdsl: "
-    "ConstraintState.mask and .advance, sampling not included); slowest step = the longest such time in one "
+    "Controller.fill_row and .taken, sampling not included); slowest step = the longest such time in one "
     "step. Before measuring, every engine decoded `warmup_tokens` tokens of the first task once (MLX kernels, "
     "lazy tables and process-wide caches warm; 0 = no warm-up)."
 )

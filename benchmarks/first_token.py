@@ -14,7 +14,7 @@ unrelated schema decoded first, as a server does at start), per constraint:
   forced on (`AHEAD_FRACTION = GPU_AHEAD_FRACTION`: new grammars' tables warmed while passes run,
   `stdsl.control.lookahead`; the default on the CPU backend is none) and without it (`AHEAD_FRACTION = 0`):
   the same engine in the same run as its own baseline;
-- split: compile, planner, need table and first mask (`ConstraintState.start()` + `mask()`) of each new
+- split: compile, planner, need table and first mask (`Controller.started()` + `row_mask()`) of each new
   extraction schema, the same first mask once cached, and llguidance's compile (grammar + `LLMatcher`) plus its
   first mask fill on the same tokenizer and schema.
 
@@ -117,19 +117,13 @@ def engine_phase(model: Any, ahead: bool) -> dict[str, dict[str, float]]:
         start = time.perf_counter()
         request = prepare_request(model, prompt, constraint, DecodeOptions.of(max_tokens=MAX_TOKENS, strict=strict))
         request.remember = remember
+        request.until = lambda log: len(log.tokens) >= TOKENS  # the row ends once its log holds them
         handle = engine.submit_request(request)
         for _ in handle:
-            if len(request.control.tokens) >= TOKENS:
-                break
+            pass
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
-        tokens = list(request.control.tokens[:TOKENS])
-        handle.cancel()
-        try:
-            for _ in handle:
-                pass
-        except Exception:  # noqa: BLE001 - a cancelled row ends with its Cancelled error
-            pass
+        tokens = list(handle.log.tokens[:TOKENS]) if handle.log is not None else []
         return elapsed, tokens, engine.metrics()["seconds"].get("ahead", 0.0) - ahead_before, cpu
 
     out: dict[str, dict[str, float]] = {}
@@ -154,7 +148,6 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
     import llguidance.numpy
 
     import stdsl
-    from stdsl.control.constraint_state import ConstraintState
     from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.control.tables import Tables
 
@@ -166,9 +159,8 @@ def split_phase(model: Any) -> dict[str, dict[str, float]]:
     overrides = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
     def first_mask(automaton: Any) -> None:
-        control = ConstraintState(automaton, tokenizer, vocab, max_tokens=MAX_TOKENS)
-        control.start()
-        control.mask()
+        controller = Tables.of(automaton, vocab).controller(tokenizer, max_tokens=MAX_TOKENS)
+        controller.row_mask(controller.started())
 
     def llg_first_mask(schema: dict) -> tuple[float, float]:
         start = time.perf_counter()

@@ -99,9 +99,9 @@ def undeclared_members(instance: Any, schema: Any, root: Any) -> int:
 
 def controller(constraint: Any, tokenizer: Any, vocab: Any) -> Any:
     """A fresh controller of a constraint without a budget (pushdown or DFA)."""
-    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.tables import Tables
 
-    return ConstraintState(constraint, tokenizer, vocab)
+    return Tables.of(constraint, vocab).controller(tokenizer, max_tokens=None)
 
 
 def replay(constraint: Any, tokenizer: Any, vocab: Any, text: bytes) -> tuple[list[int], list[int]]:
@@ -114,19 +114,22 @@ def replay(constraint: Any, tokenizer: Any, vocab: Any, text: bytes) -> tuple[li
     for token in tokenizer.encode_ordinary(text.decode()):
         canonical[offset] = token
         offset += len(vocab.token_bytes[token] or b"")
-    fed, sampled_at = list(control.start()), []
-    while not control.finished and len(control.committed) < len(text):
-        at = len(control.committed)
+    log = control.started()
+    fed, sampled_at = list(log.tokens), []
+    while not log.configuration.finished and len(log.data) < len(text):
+        at = len(log.data)
         rest = text[at:]
-        allowed = control.mask()
+        allowed = control.row_mask(log)
         token = canonical.get(at)
         if token is None or not allowed[token]:
             widths = range(min(len(rest), control.planner.longest_token), 0, -1)
             token = next((t for t in (spelled.get(rest[:w]) for w in widths) if t is not None and allowed[t]), None)
         assert token is not None, f"no admissible token continues {rest[:40]!r}"
         sampled_at.append(at)
-        fed += control.advance(token)
-    assert bytes(control.committed) == text and control.accepting, text
+        move = control.taken(log, token)
+        log = log.apply(move)
+        fed += move.feed
+    assert bytes(log.data) == text and control.accepting(log.configuration), text
     return fed, sampled_at
 
 
@@ -160,38 +163,36 @@ def true_minimum(machine: Any, tokenizer: Any, vocab: Any) -> tuple[int, int]:
 
 def least_budget(constraint: Any, tokenizer: Any, vocab: Any) -> tuple[int, bool, float]:
     """The engine's least budget (what its BudgetError names), whether it was exact, and the seconds to find it."""
-    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.tables import Tables
     from stdsl.errors import BudgetError
 
     began = time.perf_counter()
-    control = ConstraintState(constraint, tokenizer, vocab, max_tokens=1)
+    control = Tables.of(constraint, vocab).controller(tokenizer, max_tokens=1)
     try:
-        control.start()
+        control.started()
     except BudgetError:
         pass
-    least = control.least_output_tokens
-    assert least is not None
+    least = control.least_output_tokens()
     exact = getattr(control.budget, "exact", True)
     return least, exact, time.perf_counter() - began
 
 
 class MaskClock:
-    """Times the outermost `mask()` of the controllers (the budget mask included)."""
+    """Times the outermost `row_mask()` of the controllers (the budget mask included)."""
 
     def __init__(self) -> None:
-        from stdsl.control.constraint_state import ConstraintState
+        from stdsl.control.controller import Controller
 
         self.seconds: list[float] = []
         self._depth = 0
-        for cls in (ConstraintState,):
-            cls.mask = self._timed(cls.__dict__["mask"])  # type: ignore[method-assign]
+        Controller.row_mask = self._timed(Controller.__dict__["row_mask"])  # type: ignore[method-assign]
 
     def _timed(self, mask: Any) -> Any:
-        def timed(control: Any) -> Any:
+        def timed(control: Any, log: Any) -> Any:
             self._depth += 1
             began = time.perf_counter()
             try:
-                return mask(control)
+                return mask(control, log)
             finally:
                 self._depth -= 1
                 if self._depth == 0:

@@ -58,36 +58,36 @@ def constraints(tasks: set[str] | None) -> list[tuple[str, Any, list[int | None]
 
 def least_budget(machine: Any, tokenizer: Any, vocab: Any) -> int:
     """The engine's least budget (what its BudgetError names)."""
-    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.tables import Tables
     from stdsl.errors import BudgetError
 
-    probe = ConstraintState(machine, tokenizer, vocab, max_tokens=1)
+    probe = Tables.of(machine, vocab).controller(tokenizer, max_tokens=1)
     try:
-        probe.start()
+        probe.started()
     except BudgetError:
         pass
-    assert probe.least_output_tokens is not None
-    return probe.least_output_tokens
+    return probe.least_output_tokens()
 
 
 def walk(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int, seed: int) -> tuple[list[float], list[float], int]:
     """(mask seconds, mask-and-advance seconds) per step of one random walk under the budget, and the answers its
     budget has given by a bound so far (the budget is shared by every walk on the grammar)."""
-    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.tables import Tables
 
     rng = random.Random(seed)
-    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
-    control.start()
+    control = Tables.of(machine, vocab).controller(tokenizer, max_tokens=max_tokens)
+    log = control.started()
     masks, steps = [], []
-    while not control.finished:
+    while not log.configuration.finished:
         began = time.perf_counter()
-        allowed = control.mask()
+        allowed = control.row_mask(log)
         masked = time.perf_counter()
         choices = np.flatnonzero(allowed & ~vocab.eos)
-        if choices.size == 0 or (control.accepting and rng.random() < 0.1):
-            control.advance(int(vocab.eos_ids[0]))
+        if choices.size == 0 or (control.accepting(log.configuration) and rng.random() < 0.1):
+            token = int(vocab.eos_ids[0])
         else:
-            control.advance(int(rng.choice(choices.tolist())))
+            token = int(rng.choice(choices.tolist()))
+        log = log.apply(control.taken(log, token))
         masks.append(masked - began)
         steps.append(time.perf_counter() - began)
     return masks, steps, control.budget.solver.bounded_answers  # type: ignore[union-attr]

@@ -43,16 +43,15 @@ def constraints() -> list[tuple[str, Any]]:
 
 def bound(machine: Any, tokenizer: Any, vocab: Any, max_tokens: int) -> int:
     """least_output_tokens of a pushdown controller started under `max_tokens`."""
-    from stdsl.control.constraint_state import ConstraintState
+    from stdsl.control.tables import Tables
     from stdsl.errors import BudgetError
 
-    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    control = Tables.of(machine, vocab).controller(tokenizer, max_tokens=max_tokens)
     try:
-        control.start()
+        control.started()
     except BudgetError:
         pass
-    assert control.least_output_tokens is not None
-    return control.least_output_tokens
+    return control.least_output_tokens()
 
 
 def true_shortest(machine: Any, vocab: Any, limit: int) -> tuple[int, int]:

@@ -1,17 +1,16 @@
-"""Where a decode step's time goes, on SmolLM2-135M (fp32, CPU), at 1, 4 and 8 rows, with and without overlap.
+"""Mask and control work per decode step, two trees interleaved: SmolLM2-135M (fp32, CPU) at 1, 4 and 8 rows.
 
 Two constraints: the person extraction schema (an object schema) and free text (no constraint, the language of
-all UTF-8 text under the same budget and eos rules).
+all UTF-8 text under the same budget and eos rules). Each measurement runs in a fresh process on one tree's
+`stdsl` (PYTHONPATH), and the trees alternate (A B, then B A, ...) so a change in the machine's load falls on
+both columns alike. The batch core is stepped directly (it owns no thread), after a warm-up run of every
+constraint (compiles and first masks) and each row's prefill. Per step, in the stepping thread's CPU time
+(`time.thread_time`: what the other sessions on a shared machine do not inflate): the row masks written into
+the bitmask (`BatchCore._fill`, during the pass or at the draw), the constraint advances and text
+(`BatchCore._advance`), and the whole step; the process's CPU time per step beside it.
 
-The batch core is stepped here directly (it owns no thread). Per step: queueing the model pass (`pass`),
-waiting for its logits before the draw (`wait`: the part of the pass that host work did not hide), masks,
-draws, constraint advance and text (`control`), and the rest. "overlap" is the core as it is: the masks of
-step t+1 are computed while pass t runs (`mx.async_eval`); "serial" makes that pass synchronous (the
-benchmark swaps the core's `mx.async_eval` for `mx.eval`), so the masks wait for it, as before.
-Prefill steps are left out (each row's prompt is prefilled once, before the measured steps).
-
-    python benchmarks/step_profile.py                  # rows 1 4 8, 96 tokens, both modes (~2 min quiet)
-    python benchmarks/step_profile.py --rows 1 4 --tokens 24 --constraints free
+    python benchmarks/step_profile.py --trees /tmp/main-tree . --labels main branch --repeats 3
+    python benchmarks/step_profile.py --trees . --rows 1 4 --tokens 24 --constraints free
 
 Writes benchmarks/results/step_profile.md.
 """
@@ -21,91 +20,134 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-
-import mlx.core as mx
-
-import stdsl
-import stdsl.runtime.batch.core as core_module
-from stdsl.runtime.batch.core import BatchCore
-from stdsl.runtime.batch.requests import prepare_request
-from stdsl.runtime.batch.row import RowHandle
-from stdsl.runtime.options import DecodeOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / ".." / "shared" / "tasks" / "extraction" / "person.json"
 RESULT = ROOT / "benchmarks" / "results" / "step_profile.md"
-PHASES = ("pass", "wait", "mask", "sample", "control")
-
-
 CONSTRAINTS = ("schema", "free")
+PARTS = ("mask", "control", "step", "process")
 
 
 def _request(model: Any, index: int, tokens: int, constraint: str) -> Any:
     """One extraction request (the person task) under its schema, or free text, its prompt made distinct per row so
     no prompt cache hit joins rows."""
+    from stdsl.runtime.batch.requests import prepare_request
+    from stdsl.runtime.options import DecodeOptions
+
     task = json.loads(TASK.read_text())
     prompt = task["prompts"][0].format(schema=json.dumps(task["schema"]), source=task["source"]) + f" (row {index})"
     schema = task["schema"] if constraint == "schema" else None
     return prepare_request(model, prompt, schema, DecodeOptions.of(max_tokens=tokens))
 
 
-def profile(model: Any, rows: int, tokens: int, serial: bool, constraint: str = "schema") -> dict[str, float]:
-    """Milliseconds per decode step by phase (and steps, tokens drawn) for `rows` rows decoded together."""
-    core_module.mx = SimpleNamespace(**{**{k: getattr(mx, k) for k in dir(mx) if not k.startswith("__")},
-                                        "async_eval": mx.eval}) if serial else mx  # type: ignore[assignment]
+def _timed(spent: dict[str, float], part: str, method: Any) -> Any:
+    """`method` adding its thread CPU seconds to `spent[part]`."""
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            spent[part] += time.thread_time() - began
+    return timed
+
+
+def profile(model: Any, rows: int, tokens: int, constraint: str) -> dict[str, float]:
+    """CPU milliseconds per decode step (mask, control, the step, the process) for `rows` rows decoded together."""
+    from stdsl.runtime.batch.core import BatchCore
+    from stdsl.runtime.batch.row import RowHandle
+
+    spent = dict.fromkeys(PARTS, 0.0)
     core = BatchCore(model, max_rows=rows, prompt_cache_bytes=0)
+    core._fill = _timed(spent, "mask", core._fill)  # type: ignore[method-assign]
+    core._advance = _timed(spent, "control", core._advance)  # type: ignore[method-assign]
     handles = [RowHandle(lambda: None) for _ in range(rows)]
     for k, handle in enumerate(handles):
         core.insert(_request(model, k, tokens, constraint), handle)
     core.step()  # the prefill of every row and the first pass
-    start = dict(core.seconds)
-    drawn = core.counters["sampled_tokens"]
-    steps = 0
-    began = time.perf_counter()
+    spent.update(mask=0.0, control=0.0)
+    drawn, steps = core.counters["sampled_tokens"], 0
+    process = time.process_time()
     while core.busy:
+        began = time.thread_time()
         core.step()
+        spent["step"] += time.thread_time() - began
         steps += 1
-    wall = time.perf_counter() - began
-    core_module.mx = mx
-    spent = {phase: core.seconds[phase] - start[phase] for phase in (*PHASES, "prefill", "step")}
-    out = {phase: 1000 * spent[phase] / max(steps, 1) for phase in PHASES}
-    out["rest"] = 1000 * (spent["step"] - sum(spent[p] for p in (*PHASES, "prefill"))) / max(steps, 1)
-    out["step"] = 1000 * wall / max(steps, 1)
-    out["steps"] = steps
-    out["tokens"] = core.counters["sampled_tokens"] - drawn
+    spent["process"] = time.process_time() - process
     assert all(h.done for h in handles)
+    out = {part: 1000 * spent[part] / max(steps, 1) for part in PARTS}
+    out.update(steps=steps, tokens=core.counters["sampled_tokens"] - drawn)
     return out
+
+
+def worker(rows: list[int], tokens: int, constraints: list[str]) -> None:
+    """Run every (constraint, rows) profile on the `stdsl` this process imports; print one JSON line each."""
+    import stdsl
+
+    model = stdsl.load()
+    for constraint in constraints:
+        profile(model, 1, 32, constraint)  # warm-up: compiles, first masks, kernels
+    for constraint in constraints:
+        for count in rows:
+            print(json.dumps({"constraint": constraint, "rows": count, **profile(model, count, tokens, constraint)}),
+                  flush=True)
+
+
+def run_tree(tree: Path, rows: list[int], tokens: int, constraints: list[str]) -> list[dict[str, Any]]:
+    """One worker process on `tree`'s stdsl."""
+    command = [sys.executable, __file__, "--worker", "--rows", *map(str, rows), "--tokens", str(tokens),
+               "--constraints", *constraints]
+    done = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
+                          text=True, check=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", type=Path, nargs="+", default=[ROOT])
+    parser.add_argument("--labels", nargs="+")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 8])
-    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--constraints", nargs="+", choices=CONSTRAINTS, default=list(CONSTRAINTS))
     parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    model = stdsl.load()
-    for constraint in args.constraints:
-        profile(model, 1, 64, serial=False, constraint=constraint)  # warm-up: compiles, first masks
-    lines = ["# Decode step profile (SmolLM2-135M fp32, CPU, person extraction schema and free text)", "",
-             f"`python benchmarks/step_profile.py --rows {' '.join(map(str, args.rows))} --tokens {args.tokens} "
-             f"--constraints {' '.join(args.constraints)}`; ms per decode step (prefill excluded); load average "
-             f"{os.getloadavg()[0]:.1f} at the start.", "",
-             "| constraint | rows | mode | step | pass | wait | mask | sample | control | rest | steps | tokens |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    if args.worker:
+        worker(args.rows, args.tokens, args.constraints)
+        return 0
+    labels = args.labels or [tree.name for tree in args.trees]
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    load = os.getloadavg()[0]
+    for repeat in range(args.repeats):
+        order = list(zip(labels, args.trees))
+        for label, tree in order if repeat % 2 == 0 else order[::-1]:
+            runs[label] += run_tree(tree.resolve(), args.rows, args.tokens, args.constraints)
+            print(f"repeat {repeat + 1}: {label} done", flush=True)
+    header = " | ".join(f"{label} {part}" for label in labels for part in ("mask + control", "step", "process"))
+    lines = ["# Mask and control per decode step, interleaved (SmolLM2-135M fp32, CPU, person schema and free text)",
+             "", f"`python benchmarks/step_profile.py {' '.join(sys.argv[1:])}`; trees: "
+             + ", ".join(f"{label} = {tree}" for label, tree in zip(labels, args.trees))
+             + f"; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.", "",
+             "CPU ms per decode step of the stepping thread (median over the repeats; the mask + control cell also "
+             "lists each repeat's value), and of the whole process (`process`: MLX's threads too).", "",
+             f"| constraint | rows | {header} |", "|---|---:|" + "---:|" * (3 * len(labels))]
     for constraint in args.constraints:
         for rows in args.rows:
-            for serial in (True, False):
-                got = profile(model, rows, args.tokens, serial, constraint)
-                mode = "serial" if serial else "overlap"
-                cells = " | ".join(f"{got[p]:.2f}" for p in ("step", *PHASES, "rest"))
-                lines.append(f"| {constraint} | {rows} | {mode} | {cells} | {got['steps']:.0f} | {got['tokens']:.0f} |")
-                print(lines[-1], flush=True)
+            cells = []
+            for label in labels:
+                mine = [r for r in runs[label] if r["constraint"] == constraint and r["rows"] == rows]
+                work = [r["mask"] + r["control"] for r in mine]
+                cells += [f"{statistics.median(work):.2f} ({', '.join(f'{w:.2f}' for w in work)})",
+                          f"{statistics.median(r['step'] for r in mine):.2f}",
+                          f"{statistics.median(r['process'] for r in mine):.2f}"]
+            lines.append(f"| {constraint} | {rows} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
     args.out.write_text("\n".join(lines) + "\n")
     return 0
 

@@ -21,11 +21,12 @@ TREE = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "ar
 
 def _drive(compiled, tokenizer) -> None:
     """Start a controller on `compiled` with a budget and ask one mask (builds the shared tables, planner, budget)."""
-    from stdsl.control.constraint_state import ConstraintState
+    from row_driver import RowDriver
+
     from stdsl.control.special_vocabulary import vocabulary_of
 
     vocab = vocabulary_of(tokenizer)
-    state = ConstraintState(compiled, tokenizer, vocab, max_tokens=200)
+    state = RowDriver(compiled, tokenizer, vocab, max_tokens=200)
     state.start()
     assert state.mask().any()
 

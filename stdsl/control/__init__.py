@@ -1,4 +1,4 @@
-"""The constraint controller: per-row state (DFA or pushdown), masks, forced spans, budgets.
+"""The constraint controller: masks, forced spans and budgets of one constraint (DFA or pushdown), and a row's log.
 
 numpy only: importing it loads no MLX and changes nothing in the process, so the integrations
 (torch, vLLM) and the runtime share it.

@@ -9,11 +9,12 @@ A `Configuration` is frozen and hashable; `advance` returns the next one and the
 touching the one it was given (so a fork is just a kept configuration); masks are memoized per configuration
 and filled for many rows at once into a preallocated bitmask (bool, or 32-bit words as XGrammar's and vLLM's
 processors take). The DFA and the pushdown (`pushdown_controller.PushdownController`) are the same controller
-over different tables; the budget, cover, canonical split and forced spans live here, once. A row state
-(`ConstraintState`) is a controller plus the frozen log of what its row emitted (`log.Log`).
+over different tables; the budget, cover, canonical split and forced spans live here, once. A row is a
+controller (its own, for its memo) plus the frozen log of what it emitted (`log.Log`): `started`, `taken`,
+`row_mask` and `fill_row` read a log, and a move applied to it (`Log.apply`) is the only way it changes.
 
-A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output), so a
-controller never applies it.
+A reasoning model's thinking budget is a row policy over these masks (it reads the row's whole output): a row's
+controller carries it (`with_reasoning`) and applies it to the log it is given, also inside the singleton loop.
 """
 
 from __future__ import annotations
@@ -21,49 +22,35 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol, Self
 
 import numpy as np
 
 from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.control.budget.automaton_budget import BudgetTable, check_feasible
+from stdsl.control.log import Configuration, Log, Move
+from stdsl.control.reasoning_budget import ReasoningPolicy
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.control.split.window import Window
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.token_mask import TokenMask, pack_words
+from stdsl.kernels.token_mask import TokenMask, bitmask_words, pack_words
 from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_MASKS = 256
 """Masks a controller made for many configurations keeps, least recently used dropped first (each is a
 vocabulary's worth of bools)."""
 ROW_MASKS = 2
-"""Masks a row state's own controller keeps: the one its row samples with, asked again by the advance."""
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """Everything the next mask and advance read: the automaton state (a pushdown configuration id), the held-back
-    forced bytes, the window the canonical split re-reads, the boundary cover, the tokens left, and whether the
-    output is finished or its budget has shaped it. Equal configurations give equal masks and moves."""
-
-    state: int
-    pending: bytes = b""
-    window: Window = Window()
-    cover: BoundaryCover | None = None
-    remaining: int | None = None
-    finished: bool = False
-    budget_shaped: bool = False
-    """Whether the token budget changed this output: at some step its mask withheld a token the mask without it
-    admitted, or a forced span was split on its own to fit. Until then the output is, token for token, what
-    decoding without a budget gives (the finish reason is then "length", never "stop")."""
+"""Masks a row's own controller keeps: the one its row samples with, asked again by the advance."""
 
 
 class TokenRows(Protocol):
     """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown_rows.PushdownRows`)."""
 
     def token_mask(self, state: int) -> TokenMask: ...
+
+    def fill_bitmask(self, state: int, out: np.ndarray) -> np.ndarray: ...
 
     def next_states(self, state: int) -> np.ndarray: ...
 
@@ -78,19 +65,6 @@ class CostTable(Protocol):
     def fits(self, state: int, spent: int, remaining: int) -> bool: ...
 
     def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
-
-
-@dataclass(frozen=True)
-class Move:
-    """One step of a controller: the configuration it reaches, the tokens to feed (the sampled token's canonical
-    re-split and the forced span after it; empty after eos), how many of them were forced, the bytes they spell,
-    and the token sampled (None for a start)."""
-
-    configuration: Configuration
-    feed: tuple[int, ...]
-    forced: int
-    data: bytes = b""
-    sampled: int | None = None
 
 
 Narrowing = Callable[[Move, np.ndarray], np.ndarray]
@@ -121,13 +95,17 @@ class Controller:
         self.budget = budget
         """The budget's cost table (None without a token budget)."""
         self._keep = masks
-        self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
+        self._masks: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool, bool]] = OrderedDict()
+        """Masks by configuration: the mask, whether the budget shaped it, whether it is its state's live row."""
         self._words: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
 
     host_masks_only = False
     """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
+    reasoning: ReasoningPolicy | None = None
+    """The thinking block of a reasoning model's output and its budget: a row policy that narrows this row's masks
+    from its log (`row_mask`, `taken`), as a callback of the singleton loop (None: the output has no block)."""
 
     def with_masks(self, masks: int) -> Self:
         """This controller with a memo of its own that keeps `masks` masks."""
@@ -140,6 +118,12 @@ class Controller:
         than the host rows (a pushdown's device state vector; None: keep the host rows); a DFA's is itself."""
         return self
 
+    def with_reasoning(self, policy: ReasoningPolicy) -> Self:
+        """This controller (a row's own) narrowing its masks by a reasoning model's thinking budget."""
+        twin = self.with_masks(self._keep)
+        twin.reasoning = policy
+        return twin
+
     def without_budget(self) -> Controller:
         """This controller without the token budget (certified drafts are capped by draws instead)."""
         twin = self.with_masks(self._keep)
@@ -149,6 +133,51 @@ class Controller:
     def initial(self) -> Configuration:
         """The configuration before `start`."""
         return Configuration(self.start_state, remaining=self.max_tokens)
+
+    # ------------------------------------------------------------------ a row: this controller and its log
+
+    def started(self) -> Log:
+        """A row's log after its forced prefix φ(c0) (the log's tokens, fed with the prompt); BudgetError when no valid
+        output fits."""
+        log = Log(self.initial())
+        return log.apply(self.start(self._narrowing(log)))
+
+    def placed(self, state: int, log: Log) -> Log:
+        """A row's log started over at `state` (`start_at`: a draft placed at a block's entry), recording as `log`
+        was; its tokens are all forced."""
+        return Log(self.initial(), sampled=log.sampled).apply(self.start_at(state))
+
+    def taken(self, log: Log, token: int) -> Move:
+        """The move on a sampled `token` from a row's log, narrowed by the row policy: its tokens to feed, and what
+        `log.apply` makes the row's next log."""
+        return self.advance(log.configuration, token, self._narrowing(log))
+
+    def row_mask(self, log: Log) -> np.ndarray:
+        """A row's admissible tokens at its log (bool (V,), read-only): the configuration's mask narrowed by the row
+        policy; GenerationError once the output is finished."""
+        if log.configuration.finished:
+            raise GenerationError("the output is finished; no further token is admissible")
+        allowed = self.mask(log.configuration)
+        if self.reasoning is not None:
+            allowed = self.reasoning.restrict(log, allowed, self.planner.spellings)
+        return allowed
+
+    def fill_row(self, log: Log, out: np.ndarray) -> None:
+        """Write `row_mask(log)` into `out`, one int32 bitmask row (token t at bit t % 32 of word t // 32, later words
+        cleared)."""
+        if self.reasoning is not None:
+            write_words(pack_words(self.row_mask(log)), out)
+            return
+        if log.configuration.finished:
+            raise GenerationError("the output is finished; no further token is admissible")
+        self._fill_words(log.configuration, out)
+
+    def _narrowing(self, log: Log) -> Narrowing | None:
+        """The row policy's narrowing of the masks the singleton loop asks, from `log` on (None: no policy)."""
+        policy, spellings = self.reasoning, self.planner.spellings
+        if policy is None:
+            return None
+        return lambda move, allowed: policy.restrict(log.apply(move), allowed, spellings)
 
     # ------------------------------------------------------------------ moves
 
@@ -280,6 +309,12 @@ class Controller:
         return self._mask_of(configuration)
 
     def _mask_of(self, configuration: Configuration) -> tuple[np.ndarray, bool]:
+        allowed, shaped, _ = self._mask_entry(configuration)
+        return allowed, shaped
+
+    def _mask_entry(self, configuration: Configuration) -> tuple[np.ndarray, bool, bool]:
+        """The memoized mask at `configuration`, whether the budget shaped it, and whether it is the state's live row
+        untouched (nothing held back, no cover, nothing the budget withholds)."""
         _check(configuration)
         key = (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
                configuration.finished, configuration.budget_shaped)  # not the window: the cover carries its effect
@@ -290,17 +325,20 @@ class Controller:
         if configuration.finished:
             allowed = np.zeros(self.vocab.size, dtype=bool)
             allowed[self.vocab.eos_ids] = True
-            found = (allowed, configuration.budget_shaped)
+            found = (allowed, configuration.budget_shaped, False)
         else:
             found = self._compute_mask(configuration)
         found[0].setflags(write=False)
         if self._keep:
             self._masks[key] = found
-            if len(self._masks) > self._keep:
+            if found[1] and not configuration.budget_shaped:  # the configuration the advance moves to: same mask
+                self._masks[(*key[:-1], True)] = found
+            while len(self._masks) > self._keep:
                 self._masks.popitem(last=False)
         return found
 
-    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool]:
+    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool, bool]:
+        """The mask at an unfinished configuration, whether the budget shaped it, whether it is the live row."""
         allowed = self._live_mask(at.state)
         allowed[self.vocab.eos_ids] = False  # eos is set below, iff the output may end here
         if at.pending:
@@ -309,7 +347,7 @@ class Controller:
             allowed &= self.planner.spellings.agreeing_with(at.pending)
         ending = self.accepting(at)
         shaped = at.budget_shaped
-        unbudgeted = None
+        unbudgeted = within = None
         if self.budget is not None and at.remaining is not None:
             within = self._budget_mask(at.state, at.remaining)
             if within is not None:
@@ -319,7 +357,7 @@ class Controller:
         allowed = self._covered(allowed, ending, at.cover)
         if unbudgeted is not None and not np.array_equal(unbudgeted, allowed):
             shaped = True
-        return allowed, shaped
+        return allowed, shaped, within is None and not at.pending and not at.cover
 
     def _live_mask(self, state: int) -> np.ndarray:
         """A fresh bool (V,) of the tokens with a live walk from `state` (the rows' memoized mask)."""
@@ -375,10 +413,28 @@ class Controller:
                 out[row, : allowed.shape[0]] = allowed
                 out[row, allowed.shape[0] :] = False
             elif out.dtype == np.int32:
-                write_words(self.words(configuration), out[row])
+                self._fill_words(configuration, out[row])
             else:
                 raise StdslError(f"the bitmask must be bool or int32, got {out.dtype}")
         return out
+
+    def _fill_words(self, configuration: Configuration, out: np.ndarray) -> None:
+        """Write the mask's words into one int32 bitmask row: where the mask is its state's live row (nothing held
+        back, covered or withheld by the budget: most steps), straight from the rows' packed words, shared by every
+        row and step at that state; else packed from the mask."""
+        allowed, _, live = self._mask_entry(configuration)
+        if live and self._rows_give_live_masks():
+            width = bitmask_words(allowed.shape[0])
+            if out.shape[0] < width:
+                raise StdslError(f"an int32 bitmask needs {width} words, got {out.shape[0]}")
+            self.rows.fill_bitmask(configuration.state, out[:width])
+            out[width:] = 0
+        else:
+            write_words(self.words(configuration), out)
+
+    def _rows_give_live_masks(self) -> bool:
+        """Whether the live masks are the rows' (whose packed words a live-row mask then is)."""
+        return True
 
     # ------------------------------------------------------------------ the output
 

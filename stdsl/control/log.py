@@ -1,4 +1,4 @@
-"""The log of one output: what its controller's moves have emitted, as a frozen value.
+"""The values a controller reads and returns: a `Configuration`, a `Move`, and the `Log` of one output.
 
 A row holds its controller (`stdsl.control.controller`) and its log: the configuration it samples at, the
 tokens fed, the bytes they spell and how many were forced. `apply` is the only way a log changes, and it
@@ -11,7 +11,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stdsl.control.controller import Configuration, Move
+from stdsl.control.split.boundary_cover import BoundaryCover
+from stdsl.control.split.window import Window
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """Everything the next mask and advance read: the automaton state (a pushdown configuration id), the held-back
+    forced bytes, the window the canonical split re-reads, the boundary cover, the tokens left, and whether the
+    output is finished or its budget has shaped it. Equal configurations give equal masks and moves."""
+
+    state: int
+    pending: bytes = b""
+    window: Window = Window()
+    cover: BoundaryCover | None = None
+    remaining: int | None = None
+    finished: bool = False
+    budget_shaped: bool = False
+    """Whether the token budget changed this output: at some step its mask withheld a token the mask without it
+    admitted, or a forced span was split on its own to fit. Until then the output is, token for token, what
+    decoding without a budget gives (the finish reason is then "length", never "stop")."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of a controller: the configuration it reaches, the tokens to feed (the sampled token's canonical
+    re-split and the forced span after it; empty after eos), how many of them were forced, the bytes they spell,
+    and the token sampled (None for a start)."""
+
+    configuration: Configuration
+    feed: tuple[int, ...]
+    forced: int
+    data: bytes = b""
+    sampled: int | None = None
 
 
 @dataclass(frozen=True)

@@ -93,17 +93,21 @@ class PushdownController(Controller):
             raise BudgetError(f"{error} (an upper bound: the exact search gave up on this grammar, and Proposition 2 "
                               "counts the shortest completion in bytes, which bound its tokens)") from None
 
-    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool]:
-        allowed, shaped = super()._compute_mask(at)
-        if not allowed.any():
+    def _compute_mask(self, at: Configuration) -> tuple[np.ndarray, bool, bool]:
+        found = super()._compute_mask(at)
+        if not found[0].any():
             raise self.stuck(at.state)
-        return allowed, shaped
+        return found
 
     def _live_mask(self, state: int) -> np.ndarray:
         """The live mask at a configuration, from the device vector or the host rows."""
         if self.device_masks is not None:
             return self.device_masks.mask(state)
         return super()._live_mask(state)
+
+    def _rows_give_live_masks(self) -> bool:
+        """Not under device masks (a host row's packed words would compose the row they spare)."""
+        return self.device_masks is None
 
     def _budget_mask(self, state: int, remaining: int) -> np.ndarray | None:
         """The exact budget's mask, on the host; under device masks, None without composing a host row where every

@@ -67,9 +67,8 @@ class StepwiseConstraint:
         """Plan the forced prefix (BudgetError when no valid output fits in the budget)."""
         if self.log is not None:
             raise GenerationError("start() was already called for this output")
-        move = self.controller.start()
-        self.log = Log(move.configuration, move.feed, move.data, move.forced)
-        self.queue.extend(move.feed)
+        self.log = self.controller.started()
+        self.queue.extend(self.log.tokens)
 
     @property
     def logged(self) -> Log:
@@ -153,7 +152,7 @@ class StepwiseConstraint:
                 self.done = True
             return
         self.stats.sampled_tokens += 1
-        move = self.controller.advance(self.at, token)
+        move = self.controller.taken(self.logged, token)
         if move.feed and move.feed[0] != token:
             raise GenerationError(f"the plan after token {token} replaced it; engine steps need healing off")
         self.log = self.logged.apply(move)

@@ -7,7 +7,7 @@ on demand on the host (`path="rows"`, uploaded); the budget mask of Theorem 21, 
 cover (a host token mask that yields where it would leave nothing) and eos-at-acceptance are
 then applied as tensor ops.  Rows the host already decided (a pushdown
 controller's mask, or the singleton of a forced token) are uploaded as they are.  Every path
-equals the token table and `ConstraintState.mask()`.
+equals the token table and the controller's mask.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class CostTable(Protocol):
 
 @dataclass(frozen=True)
 class WalkRow:
-    """One DFA row of a batch: the sampling configuration `ConstraintState.mask()` reads.
+    """One DFA row of a batch: the sampling configuration the controller's mask reads.
 
     `accepting` is the controller's acceptance (no held-back bytes and an accepting state);
     `cover` the boundary cover's token mask (bool (V,), None: any token) and `cover_eos` whether

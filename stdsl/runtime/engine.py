@@ -64,7 +64,7 @@ class Engine:
         return self.submit_request(prepare_request(self.model, prompt, constraint, settings))
 
     def submit_request(self, request: RowRequest) -> RowHandle:
-        """Queue a prepared request (prompt ids, started constraint state, options)."""
+        """Queue a prepared request (prompt ids, its controller and started log, options)."""
         if self._closed:
             raise StdslError("the engine is closed")
         return RUNNER.submit(self.core, request)

@@ -33,7 +33,7 @@ for module in pkgutil.walk_packages(stdsl.control.__path__, "stdsl.control."):
     importlib.import_module(module.name)
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.tables import controller_of
 from stdsl.kernels.token_mask import bitmask_words, pack_words
 from stdsl.model_files.gguf import GGUFFile
 from stdsl.model_files.tokenizer import Tokenizer
@@ -44,16 +44,18 @@ rng = np.random.default_rng(0)
 texts = []
 for constraint in (stdsl.compile(stdsl.Regex("(yes|no|maybe)!")), stdsl.compile(tree)):
     for budget in (None, 24):
-        row = ConstraintState.of(constraint, tokenizer, max_tokens=budget)
-        row.start()
-        out = np.zeros(bitmask_words(row.vocab.size) + 1, dtype=np.int32)
-        while not row.finished:
-            allowed = row.mask()
-            row.fill(out)
+        controller = controller_of(constraint, tokenizer, max_tokens=budget)
+        log = controller.started()
+        out = np.zeros(bitmask_words(controller.vocab.size) + 1, dtype=np.int32)
+        while not log.configuration.finished:
+            allowed = controller.row_mask(log)
+            controller.fill_row(log, out)
             assert np.array_equal(out[:-1], pack_words(allowed)) and out[-1] == 0
-            if not row.advance(int(rng.choice(np.flatnonzero(allowed)))):
+            move = controller.taken(log, int(rng.choice(np.flatnonzero(allowed))))
+            log = log.apply(move)
+            if not move.feed:
                 break
-        text = row.decided.decode()
+        text = log.decided.decode()
         assert constraint.accepts(text), text
         texts.append(text)
 print(json.dumps({"texts": texts, "tried": BlockMlx.tried,

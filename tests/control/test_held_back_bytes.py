@@ -13,21 +13,21 @@ import random
 
 import numpy as np
 import pytest
+from row_driver import RowDriver
 
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 
 OPEN_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
-def _states(tokenizer, max_tokens: int | None) -> list[ConstraintState]:
+def _states(tokenizer, max_tokens: int | None) -> list[RowDriver]:
     vocab = vocabulary_of(tokenizer)
     dfa = compile_embeddable(OPEN_OBJECT, strict=False)
     pushdown = compile_recursive(OPEN_OBJECT, strict=False)
-    return [ConstraintState(dfa.automaton, tokenizer, vocab, max_tokens=max_tokens),
-            ConstraintState(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]
+    return [RowDriver(dfa.automaton, tokenizer, vocab, max_tokens=max_tokens),
+            RowDriver(pushdown.machine, tokenizer, vocab, max_tokens=max_tokens)]
 
 
 def test_a_token_healed_into_the_held_back_block_binds_the_next_token(smollm2_tokenizer) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import random
 
 import numpy as np
@@ -10,11 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.log import Log
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
-from stdsl.runtime.certified.forks import fork, recording
+from stdsl.runtime.certified.forks import start_at, unbudgeted
 
 TREE = {"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
                         "required": ["k"], "additionalProperties": False}}, "$ref": "#/$defs/n"}
@@ -48,7 +46,8 @@ def test_a_move_applied_to_a_kept_log_leaves_it_unchanged(smollm2_tokenizer, kin
     kept, before = log, _snapshot(log)
     if log.configuration.finished:
         return
-    for token in rng.sample(np.flatnonzero(controller.mask(kept.configuration)).tolist(), 3):
+    admitted = np.flatnonzero(controller.mask(kept.configuration)).tolist()
+    for token in rng.sample(admitted, min(3, len(admitted))):
         move = controller.advance(kept.configuration, token)
         grown = kept.apply(move)
         assert _snapshot(kept) == before
@@ -59,12 +58,19 @@ def test_a_move_applied_to_a_kept_log_leaves_it_unchanged(smollm2_tokenizer, kin
             else grown.sampled is None
 
 
-def test_a_forked_row_state_moves_alone(smollm2_tokenizer) -> None:
-    """A fork (or a recording fork) of a row state shares the log value, and advancing it leaves the original."""
+def test_a_kept_row_log_is_a_fork(smollm2_tokenizer) -> None:
+    """A row's log kept (as certified drafting forks a row) is left as it was by the moves taken from it, recording
+    or not, and by the drafts' unbudgeted twin and placed start."""
     for compiled in (stdsl.compile(PERSON), stdsl.compile(TREE)):
-        control = ConstraintState(compiled, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer), max_tokens=30)
-        control.start()
-        before = _snapshot(control.log)
-        for twin in (fork(control), recording(control), copy.copy(control)):
-            twin.advance(int(np.flatnonzero(twin.mask())[0]))
-            assert _snapshot(control.log) == before and twin.log != control.log
+        controller = Tables.of(compiled, vocabulary_of(smollm2_tokenizer)).controller(smollm2_tokenizer, max_tokens=30)
+        log = controller.started()
+        before = _snapshot(log)
+        for twin in (log, log.recording()):
+            token = int(np.flatnonzero(controller.row_mask(twin))[0])
+            moved = twin.apply(controller.taken(twin, token))
+            assert _snapshot(log) == before and moved != log
+        free, unbudgeted_log = unbudgeted(controller, log)
+        assert free.max_tokens is None and unbudgeted_log.configuration.remaining is None
+        _, placed, forced = start_at(controller, log, controller.start_state)
+        assert list(placed.tokens) == forced and placed.sampled == ()
+        assert _snapshot(log) == before

@@ -22,10 +22,10 @@ import zlib
 
 import numpy as np
 import pytest
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from tests.data_files import EXTRACTION, RECURSIVE
 
@@ -66,8 +66,8 @@ def controller(constraint, tokenizer, vocab, max_tokens=None):
     """A fresh controller of a compiled constraint (pushdown or DFA)."""
     machine = getattr(constraint, "machine", None)
     if machine is not None:
-        return ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
-    return ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=max_tokens)
+        return RowDriver(machine, tokenizer, vocab, max_tokens=max_tokens)
+    return RowDriver(constraint.automaton, tokenizer, vocab, max_tokens=max_tokens)
 
 
 def least_budget(constraint, tokenizer, vocab) -> int:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.errors import BudgetError, GenerationError, StdslError
 from stdsl.integrations.stepwise import StepwiseConstraint, stepwise_controller
 
@@ -99,8 +99,8 @@ def test_the_adapter_is_the_controller_and_masks_as_the_row_state(smollm2_tokeni
         steps = run_engine(TREE if recursive else PERSON, smollm2_tokenizer, budget, seed)
     except BudgetError:
         return
-    assert not any(isinstance(value, ConstraintState) for value in vars(steps).values())
-    row = ConstraintState.of(constraint, smollm2_tokenizer, max_tokens=budget, healing=False)
+    assert not any(isinstance(value, RowDriver) for value in vars(steps).values())
+    row = RowDriver.of(constraint, smollm2_tokenizer, max_tokens=budget, healing=False)
     replay = StepwiseConstraint(constraint, smollm2_tokenizer, budget)
     replay.start()
     queue = list(row.start())

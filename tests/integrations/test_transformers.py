@@ -16,10 +16,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 from transformers import LogitsProcessor, LogitsProcessorList
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.errors import BudgetError, StdslError
 from stdsl.integrations.transformers import StdslLogitsProcessor, generate, stdsl_tokenizer
 from stdsl.model_files.prompt import prompt_ids
@@ -51,7 +51,7 @@ class MaskRecorder(LogitsProcessor):
 def replay_masks(constraint, hf_tokenizer, tokens: list[int], max_new_tokens: int) -> list[np.ndarray]:
     """The mask each engine step must have: stdsl's own loop, a row state (not the controller the processor runs
     on), replayed on `tokens` without healing (its masks where it samples, else singletons)."""
-    control = ConstraintState.of(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_tokens=max_new_tokens,
+    control = RowDriver.of(stdsl.compile(constraint), stdsl_tokenizer(hf_tokenizer), max_tokens=max_new_tokens,
                              healing=False)
     vocab = control.vocab
 

@@ -1,6 +1,6 @@
 """Pushdown masks on the decode path from the device vector equal the host rows' on every configuration to depth 4.
 
-The oracle is the host path of the same `ConstraintState` (`PushdownRows`, the exact budget of `PushdownBudget`),
+The oracle is the host path of the same `RowDriver` (`PushdownRows`, the exact budget of `PushdownBudget`),
 the device one that state after the runtime placed its device masks (`stdsl.runtime.batch.device_masks`):
 at every configuration reachable byte by byte to stack depth 4, with no budget and with budgets around the
 configuration's least need (where the budget binds), the device-sourced mask equals it bit for bit.  On a
@@ -9,15 +9,17 @@ GPU (benchmarks/gpu_checks.sh) the same tests run on the device; here on MLX's C
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.automaton_budget import UNREACHABLE
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.errors import GenerationError, StdslError
@@ -75,21 +77,22 @@ def test_device_masks_equal_host_rows_on_every_configuration_to_depth_four(name:
     assert masks.device.stats.masks == len(configs) + 1  # evicted (two are kept), computed again
 
 
-def state_pair(machine: PushdownMachine, tokenizer: Tokenizer, budgeted: bool) -> tuple[ConstraintState, ConstraintState]:
+def state_pair(machine: PushdownMachine, tokenizer: Tokenizer, budgeted: bool) -> tuple[RowDriver, RowDriver]:
     """A host-sourced and a device-sourced state of one machine (with a budget to set per configuration)."""
     vocab = vocabulary_of(tokenizer)
     max_tokens = UNREACHABLE if budgeted else None
-    host = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
-    device = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
-    place_masks(host, "host")
-    place_masks(device, "device")
+    host = RowDriver(machine, tokenizer, vocab, max_tokens=max_tokens)
+    device = RowDriver(machine, tokenizer, vocab, max_tokens=max_tokens)
+    host.controller = place_masks(host.controller, "host")
+    device.controller = place_masks(device.controller, "device")
     assert host.controller.device_masks is None and device.controller.device_masks is not None
     return host, device
 
 
-def state_mask(control: ConstraintState, config: int, remaining: int | None) -> np.ndarray | str:
+def state_mask(control: RowDriver, config: int, remaining: int | None) -> np.ndarray | str:
     """The state's mask at `config` with `remaining` tokens left (the error's text where none is admissible)."""
-    control.state, control.remaining, control.finished = config, remaining, False
+    control.log = replace(control.log, configuration=replace(control.log.configuration, state=config,
+                                                             remaining=remaining, finished=False))
     try:
         return control.mask()
     except GenerationError as error:
@@ -97,7 +100,7 @@ def state_mask(control: ConstraintState, config: int, remaining: int | None) -> 
 
 
 def assert_states_agree(machine: PushdownMachine, tokenizer: Tokenizer) -> int:
-    """Host and device masks of `ConstraintState` agree at every configuration to depth 4, without a budget and with
+    """Host and device masks of `RowDriver` agree at every configuration to depth 4, without a budget and with
     budgets around each configuration's least need; returns the comparisons made where the budget bound."""
     plain = state_pair(machine, tokenizer, budgeted=False)
     host, device = state_pair(machine, tokenizer, budgeted=True)
@@ -151,8 +154,8 @@ def test_states_agree_on_the_shared_recursive_tasks(small_tokenizer: Tokenizer) 
 
 def test_a_stack_cap_past_the_vector_keeps_host_rows(small_tokenizer: Tokenizer) -> None:
     machine = compile_recursive(TREE, max_depth=65).machine
-    control = ConstraintState(machine, small_tokenizer, vocabulary_of(small_tokenizer))
-    place_masks(control, "device")
+    control = RowDriver(machine, small_tokenizer, vocabulary_of(small_tokenizer))
+    control.controller = place_masks(control.controller, "device")
     assert control.controller.device_masks is None
     control.start()
     assert control.mask().any()

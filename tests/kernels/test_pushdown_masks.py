@@ -196,12 +196,12 @@ def test_a_byte_bound_evicts_packed_words_and_keeps_the_fills_exact() -> None:
 
 def test_the_controller_mask_is_the_memoized_mask_at_each_step(smollm2_tokenizer: Any,
                                                                  smollm2_vocab: Vocabulary) -> None:
-    from stdsl.control.constraint_state import ConstraintState
+    from row_driver import RowDriver
 
     machine = compile_recursive(TREE).machine
     text = '{"v":1,"kids":[{"v":2,"kids":[]},{"v":1,"kids":[]}]}'
     for max_tokens in (None, 60):
-        control = ConstraintState(machine, smollm2_tokenizer, smollm2_vocab, max_tokens=max_tokens)
+        control = RowDriver(machine, smollm2_tokenizer, smollm2_vocab, max_tokens=max_tokens)
         control.start()
         checked = 0
         while not control.finished:

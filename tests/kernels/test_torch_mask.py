@@ -33,7 +33,7 @@ def automaton(transitions: np.ndarray, accepting: np.ndarray) -> SimpleNamespace
 
 
 def oracle_mask(table: np.ndarray, row: WalkRow, vocab: Vocabulary) -> np.ndarray:
-    """The mask `ConstraintState.mask()` computes, from the token table row (the budget by Theorem 21's cost).
+    """The mask `RowDriver.mask()` computes, from the token table row (the budget by Theorem 21's cost).
 
     `BudgetTable.admits` skips the cost once a state's largest finite cost fits; on these random,
     untrimmed automata a live token can have infinite cost, so the oracle takes the cost itself.

@@ -12,8 +12,9 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import make_prompt_cache
+from row_driver import RowDriver
 
-from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prompt_tokens
+from stdsl.runtime.batch.requests import compiled_constraint, prompt_tokens
 from stdsl.runtime.options import DecodeOptions
 
 NEAR_TIE = 1e-4
@@ -23,7 +24,7 @@ def sequential_greedy(model: Any, prompt: Any, constraint: Any,
                       max_tokens: int) -> tuple[list[int], list[float], list[int]]:
     """Greedy tokens of one output decoded alone with mlx-lm's own cache; per sample: top-2 margin, output index."""
     options = DecodeOptions.of(max_tokens=max_tokens)
-    control = constraint_state(model, compiled_constraint(constraint), options)
+    control = RowDriver.request(model, compiled_constraint(constraint), options)
     feed = prompt_tokens(model, prompt) + control.start()
     cache = make_prompt_cache(model.net)
     margins: list[float] = []

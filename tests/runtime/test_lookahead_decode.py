@@ -68,7 +68,7 @@ def test_a_cached_grammar_is_not_looked_ahead(tiny_model) -> None:
     constraint = pickle.loads(pickle.dumps(_constraints()[0]))  # tables of its own, whatever ran before
     first = prepare_request(tiny_model, PROMPTS[0], constraint, DecodeOptions.of(max_tokens=24))
     second = prepare_request(tiny_model, PROMPTS[1], constraint, DecodeOptions.of(max_tokens=24))
-    assert first.control.fresh and not second.control.fresh
+    assert first.fresh and not second.fresh
 
 
 def test_the_lookahead_is_off_by_default_where_the_pass_shares_the_host_cores(monkeypatch) -> None:

@@ -8,11 +8,11 @@ import json
 import jsonschema
 import numpy as np
 import pytest
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError, CompileError, GenerationError
@@ -68,7 +68,7 @@ def test_a_second_request_reuses_the_symbolic_rows(tiny_model) -> None:
     assert rows.stats.hit_rate > 0.5
 
 
-def feed(control: ConstraintState, target: bytes) -> None:
+def feed(control: RowDriver, target: bytes) -> None:
     """Advance until `target` is decided, each time with the longest admissible token that spells on toward it."""
     token_bytes = control.vocab.token_bytes
     while not control.decided.startswith(target):
@@ -87,7 +87,7 @@ def test_nesting_to_64_works_and_the_65th_level_is_refused(tiny_model) -> None:
     assert machine.depth(deep) == 64
     assert machine.config_accepts(machine.step(deep, b"[]}" + b"]}" * 63))
     assert machine.step(deep, b"[{") < 0
-    control = ConstraintState(machine, tokenizer, vocabulary_of(tokenizer))
+    control = RowDriver(machine, tokenizer, vocabulary_of(tokenizer))
     control.start()
     feed(control, open_entry * 63 + b'{"name":"x"')
     assert control.decided.endswith(b'{"name":"x","children":[]}')
@@ -110,7 +110,7 @@ def test_at_the_cap_only_continuations_that_can_close_are_admitted(tiny_model) -
     constraint = compile_recursive(chain, max_depth=3)
     assert constraint.machine.step(constraint.machine.start, b"[[") >= 0
     assert constraint.machine.step(constraint.machine.start, b"[[[") < 0
-    control = ConstraintState(constraint.machine, tokenizer, vocabulary_of(tokenizer))
+    control = RowDriver(constraint.machine, tokenizer, vocabulary_of(tokenizer))
     control.start()
     feed(control, b"[")
     bracket = next(t for t, b in enumerate(tokenizer.token_bytes) if b == b"[")
@@ -124,7 +124,7 @@ DEEP_SCHEMA = {"$ref": "#/$defs/v", "$defs": {"v": {"anyOf": [
     {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/v"}, "minItems": 1}]}}}
 
 
-def adversarial_tokens(control: ConstraintState, tokenizer, steps: int = 3000) -> None:
+def adversarial_tokens(control: RowDriver, tokenizer, steps: int = 3000) -> None:
     """Open with the admissible token of most `[` while one is admitted, then close with the most `]`."""
     token_bytes = tokenizer.token_bytes
     opening = np.array([b.count(b"[") if b"]" not in b else 0 for b in token_bytes])
@@ -145,7 +145,7 @@ def test_an_adversary_pushing_past_the_cap_still_ends_valid(tiny_model, max_toke
     """Issue 15 item 3: after 80 `[` asked for, decoding never dead-ends at the 64-level cap."""
     tokenizer = tiny_model.tokenizer
     constraint = stdsl.compile(DEEP_SCHEMA)
-    control = ConstraintState(constraint.machine, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
+    control = RowDriver(constraint.machine, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
     control.start()
     adversarial_tokens(control, tokenizer)
     text = control.decided.decode()
@@ -240,7 +240,7 @@ def test_the_budget_error_states_the_true_minimum(tiny_model) -> None:
     tokenizer = tiny_model.tokenizer
     vocab = vocabulary_of(tokenizer)
     constraint = stdsl.compile(FS_SCHEMA)
-    tight = ConstraintState(constraint.machine, tokenizer, vocab, max_tokens=3)
+    tight = RowDriver(constraint.machine, tokenizer, vocab, max_tokens=3)
     with pytest.raises(BudgetError, match="the shortest valid output needs"):
         tight.start()
     least = tight.least_output_tokens

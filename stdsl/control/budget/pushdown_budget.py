@@ -298,7 +298,7 @@ class PushdownNeed:
 
 
 class PushdownBudget:
-    """The budget mask M_r on configurations (what `ConstraintState` asks of a budget), from exact need.
+    """The budget mask M_r on configurations (what a controller asks of a budget), from exact need.
 
     A token t at c is admitted with r tokens left iff 1 + |φ(c')| + need(end(c')) <= r. Far from the limit
     the byte bound of every successor fits and the mask is inactive without a search (cached per configuration).

@@ -133,14 +133,14 @@ class BatchCore:
         """Queue a prepared request whose events go to `handle`; its id (a row fully forced ends here, passless). A
         pushdown row takes its device masks here, on the stepping thread, where the runtime picks them."""
         uid = next(self._uids)
-        place_masks(request.control)
-        row = Row(request.prompt_ids, request.control, request.options, request.parser, handle,
+        controller = place_masks(request.controller)
+        row = Row(request.prompt_ids, controller, request.log, request.options, request.parser, handle,
                   until=request.until, max_samples=request.max_samples, remember=request.remember)
         row.feed = list(request.prefix)
-        if request.control.fresh:
-            row.ahead = Lookahead(request.control.controller)
+        if request.fresh:
+            row.ahead = Lookahead(controller)
         self.counters["requests"] += 1
-        if request.control.finished:
+        if request.log.configuration.finished:
             row.complete(eos_sampled=False)
             return uid
         self._live[uid] = row
@@ -348,7 +348,7 @@ class BatchCore:
         began = time.perf_counter()
         try:
             assert self._bitmask is not None
-            row.control.fill(self._bitmask[index])
+            row.controller.fill_row(row.log, self._bitmask[index])
         finally:
             row.control_seconds += time.perf_counter() - began
 
@@ -457,9 +457,11 @@ class BatchCore:
         self.counters["sampled_tokens"] += 1
         began = time.perf_counter()
         try:
-            feed = row.control.advance(token)
+            move = row.controller.taken(row.log, token)
+            row.log = row.log.apply(move)
+            feed = move.feed
             row.control_seconds += time.perf_counter() - began
-            ended = not feed or row.control.finished or row.stopped
+            ended = not feed or row.log.configuration.finished or row.stopped
             if ended and row.remember and row.fed and self._caches is not None and self._caches.whole(index):
                 self._remember(row.prompt_ids + row.fed, self._caches, index)
         except Exception as error:
@@ -468,7 +470,7 @@ class BatchCore:
         row.publish()
         if ended:
             row.complete(eos_sampled=not feed)
-            self.counters["forced_tokens"] += row.control.forced_count
+            self.counters["forced_tokens"] += row.log.forced
             return True
         row.feed = list(feed)
         return False

@@ -10,7 +10,7 @@ every MLX call on the one thread that owns MLX state.
 from __future__ import annotations
 
 from stdsl.caches import CacheKind
-from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.controller import Controller
 from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
 from stdsl.kernels.pushdown_rows import PushdownRows
 
@@ -25,10 +25,10 @@ def device_masks_of(rows: PushdownRows) -> DeviceMasks | None:
     return _DEVICE_MASKS.get((rows,), lambda: DeviceMasks(rows))
 
 
-def place_masks(control: ConstraintState, source: str | None = None) -> None:
-    """Point a pushdown row's controller at the device masks where `mask_source(source)` picks the device (call it
-    on the runner thread: the choice and the masks run MLX); a DFA row, or one placed already, is left as it is."""
+def place_masks(controller: Controller, source: str | None = None) -> Controller:
+    """A pushdown row's controller on the device masks where `mask_source(source)` picks the device (call it on the
+    runner thread: the choice and the masks run MLX); a DFA row's, or one placed already, as it is."""
     def picked(rows: PushdownRows) -> DeviceMasks | None:
         return device_masks_of(rows) if mask_source(source) == "device" else None
 
-    control.controller = control.controller.with_live_masks(picked)
+    return controller.with_live_masks(picked)

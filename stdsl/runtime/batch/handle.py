@@ -15,6 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
+from stdsl.control.log import Log
 from stdsl.errors import Cancelled, GenerationError
 from stdsl.generation import Generation
 
@@ -56,6 +57,9 @@ class RowHandle:
         self._error: BaseException | None = None
         self._callbacks: list[DoneCallback] = []
         self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.log: Log | None = None
+        """The row's log once it completed (what certified drafting resumes a draft from); None before, or when it
+        failed or was cancelled."""
 
     def __iter__(self) -> Iterator[Event]:
         """Every event from the first, blocking for those still to come; at the end, raises the row's error (a

@@ -71,7 +71,7 @@ def look_ahead(rows: Sequence[Any], deadline: float) -> float:
     ahead = []
     for row in rows:
         if row.ahead is not None and not row.cancelled:
-            row.ahead.follow(row.control.configuration)
+            row.ahead.follow(row.log.configuration)
             ahead.append(row.ahead)
     while ahead and time.perf_counter() < deadline:
         ahead = [lookahead for lookahead in ahead if lookahead.step()]

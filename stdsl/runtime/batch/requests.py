@@ -1,8 +1,8 @@
-"""Turn a caller's request into what a row needs: prompt token ids and a started constraint state.
+"""Turn a caller's request into what a row needs: prompt token ids, its controller and its started log.
 
-DFA and pushdown constraints both become a `ConstraintState` (the pushdown one is its subclass),
-the one row-state interface the engine steps: start, mask, advance, accepting, finished.
-Free text (no constraint) is the language of all UTF-8 text, so it gets the same budget and eos rules.
+DFA and pushdown constraints both get their controller from the one factory (`control.tables.controller_of`),
+and a row is that controller plus the log its moves make. Free text (no constraint) is the language of all
+UTF-8 text, so it gets the same budget and eos rules.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from inspect import getattr_static
 from typing import Any
 
 from stdsl.compiler.reasoning import ReasoningConstraint
-from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.special_vocabulary import for_tokenizer, vocabulary_for
+from stdsl.control.controller import Controller
+from stdsl.control.log import Log
+from stdsl.control.special_vocabulary import for_tokenizer
+from stdsl.control.tables import controller_of
 from stdsl.errors import OptionError
 from stdsl.model_files.prompt import Prompt, prompt_ids
 from stdsl.runtime.batch.thinking import reasoning_constraint, reasoning_policy, template_variables
@@ -25,21 +27,25 @@ from stdsl.runtime.options import DecodeOptions
 
 @dataclass
 class RowRequest:
-    """A request ready for the engine: prompt ids, the started constraint state, its forced prefix, options.
+    """A request ready for the engine: prompt ids, the row's controller and started log, the log's tokens still to
+    feed (`prefix`), options.
 
-    A draft (certified decoding) also has `until`, which ends the row early once its state says
-    the block is done, and `max_samples`, a cap on draws; such a row may end outside acceptance.
-    `remember=False` keeps the row's prefilled prompt out of the prompt cache (drafts share theirs otherwise).
+    A draft (certified decoding) also has `until`, which ends the row early once its log says the block is done,
+    and `max_samples`, a cap on draws; such a row may end outside acceptance. `remember=False` keeps the row's
+    prefilled prompt out of the prompt cache (drafts share theirs otherwise). `fresh`: the constraint's rows
+    were all still to compute when its controller was made (a new grammar: the core warms them ahead).
     """
 
     prompt_ids: list[int]
-    control: ConstraintState
+    controller: Controller
+    log: Log
     prefix: list[int]
     options: DecodeOptions
     parser: Callable[[str], Any] | None
-    until: Callable[[ConstraintState], bool] | None = None
+    until: Callable[[Log], bool] | None = None
     max_samples: int | None = None
     remember: bool = True
+    fresh: bool = False
 
 
 def prompt_tokens(model: Any, prompt: Prompt, chat: bool = True, variables: Mapping[str, Any] | None = None
@@ -75,13 +81,6 @@ def check_stop(constraint: Any, options: DecodeOptions) -> None:
     if options.stop and not _is_free_text(constraint):
         raise OptionError("stop", "stop applies to free text only (constraint=None); with a constraint a stop string "
                                   "would cut the output short of a valid one: write the end into the constraint")
-
-
-def constraint_state(model: Any, compiled: Any, options: DecodeOptions) -> ConstraintState:
-    """The row state of a compiled constraint (DFA or pushdown) for this model's tokenizer."""
-    tokenizer = model.tokenizer
-    return ConstraintState(compiled, tokenizer, vocabulary_for(tokenizer, compiled), max_tokens=options.max_tokens,
-                           healing=options.healing)
 
 
 def _is_byte_machine(constraint: Any) -> bool:
@@ -122,16 +121,18 @@ def within_context(model: Any, prompt_length: int, options: DecodeOptions) -> De
 
 def prepare_request(model: Any, prompt: Prompt, constraint: Any, options: DecodeOptions) -> RowRequest:
     """Render the prompt, compile the constraint (after a thinking block where the prompt leaves the model to
-    think) and start its state (BudgetError here when nothing fits)."""
+    think) and start its row's log (BudgetError here when nothing fits)."""
     check_stop(constraint, options)
     prompt_ids = prompt_tokens(model, prompt, options.chat, template_variables(options))
     options = within_context(model, len(prompt_ids), options)
     compiled = compiled_constraint(constraint, model.tokenizer, options.strict)
     reasoning = reasoning_constraint(model, compiled, prompt_ids, options)
-    control = constraint_state(model, compiled if reasoning is None else reasoning.constraint, options)
+    controller = controller_of(compiled if reasoning is None else reasoning.constraint, model.tokenizer,
+                               max_tokens=options.max_tokens, healing=options.healing)
+    fresh = len(controller.rows) == 0
     if reasoning is not None:
-        control.reasoning = reasoning_policy(reasoning, options)
+        controller = controller.with_reasoning(reasoning_policy(reasoning, options))
         compiled = reasoning.answer
-    prefix = control.start()
+    log = controller.started()
     parser = (lambda text: text) if constraint is None else getattr(compiled, "parse", None)
-    return RowRequest(prompt_ids, control, prefix, options, parser)
+    return RowRequest(prompt_ids, controller, log, list(log.tokens), options, parser, fresh=fresh)

@@ -1,4 +1,4 @@
-"""One request in the batch engine: its prompt, constraint state, sampler, feed queue, text events and handle.
+"""One request in the batch engine: its prompt, controller and log, sampler, feed queue, text events and handle.
 
 A row is owned by the engine's decode thread; the caller only holds its `RowHandle`, which
 yields `Event`s (newly decided text, the finished `Generation` last) and can cancel the row.
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from stdsl.compiler.special_tokens import visible_bytes
-from stdsl.control.constraint_state import ConstraintState
-from stdsl.control.finish import finish_reason as control_finish
+from stdsl.control.controller import Controller
 from stdsl.control.finish import finished_generation
+from stdsl.control.log import Log
 from stdsl.control.lookahead import Lookahead
 from stdsl.errors import Cancelled, GenerationError, StdslError
 from stdsl.generation import Stats
@@ -27,18 +27,20 @@ class Row:
     """The engine's side of a request: everything it needs between steps.
 
     `feed` holds the tokens still to be fed before the next sample (a sampled token and its
-    forced span; in drip mode the rest waits here); `cache_index` is its slot in the running batch.
+    forced span; in drip mode the rest waits here); `cache_index` is its slot in the running batch. Its
+    constraint is its `controller` and `log`: every move the controller makes is applied to the log.
     """
 
-    def __init__(self, prompt_ids: list[int], control: ConstraintState, options: DecodeOptions,
+    def __init__(self, prompt_ids: list[int], controller: Controller, log: Log, options: DecodeOptions,
                  parser: Callable[[str], Any] | None, handle: RowHandle,
-                 until: Callable[[ConstraintState], bool] | None = None, max_samples: int | None = None,
+                 until: Callable[[Log], bool] | None = None, max_samples: int | None = None,
                  remember: bool = True) -> None:
         self.prompt_ids = prompt_ids
         self.remember = remember
         self.until = until
         self.max_samples = max_samples
-        self.control = control
+        self.controller = controller
+        self.log = log
         self.options = options
         self.parser = parser
         self.handle = handle
@@ -76,8 +78,8 @@ class Row:
     def _answer_bytes(self, final: bool = False) -> bytes:
         """The answer's decided bytes (the whole output when it has no thinking block), after sending the
         thinking text decided since the last event."""
-        decided = self.control.decided
-        policy = self.control.reasoning
+        decided = self.log.decided
+        policy = self.controller.reasoning
         if policy is None:
             return decided
         thought = visible_bytes(policy.region.thinking(decided, final))
@@ -91,7 +93,8 @@ class Row:
     @property
     def _has_block(self) -> bool:
         """Whether the output has a thinking block."""
-        return self.control.reasoning is not None and self.control.reasoning.region.has_block
+        policy = self.controller.reasoning
+        return policy is not None and policy.region.has_block
 
     def publish(self) -> None:
         """Send the text decided since the last event (held back where it could still start a stop string)."""
@@ -115,7 +118,7 @@ class Row:
         """Whether the row must end here: a stop string appeared, or a draft reached its block's end or draw cap."""
         if self._stop_at is not None:
             return True
-        if self.until is not None and self.until(self.control):
+        if self.until is not None and self.until(self.log):
             return True
         return self.max_samples is not None and self.stats.sampled_tokens >= self.max_samples
 
@@ -127,11 +130,11 @@ class Row:
     def complete(self, eos_sampled: bool) -> None:
         """Finish the row (`eos_sampled`: the model drew eos): flush the text, build its `Generation` with the
         controller's finish reason, and hand it to the caller."""
-        control = self.control
+        controller, log = self.controller, self.log
         answer = self._answer_bytes(final=True)
         self._text += self._decoder.decode(visible_bytes(answer[self._shown_bytes :]), final=True)
         self._shown_bytes = len(answer)
-        if self._stop_at is None and not control.accepting and not self.partial:
+        if self._stop_at is None and not controller.accepting(log.configuration) and not self.partial:
             self.fail(GenerationError("decoding ended outside an accepting state"))
             return
         text = self._text if self._stop_at is None else self._text[: self._stop_at]
@@ -140,10 +143,11 @@ class Row:
             self._sent = len(text)
         self.stats.seconds = time.perf_counter() - self.began
         data = answer if self._stop_at is None else text.encode("utf-8")
-        reason = control_finish(control, eos_sampled, stopped=self._stop_at is not None)
-        result = finished_generation(control, self.stats, reason, self.parser, data=data, text=text,
+        reason = controller.finish_reason(log.configuration, eos_sampled, stopped=self._stop_at is not None)
+        result = finished_generation(controller, log, self.stats, reason, self.parser, data=data, text=text,
                                      reasoning=self._reasoning if self._has_block else None,
                                      partial=self.partial or self._stop_at is not None)
+        self.handle.log = log
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 

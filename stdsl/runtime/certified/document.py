@@ -95,7 +95,7 @@ def replay_document(controller: Controller, start: Configuration, committed: int
                     document: Document, tokenizer: Any) -> Replay:
     """Move the controller from the certified configuration `start` (`committed` output bytes fed, `pending` tokens
     not yet fed) through the document, taking the draft's token at each sampled step (else the tokenizer's first
-    token of the bytes ahead, or eos at the end). The certified row state is never touched: each step is a kept
+    token of the bytes ahead, or eos at the end). The certified log is never touched: each step is a kept
     configuration, and its mask comes from the controller's memo (the same positions recur round after round)."""
     out = Replay(feed=list(pending))
     data = document.data

@@ -37,16 +37,15 @@ from typing import Any
 import numpy as np
 
 from stdsl.caches import CacheKind
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.controller import MAX_MASKS
-from stdsl.control.finish import finish_reason, finished_generation
+from stdsl.control.finish import finished_generation
+from stdsl.control.log import Log
 from stdsl.control.tables import controller_of, machine_of
 from stdsl.errors import GenerationError, StdslError
 from stdsl.generation import Generation, Stats
 from stdsl.runtime.batch.requests import (
     RowRequest,
     compiled_constraint,
-    constraint_state,
     prepare_request,
     prompt_tokens,
     within_context,
@@ -62,7 +61,7 @@ from stdsl.runtime.certified.forecast import (
     remaining_forecast,
     worth_drafting,
 )
-from stdsl.runtime.certified.forks import fork, masked_argmax, recording, sampled_tokens, start_at
+from stdsl.runtime.certified.forks import masked_argmax, start_at
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.options import DecodeOptions
@@ -104,13 +103,16 @@ class CertifiedDecoder:
         self.handle = RowHandle(lambda: None)
         """The request's handle, given to `run`."""
         self.parser = getattr(compiled, "parse", None)
-        self.control = constraint_state(engine.model, compiled, options)
         self.controller = controller_of(compiled, engine.model.tokenizer, max_tokens=options.max_tokens,
                                         healing=options.healing, masks=MAX_MASKS)
-        """The pure controller the replay moves through kept configurations (its masks memoized across rounds)."""
-        self.pending = prompt_ids + self.control.start()
+        """The controller of the certified output, its drafts and its replay (its masks memoized across rounds)."""
+        self.fresh = len(self.controller.rows) == 0
+        """Whether the grammar's rows were all still to compute (its draft rows warm them ahead, `RowRequest`)."""
+        self.log = self.controller.started()
+        """The certified output's log."""
+        self.pending = prompt_ids + list(self.log.tokens)
         self.automaton: Language = self.controller.machine
-        self.vocab = self.control.vocab
+        self.vocab = self.controller.vocab
         self.stats = Stats(prompt_tokens=len(prompt_ids))
         self.rounds = 0
         self.wave_rows = WAVE_ROWS
@@ -133,13 +135,13 @@ class CertifiedDecoder:
         rows it waits for."""
         self.handle = handle
         try:
-            if self.control.finished:
+            if self.log.configuration.finished:
                 self._complete()
                 return
             self.prefix = self.engine.call(lambda: CertifiedPrefix(self.engine, self.prompt_ids))
             self.stats.passes += 1
             self.pending = self.pending[len(self.prompt_ids) :]
-            while not self.control.finished:
+            while not self.log.configuration.finished:
                 if self.rounds >= MAX_ROUNDS or not (yield from self._round()):
                     yield from self._finish_sequentially()
                     return
@@ -156,9 +158,9 @@ class CertifiedDecoder:
         jobs = self._jobs(frontier, upcoming)
         self.rounds += 1
         yield from self._draft(jobs)
-        document = assemble(self.automaton, self.blocks, bytes(self.control.decided), self.frontier_draft,
+        document = assemble(self.automaton, self.blocks, bytes(self.log.decided), self.frontier_draft,
                             self.drafts, frontier, upcoming)
-        replay = replay_document(self.controller, self.control.configuration, len(self.control.committed),
+        replay = replay_document(self.controller, self.log.configuration, len(self.log.data),
                                  self.pending, document, self.engine.model.tokenizer)
         starts = document.starts
         feed = replay.feed
@@ -189,15 +191,15 @@ class CertifiedDecoder:
 
             self.stats.passes += self.engine.call(trim_and_share)
             for _, _, token, _ in replay.steps[:rejected]:
-                self.control.advance(token)
+                self._advance(token)
         else:
             for _, _, token, _ in replay.steps:
-                self.control.advance(token)
-            if self.control.finished:
+                self._advance(token)
+            if self.log.configuration.finished:
                 last = replay.steps[-1][2] if replay.steps else -1
                 self.eos_sampled = last >= 0 and bool(self.vocab.eos[last])
                 return True
-            choice = masked_argmax(scores(len(feed) - 1), self.control.mask())
+            choice = masked_argmax(scores(len(feed) - 1), self.controller.row_mask(self.log))
             self.stats.sampled_tokens += 1
             if feed:
                 self.engine.call(self.prefix.share)
@@ -213,14 +215,20 @@ class CertifiedDecoder:
         if drafted:
             self.acceptance.observe(agreed, drafted)
 
+    def _advance(self, token: int) -> tuple[int, ...]:
+        """Move the certified output's log on `token`; the tokens to feed."""
+        move = self.controller.taken(self.log, token)
+        self.log = self.log.apply(move)
+        return move.feed
+
     def _take(self, token: int) -> None:
         """Commit the certified argmax `token` at the current configuration."""
-        feed = self.control.advance(token)
+        feed = self._advance(token)
         if not feed:
             self.eos_sampled = True
             return
         self.pending = list(feed)
-        entered = self._visits(bytes(self.control.decided))
+        entered = self._visits(bytes(self.log.decided))
         for index in list(self.drafts):
             if self.blocks[index].entry in entered:
                 del self.drafts[index]
@@ -240,7 +248,7 @@ class CertifiedDecoder:
 
     def _frontier(self) -> tuple[int | None, int]:
         """The block the certified output is inside (None: in a literal) and the first block not yet entered."""
-        visited = self._visits(bytes(self.control.decided))
+        visited = self._visits(bytes(self.log.decided))
         entered = [i for i, b in enumerate(self.blocks) if b.entry in visited]
         if entered:
             last = entered[-1]
@@ -261,10 +269,11 @@ class CertifiedDecoder:
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
         jobs: list[_Job] = []
         if frontier is not None:
-            control = recording(self.control)
-            data = bytes(control.decided)
+            log = self.log.recording()
+            data = bytes(log.decided)
             watch = BlockWatch(self.automaton, self.blocks[frontier], len(data), self.automaton.step(0, data))
-            request = RowRequest(self.prompt_ids + control.tokens, control, [], options, None, remember=False)
+            request = RowRequest(self.prompt_ids + list(log.tokens), self.controller, log, [], options, None,
+                                 remember=False, fresh=self.fresh)
             jobs.append(_Job(frontier, request, watch, 0, self.prompt_ids, frontier=True))
         for index in range(upcoming, len(self.blocks)):
             if len(jobs) >= self.wave_rows:
@@ -273,12 +282,13 @@ class CertifiedDecoder:
                 jobs.append(self.continuations.pop(index))
             elif index not in self.drafts:
                 block = self.blocks[index]
-                control, forced = start_at(self.control, block.entry)
+                controller, log, forced = start_at(self.controller, self.log, block.entry)
                 context = self.prompt_ids + self.engine.model.tokenizer.encode(
                     block.literal.decode("utf-8", errors="replace"))
-                request = RowRequest(context, control, forced, options, None, remember=False)
+                request = RowRequest(context, controller, log, forced, options, None, remember=False,
+                                     fresh=self.fresh)
                 jobs.append(_Job(index, request, BlockWatch(self.automaton, block), 0, context))
-        left = self.control.remaining
+        left = self.log.configuration.remaining
         for k, job in enumerate(jobs):
             cap = CONTINUATION_SAMPLES if k == 0 or job.origin else FIRST_WAVE_SAMPLES
             job.request.max_samples = cap if left is None else max(1, min(cap, left))
@@ -289,10 +299,10 @@ class CertifiedDecoder:
         (True without a cost to forecast on; `forecast.py`)."""
         if self.cost is None:
             return True
-        if self.control.finished:
+        if self.log.configuration.finished:
             return False
         frontier, upcoming = self._frontier()
-        decided = bytes(self.control.decided)
+        decided = bytes(self.log.decided)
         lead_done = len(decided) - self._visits(decided)[self.blocks[frontier].entry] if frontier is not None else 0
         kept = {index: KeptDraft(len(draft.tokens), len(draft.data)) for index, draft in self.drafts.items()}
         first = frontier if frontier is not None else upcoming
@@ -316,26 +326,28 @@ class CertifiedDecoder:
             result = handle.result()
             passes = max(passes, result.stats.passes)
             job.watch.done(result.data)
-            self._keep(job, result)
+            assert handle.log is not None  # a completed row's
+            self._keep(job, result, handle.log)
         self.stats.passes += passes
 
-    def _keep(self, job: _Job, result: Generation) -> None:
-        """Record a wave row's draft; an unfinished one is resumed from where it stopped in the next wave."""
+    def _keep(self, job: _Job, result: Generation, log: Log) -> None:
+        """Record a wave row's draft (`log`: the row's when it ended); an unfinished one is resumed from where it
+        stopped in the next wave."""
         offsets = np.cumsum([0] + [len(self.vocab.token_bytes[t] or b"") for t in result.tokens])
         end = job.watch.exit_offset
         data = result.data if end is None else result.data[:end]
         complete = end is not None or (job.watch.block.exit == END and result.finish_reason in ("eos", "stop"))
         tokens = {int(o) - job.origin: t for o, t in zip(offsets[:-1], result.tokens) if o >= job.origin}
-        tokens.update({o - job.origin: t for o, t in sampled_tokens(job.request.control).items() if o >= job.origin})
+        tokens.update({o - job.origin: t for o, t in log.sampled_tokens().items() if o >= job.origin})
         draft = Draft(data[job.origin :], tokens, complete)
         if job.frontier:
             self.frontier_draft = draft
             return
         self.drafts[job.block] = draft
-        control = job.request.control
-        if not complete and not control.finished:
-            resumed = recording(control)
-            request = RowRequest(job.base + resumed.tokens, resumed, [], job.request.options, None, remember=False)
+        if not complete and not log.configuration.finished:
+            resumed = log.recording()
+            request = RowRequest(job.base + list(resumed.tokens), job.request.controller, resumed, [],
+                                 job.request.options, None, remember=False, fresh=self.fresh)
             self.continuations[job.block] = _Job(job.block, request, job.watch, job.origin, job.base)
 
     def _plan_continuations(self, replay: Replay, rejected: int, scores: Any, starts: dict[int, int]) -> None:
@@ -343,38 +355,37 @@ class CertifiedDecoder:
         failed_block = replay.steps[rejected][3] if rejected < len(replay.steps) else None
         seen: set[int] = set()
         options = DecodeOptions.of(max_tokens=None, healing=self.options.healing)
-        control: ConstraintState | None = None
+        log = self.log
         for k, (at, allowed, token, block) in enumerate(replay.steps):
-            if control is None:
-                control = fork(self.control)
             if k > rejected and block is not None and block != failed_block and block not in seen:
                 best = masked_argmax(scores(at), allowed)
                 if best != token and block in starts:
                     seen.add(block)
-                    fork_state = recording(control)
-                    feed = fork_state.advance(best)
-                    if feed and not fork_state.finished:
+                    forked = log.recording()
+                    move = self.controller.taken(forked, best)
+                    forked, feed = forked.apply(move), move.feed
+                    if feed and not forked.configuration.finished:
                         origin = starts[block]
-                        watch = BlockWatch(self.automaton, self.blocks[block], len(fork_state.decided),
-                                           self.automaton.step(0, bytes(fork_state.decided)))
-                        sequence = self.prompt_ids + fork_state.tokens[: len(fork_state.tokens) - len(feed)]
-                        request = RowRequest(sequence, fork_state, list(feed), options, None, remember=False)
+                        watch = BlockWatch(self.automaton, self.blocks[block], len(forked.decided),
+                                           self.automaton.step(0, bytes(forked.decided)))
+                        sequence = self.prompt_ids + list(forked.tokens[: len(forked.tokens) - len(feed)])
+                        request = RowRequest(sequence, self.controller, forked, list(feed), options, None,
+                                             remember=False, fresh=self.fresh)
                         self.continuations[block] = _Job(block, request, watch, origin, self.prompt_ids)
                         self.drafts.pop(block, None)
-            control.advance(token)
+            log = log.apply(self.controller.taken(log, token))
 
     # ------------------------------------------------------------------ results
 
     def _publish(self) -> None:
-        decided = bytes(self.control.decided)
+        decided = bytes(self.log.decided)
         piece = self._decoder.decode(decided[self._shown :])
         self._shown = len(decided)
         if piece:
             self.handle._emit(Event(piece))
 
     def _complete(self) -> None:
-        control = self.control
-        if not control.accepting:
+        if not self.controller.accepting(self.log.configuration):
             raise GenerationError("decoding ended outside an accepting state")
         self._publish()
         tail = self._decoder.decode(b"", final=True)
@@ -382,15 +393,17 @@ class CertifiedDecoder:
             self.handle._emit(Event(tail))
         self.stats.rounds = self.rounds
         self.stats.seconds = time.perf_counter() - self.began
-        reason = finish_reason(control, self.eos_sampled)
-        result = finished_generation(control, self.stats, reason, self.parser)
+        reason = self.controller.finish_reason(self.log.configuration, self.eos_sampled)
+        result = finished_generation(self.controller, self.log, self.stats, reason, self.parser)
         self.handle._emit(Event("", result))
         self.handle._finish(result, None)
 
     def _finish_sequentially(self) -> Waits:
         """After `MAX_ROUNDS`, decode the rest as one ordinary engine row from the certified state."""
-        fed = self.prompt_ids + self.control.tokens[: len(self.control.tokens) - len(self.pending)]
-        request = RowRequest(fed, self.control, list(self.pending), self.options, self.parser)
+        tokens = list(self.log.tokens)
+        fed = self.prompt_ids + tokens[: len(tokens) - len(self.pending)]
+        request = RowRequest(fed, self.controller, self.log, list(self.pending), self.options, self.parser,
+                             fresh=self.fresh)
         rest = self.engine.submit_request(request)
         yield [rest]
         result = rest.result()
@@ -405,8 +418,8 @@ class CertifiedDecoder:
 def _until(watch: BlockWatch, lead: list[RowHandle] | None) -> Any:
     """A draft row's stop rule: its block's exit reached, or (for a row that is not the lead) the lead row done."""
     if lead is None:
-        return lambda control: watch.done(bytes(control.decided))
-    return lambda control: watch.done(bytes(control.decided)) or (bool(lead) and lead[0].done)
+        return lambda log: watch.done(bytes(log.decided))
+    return lambda log: watch.done(bytes(log.decided)) or (bool(lead) and lead[0].done)
 
 
 def _internal(error: BaseException) -> GenerationError:

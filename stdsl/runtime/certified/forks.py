@@ -1,49 +1,34 @@
-"""Copies of a row state for certified decoding: forks that share tables, drafts placed at a block's entry.
+"""Logs for certified decoding's drafts: unbudgeted twins of a row, drafts placed at a block's entry.
 
-A draft row's state records the token it sampled at each output offset: where the forced-span policy
-re-splits a sampled token (`:"` sampled, `:` + `":` fed), the replay must take the sampled one to follow
-the row's path.
+A fork of a row is its log kept (a log is frozen: moving a copy makes a new one). A draft row's log records
+the token it sampled at each output offset: where the forced-span policy re-splits a sampled token (`:"`
+sampled, `:` + `":` fed), the replay must take the sampled one to follow the row's path.
 """
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 
 import numpy as np
 
-from stdsl.control.constraint_state import ConstraintState
+from stdsl.control.controller import Controller
+from stdsl.control.log import Log
 
 
-def fork(control: ConstraintState) -> ConstraintState:
-    """An independent copy of a row state: the same controller and its log, kept (a log is frozen: moving the copy
-    replaces its own), so a replay never touches the original."""
-    return copy.copy(control)
+def unbudgeted(controller: Controller, log: Log) -> tuple[Controller, Log]:
+    """A row's controller without the token budget and its log recording, no tokens left counted (drafts are capped
+    by draws instead; the replay applies the budget)."""
+    recording = log.recording()
+    return controller.without_budget(), replace(recording, configuration=replace(recording.configuration,
+                                                                                   remaining=None))
 
 
-def recording(control: ConstraintState) -> ConstraintState:
-    """A fork of a row state (DFA or pushdown) whose log records its sampled tokens from here on."""
-    twin = fork(control)
-    twin.log = control.log.recording()
-    return twin
-
-
-def sampled_tokens(control: ConstraintState) -> dict[int, int]:
-    """The tokens a recording state sampled, by output offset (empty for any other state)."""
-    return control.log.sampled_tokens()
-
-
-def unbudgeted(control: ConstraintState) -> ConstraintState:
-    """A recording fork without the token budget (drafts are capped by draws instead; the replay applies it)."""
-    twin = recording(control)
-    twin.controller = control.controller.without_budget()
-    twin.remaining = None
-    return twin
-
-
-def start_at(template: ConstraintState, state: int) -> tuple[ConstraintState, list[int]]:
-    """A fresh unbudgeted state of the same automaton placed at `state`, and the forced tokens it begins with."""
-    control = unbudgeted(template)
-    return control, control.place(control.controller.start_at(state))
+def start_at(controller: Controller, log: Log, state: int) -> tuple[Controller, Log, list[int]]:
+    """A fresh unbudgeted row of the same automaton placed at `state`: its controller, its recording log, and the
+    forced tokens it begins with."""
+    free, recording = unbudgeted(controller, log)
+    placed = free.placed(state, recording)
+    return free, placed, list(placed.tokens)
 
 
 def masked_argmax(logits: np.ndarray, allowed: np.ndarray) -> int:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.control.budget.automaton_budget import UNREACHABLE
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner
 from stdsl.control.tables import Tables
@@ -77,7 +77,7 @@ def test_any_sampling_rule_ends_valid_within_a_feasible_budget(smollm2_tokenizer
     automaton = bounded_automata()[which]
     vocab = vocabulary_of(smollm2_tokenizer)
     rng = random.Random(seed)
-    control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
+    control = RowDriver(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
     try:
         control.start()
     except BudgetError:
@@ -103,7 +103,7 @@ def test_every_budget_is_valid_or_refused_up_front(tiny_model) -> None:
         free = generate(tiny_model, "Answer.", automaton, max_tokens=None)
         assert automaton.accepts(free.data)
         vocabulary = vocabulary_of(tiny_model.tokenizer)
-        control = ConstraintState(automaton, tiny_model.tokenizer, vocabulary, max_tokens=10**6)
+        control = RowDriver(automaton, tiny_model.tokenizer, vocabulary, max_tokens=10**6)
         control.start()
         least = control.least_output_tokens
         assert least is not None and least <= len(free.tokens)
@@ -144,8 +144,8 @@ def test_budget_mask_is_inactive_far_from_the_limit(smollm2_tokenizer) -> None:
     """Theorem 21(iii): with room to spare the budget mask admits exactly the unbudgeted mask."""
     vocab = vocabulary_of(smollm2_tokenizer)
     automaton = bounded_automata()[1]
-    free = ConstraintState(automaton, smollm2_tokenizer, vocab)
-    roomy = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=1000)
+    free = RowDriver(automaton, smollm2_tokenizer, vocab)
+    roomy = RowDriver(automaton, smollm2_tokenizer, vocab, max_tokens=1000)
     assert free.start() == roomy.start()
     rng = random.Random(4)
     while not free.finished:
@@ -189,7 +189,7 @@ def test_the_searched_need_equals_the_whole_solve(smollm2_tokenizer, which: int)
         for remaining in range(1, 9):
             assert np.array_equal(_fitting(searched.admits(state, row, remaining), row),
                                   (row >= 0) & (through <= remaining)), (state, remaining)
-    control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=10**6,
+    control = RowDriver(automaton, smollm2_tokenizer, vocab, max_tokens=10**6,
                               budget=tables.budget_table_for(automaton, vocab, planner))
     control.start()
     assert control.least_output_tokens == int(whole[0])
@@ -231,11 +231,11 @@ def test_a_report_sized_output_stays_within_a_control_budget(smollm2_tokenizer) 
     program = Program.from_file(Path(__file__).resolve().parents[3] / "examples" / "report.stc")
     automaton = program.constraint(program.arguments({"notes": "a bad config push; rolled back."})).automaton
     vocab = vocabulary_of(smollm2_tokenizer)
-    ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=1000).start()  # the shared tables, built once
+    RowDriver(automaton, smollm2_tokenizer, vocab, max_tokens=1000).start()  # the shared tables, built once
     rng = random.Random(3)
     for budget in (70, 90):
         began = time.perf_counter()
-        control = ConstraintState(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
+        control = RowDriver(automaton, smollm2_tokenizer, vocab, max_tokens=budget)
         control.start()
         table = control.budget
         while not control.finished:

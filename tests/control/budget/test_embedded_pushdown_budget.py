@@ -10,11 +10,11 @@ import random
 import jsonschema
 import numpy as np
 import pytest
+from row_driver import RowDriver
 
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.tools.formats import FORMATS
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError
@@ -46,13 +46,13 @@ def test_a_merged_pushdown_keeps_the_exact_budget(small_tokenizer, tree: dict, s
     constraint = build_constraint(spec, 60)
     assert isinstance(constraint, PushdownConstraint)
     machine, vocab = constraint.machine, vocabulary_of(small_tokenizer)
-    walker = ConstraintState(machine, small_tokenizer, vocab)
+    walker = RowDriver(machine, small_tokenizer, vocab)
     walker.start()
     budget = Tables.of(machine, vocab).budget(walker.planner)
     rng = random.Random(seed)
     for config in random_walk_configs(walker, rng, 8):
         assert budget.need_at(config) == oracle_need(machine, small_tokenizer, config), machine.configuration(config)
-    probe = ConstraintState(machine, small_tokenizer, vocab, max_tokens=1)
+    probe = RowDriver(machine, small_tokenizer, vocab, max_tokens=1)
     try:
         probe.start()
     except BudgetError:
@@ -60,9 +60,9 @@ def test_a_merged_pushdown_keeps_the_exact_budget(small_tokenizer, tree: dict, s
     least = probe.least_output_tokens
     assert least is not None and least > 1
     with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} "):
-        ConstraintState(machine, small_tokenizer, vocab, max_tokens=least - 1).start()
+        RowDriver(machine, small_tokenizer, vocab, max_tokens=least - 1).start()
     for max_tokens in range(least, least + 3):
-        control = ConstraintState(machine, small_tokenizer, vocab, max_tokens=max_tokens)
+        control = RowDriver(machine, small_tokenizer, vocab, max_tokens=max_tokens)
         control.start()
         while not control.finished:
             choices = np.flatnonzero(control.mask() & ~vocab.eos)

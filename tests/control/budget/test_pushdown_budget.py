@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 import stdsl
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.errors import BudgetError
@@ -128,7 +128,7 @@ def recursive_trees(draw: st.DrawFn) -> dict:
     return {"$ref": "#/$defs/node", "$defs": {"node": node}}
 
 
-def random_walk_configs(control: ConstraintState, rng: random.Random, steps: int) -> list[int]:
+def random_walk_configs(control: RowDriver, rng: random.Random, steps: int) -> list[int]:
     """Configurations met while taking random admissible tokens (the sampling configuration of each step)."""
     seen = [control.state]
     for _ in range(steps):
@@ -149,14 +149,14 @@ def check_exact(schema: dict, tokenizer: Tokenizer, seed: int) -> None:
     constraint = stdsl.compile(schema, strict=False)
     machine = constraint.machine
     vocab = vocabulary_of(tokenizer)
-    walker = ConstraintState(machine, tokenizer, vocab)
+    walker = RowDriver(machine, tokenizer, vocab)
     walker.start()
     budget = Tables.of(machine, vocab).budget(walker.planner)
     rng = random.Random(seed)
     for config in random_walk_configs(walker, rng, 6):
         assert budget.need_at(config) == oracle_need(machine, tokenizer, config), machine.configuration(config)
     assert budget.exact
-    probe = ConstraintState(machine, tokenizer, vocab, max_tokens=1)
+    probe = RowDriver(machine, tokenizer, vocab, max_tokens=1)
     try:
         probe.start()
     except BudgetError:
@@ -165,9 +165,9 @@ def check_exact(schema: dict, tokenizer: Tokenizer, seed: int) -> None:
     assert least is not None
     if least > 1:
         with pytest.raises(BudgetError, match=f"max_tokens={least - 1}: the shortest valid output needs {least} "):
-            ConstraintState(machine, tokenizer, vocab, max_tokens=least - 1).start()
+            RowDriver(machine, tokenizer, vocab, max_tokens=least - 1).start()
     for max_tokens in range(least, least + 4):
-        control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
+        control = RowDriver(machine, tokenizer, vocab, max_tokens=max_tokens)
         control.start()
         while not control.finished:
             allowed = control.mask()
@@ -217,12 +217,12 @@ def opened(schema):
 
 def least_budget(constraint, tokenizer) -> int:
     """The least budget the engine admits (what its BudgetError names)."""
-    from stdsl.control.constraint_state import ConstraintState
+    from row_driver import RowDriver
 
     vocab = vocabulary_of(tokenizer)
     machine = getattr(constraint, "machine", None)
-    control = (ConstraintState(machine, tokenizer, vocab, max_tokens=1) if machine is not None
-               else ConstraintState(constraint.automaton, tokenizer, vocab, max_tokens=1))
+    control = (RowDriver(machine, tokenizer, vocab, max_tokens=1) if machine is not None
+               else RowDriver(constraint.automaton, tokenizer, vocab, max_tokens=1))
     try:
         control.start()
     except BudgetError:

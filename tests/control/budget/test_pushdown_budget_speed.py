@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.control.budget.live_token_length import longest_live_token
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.model_files.tokenizer import Tokenizer
@@ -97,7 +97,7 @@ def test_the_longest_live_token_bounds_every_token_that_steps(smollm2_tokenizer)
     machine = stdsl.compile(stdsl.Grammar(NESTED)).machine
     longest = longest_live_token(machine.grammar, vocabulary_of(smollm2_tokenizer))
     assert longest == 4
-    walker = ConstraintState(machine, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer))
+    walker = RowDriver(machine, smollm2_tokenizer, vocabulary_of(smollm2_tokenizer))
     walker.start()
     tokens = candidate_tokens(machine, smollm2_tokenizer)
     assert max(len(b) for b in tokens) > longest
@@ -111,7 +111,7 @@ def test_the_longest_live_token_bounds_every_token_that_steps(smollm2_tokenizer)
 def test_the_lower_bound_never_exceeds_the_token_search(bracket_tokenizer, seed: int) -> None:
     machine = stdsl.compile(stdsl.Grammar(NESTED)).machine
     vocab = vocabulary_of(bracket_tokenizer)
-    walker = ConstraintState(machine, bracket_tokenizer, vocab)
+    walker = RowDriver(machine, bracket_tokenizer, vocab)
     walker.start()
     budget = Tables.of(machine, vocab).budget(walker.planner)
     for config in random_walk_configs(walker, random.Random(seed), 8):
@@ -127,7 +127,7 @@ def test_the_lower_bound_never_exceeds_the_token_search(bracket_tokenizer, seed:
 def test_the_lower_bound_holds_on_recursive_schemas(small_tokenizer, schema: dict, seed: int) -> None:  # noqa: F811
     machine = stdsl.compile(schema).machine
     vocab = vocabulary_of(small_tokenizer)
-    walker = ConstraintState(machine, small_tokenizer, vocab)
+    walker = RowDriver(machine, small_tokenizer, vocab)
     walker.start()
     budget = Tables.of(machine, vocab).budget(walker.planner)
     for config in random_walk_configs(walker, random.Random(seed), 6):
@@ -136,7 +136,7 @@ def test_the_lower_bound_holds_on_recursive_schemas(small_tokenizer, schema: dic
     assert budget.exact
 
 
-def walk_with_budget(control: ConstraintState, rng: random.Random) -> list[float]:
+def walk_with_budget(control: RowDriver, rng: random.Random) -> list[float]:
     """Decode under the budget taking random admitted tokens; the seconds each mask step (mask and advance) took."""
     vocab = control.vocab
     times = []
@@ -158,7 +158,7 @@ def test_the_nested_grammar_masks_fast_and_exactly_with_smollm2(smollm2_tokenize
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     vocab = vocabulary_of(smollm2_tokenizer)
     for seed in range(4):
-        control = ConstraintState(constraint.machine, smollm2_tokenizer, vocab, max_tokens=14)
+        control = RowDriver(constraint.machine, smollm2_tokenizer, vocab, max_tokens=14)
         times = walk_with_budget(control, random.Random(seed))
         assert max(times) < STEP_SECONDS, times
         assert control.accepting and constraint.accepts(control.decided) and len(control.tokens) <= 14
@@ -170,7 +170,7 @@ def test_the_smollm2_masks_equal_the_token_search_near_the_limit(smollm2_tokeniz
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     machine, vocab = constraint.machine, vocabulary_of(smollm2_tokenizer)
     rng = random.Random(5)
-    control = ConstraintState(machine, smollm2_tokenizer, vocab, max_tokens=9)
+    control = RowDriver(machine, smollm2_tokenizer, vocab, max_tokens=9)
     control.start()
     checked = 0
     while not control.finished:
@@ -198,7 +198,7 @@ def test_a_mask_out_of_expansions_refuses_soundly_and_never_empties(bracket_toke
     proven path, and every output decoded ends valid within its budget."""
     constraint = stdsl.compile(stdsl.Grammar(NESTED))
     machine, vocab = constraint.machine, vocabulary_of(bracket_tokenizer)
-    control = ConstraintState(machine, bracket_tokenizer, vocab, max_tokens=max_tokens)
+    control = RowDriver(machine, bracket_tokenizer, vocab, max_tokens=max_tokens)
     tables = Tables.of(machine, vocab)
     control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
                                     max_mask_expansions=0)
@@ -211,7 +211,7 @@ def masks_of_a_walk(machine, tokenizer, max_tokens: int, seed: int, max_mask_exp
     """The packed masks of one random walk under a fresh budget whose masks may expand `max_mask_expansions`
     configurations, and how many answers that budget gave by a bound."""
     vocab = vocabulary_of(tokenizer)
-    control = ConstraintState(machine, tokenizer, vocab, max_tokens=max_tokens)
+    control = RowDriver(machine, tokenizer, vocab, max_tokens=max_tokens)
     tables = Tables.of(machine, vocab)
     control.budget = PushdownBudget(PushdownNeed(machine, tables.rows.symbolic, control.planner, vocab),
                                     max_mask_expansions=max_mask_expansions)

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.canonical_check import boundary_differences, differences, forced_bytes
 from tests.runtime.json_documents import compact, load_task, random_instance
@@ -51,11 +51,11 @@ def task_automata() -> dict:
 # ---------------------------------------------------------------------------- drivers
 
 
-def teacher_drive(automaton, tokenizer, document: str) -> ConstraintState:
+def teacher_drive(automaton, tokenizer, document: str) -> RowDriver:
     """Feed `document`: at each step the oracle's token that starts where the output ends, or (where
     D.3's cover forbids it) the longest admitted token that spells the document on from there."""
     vocab = vocabulary_of(tokenizer)
-    control = ConstraintState(automaton, tokenizer, vocab)
+    control = RowDriver(automaton, tokenizer, vocab)
     data = document.encode("utf-8")
     starts: dict[int, int] = {}
     offset = 0
@@ -76,14 +76,14 @@ def teacher_drive(automaton, tokenizer, document: str) -> ConstraintState:
     return control
 
 
-def random_drive(automaton, tokenizer, rng: random.Random, steps: int) -> ConstraintState:
+def random_drive(automaton, tokenizer, rng: random.Random, steps: int) -> RowDriver:
     """Take `steps` random admissible tokens (half the time among punctuation-only ones, which merge
     with forced JSON punctuation), then close the output: random among the admissible tokens that
     bring the automaton closest to acceptance (eos once admitted). No budget, so no table-policy fallback."""
     vocab = vocabulary_of(tokenizer)
     punctuation = _punctuation_tokens(tokenizer)
     distance = automaton.min_bytes_to_accept
-    control = ConstraintState(automaton, tokenizer, vocab)
+    control = RowDriver(automaton, tokenizer, vocab)
     control.start()
     for step in range(steps + 400):
         if control.finished:
@@ -104,9 +104,9 @@ def random_drive(automaton, tokenizer, rng: random.Random, steps: int) -> Constr
     return control
 
 
-def budget_drive(automaton, tokenizer, rng: random.Random, max_tokens: int) -> ConstraintState:
+def budget_drive(automaton, tokenizer, rng: random.Random, max_tokens: int) -> RowDriver:
     """Random admissible tokens under a token budget: the budget mask closes the output."""
-    control = ConstraintState(automaton, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
+    control = RowDriver(automaton, tokenizer, vocabulary_of(tokenizer), max_tokens=max_tokens)
     control.start()
     while not control.finished:
         pool = np.flatnonzero(control.mask())
@@ -126,13 +126,13 @@ def _punctuation_tokens(tokenizer) -> np.ndarray:
     return hit
 
 
-def greedy_drive(model, automaton, prompt: str, steps: int) -> ConstraintState:
+def greedy_drive(model, automaton, prompt: str, steps: int) -> RowDriver:
     """Decode with the model's masked argmax, feeding each sampled token with its forced span in one
     pass; after `steps` samples the argmax is taken among the tokens closest to acceptance."""
     tokenizer = model.tokenizer
     vocab = vocabulary_of(tokenizer)
     distance = automaton.min_bytes_to_accept
-    control = ConstraintState(automaton, tokenizer, vocab)
+    control = RowDriver(automaton, tokenizer, vocab)
     cache = model.make_cache()
     feed = tokenizer.encode(prompt) + control.start()
     for step in range(steps + 400):
@@ -148,7 +148,7 @@ def greedy_drive(model, automaton, prompt: str, steps: int) -> ConstraintState:
     return control
 
 
-def assert_canonical_boundaries(automaton, tokenizer, control: ConstraintState) -> None:
+def assert_canonical_boundaries(automaton, tokenizer, control: RowDriver) -> None:
     found = boundary_differences(tokenizer, automaton, control.tokens)
     assert not found, f"{control.decided!r}: " + "; ".join(d.describe() for d in found)
 
@@ -319,7 +319,7 @@ def test_name_age_schema_commits_the_tokenizers_split_of_the_key_block(smollm2_t
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
     automaton = compile_embeddable(schema).automaton
-    control = ConstraintState(automaton, tokenizer, vocabulary_of(tokenizer))
+    control = RowDriver(automaton, tokenizer, vocabulary_of(tokenizer))
     assert control.start() == tokenizer.encode('{"name":"')
     assert control.mask()[tokenizer.encode("Maria")[0]]
     for document in ('{"name":"Maria","age":31}', '{"name":"","age":-4}'):

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_driver import RowDriver
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.control.constraint_state import ConstraintState
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.boundary_cover import BoundaryCover
 from stdsl.control.split.characters import lead_byte_representatives, starts_a_character
@@ -50,7 +50,7 @@ def test_a_fully_forced_document_is_encoded_canonically(name, smollm2_tokenizer,
     for tokenizer in (smollm2_tokenizer, qwen_tokenizer):
         for document in documents(name, 2, seed=7):
             automaton = build_automaton(ir.literal(document))
-            control = ConstraintState(automaton, tokenizer, vocabulary_of(tokenizer))
+            control = RowDriver(automaton, tokenizer, vocabulary_of(tokenizer))
             assert control.start() == tokenizer.encode(document)
             assert control.finished and control.accepting
 
@@ -59,7 +59,7 @@ def test_the_cover_spans_a_held_back_one_token_block(smollm2_tokenizer, schema_a
     """D.3: before a string value SmolLM2 writes `":"` for letters but `":` `".` for a leading `.`; the
     cover admits only `":"` (taken without the model), and the leading `.` stays admitted after it."""
     tokenizer = smollm2_tokenizer
-    control = ConstraintState(schema_automata["person"], tokenizer, vocabulary_of(tokenizer))
+    control = RowDriver(schema_automata["person"], tokenizer, vocabulary_of(tokenizer))
     assert control.start() == tokenizer.encode('{"name":"')
     assert control.pending == b"" and control.cover is not None and control.window.spanned
     allowed = control.mask()
@@ -75,7 +75,7 @@ def test_the_cover_keeps_the_tokenizers_split_of_a_held_back_key_block(qwen_toke
     tokenizer = qwen_tokenizer
     automaton = build_automaton(schema_to_ir({"type": "object", "properties": {"n": {"type": "integer"}},
                                               "required": ["n"]}))
-    control = ConstraintState(automaton, tokenizer, vocabulary_of(tokenizer))
+    control = RowDriver(automaton, tokenizer, vocabulary_of(tokenizer))
     control.start()
     assert control.pending == b'":'
     allowed = control.mask()
@@ -88,9 +88,9 @@ def test_the_cover_keeps_the_tokenizers_split_of_a_held_back_key_block(qwen_toke
 def test_stable_tail_commits_the_last_block(smollm2_tokenizer) -> None:
     tokenizer = smollm2_tokenizer
     vocab = vocabulary_of(tokenizer)
-    certified = ConstraintState(compile_regex("x=[0-9]+"), tokenizer, vocab)
+    certified = RowDriver(compile_regex("x=[0-9]+"), tokenizer, vocab)
     assert certified.start() == tokenizer.encode("x=") and certified.pending == b""
-    merging = ConstraintState(compile_regex("x=([0-9]+|=)"), tokenizer, vocab)
+    merging = RowDriver(compile_regex("x=([0-9]+|=)"), tokenizer, vocab)
     assert merging.start() == tokenizer.encode("x") and merging.pending == b"="
 
 
@@ -140,7 +140,7 @@ def drive_gold(automaton, tokenizer, document: str) -> list:
     """Feed `document` in the tokenizer's split (the longest admitted token that spells it where the cover
     forbids that) and return the boundary cover of every sampling configuration on the way."""
     vocab = vocabulary_of(tokenizer)
-    control = ConstraintState(automaton, tokenizer, vocab)
+    control = RowDriver(automaton, tokenizer, vocab)
     data = document.encode("utf-8")
     starts: dict[int, int] = {}
     offset = 0

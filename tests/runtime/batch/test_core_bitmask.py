@@ -108,7 +108,7 @@ class RecordingCore(BatchCore):
 
     def _draw(self, drawing: list[int], finished: list[int]) -> list[int]:
         if drawing:
-            self.draws.append([(self._rows[i].control.controller, self._rows[i].control.configuration)
+            self.draws.append([(self._rows[i].controller, self._rows[i].log.configuration)
                                for i in drawing])
         return super()._draw(drawing, finished)
 

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from mlx_lm.models import granite, llama, qwen2, qwen3
 from mlx_lm.models.cache import make_prompt_cache
+from row_driver import RowDriver
 
 from stdsl.runtime.batch.forward import HEAD_ONLY_ARCHITECTURES, forward_rows, head_only, make_row_caches
-from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prompt_tokens
+from stdsl.runtime.batch.requests import compiled_constraint, prompt_tokens
 from stdsl.runtime.batch.sampling import RowSampler
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
@@ -125,7 +126,7 @@ def test_a_logit_transform_applies_through_the_forward() -> None:
 def _sampled_alone(model: Model, prompt: str, seed: int, max_tokens: int) -> list[int]:
     """Seeded free-text tokens of one sequence sampled on `net(...)` logits by the engine's own row sampler."""
     options = DecodeOptions.of(max_tokens=max_tokens, temperature=1.0, seed=seed)
-    control = constraint_state(model, compiled_constraint(None), options)
+    control = RowDriver.request(model, compiled_constraint(None), options)
     feed = prompt_tokens(model, prompt) + control.start()
     cache = make_prompt_cache(model.net)
     sampler = RowSampler(SamplingParams(temperature=1.0, seed=seed))

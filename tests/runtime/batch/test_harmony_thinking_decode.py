@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.reasoning import HARMONY
@@ -124,16 +125,16 @@ def test_end_text_cannot_close_the_analysis_and_the_budget_forces_the_end_token(
     tokenizer = harmony.tokenizer
     end = tokenizer.special_tokens["<|end|>"]
     thought = tokenizer.encode_ordinary("a <|end|")
-    control = prepare_request(harmony, tokenizer.encode(PROMPT + HARMONY.open), SCHEMA,
-                              DecodeOptions(max_tokens=60)).control
+    control = RowDriver.of_request(prepare_request(harmony, tokenizer.encode(PROMPT + HARMONY.open), SCHEMA,
+                              DecodeOptions(max_tokens=60)))
     assert control.mask()[end]
     for token in thought:
         control.advance(token)
     mask = control.mask()
     closing = [t for t, spelling in enumerate(tokenizer.token_bytes) if spelling.startswith(b">")]
     assert mask[end] and closing and not mask[closing].any()
-    budgeted = prepare_request(harmony, ASK, SCHEMA, DecodeOptions(max_tokens=60, reasoning=True,
-                                                                   reasoning_budget=2)).control
+    budgeted = RowDriver.of_request(prepare_request(harmony, ASK, SCHEMA, DecodeOptions(max_tokens=60, reasoning=True,
+                                                                   reasoning_budget=2)))
     while not budgeted.reasoning.region.thinking_open(budgeted.decided):
         budgeted.advance(int(budgeted.mask().nonzero()[0][0]))
     budgeted.advance(thought[0])

@@ -135,7 +135,7 @@ def test_the_policy_lives_on_the_row(opening) -> None:
     from stdsl.runtime.options import DecodeOptions
 
     request = prepare_request(opening, ASK, SCHEMA, DecodeOptions.of(reasoning_budget=2))
-    assert isinstance(request.control.reasoning, ReasoningPolicy) and request.control.reasoning.budget == 2
+    assert isinstance(request.controller.reasoning, ReasoningPolicy) and request.controller.reasoning.budget == 2
 
 
 def test_parallel_fields_decode_the_block_first_then_the_answer(opening) -> None:
@@ -147,15 +147,16 @@ def test_parallel_fields_decode_the_block_first_then_the_answer(opening) -> None
 
 def test_the_closing_tag_can_always_be_written(smollm2_tokenizer) -> None:
     """At every character boundary of random thinking text some token begins `</think>`."""
+    from row_driver import RowDriver
+
     from stdsl.compiler.reasoning import THINK, think_then
-    from stdsl.control.constraint_state import ConstraintState
     from stdsl.control.special_vocabulary import vocabulary_of
 
     composed = think_then(stdsl.compile(SCHEMA), THINK, "opened").constraint
     vocab = vocabulary_of(smollm2_tokenizer)
     rng, boundaries = random.Random(3), 0
     for _ in range(3):
-        state = ConstraintState(composed.automaton, smollm2_tokenizer, vocab, max_tokens=None)
+        state = RowDriver(composed.automaton, smollm2_tokenizer, vocab, max_tokens=None)
         state.start()
         for _ in range(25):
             allowed = state.mask()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.reasoning import THINK
@@ -91,12 +92,13 @@ def test_the_tag_text_cannot_close_the_block_and_the_token_always_can(thinker) -
     tokenizer = opening.tokenizer
     close = tokenizer.special_tokens["</think>"]
     thought = tokenizer.encode_ordinary("a </think")
-    control = prepare_request(opening, ASK, SCHEMA, DecodeOptions(max_tokens=60)).control
+    control = RowDriver.of_request(prepare_request(opening, ASK, SCHEMA, DecodeOptions(max_tokens=60)))
     assert control.mask()[close]
     for token in thought:
         control.advance(token)
     mask = control.mask()
     assert mask[close] and not mask[tokenizer.encode_ordinary(">")[0]]
-    budgeted = prepare_request(opening, ASK, SCHEMA, DecodeOptions(max_tokens=60, reasoning_budget=2)).control
+    budgeted = RowDriver.of_request(prepare_request(opening, ASK, SCHEMA,
+                                                    DecodeOptions(max_tokens=60, reasoning_budget=2)))
     budgeted.advance(thought[0])
     assert budgeted.advance(thought[1])[:2] == [thought[1], close]

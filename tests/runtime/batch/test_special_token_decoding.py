@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.compiler.special_tokens import special_spelling
 from stdsl.control.special_vocabulary import special_vocabulary, vocabulary_of
 from stdsl.errors import BudgetError, CompileError, GrammarError
-from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
+from stdsl.runtime.batch.requests import compiled_constraint
 from stdsl.runtime.options import DecodeOptions
 from tests.data_files import GRAMMARS as GRAMMAR_FILES
 
@@ -24,7 +25,7 @@ IM_START, IM_END, REPO_NAME = 1, 2, 3
 
 
 class _Model:
-    """What `constraint_state` reads from a model: its tokenizer."""
+    """What `RowDriver.request` reads from a model: its tokenizer."""
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
@@ -34,7 +35,7 @@ def started(tokenizer, text: str, max_tokens: int | None = None):
     """The started row state of grammar `text` for `tokenizer` and its forced prefix."""
     model = _Model(tokenizer)
     compiled = compiled_constraint(stdsl.Grammar(text), tokenizer)
-    state = constraint_state(model, compiled, DecodeOptions(max_tokens=max_tokens))
+    state = RowDriver.request(model, compiled, DecodeOptions(max_tokens=max_tokens))
     return state, state.start()
 
 

@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.pushdown.cut_configurations import cut_configurations
 from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.control.tables import machine_of
-from stdsl.runtime.batch.requests import constraint_state
+from stdsl.control.tables import controller_of, machine_of
 from stdsl.runtime.certified.blocks import END, block_plan
-from stdsl.runtime.certified.forks import fork, recording, sampled_tokens
 from stdsl.runtime.decode import generate
-from stdsl.runtime.options import DecodeOptions
 from tests.data_files import RECURSIVE as RECURSIVE_TASKS
 from tests.runtime.engine_oracle import agrees
 from tests.runtime.json_documents import load_task
@@ -159,20 +156,20 @@ def test_a_draft_rows_sampled_tokens_replay_its_path(tiny_model, extra) -> None:
     schema, _ = open_task("person")
     document = json.dumps({**PERSON, **{k: v for k, v in extra.items() if k not in PERSON}},
                           separators=(",", ":"), ensure_ascii=False).encode()
-    control = constraint_state(tiny_model, compile_constraint(schema, strict=False), DecodeOptions.of(max_tokens=None))
-    control.start()
-    token_of = {spelled: token for token, spelled in enumerate(control.vocab.token_bytes) if spelled}
-    row = recording(control)
-    while not row.finished and len(row.committed) < len(document):
-        rest, allowed = document[len(row.committed):], row.mask()
+    controller = controller_of(compile_constraint(schema, strict=False), tiny_model.tokenizer, max_tokens=None)
+    start = controller.started()
+    token_of = {spelled: token for token, spelled in enumerate(controller.vocab.token_bytes) if spelled}
+    row = start.recording()
+    while not row.configuration.finished and len(row.data) < len(document):
+        rest, allowed = document[len(row.data):], controller.row_mask(row)
         fitting = [token_of[rest[:k]] for k in range(1, 17) if rest[:k] in token_of and allowed[token_of[rest[:k]]]]
-        row.advance(fitting[-1])
+        row = row.apply(controller.taken(row, fitting[-1]))
     assert row.decided == document
-    sampled = sampled_tokens(row)
-    replay = fork(control)
+    sampled = row.sampled_tokens()
+    replay = start
     while len(replay.tokens) < len(row.tokens):
-        replay.advance(sampled[len(replay.committed)])
-    assert replay.tokens == row.tokens and replay.forced_count == row.forced_count
+        replay = replay.apply(controller.taken(replay, sampled[len(replay.data)]))
+    assert replay.tokens == row.tokens and replay.forced == row.forced
 
 
 @pytest.mark.parametrize("name", EXTRACTION)

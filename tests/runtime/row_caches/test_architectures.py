@@ -24,11 +24,12 @@ import numpy as np
 import pytest
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
+from row_driver import RowDriver
 
 import stdsl
 from stdsl.errors import UnsupportedModelError
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
-from stdsl.runtime.batch.requests import compiled_constraint, constraint_state
+from stdsl.runtime.batch.requests import compiled_constraint
 from stdsl.runtime.certified.prefix import CertifiedPrefix
 from stdsl.runtime.decode import generate
 from stdsl.runtime.engine import Engine
@@ -167,7 +168,7 @@ def _free_text_equals_mlx_lm_generate_step(model: Model) -> None:
 
 def _admitted(model: Model, before: list[int], token: int) -> bool:
     """Whether free text admits `token` after the output tokens `before`."""
-    control = constraint_state(model, compiled_constraint(None), DecodeOptions.of(max_tokens=None))
+    control = RowDriver.request(model, compiled_constraint(None), DecodeOptions.of(max_tokens=None))
     control.start()
     for sampled in before:
         control.advance(sampled)
