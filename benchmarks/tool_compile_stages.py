@@ -85,9 +85,8 @@ def _instrument(clock: StageClock) -> None:
 
 def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock) -> dict[str, float]:
     from stdsl.compiler.constraint_spec import build_constraint
-    from stdsl.control.budget.need_graphs import forced_chains
-    from stdsl.control.constraint_state import budget_table_for
     from stdsl.control.split.planner import ForcedPlanner
+    from stdsl.control.tables import budget_table_for
     from stdsl.kernels.combined import WalkTable
     from stdsl.kernels.rows import RowCache
 
@@ -105,7 +104,6 @@ def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock
     clock.leave()
     clock.enter("split + budget tables")
     planner = ForcedPlanner(automaton, tokenizer, vocab.token_bytes, False)
-    forced_chains(automaton, planner.chain)
     budget_table_for(automaton, vocab, planner)
     clock.leave()
     seconds = dict(clock.seconds)
@@ -116,7 +114,7 @@ def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock
 
 def main() -> None:
     import stdsl
-    from stdsl.control.constraint_state import vocabulary_of
+    from stdsl.control.special_vocabulary import vocabulary_of
     from stdsl.model_files.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
