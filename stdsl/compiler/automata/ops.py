@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -128,7 +128,9 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     """The trim DFA of literals and automata read one after another, laid out without a subset construction, or
     None where that would need one: an automaton that accepts the empty string, or one before the last that reads
     on from an accepting state.  Otherwise every accepting state of such a part ends it (no move out of it), so it
-    takes the next part's first moves as its own and the result is deterministic; it is not minimized."""
+    takes the next part's first moves as its own and the result is deterministic; it is not minimized.  The parts
+    must be trim (as `build_automaton` returns them): then the only states no move enters are the parts' starts
+    whose rows were copied, and dropping those leaves the result trim with no search."""
     for index, part in enumerate(parts):
         if isinstance(part, Automaton) and (bool(part.accepting[0]) or (
                 index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any()))):
@@ -152,7 +154,13 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
         base += len(moved)
     accepting = np.zeros(size, dtype=bool)
     accepting[ends] = True
-    return Automaton(*trim(table, accepting))
+    entered = np.zeros(size, dtype=bool)
+    entered[table[table >= 0]] = True
+    entered[0] = True
+    kept = np.flatnonzero(entered)
+    number = np.full(size + 1, -1, dtype=np.int64)
+    number[kept] = np.arange(len(kept))
+    return Automaton(number[table[kept]], accepting[kept])
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,15 @@
-"""The reply DFA of a tool list, assembled from each tool's call DFA: a tool is compiled once, and a list costs
-the tools it has not met before.
+"""The reply DFA of a tool list, assembled from each tool's call DFA: a tool is compiled once, and a list costs the
+tools it has not met before.
 
-Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind
-"tool calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA
-and a tail is laid out from them (`ops.concatenation`) with no subset construction.  The reply's skeleton
+Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind "tool
+calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA and a tail
+is laid out from them (`ops.concatenation`) with no subset construction, and so is a call of parameters written
+apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags). The reply's skeleton
 (`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
 puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
-trie of their names, never over the product of all the tools' states.  The DFA accepts exactly what the
-single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields
-are as before.
+trie of their names, never over the product of all the tools' states. The DFA accepts exactly what the
+single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields are
+as before.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
+from stdsl.compiler.tools.call_layout import call_layout
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
@@ -66,7 +68,7 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
         if _holds_grammar(node):
             return None
         parts = _literals_and_leaves(node)
-        laid_out = concatenation(parts) if parts is not None else None
+        laid_out = concatenation(parts) if parts is not None else call_layout(node)
         return laid_out if laid_out is not None else build_automaton(node)
 
     if tool.custom_input is not None:
