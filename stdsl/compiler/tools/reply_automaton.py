@@ -34,6 +34,8 @@ from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
 _CALLS = caches.kind("tool calls")
 """One call's DFA per (format, tool name, canonical parameter schema, arguments lowering)."""
+_SKELETONS = caches.kind("reply skeletons")
+"""The reply skeleton's table over bytes and placeholders, per skeleton expression (format, choice, content)."""
 
 
 def _holds_grammar(node: ir.Node) -> bool:
@@ -58,10 +60,16 @@ def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
     return parts
 
 
+def format_shape(tool_format: ToolFormat) -> tuple[str, str, str]:
+    """What names a format in the keys of cached calls: its class and its settings (the marker tokens it writes)."""
+    return type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items()))
+
+
 def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
-                   lowering: Hashable) -> Automaton | None:
+                   lowering: Hashable, shape: tuple[str, str, str] | None = None) -> Automaton | None:
     """The DFA of one call of `tool` (None when it embeds a recursive grammar, which needs the pushdown), kept
-    per format, tool name and canonical schema when `lowering` names how `arguments_ir` lowers a schema."""
+    per format (`shape`, `format_shape`'s when not given), tool name and canonical schema when `lowering` names how
+    `arguments_ir` lowers a schema."""
 
     def build() -> Automaton | None:
         node = tool_format.tool_call_ir(tool, arguments_ir)
@@ -74,8 +82,7 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     if tool.custom_input is not None:
         return build()
     schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    shape = (type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items())))
-    return _CALLS.get((), build, (*shape, tool.name, schema, lowering))
+    return _CALLS.get((), build, (*(shape or format_shape(tool_format)), tool.name, schema, lowering))
 
 
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -86,14 +93,22 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     called = called_tools(tools, choice)
     if not called:
         return None
-    calls = [call_automaton(tool, tool_format, arguments_ir, lowering) for tool in called]
+    shape = format_shape(tool_format)
+    calls = [call_automaton(tool, tool_format, arguments_ir, lowering, shape) for tool in called]
     if any(call is None for call in calls):
         return None
     placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
     skeleton = reply_around(placeholder, tool_format, choice=choice, parallel=parallel, content=content)
     if _holds_grammar(skeleton):
         return None
-    dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    wide = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+
+    def compiled_skeleton() -> tuple[np.ndarray, np.ndarray]:
+        dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+        wide, final = np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
+        wide.setflags(write=False)
+        final.setflags(write=False)
+        return wide, final
+
+    wide, accepting = _SKELETONS.get((), compiled_skeleton, (skeleton, max_states))
     return substitute(wide, accepting, [[call for call in calls if call is not None]])
