@@ -15,7 +15,7 @@ from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _D
 from stdsl.compiler.tools.formats import FORMATS, ToolSpec, format_named
 from stdsl.compiler.tools.reply_automaton import reply_automaton
 from stdsl.control.budget import block_bound
-from stdsl.control.budget.automaton_budget import build_budget_table
+from stdsl.control.budget.automaton_budget import UNREACHABLE, build_budget_table
 from stdsl.control.budget.need_graphs import chain_bound, forced_chains
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.split.planner import ForcedPlanner
@@ -112,20 +112,32 @@ def test_a_list_with_one_tool_changed_computes_one_block(smollm2_tokenizer, name
         assert np.array_equal(got, want)
 
 
-def test_budgets_on_a_tool_reply_are_exact(smollm2_tokenizer) -> None:
-    """need through the composed bound and rows on demand equals need over the all-state token table."""
+@pytest.mark.parametrize("name", ["hermes", "qwen_xml"])
+def test_budgets_on_a_tool_reply_are_exact(smollm2_tokenizer, name: str) -> None:
+    """need through the composed bound and rows on demand equals need over the all-state token table, and the budget
+    mask admits exactly the tokens whose exact cost fits, for budgets around every state's need."""
     vocab = vocabulary_of(smollm2_tokenizer)
-    tools = [{"name": name, "parameters": {"type": "object", "properties": {"n": {"type": "integer"},
-             "s": {"type": "string", "enum": ["on", "off"]}}, "required": ["n"]}} for name in ("get", "set")]
-    spec = {"kind": "tools", "format": "hermes", "tools": tools, "choice": "required", "parallel": False,
+    tools = [{"name": tool, "parameters": {"type": "object", "properties": {"n": {"type": "integer"},
+             "s": {"type": "string", "enum": ["on", "off"]}}, "required": ["n"]}} for tool in ("get", "set")]
+    spec = {"kind": "tools", "format": name, "tools": tools, "choice": "required", "parallel": False,
             "content": None}
     automaton = build_constraint(spec, 60).automaton
     assert automaton.blocks
     planner = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
     lazy = budget_table_for(automaton, vocab, planner)
-    eager = build_budget_table(token_table(automaton, vocab), automaton.accepting)
+    rows = token_table(automaton, vocab).astype(np.int64)
+    eager = build_budget_table(rows, automaton.accepting)
     assert np.array_equal(lazy.need, eager.need)
     assert lazy.bound is not None and (lazy.bound.need >= eager.need).all()
+    fresh = budget_table_for(automaton, vocab, planner)
+    through = np.minimum(1 + eager.need, UNREACHABLE)
+    rng = np.random.default_rng(0)
+    for state in rng.permutation(automaton.num_states)[:40].tolist():
+        live = rows[state] >= 0
+        for remaining in range(max(int(eager.need[state]) - 2, 0), int(eager.need[state]) + 3):
+            exact = live & (through[np.where(live, rows[state], 0)] <= remaining)
+            admitted = fresh.admits(state, rows[state], remaining)
+            assert np.array_equal(live if admitted is None else live & admitted, exact), (state, remaining)
 
 
 def test_an_automaton_without_blocks_is_left_to_the_whole_computation(smollm2_tokenizer) -> None:
