@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stdsl import caches
-from stdsl.compiler.automata.automaton import Automaton, BlockSpan
+from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockSpan
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -378,9 +378,13 @@ def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Seque
     branches = [len(part.branch_rows) for part in parts]
     number, bases = _numbering(states, returns, len(front.table))
     sole_target = number[np.concatenate([part.sole_target for part in parts]) + np.repeat(bases, states)]
-    branch_rows = number[np.concatenate([part.branch_rows for part in parts])
-                         + np.repeat(bases, branches)[:, None].astype(np.int32)]
     sole_target = np.concatenate([front_rows.sole_target, sole_target])
+    into = np.concatenate([part.branch_rows for part in parts])
+    into += np.repeat(bases, branches)[:, None]
+    dtype = np.int16 if size <= INT16_MAX_STATES else np.int32
+    branch_rows = np.empty((len(front_rows.branch_rows) + len(into), len(representative)), dtype=dtype)
+    branch_rows[:len(front_rows.branch_rows)] = front_rows.branch_rows
+    np.take(number.astype(dtype), into, out=branch_rows[len(front_rows.branch_rows):], mode="clip")
     branching = np.flatnonzero(sole_target == BRANCHING)
     sole_target[branching] = -2 - np.arange(len(branching))
     accepting = np.zeros(size, dtype=bool)
@@ -388,8 +392,7 @@ def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Seque
     if not accepting.any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
     automaton = Automaton.from_rows(np.concatenate([front_rows.sole_class, *(part.sole_class for part in parts)]),
-                                    sole_target, np.concatenate([front_rows.branch_rows, branch_rows]), byte_class,
-                                    accepting)
+                                    sole_target, branch_rows, byte_class, accepting)
     automaton.blocks = tuple(spans)
     return automaton
 
