@@ -103,8 +103,9 @@ def scaled_table(transitions: np.ndarray) -> np.ndarray:
 def scaled_split_rows(sole_class: np.ndarray, sole_target: np.ndarray, branch_rows: np.ndarray, stride: int
                       ) -> np.ndarray:
     """`scaled_table` of a table kept split as `Automaton` keeps it (a sole class and target per state, -1 none, or
-    `-2 - r` for whole row r of `branch_rows`): the dead fill, then only the live entries and the whole rows written,
-    so a reply of many states with one or two moves each costs its states, not a pass per step over states × classes."""
+    `-2 - r` for whole row r of `branch_rows`, the rows in their states' order): the dead fill, then only the live
+    entries and the whole rows written, so a reply of many states with one or two moves each costs its states, not a
+    pass per step over states × classes."""
     num_states = len(sole_target)
     sink = num_states * stride
     table = np.full((num_states + 1) * stride, sink, dtype=np.int32)
@@ -113,8 +114,10 @@ def scaled_split_rows(sole_class: np.ndarray, sole_target: np.ndarray, branch_ro
     table[sole * stride + np.asarray(sole_class, dtype=np.int64)[sole]] = target[sole] * stride
     branching = np.flatnonzero(target < -1)
     if branching.shape[0]:
-        rows = np.asarray(branch_rows, dtype=np.int32)[-2 - target[branching]]
-        table.reshape(-1, stride)[branching] = np.where(rows < 0, sink, rows * stride)
+        rows = np.asarray(branch_rows, dtype=np.int32)
+        scaled = rows * np.int32(stride)
+        np.copyto(scaled, np.int32(sink), where=rows < 0)
+        table.reshape(-1, stride)[branching] = scaled
     return table
 
 
