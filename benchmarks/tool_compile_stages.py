@@ -76,7 +76,7 @@ def _instrument(clock: StageClock) -> None:
     constraint_spec._embeddable_schema = clock.wrap("schema compile", constraint_spec._embeddable_schema)
     for module in (raw_values, gemma, pythonic):
         module.intersection = clock.wrap("raw-value intersection", raw_values.intersection)
-    for name in ("concatenation", "build_automaton"):
+    for name in ("concatenation", "build_automaton", "call_layout"):
         setattr(reply_automaton, name, clock.wrap("call layout", getattr(reply_automaton, name)))
     for name in ("determinize", "shrink", "build_nfa"):
         setattr(reply_automaton, name, clock.wrap("reply skeleton", getattr(reply_automaton, name)))
@@ -85,7 +85,6 @@ def _instrument(clock: StageClock) -> None:
 
 def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock) -> dict[str, float]:
     from stdsl.compiler.constraint_spec import build_constraint
-    from stdsl.control.budget.need_graphs import forced_chains
     from stdsl.control.split.planner import ForcedPlanner
     from stdsl.control.tables import budget_table_for
     from stdsl.kernels.combined import WalkTable
@@ -105,7 +104,6 @@ def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock
     clock.leave()
     clock.enter("split + budget tables")
     planner = ForcedPlanner(automaton, tokenizer, vocab.token_bytes, False)
-    forced_chains(automaton, planner.chain)
     budget_table_for(automaton, vocab, planner)
     clock.leave()
     seconds = dict(clock.seconds)

@@ -19,6 +19,7 @@ from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.control.budget.automaton_budget import MAX_QUESTION_ROWS, UNREACHABLE, BudgetTable
+from stdsl.control.budget.block_bound import composed_chains_and_bound
 from stdsl.control.budget.need_graphs import chain_bound, forced_chains, row_successors
 from stdsl.control.budget.pushdown_budget import PushdownBudget, PushdownNeed
 from stdsl.control.controller import ROW_MASKS, Controller
@@ -170,7 +171,11 @@ def budget_table_for(automaton: Automaton, vocab: Vocabulary, planner: ForcedPla
     the limit only the rows of states a search reaches are walked. Exact up to `MAX_UNCAPPED_ENTRIES`; past it, exact
     wherever a question settles within its rows, else answered by the bound (sound, at most a little early to close).
     """
-    chain_end, chain_bytes = forced_chains(automaton, planner.chain)
-    bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
+    composed = composed_chains_and_bound(automaton, vocab, planner)
+    if composed is not None:
+        bound = composed[2]
+    else:
+        chain_end, chain_bytes = forced_chains(automaton, planner.chain)
+        bound = chain_bound(automaton, vocab, chain_end, chain_bytes, planner.chain_token_count)
     rows = UNREACHABLE if automaton.num_states * vocab.size <= MAX_UNCAPPED_ENTRIES else MAX_QUESTION_ROWS
     return BudgetTable(np.asarray(automaton.accepting), row_successors(automaton, vocab), bound, rows)

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.automata.automaton import ByteClassTable
+from stdsl.compiler.automata.automaton import Automaton, ByteClassTable
 from stdsl.errors import StdslError
-from stdsl.kernels.token_table import ScaledTable, class_arrays, state_dtype
+from stdsl.kernels.token_table import ScaledTable, class_arrays, scaled_split_rows, state_dtype
 
 
 def stacked_classes(
@@ -106,17 +106,32 @@ class WalkTable(ByteClassTable):
         self._prepare(classes, byte_class, accept)
 
     def _prepare(self, classes: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> None:
-        self.state_dtype: np.dtype = state_dtype(classes.shape[0])
-        self._num_states = int(classes.shape[0])
+        self._keep(ScaledTable.of(classes, byte_class), byte_class, accepting)
+
+    def _keep(self, scaled: ScaledTable, byte_class: np.ndarray, accepting: np.ndarray) -> None:
+        self._num_states = int(accepting.shape[0])
+        self.state_dtype: np.dtype = state_dtype(self._num_states)
         self.byte_class: np.ndarray = byte_class
         self.accepting: np.ndarray = accepting
-        self.scaled = ScaledTable.of(classes, byte_class)
+        self.scaled = scaled
 
     @classmethod
     def from_classes(cls, class_transitions: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> WalkTable:
         """A walk table from the class form directly (no 256-column table is made)."""
         table = cls.__new__(cls)
         table._prepare(np.asarray(class_transitions), np.asarray(byte_class), np.asarray(accepting, dtype=bool))
+        return table
+
+    @classmethod
+    def from_split_rows(cls, automaton: Automaton) -> WalkTable:
+        """A walk table from an `Automaton`'s split rows (`scaled_split_rows`): no dense class table is made, and the
+        cost is the states and the branching rows rather than passes over states × classes."""
+        table = cls.__new__(cls)
+        scaled = scaled_split_rows(automaton.sole_class, automaton.sole_target, automaton.branch_rows,
+                                   automaton.num_classes)
+        byte_class = np.asarray(automaton.byte_class)
+        table._keep(ScaledTable.of_flat(scaled, byte_class, automaton.num_classes), byte_class,
+                    np.asarray(automaton.accepting, dtype=bool))
         return table
 
     @property
@@ -161,8 +176,11 @@ class WalkTable(ByteClassTable):
             cached = None
         if cached is not None:
             return cached
-        classes, byte_class, accepting = class_arrays(table)
-        prepared = WalkTable.from_classes(classes, byte_class, accepting)
+        if isinstance(table, Automaton):
+            prepared = WalkTable.from_split_rows(table)
+        else:
+            classes, byte_class, accepting = class_arrays(table)
+            prepared = WalkTable.from_classes(classes, byte_class, accepting)
         try:
             _WALK_TABLES[table] = prepared
         except TypeError:

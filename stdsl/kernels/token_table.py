@@ -100,6 +100,27 @@ def scaled_table(transitions: np.ndarray) -> np.ndarray:
     return table
 
 
+def scaled_split_rows(sole_class: np.ndarray, sole_target: np.ndarray, branch_rows: np.ndarray, stride: int
+                      ) -> np.ndarray:
+    """`scaled_table` of a table kept split as `Automaton` keeps it (a sole class and target per state, -1 none, or
+    `-2 - r` for whole row r of `branch_rows`, the rows in their states' order): the dead fill, then only the live
+    entries and the whole rows written, so a reply of many states with one or two moves each costs its states, not a
+    pass per step over states × classes."""
+    num_states = len(sole_target)
+    sink = num_states * stride
+    table = np.full((num_states + 1) * stride, sink, dtype=np.int32)
+    target = np.asarray(sole_target, dtype=np.int64)
+    sole = np.flatnonzero(target >= 0)
+    table[sole * stride + np.asarray(sole_class, dtype=np.int64)[sole]] = target[sole] * stride
+    branching = np.flatnonzero(target < -1)
+    if branching.shape[0]:
+        rows = np.asarray(branch_rows, dtype=np.int32)
+        scaled = rows * np.int32(stride)
+        np.copyto(scaled, np.int32(sink), where=rows < 0)
+        table.reshape(-1, stride)[branching] = scaled
+    return table
+
+
 @dataclass(frozen=True)
 class ScaledTable:
     """An automaton's class table prepared for walks: `scaled_table` of it, and the byte→class map as int32."""
@@ -112,13 +133,13 @@ class ScaledTable:
     @staticmethod
     def of(class_transitions: np.ndarray, byte_class: np.ndarray) -> ScaledTable:
         """The scaled form of a (Q, C) class table and its 256-entry byte→class map."""
+        return ScaledTable.of_flat(scaled_table(class_transitions), byte_class, int(class_transitions.shape[1]))
+
+    @staticmethod
+    def of_flat(flat: np.ndarray, byte_class: np.ndarray, stride: int) -> ScaledTable:
+        """A scaled table already laid out (`scaled_table`'s form) with its 256-entry byte→class map."""
         classes = np.asarray(byte_class, dtype=np.int32)
-        return ScaledTable(
-            scaled_table(class_transitions),
-            classes,
-            int(class_transitions.shape[1]),
-            bytes(classes.astype(np.uint8).tolist()),
-        )
+        return ScaledTable(flat, classes, int(stride), bytes(classes.astype(np.uint8).tolist()))
 
     def columns(self, data: np.ndarray | bytes) -> np.ndarray:
         """The class of each byte of a uint8 array or byte string, as uint8 (a translation: faster than a gather)."""

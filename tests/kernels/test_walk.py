@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from kernel_fixtures import dfa_and_vocab_strategy, person_dfa, random_dfa
 
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import CombinedTable, WalkTable
 from stdsl.kernels.token_table import token_table
@@ -53,6 +55,34 @@ def test_walk_paths_equal_the_table_for_every_state(case) -> None:
     for path in ("portable", "numpy", "mlx"):
         mask = np.array(walk_mask(walk_table, None, states, vocab, path=path))
         assert np.array_equal(mask, expected_mask(table, vocab, accepting, states))
+
+
+@settings(max_examples=80, deadline=None)
+@given(dfa_and_vocab_strategy())
+def test_walk_table_from_split_rows_equals_the_one_from_the_dense_table(case) -> None:
+    transitions, accepting, tokens, eos = case
+    automaton = Automaton(transitions, accepting)
+    from_rows = WalkTable.of(automaton)
+    dense = WalkTable.from_classes(automaton.class_transitions, automaton.byte_class, automaton.accepting)
+    assert np.array_equal(from_rows.scaled.flat, dense.scaled.flat)
+    assert np.array_equal(from_rows.accepting, automaton.accepting)
+    vocab = Vocabulary(tokens, eos)
+    states = np.arange(transitions.shape[0])
+    assert np.array_equal(walk_next_states_numpy(from_rows, states, vocab), token_table(transitions, vocab, accepting))
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen_xml", "harmony"])
+def test_walk_table_of_a_tool_reply_laid_out_in_blocks_equals_the_dense_one(name: str) -> None:
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": i}, "q": {"type": "string"}, "m": {"type": "string", "enum": ["x", "yz"]}},
+        "required": ["a"]}} for i in range(5)]
+    spec = {"kind": "tools", "format": name, "tools": tools, "choice": "auto", "parallel": True, "content": None}
+    automaton = build_constraint(spec, 60).automaton
+    assert automaton.blocks
+    from_rows = WalkTable.of(automaton)
+    dense = WalkTable.from_classes(automaton.class_transitions, automaton.byte_class, automaton.accepting)
+    assert np.array_equal(from_rows.scaled.flat, dense.scaled.flat)
+    assert np.array_equal(from_rows.class_transitions, automaton.class_transitions)
 
 
 def test_first_byte_and_compaction_shortcuts_on_a_larger_vocabulary() -> None:

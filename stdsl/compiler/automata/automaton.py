@@ -14,6 +14,7 @@ first use and cached.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -71,6 +72,18 @@ class ByteClassTable(ABC):
         return self.class_transitions[:, self.byte_class]
 
 
+@dataclass(frozen=True)
+class BlockSpan:
+    """States `start`..`start + size - 1` of a reply laid out from cached calls (`block_substitution`): one call's
+    block, whose moves stay inside it but for those into `back` (the front state its call returns to), named by `key`
+    (a digest of its rows) so that tables derived from a block are computed once per block, not per reply."""
+
+    start: int
+    size: int
+    back: int
+    key: bytes
+
+
 class Automaton(ByteClassTable):
     """A DFA over bytes with start state 0: a byte-class map, its rows over the classes and an accepting mask.
 
@@ -83,6 +96,8 @@ class Automaton(ByteClassTable):
     """
 
     start: int = 0
+    blocks: tuple[BlockSpan, ...] = ()
+    """Where the automaton is a front then blocks laid out at offsets, those blocks (after the front, in order)."""
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray) -> None:
         table = np.asarray(transitions)

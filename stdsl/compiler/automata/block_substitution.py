@@ -15,13 +15,14 @@ language.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from stdsl import caches
-from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockSpan
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -296,6 +297,8 @@ class _Block:
     byte_class: np.ndarray
     head_states: np.ndarray
     """The block's number of each head state (-1 where dropped)."""
+    key: bytes
+    """A digest of `table` and `byte_class`: equal keys, equal blocks (what `BlockSpan.key` carries)."""
     split: dict[bytes, _Rows] = field(default_factory=dict, compare=False)
     """The rows over the last reply's classes (given by their first bytes), split."""
 
@@ -325,7 +328,12 @@ def _block(piece: Automaton, shape: PieceShape, dropped: int) -> _Block:
         columns = np.ascontiguousarray(rows.T)
         merged = np.array([ids.setdefault(column.tobytes(), len(ids)) for column in columns], dtype=np.int64)
         first = np.unique(merged, return_index=True)[1]
-        return _Block(np.ascontiguousarray(rows[:, first]), merged[shape.byte_class], number[shape.head_states])
+        table = np.ascontiguousarray(rows[:, first], dtype=np.int32)
+        byte_class = merged[shape.byte_class]
+        digest = hashlib.blake2b(np.asarray(table.shape, dtype=np.int64).tobytes(), digest_size=16)
+        digest.update(table.tobytes())
+        digest.update(byte_class.astype(np.int64).tobytes())
+        return _Block(table, byte_class, number[shape.head_states], digest.digest())
 
     return _BLOCKS.get((piece,), build, (dropped,))
 
@@ -355,10 +363,11 @@ def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Seque
     representative = np.unique(byte_class, return_index=True)[1]
     size = len(front.table)
     entry_state = np.full(len(front.entries) + 1, -1, dtype=np.int64)
-    returns, parts = [], []
+    returns, parts, spans = [], [], []
     for copy, block, at in laid:
         parts.append(block.rows(representative))
         returns.append(front.returns[copy])
+        spans.append(BlockSpan(size, len(block.table), front.returns[copy], block.key))
         for entry, position in at:
             entry_state[entry] = block.head_states[position] + size
         size += len(block.table)
@@ -369,18 +378,23 @@ def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Seque
     branches = [len(part.branch_rows) for part in parts]
     number, bases = _numbering(states, returns, len(front.table))
     sole_target = number[np.concatenate([part.sole_target for part in parts]) + np.repeat(bases, states)]
-    branch_rows = number[np.concatenate([part.branch_rows for part in parts])
-                         + np.repeat(bases, branches)[:, None].astype(np.int32)]
     sole_target = np.concatenate([front_rows.sole_target, sole_target])
+    into = np.concatenate([part.branch_rows for part in parts])
+    into += np.repeat(bases, branches)[:, None]
+    dtype = np.int16 if size <= INT16_MAX_STATES else np.int32
+    branch_rows = np.empty((len(front_rows.branch_rows) + len(into), len(representative)), dtype=dtype)
+    branch_rows[:len(front_rows.branch_rows)] = front_rows.branch_rows
+    np.take(number.astype(dtype), into, out=branch_rows[len(front_rows.branch_rows):], mode="clip")
     branching = np.flatnonzero(sole_target == BRANCHING)
     sole_target[branching] = -2 - np.arange(len(branching))
     accepting = np.zeros(size, dtype=bool)
     accepting[:len(front.table)] = front.accepting
     if not accepting.any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
-    return Automaton.from_rows(np.concatenate([front_rows.sole_class, *(part.sole_class for part in parts)]),
-                               sole_target, np.concatenate([front_rows.branch_rows, branch_rows]), byte_class,
-                               accepting)
+    automaton = Automaton.from_rows(np.concatenate([front_rows.sole_class, *(part.sole_class for part in parts)]),
+                                    sole_target, branch_rows, byte_class, accepting)
+    automaton.blocks = tuple(spans)
+    return automaton
 
 
 def _numbering(states: list[int], returns: list[int], first: int) -> tuple[np.ndarray, np.ndarray]:

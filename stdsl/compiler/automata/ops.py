@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -124,11 +124,47 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     return Automaton.from_classes(table, accepting, byte_class)
 
 
+def intersect_beside_start(a: Automaton, b: Automaton) -> Automaton:
+    """`intersect(a, b)` for a small `b` that spends most of a text in its start state (text free of a few
+    literals): every pair (state of `a`, start of `b`) is taken at once, and a search runs only over the pairs
+    where `b` has left its start (a literal begun), a few levels deep, instead of one level per byte of `a`'s
+    longest path.  Pairs never reached are dropped by the minimization, so the result equals `intersect`'s."""
+    byte_class, column_a, column_b = common_classes(a, b)
+    ta = a.class_transitions.astype(np.int64)[:, column_a]
+    tb = b.class_transitions.astype(np.int64)[:, column_b]
+    width = max(b.num_states, 1)
+    keys = [np.arange(a.num_states, dtype=np.int64) * width]
+    ids = np.full(a.num_states * width, -1, dtype=np.int64)
+    ids[keys[0]] = np.arange(a.num_states)
+    count = a.num_states
+    level = keys[0]
+    rows: list[np.ndarray] = []
+    while len(level):
+        check_deadline("intersection")
+        na, nb = ta[level // width], tb[level % width]
+        targets = np.where((na >= 0) & (nb >= 0), na * width + nb, -1)
+        rows.append(targets)
+        fresh = np.unique(targets[targets >= 0])
+        fresh = fresh[ids[fresh] < 0]
+        ids[fresh] = count + np.arange(len(fresh))
+        count += len(fresh)
+        keys.append(fresh)
+        level = fresh
+    keyed = np.vstack(rows)
+    table = np.where(keyed >= 0, ids[np.maximum(keyed, 0)], -1)
+    pairs = np.concatenate(keys)
+    accepting = a.accepting[pairs // width] & b.accepting[pairs % width]
+    table, accepting = minimize(table, accepting)
+    return Automaton.from_classes(table, accepting, byte_class)
+
+
 def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     """The trim DFA of literals and automata read one after another, laid out without a subset construction, or
     None where that would need one: an automaton that accepts the empty string, or one before the last that reads
     on from an accepting state.  Otherwise every accepting state of such a part ends it (no move out of it), so it
-    takes the next part's first moves as its own and the result is deterministic; it is not minimized."""
+    takes the next part's first moves as its own and the result is deterministic; it is not minimized.  The parts
+    must be trim (as `build_automaton` returns them): then the only states no move enters are the parts' starts
+    whose rows were copied, and dropping those leaves the result trim with no search."""
     for index, part in enumerate(parts):
         if isinstance(part, Automaton) and (bool(part.accepting[0]) or (
                 index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any()))):
@@ -152,7 +188,13 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
         base += len(moved)
     accepting = np.zeros(size, dtype=bool)
     accepting[ends] = True
-    return Automaton(*trim(table, accepting))
+    entered = np.zeros(size, dtype=bool)
+    entered[table[table >= 0]] = True
+    entered[0] = True
+    kept = np.flatnonzero(entered)
+    number = np.full(size + 1, -1, dtype=np.int64)
+    number[kept] = np.arange(len(kept))
+    return Automaton(number[table[kept]], accepting[kept])
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

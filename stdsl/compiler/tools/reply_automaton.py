@@ -1,14 +1,15 @@
-"""The reply DFA of a tool list, assembled from each tool's call DFA: a tool is compiled once, and a list costs
-the tools it has not met before.
+"""The reply DFA of a tool list, assembled from each tool's call DFA: a tool is compiled once, and a list costs the
+tools it has not met before.
 
-Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind
-"tool calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA
-and a tail is laid out from them (`ops.concatenation`) with no subset construction.  The reply's skeleton
+Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind "tool
+calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA and a tail
+is laid out from them (`ops.concatenation`) with no subset construction, and so is a call of parameters written
+apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags). The reply's skeleton
 (`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
 puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
-trie of their names, never over the product of all the tools' states.  The DFA accepts exactly what the
-single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields
-are as before.
+trie of their names, never over the product of all the tools' states. The DFA accepts exactly what the
+single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields are
+as before.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
+from stdsl.compiler.tools.call_layout import call_layout
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
 _CALLS = caches.kind("tool calls")
 """One call's DFA per (format, tool name, canonical parameter schema, arguments lowering)."""
+_SKELETONS = caches.kind("reply skeletons")
+"""The reply skeleton's table over bytes and placeholders, per skeleton expression (format, choice, content)."""
 
 
 def _holds_grammar(node: ir.Node) -> bool:
@@ -56,24 +60,29 @@ def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
     return parts
 
 
+def format_shape(tool_format: ToolFormat) -> tuple[str, str, str]:
+    """What names a format in the keys of cached calls: its class and its settings (the marker tokens it writes)."""
+    return type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items()))
+
+
 def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
-                   lowering: Hashable) -> Automaton | None:
+                   lowering: Hashable, shape: tuple[str, str, str] | None = None) -> Automaton | None:
     """The DFA of one call of `tool` (None when it embeds a recursive grammar, which needs the pushdown), kept
-    per format, tool name and canonical schema when `lowering` names how `arguments_ir` lowers a schema."""
+    per format (`shape`, `format_shape`'s when not given), tool name and canonical schema when `lowering` names how
+    `arguments_ir` lowers a schema."""
 
     def build() -> Automaton | None:
         node = tool_format.tool_call_ir(tool, arguments_ir)
         if _holds_grammar(node):
             return None
         parts = _literals_and_leaves(node)
-        laid_out = concatenation(parts) if parts is not None else None
+        laid_out = concatenation(parts) if parts is not None else call_layout(node)
         return laid_out if laid_out is not None else build_automaton(node)
 
     if tool.custom_input is not None:
         return build()
     schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    shape = (type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items())))
-    return _CALLS.get((), build, (*shape, tool.name, schema, lowering))
+    return _CALLS.get((), build, (*(shape or format_shape(tool_format)), tool.name, schema, lowering))
 
 
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -84,14 +93,22 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     called = called_tools(tools, choice)
     if not called:
         return None
-    calls = [call_automaton(tool, tool_format, arguments_ir, lowering) for tool in called]
+    shape = format_shape(tool_format)
+    calls = [call_automaton(tool, tool_format, arguments_ir, lowering, shape) for tool in called]
     if any(call is None for call in calls):
         return None
     placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
     skeleton = reply_around(placeholder, tool_format, choice=choice, parallel=parallel, content=content)
     if _holds_grammar(skeleton):
         return None
-    dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    wide = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+
+    def compiled_skeleton() -> tuple[np.ndarray, np.ndarray]:
+        dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+        wide, final = np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
+        wide.setflags(write=False)
+        final.setflags(write=False)
+        return wide, final
+
+    wide, accepting = _SKELETONS.get((), compiled_skeleton, (skeleton, max_states))
     return substitute(wide, accepting, [[call for call in calls if call is not None]])

@@ -342,7 +342,10 @@ class ForcedPlanner:
 
     def chain_token_count(self, state: int) -> int:
         """|φ(state)| under the table policy: tokens of the state's whole forced chain."""
-        forced, _ = self.chain(state)
+        return self.text_token_count(self.chain(state)[0])
+
+    def text_token_count(self, forced: bytes) -> int:
+        """Tokens of a forced text under the table policy, kept per tokenizer (0 for none)."""
         if not forced:
             return 0
         count = self._chain_counts.get(forced)

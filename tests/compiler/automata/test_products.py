@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.minimize import minimize
-from stdsl.compiler.automata.ops import common_classes, concatenation, intersect
+from stdsl.compiler.automata.ops import common_classes, concatenation, intersect, intersect_beside_start
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "[0-5]", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[b-z]"]
@@ -75,6 +75,23 @@ def test_intersection_equals_the_byte_table_product_and_re(left: str, right: str
     for text in texts:
         both = re.fullmatch(left, text) is not None and re.fullmatch(right, text) is not None
         assert product.accepts(text.encode()) == both
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes)
+def test_intersection_beside_the_start_equals_the_search_from_the_start(left: str, right: str) -> None:
+    """Every (state, start) pair taken at once, the unreached ones left to the minimization: the same table."""
+    a, b = compile_regex(left), compile_regex(right)
+    try:
+        expected = intersect(a, b)
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            intersect_beside_start(a, b)
+        return
+    product = intersect_beside_start(a, b)
+    assert np.array_equal(product.byte_class, expected.byte_class)
+    assert np.array_equal(product.class_transitions, expected.class_transitions)
+    assert np.array_equal(product.accepting, expected.accepting)
 
 
 @settings(max_examples=40, deadline=None)

@@ -62,13 +62,20 @@ def intersection(*nodes: ir.Node) -> ir.Node:
     return _INTERSECTIONS.get(leaves, lambda: _intersected(nodes), shape)
 
 
+SMALL_GUARD = 64
+"""A guard (text free of a few literals, unstripped text, not a word) of at most this many states is intersected
+beside its start (`ops.intersect_beside_start`): every value state paired with the guard's start at once."""
+
+
 def _intersected(nodes: Sequence[ir.Node]) -> ir.Node:
     from stdsl.compiler.automata.build import build_automaton, embedded_leaf
-    from stdsl.compiler.automata.ops import intersect
+    from stdsl.compiler.automata.ops import intersect, intersect_beside_start
 
     automaton = build_automaton(nodes[0])
     for node in nodes[1:]:
-        automaton = intersect(automaton, build_automaton(node))
+        guard = build_automaton(node)
+        small = guard.num_states <= SMALL_GUARD
+        automaton = intersect_beside_start(automaton, guard) if small else intersect(automaton, guard)
     return embedded_leaf(automaton, minimal=len(nodes) > 1)
 
 

@@ -1,0 +1,207 @@
+"""A call whose parameters are written apart, some optional, laid out from per-parameter pieces with no subset
+construction over the whole call.
+
+Such a call (Qwen3-Coder's `<parameter=KEY>\\nVALUE\\n</parameter>\\n`, in schema order, the optional ones in
+`ir.optional`) is a run of units: literal text, then values each followed by literal text; a unit is required or
+optional.  Each value with the text after it is one piece, compiled on its own and kept per value (every string
+parameter of every tool of a format shares one), and must end where it accepts (no move out of an accepting
+state: the value cannot hold its end tag).  Between units sits a junction: the trie of the literal heads of the
+units that may come next (up to the first required one), each leading into its unit's first piece.  Where the
+heads are not prefix-free, a piece is not prefix-free, or the call has another shape, `call_layout` answers None
+and the caller determinizes the call whole; otherwise the layout is a DFA of exactly the call's language (trim,
+not minimized: each junction state and piece state is reached and leads to the end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+
+Atom = bytes | ir.Node
+"""Literal text (bytes) or a value (any other IR node)."""
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """Literal `head` text, then `pieces` (each a value and the literal text after it) read in order."""
+
+    required: bool
+    head: bytes
+    pieces: tuple[tuple[ir.Node, bytes], ...]
+
+
+def _atoms(items: tuple[ir.Node, ...]) -> list[Atom] | None:
+    """Literal runs (merged) and values, or None where an item is optional (handled a level up)."""
+    atoms: list[Atom] = []
+    for item in items:
+        text = ir.literal_bytes(item)
+        if text is not None:
+            if atoms and isinstance(atoms[-1], bytes):
+                atoms[-1] += text
+            else:
+                atoms.append(text)
+        elif isinstance(item, ir.Repeat) or isinstance(item, ir.EmbeddedGrammar):
+            return None
+        else:
+            atoms.append(item)
+    return atoms
+
+
+def _unit(atoms: list[Atom], required: bool) -> _Unit | None:
+    """A unit from literal head, value, literal, value, literal...; None for any other order."""
+    if not atoms or not isinstance(atoms[0], bytes) or not atoms[0] or len(atoms) % 2 == 0:
+        return None
+    pieces = []
+    for value, after in zip(atoms[1::2], atoms[2::2]):
+        if isinstance(value, bytes) or not isinstance(after, bytes) or not after:
+            return None
+        pieces.append((value, after))
+    return _Unit(required, atoms[0], tuple(pieces))
+
+
+def _units(node: ir.Node) -> list[_Unit] | None:
+    """The call's units, or None where it is not literal text, values and optional units in a row (ending in a
+    required one)."""
+    if not isinstance(node, ir.Seq):
+        return None
+    units: list[_Unit] = []
+    run: list[ir.Node] = []
+    for item in (*node.items, None):
+        optional = isinstance(item, ir.Repeat) and item.min == 0 and item.max == 1
+        if item is not None and not optional:
+            run.append(item)
+            continue
+        if run:
+            atoms = _atoms(tuple(run))
+            unit = _unit(atoms, True) if atoms is not None else None
+            if unit is None:
+                return None
+            units.append(unit)
+            run = []
+        if item is not None:
+            assert isinstance(item, ir.Repeat)
+            inner = _atoms(item.item.items if isinstance(item.item, ir.Seq) else (item.item,))
+            unit = _unit(inner, False) if inner is not None else None
+            if unit is None:
+                return None
+            units.append(unit)
+    if not units or not units[-1].required:
+        return None
+    return units
+
+
+_PIECES = caches.kind("call pieces")
+"""A value with the literal text after it, compiled (None where it is not prefix-free), per (value, text)."""
+
+
+def _followed(value: Automaton, after: bytes) -> Automaton | None:
+    """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
+    `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
+    accepting = np.asarray(value.accepting)
+    if bool((value.class_transitions[accepting, value.byte_class[after[0]]] >= 0).any()):
+        return None
+    size = value.num_states
+    table = np.full((size + len(after), 256), -1, dtype=np.int64)
+    table[:size] = value.transitions
+    table[np.flatnonzero(accepting), after[0]] = size
+    table[np.arange(size, size + len(after) - 1), list(after[1:])] = np.arange(size + 1, size + len(after))
+    ends = np.zeros(size + len(after), dtype=bool)
+    ends[-1] = True
+    return Automaton(table, ends)
+
+
+def _piece(value: ir.Node, after: bytes) -> Automaton | None:
+    def build() -> Automaton | None:
+        laid_out = _followed(build_automaton(value), after)
+        piece = laid_out if laid_out is not None else build_automaton(ir.seq(value, ir.literal(after)))
+        if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
+            return None
+        return piece
+
+    return _PIECES.get((), build, (value, after))
+
+
+def call_layout(node: ir.Node) -> Automaton | None:
+    """The DFA of a call of units (see the module), or None where the call lacks that shape."""
+    units = _units(node)
+    if units is None:
+        return None
+    pieces = [[_piece(value, after) for value, after in unit.pieces] for unit in units]
+    if any(piece is None for row in pieces for piece in row):
+        return None
+    rows: list[dict[int, int]] = [{}]
+    """The junction tries' states, by byte; a target >= `_PIECE_BASE` is a unit's first piece or the end."""
+    junction_roots = [0]
+    for _ in units[1:]:
+        rows.append({})
+        junction_roots.append(len(rows) - 1)
+    end_mark = -2
+    entries: list[tuple[int, int, int]] = []
+    """(trie state, byte, unit) of each last head byte: into the unit's first piece, or past a piece-less unit."""
+    for at, root in enumerate(junction_roots):
+        for index in range(at, len(units)):
+            head = units[index].head
+            state = root
+            for byte in head[:-1]:
+                following = rows[state].get(byte)
+                if following is None:
+                    rows.append({})
+                    following = rows[state][byte] = len(rows) - 1
+                elif following < 0:
+                    return None
+                state = following
+            if head[-1] in rows[state]:
+                return None
+            rows[state][head[-1]] = end_mark
+            entries.append((state, head[-1], index))
+            if units[index].required:
+                break
+    size = len(rows)
+    starts: list[list[int]] = []
+    for row in pieces:
+        unit_starts = []
+        for piece in row:
+            assert piece is not None
+            unit_starts.append(size)
+            size += piece.num_states
+        starts.append(unit_starts)
+    final = size
+    size += 1
+    table = np.full((size, 256), -1, dtype=np.int64)
+    for state, moves in enumerate(rows):
+        if moves:
+            table[state, list(moves)] = list(moves.values())
+
+    def after_unit(index: int) -> int:
+        return junction_roots[index + 1] if index + 1 < len(units) else final
+
+    for state, byte, index in entries:
+        table[state, byte] = starts[index][0] if starts[index] else after_unit(index)
+    for index, row in enumerate(pieces):
+        for position, piece in enumerate(row):
+            assert piece is not None
+            base = starts[index][position]
+            following = starts[index][position + 1] if position + 1 < len(row) else after_unit(index)
+            moved = piece.transitions.astype(np.int64)
+            live = moved >= 0
+            moved[live] += base
+            ends = np.asarray(piece.accepting)[np.where(live, moved - base, 0)] & live
+            moved[ends] = following
+            table[base:base + piece.num_states] = moved
+    accepting = np.zeros(size, dtype=bool)
+    accepting[final] = True
+    keep = np.ones(size, dtype=bool)
+    for index, row in enumerate(pieces):
+        for position, piece in enumerate(row):
+            assert piece is not None
+            keep[starts[index][position] + np.flatnonzero(piece.accepting)] = False
+    kept = np.flatnonzero(keep)
+    number = np.full(size + 1, -1, dtype=np.int64)
+    number[kept] = np.arange(len(kept))
+    return Automaton(number[table[kept]], accepting[kept])

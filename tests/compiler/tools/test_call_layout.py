@@ -1,0 +1,58 @@
+"""A call of parameters written apart, laid out from per-parameter pieces behind tries of their tags, accepts
+exactly what the call determinized whole accepts, and tools of the same parameter types share their pieces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.constraint_spec import _arguments_ir, _Deadline
+from stdsl.compiler.tools import call_layout as layout
+from stdsl.compiler.tools.formats import ToolSpec, format_named
+from stdsl.errors import StdslError
+from tests.compiler.tools.test_reply_automaton import _difference
+
+PARAMETER_FORMATS = ["qwen_xml", "glm4", "glm47", "longcat", "minimax_m2", "minicpm5"]
+VALUES = [
+    {"type": "string"}, {"type": "string", "enum": ["asc", "desc"]}, {"type": "integer", "minimum": 0},
+    {"type": "number"}, {"type": "boolean"}, {"type": "null"}, {"type": "array", "items": {"type": "integer"}},
+    {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+]
+
+
+@st.composite
+def tools(draw: Any) -> ToolSpec:
+    keys = draw(st.lists(st.sampled_from(["a", "ab", "b", "path", "p"]), max_size=4, unique=True))
+    properties = {key: draw(st.sampled_from(VALUES)) for key in keys}
+    required = [key for key in keys if draw(st.booleans())]
+    return ToolSpec("get", {"type": "object", "properties": properties, "required": required})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tool=tools(), name=st.sampled_from(PARAMETER_FORMATS))
+def test_a_laid_out_call_accepts_exactly_the_call_determinized_whole(tool: ToolSpec, name: str) -> None:
+    try:
+        node = format_named(name).call_ir(tool, _arguments_ir(_Deadline(60), []))
+    except StdslError:
+        assume(False)
+    laid_out = layout.call_layout(node)
+    assume(laid_out is not None)
+    assert laid_out is not None
+    assert _difference(build_automaton(node), laid_out) is None
+
+
+def test_qwen_calls_with_optional_parameters_are_laid_out_and_share_their_pieces() -> None:
+    tool_format = format_named("qwen_xml")
+    schema = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"},
+                                               "f": {"type": "boolean"}}, "required": ["q"]}
+    first = tool_format.call_ir(ToolSpec("first", schema), _arguments_ir(_Deadline(60), []))
+    assert layout.call_layout(first) is not None
+    before = layout._PIECES.stats()
+    second = tool_format.call_ir(ToolSpec("second", {**schema, "required": ["n"]}), _arguments_ir(_Deadline(60), []))
+    laid_out = layout.call_layout(second)
+    after = layout._PIECES.stats()
+    assert laid_out is not None and _difference(build_automaton(second), laid_out) is None
+    assert (after.misses - before.misses, after.hits - before.hits) == (0, 3)
