@@ -7,7 +7,9 @@ code point class such as `\\w` becomes after UTF-8 expansion, or a list of keywo
 built as a trie with shared suffixes, so its states stay few and nearly deterministic.
 The NFA is built back to front with fragments shared per (node, continuation), and its size
 is checked while building.  Once three steps of a counted repetition built the same block of
-states shifted, the remaining steps are copied from it instead of walking the IR again.
+states shifted, the remaining steps are copied from it instead of walking the IR again.  A caller may
+instead give a counted repetition as one automaton (`build_nfa`'s `counted`, see `automata/counted.py`),
+embedded like any other.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ RELEASE_SECONDS_PER_STATE = 50e-9
 refusal returns within the limit."""
 
 Ranges = tuple[tuple[int, int], ...]
+CountedLeaf = Callable[[ir.Repeat], "ir.Embedded | None"]
+"""A counted repetition as one embedded automaton, or None to expand its copies."""
 
 
 NO_MOVES: tuple[()] = ()
@@ -170,8 +174,10 @@ class _Builder:
     edges out of the states it creates, so sharing its exit with other fragments is safe.
     """
 
-    def __init__(self, max_states: int) -> None:
+    def __init__(self, max_states: int, counted: CountedLeaf | None = None) -> None:
         self.nfa = NFA()
+        self.counted = counted
+        self.counted_leaves: dict[ir.Repeat, ir.Embedded | None] = {}
         self.eps, self.edges = self.nfa.eps, self.nfa.edges
         self.max_states = max_states
         self.set_index: dict[Ranges, int] = {}
@@ -280,7 +286,14 @@ class _Builder:
         return states[0]
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
-        """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
+        """`item{min,max}`: the caller's automaton for it if it gives one, else the optional copies nested back to
+        front, then the required ones before them."""
+        if self.counted is not None:
+            if node not in self.counted_leaves:
+                self.counted_leaves[node] = self.counted(node)
+            leaf = self.counted_leaves[node]
+            if leaf is not None:
+                return self.embedded(leaf, exit_state)
         if node.max is None:
             loop = self.new_state()
             self.add_eps(loop, exit_state)
@@ -357,14 +370,16 @@ class _Builder:
         return after + count * delta if after >= low else after
 
 
-def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES) -> NFA:
-    """The Thompson NFA of `node`; raises `StateBudgetError` as soon as it would exceed `max_states` states."""
+def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES, counted: CountedLeaf | None = None) -> NFA:
+    """The Thompson NFA of `node`; raises `StateBudgetError` as soon as it would exceed `max_states` states.
+
+    `counted` may give a counted repetition as one automaton (embedded), or None to expand it."""
     estimate = estimated_states(node)
     if estimate > max_states:
         raise StateBudgetError(
             f"the expression expands to about {estimate:,} NFA states (limit {max_states:,}); "
             "reduce counted repetitions such as x{m,n} or nest fewer of them")
-    builder = _Builder(max_states)
+    builder = _Builder(max_states, counted)
     accept = builder.new_state()
     builder.nfa.accept = accept
     builder.nfa.start = builder.entry(node, accept)
