@@ -1,7 +1,9 @@
 """The compile pipeline from IR to a minimal trim `Automaton`: Thompson NFA, subset DFA, minimization.
 
-A counted repetition of many copies is built on its own first, from its body's automaton (`automata/counted.py`),
-and embedded in the NFA as one automaton; one whose body's end is not deterministic is expanded into copies.
+An expression that is a counted repetition of many copies is built from its body's automaton (`automata/counted.py`)
+without an NFA (a string's length bound, intersected with its pattern); one whose body's end is not deterministic, and
+a repetition inside a larger expression, are expanded into copies by the NFA builder (whose copies of a periodic
+step are cheap, and the subset construction over them costs about what it costs over an embedded counter DFA).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.counted import counted_table
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import shrink, trim
+from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.regex.parser import parse_regex
@@ -100,19 +102,9 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
         built = counted_automaton(node, max_states)
         if built is not None:
             return Automaton.from_classes(*shrink(built[0], built[1]), built[2])
-    dfa = determinize(build_nfa(node, counted=lambda repeat: counted_leaf(repeat, max_states)), max_states)
+    dfa = determinize(build_nfa(node), max_states)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
-
-
-def counted_leaf(node: ir.Repeat, max_states: int) -> ir.Embedded | None:
-    """`node` as one embedded automaton (`counted_automaton`), or None to expand its copies."""
-    built = counted_automaton(node, max_states)
-    if built is None:
-        return None
-    table, accepting = trim(built[0], built[1])
-    automaton = Automaton.from_classes(table, accepting, built[2])
-    return ir.Embedded(automaton.transitions, automaton.accepting)
 
 
 def counted_automaton(node: ir.Repeat, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -7,9 +7,7 @@ code point class such as `\\w` becomes after UTF-8 expansion, or a list of keywo
 built as a trie with shared suffixes, so its states stay few and nearly deterministic.
 The NFA is built back to front with fragments shared per (node, continuation), and its size
 is checked while building.  Once three steps of a counted repetition built the same block of
-states shifted, the remaining steps are copied from it instead of walking the IR again.  A caller may
-instead give a counted repetition as one automaton (`build_nfa`'s `counted`, see `automata/counted.py`),
-embedded like any other.
+states shifted, the remaining steps are copied from it instead of walking the IR again.
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ RELEASE_SECONDS_PER_STATE = 50e-9
 refusal returns within the limit."""
 
 Ranges = tuple[tuple[int, int], ...]
-CountedLeaf = Callable[[ir.Repeat], "ir.Embedded | None"]
-"""A counted repetition as one embedded automaton, or None to expand its copies."""
 
 
 NO_MOVES: tuple[()] = ()
@@ -174,10 +170,8 @@ class _Builder:
     edges out of the states it creates, so sharing its exit with other fragments is safe.
     """
 
-    def __init__(self, max_states: int, counted: CountedLeaf | None = None) -> None:
+    def __init__(self, max_states: int) -> None:
         self.nfa = NFA()
-        self.counted = counted
-        self.counted_leaves: dict[ir.Repeat, ir.Embedded | None] = {}
         self.eps, self.edges = self.nfa.eps, self.nfa.edges
         self.max_states = max_states
         self.set_index: dict[Ranges, int] = {}
@@ -297,14 +291,7 @@ class _Builder:
         return states[0]
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
-        """`item{min,max}`: the caller's automaton for it if it gives one, else the optional copies nested back to
-        front, then the required ones before them."""
-        if self.counted is not None:
-            if node not in self.counted_leaves:
-                self.counted_leaves[node] = self.counted(node)
-            leaf = self.counted_leaves[node]
-            if leaf is not None:
-                return self.embedded(leaf, exit_state)
+        """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
         if node.max is None:
             loop = self.new_state()
             self.add_eps(loop, exit_state)
@@ -381,16 +368,14 @@ class _Builder:
         return after + count * delta if after >= low else after
 
 
-def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES, counted: CountedLeaf | None = None) -> NFA:
-    """The Thompson NFA of `node`; raises `StateBudgetError` as soon as it would exceed `max_states` states.
-
-    `counted` may give a counted repetition as one automaton (embedded), or None to expand it."""
+def build_nfa(node: ir.Node, max_states: int = MAX_NFA_STATES) -> NFA:
+    """The Thompson NFA of `node`; raises `StateBudgetError` as soon as it would exceed `max_states` states."""
     estimate = estimated_states(node)
     if estimate > max_states:
         raise StateBudgetError(
             f"the expression expands to about {estimate:,} NFA states (limit {max_states:,}); "
             "reduce counted repetitions such as x{m,n} or nest fewer of them")
-    builder = _Builder(max_states, counted)
+    builder = _Builder(max_states)
     accept = builder.new_state()
     builder.nfa.accept = accept
     builder.nfa.start = builder.entry(node, accept)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.build import counted_leaf
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, shrink
 from stdsl.compiler.automata.nfa import build_nfa
@@ -194,7 +193,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     if found is not None and len(found[1]) <= max_states:
         _BODY_DFAS.move_to_end(key)
         return found
-    dfa = determinize(build_nfa(body, counted=lambda repeat: counted_leaf(repeat, max_states)), max_states, alphabet)
+    dfa = determinize(build_nfa(body), max_states, alphabet)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:

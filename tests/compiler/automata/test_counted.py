@@ -142,7 +142,7 @@ def test_a_counter_past_the_state_budget_is_expanded() -> None:
     assert counted_table(body, 0, 500, 1100) is not None
 
 
-def test_long_strings_are_built_from_one_character(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_length_bound_beside_a_pattern_is_built_from_one_character(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, int | None]] = []
     original = build.counted_table
 
@@ -151,9 +151,10 @@ def test_long_strings_are_built_from_one_character(monkeypatch: pytest.MonkeyPat
         return original(body, low, high, max_states)
 
     monkeypatch.setattr(build, "counted_table", counting)
-    schema = {"type": "object", "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 300}},
-              "required": ["name"], "additionalProperties": False}
+    name = {"type": "string", "minLength": 2, "maxLength": 300, "pattern": "^[a-zé]+$"}
+    schema = {"type": "object", "properties": {"name": name}, "required": ["name"], "additionalProperties": False}
     automaton = build_automaton(schema_to_ir(schema))
     assert (2, 300) in calls
     for length, valid in ((1, False), (2, True), (300, True), (301, False)):
         assert automaton.accepts(b'{"name":"' + "é".encode() * length + b'"}') == valid, length
+    assert not automaton.accepts(b'{"name":"' + b"ab1" + b'"}')
