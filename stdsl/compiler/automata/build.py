@@ -1,4 +1,10 @@
-"""The compile pipeline from IR to a minimal trim `Automaton`: Thompson NFA, subset DFA, minimization."""
+"""The compile pipeline from IR to a minimal trim `Automaton`: Thompson NFA, subset DFA, minimization.
+
+An expression that is a counted repetition of many copies is built from its body's automaton (`automata/counted.py`)
+without an NFA (a string's length bound, intersected with its pattern); one whose body's end is not deterministic, and
+a repetition inside a larger expression, are expanded into copies by the NFA builder (whose copies of a periodic
+step are cheap, and the subset construction over them costs about what it costs over an embedded counter DFA).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,17 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.counted import counted_table
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.errors import StateBudgetError, StdslError
+from stdsl.errors import EmptyLanguageError, StateBudgetError, StdslError
+
+COUNTED_DIRECT_FROM = 8
+"""A counted repetition of at least this many copies (its maximum, or its minimum plus one when unbounded) is built
+from its body's automaton; fewer copies are cheaper to expand."""
 
 
 @contextmanager
@@ -87,9 +98,39 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
             raise StateBudgetError(f"the {len(strings):,} strings need {len(table):,} DFA states (the budget is "
                                    f"{max_states:,}); raise max_states")
         return Automaton.from_classes(table, accepting, byte_class)
+    if isinstance(node, ir.Repeat):
+        built = counted_automaton(node, max_states)
+        if built is not None:
+            return Automaton.from_classes(*shrink(built[0], built[1]), built[2])
     dfa = determinize(build_nfa(node), max_states)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
+
+
+def counted_automaton(node: ir.Repeat, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The DFA of `node` (a counted repetition of at least `COUNTED_DIRECT_FROM` copies over bytes) built from its
+    body's automaton (`counted_table`), or None: fewer copies, a body over call symbols or without an automaton of
+    its own within `max_states` states, or one whose end is not deterministic."""
+    copies = node.min + 1 if node.max is None else node.max
+    if copies < COUNTED_DIRECT_FROM or not _over_bytes(node.item):
+        return None
+    try:
+        body = build_automaton(node.item, max_states)
+    except (StateBudgetError, EmptyLanguageError):
+        return None
+    return counted_table(body, node.min, node.max, max_states)
+
+
+def _over_bytes(node: ir.Node) -> bool:
+    """Whether `node` reads bytes only: no call symbol (a symbol past 255) and no recursive grammar."""
+    for part in ir.distinct_nodes(node):
+        if isinstance(part, ir.EmbeddedGrammar):
+            return False
+        if isinstance(part, ir.ByteSet) and part.ranges and part.ranges[-1][1] > 255:
+            return False
+        if isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,):
+            return False
+    return True
 
 
 def _leaf_automaton(node: ir.Embedded) -> Automaton:

@@ -271,13 +271,24 @@ class _Builder:
         if id(node) not in self.embedded_edges:
             self.embedded_edges[id(node)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
                                              for out in _dfa_edges(node.transitions)]
-        base = len(nfa.eps)
-        states = [self.new_state() for _ in range(len(node.accepting))]
-        for q, out in enumerate(self.embedded_edges[id(node)]):
-            nfa.edges[states[q]] = [(index, base + target) for index, target in out]
+        base = self.new_block(len(node.accepting))
+        nfa.edges[base:] = [[(index, base + target) for index, target in out] if out else NO_MOVES
+                            for out in self.embedded_edges[id(node)]]
         for q in np.flatnonzero(node.accepting).tolist():
-            self.add_eps(states[q], exit_state)
-        return states[0]
+            self.add_eps(base + q, exit_state)
+        return base
+
+    def new_block(self, count: int) -> int:
+        """`count` fresh states without moves, numbered from the one returned (budget and deadline checked once)."""
+        first = len(self.eps)
+        check_deadline("NFA construction", first * RELEASE_SECONDS_PER_STATE)
+        if first + count > self.max_states:
+            raise StateBudgetError(
+                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
+                "repetitions such as x{m,n} or nest fewer of them")
+        self.eps.extend([NO_MOVES] * count)
+        self.edges.extend([NO_MOVES] * count)
+        return first
 
     def trie(self, template: _TrieTemplate, exit_state: int) -> int:
         states = [self.new_state() for _ in range(len(template.final))]

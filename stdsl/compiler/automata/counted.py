@@ -1,0 +1,53 @@
+"""Counted repetition `B{m,n}` built directly from the body's DFA: a product of B with a counter.
+
+Expanding `B{m,n}` into n copies of B's NFA and determinizing them costs Python work per copy and per
+subset; when B's end is deterministic the DFA of the repetition is B's table repeated once per count,
+built here with NumPy in one step.  B's end is deterministic when, at every accepting state, the classes
+that continue the current item and the classes that start the next one (the start's live classes) are
+disjoint (so a prefix-free B always qualifies: a JSON string character, an item after its comma): then a
+state is (item index, state of B), and an accepting state of B reads its own row, or the start's row into
+the next item.  Otherwise (`None`) the caller expands the copies as before.  An unbounded tail `B{m,}`
+caps the counter at m-1, where the language no longer depends on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.deadline import check_deadline
+
+
+def counted_table(body: Automaton, low: int, high: int | None,
+                  max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The DFA of `body{low,high}` (high None: unbounded) as (class table, accepting, byte_class), start 0.
+
+    None when the body's end is not deterministic (see the module) or the table would pass `max_states`
+    rows; the caller then expands the copies.  `high` must be at least 1 and at least `low`.
+    """
+    table = np.asarray(body.class_transitions, dtype=np.int64)
+    accepting = np.asarray(body.accepting, dtype=bool)
+    start_live = table[0] >= 0
+    if accepting[0]:
+        if start_live.any():
+            return None
+        low = 0
+    if (high is None or high > 1) and (table[accepting][:, start_live] >= 0).any():
+        return None
+    layers = max(low - 1, 0) + 1 if high is None else high
+    size = table.shape[0]
+    if 1 + layers * size > max_states:
+        return None
+    check_deadline("counted repetition")
+    index = np.arange(layers)
+    following = np.minimum(index + 1, layers - 1) if high is None else index + 1
+    jumps = accepting[:, None] & start_live[None, :]
+    inner = table >= 0
+    within = 1 + index[:, None, None] * size + table[None, :, :]
+    ahead = 1 + following[:, None, None] * size + table[0][None, None, :]
+    ahead_open = jumps[None, :, :] & (following < layers)[:, None, None]
+    rows = np.where(inner[None], within, np.where(ahead_open, ahead, -1)).reshape(layers * size, -1)
+    start_row = np.where(start_live, 1 + table[0], -1)
+    counted = np.concatenate([start_row[None, :], rows])
+    accepts = np.concatenate([[low == 0], (accepting[None, :] & (index + 1 >= low)[:, None]).reshape(-1)])
+    return counted, accepts, np.asarray(body.byte_class)

@@ -1,0 +1,160 @@
+"""Counted repetition built from its body's DFA (a counter product) accepts what the expanded copies accept: the
+same minimal DFA, and the same answers as Python `re` on random strings and mutations of accepted ones."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, reject, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata import build
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.counted import counted_table
+from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import StateBudgetError
+
+ATOMS = ["a", "b", "[ab]", "(?:ab|ba)", "a*", "b?", "[a-c]", "é", "(?:xy|x)", "(?:ab|a)", "[^a]"]
+
+
+@st.composite
+def counted_regexes(draw: st.DrawFn, depth: int = 3) -> str:
+    """Random regexes over a few atoms with nested counted repetitions."""
+    kind = draw(st.integers(0, 4)) if depth else 0
+    if kind == 0:
+        return draw(st.sampled_from(ATOMS))
+    if kind == 1:
+        return draw(counted_regexes(depth - 1)) + draw(counted_regexes(depth - 1))
+    if kind == 2:
+        return f"(?:{draw(counted_regexes(depth - 1))}|{draw(counted_regexes(depth - 1))})"
+    low = draw(st.integers(0, 7))
+    high = low + draw(st.integers(0, 9))
+    bound = draw(st.sampled_from([f"{{{low},{high}}}", f"{{{high}}}", f"{{{low},}}"]))
+    return f"(?:{draw(counted_regexes(depth - 1))}){bound}"
+
+
+def _expanded(node: ir.Node) -> tuple[np.ndarray, np.ndarray]:
+    """The minimal DFA (byte table, accepting) of `node` with every counted repetition expanded into copies."""
+    dfa = determinize(build_nfa(node))
+    return minimize(dfa.byte_table(), dfa.accepting)
+
+
+def _direct(node: ir.Node, monkeypatch: pytest.MonkeyPatch) -> Automaton:
+    """The automaton of `node` with every counted repetition of two or more copies built from its body's DFA."""
+    monkeypatch.setattr(build, "COUNTED_DIRECT_FROM", 2)
+    return build_automaton(node)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=counted_regexes())
+def test_direct_repeats_are_the_expanded_minimal_dfa(pattern: str) -> None:
+    node = parse_regex(pattern)
+    try:
+        expected = _expanded(node)
+    except StateBudgetError:
+        reject()
+    with pytest.MonkeyPatch.context() as patch:
+        got = _direct(node, patch)
+    assert np.array_equal(got.transitions, expected[0]), pattern
+    assert np.array_equal(got.accepting, expected[1]), pattern
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=counted_regexes(), texts=st.lists(st.text(alphabet="abcxyé", max_size=14), max_size=6),
+       data=st.data())
+def test_direct_repeats_match_re(pattern: str, texts: list[str], data: st.DataObject) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        try:
+            automaton = _direct(parse_regex(pattern), patch)
+        except StateBudgetError:
+            reject()
+    oracle = re.compile(pattern)
+    for text in texts + _mutations(_accepted(automaton, data), data):
+        assert automaton.accepts(text.encode()) == bool(oracle.fullmatch(text)), (pattern, text)
+
+
+def _accepted(automaton: Automaton, data: st.DataObject) -> str | None:
+    """A random accepted string: a walk that stops at an accepting state (None if the walk dies undecoded)."""
+    state, out = 0, bytearray()
+    for _ in range(40):
+        if automaton.accepting[state] and data.draw(st.booleans()):
+            break
+        live = np.flatnonzero(automaton.transitions[state] >= 0)
+        if len(live) == 0:
+            break
+        byte = int(data.draw(st.sampled_from(live.tolist())))
+        out.append(byte)
+        state = int(automaton.transitions[state, byte])
+    try:
+        return out.decode() if automaton.accepting[state] else None
+    except UnicodeDecodeError:
+        return None
+
+
+def _mutations(text: str | None, data: st.DataObject) -> list[str]:
+    """`text` and a few edits of it: one character dropped, doubled or replaced."""
+    if text is None:
+        return []
+    out = [text]
+    for _ in range(3):
+        if not text:
+            break
+        at = data.draw(st.integers(0, len(text) - 1))
+        edit = data.draw(st.sampled_from(["drop", "double", "replace"]))
+        if edit == "drop":
+            out.append(text[:at] + text[at + 1:])
+        elif edit == "double":
+            out.append(text[:at] + text[at] + text[at:])
+        else:
+            out.append(text[:at] + data.draw(st.sampled_from("abxé")) + text[at + 1:])
+    return out
+
+
+@settings(max_examples=50, deadline=None)
+@given(body=st.sampled_from(["a", "ab|a", "[a-c]d?x", "é|ab", "xy|x|zz", "\\w\\w"]),
+       low=st.integers(0, 12), extra=st.integers(0, 12), unbounded=st.booleans())
+def test_counted_table_is_the_expansion(body: str, low: int, extra: int, unbounded: bool) -> None:
+    high = None if unbounded else max(low + extra, 1)
+    built = counted_table(build_automaton(parse_regex(body)), low, high, 100_000)
+    assert built is not None, body
+    table, accepting, byte_class = built
+    got = minimize(table[:, byte_class], accepting)
+    expected = _expanded(ir.repeat(parse_regex(body), low, high))
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+@pytest.mark.parametrize("body", ["a+", "[ab]+", "(?:ab)*c?", "a|aa", "xy|x|yz"])
+def test_a_body_whose_end_reads_its_start_is_expanded(body: str) -> None:
+    assert counted_table(build_automaton(parse_regex(body)), 2, 9, 100_000) is None
+
+
+def test_a_counter_past_the_state_budget_is_expanded() -> None:
+    body = build_automaton(parse_regex("[a-z]"))
+    assert counted_table(body, 0, 500, 100) is None
+    assert counted_table(body, 0, 500, 1100) is not None
+
+
+def test_a_length_bound_beside_a_pattern_is_built_from_one_character(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int | None]] = []
+    original = build.counted_table
+
+    def counting(body: Automaton, low: int, high: int | None, max_states: int) -> object:
+        calls.append((low, high))
+        return original(body, low, high, max_states)
+
+    monkeypatch.setattr(build, "counted_table", counting)
+    name = {"type": "string", "minLength": 2, "maxLength": 300, "pattern": "^[a-zé]+$"}
+    schema = {"type": "object", "properties": {"name": name}, "required": ["name"], "additionalProperties": False}
+    automaton = build_automaton(schema_to_ir(schema))
+    assert (2, 300) in calls
+    for length, valid in ((1, False), (2, True), (300, True), (301, False)):
+        assert automaton.accepts(b'{"name":"' + "é".encode() * length + b'"}') == valid, length
+    assert not automaton.accepts(b'{"name":"' + b"ab1" + b'"}')
