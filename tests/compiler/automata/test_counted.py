@@ -63,8 +63,10 @@ def test_direct_repeats_are_the_expanded_minimal_dfa(pattern: str) -> None:
         reject()
     with pytest.MonkeyPatch.context() as patch:
         got = _direct(node, patch)
-    assert np.array_equal(got.transitions, expected[0]), pattern
-    assert np.array_equal(got.accepting, expected[1]), pattern
+    # Past `MINIMIZE_UP_TO` states an automaton is only trimmed (either way it is built), so compare minimal forms.
+    table, accepting = minimize(got.transitions, got.accepting)
+    assert np.array_equal(table, expected[0]), pattern
+    assert np.array_equal(accepting, expected[1]), pattern
 
 
 @settings(max_examples=60, deadline=None)
