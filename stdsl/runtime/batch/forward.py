@@ -20,6 +20,7 @@ from stdsl.errors import StdslError
 from stdsl.runtime.platform.mlx_lm_models import chunked_recurrences, llama, qwen2, qwen3
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
+from stdsl.runtime.row_caches.uniform_feeds import run_uniform
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
@@ -66,7 +67,15 @@ def head_only(net: Any) -> bool:
 
 def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
     """Float32 logits (B, V) at each row's last fed position after one pass (lazy), in row order; rows with an
-    empty feed get garbage."""
+    empty feed get garbage. Caches that ask for uniform feeds (`uniform_feeds.py`) run one model pass per distinct
+    feed length."""
+    if caches.uniform_feeds and len({len(f) for f in feeds if f}) > 1:
+        return run_uniform(lambda part: _one_pass(net, caches, part), feeds)
+    return _one_pass(net, caches, feeds)
+
+
+def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
+    """`forward_rows` as one model pass over the right-padded feeds."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")
