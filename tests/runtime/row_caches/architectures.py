@@ -72,6 +72,9 @@ def tiny_net(model_type: str, vocab_size: int, config: dict[str, Any] | None = N
     settings.update(model_type=model_type, vocab_size=vocab_size)
     if "text_config" in settings:
         settings["text_config"] = {**settings["text_config"], "vocab_size": vocab_size}
+    for part in (settings, settings.get("text_config", {})):
+        if "vocab_size_per_layer_input" in part:  # Gemma 3n/4's per-layer embeddings are indexed by token id too
+            part["vocab_size_per_layer_input"] = vocab_size
     mx.random.seed(SEED)
     net = arch.Model(arch.ModelArgs.from_dict(settings))
     net.update(nn.utils.tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,

@@ -285,10 +285,6 @@ def test_a_model_that_cannot_be_batched_exactly_is_refused_with_the_reason(smoll
         cache_layout(net, "afm7")
 
 
-UNSTABLE = {"gemma4": "mlx-lm's own tiny gemma4 gives different logits for the same tokens from one run to the next "
-                      "on the CPU backend (even without a cache), so no oracle holds for it"}
-
-
 def _every_configuration() -> list[dict[str, Any]]:
     from tests.runtime.row_caches.mlx_lm_test_configs import MLX_LM_SINGLE_TESTS, MLX_LM_TEST_CONFIGS
 
@@ -301,8 +297,6 @@ def _every_configuration() -> list[dict[str, Any]]:
 def test_every_mlx_lm_architecture_is_refused_or_passes_every_check(smollm2_tokenizer, config) -> None:
     """Each architecture mlx-lm's own tests build (and those here beyond the representative ones): refused with
     UnsupportedModelError, or through every check the representative ones pass."""
-    if config["model_type"] in UNSTABLE:
-        pytest.skip(UNSTABLE[config["model_type"]])
     net = tiny_net(config["model_type"], smollm2_tokenizer.vocab_size, config)
     try:
         cache_layout(net, config["model_type"])
