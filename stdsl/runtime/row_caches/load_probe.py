@@ -67,22 +67,28 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
         float(np.abs(want).max(initial=0.0)) + 1e-6)
 
 
-def _states_agree(batch: BatchCaches, row: int, alone: list[Any]) -> bool:
-    """Whether the row's recurrent states equal those mlx-lm's own caches hold after the same tokens."""
+def _state_difference(batch: BatchCaches, row: int, alone: list[Any], number: int) -> str | None:
+    """How the row's recurrent states differ from those mlx-lm's own caches hold after the same tokens (None: they
+    agree) on probe pass `number`."""
     for leaf, theirs in zip(batch.row(row), _leaves(alone)):
-        if isinstance(leaf, RecurrentState):
-            for mine, reference in zip(leaf.arrays, theirs.cache):
-                if (mine is None) != (reference is None):
-                    return False
-                if mine is not None and not _close(np.asarray(mine.astype(mx.float32)),
-                                                   np.asarray(reference.astype(mx.float32))):
-                    return False
-    return True
+        if not isinstance(leaf, RecurrentState):
+            continue
+        for mine, reference in zip(leaf.arrays, theirs.cache):
+            if (mine is None) != (reference is None):
+                return PADDING_PROBLEMS[min(number, 1)]
+            if mine is not None and mine.shape != reference.shape:
+                return GROWING_STATE
+            if mine is not None and not _close(np.asarray(mine.astype(mx.float32)),
+                                               np.asarray(reference.astype(mx.float32))):
+                return PADDING_PROBLEMS[min(number, 1)]
+    return None
 
 
 PADDING_PROBLEMS = ("its recurrent layers take in the padding of a shorter row",
                     "a row's recurrent state changes while it waits")
 """What a model that scans padding into its recurrent states fails with (then uniform passes are measured)."""
+GROWING_STATE = ("its recurrent state's shape follows the row's length (a history of its last tokens, shorter in a "
+                 "short row), which rows of different lengths cannot share")
 
 
 def _mismatch(net: Any, layout: CacheLayout) -> str | None:
@@ -99,8 +105,9 @@ def _mismatch(net: Any, layout: CacheLayout) -> str | None:
             if not feed:
                 continue
             want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
-            if not _states_agree(batch, row, alone[row]):
-                return PADDING_PROBLEMS[0] if number == 0 else PADDING_PROBLEMS[1]
+            difference = _state_difference(batch, row, alone[row], number)
+            if difference is not None:
+                return difference
             if not _close(got[row], want):
                 return "its logits on the engine's row caches differ from its own caches'"
     return None
@@ -123,7 +130,8 @@ def check_exact(net: Any, layout: CacheLayout, name: str = "this model") -> None
         if uniform is None:
             return
         layout.uniform_feeds = False
-        problem = f"{problem}, and fed passes of one width {uniform.removeprefix('its ')}"
+        problem = (f"{problem}, even fed passes of one width" if uniform == problem else
+                   f"{problem}, and fed passes of one width {uniform}")
     if problem is not None:
         raise UnsupportedModelError(f"{name} cannot be batched exactly ({type(net).__module__}): {problem}, so rows "
                                     "of different lengths cannot share a pass; stdsl's batch engine does not serve it")

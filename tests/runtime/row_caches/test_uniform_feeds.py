@@ -5,10 +5,14 @@ probe choosing them only for models that need them."""
 from __future__ import annotations
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mlx_lm.models.cache import ArraysCache
 
+from stdsl.errors import UnsupportedModelError
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.load_probe import cache_layout
@@ -68,3 +72,25 @@ def test_a_ragged_pass_of_uniform_feeds_equals_each_row_fed_alone(smollm2_tokeni
             if feed:
                 want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
                 assert np.abs(got[row] - want).max() <= 1e-3 * (np.abs(want).max() + 1.0), (step, row)
+
+
+class _TokenHistory(nn.Module):
+    """A model whose recurrent state is its last two tokens (as LongCat's n-gram embedding keeps them): a row that has
+    fed one token holds a shorter state than one that has fed three."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+
+    def make_cache(self) -> list[ArraysCache]:
+        return [ArraysCache(size=1)]
+
+    def __call__(self, inputs: mx.array, cache: list[ArraysCache]) -> mx.array:
+        history = inputs if cache[0][0] is None else mx.concatenate([cache[0][0], inputs], axis=1)
+        cache[0][0] = history[:, -2:]
+        return self.embed(history).sum(axis=1, keepdims=True) + self.embed(inputs)
+
+
+def test_a_state_whose_shape_follows_the_rows_length_is_refused_not_fed_uniformly() -> None:
+    with pytest.raises(UnsupportedModelError, match="shape follows the row's length"):
+        cache_layout(_TokenHistory(), "token history")
