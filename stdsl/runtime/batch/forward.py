@@ -28,9 +28,11 @@ by tests/runtime/batch/test_forward_logits.py against `net(...)`); an exact type
 goes through `net(...)`."""
 
 HEAD_ONLY_BY_NAME: frozenset[tuple[str, str]] = frozenset({("mlx_lm.models.gemma3_text", "Model"),
-                                                           ("mlx_lm.models.qwen3_5", "Model")})
+                                                           ("mlx_lm.models.qwen3_5", "Model"),
+                                                           ("mlx_lm.models.nemotron_h", "Model")})
 """More such classes, by module and name (not imported until a model uses them): Gemma 3's text model (a tied
-embedding or `lm_head` after its body) and Qwen3.5's wrapper around a text model of that shape (unsharded)."""
+embedding or `lm_head` after its body), Qwen3.5's wrapper around a text model of that shape (unsharded) and
+Nemotron-H (`lm_head` after its `backbone`)."""
 
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
@@ -50,6 +52,8 @@ def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
         tied, text = net.args.tie_word_embeddings, net
     elif (kind.__module__, kind.__qualname__) not in HEAD_ONLY_BY_NAME:
         return None
+    elif hasattr(net, "backbone"):
+        return net.backbone, net.lm_head
     elif hasattr(net, "language_model"):
         text = net.language_model
         if type(text).__qualname__ != "TextModel" or getattr(text, "sharding_group", None) is not None:
