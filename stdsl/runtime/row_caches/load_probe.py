@@ -87,7 +87,8 @@ def _state_difference(batch: BatchCaches, row: int, alone: list[Any], number: in
 PADDING_PROBLEMS = ("its recurrent layers take in the padding of a shorter row",
                     "a row's recurrent state changes while it waits")
 """What a model that scans padding into its recurrent states fails with (then uniform passes are measured)."""
-GROWING_STATE = "its recurrent state's shape follows the row's length (a history of its last tokens, shorter in a row)"
+GROWING_STATE = ("its recurrent state's shape follows the row's length (a history of its last tokens, shorter while "
+                 "the row is short)")
 
 
 def _mismatch(net: Any, layout: CacheLayout) -> str | None:

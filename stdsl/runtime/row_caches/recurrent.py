@@ -170,6 +170,9 @@ def _kept(idle: mx.array, before: mx.array | None, after: mx.array | None) -> mx
     """State array `after` a pass, with the `idle` slots' rows as they were `before` it (zeros where it had none)."""
     if after is None or after is before:
         return after
+    if before is not None and before.shape != after.shape:
+        raise ValueError(f"a recurrent state changed shape in a pass ({before.shape} to {after.shape}), so an idle "
+                         "row's cannot be put back")
     was = before if before is not None else mx.zeros_like(after)
     return mx.where(idle.reshape(-1, *[1] * (after.ndim - 1)), was, after)
 

@@ -50,6 +50,19 @@ def test_an_idle_slot_gets_its_state_back_after_a_pass_that_scanned_padding_into
     assert cache.row_lengths == [3, 1]
 
 
+def test_an_idle_slots_state_that_changed_shape_in_a_pass_is_an_error_not_a_broadcast() -> None:
+    cache = RowStatesCache(1)
+    cache.keep_idle = True
+    cache.append_rows([None, None], [0, 0])
+    cache.prepare([1, 1], 1)
+    cache[0] = mx.zeros((2, 1))
+    cache.commit()
+    cache.prepare([2, 0], 2)
+    cache[0] = mx.zeros((2, 3))
+    with pytest.raises(ValueError, match="changed shape"):
+        cache.commit()
+
+
 def test_the_probe_feeds_uniform_passes_only_to_models_that_scan_padding(smollm2_tokenizer) -> None:
     scans = tiny_net("nemotron_h", smollm2_tokenizer.vocab_size)
     masks = tiny_net("mamba2", smollm2_tokenizer.vocab_size)
