@@ -15,7 +15,8 @@ so a long row costs a window's memory, not its history's. Row i's physical posit
 `starts[i]`; a row that forgot positions can no longer be read whole (`whole`).
 
 A chunked-attention layer (mlx-lm's `ChunkedKVCache`, Llama 4) masks keys outside the query's chunk: query p sees
-keys p - p mod chunk .. p, each row from its own length (mlx-lm builds one such mask for the whole batch).
+keys p - p mod chunk .. p, each row from its own length (mlx-lm builds one such mask for the whole batch). It is
+also a window of `chunk` positions, which holds every key its queries see, so a running row forgets older ones.
 """
 
 from __future__ import annotations

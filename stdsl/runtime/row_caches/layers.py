@@ -2,8 +2,9 @@
 
 mlx-lm's `make_prompt_cache(net)` says what each layer keeps; each kind gets its row-cache counterpart:
 `KVCache` → `RowSlotsCache`, `RotatingKVCache` (sliding windows, gpt-oss) → a `RowSlotsCache` masked to the
-window, `ChunkedKVCache` (Llama 4) → a `RowSlotsCache` masked to the query's chunk, `ArraysCache` (recurrent
-states) → `RowStatesCache`, `CacheList` → a `RowCacheList` of its parts.
+window, `ChunkedKVCache` (Llama 4) → a `RowSlotsCache` masked to the query's chunk (and bounded as a window of the
+chunk's size, which holds every key a chunk's queries see), `ArraysCache` (recurrent states) → `RowStatesCache`,
+`CacheList` → a `RowCacheList` of its parts.
 A kind with no exact counterpart is refused with the kind and the reason. The core steps the flat list of
 leaf caches (`leaves`); the model gets `layers`.
 """
@@ -52,7 +53,7 @@ def _leaf_factory(layer: Any, name: str) -> Callable[[], Any]:
     if kind is mlx_cache.ChunkedKVCache:
         install_row_masks()
         chunk = int(layer.chunk_size)
-        return lambda: RowSlotsCache(chunk=chunk)
+        return lambda: RowSlotsCache(window=chunk, chunk=chunk)  # a chunk's queries see at most its last `chunk` keys
     if issubclass(kind, mlx_cache.ArraysCache):
         size = len(layer.cache)
         return lambda: RowStatesCache(size)
