@@ -1,14 +1,17 @@
 """The batch engine on every cache family against mlx-lm's own `BatchGenerator`, in the same process (CPU).
 
 Families, each a random-weight mlx-lm architecture over the SmolLM2 tokenizer: plain attention (llama),
-sliding-window attention (gemma3_text, a 64-position window beside global layers) and hybrid recurrent
-(qwen3_5: Gated DeltaNet beside attention). For each, at 1, 4 and 8 streams:
+sliding-window attention (gemma3_text, a 64-position window beside global layers), hybrid recurrent
+(qwen3_5: Gated DeltaNet beside attention) and uniform-fed recurrent (nemotron_h: Mamba 2 layers that scan padding
+into their states, so a ragged pass runs as one model pass per distinct feed length). For each, at 1, 4 and 8
+streams:
 
 1. Output tokens/s, free text (mlx-lm's BatchGenerator) and constrained by the extraction schemas (mlx-lm with
    llguidance masks as logits processors), and stdsl's passes per output token. Each configuration runs once cold
    (the first run in the process pays one-time costs: stdsl's vocabulary index and schema compiles, mlx-lm's and
    llguidance's first calls), then `--repeats` times warm, the two engines interleaved (alternating which goes
-   first) so both see the same machine load; the ratio is the median of the warm rounds' ratios.
+   first) so both see the same machine load; the ratio is the median of the warm rounds' ratios. Model passes per
+   output token count the passes the model itself runs (more than the engine's where feeds are made uniform).
 2. The prompt cache in an eight-agent workload: 8 conversations of 3 turns, each turn the conversation so far plus
    the reply plus a new message: prompt tokens served from the cache and lookups that hit.
 3. Memory per row: the running batch's row-cache bytes per row, 8 rows of 1,024 positions after a decode step (a
@@ -16,8 +19,9 @@ sliding-window attention (gemma3_text, a 64-position window beside global layers
 
     python benchmarks/models.py                      # ~20 min on 2 busy cores
     python benchmarks/models.py --families hybrid --streams 8
+    python benchmarks/models.py --families uniform --out models_uniform
 
-Needs the `bench` extra (llguidance). Writes benchmarks/results/models.{json,md}.
+Needs the `bench` extra (llguidance). Writes benchmarks/results/models.{json,md} (or `--out` NAME.{json,md}).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from stdsl.runtime.batch.forward import forward_rows  # noqa: E402
 from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
 from stdsl.runtime.engine import Engine  # noqa: E402
 from stdsl.runtime.model.loading import Model, load  # noqa: E402
+from stdsl.runtime.row_caches.layers import BatchCaches  # noqa: E402
 from stdsl.runtime.row_caches.load_probe import cache_layout  # noqa: E402
 from tests.runtime.row_caches.architectures import tiny_net  # noqa: E402
 
@@ -55,7 +60,25 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
                            "linear_key_head_dim": 64, "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4,
                            "partial_rotary_factor": 0.25, "max_position_embeddings": 4096,
                            "full_attention_interval": 2}),
+    "uniform": ("nemotron_h", {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+                               "max_position_embeddings": 4096, "num_attention_heads": 4, "num_key_value_heads": 2,
+                               "head_dim": 64, "attention_bias": False, "mamba_num_heads": 8, "mamba_head_dim": 32,
+                               "mamba_proj_bias": False, "ssm_state_size": 64, "conv_kernel": 4, "n_groups": 2,
+                               "time_step_limit": [0.0, float("inf")], "mlp_bias": False, "layer_norm_epsilon": 1e-5,
+                               "rms_norm_eps": 1e-5, "use_bias": False, "use_conv_bias": True,
+                               "residual_in_fp32": True, "hybrid_override_pattern": ["M", "*", "M", "-"]}),
 }
+MODEL_PASSES = [0]
+"""Model passes run so far (every `BatchCaches.prepare`: one per model call over a batch's row caches)."""
+_prepare = BatchCaches.prepare
+
+
+def _counted_prepare(self: BatchCaches, feeds: Any, width: int) -> None:
+    MODEL_PASSES[0] += 1
+    _prepare(self, feeds, width)
+
+
+BatchCaches.prepare = _counted_prepare  # type: ignore[method-assign]
 
 
 def family_model(family: str, tokenizer: Any) -> Model:
@@ -77,7 +100,9 @@ def throughput(model: Model, streams: list[int], max_tokens: int, repeats: int) 
                 order = ("mlx_lm", "stdsl") if round_ % 2 == 0 else ("stdsl", "mlx_lm")
                 for name in order:
                     run = run_mlx_lm if name == "mlx_lm" else run_stdsl
+                    before = MODEL_PASSES[0]
                     runs[name].append(run(model, prompts, max_tokens, count, wanted))
+                    runs[name][-1]["model_passes"] = MODEL_PASSES[0] - before
             rate = {name: [r["tokens"] / r["seconds"] for r in got] for name, got in runs.items()}
             warm = [ours / peer for ours, peer in zip(rate["stdsl"][1:], rate["mlx_lm"][1:])]
             last = runs["stdsl"][-1]
@@ -85,7 +110,7 @@ def throughput(model: Model, streams: list[int], max_tokens: int, repeats: int) 
                    "stdsl_tok_s": statistics.median(rate["stdsl"][1:]), "ratio": statistics.median(warm),
                    "warm_ratios": warm, "cold_ratio": rate["stdsl"][0] / rate["mlx_lm"][0],
                    "mlx_lm_tokens": runs["mlx_lm"][-1]["tokens"], "stdsl_tokens": last["tokens"],
-                   "stdsl_passes": last["passes"]}
+                   "stdsl_passes": last["passes"], "stdsl_model_passes": last["model_passes"]}
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
@@ -123,31 +148,32 @@ def memory_per_row(model: Any, rows: int = 8, length: int = 1024) -> float:
     return caches.nbytes / rows
 
 
-def write(report: dict[str, Any]) -> None:
+def write(report: dict[str, Any], out: str) -> None:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "models.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / f"{out}.json").write_text(json.dumps(report, indent=1))
     lines = ["# Every cache family vs mlx-lm BatchGenerator (random-weight models, CPU, same process)", "",
              f"Command: `{report['command']}`", "",
              f"Tokens/s are medians of {report['repeats']} warm rounds, stdsl and mlx-lm interleaved in one process; "
              "ratio: the median of the rounds' ratios (their range in brackets); cold: the first run of each "
              "configuration in the process, one-time costs included. Load average "
              f"{report['load_average']:.1f} at the start (2 cores shared with other work).", "",
-             "| family | streams | mode | mlx-lm tok/s | stdsl tok/s | ratio | cold ratio | stdsl passes/token |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| family | streams | mode | mlx-lm tok/s | stdsl tok/s | ratio | cold ratio | stdsl passes/token | "
+             "model passes/token |", "|---|---|---|---|---|---|---|---|---|"]
     for family, result in report["families"].items():
         for row in result["throughput"]:
             passes = row["stdsl_passes"] / max(row["stdsl_tokens"], 1)
+            model_passes = row.get("stdsl_model_passes", row["stdsl_passes"]) / max(row["stdsl_tokens"], 1)
             spread = f"{min(row['warm_ratios']):.2f}-{max(row['warm_ratios']):.2f}"
             lines.append(f"| {family} | {row['streams']} | {row['mode']} | {row['mlx_lm_tok_s']:.1f} | "
                          f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x [{spread}] | {row['cold_ratio']:.2f}x | "
-                         f"{passes:.2f} |")
+                         f"{passes:.2f} | {model_passes:.2f} |")
     lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
               "running row-cache bytes per row (1,024 positions) |", "|---|---|---|---|"]
     for family, result in report["families"].items():
         a = result["agents"]
         lines.append(f"| {family} | {a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%}) | "
                      f"{a['lookups_hit']}/{a['lookups']} | {result['bytes_per_row'] / 1e6:.2f} MB |")
-    (RESULTS / "models.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -156,6 +182,7 @@ def main() -> None:
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3, help="warm rounds per configuration, after a cold one")
+    parser.add_argument("--out", default="models", help="results name under benchmarks/results")
     args = parser.parse_args()
     tokenizer = load().tokenizer
     report: dict[str, Any] = {"command": "python benchmarks/models.py " + " ".join(sys.argv[1:]), "families": {},
@@ -165,7 +192,7 @@ def main() -> None:
         print(f"== {family} ({model.name})", flush=True)
         report["families"][family] = {"throughput": throughput(model, args.streams, args.max_tokens, args.repeats),
                                       "agents": agents(model), "bytes_per_row": memory_per_row(model)}
-        write(report)
+        write(report, args.out)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from stdsl.errors import StdslError
 from stdsl.runtime.platform.mlx_lm_models import chunked_recurrences, llama, qwen2, qwen3
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
+from stdsl.runtime.row_caches.uniform_feeds import run_uniform
 
 HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, qwen3.Model})
 """mlx-lm model classes whose `__call__` is `model(x)` then the tied embedding or `lm_head`, nothing else (checked
@@ -27,9 +28,11 @@ by tests/runtime/batch/test_forward_logits.py against `net(...)`); an exact type
 goes through `net(...)`."""
 
 HEAD_ONLY_BY_NAME: frozenset[tuple[str, str]] = frozenset({("mlx_lm.models.gemma3_text", "Model"),
-                                                           ("mlx_lm.models.qwen3_5", "Model")})
+                                                           ("mlx_lm.models.qwen3_5", "Model"),
+                                                           ("mlx_lm.models.nemotron_h", "Model")})
 """More such classes, by module and name (not imported until a model uses them): Gemma 3's text model (a tied
-embedding or `lm_head` after its body) and Qwen3.5's wrapper around a text model of that shape (unsharded)."""
+embedding or `lm_head` after its body), Qwen3.5's wrapper around a text model of that shape (unsharded) and
+Nemotron-H (`lm_head` after its `backbone`)."""
 
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
@@ -49,6 +52,8 @@ def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
         tied, text = net.args.tie_word_embeddings, net
     elif (kind.__module__, kind.__qualname__) not in HEAD_ONLY_BY_NAME:
         return None
+    elif hasattr(net, "backbone"):
+        return net.backbone, net.lm_head
     elif hasattr(net, "language_model"):
         text = net.language_model
         if type(text).__qualname__ != "TextModel" or getattr(text, "sharding_group", None) is not None:
@@ -66,7 +71,15 @@ def head_only(net: Any) -> bool:
 
 def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
     """Float32 logits (B, V) at each row's last fed position after one pass (lazy), in row order; rows with an
-    empty feed get garbage."""
+    empty feed get garbage. Caches that ask for uniform feeds (`uniform_feeds.py`) run one model pass per distinct
+    feed length."""
+    if caches.uniform_feeds and len({len(f) for f in feeds if f}) > 1:
+        return run_uniform(lambda part: _one_pass(net, caches, part), feeds)
+    return _one_pass(net, caches, feeds)
+
+
+def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
+    """`forward_rows` as one model pass over the right-padded feeds."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")

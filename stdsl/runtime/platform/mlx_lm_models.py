@@ -9,9 +9,10 @@ works anywhere with no parent package. `sys.modules["mlx_lm"]` is never written:
 the real package start-up, shares these modules (the same classes), and finds them as its attributes
 (`mlx_lm.models`) as a plain import would have left them.
 
-It is also where mlx-lm's model code is overridden, and only one thing is: Gated DeltaNet's CPU recurrence
+It is also where mlx-lm's model code is overridden, and only one thing is here: Gated DeltaNet's CPU recurrence
 (`gated_delta_ops`) is routed so that the engine's own passes (`chunked_recurrences`) solve long feeds in chunks;
-everyone else, mlx-lm's own generators included, gets mlx-lm's step-by-step loop unchanged.
+everyone else, mlx-lm's own generators included, gets mlx-lm's step-by-step loop unchanged. The other override,
+Llama 4's per-row chunk masks, is `llama4_rows.py`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ every position while it may be cut or stored (a prefill, a certified prefix); in
 forgets its oldest positions once it holds `window + GROWTH` of them, keeping the last `window` (all a pass needs),
 so a long row costs a window's memory, not its history's. Row i's physical position 0 is then logical position
 `starts[i]`; a row that forgot positions can no longer be read whole (`whole`).
+
+A chunked-attention layer (mlx-lm's `ChunkedKVCache`, Llama 4) masks keys outside the query's chunk: query p sees
+keys p - p mod chunk .. p, each row from its own length (mlx-lm builds one such mask for the whole batch). It is
+also a window of `chunk` positions, which holds every key its queries see, so a running row forgets older ones.
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ LayerKV = tuple[mx.array, mx.array]
 
 class RowSlotsCache(SlotLayout):
     """One attention layer's keys and values for B rows, with per-row lengths (mlx-lm's cache protocol);
-    `window`: a sliding window's size in positions (None: every earlier position is seen)."""
+    `window`: a sliding window's size in positions (None: every earlier position is seen); `chunk`: the size of the
+    chunks a chunked-attention layer attends within (None: not chunked)."""
 
-    def __init__(self, lengths: Sequence[int] = (), window: int | None = None, bounded: bool = False) -> None:
+    def __init__(self, lengths: Sequence[int] = (), window: int | None = None, bounded: bool = False,
+                 chunk: int | None = None) -> None:
         super().__init__(lengths)
+        self.chunk = chunk
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
         self.window = window
@@ -114,7 +121,7 @@ class RowSlotsCache(SlotLayout):
     def make_mask(self, width: int, return_array: bool = False, window_size: int | None = None,
                   **_: Any) -> mx.array:
         """(B, 1, width, end) bool: query t of row i sees keys 0 .. len_i + t, or only the last `window_size` (the
-        model's) or `window` (this layer's) of them (padding sees garbage, never NaN)."""
+        model's) or `window` (this layer's) of them, or only those in its `chunk` (padding sees garbage, never NaN)."""
         end = max((n - s for n, s in zip(self._lengths, self._starts)), default=0) + width
         limit = self.offset[:, None] + mx.arange(width, dtype=mx.int32)[None]
         keys = mx.arange(end, dtype=mx.int32)[None, None, :]
@@ -124,7 +131,18 @@ class RowSlotsCache(SlotLayout):
         window = window_size or self.window
         if window:
             seen = seen & (keys > limit[:, :, None] - window)
+        if self.chunk:
+            seen = seen & (keys // self.chunk == (limit // self.chunk)[:, :, None])
         return seen[:, None]
+
+    def maybe_trim_front(self) -> None:
+        """What mlx-lm's Llama 4 asks of a chunked-attention cache before a pass: nothing here (the mask, not the
+        cache, keeps keys outside a query's chunk out)."""
+
+    @property
+    def start_position(self) -> int:
+        """The first position a chunked-attention cache holds, as mlx-lm's Llama 4 reads it: every row holds all."""
+        return 0
 
     def _reserve(self, keys: mx.array, values: mx.array, end: int) -> None:
         if self.keys is not None and self.keys.shape[2] >= end and self.keys.shape[0] == keys.shape[0]:

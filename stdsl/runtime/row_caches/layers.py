@@ -2,7 +2,9 @@
 
 mlx-lm's `make_prompt_cache(net)` says what each layer keeps; each kind gets its row-cache counterpart:
 `KVCache` → `RowSlotsCache`, `RotatingKVCache` (sliding windows, gpt-oss) → a `RowSlotsCache` masked to the
-window, `ArraysCache` (recurrent states) → `RowStatesCache`, `CacheList` → a `RowCacheList` of its parts.
+window, `ChunkedKVCache` (Llama 4) → a `RowSlotsCache` masked to the query's chunk (and bounded as a window of the
+chunk's size, which holds every key a chunk's queries see), `ArraysCache` (recurrent states) → `RowStatesCache`,
+`CacheList` → a `RowCacheList` of its parts.
 A kind with no exact counterpart is refused with the kind and the reason. The core steps the flat list of
 leaf caches (`leaves`); the model gets `layers`.
 """
@@ -16,6 +18,7 @@ from typing import Any
 import mlx.core as mx
 
 from stdsl.errors import UnsupportedModelError
+from stdsl.runtime.platform.llama4_rows import install_row_masks
 from stdsl.runtime.platform.mlx_lm_models import cache as mlx_cache
 from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.attention import LayerKV, RowSlotsCache
@@ -47,14 +50,17 @@ def _leaf_factory(layer: Any, name: str) -> Callable[[], Any]:
                                         "stdsl's batch engine does not batch exactly")
         window = int(layer.max_size)
         return lambda: RowSlotsCache(window=window)
+    if kind is mlx_cache.ChunkedKVCache:
+        install_row_masks()
+        chunk = int(layer.chunk_size)
+        return lambda: RowSlotsCache(window=chunk, chunk=chunk)  # a chunk's queries see at most its last `chunk` keys
     if issubclass(kind, mlx_cache.ArraysCache):
         size = len(layer.cache)
         return lambda: RowStatesCache(size)
     if kind is mlx_cache.CacheList:
         parts = [_leaf_factory(part, name) for part in layer.caches]
         return lambda: RowCacheList([make() for make in parts])
-    reason = {"ChunkedKVCache": "its chunked attention builds masks from one position shared by every row",
-              "QuantizedKVCache": "its quantized KV cache is not batched by row"}.get(kind.__name__, "")
+    reason = {"QuantizedKVCache": "its quantized KV cache is not batched by row"}.get(kind.__name__, "")
     raise UnsupportedModelError(f"{name} keeps {kind.__name__} in some layers, which stdsl's batch engine does not "
                                 f"batch exactly{': ' + reason if reason else ''}")
 
@@ -63,11 +69,17 @@ class BatchCaches:
     """Every layer's row caches for one batch: `layers` as the model reads them, `leaves` flat, all in one slot
     layout. A row's state is the list of its leaf rows (`row`), and rows join from such lists (`append_rows`)."""
 
-    def __init__(self, makers: Sequence[Callable[[], Any]]) -> None:
+    def __init__(self, makers: Sequence[Callable[[], Any]], uniform_feeds: bool = False) -> None:
         self.layers = [make() for make in makers]
+        self.uniform_feeds = uniform_feeds
+        """Whether a ragged pass must run as passes of one width (`uniform_feeds.py`): some recurrent layer scans
+        padding into its state."""
         self.leaves: list[LeafCache] = []
         for layer in self.layers:
             self.leaves += layer.caches if isinstance(layer, RowCacheList) else [layer]
+        for leaf in self.leaves:
+            if isinstance(leaf, RowStatesCache):
+                leaf.keep_idle = uniform_feeds
 
     @property
     def trimmable(self) -> bool:
@@ -171,12 +183,14 @@ class CacheLayout:
     def __init__(self, net: Any, name: str = "this model") -> None:
         template = make_prompt_cache(net)
         self.makers = [_leaf_factory(layer, name) for layer in template]
+        self.uniform_feeds = False
+        """Whether the model's rows are fed passes of one width (set by the load probe: `load_probe.py`)."""
         self.trimmable = self.new().trimmable
 
     def new(self, bounded: bool = False) -> BatchCaches:
         """Empty row caches for a batch; `bounded`: sliding-window layers forget positions older than their window
         (the running batch, whose rows are never cut: `RowSlotsCache`)."""
-        caches = BatchCaches(self.makers)
+        caches = BatchCaches(self.makers, self.uniform_feeds)
         for leaf in caches.leaves:
             if isinstance(leaf, RowSlotsCache):
                 leaf.bounded = leaf.window is not None and bounded

@@ -5,7 +5,9 @@ row caches instead of mlx-lm's. mlx-lm's hybrid models read `cache.lengths` to k
 recurrent states, but not every architecture does (some scan every position), and a model may expect more of its
 caches than the protocol (a method, a state kept elsewhere). Three tiny passes tell: two rows fed spans of
 different lengths, then one waiting while the other feeds, must give at every fed row the logits mlx-lm's own
-one-sequence cache gives. A model that fails is refused at load with what went wrong.
+one-sequence cache gives. A model whose recurrent layers fail so (they scan a shorter row's padding into its
+state) is measured again fed uniform passes (`uniform_feeds.py`: one model pass per distinct feed length) and served
+so if that is exact. A model that fails is refused at load with what went wrong.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from stdsl.runtime.platform.mlx_lm_models import cache as mlx_cache
 from stdsl.runtime.platform.mlx_lm_models import make_prompt_cache
 from stdsl.runtime.row_caches.layers import BatchCaches, CacheLayout
 from stdsl.runtime.row_caches.recurrent import RecurrentState, RowStatesCache
+from stdsl.runtime.row_caches.uniform_feeds import run_uniform
 
 PROBE_FEEDS = ([[1, 2, 3], [1]], [[4], []], [[5], [2, 3]])
 """Each pass's feeds: rows of different lengths, a row that waits, and the waiting row fed again."""
@@ -32,14 +35,21 @@ float16 and bfloat16 models differ in the last bits between batch shapes; paddin
 
 
 def _batched(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> np.ndarray:
-    """Float32 logits at each row's last fed position after one ragged pass."""
+    """Float32 logits at each row's last fed position after one ragged pass (passes of one width where the caches
+    ask for them)."""
+    if caches.uniform_feeds:
+        return np.asarray(run_uniform(lambda part: _one_pass(net, caches, part), feeds))
+    return np.asarray(_one_pass(net, caches, feeds))
+
+
+def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
     width = max(len(f) for f in feeds)
     caches.prepare([len(f) for f in feeds], width)
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in caches.physical(feeds)], dtype=mx.int32)
     out = net(inputs, cache=caches.layers)
     caches.commit()
     last = mx.array([max(len(f) - 1, 0) for f in feeds], dtype=mx.int32)[:, None, None]
-    return np.asarray(mx.take_along_axis(out, last, axis=1)[:, 0, :].astype(mx.float32))
+    return mx.take_along_axis(out, last, axis=1)[:, 0, :].astype(mx.float32)
 
 
 def _written(caches: BatchCaches) -> bool:
@@ -57,17 +67,28 @@ def _close(got: np.ndarray, want: np.ndarray) -> bool:
         float(np.abs(want).max(initial=0.0)) + 1e-6)
 
 
-def _states_agree(batch: BatchCaches, row: int, alone: list[Any]) -> bool:
-    """Whether the row's recurrent states equal those mlx-lm's own caches hold after the same tokens."""
+def _state_difference(batch: BatchCaches, row: int, alone: list[Any], number: int) -> str | None:
+    """How the row's recurrent states differ from those mlx-lm's own caches hold after the same tokens (None: they
+    agree) on probe pass `number`."""
     for leaf, theirs in zip(batch.row(row), _leaves(alone)):
-        if isinstance(leaf, RecurrentState):
-            for mine, reference in zip(leaf.arrays, theirs.cache):
-                if (mine is None) != (reference is None):
-                    return False
-                if mine is not None and not _close(np.asarray(mine.astype(mx.float32)),
-                                                   np.asarray(reference.astype(mx.float32))):
-                    return False
-    return True
+        if not isinstance(leaf, RecurrentState):
+            continue
+        for mine, reference in zip(leaf.arrays, theirs.cache):
+            if (mine is None) != (reference is None):
+                return PADDING_PROBLEMS[min(number, 1)]
+            if mine is not None and mine.shape != reference.shape:
+                return GROWING_STATE
+            if mine is not None and not _close(np.asarray(mine.astype(mx.float32)),
+                                               np.asarray(reference.astype(mx.float32))):
+                return PADDING_PROBLEMS[min(number, 1)]
+    return None
+
+
+PADDING_PROBLEMS = ("its recurrent layers take in the padding of a shorter row",
+                    "a row's recurrent state changes while it waits")
+"""What a model that scans padding into its recurrent states fails with (then uniform passes are measured)."""
+GROWING_STATE = ("its recurrent state's shape follows the row's length (a history of its last tokens, shorter while "
+                 "the row is short)")
 
 
 def _mismatch(net: Any, layout: CacheLayout) -> str | None:
@@ -84,20 +105,33 @@ def _mismatch(net: Any, layout: CacheLayout) -> str | None:
             if not feed:
                 continue
             want = np.asarray(net(mx.array([feed]), cache=alone[row])[0, -1].astype(mx.float32))
-            if not _states_agree(batch, row, alone[row]):
-                return ("its recurrent layers take in the padding of a shorter row" if number == 0 else
-                        "a row's recurrent state changes while it waits")
+            difference = _state_difference(batch, row, alone[row], number)
+            if difference is not None:
+                return difference
             if not _close(got[row], want):
                 return "its logits on the engine's row caches differ from its own caches'"
     return None
 
 
-def check_exact(net: Any, layout: CacheLayout, name: str = "this model") -> None:
-    """Refuse (UnsupportedModelError, naming why) a model the batch engine cannot decode exactly."""
+def _problem(net: Any, layout: CacheLayout) -> str | None:
     try:
-        problem = _mismatch(net, layout)
+        return _mismatch(net, layout)
     except Exception as error:  # the model asked the row caches for something they do not do
-        problem = f"it does not run on the engine's row caches ({type(error).__name__}: {error})"
+        return f"it does not run on the engine's row caches ({type(error).__name__}: {error})"
+
+
+def check_exact(net: Any, layout: CacheLayout, name: str = "this model") -> None:
+    """Refuse (UnsupportedModelError, naming why) a model the batch engine cannot decode exactly; a model exact only
+    when fed uniform passes is marked so (`layout.uniform_feeds`)."""
+    problem = _problem(net, layout)
+    if problem is not None and problem in PADDING_PROBLEMS:
+        layout.uniform_feeds = True
+        uniform = _problem(net, layout)
+        if uniform is None:
+            return
+        layout.uniform_feeds = False
+        problem = (f"{problem}, even fed passes of one width" if uniform == problem else
+                   f"{problem}, and fed passes of one width {uniform}")
     if problem is not None:
         raise UnsupportedModelError(f"{name} cannot be batched exactly ({type(net).__module__}): {problem}, so rows "
                                     "of different lengths cannot share a pass; stdsl's batch engine does not serve it")

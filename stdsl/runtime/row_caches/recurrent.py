@@ -4,8 +4,10 @@ per row, fed ragged spans without letting padding in.
 A pass right-pads the rows' feeds to one width. During it `lengths` holds each slot's real token count, which
 the models that batch right-padded rows read (mlx-lm's `cache.lengths`, `make_mask`): padded positions leave the
 state as it was, and a row that feeds nothing keeps its state. Whether a model honours this is measured when its
-caches are built (`load_probe.py`), not assumed. A state summarises its whole prefix and cannot be cut, so
-a row's `RecurrentState` holds exactly its length; the prompt cache reuses it only for that exact sequence.
+caches are built (`load_probe.py`), not assumed; a model that scans padding into its state is fed uniform passes
+instead (`uniform_feeds.py`), where a slot that feeds nothing gets its state back after the pass (`keep_idle`). A
+state summarises its whole prefix and cannot be cut, so a row's `RecurrentState` holds exactly its length; the
+prompt cache reuses it only for that exact sequence.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
         self.cache: list[mx.array | None] = [None] * size  # type: ignore[assignment]
         self.lengths: mx.array | None = None  # type: ignore[assignment]
         self.left_padding: mx.array | None = None
+        self.keep_idle = False
+        """Whether a slot that feeds nothing in a pass gets back the state it had before it (for models that scan
+        padding into their states: `uniform_feeds.py`)."""
+        self._before: list[mx.array | None] | None = None
 
     # ------------------------------------------------------------------ mlx-lm protocol
 
@@ -56,8 +62,13 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
     def prepare(self, feeds: Sequence[int], width: int) -> None:  # type: ignore[override]
         super().prepare(feeds, width)
         self.lengths = mx.array(self._feeds, dtype=mx.int32)
+        self._before = list(self.cache) if self.keep_idle and 0 in self._feeds else None
 
     def commit(self) -> None:
+        if self._before is not None:
+            idle = mx.array([feed == 0 for feed in self._feeds])
+            self.cache = [_kept(idle, before, after) for before, after in zip(self._before, self.cache)]
+            self._before = None
         super().commit()
         self.lengths = None
 
@@ -153,6 +164,17 @@ class RowStatesCache(SlotLayout, mlx_cache.ArraysCache):
 
     def _clear(self) -> None:
         self.cache = [None] * len(self.cache)
+
+
+def _kept(idle: mx.array, before: mx.array | None, after: mx.array | None) -> mx.array | None:
+    """State array `after` a pass, with the `idle` slots' rows as they were `before` it (zeros where it had none)."""
+    if after is None or after is before:
+        return after
+    if before is not None and before.shape != after.shape:
+        raise ValueError(f"a recurrent state changed shape in a pass ({before.shape} to {after.shape}), so an idle "
+                         "row's cannot be put back")
+    was = before if before is not None else mx.zeros_like(after)
+    return mx.where(idle.reshape(-1, *[1] * (after.ndim - 1)), was, after)
 
 
 def _shape(array: mx.array | None, row: RecurrentState | None, index: int) -> tuple[int, ...] | None:

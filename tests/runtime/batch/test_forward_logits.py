@@ -94,10 +94,15 @@ def _qwen3_5(tied: bool) -> Any:
     return tiny_net("qwen3_5", VOCAB, {**ARCHITECTURES["qwen3_5"], "tie_word_embeddings": tied})
 
 
-@pytest.mark.parametrize("build", [_gemma3_text, _qwen3_5])
+def _nemotron_h(tied: bool) -> Any:
+    return tiny_net("nemotron_h", VOCAB)  # its lm_head is never tied
+
+
+@pytest.mark.parametrize("build", [_gemma3_text, _qwen3_5, _nemotron_h])
 @pytest.mark.parametrize("tied", [True, False])
 def test_the_head_only_shortcut_of_sliding_and_hybrid_models_equals_their_own_call(build, tied: bool) -> None:
-    """Gemma 3 (sliding windows) and Qwen3.5 (Gated DeltaNet, a wrapper around its text model), tied and untied."""
+    """Gemma 3 (sliding windows), Qwen3.5 (Gated DeltaNet, a wrapper around its text model), tied and untied, and
+    Nemotron-H (Mamba 2 layers fed uniform passes, a `backbone`)."""
     net = build(tied)
     assert head_only(net)
     rng = np.random.default_rng(5)

@@ -55,17 +55,15 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
                "num_hidden_layers": 2, "layer_norm_epsilon": 1e-4, "conv_kernel": 3, "n_groups": 2,
                "use_bias": False, "use_conv_bias": False, "tie_word_embeddings": True, "time_step_limit": [0.01, 10],
                "time_step_rank": "auto"},
+    # chunked attention (ChunkedKVCache) beside full attention
+    "llama4": {"num_hidden_layers": 4, "text_config": {
+        "attention_bias": False, "attention_chunk_size": 8, "head_dim": 16, "hidden_size": 64,
+        "interleave_moe_layer_step": 2, "intermediate_size": 64, "intermediate_size_mlp": 64,
+        "max_position_embeddings": 1000, "model_type": "llama4", "num_attention_heads": 4, "num_experts_per_tok": 1,
+        "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 2, "rms_norm_eps": 1e-4,
+        "rope_scaling": None, "rope_theta": 1000, "use_qk_norm": True}},
 }
 """Architecture → configuration (without `model_type` and `vocab_size`, which `tiny_net` adds)."""
-
-CHUNKED = {"model_type": "llama4", "num_hidden_layers": 4, "text_config": {
-    "attention_bias": False, "attention_chunk_size": 8, "head_dim": 16, "hidden_size": 64,
-    "interleave_moe_layer_step": 2, "intermediate_size": 64, "intermediate_size_mlp": 64,
-    "max_position_embeddings": 1000, "model_type": "llama4", "num_attention_heads": 4, "num_experts_per_tok": 1,
-    "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 2, "rms_norm_eps": 1e-4,
-    "rope_scaling": None, "rope_theta": 1000, "use_qk_norm": True}}
-"""Llama 4's chunked attention (ChunkedKVCache): refused, its mask is built from one position for the batch."""
-
 
 def tiny_net(model_type: str, vocab_size: int, config: dict[str, Any] | None = None) -> Any:
     """A seeded random-weight float32 mlx-lm model of `model_type` over a vocabulary of `vocab_size`."""
@@ -74,6 +72,9 @@ def tiny_net(model_type: str, vocab_size: int, config: dict[str, Any] | None = N
     settings.update(model_type=model_type, vocab_size=vocab_size)
     if "text_config" in settings:
         settings["text_config"] = {**settings["text_config"], "vocab_size": vocab_size}
+    for part in (settings, settings.get("text_config", {})):
+        if "vocab_size_per_layer_input" in part:  # Gemma 3n/4's per-layer embeddings are indexed by token id too
+            part["vocab_size_per_layer_input"] = vocab_size
     mx.random.seed(SEED)
     net = arch.Model(arch.ModelArgs.from_dict(settings))
     net.update(nn.utils.tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
