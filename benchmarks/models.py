@@ -156,7 +156,9 @@ def write(report: dict[str, Any]) -> None:
         served = "not run (no chat template)" if a is None else (
             f"{a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%})")
         hits = "-" if a is None else f"{a['lookups_hit']}/{a['lookups']}"
-        lines.append(f"| {family} | {served} | {hits} | {result['bytes_per_row'] / 1e6:.2f} MB |")
+        memory = "not measured" if result.get("bytes_per_row") is None else f"{result['bytes_per_row'] / 1e6:.2f} MB"
+        lines.append(f"| {family} | {served} | {hits} | {memory} |")
+    lines += ["", *report.get("notes", [])]
     (RESULTS / "models.md").write_text("\n".join(lines) + "\n")
 
 
