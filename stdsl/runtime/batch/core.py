@@ -15,7 +15,9 @@ constraint state after the feed is known before the pass. Masks are written by e
 one preallocated packed bitmask (a row of int32 words per running row, 32 tokens a word), uploaded once per
 draw and unpacked beside the logits (`sampling.sample_packed`). An exception fails exactly the rows it
 touched: a failed prefill the rows being admitted, a failed pass the rows in it, a failed mask, draw
-or advance its row; the core goes on with the others.
+or advance its row; the core goes on with the others. Where every running row samples and each feeds its draw
+first (free text: `pipelining.py`), the step is pipelined as mlx-lm's generate loop: the draws stay on the device,
+the next pass is queued feeding them, and the draws are read and the rows advanced while it runs.
 
 Ragged feeds (drip rule): a pass over B rows of width T costs about `1 + TOKEN_COST * B * T`
 single-token passes on this CPU (SmolLM2, `benchmarks/batch.py`: least squares gives 0.096). Each
@@ -44,16 +46,18 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.control.lookahead import Lookahead
-from stdsl.errors import ControlBudgetError
+from stdsl.errors import ControlBudgetError, GenerationError
 from stdsl.kernels.token_mask import bitmask_words
+from stdsl.runtime.batch import pipelining
 from stdsl.runtime.batch.device_masks import place_masks
-from stdsl.runtime.batch.forward import forward_rows
+from stdsl.runtime.batch.forward import forward_drawn, forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
+from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
-from stdsl.runtime.batch.sampling import sample_packed
+from stdsl.runtime.batch.sampling import draw_packed, read_draws, sample_packed
 from stdsl.runtime.option_values import integer, real, refuse
 from stdsl.runtime.row_caches.layers import BatchCaches, LeafRow
 from stdsl.runtime.row_caches.load_probe import cache_layout
@@ -224,6 +228,9 @@ class BatchCore:
         admitted, self._waiting = self._waiting[:room], self._waiting[room:]
         if admitted:
             self._admit(admitted)
+        if self._pipelinable():
+            self._sample_ahead()
+            return
         self._sample()
         if any(row.feed for row in self._rows):  # none feeds when every row left is resting
             self._pass()
@@ -502,6 +509,11 @@ class BatchCore:
             self.seconds["pass"] += time.perf_counter() - began
         self.counters["passes"] += 1
         self._logits = logits
+        self._fill_during_pass(time.perf_counter())
+
+    def _fill_during_pass(self, queued: float) -> None:
+        """While the pass queued at `queued` runs, compute the masks of the rows that sample after it, then the
+        lookaheads of new grammars."""
         began = now = time.perf_counter()
         for i, row in enumerate(self._rows):
             if not row.feed and not row.cancelled and row.rest_until <= now:
@@ -511,8 +523,87 @@ class BatchCore:
                     continue
                 self._filled.add(row)
         self.seconds["mask"] += time.perf_counter() - began
-        self.clock.queued = began
+        self.clock.queued = queued
         self.seconds["ahead"] += look_ahead(self._rows, self.clock.deadline())
+
+    def _pipelinable(self) -> bool:
+        """Whether this step may queue the next pass before reading its draws (`pipelining.py`): every running row
+        samples now (nothing left to feed, awake) and feeds its draw first."""
+        now = time.perf_counter()
+        return pipelining.PIPELINED and self._logits is not None and bool(self._rows) and all(
+            not row.feed and row.held is None and row.rest_until <= now and feeds_draw_first(row.control)
+            for row in self._rows)
+
+    def _sample_ahead(self) -> None:
+        """A pipelined step (`pipelining.py`): draw every row's token on the device, queue the next pass feeding each
+        row its draw (none to a row that ends with it), then read the draws, advance the rows and compute their next
+        masks while that pass runs. A row left with forced tokens after its draw feeds them in the next step."""
+        failed = []
+        for i, row in enumerate(self._rows):
+            try:
+                self._mask(i)
+            except Exception as error:
+                row.fail(error)
+                failed.append(i)
+        self._drop(failed)
+        rows, logits = self._rows, self._logits
+        if not rows or logits is None or self._bitmask is None or self._caches is None:
+            return
+        words = self._bitmask[: len(rows)]
+        began = time.perf_counter()
+        try:
+            tokens, keys = draw_packed(logits, words, [row.sampler for row in rows])
+        except Exception as error:
+            for row in rows:
+                row.fail(error)
+            self._drop(range(len(rows)))
+            return
+        finally:
+            self.seconds["sample"] += time.perf_counter() - began
+        fed = [not ends_with_draw(row) for row in rows]
+        began = queued = time.perf_counter()
+        try:
+            if any(fed):
+                self._logits = forward_drawn(self.model.net, self._caches, tokens, fed)
+                mx.async_eval(self._logits, tokens, *keys, *self._caches.arrays())
+                self.counters["passes"] += 1
+                queued = time.perf_counter()
+                self.seconds["pass"] += queued - began
+            mx.eval(tokens, *keys)
+            self.seconds["wait"] += time.perf_counter() - queued
+            self.clock.waited(queued)
+            drawn = read_draws(tokens, words)
+        except Exception as error:
+            for row in rows:
+                row.fail(error)
+            self._rows, self._caches, self._logits, self._filled = [], None, None, set()
+            return
+        began = time.perf_counter()
+        finished = []
+        for i, (row, token, fed_token) in enumerate(zip(rows, drawn, fed)):
+            if not self._take(i, token, fed_token):
+                finished.append(i)
+        self.seconds["control"] += time.perf_counter() - began
+        self._weigh(list(range(len(rows))), finished)
+        self._drop(finished)
+        if any(fed):
+            self._fill_during_pass(queued)
+
+    def _take(self, index: int, token: int, fed: bool) -> bool:
+        """Advance running row `index` by `token`, drawn in a pipelined step that fed it the token (`fed`) or nothing;
+        False when the row has ended."""
+        row = self._rows[index]
+        if fed:
+            row.fed.append(token)
+        if self._advance(index, token):
+            return False
+        if fed:
+            if row.feed[:1] != [token]:
+                row.fail(GenerationError(f"token {token} was fed ahead of its draw's feed {row.feed}"))
+                return False
+            row.stats.passes += 1
+            row.feed = row.feed[1:]
+        return True
 
     def _drop(self, indices: Sequence[int], cancelled: bool = False) -> None:
         """Remove rows from the running batch (and their cache slots, logits and bitmask rows, which close up)."""

@@ -84,10 +84,29 @@ def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> 
     if width == 0:
         raise StdslError("a pass needs at least one row with a token to feed")
     caches.prepare([len(f) for f in feeds], width)
-    slots = caches.slots
     physical = caches.physical(feeds)
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
-    last = mx.array([max(len(f) - 1, 0) for f in physical], dtype=mx.int32)[:, None, None]
+    return _logits(net, caches, inputs, [len(f) for f in physical])
+
+
+def forward_drawn(net: Any, caches: BatchCaches, drawn: mx.array, fed: Sequence[bool]) -> mx.array:
+    """`forward_rows` where row i feeds one token, `drawn[i]` (ids on the device, perhaps not computed yet), if
+    `fed[i]`, else nothing: the next pass is queued before the draws reach the host (`BatchCore`'s pipelined step)."""
+    if not any(fed):
+        raise StdslError("a pass needs at least one row with a token to feed")
+    caches.prepare([int(f) for f in fed], 1)
+    physical = caches.physical([[i] if f else [] for i, f in enumerate(fed)])
+    rows = mx.array([f[0] if f else 0 for f in physical], dtype=mx.int32)
+    held = mx.array([bool(f) for f in physical])
+    inputs = mx.where(held, drawn[rows].astype(mx.int32), mx.array(0, mx.int32))[:, None]
+    return _logits(net, caches, inputs, [len(f) for f in physical])
+
+
+def _logits(net: Any, caches: BatchCaches, inputs: mx.array, lengths: Sequence[int]) -> mx.array:
+    """The pass over physical `inputs` (slots, T) whose slot s holds `lengths[s]` real tokens (caches prepared): the
+    logits at each row's last fed position, in row order."""
+    slots = caches.slots
+    last = mx.array([max(n - 1, 0) for n in lengths], dtype=mx.int32)[:, None, None]
     split = _split(net)
     with chunked_recurrences():
         if split is not None:
@@ -97,6 +116,6 @@ def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> 
         else:
             logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
     caches.commit()
-    if slots != list(range(len(physical))):
+    if slots != list(range(len(lengths))):
         logits = logits[mx.array(slots, dtype=mx.int32)]
     return logits.astype(mx.float32)

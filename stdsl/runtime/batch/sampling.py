@@ -193,28 +193,38 @@ def _admits(words: np.ndarray, token: int) -> bool:
 
 def sample_packed(logits: mx.array, words: np.ndarray, samplers: Sequence[RowSampler]) -> list[int]:
     """One token per row of `logits` (B, V) under packed masks `words` (B, W) int32 (token t at bit t % 32 of word
-    t // 32), row i drawn by `samplers[i]`.
+    t // 32), row i drawn by `samplers[i]` (`draw_packed`), evaluated in one sync."""
+    tokens, keys = draw_packed(logits, words, samplers)
+    mx.eval(tokens, *keys)
+    return read_draws(tokens, words)
 
-    The words are uploaded in one copy and unpacked beside the logits. Greedy rows share one argmax; each sampled
-    row is drawn on its own (1, V) slice with its own key, so a row gives the same draws alone or inside any batch.
-    Everything is evaluated in one sync.
+
+def draw_packed(logits: mx.array, words: np.ndarray, samplers: Sequence[RowSampler]) -> tuple[mx.array, list[mx.array]]:
+    """The draws of `sample_packed`, lazy: token ids (B,) on the device and the rows' next random keys, to evaluate
+    together (then `read_draws`); a caller may queue work on the ids before they are computed.
+
+    The words are uploaded in one copy and unpacked beside the logits. Greedy rows take the masked argmax; each
+    sampled row is drawn on its own (1, V) slice with its own key, so a row gives the same draws alone or inside any
+    batch.
     """
     rows, width = logits.shape[0], logits.shape[-1]
     if len(samplers) != rows or words.shape[0] != rows:
         raise GenerationError(f"{rows} logit rows, {words.shape[0]} mask rows and {len(samplers)} samplers differ")
     check_bitmask(words, width)
     masked = _compiled_masking()(mx.array(words), logits)
-    greedy = [i for i, sampler in enumerate(samplers) if sampler.greedy]
+    tokens = mx.argmax(masked, axis=-1)
     drawn = [i for i, sampler in enumerate(samplers) if not sampler.greedy]
-    argmax = mx.argmax(masked[mx.array(greedy)], axis=-1) if greedy else mx.zeros((0,), dtype=mx.uint32)
-    draws = [_tempered_draw(masked[i : i + 1], samplers[i].params, samplers[i].take_key()) for i in drawn]
-    mx.eval(argmax, *draws, *(samplers[i].key for i in drawn))
-    tokens = [0] * rows
-    for i, token in zip(greedy, np.asarray(argmax).tolist()):
-        tokens[i] = int(token)
-    for i, token_array in zip(drawn, draws):
-        tokens[i] = int(np.asarray(token_array)[0])
-    for i, token in enumerate(tokens):
+    if drawn:
+        tokens = mx.concatenate([tokens[i : i + 1] if sampler.greedy else
+                                 _tempered_draw(masked[i : i + 1], sampler.params, sampler.take_key())
+                                 for i, sampler in enumerate(samplers)])
+    return tokens, [samplers[i].key for i in drawn]
+
+
+def read_draws(tokens: mx.array, words: np.ndarray) -> list[int]:
+    """The token ids of evaluated draws (`draw_packed`), each checked to lie inside its row's packed mask."""
+    values = [int(token) for token in np.asarray(tokens).tolist()]
+    for i, token in enumerate(values):
         if not _admits(words[i], token):
             raise GenerationError(f"sampler drew token {token} outside the mask (row {i})")
-    return tokens
+    return values

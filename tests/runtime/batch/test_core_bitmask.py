@@ -112,6 +112,10 @@ class RecordingCore(BatchCore):
                                for i in drawing])
         return super()._draw(drawing, finished)
 
+    def _sample_ahead(self) -> None:
+        self.draws.append([(row.control.controller, row.control.configuration) for row in self._rows])
+        super()._sample_ahead()
+
 
 @example(picks=[(1, 1), (2, 2), (0, 3)], max_rows=3, cancel=(0, 3))
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -128,7 +132,13 @@ def test_the_uploaded_bitmask_equals_the_token_table_of_every_drawing_row(tiny_m
         uploads.append(words.copy())
         return sample_packed(logits, words, samplers)
 
+    def recording_ahead(logits: Any, words: np.ndarray, samplers: Any) -> Any:
+        uploads.append(words.copy())
+        return draw_packed(logits, words, samplers)
+
+    draw_packed = core_module.draw_packed
     monkeypatch.setattr(core_module, "sample_packed", recording)
+    monkeypatch.setattr(core_module, "draw_packed", recording_ahead)
     core = RecordingCore(tiny_model, max_rows=max_rows, prompt_cache_bytes=0)
     handles, uids = [], []
     for k, (index, seed) in enumerate(picks):
