@@ -531,7 +531,7 @@ class BatchCore:
         samples now (nothing left to feed, awake) and feeds its draw first."""
         now = time.perf_counter()
         return pipelining.PIPELINED and self._logits is not None and bool(self._rows) and all(
-            not row.feed and row.held is None and row.rest_until <= now and feeds_draw_first(row.control)
+            not row.feed and row.held is None and row.rest_until <= now and feeds_draw_first(row.controller)
             for row in self._rows)
 
     def _sample_ahead(self) -> None:

@@ -18,20 +18,21 @@ from __future__ import annotations
 from typing import Any
 
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.control.controller import Controller
 
 PIPELINED = True
 """Whether a step whose rows all qualify is pipelined (off: every step reads its draws before queueing the next pass,
 the loop the pipelined one is checked against)."""
 
 
-def feeds_draw_first(control: Any) -> bool:
-    """Whether every token a row under `control` samples is the first token it then feeds (its automaton, a DFA,
+def feeds_draw_first(controller: Controller) -> bool:
+    """Whether every token a row under `controller` samples is the first token it then feeds (its automaton, a DFA,
     forces no byte: no forced span is ever re-split with it)."""
-    machine = control.automaton
+    machine = controller.machine
     return isinstance(machine, Automaton) and machine.forces_nothing
 
 
 def ends_with_draw(row: Any) -> bool:
     """Whether `row` ends whatever token it draws next: one token of its budget left, or its last allowed draw."""
-    return row.control.remaining == 1 or (row.max_samples is not None
+    return row.log.configuration.remaining == 1 or (row.max_samples is not None
                                           and row.stats.sampled_tokens + 1 >= row.max_samples)

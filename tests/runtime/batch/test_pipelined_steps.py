@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mlx_lm.generate import generate_step
+from row_driver import RowDriver
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.errors import Cancelled
@@ -28,7 +29,7 @@ from stdsl.runtime.batch import core as core_module
 from stdsl.runtime.batch import pipelining
 from stdsl.runtime.batch.core import BatchCore
 from stdsl.runtime.batch.prompt_cache import PromptCache
-from stdsl.runtime.batch.requests import compiled_constraint, constraint_state, prepare_request
+from stdsl.runtime.batch.requests import compiled_constraint, prepare_request
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
@@ -167,7 +168,7 @@ def test_free_text_steps_are_pipelined_and_rows_at_their_budget_are_fed_nothing(
 
 def _admitted(model: Model, before: list[int], token: int) -> bool:
     """Whether free text admits `token` after the output tokens `before`."""
-    control = constraint_state(model, compiled_constraint(None), DecodeOptions.of(max_tokens=None))
+    control = RowDriver.request(model, compiled_constraint(None), DecodeOptions.of(max_tokens=None))
     control.start()
     for sampled in before:
         control.advance(sampled)
