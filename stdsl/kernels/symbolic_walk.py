@@ -28,6 +28,8 @@ MAX_STEP_TABLE_BYTES = 64 << 20
 """Bytes of step table past which the stepper forgets its nodes at the next walk's start."""
 DENSE_FRACTION = 4
 """A level's live nodes below 1/DENSE_FRACTION of it switch the walk to stepping only their children."""
+SMALL_LEVEL = 2048
+"""Levels of at most this many nodes are walked whole (the trie's deep levels: a few dozen nodes each)."""
 FIRST_ROWS = 64
 
 Node = tuple[int, tuple[int, ...], tuple[int, ...], bool, int, int, bool]
@@ -216,12 +218,18 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 def _levels(stepper: SymbolicStepper, levels: Sequence[WalkedLevel], start: int
             ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Per level: tokens ending there and their scaled rows (dense levels list every token, 0 marking dead ones;
-    sparse ones only the tokens still alive)."""
+    sparse ones only the tokens still alive).  Levels of at most SMALL_LEVEL nodes are always dense: there a
+    whole level costs fewer numpy calls than the bookkeeping of its live part."""
     classes = stepper.byte_class
     dense: np.ndarray | None = np.full(1, stepper.scaled(start), dtype=np.int32)
     live = np.zeros(0, dtype=np.int64)
     values = np.zeros(0, dtype=np.int32)
+    above = 1
     for level in levels:
+        if dense is None and level.size <= SMALL_LEVEL:
+            dense = np.zeros(above, dtype=np.int32)
+            dense[live] = values
+        above = level.size
         if dense is not None:
             index = level.parents_of(dense) + classes[level.byte]
             dense = stepper.resolve(index, np.take(stepper.flat, index))
@@ -230,7 +238,7 @@ def _levels(stepper: SymbolicStepper, levels: Sequence[WalkedLevel], start: int
             count = int(np.count_nonzero(alive))
             if count == 0:
                 return
-            if count * DENSE_FRACTION < level.size:
+            if count * DENSE_FRACTION < level.size and level.size > SMALL_LEVEL:
                 live = np.flatnonzero(alive)
                 values = dense[live]
                 dense = None

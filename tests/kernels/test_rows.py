@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +19,9 @@ from stdsl.errors import StdslError
 from stdsl.kernels.rows import CompactRow, RowCache, row_next_states
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
+
+token_table_module = importlib.import_module("stdsl.kernels.token_table")
+"""The module itself (`stdsl.kernels` exports its `token_table` function under the same name)."""
 
 
 @settings(max_examples=150, deadline=None)
@@ -35,6 +40,19 @@ def test_rows_equal_the_table_for_every_state(case) -> None:
             expected = naive_next_state(transitions, q, None if t in eos else token)
             assert cache.advance(q, t) == expected
     assert len(cache) <= 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(dfa_and_vocab_strategy(), st.sampled_from([0, 4, 10**9]), st.sampled_from([0, 3, 10**9]))
+def test_rows_equal_the_table_however_levels_switch_between_dense_and_sparse(case, fraction: int, small: int) -> None:
+    transitions, accepting, tokens, eos = case
+    vocab = Vocabulary(tokens, eos)
+    table = token_table(transitions, vocab, accepting)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(token_table_module, "DENSE_FRACTION", fraction)
+        patch.setattr(token_table_module, "SMALL_LEVEL", small)
+        for q in range(transitions.shape[0]):
+            assert np.array_equal(row_next_states(_Auto(transitions, accepting), q, vocab), table[q])
 
 
 class _Auto:

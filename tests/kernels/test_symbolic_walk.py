@@ -40,9 +40,9 @@ def walked_nodes(stepper: SymbolicStepper, levels: list, start: int, size: int) 
 
 @settings(max_examples=40, deadline=None)
 @given(name=st.sampled_from(sorted(MACHINES)), depth=st.sampled_from([2, 64]), fraction=st.sampled_from([0, 4, 10**6]),
-       known=st.integers(0, 2), below_empty=st.booleans(), data=st.data())
+       small=st.sampled_from([0, 20, 10**6]), known=st.integers(0, 2), below_empty=st.booleans(), data=st.data())
 def test_the_walk_equals_stepping_every_token_byte_by_byte(
-        vocab: Vocabulary, name: str, depth: int, fraction: int, known: int, below_empty: bool,
+        vocab: Vocabulary, name: str, depth: int, fraction: int, small: int, known: int, below_empty: bool,
         data: st.DataObject) -> None:
     machine = MACHINES[name](depth)
     configs = reachable(machine, max_depth=2)
@@ -51,6 +51,7 @@ def test_the_walk_equals_stepping_every_token_byte_by_byte(
     subset = np.asarray(sorted(data.draw(st.sets(st.integers(0, vocab.size - 3), min_size=1, max_size=60))))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(walk_module, "DENSE_FRACTION", fraction)
+        patch.setattr(walk_module, "SMALL_LEVEL", small)
         stepper = SymbolicStepper(machine)
         start = stepper.start(machine.state_of(config), top, below_empty and empty)
         whole = walked_nodes(stepper, vocab.levels, start, vocab.size)
