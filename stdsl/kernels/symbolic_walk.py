@@ -202,6 +202,11 @@ class SymbolicStepper:
                 break
         return self._intern((state, known, pushed, below_empty, pops, peak, pending))
 
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes met so far (node n is `nodes[n]`)."""
+        return self._nodes
+
     def __len__(self) -> int:
         return self._steps
 
@@ -273,7 +278,11 @@ def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[WalkedLevel], start
     head = np.array([DEAD, NEEDS_STACK], dtype=np.int64)
     if not tokens:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), head
-    row = np.concatenate(rows).astype(np.int64) // stepper.num_classes
-    reached = np.unique(row[row >= 2])
-    index = np.where(row < 2, row, 2 + np.searchsorted(reached, row))
-    return np.concatenate(tokens).astype(np.int32), index, np.concatenate([head, reached - 2])
+    row = np.concatenate(rows) // stepper.num_classes
+    seen = np.zeros(len(stepper.nodes) + 2, dtype=bool)
+    seen[row] = True
+    seen[:2] = False
+    reached = np.flatnonzero(seen)
+    position = np.arange(seen.size, dtype=np.int64)
+    position[reached] = np.arange(2, 2 + reached.size)
+    return np.concatenate(tokens).astype(np.int32), position[row], np.concatenate([head, reached - 2])
