@@ -63,6 +63,8 @@ WARM_OPEN_SCHEMA = {"type": "object", "properties": {"tag": {"type": "string"}, 
 WARM_GRAMMAR = 'start: "{" PAIR "}"\nPAIR: "\\"k\\": " ("1" | "2")\n'
 
 TOKENS = 30
+WARM_TOKENS = 4
+"""Tokens each warm-up decode takes (its grammar's first states; the prompt's KV state is stored by the first)."""
 MAX_TOKENS = 256
 TARGET_MS = 50.0
 CACHED_TRIES = 2
@@ -114,9 +116,9 @@ def warm_up(decode: Any, prompt: str) -> None:
     served others: the imports and the tokenizer's tables are warm, and only what is new to a constraint is left."""
     import stdsl
 
-    decode(prompt, WARM_SCHEMA, None, True)
-    decode(prompt, WARM_OPEN_SCHEMA, False, True)
-    decode(prompt, stdsl.Grammar(WARM_GRAMMAR), None, True)
+    decode(prompt, WARM_SCHEMA, None, True, WARM_TOKENS)
+    decode(prompt, WARM_OPEN_SCHEMA, False, True, WARM_TOKENS)
+    decode(prompt, stdsl.Grammar(WARM_GRAMMAR), None, True, WARM_TOKENS)
 
 
 def engine_phase(model: Any) -> dict[str, dict[str, float]]:
@@ -129,9 +131,9 @@ def engine_phase(model: Any) -> dict[str, dict[str, float]]:
 
     engine = engine_for(model)
 
-    def decode(prompt: str, constraint: Any, strict: bool | None, remember: bool = False
+    def decode(prompt: str, constraint: Any, strict: bool | None, remember: bool = False, count: int = TOKENS
                ) -> tuple[float, list[int], float, float]:
-        """Seconds until the output holds `TOKENS` tokens (or ended), those tokens, the lookahead's seconds, and the
+        """Seconds until the output holds `count` tokens (or ended), those tokens, the lookahead's seconds, and the
         process's CPU seconds meanwhile."""
         gc.collect()
         ahead_before = engine.metrics()["seconds"].get("ahead", 0.0)
@@ -141,7 +143,7 @@ def engine_phase(model: Any) -> dict[str, dict[str, float]]:
         request.remember = remember
         handle = engine.submit_request(request)
         for _ in handle:
-            if len(request.control.tokens) >= TOKENS:
+            if len(request.control.tokens) >= count:
                 break
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
@@ -239,7 +241,7 @@ def control_phase(model: Any, decoded: dict[str, list[int]]) -> dict[str, dict[s
 
     out: dict[str, dict[str, float]] = {}
     for name, constraint, strict, prompt in cases():
-        warm_up(lambda *case: replay(*case[:3], []), prompt)
+        warm_up(lambda prompt, constraint, strict, *_: replay(prompt, constraint, strict, []), prompt)
         clock.seconds = dict.fromkeys(COMPONENTS, 0.0)
         new = replay(prompt, constraint, strict, decoded[name])
         parts = dict(clock.seconds)
