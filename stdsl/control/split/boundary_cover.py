@@ -244,7 +244,9 @@ class BoundaryCovers:
         eos = False
         context = (block, fed, len(pending), spanned)
         parts = self._parts
-        for ahead in self.lookaheads(end_state):
+        lookaheads = self.lookaheads(end_state)
+        self.planner.splits.split_all(block + ahead.text for ahead in lookaheads if (context, ahead) not in parts)
+        for ahead in lookaheads:
             part = parts.get((context, ahead))
             if part is None:
                 part = _PART_VALUES.intern(self._lookahead_part(block, fed, pending, spanned, ahead))
@@ -330,17 +332,15 @@ class BoundaryCovers:
             return None
         cut: set[int] = set()
         following: set[int] = set()
-        for ahead in self.lookaheads(end_state):
-            if not ahead.chained or ahead.cut_to <= ahead.cut_from:
-                continue
-            data = block + ahead.text
-            canonical = self.planner.splits.split(data)
+        cutting = [ahead for ahead in self.lookaheads(end_state)
+                   if ahead.chained and ahead.cut_to > ahead.cut_from and not ahead.extended]
+        self.planner.splits.split_all(block + ahead.text for ahead in cutting)
+        for ahead in cutting:
+            canonical = self.planner.splits.split(block + ahead.text)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
                 continue
             token = canonical[len(fed)]
             width = len(self.token_bytes[token] or b"")
-            if ahead.extended:
-                continue
             following.add(token)
             if width >= len(ahead.text):
                 following.update(self._prefix_tokens(ahead.text, 0))
