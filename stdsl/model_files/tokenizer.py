@@ -165,15 +165,6 @@ class Tokenizer:
             text = unicodedata.normalize("NFC", text)
         return list(self.tiktoken.encode_ordinary(text))
 
-    def encode_ordinary_batch(self, texts: list[str]) -> list[list[int]]:
-        """`encode_ordinary` of each text in one call: the canonical split's boundary covers split a state's
-        every lookahead at once, where a call per text cost more in overhead than in encoding."""
-        if self.hf is not None:
-            return [list(encoding.ids) for encoding in self._ordinary_hf.encode_batch(texts, add_special_tokens=False)]
-        if self.nfc:
-            texts = [unicodedata.normalize("NFC", text) for text in texts]
-        return [list(ids) for ids in self.tiktoken.encode_ordinary_batch(texts)]
-
     @cached_property
     def _ordinary_hf(self) -> HFTokenizer:
         """A copy of the `tokenizers` backend that encodes special-token text as ordinary text."""

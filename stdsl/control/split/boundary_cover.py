@@ -244,9 +244,7 @@ class BoundaryCovers:
         eos = False
         context = (block, fed, len(pending), spanned)
         parts = self._parts
-        lookaheads = self.lookaheads(end_state)
-        self.planner.splits.split_all(block + ahead.text for ahead in lookaheads if (context, ahead) not in parts)
-        for ahead in lookaheads:
+        for ahead in self.lookaheads(end_state):
             part = parts.get((context, ahead))
             if part is None:
                 part = _PART_VALUES.intern(self._lookahead_part(block, fed, pending, spanned, ahead))
@@ -332,10 +330,9 @@ class BoundaryCovers:
             return None
         cut: set[int] = set()
         following: set[int] = set()
-        cutting = [ahead for ahead in self.lookaheads(end_state)
-                   if ahead.chained and ahead.cut_to > ahead.cut_from and not ahead.extended]
-        self.planner.splits.split_all(block + ahead.text for ahead in cutting)
-        for ahead in cutting:
+        for ahead in self.lookaheads(end_state):
+            if not ahead.chained or ahead.cut_to <= ahead.cut_from or ahead.extended:
+                continue
             canonical = self.planner.splits.split(block + ahead.text)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
                 continue

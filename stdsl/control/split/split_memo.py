@@ -8,7 +8,6 @@ already made. Bounded: the memo is emptied when it holds `MAX_SPLITS` texts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from stdsl.caches import CacheKind
@@ -42,18 +41,6 @@ class SplitMemo:
                 self._splits.clear()
             self._splits[data] = hit
         return hit
-
-    def split_all(self, texts: Iterable[bytes]) -> None:
-        """Remember the split of each of `texts` not yet remembered, in one tokenizer call (what `split` then
-        reads: a boundary cover splits a state's every lookahead, and one call amortizes the per-call cost)."""
-        missing = list(dict.fromkeys(data for data in texts if data not in self._splits))
-        if not missing:
-            return
-        splits = self.tokenizer.encode_ordinary_batch([data[: valid_utf8_prefix(data)].decode("utf-8")
-                                                       for data in missing])
-        if len(self._splits) + len(missing) > MAX_SPLITS:
-            self._splits.clear()
-        self._splits.update(zip(missing, (tuple(ids) for ids in splits), strict=True))
 
     @property
     def nbytes(self) -> int:
