@@ -14,142 +14,29 @@ what `pushdown_row` computes by walking the trie from the concrete configuration
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.automata.automaton import canonical_classes
-from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine, listed_row
+from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
+from stdsl.kernels.symbolic_walk import Outcome, SymbolicStepper, symbolic_walk
 from stdsl.kernels.vocabulary import Vocabulary
 
-NEEDS_STACK = -2
 DEAD_CODE, NEEDS_CODE = 0, 1
 CONTEXT_SYMBOLS = 2
 SUBSET_TRIE_SHARE = 8
 DEFAULT_MAX_BYTES = 64 << 20
-MAX_SYMBOLIC_STEPS = 1_000_000
 MAX_COMPOSED_TABLES = 16
 OUTCOME_NBYTES = 96
-
-Outcome = tuple[int, tuple[int, ...], int, int]
-"""(symbols popped from the stack, return states pushed (bottom first), state before eager returns, peak height)."""
-
-
-def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A pushdown grammar's own moves and call edges over their common byte classes.
-
-    Returns (own moves (Q, C), call edges (Q, C), byte_class (256,)).
-
-    Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only.
-    """
-    own = np.asarray(grammar.byte_table)
-    both = np.concatenate([own, np.asarray(grammar.call_of_byte).astype(own.dtype)], axis=0)
-    classes, byte_class = canonical_classes(both, np.arange(256))
-    return classes[: own.shape[0]], classes[own.shape[0] :], byte_class
-
-
-class SymbolicStepper:
-    """C.12's machine on symbolic configurations: a known top of the stack over an unknown (or empty) rest.
-
-    A node is (state, known original symbols left, symbols the token pushed, whether the stack ends
-    below the known ones, real pops, peak height above the start, pending eager returns into the
-    unknown rest); nodes are interned as ints and steps memoized.  A step that must read a symbol
-    below the known ones gives NEEDS_STACK.
-    """
-
-    def __init__(self, machine: PushdownMachine) -> None:
-        grammar = machine.grammar
-        own, calls, byte_class = grammar_classes(grammar)
-        self.byte_class = byte_class
-        self.num_classes = int(own.shape[1])
-        self._class_of_byte = byte_class.tolist()
-        self._own, self._calls = own, calls
-        self._own_rows: list[list[int] | None] = [None] * len(own)
-        self._call_rows: list[list[int] | None] = [None] * len(calls)
-        self._accepting = grammar.accepting.tolist()
-        self._final = (grammar.accepting & ~grammar.has_successor).tolist()
-        self._starts = grammar.starts.tolist()
-        self._callee = grammar.call_callee.tolist()
-        self._return = grammar.call_return.tolist()
-        self._nodes: list[tuple[int, tuple[int, ...], tuple[int, ...], bool, int, int, bool]] = []
-        self._node_ids: dict[tuple[int, tuple[int, ...], tuple[int, ...], bool, int, int, bool], int] = {}
-        self._steps: dict[int, int] = {}
-
-    def start(self, state: int, known: tuple[int, ...], below_empty: bool) -> int:
-        """The node at a (settled) configuration's state with `known` top symbols (bottom first)."""
-        if len(self._steps) >= MAX_SYMBOLIC_STEPS:
-            self._steps.clear()
-            self._nodes.clear()
-            self._node_ids.clear()
-        return self._intern((state, known, (), below_empty, 0, 0, False))
-
-    def _intern(self, node: tuple[int, tuple[int, ...], tuple[int, ...], bool, int, int, bool]) -> int:
-        found = self._node_ids.get(node)
-        if found is None:
-            found = self._node_ids[node] = len(self._nodes)
-            self._nodes.append(node)
-        return found
-
-    def outcome(self, node: int) -> Outcome:
-        """What a token ending at `node` did: pops, pushed symbols, final state, peak height."""
-        state, _, pushed, _, pops, peak, _ = self._nodes[node]
-        return pops, pushed, state, peak
-
-    def step(self, node: int, byte: int) -> int:
-        """The node after one byte: DEAD if refused on every stack, NEEDS_STACK if it reads below the known top."""
-        return self.step_class(node, self._class_of_byte[byte])
-
-    def step_class(self, node: int, column: int) -> int:
-        """The node after any byte of class `column` (bytes of a class step alike; steps are memoized per class)."""
-        key = node * self.num_classes + column
-        found = self._steps.get(key)
-        if found is None:
-            found = self._steps[key] = self._consume(node, column)
-        return found
-
-    def _consume(self, node: int, column: int) -> int:
-        state, known, pushed, below_empty, pops, peak, pending = self._nodes[node]
-        if pending:
-            return NEEDS_STACK
-        while True:
-            target = (self._own_rows[state] or listed_row(self._own_rows, self._own, state))[column]
-            if target >= 0:
-                state = target
-                break
-            edge = (self._call_rows[state] or listed_row(self._call_rows, self._calls, state))[column]
-            if edge >= 0:
-                pushed = pushed + (self._return[edge],)
-                peak = max(peak, len(pushed) - pops)
-                state = self._starts[self._callee[edge]]
-                continue
-            if not self._accepting[state]:
-                return DEAD
-            if pushed:
-                state, pushed = pushed[-1], pushed[:-1]
-            elif known:
-                state, known, pops = known[-1], known[:-1], pops + 1
-            else:
-                return DEAD if below_empty else NEEDS_STACK
-        while self._final[state]:
-            if pushed:
-                state, pushed = pushed[-1], pushed[:-1]
-            elif known:
-                state, known, pops = known[-1], known[:-1], pops + 1
-            else:
-                pending = not below_empty
-                break
-        return self._intern((state, known, pushed, below_empty, pops, peak, pending))
-
-    def __len__(self) -> int:
-        return len(self._steps)
 
 
 @dataclass(frozen=True)
 class SubsetLevel:
-    """One depth of a trie over a subset of the vocabulary (the fields the level pass reads, as in `TrieLevel`)."""
+    """One depth of a trie over a subset of the vocabulary (the fields the level pass reads, as in `TrieLevel`):
+    nodes ordered by parent, the tokens ending here ordered by node."""
 
     parent: np.ndarray
     byte: np.ndarray
@@ -161,6 +48,11 @@ class SubsetLevel:
         """Bytes held by this level's arrays."""
         return int(self.parent.nbytes + self.byte.nbytes + self.end_tokens.nbytes + self.end_nodes.nbytes)
 
+    @property
+    def size(self) -> int:
+        """Number of trie nodes at this depth."""
+        return int(self.parent.shape[0])
+
     def parents_of(self, above: np.ndarray) -> np.ndarray:
         """`above[parent]`: a value per node of this level from its parent's value in the level above."""
         return above[self.parent]
@@ -168,6 +60,16 @@ class SubsetLevel:
     def ends_of(self, here: np.ndarray) -> np.ndarray:
         """`here[end_nodes]`: a value per token ending at this depth from its node's value here."""
         return here[self.end_nodes]
+
+    def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first index here, count) of the children of the given nodes of the level above (sorted ids)."""
+        left = np.searchsorted(self.parent, parents, side="left")
+        return left, np.searchsorted(self.parent, parents, side="right") - left
+
+    def tokens_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first index into `end_tokens`, count) of the tokens ending at the given nodes (sorted ids)."""
+        left = np.searchsorted(self.end_nodes, nodes, side="left")
+        return left, np.searchsorted(self.end_nodes, nodes, side="right") - left
 
 
 def subset_levels(vocab: Vocabulary, tokens: np.ndarray) -> list[SubsetLevel]:
@@ -184,71 +86,12 @@ def subset_levels(vocab: Vocabulary, tokens: np.ndarray) -> list[SubsetLevel]:
         node = inverse.reshape(-1).astype(np.int64)
         depth += 1
         ending = lengths == depth
+        order = np.argsort(node[ending], kind="stable")
         levels.append(SubsetLevel((unique >> 8).astype(np.int32), (unique & 255).astype(np.uint8),
-                                  tokens[ending].astype(np.int32), node[ending].astype(np.int32)))
+                                  tokens[ending][order].astype(np.int32), node[ending][order].astype(np.int32)))
         keep = ~ending
         tokens, node, starts, lengths = tokens[keep], node[keep], starts[keep], lengths[keep]
     return levels
-
-
-def distinct_pairs(keys: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct values of `keys` (all in [0, span)) and each key's index among them.
-
-    A scatter into a table when the span is small against the keys, else a sort (`np.unique`).
-    """
-    if span > max(4 * keys.size, 1 << 16):
-        unique, inverse = np.unique(keys, return_inverse=True)
-        return unique, inverse.reshape(-1)
-    seen = np.zeros(span, dtype=bool)
-    seen[keys] = True
-    unique = np.flatnonzero(seen)
-    index = np.empty(span, dtype=np.int64)
-    index[unique] = np.arange(unique.size)
-    return unique, index[keys]
-
-
-def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[Any], start: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The level pass from a symbolic node: (token ids, index per token, nodes), a token's node `nodes[index]`.
-
-    `nodes[0]` is DEAD and `nodes[1]` NEEDS_STACK.  Each level steps only its distinct (node, byte class)
-    pairs, with nodes numbered per level so no step sorts more than its own pairs; a NEEDS_STACK
-    prefix makes its whole subtree NEEDS_STACK.
-    """
-    tables: list[np.ndarray] = [np.array([DEAD, NEEDS_STACK], dtype=np.int64)]
-    tokens: list[np.ndarray] = []
-    indexes: list[np.ndarray] = []
-    offset = 2
-    level_nodes = np.array([start], dtype=np.int64)
-    current = np.zeros(1, dtype=np.int64)
-    for level in levels:
-        parents = level.parents_of(current)
-        nxt = np.where(parents == NEEDS_STACK, NEEDS_STACK, DEAD).astype(np.int64)
-        alive = np.flatnonzero(parents >= 0)
-        if alive.size:
-            width = stepper.num_classes
-            keys = parents[alive] * width + stepper.byte_class[level.byte[alive]].astype(np.int64)
-            pairs, inverse = distinct_pairs(keys, width * level_nodes.size)
-            owners = level_nodes[pairs // width].tolist()
-            stepped = np.fromiter((stepper.step_class(n, c) for n, c in zip(owners, (pairs % width).tolist())),
-                                  dtype=np.int64, count=pairs.size)
-            live = stepped >= 0
-            level_nodes, local = np.unique(stepped[live], return_inverse=True)
-            local_of_pair = stepped.copy()
-            local_of_pair[live] = local.reshape(-1)
-            nxt[alive] = local_of_pair[inverse]
-        if level.end_tokens.size:
-            ends = level.ends_of(nxt)
-            tokens.append(level.end_tokens)
-            indexes.append(np.where(ends >= 0, ends + offset, np.where(ends == DEAD, 0, 1)))
-            tables.append(level_nodes)
-            offset += level_nodes.size
-        if not (nxt != DEAD).any():
-            break
-        current = nxt
-    if not tokens:
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), tables[0]
-    return np.concatenate(tokens).astype(np.int32), np.concatenate(indexes), np.concatenate(tables)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from stdsl.kernels.vocabulary import Vocabulary
 
 DEAD = -1
 DENSE_FRACTION = 4
+SMALL_LEVEL = 2048
 STATE_BLOCK = 128
 
 
@@ -236,12 +237,19 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
     Levels where most nodes are alive are processed densely (one gather by parent; every token
     ending there is listed, the sink marking dead ones); once few are alive only the live nodes'
     children are expanded and only live tokens are listed, so a structural state costs little.
+    Levels of at most SMALL_LEVEL nodes (the deep ones) are dense again: whole, they cost fewer numpy
+    calls than the bookkeeping of their live part.
     """
     flat, sink, byte_class = table.flat, table.sink, table.byte_class
     dense: np.ndarray | None = np.full(1, state * table.stride, dtype=np.int32)
     live = np.zeros(0, dtype=np.int64)
     values = np.zeros(0, dtype=np.int32)
+    above = 1
     for level in vocab.levels:
+        if dense is None and level.size <= SMALL_LEVEL:
+            dense = np.full(above, sink, dtype=np.int32)
+            dense[live] = values
+        above = level.size
         if dense is not None:
             index = level.parents_of(dense)
             index += table.columns(level.byte_string)
@@ -251,7 +259,7 @@ def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[
             count = int(np.count_nonzero(alive))
             if count == 0:
                 return
-            if count * DENSE_FRACTION < level.size:
+            if count * DENSE_FRACTION < level.size and level.size > SMALL_LEVEL:
                 live = np.flatnonzero(alive)
                 values = dense[live]
                 dense = None

@@ -16,6 +16,7 @@ from stdsl.kernels import pushdown_context_rows as context_rows_module
 from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
 from stdsl.kernels.pushdown_device import reachable_configurations
 from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
+from stdsl.kernels.symbolic_walk import grammar_classes
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 from tests.data_files import RECURSIVE
@@ -221,7 +222,7 @@ def test_composed_rows_equal_the_level_pass_at_every_gold_prefix_with_qwen() -> 
 def test_grammar_classes_expand_to_the_byte_tables(schema: dict) -> None:
     machine = compile_recursive(schema).machine
     grammar = machine.grammar
-    own, calls, byte_class = context_rows_module.grammar_classes(grammar)
+    own, calls, byte_class = grammar_classes(grammar)
     assert np.array_equal(own[:, byte_class], grammar.byte_table)
     assert np.array_equal(calls[:, byte_class], grammar.call_of_byte)
     columns = np.concatenate([own, calls], axis=0)

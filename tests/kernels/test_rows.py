@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_fixtures import (
     dfa_and_vocab_strategy,
+    enum_regex,
     naive_next_state,
     person_dfa,
+    person_regex,
     random_dfa,
 )
 
@@ -17,6 +21,9 @@ from stdsl.errors import StdslError
 from stdsl.kernels.rows import CompactRow, RowCache, row_next_states
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
+
+token_table_module = importlib.import_module("stdsl.kernels.token_table")
+"""The module itself (`stdsl.kernels` exports its `token_table` function under the same name)."""
 
 
 @settings(max_examples=150, deadline=None)
@@ -35,6 +42,19 @@ def test_rows_equal_the_table_for_every_state(case) -> None:
             expected = naive_next_state(transitions, q, None if t in eos else token)
             assert cache.advance(q, t) == expected
     assert len(cache) <= 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(dfa_and_vocab_strategy(), st.sampled_from([0, 4, 10**9]), st.sampled_from([0, 3, 10**9]))
+def test_rows_equal_the_table_however_levels_switch_between_dense_and_sparse(case, fraction: int, small: int) -> None:
+    transitions, accepting, tokens, eos = case
+    vocab = Vocabulary(tokens, eos)
+    table = token_table(transitions, vocab, accepting)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(token_table_module, "DENSE_FRACTION", fraction)
+        patch.setattr(token_table_module, "SMALL_LEVEL", small)
+        for q in range(transitions.shape[0]):
+            assert np.array_equal(row_next_states(_Auto(transitions, accepting), q, vocab), table[q])
 
 
 class _Auto:
@@ -148,3 +168,24 @@ def test_string_states_share_their_dead_tokens_and_mask() -> None:
     cache.mask(1)
     cache.mask(2)
     assert all(len(bucket) == 0 for bucket in cache._flip_sets.values())
+
+
+@pytest.mark.parametrize("pattern", ["person", "enum", "text"])
+def test_rows_equal_byte_by_byte_walks_on_the_smollm2_vocabulary(smollm2_tokenizer, pattern: str) -> None:
+    from stdsl.compiler.automata.build import compile_regex
+    from stdsl.control.special_vocabulary import vocabulary_of
+
+    regex = {"person": person_regex(), "enum": enum_regex(), "text": r'"([^"\\]|\\.){0,40}" ?[a-z ]{0,12}'}[pattern]
+    automaton = compile_regex(regex)
+    vocab = vocabulary_of(smollm2_tokenizer)
+    transitions = np.asarray(automaton.transitions)
+    cache = RowCache(automaton, vocab, max_rows=8)
+    table = token_table(automaton, vocab)
+    for q in range(automaton.num_states):
+        assert np.array_equal(cache.next_states(q), table[q]), q
+    rng = np.random.default_rng(len(pattern))
+    for q in rng.choice(automaton.num_states, size=min(2, automaton.num_states), replace=False).tolist():
+        row = cache.next_states(q)
+        expected = [naive_next_state(transitions, q, None if vocab.eos[t] else vocab.token_bytes[t])
+                    for t in range(vocab.size)]
+        assert np.array_equal(row, np.asarray(expected, dtype=row.dtype)), q

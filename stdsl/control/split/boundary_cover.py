@@ -331,16 +331,13 @@ class BoundaryCovers:
         cut: set[int] = set()
         following: set[int] = set()
         for ahead in self.lookaheads(end_state):
-            if not ahead.chained or ahead.cut_to <= ahead.cut_from:
+            if not ahead.chained or ahead.cut_to <= ahead.cut_from or ahead.extended:
                 continue
-            data = block + ahead.text
-            canonical = self.planner.splits.split(data)
+            canonical = self.planner.splits.split(block + ahead.text)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
                 continue
             token = canonical[len(fed)]
             width = len(self.token_bytes[token] or b"")
-            if ahead.extended:
-                continue
             following.add(token)
             if width >= len(ahead.text):
                 following.update(self._prefix_tokens(ahead.text, 0))
