@@ -284,10 +284,37 @@ class Controller:
         return len(plan.tokens) + self.budget.need_at(plan.state)
 
     def _fits(self, plan: Plan, remaining: int) -> bool:
-        """Whether a valid ending still fits in `remaining` tokens if `plan` is taken now."""
+        """Whether a valid ending still fits in `remaining` tokens if `plan` is taken now (the tokens that will spell
+        its held-back bytes counted: `_fits_held`)."""
         if self.budget is None:
             return len(plan.tokens) <= remaining
-        return self.budget.fits(plan.state, len(plan.tokens), remaining)
+        return self._fits_held(plan.state, plan.pending, remaining - len(plan.tokens))
+
+    def _fits_held(self, state: int, pending: bytes, remaining: int) -> bool:
+        """Whether a valid ending fits in `remaining` tokens from `state` whose next tokens must spell `pending`.
+
+        need(state) counts any live token; where `pending` is more than the state's forced chain (a sampled token's
+        tail healed into the held-back block), only tokens agreeing with it count: one spanning it costs 1 + need
+        after it, one stopping inside it leaves the rest held back for the tokens after it.
+        """
+        assert self.budget is not None
+        if remaining < 0:
+            return False
+        if not pending or self.planner.chain(state)[0].startswith(pending):
+            return self.budget.fits(state, 0, remaining)
+        if remaining == 0:
+            return False
+        after = self.rows.next_states(state)
+        spellings = self.planner.spellings
+        agreeing = np.flatnonzero((after >= 0) & spellings.agreeing_with(pending) & (spellings.lengths > 0))
+        for token in agreeing.tolist():
+            width = int(spellings.lengths[token])
+            if width >= len(pending):
+                if self.budget.fits(int(after[token]), 1, remaining):
+                    return True
+            elif self._fits_held(int(after[token]), pending[width:], remaining - 1):
+                return True
+        return False
 
     def least_output_tokens(self) -> int:
         """need(c1) counted from the start: the fewest tokens of a valid output."""
