@@ -28,8 +28,8 @@ import numpy as np
 from mlx_lm.generate import BatchGenerator
 from peers import LLGuidanceMask
 
-from stdsl.runtime.batch.core import TOKEN_COST
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
+from stdsl.runtime.batch.prefill import TOKEN_COST
 from stdsl.runtime.batch.requests import prompt_tokens
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import load

@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 
 from stdsl.errors import StdslError
 from stdsl.model_files.prompt import check_prompt
-from stdsl.runtime.batch.core import DEFAULT_MAX_CONTROL_SECONDS, DEFAULT_PREFILL_CHUNK, BatchCore
+from stdsl.runtime.batch.control_shares import DEFAULT_MAX_CONTROL_SECONDS
+from stdsl.runtime.batch.core import BatchCore
 from stdsl.runtime.batch.policies import Policy
+from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest, prepare_request
 from stdsl.runtime.batch.row import RowHandle

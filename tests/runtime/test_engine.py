@@ -13,7 +13,7 @@ from engine_oracle import agrees, sequential_greedy
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.errors import BudgetError, Cancelled, OptionError, StdslError
-from stdsl.runtime.batch.core import feed_width
+from stdsl.runtime.batch.prefill import feed_width
 from stdsl.runtime.decode import generate_batch
 from stdsl.runtime.engine import Engine
 

@@ -25,14 +25,8 @@ step feeds at most `width` tokens per row, the width among the feed lengths that
 fed per unit of cost; longer feeds drip the rest in later steps (their row samples again only once
 its feed is empty), so one long forced literal does not pad every other row.
 
-Control shares: every row's mask and advance work is timed. A row's share is `CONTROL_GRACE` seconds plus,
-per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the per-token work of the cheapest other
-row, whichever is more (the cheapest, so two costly rows cannot vouch for each other). While other rows run,
-a row past its share rests `REST_FACTOR` times the excess: it stays in the passes, fed nothing, keeps the
-logits it had and neither samples nor computes masks, so a grammar whose masks are costly (first visits of
-many pushdown configurations under a token budget) takes about 1 / (1 + REST_FACTOR) of the runner's time
-beyond its share from the others. Resting changes no token. A row whose control work exceeds
-`max_control_seconds` in all fails.
+Control shares: a row whose mask and advance work runs past its share of the runner rests while others run
+(`control_shares.py`); one past `max_control_seconds` in all fails.
 """
 
 from __future__ import annotations
@@ -46,14 +40,16 @@ import mlx.core as mx
 import numpy as np
 
 from stdsl.control.lookahead import Lookahead
-from stdsl.errors import ControlBudgetError, GenerationError
+from stdsl.errors import GenerationError
 from stdsl.kernels.token_mask import bitmask_words
 from stdsl.runtime.batch import pipelining
+from stdsl.runtime.batch.control_shares import DEFAULT_MAX_CONTROL_SECONDS, awake, weigh
 from stdsl.runtime.batch.device_masks import place_masks
 from stdsl.runtime.batch.forward import forward_drawn, forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first
 from stdsl.runtime.batch.policies import Policies, Policy
+from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, feed_width, prefill_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
@@ -62,34 +58,10 @@ from stdsl.runtime.option_values import integer, real, refuse
 from stdsl.runtime.row_caches.layers import BatchCaches, LeafRow
 from stdsl.runtime.row_caches.load_probe import cache_layout
 
-TOKEN_COST = 0.1
-DEFAULT_PREFILL_CHUNK = 512
-CONTROL_GRACE = 0.02
-"""Seconds of mask and advance work every row may take beyond its per-token share (a grammar's first masks)."""
-CONTROL_FLOOR = 0.001
-"""Seconds of mask and advance work per sampled token a row may take whatever the other rows take."""
-SHARE_FACTOR = 2.0
-"""A row's per-token share: this many times the per-token control work of the cheapest other row."""
-REST_FACTOR = 10.0
-"""A row past its share rests this many times the excess (the others' steps meanwhile)."""
-DEFAULT_MAX_CONTROL_SECONDS = 60.0
-"""Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
 PHASES = ("pass", "wait", "mask", "sample", "control", "prefill", "ahead", "step")
 """Seconds a core spends per phase (`BatchCore.seconds`): queueing a pass, waiting for its logits, masks,
 draws, constraint advance and text, prefill, tables computed ahead for new grammars while a pass runs, and whole
 steps (the rest is `step` minus the others)."""
-
-
-def feed_width(lengths: Sequence[int]) -> int:
-    """The per-row token cap for one pass: the feed length maximising tokens fed per unit of pass cost."""
-    rows = len(lengths)
-    best, best_rate = 1, -1.0
-    for width in sorted(set(lengths)):
-        fed = sum(min(n, width) for n in lengths)
-        rate = fed / (1 + TOKEN_COST * rows * width)
-        if rate > best_rate:
-            best, best_rate = width, rate
-    return best
 
 
 class BatchCore:
@@ -263,59 +235,8 @@ class BatchCore:
             self._rows, self._caches, self._logits, self._filled = [], None, None, set()
 
     def _prefill(self, rows: list[Row]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
-        """Prefill new rows together from their longest cached prefix, in caches of their own; each row's state (its
-        leaf rows) and last logits, or None when every row was cancelled meanwhile.
-
-        Chunks are at most `prefill_chunk` wide and follow the drip rule over the rows that still have prompt to
-        feed: a row whose prompt is done leaves the prefill batch (its state kept aside), so one long prompt among
-        short ones is prefilled alone after the short ones instead of padding them all.
-        """
-        sequences = [row.prompt_ids + row.feed for row in rows]
-        caches = self.layout.new()
-        starts: list[int] = []
-        for sequence in sequences:
-            hit = self.prompt_cache.lookup(sequence[:-1])
-            start = hit.length if hit is not None else 0
-            starts.append(start)
-            caches.append_rows([hit.layers if hit is not None else None], [start])
-        pending = [s[k:] for s, k in zip(sequences, starts)]
-        states: list[list[LeafRow]] = [[] for _ in rows]
-        last: list[mx.array | None] = [None] * len(rows)
-        active = list(range(len(rows)))
-        """The rows still feeding, in the order of the prefill caches' rows."""
-        while active:
-            if all(row.cancelled for row in rows):
-                for row in rows:
-                    row.cancel_now()
-                return None
-            width = min(self.prefill_chunk, feed_width([len(pending[i]) for i in active]))
-            chunk = [pending[i][:width] for i in active]
-            logits = forward_rows(self.model.net, caches, chunk)
-            mx.eval(logits, *caches.arrays())
-            self.counters["passes"] += 1
-            done: list[int] = []
-            for k, (i, piece) in enumerate(zip(active, chunk)):
-                rows[i].stats.passes += 1
-                self.counters["prefilled_tokens"] += len(piece)
-                pending[i] = pending[i][len(piece) :]
-                if not pending[i]:
-                    last[i] = logits[k]
-                    states[i] = caches.row(k)
-                    done.append(k)
-            if done:
-                stay = [k for k in range(len(active)) if k not in done]
-                caches.keep(stay)
-                caches.compact()
-                active = [active[k] for k in stay]
-        for i, (row, sequence) in enumerate(zip(rows, sequences)):
-            self.counters["prompt_tokens"] += len(row.prompt_ids)
-            row.stats.cached_tokens = min(starts[i], len(row.prompt_ids))
-            if row.remember:
-                self.prompt_cache.store(sequence, states[i])
-            row.fed = list(row.feed)
-            row.feed = []
-            row.publish()
-        return states, [x for x in last if x is not None]
+        """Prefill new rows in caches of their own (`prefill.prefill_rows`)."""
+        return prefill_rows(self.model.net, self.layout, self.prompt_cache, rows, self.prefill_chunk, self.counters)
 
     def _join(self, rows: list[Row], states: list[list[LeafRow]], last: list[mx.array]) -> None:
         """Append prefilled rows (their states and last logits) to the running batch."""
@@ -360,46 +281,13 @@ class BatchCore:
             row.control_seconds += time.perf_counter() - began
 
     def _awake(self, ready: list[int]) -> list[int]:
-        """The ready rows that may sample now: not resting, unless every running row rests (then none does). A
-        resting row keeps the logits of the pass that fed it, since later passes feed it nothing."""
-        now = time.perf_counter()
-        if all(row.rest_until > now for row in self._rows):
-            for row in self._rows:
-                row.rest_until = 0.0
-        awake = []
-        for i in ready:
-            row = self._rows[i]
-            if row.rest_until <= now:
-                awake.append(i)
-            elif row.held is None:
-                assert self._logits is not None
-                row.held = self._logits[i]
-        return awake
+        """The ready rows that may sample now (`control_shares.awake`)."""
+        assert self._logits is not None
+        return awake(self._rows, self._logits, ready)
 
     def _weigh(self, drawing: list[int], finished: list[int]) -> None:
-        """Weigh each drawing row's control work against its share: past it, the row rests (when others run); past
-        `max_control_seconds` in all, it fails (added to `finished`)."""
-        rates = {i: row.control_seconds / row.stats.sampled_tokens
-                 for i, row in enumerate(self._rows) if row.stats.sampled_tokens}
-        now = time.perf_counter()
-        for i in drawing:
-            if i in finished:
-                continue
-            row = self._rows[i]
-            if row.control_seconds > self.max_control_seconds:
-                row.fail(ControlBudgetError(
-                    f"the constraint took {row.control_seconds:.1f} s of mask and advance work, over the engine's "
-                    f"max_control_seconds ({self.max_control_seconds:g} s): its grammar is too costly to decode"))
-                finished.append(i)
-                continue
-            others = [rate for j, rate in rates.items() if j != i]
-            share = max(CONTROL_FLOOR, SHARE_FACTOR * min(others)) if others else CONTROL_FLOOR
-            excess = row.control_seconds - CONTROL_GRACE - share * row.stats.sampled_tokens - row.control_excused
-            if excess > 0:
-                row.control_excused += excess
-                if len(self._rows) > 1:
-                    row.rest_until = now + REST_FACTOR * excess
-                    self.counters["control_rests"] += 1
+        """Rest or fail drawing rows past their control share (`control_shares.weigh`)."""
+        self.counters["control_rests"] += weigh(self._rows, drawing, finished, self.max_control_seconds)
 
     def _sample(self) -> None:
         """Draw a token for every row whose feed is empty, advance its constraint, finish rows that are done."""

@@ -159,6 +159,7 @@ def test_a_row_whose_prompt_is_done_leaves_the_prefill_passes(failing_model, mon
     """Prompts of different lengths admitted together: no prefill pass feeds a row nothing (a row whose prompt is
     done leaves the prefill batch instead of riding along as padding), and each row still decodes as alone."""
     import stdsl.runtime.batch.core as core_module
+    import stdsl.runtime.batch.prefill as prefill_module
 
     model, _ = failing_model
     feeds: list[list[int]] = []
@@ -169,6 +170,7 @@ def test_a_row_whose_prompt_is_done_leaves_the_prefill_passes(failing_model, mon
         return forward_rows(net, caches, rows)
 
     monkeypatch.setattr(core_module, "forward_rows", recording)
+    monkeypatch.setattr(prefill_module, "forward_rows", recording)
     core = BatchCore(model, max_rows=4, prefill_chunk=4, prompt_cache_bytes=0)
     picks = [(0, 0), (2, 0), (1, 2), (3, 4)]
     handles = [RowHandle(lambda: None) for _ in picks]
