@@ -21,9 +21,13 @@ from stdsl.runtime.engine import Engine
 
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 6}},
-    "required": ["name", "age", "tags"]}
-NORMAL_TOKENS = 60
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 6},
+    "bio": {"type": "string", "minLength": 60, "maxLength": 80}},
+    "required": ["name", "age", "tags", "bio"]}
+NORMAL_TOKENS = 160
+"""The normal row writes a bio of 60+ characters, so it samples about 20 tokens: over the 9 it sampled without one,
+the two hostile rows' one-time `CONTROL_GRACE` (20 ms each, for a grammar's first masks) alone was 1.4x of a 10 ms
+step, and a faster engine step read as a stretch."""
 
 
 def hostile_grammar(words: int, seed: int) -> stdsl.Constraint:
