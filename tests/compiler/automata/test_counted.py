@@ -21,24 +21,15 @@ from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
+from tests.compiler.automata.counted_regexes import ATOMS, counted_regexes
 
-ATOMS = ["a", "b", "[ab]", "(?:ab|ba)", "a*", "b?", "[a-c]", "é", "(?:xy|x)", "(?:ab|a)", "[^a]"]
+COUNTED_ATOMS = (*ATOMS, "(?:ab|a)", "[^a]")
+"""The shared atoms and two whose end reads a following byte."""
 
 
-@st.composite
-def counted_regexes(draw: st.DrawFn, depth: int = 3) -> str:
-    """Random regexes over a few atoms with nested counted repetitions."""
-    kind = draw(st.integers(0, 4)) if depth else 0
-    if kind == 0:
-        return draw(st.sampled_from(ATOMS))
-    if kind == 1:
-        return draw(counted_regexes(depth - 1)) + draw(counted_regexes(depth - 1))
-    if kind == 2:
-        return f"(?:{draw(counted_regexes(depth - 1))}|{draw(counted_regexes(depth - 1))})"
-    low = draw(st.integers(0, 7))
-    high = low + draw(st.integers(0, 9))
-    bound = draw(st.sampled_from([f"{{{low},{high}}}", f"{{{high}}}", f"{{{low},}}"]))
-    return f"(?:{draw(counted_regexes(depth - 1))}){bound}"
+def counted_cases() -> st.SearchStrategy[str]:
+    """Random counted regexes, with slightly larger bounds than the NFA tests draw."""
+    return counted_regexes(atoms=COUNTED_ATOMS, most_low=7, most_span=9)
 
 
 def _expanded(node: ir.Node) -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +45,7 @@ def _direct(node: ir.Node, monkeypatch: pytest.MonkeyPatch) -> Automaton:
 
 
 @settings(max_examples=60, deadline=None)
-@given(pattern=counted_regexes())
+@given(pattern=counted_cases())
 def test_direct_repeats_are_the_expanded_minimal_dfa(pattern: str) -> None:
     node = parse_regex(pattern)
     try:
@@ -70,7 +61,7 @@ def test_direct_repeats_are_the_expanded_minimal_dfa(pattern: str) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(pattern=counted_regexes(), texts=st.lists(st.text(alphabet="abcxyé", max_size=14), max_size=6),
+@given(pattern=counted_cases(), texts=st.lists(st.text(alphabet="abcxyé", max_size=14), max_size=6),
        data=st.data())
 def test_direct_repeats_match_re(pattern: str, texts: list[str], data: st.DataObject) -> None:
     with pytest.MonkeyPatch.context() as patch:

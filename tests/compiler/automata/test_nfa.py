@@ -19,6 +19,7 @@ from stdsl.compiler.automata.nfa import build_nfa, estimated_states
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
+from tests.compiler.automata.counted_regexes import counted_regexes
 
 
 def _object_schema(count: int) -> dict:
@@ -128,23 +129,6 @@ def test_copies_respect_the_state_budget() -> None:
         build_nfa(node, max_states=3000)
 
 
-ATOMS = ["a", "b", "[ab]", "(?:ab|ba)", "a*", "b?", "[a-c]", "é", "(?:xy|x)"]
-
-
-@st.composite
-def counted_regexes(draw: st.DrawFn, depth: int = 3) -> str:
-    """Random regexes over a few atoms with nested counted repetitions."""
-    kind = draw(st.integers(0, 4)) if depth else 0
-    if kind == 0:
-        return draw(st.sampled_from(ATOMS))
-    if kind == 1:
-        return draw(counted_regexes(depth - 1)) + draw(counted_regexes(depth - 1))
-    if kind == 2:
-        return f"(?:{draw(counted_regexes(depth - 1))}|{draw(counted_regexes(depth - 1))})"
-    low = draw(st.integers(0, 6))
-    high = low + draw(st.integers(0, 8))
-    bound = draw(st.sampled_from([f"{{{low},{high}}}", f"{{{high}}}", f"{{{low},}}"]))
-    return f"(?:{draw(counted_regexes(depth - 1))}){bound}"
 
 
 @settings(max_examples=80, deadline=None)
