@@ -13,12 +13,13 @@ Python step per distinct pair first met, not Python work per level and trie node
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine, listed_row
+from stdsl.kernels.level_pass import WalkedLevel, level_pass
 
 NEEDS_STACK = -2
 UNKNOWN = -1
@@ -26,10 +27,6 @@ UNKNOWN = -1
 MAX_SYMBOLIC_STEPS = 1_000_000
 MAX_STEP_TABLE_BYTES = 64 << 20
 """Bytes of step table past which the stepper forgets its nodes at the next walk's start."""
-DENSE_FRACTION = 4
-"""A level's live nodes below 1/DENSE_FRACTION of it switch the walk to stepping only their children."""
-SMALL_LEVEL = 2048
-"""Levels of at most this many nodes are walked whole (the trie's deep levels: a few dozen nodes each)."""
 FIRST_ROWS = 64
 
 Node = tuple[int, tuple[int, ...], tuple[int, ...], bool, int, int, bool]
@@ -48,28 +45,6 @@ def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     both = np.concatenate([own, np.asarray(grammar.call_of_byte).astype(own.dtype)], axis=0)
     classes, byte_class = canonical_classes(both, np.arange(256))
     return classes[: own.shape[0]], classes[own.shape[0] :], byte_class
-
-
-class WalkedLevel(Protocol):
-    """One depth of a token trie as the walk reads it (`vocabulary.TrieLevel`, `pushdown_context_rows.SubsetLevel`):
-    nodes ordered by parent, tokens ending here ordered by node."""
-
-    @property
-    def end_tokens(self) -> np.ndarray: ...
-
-    @property
-    def byte(self) -> np.ndarray: ...
-
-    @property
-    def size(self) -> int: ...
-
-    def parents_of(self, above: np.ndarray) -> np.ndarray: ...
-
-    def ends_of(self, here: np.ndarray) -> np.ndarray: ...
-
-    def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def tokens_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class SymbolicStepper:
@@ -211,56 +186,21 @@ class SymbolicStepper:
         return self._steps
 
 
-def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of the ranges [starts[i], starts[i] + counts[i])."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    shift = np.cumsum(counts) - counts
-    return np.repeat(starts.astype(np.int64, copy=False) - shift, counts) + np.arange(total)
-
-
 def _levels(stepper: SymbolicStepper, levels: Sequence[WalkedLevel], start: int
             ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per level: tokens ending there and their scaled rows (dense levels list every token, 0 marking dead ones;
-    sparse ones only the tokens still alive).  Levels of at most SMALL_LEVEL nodes are always dense: there a
-    whole level costs fewer numpy calls than the bookkeeping of its live part."""
+    """The level pass (`level_pass`) from a symbolic node: per level, tokens ending there and their scaled rows (0
+    marking dead ones)."""
     classes = stepper.byte_class
-    dense: np.ndarray | None = np.full(1, stepper.scaled(start), dtype=np.int32)
-    live = np.zeros(0, dtype=np.int64)
-    values = np.zeros(0, dtype=np.int32)
-    above = 1
-    for level in levels:
-        if dense is None and level.size <= SMALL_LEVEL:
-            dense = np.zeros(above, dtype=np.int32)
-            dense[live] = values
-        above = level.size
-        if dense is not None:
-            index = level.parents_of(dense) + classes[level.byte]
-            dense = stepper.resolve(index, np.take(stepper.flat, index))
-            yield level.end_tokens, level.ends_of(dense)
-            alive = dense != 0
-            count = int(np.count_nonzero(alive))
-            if count == 0:
-                return
-            if count * DENSE_FRACTION < level.size and level.size > SMALL_LEVEL:
-                live = np.flatnonzero(alive)
-                values = dense[live]
-                dense = None
-        else:
-            starts, child_counts = level.children(live)
-            children = _expand(starts, child_counts)
-            index = np.repeat(values, child_counts) + classes[level.byte[children]]
-            values = stepper.resolve(index, np.take(stepper.flat, index))
-            keep = values != 0
-            live, values = children[keep], values[keep]
-            if live.shape[0] == 0:
-                return
-            if not level.end_tokens.shape[0]:
-                continue
-            token_starts, counts = level.tokens_at(live)
-            if counts.any():
-                yield level.end_tokens[_expand(token_starts, counts)], np.repeat(values, counts)
+
+    def step_dense(level: WalkedLevel, above: np.ndarray) -> np.ndarray:
+        index = level.parents_of(above) + classes[level.byte]
+        return stepper.resolve(index, np.take(stepper.flat, index))
+
+    def step_sparse(values: np.ndarray, children_bytes: np.ndarray) -> np.ndarray:
+        index = values + classes[children_bytes]
+        return stepper.resolve(index, np.take(stepper.flat, index))
+
+    return level_pass(levels, stepper.scaled(start), 0, step_dense, step_sparse)
 
 
 def symbolic_walk(stepper: SymbolicStepper, levels: Sequence[WalkedLevel], start: int

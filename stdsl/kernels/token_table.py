@@ -16,11 +16,10 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.errors import StdslError
+from stdsl.kernels.level_pass import level_pass
 from stdsl.kernels.vocabulary import Vocabulary
 
 DEAD = -1
-DENSE_FRACTION = 4
-SMALL_LEVEL = 2048
 STATE_BLOCK = 128
 
 
@@ -222,62 +221,20 @@ def _level_pass(
         rows, parent_row = current, row_of_node
 
 
-def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of the ranges [starts[i], starts[i] + counts[i])."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    shift = np.cumsum(counts) - counts
-    return np.repeat(starts.astype(np.int64, copy=False) - shift, counts) + np.arange(total)
-
-
 def _root_levels(table: ScaledTable, state: int, vocab: Vocabulary) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The level pass restricted to one root: per level, tokens ending there and their scaled end values.
+    """The level pass (`level_pass`) restricted to one root: per level, tokens ending there and their scaled end
+    values (`table.sink` dead)."""
+    flat, byte_class = table.flat, table.byte_class
 
-    Levels where most nodes are alive are processed densely (one gather by parent; every token
-    ending there is listed, the sink marking dead ones); once few are alive only the live nodes'
-    children are expanded and only live tokens are listed, so a structural state costs little.
-    Levels of at most SMALL_LEVEL nodes (the deep ones) are dense again: whole, they cost fewer numpy
-    calls than the bookkeeping of their live part.
-    """
-    flat, sink, byte_class = table.flat, table.sink, table.byte_class
-    dense: np.ndarray | None = np.full(1, state * table.stride, dtype=np.int32)
-    live = np.zeros(0, dtype=np.int64)
-    values = np.zeros(0, dtype=np.int32)
-    above = 1
-    for level in vocab.levels:
-        if dense is None and level.size <= SMALL_LEVEL:
-            dense = np.full(above, sink, dtype=np.int32)
-            dense[live] = values
-        above = level.size
-        if dense is not None:
-            index = level.parents_of(dense)
-            index += table.columns(level.byte_string)
-            dense = np.take(flat, index)
-            yield level.end_tokens, level.ends_of(dense)
-            alive = dense != sink
-            count = int(np.count_nonzero(alive))
-            if count == 0:
-                return
-            if count * DENSE_FRACTION < level.size and level.size > SMALL_LEVEL:
-                live = np.flatnonzero(alive)
-                values = dense[live]
-                dense = None
-        else:
-            starts, child_counts = level.children(live)
-            children = _expand(starts, child_counts)
-            values = flat[
-                np.repeat(values, child_counts) + byte_class[level.byte[children]]
-            ]
-            keep = values != sink
-            live, values = children[keep], values[keep]
-            if live.shape[0] == 0:
-                return
-            if not level.end_tokens.shape[0]:
-                continue
-            token_starts, counts = level.tokens_at(live)
-            if counts.any():
-                yield level.end_tokens[_expand(token_starts, counts)], np.repeat(values, counts)
+    def step_dense(level: Any, above: np.ndarray) -> np.ndarray:
+        index = level.parents_of(above)
+        index += table.columns(level.byte_string)
+        return np.take(flat, index)
+
+    def step_sparse(values: np.ndarray, children_bytes: np.ndarray) -> np.ndarray:
+        return flat[values + byte_class[children_bytes]]
+
+    return level_pass(vocab.levels, state * table.stride, table.sink, step_dense, step_sparse)
 
 
 def root_row_scaled(table: ScaledTable, state: int, vocab: Vocabulary) -> np.ndarray:

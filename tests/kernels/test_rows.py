@@ -22,7 +22,7 @@ from stdsl.kernels.rows import CompactRow, RowCache, row_next_states
 from stdsl.kernels.token_table import token_table
 from stdsl.kernels.vocabulary import Vocabulary
 
-token_table_module = importlib.import_module("stdsl.kernels.token_table")
+level_pass_module = importlib.import_module("stdsl.kernels.level_pass")
 """The module itself (`stdsl.kernels` exports its `token_table` function under the same name)."""
 
 
@@ -51,8 +51,8 @@ def test_rows_equal_the_table_however_levels_switch_between_dense_and_sparse(cas
     vocab = Vocabulary(tokens, eos)
     table = token_table(transitions, vocab, accepting)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(token_table_module, "DENSE_FRACTION", fraction)
-        patch.setattr(token_table_module, "SMALL_LEVEL", small)
+        patch.setattr(level_pass_module, "DENSE_FRACTION", fraction)
+        patch.setattr(level_pass_module, "SMALL_LEVEL", small)
         for q in range(transitions.shape[0]):
             assert np.array_equal(row_next_states(_Auto(transitions, accepting), q, vocab), table[q])
 

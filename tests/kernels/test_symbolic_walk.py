@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.pushdown.machine import DEAD
+from stdsl.kernels import level_pass
 from stdsl.kernels import symbolic_walk as walk_module
 from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
 from stdsl.kernels.symbolic_walk import NEEDS_STACK, SymbolicStepper, symbolic_walk
@@ -50,8 +51,8 @@ def test_the_walk_equals_stepping_every_token_byte_by_byte(
     top, empty = machine.stack_top(config, known)
     subset = np.asarray(sorted(data.draw(st.sets(st.integers(0, vocab.size - 3), min_size=1, max_size=60))))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(walk_module, "DENSE_FRACTION", fraction)
-        patch.setattr(walk_module, "SMALL_LEVEL", small)
+        patch.setattr(level_pass, "DENSE_FRACTION", fraction)
+        patch.setattr(level_pass, "SMALL_LEVEL", small)
         stepper = SymbolicStepper(machine)
         start = stepper.start(machine.state_of(config), top, below_empty and empty)
         whole = walked_nodes(stepper, vocab.levels, start, vocab.size)
