@@ -129,8 +129,6 @@ def test_copies_respect_the_state_budget() -> None:
         build_nfa(node, max_states=3000)
 
 
-
-
 @settings(max_examples=80, deadline=None)
 @given(counted_regexes())
 def test_copied_repeats_keep_the_language(pattern: str) -> None:
