@@ -85,23 +85,22 @@ def test_a_failed_decode_pass_fails_the_running_rows_and_the_engine_goes_on(fail
     engine.close()
 
 
-def _tiny_mamba(tokenizer: Any) -> Model:
-    """A random 2-layer Mamba model: its recurrent layers scan every position, padding included."""
-    from mlx_lm.models.mamba import Model as Mamba
-    from mlx_lm.models.mamba import ModelArgs
+def _tiny_afm7(tokenizer: Any) -> Model:
+    """A random AFM-7 model: its key-reuse layers take their rotary position from the whole batch's key length, so
+    a shorter row's logits differ on the engine's row caches (uniform feeds cannot help: rows still differ)."""
+    from tests.runtime.row_caches.architectures import tiny_net
+    from tests.runtime.row_caches.mlx_lm_test_configs import MLX_LM_TEST_CONFIGS
 
-    args = ModelArgs(model_type="mamba", vocab_size=tokenizer.vocab_size, hidden_size=64, intermediate_size=128,
-                     state_size=8, num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True,
-                     time_step_rank=8)
-    return Model(net=Mamba(args), tokenizer=tokenizer, name="tiny-mamba")
+    config = next(c for c in MLX_LM_TEST_CONFIGS if c["model_type"] == "afm7")
+    return Model(net=tiny_net("afm7", tokenizer.vocab_size, config), tokenizer=tokenizer, name="tiny-afm7")
 
 
-def test_a_model_whose_states_take_in_padding_is_refused_by_name(smollm2_tokenizer) -> None:
-    """Mamba (v1) lets right padding into its state, which the engine measures before serving it."""
-    model = _tiny_mamba(smollm2_tokenizer)
+def test_a_model_the_engine_cannot_batch_exactly_is_refused_by_name(smollm2_tokenizer) -> None:
+    """The engine measures a model's logits on its row caches before serving it, and names the model it refuses."""
+    model = _tiny_afm7(smollm2_tokenizer)
     with pytest.raises(UnsupportedModelError) as caught:
         Engine(model)
-    assert "padding" in str(caught.value) and "tiny" in str(caught.value)
+    assert "differ" in str(caught.value) and "tiny-afm7" in str(caught.value)
     with pytest.raises(UnsupportedModelError):
         stdsl.generate(model, "Hi.", {"type": "integer"}, max_tokens=4)
 
@@ -109,6 +108,6 @@ def test_a_model_whose_states_take_in_padding_is_refused_by_name(smollm2_tokeniz
 def test_load_refuses_such_a_model(smollm2_tokenizer, monkeypatch) -> None:
     from stdsl.runtime.model import loading
 
-    monkeypatch.setattr(loading, "load_mlx_lm", lambda name, quantized=None: _tiny_mamba(smollm2_tokenizer))
-    with pytest.raises(UnsupportedModelError, match="padding"):
-        stdsl.load("some/gemma-3-folder")
+    monkeypatch.setattr(loading, "load_mlx_lm", lambda name, quantized=None: _tiny_afm7(smollm2_tokenizer))
+    with pytest.raises(UnsupportedModelError, match="differ"):
+        stdsl.load("some/afm-7-folder")

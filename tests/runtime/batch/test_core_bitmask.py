@@ -113,7 +113,7 @@ class RecordingCore(BatchCore):
         return super()._draw(drawing, finished)
 
     def _sample_ahead(self) -> None:
-        self.draws.append([(row.control.controller, row.control.configuration) for row in self._rows])
+        self.draws.append([(row.controller, row.log.configuration) for row in self._rows])
         super()._sample_ahead()
 
 
