@@ -42,16 +42,38 @@ class _Structural:
         return int(cached)
 
     def __eq__(self, other: object) -> bool:
+        """Structural equality; two distinct nodes found equal are linked (`_same`), so comparing them or any
+        node they are part of again takes O(1) rather than a walk of the whole tree (exponential in a DAG
+        whose equal subtrees are separate objects)."""
         if self is other:
             return True
         if type(other) is not type(self) or hash(self) != hash(other):
             return False
         assert isinstance(other, _Structural)
-        return self._fields() == other._fields()
+        mine, theirs = _representative(self), _representative(other)
+        if mine is theirs:
+            return True
+        equal = mine._fields() == theirs._fields()
+        if equal:
+            theirs.__dict__["_same"] = mine
+        return equal
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the cached hash (an embedded automaton hashes by identity, which another process changes)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        """Pickled without the cached hash (an embedded automaton hashes by identity, which another process changes)
+        and without the equality link (a cache, not a part of the node)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_same")}
+
+
+def _representative(node: _Structural) -> _Structural:
+    """The node every node found equal to `node` links to (a union-find root), shortening the path on the way."""
+    root = node
+    while (parent := root.__dict__.get("_same")) is not None:
+        root = parent
+    while node is not root:
+        parent = node.__dict__["_same"]
+        node.__dict__["_same"] = root
+        node = parent
+    return root
 
 
 @dataclass(frozen=True, eq=False)

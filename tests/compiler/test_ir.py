@@ -55,3 +55,53 @@ def test_distinct_nodes_yields_each_shared_subtree_once() -> None:
     assert sum(current is digit for current in nodes) == 1
     assert len({id(current) for current in nodes}) == len(nodes)
     assert any(ir.literal_bytes(current) == b"ab" for current in nodes)
+
+
+_SHAPES = st.recursive(
+    st.tuples(st.just("bytes"), st.integers(0, 3)),
+    lambda inner: st.one_of(
+        st.tuples(st.just("seq"), st.lists(inner, min_size=2, max_size=3)),
+        st.tuples(st.just("alt"), st.lists(inner, min_size=2, max_size=3)),
+        st.tuples(st.just("repeat"), inner, st.integers(0, 2))),
+    max_leaves=8)
+
+
+def _fresh(shape: tuple) -> ir.Node:
+    """A new node tree of `shape` (no object shared with an earlier call), built with the raw constructors."""
+    kind = shape[0]
+    if kind == "bytes":
+        return ir.ByteSet(((shape[1], shape[1] + shape[1] % 2),))
+    if kind == "repeat":
+        return ir.Repeat(_fresh(shape[1]), shape[2], shape[2] + 1)
+    items = tuple(_fresh(item) for item in shape[1])
+    return ir.Seq(items) if kind == "seq" else ir.Alt(items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SHAPES, min_size=2, max_size=5), st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)),
+                                                          max_size=30))
+def test_equality_stays_structural_after_equal_nodes_are_linked(shapes: list[tuple], pairs: list[tuple]) -> None:
+    # Two fresh builds of each shape; comparing pairs in any order links equal nodes, and every answer, before and
+    # after, must still be the shapes' own equality (hashes too).
+    nodes = [(shape, _fresh(shape)) for shape in shapes for _ in range(2)]
+    for left, right in pairs + [(i, j) for i in range(len(nodes)) for j in range(len(nodes))]:
+        (shape_a, a), (shape_b, b) = nodes[left % len(nodes)], nodes[right % len(nodes)]
+        assert (a == b) == (shape_a == shape_b)
+        assert shape_a != shape_b or hash(a) == hash(b)
+    for shape, node in nodes:
+        copy = pickle.loads(pickle.dumps(node))
+        assert "_same" not in copy.__dict__ and copy == node == _fresh(shape)
+
+
+def test_equal_nodes_built_apart_compare_in_linear_time() -> None:
+    # Each level uses the level below twice: as trees the two 60-level nodes have 2^60 leaves, as DAGs 3 nodes a
+    # level. A walk of the trees would never end; with equal sub-nodes linked once found equal, this is immediate.
+    def tower(levels: int, top: int) -> ir.Node:
+        node: ir.Node = ir.ByteSet(((0, 0),))
+        for level in range(levels):
+            node = ir.Seq((ir.Alt((node, ir.ByteSet(((level, level),)))), node))
+        return ir.Seq((node, ir.ByteSet(((top, top),))))
+
+    assert tower(60, 1) == tower(60, 1)
+    assert tower(60, 1) != tower(60, 2)
+    assert ir.alt(tower(60, 1), tower(60, 1), tower(60, 2)) == ir.Alt((tower(60, 1), tower(60, 2)))
