@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
@@ -227,8 +228,22 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
     return _intersection(parts, path)
 
 
+_INTERSECTIONS = caches.kind("string constraint intersections")
+"""`_intersection` per tuple of string-body languages (top-level embedded leaves by identity, other nodes by
+structure): a schema that gives many properties the same pattern and length bounds intersects them once, and
+every such property embeds the same leaf."""
+
+
 def _intersection(parts: list[Node], path: str) -> Node:
-    """The intersection of several string-body languages, as an embedded minimal automaton."""
+    """The intersection of several string-body languages, as an embedded minimal automaton, built once per tuple of
+    languages (a refusal is not kept: it is raised again, naming its own path)."""
+    leaves = tuple(part for part in parts if isinstance(part, ir.Embedded))
+    shape = tuple(leaves.index(part) if isinstance(part, ir.Embedded) else part for part in parts)
+    return _INTERSECTIONS.get(leaves, lambda: _intersected(parts, path), shape)
+
+
+def _intersected(parts: list[Node], path: str) -> Node:
+    """`_intersection` built: each language's automaton, then their product."""
     try:
         automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
         product = automata[0]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import stdsl.caches
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.scalars.formats import format_body
 from stdsl.compiler.json_schema.scalars.strings import json_string, string_not_in
@@ -124,6 +125,27 @@ def test_format_with_pattern_is_intersected() -> None:
     automaton = build_automaton(schema_to_ir({"type": "string", "format": "date", "pattern": "^2024"}))
     assert automaton.accepts(b'"2024-02-29"')
     assert not automaton.accepts(b'"2023-01-01"') and not automaton.accepts(b'"2024"')
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["^a", "b$", "^[ab]+$"]), st.integers(0, 2), st.integers(2, 5),
+       st.lists(st.text(alphabet="ab\u00e9", max_size=7), max_size=8))
+def test_properties_with_the_same_string_constraints_share_one_intersection(
+        pattern: str, low: int, high: int, values: list[str]) -> None:
+    # Three properties with one pattern and length bounds: one product is built, and each property accepts what
+    # the constraints allow (re and len as the oracle).
+    stdsl.caches.clear()
+    before = stdsl.caches.stats()["string constraint intersections"]
+    field = {"type": "string", "pattern": pattern, "minLength": low, "maxLength": high}
+    node = schema_to_ir({"type": "object", "properties": {"p": field, "q": dict(field), "r": {**field}},
+                         "required": ["p", "q", "r"], "additionalProperties": False})
+    after = stdsl.caches.stats()["string constraint intersections"]
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
+    automaton = build_automaton(node)
+    for value in values:
+        expected = re.search(pattern, value) is not None and low <= len(value) <= high
+        text = json.dumps({"p": value, "q": value, "r": value}, ensure_ascii=False, separators=(",", ":"))
+        assert automaton.accepts(text.encode()) == expected, (pattern, value)
 
 
 def test_bad_pattern_is_a_schema_error() -> None:
