@@ -13,6 +13,7 @@ from itertools import product as cartesian
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
@@ -57,8 +58,18 @@ def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
     return Automaton.from_classes(table, accepting, byte_class)
 
 
+_MATCHERS = caches.kind("property name matchers")
+"""`pattern_matcher` per pattern: objects, their checks and their `oneOf` proofs ask for the matchers of the same
+patternProperties again and again."""
+
+
 def pattern_matcher(pattern: str, where: str) -> Automaton:
-    """Decoded names (UTF-8) in which the ECMA-262 `pattern` matches somewhere."""
+    """Decoded names (UTF-8) in which the ECMA-262 `pattern` matches somewhere, built once per pattern (an invalid
+    pattern is refused at each `where` that asks)."""
+    return _MATCHERS.get((), lambda: _matcher(pattern, where), (pattern,))
+
+
+def _matcher(pattern: str, where: str) -> Automaton:
     try:
         return build_automaton(pattern_search(pattern, where, True))
     except EmptyLanguageError:
@@ -90,13 +101,25 @@ def _names(names: list[str]) -> Automaton:
     return build_automaton(ir.alt(*(ir.literal(n) for n in names)))
 
 
+_KEY_CLASSES = caches.kind("undeclared key classes")
+"""`key_classes` per (patterns, declared names, name language, unmatched class): definitions that share their
+patternProperties and names (or an object met at several places) split the keys once."""
+
+
 def key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None, with_unmatched: bool,
                 where: str) -> list[tuple[ir.Node, list[str]]]:
     """The undeclared-key classes: (quoted key IR, the patterns it matches), each class non-empty.
 
     A key is plain text, not a declared name, in `names_body`'s language when given, and matches
     exactly the listed patterns; the class matching none is included when `with_unmatched`.
+    Built once per distinct inputs (a refusal is raised again at each `where`); the list is shared, not to be changed.
     """
+    inputs = (tuple(patterns), tuple(declared), names_body, with_unmatched)
+    return _KEY_CLASSES.get((), lambda: _key_classes(patterns, declared, names_body, with_unmatched, where), inputs)
+
+
+def _key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None, with_unmatched: bool,
+                 where: str) -> list[tuple[ir.Node, list[str]]]:
     if len(patterns) > MAX_PATTERNS:
         raise SchemaError(f"more than {MAX_PATTERNS} patternProperties are not supported "
                           "(the key classes grow as 2^n)", where)

@@ -1,15 +1,21 @@
-"""Key languages: `complement_within` over joint byte classes is the byte-by-byte product difference."""
+"""Key languages: `complement_within` over joint byte classes is the byte-by-byte product difference, and objects
+that share patternProperties split their keys once."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import stdsl.caches
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import compile_regex
+from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.json_schema.scalars.keys import complement_within
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "é", "[é-ü]", "x?", "(?:ab|ac)", "[0-9a-f]", "."]
@@ -52,3 +58,30 @@ def test_complement_within_is_the_byte_product_difference(universe: str, exclude
         raise AssertionError("the difference is empty, but complement_within built an automaton") from None
     found = complement_within(left, right)
     assert np.array_equal(found.transitions, expected[0]) and np.array_equal(found.accepting, expected[1])
+
+
+PATTERNED = {"patternProperties": {"^x": {"type": "integer"}, "y$": {"type": "string"}},
+             "properties": {"n": {"type": "boolean"}}, "additionalProperties": {"type": "null"}}
+SHARED_PATTERNS = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#/$defs/B"}},
+                   "required": ["a", "b"], "additionalProperties": False,
+                   "$defs": {"A": PATTERNED, "B": {**PATTERNED, "title": "the same keys"}}}
+members = st.dictionaries(st.sampled_from(["n", "x", "xy", "y", "ny", "q", ""]),
+                          st.one_of(st.integers(-2, 2), st.sampled_from(["s", True, None])), max_size=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(members, members)
+def test_objects_sharing_patterns_split_their_keys_once(first: dict, second: dict) -> None:
+    # Two definitions with the same patternProperties and names: one key split and one matcher per pattern;
+    # the objects still accept exactly what jsonschema accepts.
+    stdsl.caches.clear()
+    stats = stdsl.caches.stats
+    before = stats()["undeclared key classes"], stats()["property name matchers"]
+    automaton = build_automaton(schema_to_ir(SHARED_PATTERNS))
+    after = stats()["undeclared key classes"], stats()["property name matchers"]
+    assert [a.misses - b.misses for a, b in zip(after, before)] == [1, 2]
+    assert after[0].hits > before[0].hits
+    first, second = ({**{k: v for k, v in m.items() if k == "n"}, **m} for m in (first, second))  # declared first
+    instance = {"a": first, "b": second}
+    expected = jsonschema.Draft202012Validator(SHARED_PATTERNS).is_valid(instance)
+    assert automaton.accepts(json.dumps(instance, separators=(",", ":")).encode()) == expected, instance
