@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.pushdown import grammar as pushdown_grammar
 from stdsl.compiler.pushdown.grammar import (
     UNREACHABLE,
     Definition,
@@ -99,3 +100,22 @@ def test_bucketed_and_listed_searches_agree(grammar: PushdownGrammar | None) -> 
     for level in grammar.bn_within:
         for cost in (np.full(len(starts), UNREACHABLE, dtype=np.int64), level[starts]):
             assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars(), st.integers(1, 4), st.integers(1, 3))
+def test_buckets_handing_over_to_the_heap_give_the_same_distances(grammar: PushdownGrammar | None, rounds: int,
+                                                                   frontier: int) -> None:
+    """The bucketed search handing a narrow search over to the heap after a few rounds ends where either alone does."""
+    if grammar is None:
+        return
+    graph = _CompletionGraph(grammar)
+    starts = graph.callee_starts
+    kept = pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER
+    pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = rounds, frontier
+    try:
+        for level in grammar.bn_within:
+            for cost in (np.full(len(starts), UNREACHABLE, dtype=np.int64), level[starts]):
+                assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
+    finally:
+        pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = kept
