@@ -3,7 +3,8 @@
 The extraction prompts and schemas at `--streams` streams (as `models.py` runs them), a cold run of each engine, then
 `--repeats` warm rounds interleaved. Per engine and round: wall and process CPU per output token, model passes per
 output token, the model's work per output token (body positions: rows x width of every body call, padding
-included; head rows: rows the vocabulary projection runs on, mlx-lm's prefill logits being lazy and never computed),
+included; head rows: rows the vocabulary projection runs on, counted in stdsl's forward, and mlx-lm's decode rows, its
+prefill logits being lazy and never computed),
 and the host's phases (stdsl's engine phases; the time in llguidance's mask processor for mlx-lm), with the calls to
 the tokenizer's own split (`encode_ordinary`, the canonical split's oracle).
 
@@ -32,7 +33,7 @@ from batch import extraction_jobs, run_mlx_lm, run_stdsl  # noqa: E402
 from peers import LLGuidanceMask  # noqa: E402
 
 from stdsl.model_files.tokenizer import Tokenizer  # noqa: E402
-from stdsl.runtime.batch.forward import _split  # noqa: E402
+from stdsl.runtime.batch import forward  # noqa: E402
 from stdsl.runtime.batch.requests import prompt_tokens  # noqa: E402
 from stdsl.runtime.model.loading import GEMMA3_NAME, load  # noqa: E402
 
@@ -59,7 +60,7 @@ def _tallied(owner: Any, name: str) -> None:
 def instrument(net: Any, shapes: list[tuple[int, int]]) -> None:
     """Record the (rows, width) of every call of `net`'s body in `shapes`; time llguidance's masks and the
     tokenizer's splits."""
-    split = _split(net)
+    split = forward._split(net)
     assert split is not None, "the profile reads the body of a model whose head can be split"
     body = type(split[0])
     original = body.__call__
@@ -69,13 +70,25 @@ def instrument(net: Any, shapes: list[tuple[int, int]]) -> None:
         return original(self, inputs, *args, **kwargs)
 
     body.__call__ = recording
+    split_off = forward._split
+
+    def counted_split(net: Any) -> Any:
+        body, head = split_off(net)
+
+        def counting(hidden: Any) -> Any:
+            TALLY["head_rows"] = TALLY.get("head_rows", 0) + int(hidden.shape[0])
+            return head(hidden)
+
+        return body, counting
+
+    forward._split = counted_split
     _tallied(LLGuidanceMask, "__call__")
     _tallied(Tokenizer, "encode_ordinary")
 
 
 def head_rows(engine: str, calls: list[tuple[int, int]]) -> int:
-    """Rows the head ran on: every row of stdsl's passes; mlx-lm's decode steps only (its prefill logits are lazy)."""
-    return sum(rows for rows, width in calls if engine == "stdsl" or width == 1)
+    """Rows the head ran on: as stdsl's forward counted them; mlx-lm's decode steps (its prefill logits are lazy)."""
+    return int(TALLY.get("head_rows", 0)) if engine == "stdsl" else sum(rows for rows, width in calls if width == 1)
 
 
 def profile(model: Any, streams: int, max_tokens: int, repeats: int) -> list[dict[str, Any]]:
