@@ -94,7 +94,7 @@ def run_mlx_lm(model: Any, prompts: list[list[int]], max_tokens: int, slots: int
 
 def run_stdsl(model: Any, prompts: list[list[int]], max_tokens: int, slots: int,
               schemas: list[dict] | None, **options: Any) -> dict[str, Any]:
-    """The batch engine with `slots` rows: wall time, output tokens, texts, passes."""
+    """The batch engine with `slots` rows: wall time, output tokens, texts, passes, seconds per engine phase."""
     engine = Engine(model, max_rows=slots, prompt_cache_bytes=0)
     mx.reset_peak_memory()
     began = time.perf_counter()
@@ -105,7 +105,7 @@ def run_stdsl(model: Any, prompts: list[list[int]], max_tokens: int, slots: int,
     metrics = engine.metrics()
     engine.close()
     return {"seconds": seconds, "tokens": sum(len(r.tokens) for r in results), "texts": [r.text for r in results],
-            "passes": metrics["passes"], "peak_bytes": int(mx.get_peak_memory())}
+            "passes": metrics["passes"], "peak_bytes": int(mx.get_peak_memory()), "phases": metrics["seconds"]}
 
 
 def pass_cost(model: Any, repeats: int) -> dict[str, Any]:

@@ -386,7 +386,8 @@ class BatchCore:
                 row.stats.passes += 1
         try:
             assert self._caches is not None
-            logits = forward_rows(self.model.net, self._caches, feeds)
+            logits = forward_rows(self.model.net, self._caches, feeds, [bool(f) and not row.feed
+                                                                        for f, row in zip(feeds, self._rows)])
             mx.async_eval(logits, *self._caches.arrays())
         except Exception as error:
             for row in self._rows:

@@ -5,8 +5,10 @@ longest feed. The pass calls the model itself (`net(inputs, cache=...)`), so eve
 logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's `logit_scale`).
 Only for the architectures allow-listed here, whose `Model.__call__` is exactly `head(model(x))`, does the
 output head run on the last real position of each row alone, so a pass over long forced spans or a prefill chunk
-does not pay the vocabulary projection for every position. Gated DeltaNet layers fed a long span (a prefill
-chunk, a long forced span) solve their recurrence in chunks (`chunked_recurrences`) rather than step by step.
+does not pay the vocabulary projection for every position, and only on the rows whose logits the caller reads (a
+262,144-token head such as Gemma 3's costs more per row than the rest of a 270M model's pass). Gated DeltaNet
+layers fed a long span (a prefill chunk, a long forced span) solve their recurrence in chunks
+(`chunked_recurrences`) rather than step by step.
 """
 
 from __future__ import annotations
@@ -27,12 +29,21 @@ HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, 
 by tests/runtime/batch/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
 goes through `net(...)`."""
 
-HEAD_ONLY_BY_NAME: frozenset[tuple[str, str]] = frozenset({("mlx_lm.models.gemma3_text", "Model"),
-                                                           ("mlx_lm.models.qwen3_5", "Model"),
-                                                           ("mlx_lm.models.nemotron_h", "Model")})
-"""More such classes, by module and name (not imported until a model uses them): Gemma 3's text model (a tied
-embedding or `lm_head` after its body), Qwen3.5's wrapper around a text model of that shape (unsharded) and
-Nemotron-H (`lm_head` after its `backbone`)."""
+HEAD_ONLY_BY_NAME: dict[tuple[str, str], str] = {
+    ("mlx_lm.models.gemma3_text", "Model"): "tied if net.tie_word_embeddings",
+    ("mlx_lm.models.qwen3_5", "Model"): "language_model",
+    ("mlx_lm.models.olmo3", "Model"): "tied if net.args.tie_word_embeddings",
+    ("mlx_lm.models.qwen3_next", "Model"): "tied if net.args.tie_word_embeddings",
+    ("mlx_lm.models.gpt_oss", "Model"): "lm_head",
+    ("mlx_lm.models.glm4", "Model"): "lm_head",
+    ("mlx_lm.models.lfm2", "Model"): "tied",
+    ("mlx_lm.models.nemotron_h", "Model"): "backbone",
+    ("mlx_lm.models.mamba2", "Model"): "backbone, tied if net.args.tie_word_embeddings",
+}
+"""More such classes, by module and name (not imported until a model uses them), with how each `__call__` picks its
+head after its body (`model`, or `backbone`): the tied embedding (`as_linear`) or `lm_head`, always or by a flag;
+Qwen3.5 wraps a text model of that shape (unsharded). Each is checked against `net(...)` in
+tests/runtime/batch/test_forward_logits.py."""
 
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
@@ -49,19 +60,29 @@ def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
     not allow-listed)."""
     kind = type(net)
     if kind in HEAD_ONLY_ARCHITECTURES:
-        tied, text = net.args.tie_word_embeddings, net
-    elif (kind.__module__, kind.__qualname__) not in HEAD_ONLY_BY_NAME:
+        rule = "tied if net.args.tie_word_embeddings"
+    else:
+        rule = HEAD_ONLY_BY_NAME.get((kind.__module__, kind.__qualname__), "")
+    if not rule:
         return None
-    elif hasattr(net, "backbone"):
-        return net.backbone, net.lm_head
-    elif hasattr(net, "language_model"):
+    if rule == "language_model":
         text = net.language_model
         if type(text).__qualname__ != "TextModel" or getattr(text, "sharding_group", None) is not None:
             return None
-        tied = text.args.tie_word_embeddings
+        net, rule = text, "tied if net.args.tie_word_embeddings"
+    if rule == "backbone":
+        return net.backbone, net.lm_head
+    if rule.startswith("backbone"):
+        body, embedding = net.backbone, net.backbone.embeddings
     else:
-        tied, text = net.tie_word_embeddings, net
-    return text.model, (text.model.embed_tokens.as_linear if tied else text.lm_head)
+        body, embedding = net.model, getattr(net.model, "embed_tokens", None)
+    if rule == "tied if net.tie_word_embeddings":
+        tied = net.tie_word_embeddings
+    elif rule.endswith("tied if net.args.tie_word_embeddings"):
+        tied = net.args.tie_word_embeddings
+    else:
+        tied = rule == "tied"
+    return body, (embedding.as_linear if tied else net.lm_head)
 
 
 def head_only(net: Any) -> bool:
@@ -69,16 +90,20 @@ def head_only(net: Any) -> bool:
     return _split(net) is not None
 
 
-def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
+def forward_rows(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]],
+                 read: Sequence[bool] | None = None) -> mx.array:
     """Float32 logits (B, V) at each row's last fed position after one pass (lazy), in row order; rows with an
-    empty feed get garbage. Caches that ask for uniform feeds (`uniform_feeds.py`) run one model pass per distinct
-    feed length."""
+    empty feed get garbage. `read` names the rows whose logits the caller reads (None: all): where the head can be
+    split off, it runs on those rows alone and the others' logits are zeros, so a prefill chunk that ends no prompt,
+    a row whose forced span drips on, or a resting row fed nothing pays no vocabulary projection. Caches that ask
+    for uniform feeds (`uniform_feeds.py`) run one model pass per distinct feed length."""
+    wanted = [True] * len(feeds) if read is None else list(read)
     if caches.uniform_feeds and len({len(f) for f in feeds if f}) > 1:
-        return run_uniform(lambda part: _one_pass(net, caches, part), feeds)
-    return _one_pass(net, caches, feeds)
+        return run_uniform(lambda part, reads: _one_pass(net, caches, part, reads), feeds, wanted)
+    return _one_pass(net, caches, feeds, wanted)
 
 
-def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> mx.array:
+def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]], read: Sequence[bool]) -> mx.array:
     """`forward_rows` as one model pass over the right-padded feeds."""
     width = max((len(f) for f in feeds), default=0)
     if width == 0:
@@ -86,12 +111,13 @@ def _one_pass(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> 
     caches.prepare([len(f) for f in feeds], width)
     physical = caches.physical(feeds)
     inputs = mx.array([list(f) + [0] * (width - len(f)) for f in physical], dtype=mx.int32)
-    return _logits(net, caches, inputs, [len(f) for f in physical])
+    return _logits(net, caches, inputs, [len(f) for f in physical], read)
 
 
 def forward_drawn(net: Any, caches: BatchCaches, drawn: mx.array, fed: Sequence[bool]) -> mx.array:
     """`forward_rows` where row i feeds one token, `drawn[i]` (ids on the device, perhaps not computed yet), if
-    `fed[i]`, else nothing: the next pass is queued before the draws reach the host (`BatchCore`'s pipelined step)."""
+    `fed[i]`, else nothing (it ends with that draw: its logits are not read): the next pass is queued before the
+    draws reach the host (`BatchCore`'s pipelined step)."""
     if not any(fed):
         raise StdslError("a pass needs at least one row with a token to feed")
     caches.prepare([int(f) for f in fed], 1)
@@ -99,23 +125,37 @@ def forward_drawn(net: Any, caches: BatchCaches, drawn: mx.array, fed: Sequence[
     rows = mx.array([f[0] if f else 0 for f in physical], dtype=mx.int32)
     held = mx.array([bool(f) for f in physical])
     inputs = mx.where(held, drawn[rows].astype(mx.int32), mx.array(0, mx.int32))[:, None]
-    return _logits(net, caches, inputs, [len(f) for f in physical])
+    return _logits(net, caches, inputs, [len(f) for f in physical], fed)
 
 
-def _logits(net: Any, caches: BatchCaches, inputs: mx.array, lengths: Sequence[int]) -> mx.array:
+def _logits(net: Any, caches: BatchCaches, inputs: mx.array, lengths: Sequence[int], read: Sequence[bool]) -> mx.array:
     """The pass over physical `inputs` (slots, T) whose slot s holds `lengths[s]` real tokens (caches prepared): the
-    logits at each row's last fed position, in row order."""
+    logits at each row's last fed position, in row order (zeros for a row not `read` where the head is split off)."""
     slots = caches.slots
     last = mx.array([max(n - 1, 0) for n in lengths], dtype=mx.int32)[:, None, None]
     split = _split(net)
     with chunked_recurrences():
         if split is not None:
             body, head = split
-            hidden = body(inputs, cache=caches.layers)
-            logits = head(mx.take_along_axis(hidden, last, axis=1)[:, 0, :])
+            hidden = mx.take_along_axis(body(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
+            logits = _read_rows(head, hidden, slots, read)
         else:
             logits = mx.take_along_axis(net(inputs, cache=caches.layers), last, axis=1)[:, 0, :]
+            if slots != list(range(len(lengths))):
+                logits = logits[mx.array(slots, dtype=mx.int32)]
     caches.commit()
-    if slots != list(range(len(lengths))):
-        logits = logits[mx.array(slots, dtype=mx.int32)]
     return logits.astype(mx.float32)
+
+
+def _read_rows(head: Callable[[mx.array], mx.array], hidden: mx.array, slots: Sequence[int],
+               read: Sequence[bool]) -> mx.array:
+    """`head` on the last hidden states (slots, D) of the rows `read` (row i in slot `slots[i]`), in row order; the
+    other rows' logits are zeros."""
+    wanted = [i for i, r in enumerate(read) if r]
+    if len(wanted) == len(slots):
+        every = list(slots) == list(range(hidden.shape[0]))  # no free slot, none moved
+        return head(hidden if every else hidden[mx.array(list(slots), dtype=mx.int32)])
+    part = head(hidden[mx.array([slots[i] for i in wanted], dtype=mx.int32)])
+    place = dict(zip(wanted, range(len(wanted))))
+    rows = mx.concatenate([part, mx.zeros((1, part.shape[-1]), dtype=part.dtype)])
+    return rows[mx.array([place.get(i, len(wanted)) for i in range(len(slots))], dtype=mx.int32)]

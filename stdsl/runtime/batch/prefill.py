@@ -63,7 +63,7 @@ def prefill_rows(net: Any, layout: CacheLayout, prompt_cache: PromptCache, rows:
             return None
         width = min(prefill_chunk, feed_width([len(pending[i]) for i in active]))
         chunk = [pending[i][:width] for i in active]
-        logits = forward_rows(net, caches, chunk)
+        logits = forward_rows(net, caches, chunk, [len(pending[i]) <= width for i in active])
         mx.eval(logits, *caches.arrays())
         counters["passes"] += 1
         done: list[int] = []

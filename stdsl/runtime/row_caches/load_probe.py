@@ -38,7 +38,7 @@ def _batched(net: Any, caches: BatchCaches, feeds: Sequence[Sequence[int]]) -> n
     """Float32 logits at each row's last fed position after one ragged pass (passes of one width where the caches
     ask for them)."""
     if caches.uniform_feeds:
-        return np.asarray(run_uniform(lambda part: _one_pass(net, caches, part), feeds))
+        return np.asarray(run_uniform(lambda part, _: _one_pass(net, caches, part), feeds))
     return np.asarray(_one_pass(net, caches, feeds))
 
 

@@ -27,12 +27,17 @@ def uniform_parts(feeds: Sequence[Sequence[int]]) -> list[list[Sequence[int]]]:
     return parts
 
 
-def run_uniform(one_pass: Callable[[list[Sequence[int]]], mx.array], feeds: Sequence[Sequence[int]]) -> mx.array:
-    """Each row's logits (B, V) at its last fed position, from `one_pass` run on each part of `uniform_parts`: a
-    row's come from the last part it feeds in."""
+def run_uniform(one_pass: Callable[[list[Sequence[int]], list[bool]], mx.array], feeds: Sequence[Sequence[int]],
+                read: Sequence[bool] | None = None) -> mx.array:
+    """Each row's logits (B, V) at its last fed position, from `one_pass(part, reads)` run on each part of
+    `uniform_parts`: a row's come from the last part it feeds in, which alone is asked to read it (`reads`) when
+    `read` names it (None: every row)."""
+    read = [True] * len(feeds) if read is None else read
     logits: mx.array | None = None
-    for part in uniform_parts(feeds):
-        out = one_pass(part)
+    parts = uniform_parts(feeds)
+    for k, part in enumerate(parts):
+        ends = [bool(feed) and not (k + 1 < len(parts) and parts[k + 1][i]) for i, feed in enumerate(part)]
+        out = one_pass(part, [r and e for r, e in zip(read, ends)])
         if logits is None:
             logits = out
         else:

@@ -165,9 +165,9 @@ def test_a_row_whose_prompt_is_done_leaves_the_prefill_passes(failing_model, mon
     feeds: list[list[int]] = []
     forward_rows = core_module.forward_rows
 
-    def recording(net: Any, caches: Any, rows: Any) -> mx.array:
+    def recording(net: Any, caches: Any, rows: Any, read: Any = None) -> mx.array:
         feeds.append([len(feed) for feed in rows])
-        return forward_rows(net, caches, rows)
+        return forward_rows(net, caches, rows, read)
 
     monkeypatch.setattr(core_module, "forward_rows", recording)
     monkeypatch.setattr(prefill_module, "forward_rows", recording)

@@ -17,13 +17,20 @@ from mlx_lm.models import granite, llama, qwen2, qwen3
 from mlx_lm.models.cache import make_prompt_cache
 from row_driver import RowDriver
 
-from stdsl.runtime.batch.forward import HEAD_ONLY_ARCHITECTURES, forward_rows, head_only, make_row_caches
+from stdsl.runtime.batch.forward import (
+    HEAD_ONLY_ARCHITECTURES,
+    HEAD_ONLY_BY_NAME,
+    forward_rows,
+    head_only,
+    make_row_caches,
+)
 from stdsl.runtime.batch.requests import compiled_constraint, prompt_tokens
 from stdsl.runtime.batch.sampling import RowSampler
 from stdsl.runtime.engine import Engine
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions, SamplingParams
 from tests.runtime.row_caches.architectures import ARCHITECTURES, tiny_net
+from tests.runtime.row_caches.mlx_lm_test_configs import MLX_LM_TEST_CONFIGS
 
 VOCAB = 512
 COMMON = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "num_attention_heads": 4,
@@ -113,6 +120,36 @@ def test_the_head_only_shortcut_of_sliding_and_hybrid_models_equals_their_own_ca
         np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
 
 
+MORE_HEADS = ["olmo3", "qwen3_next", "gpt_oss", "glm4", "lfm2", "mamba2"]
+"""The allow-listed architectures beyond those above, built as the engine's architecture tests build them (else from
+mlx-lm's own test configurations)."""
+
+
+def _from_mlx_lm_tests(model_type: str, tied: bool) -> Any:
+    config = ARCHITECTURES.get(model_type) or next(c for c in MLX_LM_TEST_CONFIGS if c["model_type"] == model_type)
+    return tiny_net(model_type, VOCAB, {**config, "tie_word_embeddings": tied})
+
+
+def test_every_allow_listed_architecture_is_tested() -> None:
+    tested = {"gemma3_text", "qwen3_5", "nemotron_h", *MORE_HEADS}
+    assert {module.rsplit(".", 1)[1] for module, _ in HEAD_ONLY_BY_NAME} == tested
+
+
+@pytest.mark.parametrize("model_type", MORE_HEADS)
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_head_only_shortcut_of_more_architectures_equals_their_own_call(model_type: str, tied: bool) -> None:
+    """OLMo 3, Qwen3-Next, gpt-oss, GLM-4 (always `lm_head`), LFM2 (always tied) and Mamba 2 (a `backbone`), tied and
+    untied where their configuration says."""
+    net = _from_mlx_lm_tests(model_type, tied)
+    assert head_only(net)
+    rng = np.random.default_rng(6)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (5, 1, 8)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (2, 1, 6)]
+    got = _batched(net, prefixes, tails)
+    for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
+        np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
+
+
 def test_a_logit_transform_applies_through_the_forward() -> None:
     net = _granite()
     assert not head_only(net)
@@ -151,3 +188,36 @@ def test_seeded_sampling_through_the_engine_sees_the_transformed_logits(smollm2_
     for k, (prompt, handle) in enumerate(zip(prompts, handles)):
         assert handle.result(timeout=120).tokens == _sampled_alone(model, prompt, 11 + k, 12)
     engine.close()
+
+
+@pytest.mark.parametrize("build", [_llama, _gemma3_text, _qwen3_5, _nemotron_h])
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("read", [(True, False, True, False), (False, False, False, True), (True, True, True, True)])
+@pytest.mark.parametrize("kept", [None, [3, 0, 1, 2], [0, 1, 2, 3]])
+def test_the_head_on_read_rows_alone_gives_the_full_heads_logits_and_tokens(build, tied: bool, read, kept) -> None:
+    """Plain, sliding-window, hybrid (Gated DeltaNet) and uniform-fed (Mamba 2) families: a ragged pass that runs the
+    head only on the rows read gives those rows the logits and greedy tokens of the pass that runs it on every row,
+    the others zeros, also once a row has left (its slot free, the others moved or not); the caches move alike (the
+    next pass, reading every row, agrees too)."""
+    net = build(tied)
+    rng = np.random.default_rng(8)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (4, 1, 7, 2, 3)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 5, 2)]
+    nexts = [[int(t)] for t in rng.integers(0, VOCAB, 4)]
+    full, some = make_row_caches(net, 5), make_row_caches(net, 5)
+    for caches in (full, some):
+        forward_rows(net, caches, prefixes, [False] * 5)
+        caches.keep(kept or [0, 1, 2, 3])
+        if kept is None:
+            caches.compact()
+    expected = np.asarray(forward_rows(net, full, tails))
+    got = np.asarray(forward_rows(net, some, tails, read))
+    assert got.shape == expected.shape == (4, VOCAB)
+    for row, wanted in enumerate(read):
+        if wanted:
+            np.testing.assert_allclose(got[row], expected[row], rtol=1e-4, atol=1e-4)
+            assert got[row].argmax() == expected[row].argmax()
+        else:
+            assert not got[row].any()
+    np.testing.assert_allclose(np.asarray(forward_rows(net, some, nexts)), np.asarray(forward_rows(net, full, nexts)),
+                               rtol=1e-4, atol=1e-4)
