@@ -100,6 +100,24 @@ _PIECES = caches.kind("call pieces")
 """A value with the literal text after it, compiled (None where it is not prefix-free), per (value, text)."""
 
 
+def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The coarsest byte classes that refine every map of `byte_classes` and give each byte of `singles` a class of
+    its own: (each byte's joint class, a byte of each joint class).  Tables laid out over them stay as narrow as
+    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back."""
+    marks = np.full(256, -1, dtype=np.int64)
+    marks[sorted(singles)] = sorted(singles)
+    keys = np.stack([*(np.asarray(classes, dtype=np.int64) for classes in byte_classes), marks])
+    order = np.lexsort(keys)
+    ordered = keys[:, order]
+    starts = np.ones(256, dtype=bool)
+    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+    joint = np.empty(256, dtype=np.int64)
+    joint[order] = np.cumsum(starts) - 1
+    first = np.full(int(starts.sum()), 256, dtype=np.int64)
+    np.minimum.at(first, joint, np.arange(256))
+    return joint, first
+
+
 def _followed(value: Automaton, after: bytes) -> Automaton | None:
     """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
     `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
@@ -107,13 +125,14 @@ def _followed(value: Automaton, after: bytes) -> Automaton | None:
     if bool((value.class_transitions[accepting, value.byte_class[after[0]]] >= 0).any()):
         return None
     size = value.num_states
-    table = np.full((size + len(after), 256), -1, dtype=np.int64)
-    table[:size] = value.transitions
-    table[np.flatnonzero(accepting), after[0]] = size
-    table[np.arange(size, size + len(after) - 1), list(after[1:])] = np.arange(size + 1, size + len(after))
+    joint, first = joint_classes([value.byte_class], set(after))
+    table = np.full((size + len(after), len(first)), -1, dtype=np.int64)
+    table[:size] = value.class_transitions[:, value.byte_class[first]]
+    table[np.flatnonzero(accepting), joint[after[0]]] = size
+    table[np.arange(size, size + len(after) - 1), joint[list(after[1:])]] = np.arange(size + 1, size + len(after))
     ends = np.zeros(size + len(after), dtype=bool)
     ends[-1] = True
-    return Automaton(table, ends)
+    return Automaton.from_classes(table, ends, joint)
 
 
 def _piece(value: ir.Node, after: bytes) -> Automaton | None:
@@ -173,25 +192,30 @@ def call_layout(node: ir.Node) -> Automaton | None:
         starts.append(unit_starts)
     final = size
     size += 1
-    table = np.full((size, 256), -1, dtype=np.int64)
+    distinct = {id(piece): piece for row in pieces for piece in row if piece is not None}
+    trie_bytes = {byte for moves in rows for byte in moves}
+    joint, first = joint_classes([piece.byte_class for piece in distinct.values()], trie_bytes)
+    table = np.full((size, len(first)), -1, dtype=np.int64)
     for state, moves in enumerate(rows):
         if moves:
-            table[state, list(moves)] = list(moves.values())
+            table[state, joint[list(moves)]] = list(moves.values())
 
     def after_unit(index: int) -> int:
         return junction_roots[index + 1] if index + 1 < len(units) else final
 
     for state, byte, index in entries:
-        table[state, byte] = starts[index][0] if starts[index] else after_unit(index)
+        table[state, joint[byte]] = starts[index][0] if starts[index] else after_unit(index)
+    widened = {key: piece.class_transitions.astype(np.int64)[:, piece.byte_class[first]]
+               for key, piece in distinct.items()}
     for index, row in enumerate(pieces):
         for position, piece in enumerate(row):
             assert piece is not None
             base = starts[index][position]
             following = starts[index][position + 1] if position + 1 < len(row) else after_unit(index)
-            moved = piece.transitions.astype(np.int64)
+            moved = widened[id(piece)].copy()
             live = moved >= 0
+            ends = np.asarray(piece.accepting)[np.where(live, moved, 0)] & live
             moved[live] += base
-            ends = np.asarray(piece.accepting)[np.where(live, moved - base, 0)] & live
             moved[ends] = following
             table[base:base + piece.num_states] = moved
     accepting = np.zeros(size, dtype=bool)
@@ -204,4 +228,4 @@ def call_layout(node: ir.Node) -> Automaton | None:
     kept = np.flatnonzero(keep)
     number = np.full(size + 1, -1, dtype=np.int64)
     number[kept] = np.arange(len(kept))
-    return Automaton(number[table[kept]], accepting[kept])
+    return Automaton.from_classes(number[table[kept]], accepting[kept], joint)
