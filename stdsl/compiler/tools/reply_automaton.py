@@ -28,8 +28,10 @@ from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
+from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools.call_layout import call_layout
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
+from stdsl.compiler.tools.guarded_calls import CallParts, guarded_calls
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
 _CALLS = caches.kind("tool calls")
@@ -53,7 +55,7 @@ def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
                 parts[-1] += text
             else:
                 parts.append(text)
-        elif isinstance(item, ir.Embedded) and np.shape(item.transitions)[1:] == (256,):
+        elif isinstance(item, ir.Embedded) and _over_bytes(item):
             parts.append(build_automaton(item))
         else:
             return None
@@ -63,6 +65,14 @@ def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
 def format_shape(tool_format: ToolFormat) -> tuple[str, str, str]:
     """What names a format in the keys of cached calls: its class and its settings (the marker tokens it writes)."""
     return type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items()))
+
+
+def _call_key(tool: ToolSpec, shape: tuple[str, str, str], lowering: Hashable) -> tuple[Hashable, ...] | None:
+    """What a call's DFA is cached under (None for a custom tool, whose input language is compiled per request)."""
+    if tool.custom_input is not None:
+        return None
+    schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    return (*shape, tool.name, schema, lowering)
 
 
 def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -79,10 +89,41 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
         laid_out = concatenation(parts) if parts is not None else call_layout(node)
         return laid_out if laid_out is not None else build_automaton(node)
 
-    if tool.custom_input is not None:
-        return build()
-    schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    return _CALLS.get((), build, (*(shape or format_shape(tool_format)), tool.name, schema, lowering))
+    key = _call_key(tool, shape or format_shape(tool_format), lowering)
+    return build() if key is None else _CALLS.get((), build, key)
+
+
+def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
+           lowering: Hashable) -> list[Automaton | None]:
+    """Each called tool's call DFA: those cached found, the new ones of a format whose calls are a literal head,
+    guarded arguments and a literal tail built together (`guarded_calls`), the rest one by one (`call_automaton`)."""
+    shape = format_shape(tool_format)
+    keys = [_call_key(tool, shape, lowering) for tool in called]
+    known: dict[int, Automaton] = {}
+    for index, key in enumerate(keys):
+        hit = _CALLS.find((), key) if key is not None else None
+        if hit is not None and hit[0] is not None:
+            known[index] = hit[0]
+    new = [index for index, key in enumerate(keys) if key is not None and index not in known]
+    if new and tool_format.body_excludes:
+        batch: list[tuple[int, CallParts]] = []
+        for index in new:
+            parts = tool_format.call_parts(called[index], arguments_ir)
+            if parts is not None and isinstance(parts[1], ir.Embedded) and _over_bytes(parts[1]):
+                batch.append((index, (parts[0], build_automaton(parts[1]), parts[2])))
+        if batch:
+            guard = build_automaton(not_containing(list(tool_format.body_excludes)))
+            for (index, _), automaton in zip(batch, guarded_calls([parts for _, parts in batch], guard)):
+                key = keys[index]
+                if automaton is not None and key is not None:
+                    _CALLS.put((), automaton, key)
+                    known[index] = automaton
+    return [known[index] if index in known else call_automaton(tool, tool_format, arguments_ir, lowering, shape)
+            for index, tool in enumerate(called)]
+
+
+def _over_bytes(leaf: ir.Embedded) -> bool:
+    return np.shape(leaf.transitions)[1:] == (256,)
 
 
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -93,8 +134,7 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     called = called_tools(tools, choice)
     if not called:
         return None
-    shape = format_shape(tool_format)
-    calls = [call_automaton(tool, tool_format, arguments_ir, lowering, shape) for tool in called]
+    calls = _calls(called, tool_format, arguments_ir, lowering)
     if any(call is None for call in calls):
         return None
     placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
