@@ -77,7 +77,7 @@ def _instrument(clock: StageClock) -> None:
     constraint_spec._embeddable_schema = clock.wrap("schema compile", constraint_spec._embeddable_schema)
     for module in (raw_values, gemma, pythonic):
         module.intersection = clock.wrap("raw-value intersection", raw_values.intersection)
-    for name in ("concatenation", "build_automaton", "call_layout"):
+    for name in ("concatenation", "build_automaton", "call_layout", "call_layouts"):
         setattr(reply_automaton, name, clock.wrap("call layout", getattr(reply_automaton, name)))
     for name in ("determinize", "shrink", "build_nfa"):
         setattr(reply_automaton, name, clock.wrap("reply skeleton", getattr(reply_automaton, name)))

@@ -29,7 +29,7 @@ from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
 from stdsl.compiler.not_containing import not_containing
-from stdsl.compiler.tools.call_layout import call_layout
+from stdsl.compiler.tools.call_layout import call_layout, call_layouts
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.guarded_calls import CallParts, guarded_calls
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
@@ -82,21 +82,29 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     `arguments_ir` lowers a schema."""
 
     def build() -> Automaton | None:
-        node = tool_format.tool_call_ir(tool, arguments_ir)
-        if _holds_grammar(node):
-            return None
-        parts = _literals_and_leaves(node)
-        laid_out = concatenation(parts) if parts is not None else call_layout(node)
-        return laid_out if laid_out is not None else build_automaton(node)
+        return _built(tool_format.tool_call_ir(tool, arguments_ir))
 
     key = _call_key(tool, shape or format_shape(tool_format), lowering)
     return build() if key is None else _CALLS.get((), build, key)
 
 
+def _built(node: ir.Node, laid_out: Automaton | None = None) -> Automaton | None:
+    """The DFA of a call's expression (`laid_out` where `call_layouts` gave it): laid out from its parts where it is
+    literal text and leaves in a row or units of parameters (`call_layout`), else determinized whole; None where it
+    embeds a recursive grammar."""
+    if _holds_grammar(node):
+        return None
+    if laid_out is None:
+        parts = _literals_and_leaves(node)
+        laid_out = concatenation(parts) if parts is not None else call_layout(node)
+    return laid_out if laid_out is not None else build_automaton(node)
+
+
 def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
            lowering: Hashable) -> list[Automaton | None]:
     """Each called tool's call DFA: those cached found, the new ones of a format whose calls are a literal head,
-    guarded arguments and a literal tail built together (`guarded_calls`), the rest one by one (`call_automaton`)."""
+    guarded arguments and a literal tail built together (`guarded_calls`), those of parameters written apart laid
+    out together (`call_layouts`), the rest one by one (`_built`)."""
     shape = format_shape(tool_format)
     keys = [_call_key(tool, shape, lowering) for tool in called]
     known: dict[int, Automaton] = {}
@@ -118,6 +126,15 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
                 if automaton is not None and key is not None:
                     _CALLS.put((), automaton, key)
                     known[index] = automaton
+    remaining = [index for index in new if index not in known]
+    nodes = [tool_format.tool_call_ir(called[index], arguments_ir) for index in remaining]
+    layouts = iter(call_layouts([node for node in nodes if not _holds_grammar(node)]))
+    for index, node in zip(remaining, nodes):
+        automaton = _built(node, None if _holds_grammar(node) else next(layouts))
+        key = keys[index]
+        if automaton is not None and key is not None:
+            _CALLS.put((), automaton, key)
+            known[index] = automaton
     return [known[index] if index in known else call_automaton(tool, tool_format, arguments_ir, lowering, shape)
             for index, tool in enumerate(called)]
 
