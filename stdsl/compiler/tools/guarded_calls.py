@@ -18,9 +18,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists
+from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.tools.call_layout import joint_classes
+
+QUEUED_UP_TO = 4096
+"""A stack of at most this many states (a few new calls: a list with one tool changed) is trimmed by a search that
+visits its states one by one, which there costs less than a numpy step per level of the deepest call."""
 
 CallParts = tuple[bytes, Automaton, bytes]
 """A call's literal head, its arguments' DFA (before the guard) and its literal tail."""
@@ -49,7 +53,10 @@ def guarded_calls(calls: Sequence[CallParts], guard: Automaton) -> list[Automato
     joint, first = joint_classes(list(maps.values()), {byte for text in (*heads, *tails) for byte in text})
     product, accepting, owner, width = _product(arguments, guard, first)
     table, final, starts, owner = _chained(product, accepting, owner, heads, tails, joint, width, arguments)
-    keep = _reached_forward(table, starts) & _reached_backward(table, final)
+    if len(table) <= QUEUED_UP_TO:
+        keep = reachable(*successor_lists(table), starts) & reachable(*predecessor_lists(table), final)
+    else:
+        keep = _reached_forward(table, starts) & _reached_backward(table, final)
     ends = np.zeros(len(table), dtype=bool)
     ends[final] = True
     for position, automaton in enumerate(_cut(table, ends, owner, keep, starts, joint)):

@@ -15,6 +15,7 @@ from stdsl.compiler.automata.build import build_automaton, compile_regex
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.ops import concatenation, intersect
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools import guarded_calls as guarded
 from stdsl.compiler.tools.guarded_calls import guarded_calls
 from stdsl.errors import EmptyLanguageError
 
@@ -37,14 +38,20 @@ def _alone(head: str, body: str, tail: str, literals: list[str]) -> Automaton | 
     return concatenation([head.encode(), guarded, tail.encode()])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(texts, st.sampled_from(BODIES), texts), min_size=1, max_size=5),
-       st.lists(st.sampled_from(["</a>", "<>", "ab", "/b"]), min_size=1, max_size=2, unique=True))
-def test_calls_built_together_equal_each_call_built_alone(calls: list[tuple[str, str, str]],
-                                                          literals: list[str]) -> None:
+       st.lists(st.sampled_from(["</a>", "<>", "ab", "/b"]), min_size=1, max_size=2, unique=True), st.booleans())
+def test_calls_built_together_equal_each_call_built_alone(calls: list[tuple[str, str, str]], literals: list[str],
+                                                          by_levels: bool) -> None:
+    """`by_levels`: the trim searches a level of every call per step (as for a big stack), else state by state."""
     guard = build_automaton(not_containing(literals))
     parts = [(head.encode(), compile_regex(f'"{body}"'), tail.encode()) for head, body, tail in calls]
-    built = guarded_calls(parts, guard)
+    queued_up_to = guarded.QUEUED_UP_TO
+    guarded.QUEUED_UP_TO = -1 if by_levels else queued_up_to
+    try:
+        built = guarded_calls(parts, guard)
+    finally:
+        guarded.QUEUED_UP_TO = queued_up_to
     for (head, body, tail), together in zip(calls, built):
         alone = _alone(head, body, tail, literals)
         assert (together is None) == (alone is None)
