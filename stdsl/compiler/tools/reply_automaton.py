@@ -140,6 +140,7 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
 
 
 def _over_bytes(leaf: ir.Embedded) -> bool:
+    """Whether an embedded automaton reads bytes only (no call symbols of a pushdown's bodies)."""
     return np.shape(leaf.transitions)[1:] == (256,)
 
 
