@@ -4,7 +4,10 @@ tools it has not met before.
 Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind "tool
 calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA and a tail
 is laid out from them (`ops.concatenation`) with no subset construction, and so is a call of parameters written
-apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags). The reply's skeleton
+apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags).  The calls a list has not met
+before are built together: those of a literal head, guarded JSON arguments and a literal tail in one guard product
+and one trim (`guarded_calls`), those of parameters written apart side by side in one table (`call_layouts`), so a
+cold list pays numpy's per-operation cost once, not once per tool. The reply's skeleton
 (`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
 puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
 trie of their names, never over the product of all the tools' states. The DFA accepts exactly what the
