@@ -20,6 +20,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
+from stdsl.kernels.front_rows import FRONT_START_ROWS, front_cut
 from stdsl.kernels.packed_masks import DEFAULT_MAX_PACKED_BYTES, PackedMasks
 from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.token_table import DEAD, ScaledTable, root_row, root_row_live, root_row_scaled, state_dtype
@@ -117,6 +118,7 @@ class RowCache:
         if max_rows < 1:
             raise StdslError(f"RowCache: max_rows must be at least 1, got {max_rows}")
         self.table = WalkTable.of(automaton)
+        self._front = front_cut(automaton)
         self.vocab = vocab
         self.max_rows = max_rows
         self._dtype = state_dtype(self.table.num_states)
@@ -138,7 +140,7 @@ class RowCache:
                 raise StdslError(
                     f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
                 )
-            row = self._intern(self._compute(state))
+            row = self._intern(self._start_row() if state == 0 else self._compute(state))
             entry = (row, self._mask_of(row, bool(self.table.accepting[state])))
             self._rows[state] = entry
             if len(self._rows) > self.max_rows:
@@ -191,6 +193,25 @@ class RowCache:
                 return CompactRow(row.default, row.tokens, row.states, flips)
         bucket.append(row.flips)
         return row
+
+    def _start_row(self) -> CompactRow:
+        """The start's row: a reply laid out as a front and blocks takes it from its front's cut, kept per front
+        and vocabulary, where no token walks into a block (`front_rows`); any other automaton walks it."""
+        if self._front is None:
+            return self._compute(0)
+        front, key = self._front
+
+        def walk_front() -> CompactRow | None:
+            row = RowCache(front, self.vocab, max_rows=1)._compute(0)
+            escape = front.num_states - 1
+            return None if row.default == escape or bool((row.states == escape).any()) else row
+
+        held = FRONT_START_ROWS.get((self.vocab,), walk_front, (key,))
+        if held is None:
+            return self._compute(0)
+        states = held.states.astype(self._dtype)
+        states.flags.writeable = False
+        return CompactRow(held.default, held.tokens, states, held.flips)
 
     def _compute(self, state: int) -> CompactRow:
         """A state's compact row: from its live entries where few bytes are live (structural), else from the full row.
