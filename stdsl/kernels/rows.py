@@ -130,17 +130,26 @@ class RowCache:
         self.packed = PackedMasks(vocab.size, max_packed_bytes)
 
     def _entry(self, state: int) -> tuple[CompactRow, TokenMask]:
-        """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared)."""
+        """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared).
+
+        The start's row kept per front is looked up outside the lock: storing it may make the cache registry
+        measure this very cache, which takes the lock."""
+        if not 0 <= state < self.table.num_states:
+            raise StdslError(
+                f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
+            )
         with self._lock:
             entry = self._rows.get(state)
             if entry is not None:
                 self._rows.move_to_end(state)
                 return entry
-            if not 0 <= state < self.table.num_states:
-                raise StdslError(
-                    f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
-                )
-            row = self._intern(self._start_row() if state == 0 else self._compute(state))
+        kept = self._front_start_row() if state == 0 else None
+        with self._lock:
+            entry = self._rows.get(state)
+            if entry is not None:
+                self._rows.move_to_end(state)
+                return entry
+            row = self._intern(kept if kept is not None else self._compute(state))
             entry = (row, self._mask_of(row, bool(self.table.accepting[state])))
             self._rows[state] = entry
             if len(self._rows) > self.max_rows:
@@ -194,11 +203,11 @@ class RowCache:
         bucket.append(row.flips)
         return row
 
-    def _start_row(self) -> CompactRow:
-        """The start's row: a reply laid out as a front and blocks takes it from its front's cut, kept per front
-        and vocabulary, where no token walks into a block (`front_rows`); any other automaton walks it."""
+    def _front_start_row(self) -> CompactRow | None:
+        """The start's row of a reply laid out as a front and blocks, from its front's cut, kept per front and
+        vocabulary (`front_rows`); None where the automaton has no front or a token walks into a block."""
         if self._front is None:
-            return self._compute(0)
+            return None
         front, key = self._front
 
         def walk_front() -> CompactRow | None:
@@ -208,7 +217,7 @@ class RowCache:
 
         held = FRONT_START_ROWS.get((self.vocab,), walk_front, (key,))
         if held is None:
-            return self._compute(0)
+            return None
         states = held.states.astype(self._dtype)
         states.flags.writeable = False
         return CompactRow(held.default, held.tokens, states, held.flips)
