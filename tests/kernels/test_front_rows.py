@@ -3,6 +3,7 @@ runs into a call's block), and a list with one tool changed reuses the row kept 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -119,3 +120,19 @@ def test_one_tool_changed_reuses_the_start_row_kept_for_the_front(name: str) -> 
     row = RowCache(second, vocab).next_states(0)
     assert stdsl.caches.stats()["front start rows"].misses == misses
     assert np.array_equal(row, token_table(second, vocab)[0])
+
+
+def test_keeping_the_start_row_while_the_registry_measures_the_row_cache_does_not_deadlock(monkeypatch: Any) -> None:
+    automaton = _reply([_tool("get", ["path"]), _tool("set", ["city"])], "hermes", "auto", False)
+    vocab = _vocabulary([b"<tool", b"hello"])
+    stdsl.caches.clear()
+    cache = RowCache(automaton, vocab)
+    holder = stdsl.caches.kind("row caches held by a test")
+    holder.put((automaton,), cache)
+    monkeypatch.setattr(stdsl.caches.registry, "_next_remeasure", 0.0)
+    done: list[np.ndarray] = []
+    worker = threading.Thread(target=lambda: done.append(cache.next_states(0)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive() and len(done) == 1
+    assert np.array_equal(done[0], token_table(automaton, vocab)[0])
