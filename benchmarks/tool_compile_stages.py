@@ -3,7 +3,8 @@ cache emptied, then the same list with one tool changed) it times each stage exc
 is not counted in its caller's) with `time.process_time`, which a loaded machine inflates far less than wall time.
 
 Stages: the per-tool schema compile, the format's raw-value intersections (arguments kept free of the call's end
-literals), the call layout (a call's DFA from its head, arguments and tail), the reply skeleton, the substitution
+literals), the call layout (a call's DFA from its head, arguments and tail), the guarded calls (the new calls of a
+JSON-arguments format built together: guard product, head, tail, one trim), the reply skeleton, the substitution
 of the calls into it, the rest of `build_constraint`, then on the Qwen3.5 vocabulary the token table (`WalkTable`),
 the first mask, and the canonical-split and budget tables a `max_tokens` request builds (forced chains, bound).
 Writes benchmarks/results/tool_compile_profile.md.
@@ -61,8 +62,8 @@ class StageClock:
             self.stack[-1] = (self.stack[-1][0], now)
 
 
-STAGES = ("schema compile", "raw-value intersection", "call layout", "reply skeleton", "substitution",
-          "rest of build_constraint", "token table", "first mask", "split + budget tables")
+STAGES = ("schema compile", "raw-value intersection", "call layout", "guarded calls", "reply skeleton",
+          "substitution", "rest of build_constraint", "token table", "first mask", "split + budget tables")
 
 
 def _instrument(clock: StageClock) -> None:
@@ -76,11 +77,12 @@ def _instrument(clock: StageClock) -> None:
     constraint_spec._embeddable_schema = clock.wrap("schema compile", constraint_spec._embeddable_schema)
     for module in (raw_values, gemma, pythonic):
         module.intersection = clock.wrap("raw-value intersection", raw_values.intersection)
-    for name in ("concatenation", "build_automaton", "call_layout"):
+    for name in ("concatenation", "build_automaton", "call_layout", "call_layouts"):
         setattr(reply_automaton, name, clock.wrap("call layout", getattr(reply_automaton, name)))
     for name in ("determinize", "shrink", "build_nfa"):
         setattr(reply_automaton, name, clock.wrap("reply skeleton", getattr(reply_automaton, name)))
     reply_automaton.substitute = clock.wrap("substitution", reply_automaton.substitute)
+    reply_automaton.guarded_calls = clock.wrap("guarded calls", reply_automaton.guarded_calls)
 
 
 def _measure(spec: dict[str, Any], vocab: Any, tokenizer: Any, clock: StageClock) -> dict[str, float]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from stdsl.errors import StdslError
 from stdsl.kernels.combined import WalkTable
+from stdsl.kernels.front_rows import FRONT_START_ROWS, front_cut
 from stdsl.kernels.packed_masks import DEFAULT_MAX_PACKED_BYTES, PackedMasks
 from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.token_table import DEAD, ScaledTable, root_row, root_row_live, root_row_scaled, state_dtype
@@ -117,6 +118,7 @@ class RowCache:
         if max_rows < 1:
             raise StdslError(f"RowCache: max_rows must be at least 1, got {max_rows}")
         self.table = WalkTable.of(automaton)
+        self._front = front_cut(automaton)
         self.vocab = vocab
         self.max_rows = max_rows
         self._dtype = state_dtype(self.table.num_states)
@@ -128,17 +130,26 @@ class RowCache:
         self.packed = PackedMasks(vocab.size, max_packed_bytes)
 
     def _entry(self, state: int) -> tuple[CompactRow, TokenMask]:
-        """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared)."""
+        """A state's compact row and mask, from the cache or computed now (one thread at a time: rows are shared).
+
+        The start's row kept per front is looked up outside the lock: storing it may make the cache registry
+        measure this very cache, which takes the lock."""
+        if not 0 <= state < self.table.num_states:
+            raise StdslError(
+                f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
+            )
         with self._lock:
             entry = self._rows.get(state)
             if entry is not None:
                 self._rows.move_to_end(state)
                 return entry
-            if not 0 <= state < self.table.num_states:
-                raise StdslError(
-                    f"rows: state {state} is outside the automaton (0..{self.table.num_states - 1})"
-                )
-            row = self._intern(self._compute(state))
+        kept = self._front_start_row() if state == 0 else None
+        with self._lock:
+            entry = self._rows.get(state)
+            if entry is not None:
+                self._rows.move_to_end(state)
+                return entry
+            row = self._intern(kept if kept is not None else self._compute(state))
             entry = (row, self._mask_of(row, bool(self.table.accepting[state])))
             self._rows[state] = entry
             if len(self._rows) > self.max_rows:
@@ -191,6 +202,25 @@ class RowCache:
                 return CompactRow(row.default, row.tokens, row.states, flips)
         bucket.append(row.flips)
         return row
+
+    def _front_start_row(self) -> CompactRow | None:
+        """The start's row of a reply laid out as a front and blocks, from its front's cut, kept per front and
+        vocabulary (`front_rows`); None where the automaton has no front or a token walks into a block."""
+        if self._front is None:
+            return None
+        front, key = self._front
+
+        def walk_front() -> CompactRow | None:
+            row = RowCache(front, self.vocab, max_rows=1)._compute(0)
+            escape = front.num_states - 1
+            return None if row.default == escape or bool((row.states == escape).any()) else row
+
+        held = FRONT_START_ROWS.get((self.vocab,), walk_front, (key,))
+        if held is None:
+            return None
+        states = held.states.astype(self._dtype)
+        states.flags.writeable = False
+        return CompactRow(held.default, held.tokens, states, held.flips)
 
     def _compute(self, state: int) -> CompactRow:
         """A state's compact row: from its live entries where few bytes are live (structural), else from the full row.

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -124,11 +124,13 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     return Automaton.from_classes(table, accepting, byte_class)
 
 
-def intersect_beside_start(a: Automaton, b: Automaton) -> Automaton:
+def intersect_beside_start(a: Automaton, b: Automaton, minimal: bool = True) -> Automaton:
     """`intersect(a, b)` for a small `b` that spends most of a text in its start state (text free of a few
     literals): every pair (state of `a`, start of `b`) is taken at once, and a search runs only over the pairs
     where `b` has left its start (a literal begun), a few levels deep, instead of one level per byte of `a`'s
-    longest path.  Pairs never reached are dropped by the minimization, so the result equals `intersect`'s."""
+    longest path.  Pairs never reached are dropped by the minimization, so the result equals `intersect`'s; with
+    `minimal` False they are dropped by a trim alone (the same language, minimal wherever no pair of `a`'s states
+    differs only in texts that hold a literal of `b`: as `shrink` leaves a large DFA trimmed)."""
     byte_class, column_a, column_b = common_classes(a, b)
     ta = a.class_transitions.astype(np.int64)[:, column_a]
     tb = b.class_transitions.astype(np.int64)[:, column_b]
@@ -154,7 +156,7 @@ def intersect_beside_start(a: Automaton, b: Automaton) -> Automaton:
     table = np.where(keyed >= 0, ids[np.maximum(keyed, 0)], -1)
     pairs = np.concatenate(keys)
     accepting = a.accepting[pairs // width] & b.accepting[pairs % width]
-    table, accepting = minimize(table, accepting)
+    table, accepting = minimize(table, accepting) if minimal else trim(table, accepting)
     return Automaton.from_classes(table, accepting, byte_class)
 
 

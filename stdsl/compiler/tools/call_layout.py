@@ -14,6 +14,7 @@ not minimized: each junction state and piece state is reached and leads to the e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +101,24 @@ _PIECES = caches.kind("call pieces")
 """A value with the literal text after it, compiled (None where it is not prefix-free), per (value, text)."""
 
 
+def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The coarsest byte classes that refine every map of `byte_classes` and give each byte of `singles` a class of
+    its own: (each byte's joint class, a byte of each joint class).  Tables laid out over them stay as narrow as
+    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back."""
+    marks = np.full(256, -1, dtype=np.int64)
+    marks[sorted(singles)] = sorted(singles)
+    keys = np.stack([*(np.asarray(classes, dtype=np.int64) for classes in byte_classes), marks])
+    order = np.lexsort(keys)
+    ordered = keys[:, order]
+    starts = np.ones(256, dtype=bool)
+    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+    joint = np.empty(256, dtype=np.int64)
+    joint[order] = np.cumsum(starts) - 1
+    first = np.full(int(starts.sum()), 256, dtype=np.int64)
+    np.minimum.at(first, joint, np.arange(256))
+    return joint, first
+
+
 def _followed(value: Automaton, after: bytes) -> Automaton | None:
     """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
     `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
@@ -107,13 +126,14 @@ def _followed(value: Automaton, after: bytes) -> Automaton | None:
     if bool((value.class_transitions[accepting, value.byte_class[after[0]]] >= 0).any()):
         return None
     size = value.num_states
-    table = np.full((size + len(after), 256), -1, dtype=np.int64)
-    table[:size] = value.transitions
-    table[np.flatnonzero(accepting), after[0]] = size
-    table[np.arange(size, size + len(after) - 1), list(after[1:])] = np.arange(size + 1, size + len(after))
+    joint, first = joint_classes([value.byte_class], set(after))
+    table = np.full((size + len(after), len(first)), -1, dtype=np.int64)
+    table[:size] = value.class_transitions[:, value.byte_class[first]]
+    table[np.flatnonzero(accepting), joint[after[0]]] = size
+    table[np.arange(size, size + len(after) - 1), joint[list(after[1:])]] = np.arange(size + 1, size + len(after))
     ends = np.zeros(size + len(after), dtype=bool)
     ends[-1] = True
-    return Automaton(table, ends)
+    return Automaton.from_classes(table, ends, joint)
 
 
 def _piece(value: ir.Node, after: bytes) -> Automaton | None:
@@ -127,8 +147,20 @@ def _piece(value: ir.Node, after: bytes) -> Automaton | None:
     return _PIECES.get((), build, (value, after))
 
 
-def call_layout(node: ir.Node) -> Automaton | None:
-    """The DFA of a call of units (see the module), or None where the call lacks that shape."""
+@dataclass(frozen=True)
+class _Plan:
+    """One call laid out on its own numbering: the junction tries' states first (their moves, a last head byte's
+    into its unit's first piece or past the unit), then each unit's pieces in order, then the end state."""
+
+    moves: list[tuple[int, int, int]]
+    """(state, byte, target) of the tries."""
+    pieces: list[tuple[Automaton, int, int]]
+    """(piece, first state, where its accepting state's moves go instead: the next piece, junction or end)."""
+    size: int
+
+
+def _plan(node: ir.Node) -> _Plan | None:
+    """The layout of a call of units (see the module), or None where the call lacks that shape."""
     units = _units(node)
     if units is None:
         return None
@@ -136,7 +168,7 @@ def call_layout(node: ir.Node) -> Automaton | None:
     if any(piece is None for row in pieces for piece in row):
         return None
     rows: list[dict[int, int]] = [{}]
-    """The junction tries' states, by byte; a target >= `_PIECE_BASE` is a unit's first piece or the end."""
+    """The junction tries' states, by byte; `end_mark` where a head ends (resolved through `entries`)."""
     junction_roots = [0]
     for _ in units[1:]:
         rows.append({})
@@ -172,36 +204,75 @@ def call_layout(node: ir.Node) -> Automaton | None:
             size += piece.num_states
         starts.append(unit_starts)
     final = size
-    size += 1
-    table = np.full((size, 256), -1, dtype=np.int64)
-    for state, moves in enumerate(rows):
-        if moves:
-            table[state, list(moves)] = list(moves.values())
 
     def after_unit(index: int) -> int:
         return junction_roots[index + 1] if index + 1 < len(units) else final
 
-    for state, byte, index in entries:
-        table[state, byte] = starts[index][0] if starts[index] else after_unit(index)
+    moves = [(state, byte, target) for state, row in enumerate(rows) for byte, target in row.items() if target >= 0]
+    moves += [(state, byte, starts[index][0] if starts[index] else after_unit(index)) for state, byte, index in entries]
+    placed = []
     for index, row in enumerate(pieces):
         for position, piece in enumerate(row):
             assert piece is not None
-            base = starts[index][position]
             following = starts[index][position + 1] if position + 1 < len(row) else after_unit(index)
-            moved = piece.transitions.astype(np.int64)
-            live = moved >= 0
-            moved[live] += base
-            ends = np.asarray(piece.accepting)[np.where(live, moved - base, 0)] & live
-            moved[ends] = following
-            table[base:base + piece.num_states] = moved
-    accepting = np.zeros(size, dtype=bool)
-    accepting[final] = True
-    keep = np.ones(size, dtype=bool)
-    for index, row in enumerate(pieces):
-        for position, piece in enumerate(row):
-            assert piece is not None
-            keep[starts[index][position] + np.flatnonzero(piece.accepting)] = False
+            placed.append((piece, starts[index][position], following))
+    return _Plan(moves, placed, size + 1)
+
+
+def call_layout(node: ir.Node) -> Automaton | None:
+    """The DFA of a call of units (see the module), or None where the call lacks that shape."""
+    return call_layouts([node])[0]
+
+
+def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
+    """`call_layout` of each node, the calls laid out side by side in one table over joint classes (the pieces'
+    rows copied for every place at once) and cut apart: per call, the work left is planning its tries."""
+    plans = [_plan(node) for node in nodes]
+    chosen = [(index, plan) for index, plan in enumerate(plans) if plan is not None]
+    laid_out: list[Automaton | None] = [None] * len(nodes)
+    if not chosen:
+        return laid_out
+    distinct = {id(piece): piece for _, plan in chosen for piece, _, _ in plan.pieces}
+    order = {key: number for number, key in enumerate(distinct)}
+    joint, first = joint_classes([piece.byte_class for piece in distinct.values()],
+                                 {byte for _, plan in chosen for _, byte, _ in plan.moves})
+    sizes = np.array([piece.num_states for piece in distinct.values()], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int64),
+                         *(piece.class_transitions[:, piece.byte_class[first]] for piece in distinct.values())])
+    stacked = stacked.astype(np.int64)
+    stacked_accepting = np.concatenate([np.zeros(0, dtype=bool), *(piece.accepting for piece in distinct.values())])
+    bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])[:-1]])
+    total = int(bases[-1]) + chosen[-1][1].size
+    table = np.full((total, len(first)), -1, dtype=np.int64)
+    moves = np.array([(base + state, byte, base + target) for base, (_, plan) in zip(bases.tolist(), chosen)
+                      for state, byte, target in plan.moves], dtype=np.int64).reshape(-1, 3)
+    table[moves[:, 0], joint[moves[:, 1]]] = moves[:, 2]
+    placed = np.array([(order[id(piece)], base + at, base + following) for base, (_, plan) in
+                       zip(bases.tolist(), chosen) for piece, at, following in plan.pieces],
+                      dtype=np.int64).reshape(-1, 3)
+    keep = np.ones(total, dtype=bool)
+    if len(placed):
+        counts = sizes[placed[:, 0]]
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        source = np.repeat(offsets[placed[:, 0]], counts) + within
+        target = np.repeat(placed[:, 1], counts) + within
+        moved = stacked[source]
+        live = moved >= 0
+        local = np.where(live, moved, 0)
+        ends = stacked_accepting[np.repeat(offsets[placed[:, 0]], counts)[:, None] + local] & live
+        moved = np.where(live, moved + np.repeat(placed[:, 1], counts)[:, None], -1)
+        moved = np.where(ends, np.repeat(placed[:, 2], counts)[:, None], moved)
+        table[target] = moved
+        keep[target[stacked_accepting[source]]] = False
+    accepting = np.zeros(total, dtype=bool)
+    accepting[bases + np.array([plan.size for _, plan in chosen]) - 1] = True
     kept = np.flatnonzero(keep)
-    number = np.full(size + 1, -1, dtype=np.int64)
-    number[kept] = np.arange(len(kept))
-    return Automaton(number[table[kept]], accepting[kept])
+    number = np.full(total + 1, -1, dtype=np.int64)
+    bounds = np.searchsorted(kept, np.append(bases, total))
+    number[kept] = np.arange(len(kept)) - np.repeat(bounds[:-1], np.diff(bounds))
+    rows = number[table[kept]]
+    for call, (index, _) in enumerate(chosen):
+        low, high = int(bounds[call]), int(bounds[call + 1])
+        laid_out[index] = Automaton.from_classes(rows[low:high], accepting[kept[low:high]], joint)
+    return laid_out

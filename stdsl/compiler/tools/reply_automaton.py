@@ -4,7 +4,10 @@ tools it has not met before.
 Each call (`ToolFormat.tool_call_ir`) is compiled on its own to a DFA and kept in the cache registry (kind "tool
 calls"), keyed by the format and the tool's canonical schema; a call that is a head, the arguments' DFA and a tail
 is laid out from them (`ops.concatenation`) with no subset construction, and so is a call of parameters written
-apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags). The reply's skeleton
+apart, some optional (`call_layout`: per-parameter pieces behind tries of their tags).  The calls a list has not met
+before are built together: those of a literal head, guarded JSON arguments and a literal tail in one guard product
+and one trim (`guarded_calls`), those of parameters written apart side by side in one table (`call_layouts`), so a
+cold list pays numpy's per-operation cost once, not once per tool. The reply's skeleton
 (`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
 puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
 trie of their names, never over the product of all the tools' states. The DFA accepts exactly what the
@@ -28,8 +31,10 @@ from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
-from stdsl.compiler.tools.call_layout import call_layout
+from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools.call_layout import call_layout, call_layouts
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
+from stdsl.compiler.tools.guarded_calls import CallParts, guarded_calls
 from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
 _CALLS = caches.kind("tool calls")
@@ -53,7 +58,7 @@ def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
                 parts[-1] += text
             else:
                 parts.append(text)
-        elif isinstance(item, ir.Embedded) and np.shape(item.transitions)[1:] == (256,):
+        elif isinstance(item, ir.Embedded) and _over_bytes(item):
             parts.append(build_automaton(item))
         else:
             return None
@@ -65,6 +70,14 @@ def format_shape(tool_format: ToolFormat) -> tuple[str, str, str]:
     return type(tool_format).__module__, type(tool_format).__qualname__, repr(sorted(vars(tool_format).items()))
 
 
+def _call_key(tool: ToolSpec, shape: tuple[str, str, str], lowering: Hashable) -> tuple[Hashable, ...] | None:
+    """What a call's DFA is cached under (None for a custom tool, whose input language is compiled per request)."""
+    if tool.custom_input is not None:
+        return None
+    schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+    return (*shape, tool.name, schema, lowering)
+
+
 def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: ArgumentsIR,
                    lowering: Hashable, shape: tuple[str, str, str] | None = None) -> Automaton | None:
     """The DFA of one call of `tool` (None when it embeds a recursive grammar, which needs the pushdown), kept
@@ -72,17 +85,66 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     `arguments_ir` lowers a schema."""
 
     def build() -> Automaton | None:
-        node = tool_format.tool_call_ir(tool, arguments_ir)
-        if _holds_grammar(node):
-            return None
+        return _built(tool_format.tool_call_ir(tool, arguments_ir))
+
+    key = _call_key(tool, shape or format_shape(tool_format), lowering)
+    return build() if key is None else _CALLS.get((), build, key)
+
+
+def _built(node: ir.Node, laid_out: Automaton | None = None) -> Automaton | None:
+    """The DFA of a call's expression (`laid_out` where `call_layouts` gave it): laid out from its parts where it is
+    literal text and leaves in a row or units of parameters (`call_layout`), else determinized whole; None where it
+    embeds a recursive grammar."""
+    if _holds_grammar(node):
+        return None
+    if laid_out is None:
         parts = _literals_and_leaves(node)
         laid_out = concatenation(parts) if parts is not None else call_layout(node)
-        return laid_out if laid_out is not None else build_automaton(node)
+    return laid_out if laid_out is not None else build_automaton(node)
 
-    if tool.custom_input is not None:
-        return build()
-    schema = json.dumps(tool.parameters, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    return _CALLS.get((), build, (*(shape or format_shape(tool_format)), tool.name, schema, lowering))
+
+def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
+           lowering: Hashable) -> list[Automaton | None]:
+    """Each called tool's call DFA: those cached found, the new ones of a format whose calls are a literal head,
+    guarded arguments and a literal tail built together (`guarded_calls`), those of parameters written apart laid
+    out together (`call_layouts`), the rest one by one (`_built`)."""
+    shape = format_shape(tool_format)
+    keys = [_call_key(tool, shape, lowering) for tool in called]
+    known: dict[int, Automaton] = {}
+    for index, key in enumerate(keys):
+        hit = _CALLS.find((), key) if key is not None else None
+        if hit is not None and hit[0] is not None:
+            known[index] = hit[0]
+    new = [index for index, key in enumerate(keys) if key is not None and index not in known]
+    if new and tool_format.body_excludes:
+        batch: list[tuple[int, CallParts]] = []
+        for index in new:
+            parts = tool_format.call_parts(called[index], arguments_ir)
+            if parts is not None and isinstance(parts[1], ir.Embedded) and _over_bytes(parts[1]):
+                batch.append((index, (parts[0], build_automaton(parts[1]), parts[2])))
+        if batch:
+            guard = build_automaton(not_containing(list(tool_format.body_excludes)))
+            for (index, _), automaton in zip(batch, guarded_calls([parts for _, parts in batch], guard)):
+                key = keys[index]
+                if automaton is not None and key is not None:
+                    _CALLS.put((), automaton, key)
+                    known[index] = automaton
+    remaining = [index for index in new if index not in known]
+    nodes = [tool_format.tool_call_ir(called[index], arguments_ir) for index in remaining]
+    layouts = iter(call_layouts([node for node in nodes if not _holds_grammar(node)]))
+    for index, node in zip(remaining, nodes):
+        automaton = _built(node, None if _holds_grammar(node) else next(layouts))
+        key = keys[index]
+        if automaton is not None and key is not None:
+            _CALLS.put((), automaton, key)
+            known[index] = automaton
+    return [known[index] if index in known else call_automaton(tool, tool_format, arguments_ir, lowering, shape)
+            for index, tool in enumerate(called)]
+
+
+def _over_bytes(leaf: ir.Embedded) -> bool:
+    """Whether an embedded automaton reads bytes only (no call symbols of a pushdown's bodies)."""
+    return np.shape(leaf.transitions)[1:] == (256,)
 
 
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -93,8 +155,7 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     called = called_tools(tools, choice)
     if not called:
         return None
-    shape = format_shape(tool_format)
-    calls = [call_automaton(tool, tool_format, arguments_ir, lowering, shape) for tool in called]
+    calls = _calls(called, tool_format, arguments_ir, lowering)
     if any(call is None for call in calls):
         return None
     placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))

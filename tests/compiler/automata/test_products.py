@@ -94,6 +94,27 @@ def test_intersection_beside_the_start_equals_the_search_from_the_start(left: st
     assert np.array_equal(product.accepting, expected.accepting)
 
 
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes)
+def test_intersection_beside_the_start_trimmed_only_has_the_same_language(left: str, right: str) -> None:
+    """`minimal=False` (the tool formats' guards): every state reached and leading to acceptance, and its minimal
+    form (over the 256 bytes) is `intersect`'s."""
+    a, b = compile_regex(left), compile_regex(right)
+    try:
+        expected = intersect(a, b)
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            intersect_beside_start(a, b, minimal=False)
+        return
+    product = intersect_beside_start(a, b, minimal=False)
+    table = product.transitions.astype(np.int64)
+    assert product.is_trim()
+    minimal_table, minimal_accepting = minimize(table, product.accepting)
+    expected_table, expected_accepting = minimize(expected.transitions.astype(np.int64), expected.accepting)
+    assert np.array_equal(minimal_table, expected_table)
+    assert np.array_equal(minimal_accepting, expected_accepting)
+
+
 @settings(max_examples=40, deadline=None)
 @given(regexes, regexes)
 def test_common_classes_tell_apart_exactly_the_bytes_either_side_does(left: str, right: str) -> None:

@@ -172,6 +172,11 @@ class ToolFormat:
         """One call of `tool`, its arguments typed by the tool's JSON Schema."""
         raise NotImplementedError
 
+    def call_parts(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> tuple[bytes, ir.Node, bytes] | None:
+        """Where `call_ir` is a literal head, the arguments kept free of `body_excludes` and a literal tail: those
+        three, the arguments unguarded (`tools.guarded_calls` builds many such calls at once); else None."""
+        return None
+
     def render(self, name: str, arguments: str, index: int = 0) -> str:
         """The text of a call (the `index`-th of its reply), as the model writes it under `call_ir`."""
         raise NotImplementedError
@@ -287,6 +292,16 @@ class JsonArgumentsFormat(ToolFormat):
         arguments = without_literals(arguments_ir(tool.parameters, parameters_path(tool), self.spacing),
                                      self.body_excludes)
         return ir.seq(self.head_ir(tool.name), arguments, self.tail_ir())
+
+    def call_parts(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> tuple[bytes, ir.Node, bytes] | None:
+        """`call_ir`'s parts (see `ToolFormat.call_parts`); None for a custom tool or a head or tail that is not
+        literal text."""
+        if tool.custom_input is not None:
+            return None
+        head, tail = ir.literal_bytes(self.head_ir(tool.name)), ir.literal_bytes(self.tail_ir())
+        if head is None or tail is None:
+            return None
+        return head, arguments_ir(tool.parameters, parameters_path(tool), self.spacing), tail
 
     custom_in_object = False
     """Whether a custom call's arguments are `{"input": JSON string}` (a family whose parser takes only an object)

@@ -68,6 +68,10 @@ beside its start (`ops.intersect_beside_start`): every value state paired with t
 
 
 def _intersected(nodes: Sequence[ir.Node]) -> ir.Node:
+    """The product of the nodes' automata, trimmed but not minimized where the guard is small: a minimal value's
+    product with a guard that leaves its start only inside a begun literal measured minimal already (the 400
+    random tools of `benchmarks/tool_compile.py`: the same 43,261 states either way), and the Hopcroft pass was
+    half the product's cost.  The leaf is marked as built (no second pass), as `shrink` leaves a large DFA."""
     from stdsl.compiler.automata.build import build_automaton, embedded_leaf
     from stdsl.compiler.automata.ops import intersect, intersect_beside_start
 
@@ -75,7 +79,7 @@ def _intersected(nodes: Sequence[ir.Node]) -> ir.Node:
     for node in nodes[1:]:
         guard = build_automaton(node)
         small = guard.num_states <= SMALL_GUARD
-        automaton = intersect_beside_start(automaton, guard) if small else intersect(automaton, guard)
+        automaton = intersect_beside_start(automaton, guard, minimal=False) if small else intersect(automaton, guard)
     return embedded_leaf(automaton, minimal=len(nodes) > 1)
 
 
@@ -86,25 +90,45 @@ def _space_ranges() -> tuple[tuple[int, int], ...]:
     return tuple((c, c) for c in spaces)
 
 
-@functools.cache
-def unstripped() -> ir.Node:
-    """Texts that `str.strip()` leaves unchanged: empty, or no whitespace at either end (one node, so the caches
-    keyed by it compare it by identity)."""
+_GUARDS = caches.kind("raw-value guards")
+"""The minimal automaton of a guard (`unstripped`, `not_word`) as one IR leaf: a guard is intersected with a value
+for every parameter of every tool, so its own subset construction is paid once, not at each intersection."""
+
+
+def _minimal_leaf(node: ir.Node) -> ir.Embedded:
+    """`node`'s minimal automaton as a read-only IR leaf."""
+    from stdsl.compiler.automata.build import build_automaton, embedded_leaf
+
+    automaton = build_automaton(node)
+    automaton.transitions.setflags(write=False)
+    return embedded_leaf(automaton, minimal=True)
+
+
+def unstripped() -> ir.Embedded:
+    """Texts that `str.strip()` leaves unchanged: empty, or no whitespace at either end (one leaf while cached, so
+    the caches keyed by it compare it by identity)."""
+    return _GUARDS.get((), _unstripped_leaf, ("unstripped",))
+
+
+def _unstripped_leaf() -> ir.Embedded:
     edge = ir.codepoints(list(_space_ranges()), negate=True)
-    return ir.optional(ir.seq(edge, ir.optional(ir.seq(ir.star(ir.any_char()), edge))))
+    return _minimal_leaf(ir.optional(ir.seq(edge, ir.optional(ir.seq(ir.star(ir.any_char()), edge)))))
 
 
-@functools.lru_cache(maxsize=64)
-def not_word(word: str) -> ir.Node:
-    """Texts that are not `word` in any letter case (ASCII `word`), one node per word (so the caches keyed by it
-    compare it by identity)."""
+def not_word(word: str) -> ir.Embedded:
+    """Texts that are not `word` in any letter case (ASCII `word`), one leaf per word while cached (so the caches
+    keyed by it compare it by identity)."""
+    return _GUARDS.get((), lambda: _not_word_leaf(word), ("not word", word))
+
+
+def _not_word_leaf(word: str) -> ir.Embedded:
     anything = ir.any_char()
     same = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))]) for c in word]
     other = [ir.codepoints([(ord(c.lower()), ord(c.lower())), (ord(c.upper()), ord(c.upper()))], negate=True)
              for c in word]
     n = len(word)
     differs = [ir.seq(*same[:i], other[i], ir.repeat(anything, n - 1 - i, n - 1 - i)) for i in range(n)]
-    return ir.alt(ir.repeat(anything, 0, n - 1), ir.repeat(anything, n + 1, None), *differs)
+    return _minimal_leaf(ir.alt(ir.repeat(anything, 0, n - 1), ir.repeat(anything, n + 1, None), *differs))
 
 
 EXACT_INTEGER = 2**53
