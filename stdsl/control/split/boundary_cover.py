@@ -131,6 +131,7 @@ class BoundaryCovers:
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
+        self._merges_only = merges_only(planner.tokenizer)
 
     @property
     def nbytes(self) -> int:
@@ -148,6 +149,7 @@ class BoundaryCovers:
         it (punctuation runs are one pre-token block, where BPE merges reach furthest); after a chain
         that ends at a choice of at most MAX_BRANCHES characters (an enum's values), each of them with
         its own chain, so a token that stops inside the tokenizer's token over the chain can be cut.
+        A punctuation pair is left out where no merge can join its two characters (`_may_join`).
         """
         hit = self._lookahead_cache.get(state)
         if hit is not None:
@@ -185,11 +187,18 @@ class BoundaryCovers:
             elif not chain and data in PUNCTUATION:
                 for pair in punctuation_after(after):
                     longer = data + pair
-                    if longer not in found:
+                    if longer not in found and self._may_join(longer):
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
         result = tuple(_LOOKAHEADS.intern(ahead) for ahead in found.values())
         self._lookahead_cache[state] = result
         return result
+
+    def _may_join(self, pair: bytes) -> bool:
+        """Whether the split before a punctuation pair's second character may depend on it: unless the tokenizer
+        splits by BPE merges alone (`merges_only`) and no token holds the two characters side by side. Where
+        none does, no merge crosses between them, so the split of the block with the pair starts with the split
+        of the block with its first character, a lookahead tried already: the pair adds nothing to the cover."""
+        return not self._merges_only or bool(self.planner.spellings.adjacent_pairs[pair[0] * 256 + pair[1]])
 
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
         """(character bytes, state after them) for each of the state's `next_characters` the automaton admits."""
@@ -404,6 +413,20 @@ class BoundaryCovers:
     def _byte_at(self, offset: int) -> np.ndarray:
         """Each token's byte at `offset` (NO_BYTE where the token is shorter), shared by the tokenizer's grammars."""
         return self.planner.spellings.byte_at(offset)
+
+
+def merges_only(tokenizer: Any) -> bool:
+    """Whether the tokenizer splits each pre-token by its BPE merges alone: a Hugging Face BPE model without
+    `ignore_merges` (a whole pre-token that is a token taken whole), dropout, word prefixes or suffixes, under
+    no normalizer but NFC (which leaves ASCII punctuation be). Then a merge joins two bytes only into a token
+    that holds them side by side; tiktoken takes a whole piece first, so it is not counted here."""
+    hf: Any = getattr(tokenizer, "hf", None)
+    model: Any = getattr(hf, "model", None)
+    if hf is None or type(model).__name__ != "BPE":
+        return False
+    normalizer = hf.normalizer
+    return (not model.ignore_merges and model.dropout is None and not model.continuing_subword_prefix
+            and not model.end_of_word_suffix and (normalizer is None or type(normalizer).__name__ == "NFC"))
 
 
 def _before_special(data: bytes) -> bytes:
