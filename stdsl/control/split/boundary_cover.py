@@ -128,6 +128,7 @@ class BoundaryCovers:
         self.token_bytes = planner.token_bytes
         self.by_bytes = planner.by_bytes
         self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
+        self._chained_cache: dict[int, tuple[Lookahead, ...]] = {}
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
@@ -137,7 +138,7 @@ class BoundaryCovers:
     def nbytes(self) -> int:
         """An estimate of the memos' bytes: `COVER_ENTRY_NBYTES` per lookahead or cover kept, plus the packed masks."""
         masks = list(self._cover_masks.values())
-        entries = len(self._lookahead_cache) + len(self._cover_cache)
+        entries = len(self._lookahead_cache) + len(self._chained_cache) + len(self._cover_cache)
         return entries * COVER_ENTRY_NBYTES + sum(int(mask.nbytes) for mask in masks)
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
@@ -152,8 +153,24 @@ class BoundaryCovers:
         A punctuation pair is left out where no merge can join its two characters (`_may_join`).
         """
         hit = self._lookahead_cache.get(state)
-        if hit is not None:
-            return hit
+        if hit is None:
+            hit = tuple(_LOOKAHEADS.intern(ahead) for ahead in self._found(state, every=True).values())
+            self._lookahead_cache[state] = hit
+        return hit
+
+    def chained_lookaheads(self, state: int) -> tuple[Lookahead, ...]:
+        """The `lookaheads` of `state` with forced bytes after their first character (all that a cover with
+        nothing forced open reads), found without the others (a string value's hundreds of characters and pairs)."""
+        hit = self._chained_cache.get(state)
+        if hit is None:
+            every = self._lookahead_cache.get(state)
+            found = every if every is not None else tuple(self._found(state, every=False).values())
+            hit = tuple(_LOOKAHEADS.intern(ahead) for ahead in found if ahead.chained)
+            self._chained_cache[state] = hit
+        return hit
+
+    def _found(self, state: int, every: bool) -> dict[bytes, Lookahead]:
+        """The lookaheads of `state` by text (`every`: all of them, else the chained ones and their extensions)."""
         found: dict[bytes, Lookahead] = {}
         steps: dict[int, list[tuple[bytes, int]]] = {}
         punctuation: dict[int, list[bytes]] = {}
@@ -170,12 +187,15 @@ class BoundaryCovers:
                                        for more, beyond in next_steps(origin) if more in PUNCTUATION]
             return punctuation[origin]
 
-        if self.planner.machine.accepting[state] or self.planner.machine.byte_row(state)[SPECIAL_MARK] >= 0:
+        machine = self.planner.machine
+        if every and (machine.accepting[state] or machine.byte_row(state)[SPECIAL_MARK] >= 0):
             found[b""] = Lookahead(b"", 0, 0, False)
         for data, after in next_steps(state):
             full, chain_end = self.planner.chain(after)
             whole = _before_special(full)
             chain = whole[:MAX_LOOKAHEAD_BYTES]
+            if not (chain or every):
+                continue
             text = data + chain
             choices = next_steps(chain_end) if chain and whole == full and len(whole) <= MAX_LOOKAHEAD_BYTES else []
             extended = 0 < len(choices) <= MAX_BRANCHES
@@ -189,9 +209,7 @@ class BoundaryCovers:
                     longer = data + pair
                     if longer not in found and self._may_join(longer):
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
-        result = tuple(_LOOKAHEADS.intern(ahead) for ahead in found.values())
-        self._lookahead_cache[state] = result
-        return result
+        return found
 
     def _may_join(self, pair: bytes) -> bool:
         """Whether the split before a punctuation pair's second character may depend on it: unless the tokenizer
@@ -227,7 +245,7 @@ class BoundaryCovers:
         lookahead extends the fed tokens (an earlier sampled token already left the tokenizer's split).
         """
         light = not pending and window.forced_end == 0
-        if light and not any(ahead.chained for ahead in self.lookaheads(end_state)):
+        if light and not self.chained_lookaheads(end_state):
             return None
         key = (window.text + pending, tuple(window.tokens), len(pending), end_state)
         if key in self._cover_cache:
@@ -339,8 +357,8 @@ class BoundaryCovers:
             return None
         cut: set[int] = set()
         following: set[int] = set()
-        for ahead in self.lookaheads(end_state):
-            if not ahead.chained or ahead.cut_to <= ahead.cut_from or ahead.extended:
+        for ahead in self.chained_lookaheads(end_state):
+            if ahead.cut_to <= ahead.cut_from or ahead.extended:
                 continue
             canonical = self.planner.splits.split(block + ahead.text)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
