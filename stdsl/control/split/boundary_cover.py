@@ -133,6 +133,7 @@ class BoundaryCovers:
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
         self._merges_only = merges_only(planner.tokenizer)
+        self._joined: dict[bytes, frozenset[bytes]] = {}
 
     @property
     def nbytes(self) -> int:
@@ -150,7 +151,7 @@ class BoundaryCovers:
         it (punctuation runs are one pre-token block, where BPE merges reach furthest); after a chain
         that ends at a choice of at most MAX_BRANCHES characters (an enum's values), each of them with
         its own chain, so a token that stops inside the tokenizer's token over the chain can be cut.
-        A punctuation pair is left out where no merge can join its two characters (`_may_join`).
+        A punctuation pair is left out where no merge can join its two characters (`_joined_after`).
         """
         hit = self._lookahead_cache.get(state)
         if hit is None:
@@ -205,18 +206,27 @@ class BoundaryCovers:
                     longer = text + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
                     found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
             elif not chain and data in PUNCTUATION:
+                joined = self._joined_after(data)
                 for pair in punctuation_after(after):
                     longer = data + pair
-                    if longer not in found and self._may_join(longer):
+                    if (joined is None or pair[:1] in joined) and longer not in found:
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
         return found
 
-    def _may_join(self, pair: bytes) -> bool:
-        """Whether the split before a punctuation pair's second character may depend on it: unless the tokenizer
-        splits by BPE merges alone (`merges_only`) and no token holds the two characters side by side. Where
-        none does, no merge crosses between them, so the split of the block with the pair starts with the split
-        of the block with its first character, a lookahead tried already: the pair adds nothing to the cover."""
-        return not self._merges_only or bool(self.planner.spellings.adjacent_pairs[pair[0] * 256 + pair[1]])
+    def _joined_after(self, first: bytes) -> frozenset[bytes] | None:
+        """The punctuation characters a BPE merge may join to punctuation character `first` (None: any may).
+
+        Where the tokenizer splits by merges alone (`merges_only`), a merge joins two bytes only into a token
+        that holds them side by side; no merge crosses between two characters no token holds so, and the split
+        of a block with such a pair starts with the split of the block with its first character, a lookahead
+        tried already: that pair adds nothing to the cover."""
+        if not self._merges_only:
+            return None
+        joined = self._joined.get(first)
+        if joined is None:
+            pairs = self.planner.spellings.adjacent_pairs
+            joined = self._joined[first] = frozenset(then for then in PUNCTUATION if pairs[first[0] * 256 + then[0]])
+        return joined
 
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
         """(character bytes, state after them) for each of the state's `next_characters` the automaton admits."""

@@ -1,4 +1,4 @@
-"""Punctuation pairs no merge can join add nothing to the boundary cover (`BoundaryCovers._may_join`).
+"""Punctuation pairs no merge can join add nothing to the boundary cover (`BoundaryCovers._joined_after`).
 
 Where the tokenizer splits by BPE merges alone and no token holds two punctuation characters side by side,
 the split of a block followed by both starts with the split of the block followed by the first (oracle: the
@@ -70,7 +70,7 @@ def test_covers_without_unjoinable_pairs_are_the_covers_with_every_pair(name, sm
     schema = load_task(name)["schema"]
     monkeypatch.setattr(boundary_cover, "_PARTS", boundary_cover.CacheKind("fresh lookahead parts"))
     pruned = covers_of_random_outputs(build_automaton(schema_to_ir(schema)), smollm2_tokenizer, seed=7)
-    monkeypatch.setattr(BoundaryCovers, "_may_join", lambda self, pair: True)
+    monkeypatch.setattr(BoundaryCovers, "_joined_after", lambda self, first: None)
     monkeypatch.setattr(boundary_cover, "_PARTS", boundary_cover.CacheKind("fresh lookahead parts"))
     every = covers_of_random_outputs(build_automaton(schema_to_ir(schema)), smollm2_tokenizer, seed=7)
     assert pruned == every
