@@ -14,8 +14,9 @@ Sizes: a value's `nbytes` (numpy arrays and stdsl's tables say what they hold), 
 Values whose class computes `nbytes` (a property) and kinds with a `size` function may grow with use: their bytes
 are read again at `stats()`, `set_budget()` and, at most once every `REMEASURE_SECONDS`, when something is
 stored; the budget and each kind's bounds hold after each of these (between them a table may pass them by what
-it grew).  Any other value is measured once, when stored; one with no `nbytes` is estimated as `sys.getsizeof` of
-it and of what it holds two levels down.  An entry whose value keeps its key object alive (a planner keeps its
+it grew).  A class whose `nbytes` never changes once built (an automaton) says so with `NBYTES_FIXED = True`.
+Those and any other value are measured once, when stored; one with no `nbytes` is estimated as `sys.getsizeof`
+of it and of what it holds two levels down.  An entry whose value keeps its key object alive (a planner keeps its
 tokenizer) cannot die with it; it goes when evicted.
 
 Thread-safe: one lock guards the entries, and a value is built outside it, once per key (concurrent callers of
@@ -95,10 +96,11 @@ def estimate_nbytes(value: Any, depth: int = 2) -> int:
 
 def _live_size(value: Any, size: Callable[[Any], int] | None) -> Callable[[], int] | None:
     """How to re-read the bytes of an entry that may grow: its kind's `size`, or its class's `nbytes` property
-    (None: an array or other value, measured once when stored)."""
+    (None: an array, a value whose class says its `nbytes` is fixed, or another value, measured once when stored)."""
     if size is not None:
         return lambda: int(size(value))
-    if isinstance(getattr(type(value), "nbytes", None), property):
+    kind = type(value)
+    if isinstance(getattr(kind, "nbytes", None), property) and not getattr(kind, "NBYTES_FIXED", False):
         return lambda: int(operator.index(value.nbytes))
     return None
 

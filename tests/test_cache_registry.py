@@ -351,3 +351,48 @@ def test_arrays_and_plain_values_are_measured_once() -> None:
     array = kind.get((), lambda: np.zeros(4, dtype=np.int64), ("array",))
     fixed.nbytes = 1000
     assert kind.stats().bytes == 10 + array.nbytes
+
+
+def test_values_whose_class_says_nbytes_is_fixed_are_measured_once_and_the_budget_stays_exact(monkeypatch) -> None:
+    """An automaton's bytes never change: it is measured when stored, not again on each later store or `stats()`;
+    a growing value beside it still is, and the budget counts both exactly."""
+    from stdsl import caches
+
+    monkeypatch.setattr(caches, "REMEASURE_SECONDS", 0.0)
+    reads = {"fixed": 0, "growing": 0}
+
+    class Fixed(_Sized):
+        NBYTES_FIXED = True
+
+        @property
+        def nbytes(self) -> int:
+            reads["fixed"] += 1
+            return self.held
+
+    class Growing(_Sized):
+        @property
+        def nbytes(self) -> int:
+            reads["growing"] += 1
+            return self.held
+
+    registry = CacheRegistry(budget=100)
+    kind = registry.kind("mixed")
+    fixed = kind.get((), lambda: Fixed(30), ("fixed",))
+    growing = kind.get((), lambda: Growing(20), ("growing",))
+    for i in range(5):
+        kind.get((), lambda: np.zeros(1, dtype=np.int8), ("array", i))
+    assert registry.stats()["mixed"].bytes == 30 + 20 + 5
+    assert reads["fixed"] == 1 and reads["growing"] >= 6
+    growing.held = 60
+    assert registry.stats()["mixed"].bytes == 30 + 60 + 5
+    kind.get((), lambda: np.zeros(10, dtype=np.int8), ("array", "big"))
+    assert registry.stats()["mixed"].bytes <= 100 and reads["fixed"] == 1
+    assert fixed.nbytes == 30
+
+
+def test_compiled_dfas_say_their_bytes_are_fixed() -> None:
+    import stdsl
+
+    compiled = stdsl.compile({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    assert type(compiled).NBYTES_FIXED and type(compiled.automaton).NBYTES_FIXED
+    assert compiled.nbytes == compiled.automaton.nbytes > 0

@@ -12,7 +12,7 @@ import numbers
 import reprlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from stdsl.caches import CacheKind
 from stdsl.compiler import ir
@@ -55,6 +55,8 @@ class Regex:
 class Constraint:
     """A compiled constraint: the byte automaton and how to turn accepted text into a value."""
 
+    NBYTES_FIXED: ClassVar[bool] = True
+    """Its bytes are its automaton's, which never change: `stdsl.caches` measures it once."""
     automaton: Automaton
     kind: str
     source: Any = None

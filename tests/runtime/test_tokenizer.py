@@ -104,6 +104,14 @@ def test_encode_matches_the_bpe_oracle(smollm2_tokenizer, oracle, text):
     assert smollm2_tokenizer.decode(ids) == text
 
 
+@settings(max_examples=100, deadline=None)
+@given(TEXT, st.sampled_from([1, 2, 30]))
+def test_encode_ordinary_of_short_and_long_text_matches_the_bpe_oracle(smollm2_tokenizer, oracle, text, copies):
+    """Short text is encoded by `encode`, text past `SHORT_TEXT` characters by `encode_batch`: both as the oracle."""
+    text = (text.replace("<|im_end|>", "") + " x") * copies
+    assert smollm2_tokenizer.encode_ordinary(text) == oracle.encode(text)
+
+
 @settings(max_examples=150, deadline=None)
 @given(TEXT)
 def test_pre_token_blocks_partition_the_bytes_and_bpe_stays_inside_them(smollm2_tokenizer, text):

@@ -95,6 +95,8 @@ class Automaton(ByteClassTable):
     `Automaton.from_classes(class_table, accepting, byte_class)` takes the class form directly.
     """
 
+    NBYTES_FIXED = True
+    """Its arrays are set once, when built: `stdsl.caches` measures it once."""
     start: int = 0
     blocks: tuple[BlockSpan, ...] = ()
     """Where the automaton is a front then blocks laid out at offsets, those blocks (after the front, in order)."""

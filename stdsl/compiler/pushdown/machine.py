@@ -79,6 +79,7 @@ class PushdownMachine:
         self._need = np.zeros(0, dtype=np.int64)
         self._classes: tuple[list[int], np.ndarray] | None = None
         self._class_sizes: list[int] = []
+        self._state_classes: dict[int, list[int]] = {}
         self._last_forced: tuple[int, tuple[bytes, int]] = (DEAD, (b"", DEAD))
         self._settle(int(grammar.starts[0]), EMPTY_STACK)
         self.accepting = _ByRow(self.config_accepts)
@@ -300,13 +301,28 @@ class PushdownMachine:
         """Bytes of the shortest accepted completion from `config` (`need`)."""
         return int(self.need(config))
 
+    def _read_classes(self, state: int) -> list[int]:
+        """The byte classes `state` reads itself (an own move or a call), in class order; kept per state."""
+        found = self._state_classes.get(state)
+        if found is None:
+            first, _ = self._byte_classes()
+            grammar = self.grammar
+            reads = (grammar.byte_table[state, first] >= 0) | (grammar.call_of_byte[state, first] >= 0)
+            found = self._state_classes[state] = np.flatnonzero(reads).tolist()
+        return found
+
     def only_byte(self, config: int) -> int:
         """The one admissible byte of `config`, or -1 where it admits none or several (stepping one byte per class
         and stopping at the second live one: most configurations decide, and need no 256-byte row)."""
         first, _ = self._byte_classes()
         sizes = self._class_sizes
+        state = self._config_state[config]
+        classes: Any = range(len(first))
+        if not (self._accepting[state] and self._config_stack[config] != EMPTY_STACK):
+            classes = self._read_classes(state)  # no pop to retry at: a byte the state does not read is refused
         found = -1
-        for index, byte in enumerate(first):
+        for index in classes:
+            byte = first[index]
             if self.step_byte(config, byte) >= 0:
                 if found >= 0 or sizes[index] > 1:
                     return -1

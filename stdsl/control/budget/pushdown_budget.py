@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -119,7 +120,7 @@ class PushdownNeed:
         self.single_bytes = single_byte_tokens(vocab)
         read = (np.asarray(machine.grammar.byte_table) >= 0).any(axis=0)
         self.spells_every_byte = bool((self.single_bytes | ~read).all())
-        self.longest_token = longest_live_token(machine.grammar, vocab)
+        self._vocab = vocab
         self._spellable: np.ndarray | None = None
         self._bounds: dict[int, int | None] = {}
         self.exact: dict[int, int] = {}
@@ -130,6 +131,12 @@ class PushdownNeed:
         self.expansions = 0
         self.bounded_answers = 0
         """Questions answered by the byte bound because a search gave up (0: every answer was exact)."""
+
+    @cached_property
+    def longest_token(self) -> int:
+        """The longest token an output can hold (`longest_live_token`), found on the first search's first bound: a
+        budget that never binds (most requests' first tokens) never pays its walk over the vocabulary's bytes."""
+        return longest_live_token(self.machine.grammar, self._vocab)
 
     # ------------------------------------------------------------------ the graph
 
@@ -211,18 +218,19 @@ class PushdownNeed:
         return UNREACHABLE if found is None else found
 
     def settled(self, config: int, limit: int) -> bool | None:
-        """Whether need(config) <= limit where that is known without a search (a solved value, a lower bound
-        above the limit, a byte bound within it), else None."""
+        """Whether need(config) <= limit where that is known without a search (a solved value, a byte bound within
+        it, a lower bound above it: lower <= need <= byte bound, so at most one holds and the byte bound, cheaper on
+        a new grammar, is asked first), else None."""
         if limit < 0:
             return False
         known = self._known(config)
         if known is not None:
             return known <= limit
-        if self.lower_bound(config) > limit:
-            return False
         bound = self.byte_bound(config)
         if bound is not None and bound <= limit:
             return True
+        if self.lower_bound(config) > limit:
+            return False
         return None
 
     def within(self, config: int, limit: int, last_expansion: int | None = None) -> bool:

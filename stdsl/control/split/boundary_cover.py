@@ -128,15 +128,18 @@ class BoundaryCovers:
         self.token_bytes = planner.token_bytes
         self.by_bytes = planner.by_bytes
         self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
+        self._chained_cache: dict[int, tuple[Lookahead, ...]] = {}
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
+        self._merges_only = merges_only(planner.tokenizer)
+        self._joined: dict[bytes, frozenset[bytes]] = {}
 
     @property
     def nbytes(self) -> int:
         """An estimate of the memos' bytes: `COVER_ENTRY_NBYTES` per lookahead or cover kept, plus the packed masks."""
         masks = list(self._cover_masks.values())
-        entries = len(self._lookahead_cache) + len(self._cover_cache)
+        entries = len(self._lookahead_cache) + len(self._chained_cache) + len(self._cover_cache)
         return entries * COVER_ENTRY_NBYTES + sum(int(mask.nbytes) for mask in masks)
 
     def lookaheads(self, state: int) -> tuple[Lookahead, ...]:
@@ -148,10 +151,27 @@ class BoundaryCovers:
         it (punctuation runs are one pre-token block, where BPE merges reach furthest); after a chain
         that ends at a choice of at most MAX_BRANCHES characters (an enum's values), each of them with
         its own chain, so a token that stops inside the tokenizer's token over the chain can be cut.
+        A punctuation pair is left out where no merge can join its two characters (`_joined_after`).
         """
         hit = self._lookahead_cache.get(state)
-        if hit is not None:
-            return hit
+        if hit is None:
+            hit = tuple(_LOOKAHEADS.intern(ahead) for ahead in self._found(state, every=True).values())
+            self._lookahead_cache[state] = hit
+        return hit
+
+    def chained_lookaheads(self, state: int) -> tuple[Lookahead, ...]:
+        """The `lookaheads` of `state` with forced bytes after their first character (all that a cover with
+        nothing forced open reads), found without the others (a string value's hundreds of characters and pairs)."""
+        hit = self._chained_cache.get(state)
+        if hit is None:
+            every = self._lookahead_cache.get(state)
+            found = every if every is not None else tuple(self._found(state, every=False).values())
+            hit = tuple(_LOOKAHEADS.intern(ahead) for ahead in found if ahead.chained)
+            self._chained_cache[state] = hit
+        return hit
+
+    def _found(self, state: int, every: bool) -> dict[bytes, Lookahead]:
+        """The lookaheads of `state` by text (`every`: all of them, else the chained ones and their extensions)."""
         found: dict[bytes, Lookahead] = {}
         steps: dict[int, list[tuple[bytes, int]]] = {}
         punctuation: dict[int, list[bytes]] = {}
@@ -168,12 +188,15 @@ class BoundaryCovers:
                                        for more, beyond in next_steps(origin) if more in PUNCTUATION]
             return punctuation[origin]
 
-        if self.planner.machine.accepting[state] or self.planner.machine.byte_row(state)[SPECIAL_MARK] >= 0:
+        machine = self.planner.machine
+        if every and (machine.accepting[state] or machine.byte_row(state)[SPECIAL_MARK] >= 0):
             found[b""] = Lookahead(b"", 0, 0, False)
         for data, after in next_steps(state):
             full, chain_end = self.planner.chain(after)
             whole = _before_special(full)
             chain = whole[:MAX_LOOKAHEAD_BYTES]
+            if not (chain or every):
+                continue
             text = data + chain
             choices = next_steps(chain_end) if chain and whole == full and len(whole) <= MAX_LOOKAHEAD_BYTES else []
             extended = 0 < len(choices) <= MAX_BRANCHES
@@ -183,13 +206,27 @@ class BoundaryCovers:
                     longer = text + more + self.planner.chain(beyond)[0][:MAX_LOOKAHEAD_BYTES]
                     found.setdefault(longer, Lookahead(longer, len(data), len(text) + 1, True))
             elif not chain and data in PUNCTUATION:
+                joined = self._joined_after(data)
                 for pair in punctuation_after(after):
                     longer = data + pair
-                    if longer not in found:
+                    if (joined is None or pair[:1] in joined) and longer not in found:
                         found[longer] = Lookahead(longer, len(longer), len(longer), False)
-        result = tuple(_LOOKAHEADS.intern(ahead) for ahead in found.values())
-        self._lookahead_cache[state] = result
-        return result
+        return found
+
+    def _joined_after(self, first: bytes) -> frozenset[bytes] | None:
+        """The punctuation characters a BPE merge may join to punctuation character `first` (None: any may).
+
+        Where the tokenizer splits by merges alone (`merges_only`), a merge joins two bytes only into a token
+        that holds them side by side; no merge crosses between two characters no token holds so, and the split
+        of a block with such a pair starts with the split of the block with its first character, a lookahead
+        tried already: that pair adds nothing to the cover."""
+        if not self._merges_only:
+            return None
+        joined = self._joined.get(first)
+        if joined is None:
+            pairs = self.planner.spellings.adjacent_pairs
+            joined = self._joined[first] = frozenset(then for then in PUNCTUATION if pairs[first[0] * 256 + then[0]])
+        return joined
 
     def _next_steps(self, state: int) -> list[tuple[bytes, int]]:
         """(character bytes, state after them) for each of the state's `next_characters` the automaton admits."""
@@ -218,7 +255,7 @@ class BoundaryCovers:
         lookahead extends the fed tokens (an earlier sampled token already left the tokenizer's split).
         """
         light = not pending and window.forced_end == 0
-        if light and not any(ahead.chained for ahead in self.lookaheads(end_state)):
+        if light and not self.chained_lookaheads(end_state):
             return None
         key = (window.text + pending, tuple(window.tokens), len(pending), end_state)
         if key in self._cover_cache:
@@ -330,8 +367,8 @@ class BoundaryCovers:
             return None
         cut: set[int] = set()
         following: set[int] = set()
-        for ahead in self.lookaheads(end_state):
-            if not ahead.chained or ahead.cut_to <= ahead.cut_from or ahead.extended:
+        for ahead in self.chained_lookaheads(end_state):
+            if ahead.cut_to <= ahead.cut_from or ahead.extended:
                 continue
             canonical = self.planner.splits.split(block + ahead.text)
             if canonical[: len(fed)] != fed or len(canonical) == len(fed):
@@ -404,6 +441,20 @@ class BoundaryCovers:
     def _byte_at(self, offset: int) -> np.ndarray:
         """Each token's byte at `offset` (NO_BYTE where the token is shorter), shared by the tokenizer's grammars."""
         return self.planner.spellings.byte_at(offset)
+
+
+def merges_only(tokenizer: Any) -> bool:
+    """Whether the tokenizer splits each pre-token by its BPE merges alone: a Hugging Face BPE model without
+    `ignore_merges` (a whole pre-token that is a token taken whole), dropout, word prefixes or suffixes, under
+    no normalizer but NFC (which leaves ASCII punctuation be). Then a merge joins two bytes only into a token
+    that holds them side by side; tiktoken takes a whole piece first, so it is not counted here."""
+    hf: Any = getattr(tokenizer, "hf", None)
+    model: Any = getattr(hf, "model", None)
+    if hf is None or type(model).__name__ != "BPE":
+        return False
+    normalizer = hf.normalizer
+    return (not model.ignore_merges and model.dropout is None and not model.continuing_subword_prefix
+            and not model.end_of_word_suffix and (normalizer is None or type(normalizer).__name__ == "NFC"))
 
 
 def _before_special(data: bytes) -> bytes:

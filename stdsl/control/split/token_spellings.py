@@ -58,11 +58,26 @@ class TokenSpellings:
         """Each token's length in bytes (0 for specials)."""
         return np.fromiter((len(b or b"") for b in self.token_bytes), dtype=np.int64, count=len(self.token_bytes))
 
+    @cached_property
+    def adjacent_pairs(self) -> np.ndarray:
+        """bool (65536,): whether bytes a, b stand side by side in some token (at a * 256 + b): a BPE merge
+        joins two bytes only into a token that holds them so."""
+        data, starts = self._packed
+        pairs = np.zeros(1 << 16, dtype=bool)
+        if len(data) < 2:
+            return pairs
+        inside = np.ones(len(data) - 1, dtype=bool)
+        ends = (starts + self.lengths)[self.lengths > 0] - 1
+        inside[ends[ends < len(inside)]] = False
+        pairs[(data[:-1].astype(np.int64) * 256 + data[1:])[inside]] = True
+        pairs.flags.writeable = False
+        return pairs
+
     @property
     def nbytes(self) -> int:
         """Bytes held: the arrays built so far, and `BY_BYTES_NBYTES` per entry of `by_bytes` (an estimate)."""
         arrays = [*self._bytes_at.values(), *self._agreeing.values()]
-        arrays += [self.__dict__[name] for name in ("lengths",) if name in self.__dict__]
+        arrays += [self.__dict__[name] for name in ("lengths", "adjacent_pairs") if name in self.__dict__]
         arrays += list(self.__dict__.get("_packed", ()))
         return sum(int(array.nbytes) for array in arrays) + len(self.by_bytes) * BY_BYTES_NBYTES
 

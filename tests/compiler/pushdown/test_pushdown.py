@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -193,3 +194,33 @@ def test_a_target_combined_with_other_keywords_gets_its_own_nonterminal() -> Non
     machine = PushdownMachine(grammar)
     assert machine.accepts(b"[[1],[]]") is False and machine.accepts(b"[[1],[[2]]]")
     assert machine.accepts(b'[{"v":1,"kids":[[3]]}]') and not machine.accepts(b"[1,2,3]")
+
+
+def optional_tails(max_depth: int = 64) -> PushdownMachine:
+    """A := "a" A? ; the root is "(" A ")": at the cap a state that accepts and could call again has only the pop's
+    byte live."""
+    root = ir.seq(ir.literal("("), call_symbol(0), ir.literal(")"))
+    body = ir.seq(ir.literal("a"), ir.optional(call_symbol(0)))
+    return PushdownMachine(compile_pushdown(root, [Definition("A", body)], max_depth=max_depth))
+
+
+def _live_bytes_by_brute_force(machine: PushdownMachine, config: int) -> list[int]:
+    return [byte for byte in range(256) if machine.step_byte(config, byte) != DEAD]
+
+
+
+@pytest.mark.parametrize("build", [nested_lists, expressions, optional_tails], ids=["lists", "expressions", "tails"])
+@pytest.mark.parametrize("max_depth", [2, 64], ids=["at-the-cap", "roomy"])
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet="[],xn(+)a", max_size=16))
+def test_only_byte_is_the_one_live_byte_on_every_prefix(build: Any, max_depth: int, text: str) -> None:
+    """`only_byte` (which steps only the classes a state reads unless it may pop) against all 256 bytes stepped on
+    a machine of its own, on every live prefix of random words, near the stack cap and far from it."""
+    machine, oracle = build(max_depth), build(max_depth)
+    data = text.encode()
+    for cut in range(len(data) + 1):
+        config = machine.step(machine.start, data[:cut])
+        if config == DEAD:
+            break
+        live = _live_bytes_by_brute_force(oracle, oracle.step(oracle.start, data[:cut]))
+        assert machine.only_byte(config) == (live[0] if len(live) == 1 else -1), data[:cut]
