@@ -128,6 +128,9 @@ class BoundaryCovers:
         self.token_bytes = planner.token_bytes
         self.by_bytes = planner.by_bytes
         self._lookahead_cache: dict[int, tuple[Lookahead, ...]] = {}
+        self._chained: dict[int, bool] = {}
+        """Per state, whether any of its lookaheads is chained (asked at every sampling step; free text's states
+        have over a thousand lookaheads)."""
         self._cover_cache: dict[tuple[bytes, tuple[int, ...], int, int], BoundaryCover | None] = {}
         self._cover_masks: dict[BoundaryCover, np.ndarray] = {}
         self._parts: dict[PartKey, LookaheadPart] = _PARTS.get((planner.tokenizer, planner.token_bytes), dict)
@@ -218,7 +221,7 @@ class BoundaryCovers:
         lookahead extends the fed tokens (an earlier sampled token already left the tokenizer's split).
         """
         light = not pending and window.forced_end == 0
-        if light and not any(ahead.chained for ahead in self.lookaheads(end_state)):
+        if light and not self._any_chained(end_state):
             return None
         key = (window.text + pending, tuple(window.tokens), len(pending), end_state)
         if key in self._cover_cache:
@@ -228,6 +231,13 @@ class BoundaryCovers:
             self._cover_cache.clear()
         self._cover_cache[key] = cover
         return cover
+
+    def _any_chained(self, state: int) -> bool:
+        """Whether a forced chain follows some next character of `state` (memoized per state)."""
+        found = self._chained.get(state)
+        if found is None:
+            found = self._chained[state] = any(ahead.chained for ahead in self.lookaheads(state))
+        return found
 
     def _compute_cover(self, window: Window, pending: bytes, end_state: int) -> BoundaryCover | None:
         block = window.text + pending
