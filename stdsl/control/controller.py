@@ -100,6 +100,9 @@ class Controller:
         self._words: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
+        self._ends_after: dict[int, bool] = {}
+        """Per state, whether some live token ends the output there (`may_end_after`; shared by this controller's
+        twins: it depends on the automaton and vocabulary alone)."""
 
     host_masks_only = False
     """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
@@ -248,6 +251,18 @@ class Controller:
             feed += plan.tokens
             forced += len(plan.tokens)
         return Move(at, tuple(feed), forced, self.spell(feed), sampled)
+
+    def may_end_after(self, state: int) -> bool:
+        """Whether some token live at `state` finishes the output by itself: its walk, with the forced chain after it,
+        reaches a state with no live byte (a pipelined step, which feeds a draw before reading it, would feed such a
+        token to a pass its row never uses: `stdsl.runtime.batch.pipelining`); memoized per state."""
+        found = self._ends_after.get(state)
+        if found is None:
+            after = self.rows.next_states(state)
+            reached = np.unique(after[after >= 0]).tolist()
+            found = any(self.planner.live_count[self.planner.chain(s)[1]] == 0 for s in reached)
+            self._ends_after[state] = found
+        return found
 
     def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
         """The canonical plan after `token`, or a fallback (`_fallbacks`) when the canonical one breaks the budget."""
