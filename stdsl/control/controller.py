@@ -66,6 +66,12 @@ class CostTable(Protocol):
 
     def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
 
+    def admits_all_from(self, state: int) -> int | None: ...
+
+
+UNWITHHELD = -1
+"""The `remaining` of a mask's memo key where the budget withholds no token (`admits` is None at every remaining from
+`admits_all_from` on), so one mask serves every such step rather than one per count of tokens left."""
 
 Narrowing = Callable[[Move, np.ndarray], np.ndarray]
 """A row policy's narrowing of a mask (a reasoning budget): given the move so far and the mask at its configuration
@@ -357,7 +363,12 @@ class Controller:
         """The memoized mask at `configuration`, whether the budget shaped it, and whether it is the state's live row
         untouched (nothing held back, no cover, nothing the budget withholds)."""
         _check(configuration)
-        key = (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
+        remaining = configuration.remaining
+        if remaining is not None and self.budget is not None:
+            unwithheld = self.budget.admits_all_from(configuration.state)
+            if unwithheld is not None and remaining >= unwithheld:
+                remaining = UNWITHHELD
+        key = (configuration.state, configuration.pending, configuration.cover, remaining,
                configuration.finished, configuration.budget_shaped)  # not the window: the cover carries its effect
         found = self._masks.get(key)
         if found is not None:
