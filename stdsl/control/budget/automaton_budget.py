@@ -247,6 +247,11 @@ class BudgetTable:
             fitting[target] = self._answer(target, remaining - 1)
         return live & fitting[np.where(live, row, 0)]
 
+    def admits_all_from(self, state: int) -> int | None:
+        """The least `remaining` from which `admits` at `state` is None (every live token fits), once an `admits` there
+        has found it (None before)."""
+        return self._largest_cost.get(state)
+
     def fits(self, state: int, spent: int, remaining: int) -> bool:
         """Whether `spent` tokens plus need(state) fit in `remaining`."""
         return self.within(state, remaining - spent)

@@ -361,6 +361,11 @@ class PushdownBudget:
             found = self._largest[config] = largest
         return found
 
+    def admits_all_from(self, config: int) -> int | None:
+        """The least `remaining` from which `admits` at `config` is None (every live token fits), where its bound is
+        kept already (None: not found yet, or no byte bound)."""
+        return self._largest.get(config)
+
     def admits(self, config: int, row: np.ndarray, remaining: int) -> np.ndarray | None:
         """Tokens after which a valid ending still fits in `remaining` tokens (None: every live token does).
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from itertools import pairwise
 from typing import Protocol
 
 import numpy as np
 
 from stdsl import caches
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists
 from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
 from stdsl.control.split.boundary_cover import BoundaryCover, BoundaryCovers
@@ -253,6 +256,21 @@ class ForcedPlanner:
 
     # ------------------------------------------------------------------ the policy
 
+    @cached_property
+    def _forcing_reachable(self) -> np.ndarray | None:
+        """Per DFA state: whether a state that forces a byte is reachable from it (itself included); None for a
+        pushdown machine, whose configurations are not listed."""
+        if not isinstance(self.machine, Automaton):
+            return None
+        indptr, indices = predecessor_lists(self.machine.class_transitions)
+        return bfs_distances(indptr, indices, np.flatnonzero(self.machine.forced_byte >= 0)) >= 0
+
+    def unforced(self, state: int) -> bool:
+        """Whether no byte is ever forced from `state` on: every plan there is the sampled token alone, whatever
+        the window holds (free text's every step, planned without pre-tokenizing the window: `plan`)."""
+        reachable = self._forcing_reachable
+        return reachable is not None and not reachable[state]
+
     def plan(self, window: Window, state: int, pending: bytes, sampled: int | None) -> Plan:
         """The canonical plan after sampling `sampled` at `state` (None: the start, before any sample)."""
         y = b"" if sampled is None else (self.token_bytes[sampled] or b"")
@@ -261,6 +279,11 @@ class ForcedPlanner:
         after_y = self.machine.step(state, y)
         if after_y < 0:
             raise GenerationError(f"token {sampled} ({y!r}) is not allowed at state {state}")
+        if sampled is not None and not pending and window.forced_end == 0 and self.unforced(state):
+            # Nothing forced now or later: no healing, no held-back bytes, no boundary cover (nothing chained), so
+            # the window, which only those read, is dropped rather than re-split every token.
+            return Plan(tokens=(sampled,), healed=False, state=after_y, pending=b"", cover=None, end_state=after_y,
+                        decided=y, window=Window(), finished=bool(self.live_count[after_y] == 0))
         forced, end_state = self.chain(after_y)
         base = window.text
         s = base + y + forced

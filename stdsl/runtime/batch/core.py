@@ -47,7 +47,7 @@ from stdsl.runtime.batch.control_shares import DEFAULT_MAX_CONTROL_SECONDS, awak
 from stdsl.runtime.batch.device_masks import place_masks
 from stdsl.runtime.batch.forward import forward_drawn, forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
-from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first
+from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first, may_end_by_automaton
 from stdsl.runtime.batch.policies import Policies, Policy
 from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, feed_width, prefill_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
@@ -417,11 +417,11 @@ class BatchCore:
 
     def _pipelinable(self) -> bool:
         """Whether this step may queue the next pass before reading its draws (`pipelining.py`): every running row
-        samples now (nothing left to feed, awake) and feeds its draw first."""
+        samples now (nothing left to feed, awake), feeds its draw first and cannot finish its output by its draw."""
         now = time.perf_counter()
         return pipelining.PIPELINED and self._logits is not None and bool(self._rows) and all(
             not row.feed and row.held is None and row.rest_until <= now and feeds_draw_first(row.controller)
-            for row in self._rows)
+            and not may_end_by_automaton(row) for row in self._rows)
 
     def _sample_ahead(self) -> None:
         """A pipelined step (`pipelining.py`): draw every row's token on the device, queue the next pass feeding each

@@ -50,7 +50,11 @@ class RowHandle:
     def __init__(self, cancel: Callable[[], None]) -> None:
         self._cancel = cancel
         self._cancel_asked = False
-        self._changed = threading.Condition()
+        lock = threading.RLock()
+        self._changed = threading.Condition(lock)
+        self._end = threading.Condition(lock)
+        """The end alone, under the same lock: `result()` waits on it, so a waiter for the result is not woken by
+        every token's event."""
         self._events: list[Event] = []
         self._ended = False
         self._result: Generation | None = None
@@ -104,8 +108,8 @@ class RowHandle:
 
     def result(self, timeout: float | None = None) -> Generation:
         """The finished `Generation` (blocks); raises the row's StdslError, or GenerationError on timeout."""
-        with self._changed:
-            if not self._changed.wait_for(lambda: self._ended, timeout):
+        with self._end:
+            if not self._end.wait_for(lambda: self._ended, timeout):
                 raise GenerationError(f"no result within {timeout} s")
         self._raise_error()
         assert self._result is not None
@@ -150,6 +154,7 @@ class RowHandle:
             wakers, self._wakers = self._wakers, []
             callbacks, self._callbacks = self._callbacks, []
             self._changed.notify_all()
+            self._end.notify_all()
         _wake(wakers)
         for callback in callbacks:
             self._call(callback)

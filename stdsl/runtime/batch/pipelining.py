@@ -10,7 +10,9 @@ token's feed starts with the token unless the canonical split re-spells it with 
 its mask. A row certain to end with this draw (its token budget has one token left, a draft its last draw) is
 fed nothing, so its cache and what the prompt cache keeps of it stay as without pipelining; a row that ends
 otherwise (eos, a stop string) was fed its last token, which its cache then holds, and the prompt cache stores its
-sequence with that token.
+sequence with that token. A step where some row's draw may finish its output by its automaton (a live token at its
+state leads where no byte is live: the end of a program's literal, an enum's last value) is not pipelined: its pass
+would be one that row never uses, and at one row a pass the step need not run at all.
 """
 
 from __future__ import annotations
@@ -36,3 +38,9 @@ def ends_with_draw(row: Any) -> bool:
     """Whether `row` ends whatever token it draws next: one token of its budget left, or its last allowed draw."""
     return row.log.configuration.remaining == 1 or (row.max_samples is not None
                                           and row.stats.sampled_tokens + 1 >= row.max_samples)
+
+
+def may_end_by_automaton(row: Any) -> bool:
+    """Whether `row`'s next draw may finish its output by its automaton alone (`Controller.may_end_after` at its
+    state: memoized per state, so asking each step costs a lookup)."""
+    return bool(row.controller.may_end_after(row.log.configuration.state))

@@ -209,3 +209,40 @@ def test_cover_masks_follow_their_definition(smollm2_tokenizer, held, after, liv
     cover = BoundaryCover(held, short, frozenset(after), False, excluded, frozenset(live))
     planner = ForcedPlanner(compile_regex("x"), smollm2_tokenizer, vocab.token_bytes)
     assert np.array_equal(planner.cover_mask(cover), cover_mask_oracle(vocab.token_bytes, cover))
+
+
+@settings(max_examples=12, deadline=None)
+@given(pattern=st.sampled_from(["[a-z ]*", "[a-z ]*=[0-9]+;[^\\n]*", "(ab|c)*xyz[a-z .]*", "[^\"]*\"[a-z]{2}\""]),
+       seed=st.integers(0, 10_000))
+def test_an_unforced_state_plans_the_sampled_token_alone_as_the_full_split_does(smollm2_tokenizer, pattern,
+                                                                                 seed) -> None:
+    """Where no byte is ever forced from a state on, `plan` skips re-splitting the window: along random walks its
+    plans (tokens, states, held-back bytes, covers, ends) equal those of the planner that always re-splits."""
+    vocab = vocabulary_of(smollm2_tokenizer)
+    automaton = compile_regex(pattern)
+    fast = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
+    full = ForcedPlanner(automaton, smollm2_tokenizer, vocab.token_bytes)
+    full.__dict__["_forcing_reachable"] = None  # the cached property read as for a pushdown machine: never unforced
+    rng = random.Random(seed)
+    spelled = [i for i, b in enumerate(vocab.token_bytes) if b]
+    first = fast.plan(Window(), 0, b"", None)
+    assert first == full.plan(Window(), 0, b"", None)
+    fast_at = full_at = first
+    skipped = 0
+    for _ in range(40):
+        if fast_at.finished:
+            break
+        live = [t for t in rng.sample(spelled, 2000)
+                if (after := automaton.step(fast_at.state, vocab.token_bytes[t])) >= 0 and fast.live_count[after] > 0]
+        if fast_at.cover is not None:
+            live = [t for t in live if fast.cover_mask(fast_at.cover)[t]]
+        if not live:
+            break
+        token = rng.choice(live)
+        skipped += not fast_at.pending and fast_at.window.forced_end == 0 and fast.unforced(fast_at.state)
+        fast_at = fast.plan(fast_at.window, fast_at.state, fast_at.pending, token)
+        full_at = full.plan(full_at.window, full_at.state, full_at.pending, token)
+        assert (fast_at.tokens, fast_at.state, fast_at.pending, fast_at.cover, fast_at.finished, fast_at.healed,
+                fast_at.decided) == (full_at.tokens, full_at.state, full_at.pending, full_at.cover, full_at.finished,
+                                     full_at.healed, full_at.decided)
+    assert skipped or pattern != "[a-z ]*"  # free text: every step takes the shortcut

@@ -166,6 +166,36 @@ def test_free_text_steps_are_pipelined_and_rows_at_their_budget_are_fed_nothing(
     assert handle.result(timeout=0).text.startswith("a") and not drawn_passes
 
 
+def _decode_alone(model: Model, constraint: Any, max_tokens: int, pipelined: bool) -> tuple[Any, BatchCore]:
+    """One greedy row under `constraint` on a core of its own: its result and the core (its pass counter)."""
+    core = BatchCore(model, max_rows=1)
+    handle = RowHandle(lambda: None)
+    with _pipelined(pipelined):
+        core.insert(prepare_request(model, "Spell a long word.", constraint, DecodeOptions.of(max_tokens=max_tokens)),
+                    handle)
+        while core.busy:
+            core.step()
+    return handle.result(timeout=0), core
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]{24,30}", r"[a-z]{1,4}"])
+def test_no_pass_is_queued_for_a_draw_that_may_finish_the_automaton(tiny_model, monkeypatch, pattern: str) -> None:
+    """A regex that forces no byte but ends (no byte is live after its last one) is pipelined only at states where
+    no token can end it: the pipelined row takes the passes of the row that reads its draws first, none queued with
+    its last draw that it never uses, and the same tokens; where no state can end early, some steps still pipeline."""
+    compiled = compile_regex(pattern)
+    assert compiled.forces_nothing
+    drawn_passes: list[int] = []
+    forward_drawn = core_module.forward_drawn
+    monkeypatch.setattr(core_module, "forward_drawn", lambda *args: drawn_passes.append(1) or forward_drawn(*args))
+    pipelined, core = _decode_alone(tiny_model, compiled, 40, pipelined=True)
+    plain, reference = _decode_alone(tiny_model, compiled, 40, pipelined=False)
+    assert (pipelined.tokens, pipelined.finish_reason) == (plain.tokens, plain.finish_reason)
+    assert pipelined.finish_reason == "stop" and pipelined.stats.passes == plain.stats.passes
+    assert core.counters["passes"] == reference.counters["passes"] == pipelined.stats.passes
+    assert bool(drawn_passes) == (pattern == r"[a-z]{24,30}")  # no token spells 24 letters; one may spell 1 to 4
+
+
 def _admitted(model: Model, before: list[int], token: int) -> bool:
     """Whether free text admits `token` after the output tokens `before`."""
     control = RowDriver.request(model, compiled_constraint(None), DecodeOptions.of(max_tokens=None))

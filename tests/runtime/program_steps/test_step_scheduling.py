@@ -52,11 +52,11 @@ def test_forks_of_k_equal_branches_take_one_branchs_passes(tiny_model, engine) -
     fork_one, fork_four = one - main_one, four - main_four
     # one branch leads: the others join once its prompt is prefilled (the cache then serves it to them), so it
     # is a few passes ahead of them; after that every pass decodes all four rows
-    assert fork_four <= fork_one + 4
+    assert fork_four <= fork_one + 5  # the slack the bound had while fork_one counted an unused pipelined pass
     # decoded one after another they would take every branch's passes; a fork's engine passes exceed its branch's
-    # own by at most two: one feeds its prompt, and a pipelined step (free text, `pipelining.py`) queues the next
-    # pass with a row's last draw before reading that its automaton finished, a pass the row never uses
-    assert sum(step.stats.passes for step in branches) >= 4 * (fork_one - 2) > fork_four
+    # own by one, the pass that feeds its prompt (no step is pipelined where a draw may finish the automaton, so no
+    # pass is queued that a row never uses: `pipelining.py`)
+    assert sum(step.stats.passes for step in branches) >= 4 * (fork_one - 1) > fork_four
 
 
 def test_a_watcher_hears_each_step_as_it_ends_in_program_order(tiny_model, engine) -> None:
