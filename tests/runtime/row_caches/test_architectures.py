@@ -298,6 +298,23 @@ def test_a_model_that_cannot_be_batched_exactly_is_refused_with_the_reason(smoll
         cache_layout(net, "afm7")
 
 
+def test_a_head_that_sets_ids_to_minus_infinity_is_served(smollm2_tokenizer) -> None:
+    """Phi-3-small's head sets the ids its tokenizer never emits to -inf: equal infinities agree at load, and the
+    engine's rows still equal the row decoded alone."""
+    net = tiny_net("llama", smollm2_tokenizer.vocab_size)
+    never = mx.arange(100, 140)
+
+    class MaskedHead(type(net)):  # type: ignore[misc]
+        def __call__(self, inputs: mx.array, cache: Any = None) -> mx.array:
+            out = super().__call__(inputs, cache=cache)
+            out[..., never] = -float("inf")
+            return out
+
+    net.__class__ = MaskedHead
+    cache_layout(net, "masked-head llama")
+    _ragged_rows_equal_each_row_alone(net, "masked-head llama")
+
+
 def _every_configuration() -> list[dict[str, Any]]:
     from tests.runtime.row_caches.mlx_lm_model_tests import MLX_LM_MODEL_TESTS
     from tests.runtime.row_caches.mlx_lm_test_configs import MLX_LM_SINGLE_TESTS, MLX_LM_TEST_CONFIGS
