@@ -13,8 +13,10 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx_lm.utils import MODEL_REMAPPING
 
 SEED = 5
+PHI3SMALL_VOCABULARY = 100352
 
 ARCHITECTURES: dict[str, dict[str, Any]] = {
     # plain KV caches
@@ -67,8 +69,10 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 
 def tiny_net(model_type: str, vocab_size: int, config: dict[str, Any] | None = None) -> Any:
     """A seeded random-weight float32 mlx-lm model of `model_type` over a vocabulary of `vocab_size`."""
-    arch = importlib.import_module(f"mlx_lm.models.{model_type}")
+    arch = importlib.import_module(f"mlx_lm.models.{MODEL_REMAPPING.get(model_type, model_type)}")
     settings = dict(ARCHITECTURES[model_type] if config is None else config)
+    if model_type == "phi3small":  # its head sets ids up to 100,351 (its tokenizer's dummies) to -inf
+        vocab_size = max(vocab_size, PHI3SMALL_VOCABULARY)
     settings.update(model_type=model_type, vocab_size=vocab_size)
     if "text_config" in settings:
         settings["text_config"] = {**settings["text_config"], "vocab_size": vocab_size}

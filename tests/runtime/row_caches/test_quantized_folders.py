@@ -52,5 +52,4 @@ def test_a_quantized_folder_loads_and_decodes_valid_json(smollm2_tokenizer, tmp_
         assert np.abs(got - want).max() <= 1e-4 * (np.abs(want).max() + 1)
     out = generate(model, "Give a number.", SCHEMA, max_tokens=12)
     assert out.accepted
-    if out.finish_reason != "length":
-        jsonschema.validate(json.loads(out.text), SCHEMA)
+    jsonschema.validate(json.loads(out.text), SCHEMA)  # a budget-closed output is valid too
