@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimize import distinct_values, minimize, trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -134,27 +134,7 @@ def intersect_beside_start(a: Automaton, b: Automaton, minimal: bool = True) -> 
     byte_class, column_a, column_b = common_classes(a, b)
     ta = a.class_transitions.astype(np.int64)[:, column_a]
     tb = b.class_transitions.astype(np.int64)[:, column_b]
-    width = max(b.num_states, 1)
-    keys = [np.arange(a.num_states, dtype=np.int64) * width]
-    ids = np.full(a.num_states * width, -1, dtype=np.int64)
-    ids[keys[0]] = np.arange(a.num_states)
-    count = a.num_states
-    level = keys[0]
-    rows: list[np.ndarray] = []
-    while len(level):
-        check_deadline("intersection")
-        na, nb = ta[level // width], tb[level % width]
-        targets = np.where((na >= 0) & (nb >= 0), na * width + nb, -1)
-        rows.append(targets)
-        fresh = np.unique(targets[targets >= 0])
-        fresh = fresh[ids[fresh] < 0]
-        ids[fresh] = count + np.arange(len(fresh))
-        count += len(fresh)
-        keys.append(fresh)
-        level = fresh
-    keyed = np.vstack(rows)
-    table = np.where(keyed >= 0, ids[np.maximum(keyed, 0)], -1)
-    pairs = np.concatenate(keys)
+    table, pairs, width = product_beside_start(ta, tb, "intersection")
     accepting = a.accepting[pairs // width] & b.accepting[pairs % width]
     table, accepting = minimize(table, accepting) if minimal else trim(table, accepting)
     return Automaton.from_classes(table, accepting, byte_class)
@@ -215,3 +195,29 @@ def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def is_prefix_free(a: Automaton) -> bool:
     """Whether no accepted string is a proper prefix of another (no accepting state of the trim automaton reads on)."""
     return not bool((a.live_count[a.accepting] > 0).any())
+
+
+def product_beside_start(ta: np.ndarray, tb: np.ndarray, stage: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """The product of two tables over the same classes from every pair (state of `ta`, start of `tb`), searched
+    level by level: (its table, each product state's pair as `a * width + b`, `width`).  Pair (q, start) is
+    product state q, so `ta`'s numbering survives for the pairs where `tb` sits in its start."""
+    width = max(len(tb), 1)
+    total = len(ta)
+    keys = [np.arange(total, dtype=np.int64) * width]
+    ids = np.full(total * width, -1, dtype=np.int64)
+    ids[keys[0]] = np.arange(total)
+    count, level = total, keys[0]
+    rows: list[np.ndarray] = []
+    while len(level):
+        check_deadline(stage)
+        moved, guarded = ta[level // width], tb[level % width]
+        targets = np.where((moved >= 0) & (guarded >= 0), moved * width + guarded, -1)
+        rows.append(targets)
+        reached = targets[targets >= 0]
+        fresh = distinct_values(reached[ids[reached] < 0])
+        ids[fresh] = count + np.arange(len(fresh))
+        count += len(fresh)
+        keys.append(fresh)
+        level = fresh
+    keyed = np.vstack(rows)
+    return np.where(keyed >= 0, ids[np.maximum(keyed, 0)], -1), np.concatenate(keys), width

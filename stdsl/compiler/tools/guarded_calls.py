@@ -19,6 +19,7 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reachable, successor_lists
+from stdsl.compiler.automata.ops import product_beside_start
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.tools.call_layout import joint_classes
 
@@ -76,27 +77,7 @@ def _product(arguments: list[Automaton], guard: Automaton, first: np.ndarray
     stacked = np.where(stacked >= 0, stacked + offsets[owner][:, None], -1)
     stacked_accepting = np.concatenate([automaton.accepting for automaton in arguments])
     guard_table = guard.class_transitions[:, guard.byte_class[first]].astype(np.int64)
-    width = max(guard.num_states, 1)
-    total = len(stacked)
-    ids = np.full(total * width, -1, dtype=np.int64)
-    keys = [np.arange(total, dtype=np.int64) * width]
-    ids[keys[0]] = np.arange(total)
-    count, level = total, keys[0]
-    rows: list[np.ndarray] = []
-    while len(level):
-        check_deadline("guarded calls")
-        moved, guarded = stacked[level // width], guard_table[level % width]
-        targets = np.where((moved >= 0) & (guarded >= 0), moved * width + guarded, -1)
-        rows.append(targets)
-        reached = targets[targets >= 0]
-        fresh = distinct_values(reached[ids[reached] < 0])
-        ids[fresh] = count + np.arange(len(fresh))
-        count += len(fresh)
-        keys.append(fresh)
-        level = fresh
-    keyed = np.vstack(rows)
-    table = np.where(keyed >= 0, ids[np.maximum(keyed, 0)], -1)
-    pairs = np.concatenate(keys)
+    table, pairs, width = product_beside_start(stacked, guard_table, "guarded calls")
     accepting = stacked_accepting[pairs // width] & guard.accepting[pairs % width]
     return table, accepting, owner[pairs // width], width
 
