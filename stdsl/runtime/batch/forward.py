@@ -14,6 +14,8 @@ layers fed a long span (a prefill chunk, a long forced span) solve their recurre
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import mlx.core as mx
@@ -29,21 +31,31 @@ HEAD_ONLY_ARCHITECTURES: frozenset[type] = frozenset({llama.Model, qwen2.Model, 
 by tests/runtime/batch/test_forward_logits.py against `net(...)`); an exact type match, so a subclass or wrapper
 goes through `net(...)`."""
 
-HEAD_ONLY_BY_NAME: dict[tuple[str, str], str] = {
-    ("mlx_lm.models.gemma3_text", "Model"): "tied if net.tie_word_embeddings",
-    ("mlx_lm.models.qwen3_5", "Model"): "language_model",
-    ("mlx_lm.models.olmo3", "Model"): "tied if net.args.tie_word_embeddings",
-    ("mlx_lm.models.qwen3_next", "Model"): "tied if net.args.tie_word_embeddings",
-    ("mlx_lm.models.gpt_oss", "Model"): "lm_head",
-    ("mlx_lm.models.glm4", "Model"): "lm_head",
-    ("mlx_lm.models.lfm2", "Model"): "tied",
-    ("mlx_lm.models.nemotron_h", "Model"): "backbone",
-    ("mlx_lm.models.mamba2", "Model"): "backbone, tied if net.args.tie_word_embeddings",
+@dataclass(frozen=True)
+class HeadRule:
+    """How a model's `__call__` picks its head after its body: the body's attribute, the body's embedding, and
+    whether the head is that embedding (`as_linear`) rather than `lm_head`: always, never, or by the flag at this
+    attribute path of the model; `wrapper` names a text model the net wraps (Qwen3.5's, taken when unsharded)."""
+
+    body: str = "model"
+    embedding: str = "embed_tokens"
+    tied: bool | str = "args.tie_word_embeddings"
+    wrapper: str | None = None
+
+
+HEAD_ONLY_BY_NAME: dict[tuple[str, str], HeadRule] = {
+    ("mlx_lm.models.gemma3_text", "Model"): HeadRule(tied="tie_word_embeddings"),
+    ("mlx_lm.models.qwen3_5", "Model"): HeadRule(wrapper="language_model"),
+    ("mlx_lm.models.olmo3", "Model"): HeadRule(),
+    ("mlx_lm.models.qwen3_next", "Model"): HeadRule(),
+    ("mlx_lm.models.gpt_oss", "Model"): HeadRule(tied=False),
+    ("mlx_lm.models.glm4", "Model"): HeadRule(tied=False),
+    ("mlx_lm.models.lfm2", "Model"): HeadRule(tied=True),
+    ("mlx_lm.models.nemotron_h", "Model"): HeadRule(body="backbone", tied=False),
+    ("mlx_lm.models.mamba2", "Model"): HeadRule(body="backbone", embedding="embeddings"),
 }
-"""More such classes, by module and name (not imported until a model uses them), with how each `__call__` picks its
-head after its body (`model`, or `backbone`): the tied embedding (`as_linear`) or `lm_head`, always or by a flag;
-Qwen3.5 wraps a text model of that shape (unsharded). Each is checked against `net(...)` in
-tests/runtime/batch/test_forward_logits.py."""
+"""More such classes, by module and name (not imported until a model uses them), each with its `HeadRule`; each is
+checked against `net(...)` in tests/runtime/batch/test_forward_logits.py."""
 
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
@@ -59,30 +71,17 @@ def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
     """An allow-listed model's body (tokens and cache to hidden states) and head, as its `__call__` chains them (None:
     not allow-listed)."""
     kind = type(net)
-    if kind in HEAD_ONLY_ARCHITECTURES:
-        rule = "tied if net.args.tie_word_embeddings"
-    else:
-        rule = HEAD_ONLY_BY_NAME.get((kind.__module__, kind.__qualname__), "")
-    if not rule:
+    named = HEAD_ONLY_BY_NAME.get((kind.__module__, kind.__qualname__))
+    rule = HeadRule() if kind in HEAD_ONLY_ARCHITECTURES else named
+    if rule is None:
         return None
-    if rule == "language_model":
-        text = net.language_model
-        if type(text).__qualname__ != "TextModel" or getattr(text, "sharding_group", None) is not None:
+    if rule.wrapper is not None:
+        net = getattr(net, rule.wrapper)
+        if type(net).__qualname__ != "TextModel" or getattr(net, "sharding_group", None) is not None:
             return None
-        net, rule = text, "tied if net.args.tie_word_embeddings"
-    if rule == "backbone":
-        return net.backbone, net.lm_head
-    if rule.startswith("backbone"):
-        body, embedding = net.backbone, net.backbone.embeddings
-    else:
-        body, embedding = net.model, getattr(net.model, "embed_tokens", None)
-    if rule == "tied if net.tie_word_embeddings":
-        tied = net.tie_word_embeddings
-    elif rule.endswith("tied if net.args.tie_word_embeddings"):
-        tied = net.args.tie_word_embeddings
-    else:
-        tied = rule == "tied"
-    return body, (embedding.as_linear if tied else net.lm_head)
+    body = getattr(net, rule.body)
+    tied = rule.tied if isinstance(rule.tied, bool) else bool(attrgetter(rule.tied)(net))
+    return body, (getattr(body, rule.embedding).as_linear if tied else net.lm_head)
 
 
 def head_only(net: Any) -> bool:
