@@ -110,11 +110,16 @@ def _nemotron_h(tied: bool) -> Any:
 def test_the_head_only_shortcut_of_sliding_and_hybrid_models_equals_their_own_call(build, tied: bool) -> None:
     """Gemma 3 (sliding windows), Qwen3.5 (Gated DeltaNet, a wrapper around its text model), tied and untied, and
     Nemotron-H (Mamba 2 layers fed uniform passes, a `backbone`)."""
-    net = build(tied)
+    _assert_head_only_rows_equal_alone(build(tied), 5, (6, 1, 9), (3, 1, 7))
+
+
+def _assert_head_only_rows_equal_alone(net: Any, seed: int, prefix_lengths: tuple[int, ...],
+                                       tail_lengths: tuple[int, ...]) -> None:
+    """`net` splits its head, and each row of a ragged batch (random prefixes, then tails) equals the row alone."""
     assert head_only(net)
-    rng = np.random.default_rng(5)
-    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (6, 1, 9)]
-    tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 7)]
+    rng = np.random.default_rng(seed)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in prefix_lengths]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in tail_lengths]
     got = _batched(net, prefixes, tails)
     for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
         np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
@@ -140,14 +145,7 @@ def test_every_allow_listed_architecture_is_tested() -> None:
 def test_the_head_only_shortcut_of_more_architectures_equals_their_own_call(model_type: str, tied: bool) -> None:
     """OLMo 3, Qwen3-Next, gpt-oss, GLM-4 (always `lm_head`), LFM2 (always tied) and Mamba 2 (a `backbone`), tied and
     untied where their configuration says."""
-    net = _from_mlx_lm_tests(model_type, tied)
-    assert head_only(net)
-    rng = np.random.default_rng(6)
-    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (5, 1, 8)]
-    tails = [rng.integers(0, VOCAB, n).tolist() for n in (2, 1, 6)]
-    got = _batched(net, prefixes, tails)
-    for row, (prefix, tail) in enumerate(zip(prefixes, tails)):
-        np.testing.assert_allclose(got[row], _alone(net, prefix + tail), rtol=1e-4, atol=1e-4)
+    _assert_head_only_rows_equal_alone(_from_mlx_lm_tests(model_type, tied), 6, (5, 1, 8), (2, 1, 6))
 
 
 def test_a_logit_transform_applies_through_the_forward() -> None:
