@@ -51,8 +51,8 @@ class UnspellableError(GenerationError):
 
 
 class ControlBudgetError(GenerationError):
-    """The constraint's mask and advance work for one output ran past the engine's `max_control_seconds`: a fault of
-    the constraint asked for (a grammar too costly to decode), not of decoding."""
+    """The constraint's mask and advance work for one output ran past the engine's `max_control_seconds` of CPU: a
+    fault of the constraint asked for (a grammar too costly to decode), not of decoding."""
 
 
 class CompileTimeError(CompileError):

@@ -88,6 +88,28 @@ def test_a_row_past_max_control_seconds_fails_naming_the_limit(tiny_model) -> No
     engine.close()
 
 
+def test_control_work_is_timed_in_cpu_seconds_so_a_loaded_machine_fails_no_row(tiny_model, monkeypatch) -> None:
+    """A mask that waits 50 ms of wall-clock time per token (as on a machine busy with other processes) while using
+    little CPU: 0.5 s of wall time against a 0.2 s `max_control_seconds`, and the row still completes."""
+    from stdsl.control.controller import Controller
+
+    fill_row = Controller.fill_row
+
+    def descheduled(self: Controller, log: Any, out: Any) -> None:
+        time.sleep(0.05)
+        fill_row(self, log, out)
+
+    monkeypatch.setattr(Controller, "fill_row", descheduled)
+    constraint = stdsl.compile(stdsl.Regex(r"[a-z]{60,70}"))
+    engine = Engine(tiny_model, max_rows=2, max_control_seconds=0.2)
+    began = time.perf_counter()
+    result = engine.submit("Write a word:", constraint, max_tokens=60).result()
+    waited = time.perf_counter() - began
+    engine.close()
+    assert result.stats.sampled_tokens >= 10 and waited >= 0.5
+    assert constraint.accepts(result.text)
+
+
 def test_the_server_answers_a_too_costly_constraint_with_a_400() -> None:
     from stdsl.server.openai_api.errors import from_stdsl_error
 

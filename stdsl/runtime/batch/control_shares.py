@@ -1,13 +1,15 @@
 """How much of the runner a row's constraint may take: its control share, and what a row past it does.
 
-Every row's mask and advance work is timed. A row's share is `CONTROL_GRACE` seconds plus,
-per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the per-token work of the cheapest other
-row, whichever is more (the cheapest, so two costly rows cannot vouch for each other). While other rows run,
-a row past its share rests `REST_FACTOR` times the excess: it stays in the passes, fed nothing, keeps the
-logits it had and neither samples nor computes masks, so a grammar whose masks are costly (first visits of
-many pushdown configurations under a token budget) takes about 1 / (1 + REST_FACTOR) of the runner's time
-beyond its share from the others. Resting changes no token. A row whose control work exceeds
-`max_control_seconds` in all fails.
+Every row's mask and advance work is timed twice: in wall-clock seconds, what it takes of the runner from the
+other rows, for its share; in the runner thread's CPU seconds, what the constraint costs whatever else the machine
+runs, for its limit (wall-clock time would fail rows on a machine loaded by other processes). A row's share is
+`CONTROL_GRACE` seconds plus, per sampled token, `CONTROL_FLOOR` seconds or `SHARE_FACTOR` times the per-token work
+of the cheapest other row, whichever is more (the cheapest, so two costly rows cannot vouch for each other). While
+other rows run, a row past its share rests `REST_FACTOR` times the excess: it stays in the passes, fed nothing, keeps
+the logits it had and neither samples nor computes masks, so a grammar whose masks are costly (first visits of many
+pushdown configurations under a token budget) takes about 1 / (1 + REST_FACTOR) of the runner's time beyond its
+share from the others. Resting changes no token. A row whose control work exceeds `max_control_seconds` of CPU in
+all fails.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ SHARE_FACTOR = 2.0
 REST_FACTOR = 10.0
 """A row past its share rests this many times the excess (the others' steps meanwhile)."""
 DEFAULT_MAX_CONTROL_SECONDS = 60.0
-"""Seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
+"""CPU seconds of mask and advance work a row may take in all before it fails (`max_control_seconds`)."""
 
 
 def awake(rows: list[Row], logits: mx.array, ready: list[int]) -> list[int]:
@@ -50,7 +52,7 @@ def awake(rows: list[Row], logits: mx.array, ready: list[int]) -> list[int]:
 
 def weigh(rows: list[Row], drawing: list[int], finished: list[int], max_control_seconds: float) -> int:
     """Weigh each drawing row's control work against its share: past it, the row rests (when others run); past
-    `max_control_seconds` in all, it fails (added to `finished`). How many rows began to rest."""
+    `max_control_seconds` of CPU in all, it fails (added to `finished`). How many rows began to rest."""
     rates = {i: row.control_seconds / row.stats.sampled_tokens
              for i, row in enumerate(rows) if row.stats.sampled_tokens}
     now = time.perf_counter()
@@ -59,10 +61,10 @@ def weigh(rows: list[Row], drawing: list[int], finished: list[int], max_control_
         if i in finished:
             continue
         row = rows[i]
-        if row.control_seconds > max_control_seconds:
+        if row.control_cpu_seconds > max_control_seconds:
             row.fail(ControlBudgetError(
-                f"the constraint took {row.control_seconds:.1f} s of mask and advance work, over the engine's "
-                f"max_control_seconds ({max_control_seconds:g} s): its grammar is too costly to decode"))
+                f"the constraint took {row.control_cpu_seconds:.1f} s of CPU in mask and advance work, over the "
+                f"engine's max_control_seconds ({max_control_seconds:g} s): its grammar is too costly to decode"))
             finished.append(i)
             continue
         others = [rate for j, rate in rates.items() if j != i]

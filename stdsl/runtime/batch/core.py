@@ -26,7 +26,7 @@ fed per unit of cost; longer feeds drip the rest in later steps (their row sampl
 its feed is empty), so one long forced literal does not pad every other row.
 
 Control shares: a row whose mask and advance work runs past its share of the runner rests while others run
-(`control_shares.py`); one past `max_control_seconds` in all fails.
+(`control_shares.py`); one past `max_control_seconds` of the runner thread's CPU in all fails.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class BatchCore:
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of `prefill_chunk`
     tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state; a row whose constraint takes
-    more than `max_control_seconds` of mask and advance work in all fails. A model whose layers the
+    more than `max_control_seconds` of CPU in mask and advance work in all fails. A model whose layers the
     engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 
@@ -273,12 +273,12 @@ class BatchCore:
         """Write running row `index`'s mask into its bitmask row (its controller's packed words), timed as its
         control work."""
         row = self._rows[index]
-        began = time.perf_counter()
+        began = row.control_clock()
         try:
             assert self._bitmask is not None
             row.controller.fill_row(row.log, self._bitmask[index])
         finally:
-            row.control_seconds += time.perf_counter() - began
+            row.charge_control(began)
 
     def _awake(self, ready: list[int]) -> list[int]:
         """The ready rows that may sample now (`control_shares.awake`)."""
@@ -350,12 +350,12 @@ class BatchCore:
         row = self._rows[index]
         row.stats.sampled_tokens += 1
         self.counters["sampled_tokens"] += 1
-        began = time.perf_counter()
+        began = row.control_clock()
         try:
             move = row.controller.taken(row.log, token)
             row.log = row.log.apply(move)
             feed = move.feed
-            row.control_seconds += time.perf_counter() - began
+            row.charge_control(began)
             ended = not feed or row.log.configuration.finished or row.stopped
             if ended and row.remember and row.fed and self._caches is not None and self._caches.whole(index):
                 self._remember(row.prompt_ids + row.fed, self._caches, index)

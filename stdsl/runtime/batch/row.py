@@ -60,7 +60,9 @@ class Row:
         self._sent = 0
         self._stop_at: int | None = None
         self.control_seconds = 0.0
-        """Seconds of mask and advance work this row's constraint took in all (`BatchCore` bounds it)."""
+        """Wall-clock seconds of the runner this row's mask and advance work took in all (its control share)."""
+        self.control_cpu_seconds = 0.0
+        """The runner thread's CPU seconds in that work (`BatchCore` bounds it: a loaded machine fails no row)."""
         self.control_excused = 0.0
         """Seconds of that work past the row's share already paid for by resting (or taken while alone)."""
         self.ahead: Lookahead | None = None
@@ -89,6 +91,16 @@ class Row:
             self._reasoning += piece
             self.handle._emit(Event("", reasoning=piece))
         return policy.region.answer(decided)
+
+    @staticmethod
+    def control_clock() -> tuple[float, float]:
+        """The two clocks a row's control work is timed on (wall, thread CPU), read before it (`charge_control`)."""
+        return time.perf_counter(), time.thread_time()
+
+    def charge_control(self, began: tuple[float, float]) -> None:
+        """Add the control work since `began` (`control_clock`) to this row's wall and CPU totals."""
+        self.control_seconds += time.perf_counter() - began[0]
+        self.control_cpu_seconds += time.thread_time() - began[1]
 
     @property
     def _has_block(self) -> bool:
