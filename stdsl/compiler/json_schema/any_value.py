@@ -5,7 +5,8 @@ Every schema with a free-form value (`{}`, `true`, an object's undeclared member
 whose DFA (strings, numbers, containers calling it again) took a quarter of a typical schema's compile
 (issue 36, item 3). It is built over call symbol 0 (`canonical_body`) and moved to the grammar's symbol; a
 shipped table is used only when the body's `ir.structure_text` equals the one it was built from (shipped beside
-it), so a changed lowering is built afresh rather than read stale. `python -m stdsl.compiler.json_schema.any_value` rewrites it.
+it), so a changed lowering is built afresh rather than read stale.
+`python -m stdsl.compiler.json_schema.any_value` rewrites it.
 """
 
 from __future__ import annotations
@@ -64,13 +65,18 @@ def _file_name(whitespace: Whitespace | None) -> str:
     return "compact" if key is None else f"ws{key[0]}-{key[1].encode().hex()}"
 
 
-def shipped_dfa(structure: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The shipped table built from the body with this structure text, if there is one."""
-    for path in sorted(SHIPPED.glob("*.ir")):
-        if path.read_text(encoding="utf-8") == structure:
-            packed = np.fromfile(path.with_suffix(".i16"), dtype="<i2").reshape(-1, WIDTH)
-            return packed[:, :-1].astype(np.int32), packed[:, -1].astype(bool)
-    return None
+def shipped_dfa(whitespace: Whitespace | None, structure: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shipped table for `whitespace`, if there is one and it was built from a body with this structure text
+    (the files are named, not searched for: a glob compiled a regular expression in every process)."""
+    name = SHIPPED / _file_name(whitespace)
+    try:
+        built_from = name.with_suffix(".ir").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    if built_from != structure:
+        return None
+    packed = np.fromfile(name.with_suffix(".i16"), dtype="<i2").reshape(-1, WIDTH)
+    return packed[:, :-1].astype(np.int32), packed[:, -1].astype(bool)
 
 
 def canonical_dfa(whitespace: Whitespace | None) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +86,7 @@ def canonical_dfa(whitespace: Whitespace | None) -> tuple[np.ndarray, np.ndarray
     if found is None:
         body = canonical_body(whitespace)
         structure = ir.structure_text(body)
-        found = shipped_dfa(structure) if structure is not None else None
+        found = shipped_dfa(whitespace, structure) if structure is not None else None
         if found is None:
             found = _build(body)
         for array in found:

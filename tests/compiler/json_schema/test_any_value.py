@@ -56,7 +56,7 @@ def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespa
     body = any_value.canonical_body(whitespace)
     structure = ir.structure_text(body)
     assert structure is not None
-    shipped = any_value.shipped_dfa(structure)
+    shipped = any_value.shipped_dfa(whitespace, structure)
     assert shipped is not None, "run python -m stdsl.compiler.json_schema.any_value"
     table, accepting = shipped
     built_table, built_accepting = any_value._build(body)
@@ -68,6 +68,14 @@ def test_a_missing_or_stale_file_is_built_instead(fresh_builds: None, monkeypatc
     table, accepting = any_value.any_value_dfa(None, 1, CALL_BASE + 2)
     expected_table, expected_accepting = _lazy(None, 1, CALL_BASE + 2)
     assert np.array_equal(table, expected_table) and np.array_equal(accepting, expected_accepting)
+
+
+def test_a_table_built_from_another_body_is_not_read(fresh_builds: None) -> None:
+    """The compact table's file is there, but the body asked about is `Whitespace()`'s: its structure differs."""
+    other = ir.structure_text(any_value.canonical_body(Whitespace()))
+    assert other is not None
+    assert any_value.shipped_dfa(None, other) is None
+    assert any_value.shipped_dfa(Whitespace(max_run=1, chars=" "), other) is None
 
 
 def test_the_structure_text_follows_the_structure_not_the_objects() -> None:
