@@ -4,7 +4,8 @@ numpy`), with the heaviest imports of one run (`python -X importtime`).
 
 Bytecode is cached (in a temporary `-X pycache_prefix`, written by a first unmeasured run) as in any installed
 package; each measurement is the median over `--repeats` processes of wall time and of CPU time (user + system
-of the child). `--stdsl PATH` puts another checkout of stdsl first on the path (to time the code before a change).
+of the child). `--stdsl PATH` puts another checkout of stdsl first on the path (to time the code before a change);
+the children run with `-P`, so the working directory (a checkout, when run from one) does not come before it.
 
     python benchmarks/cold_compile.py --repeats 9
 """
@@ -32,7 +33,7 @@ def timed(code: str, env: dict[str, str], cache: str) -> tuple[float, float]:
     """(wall s, CPU s) of one fresh interpreter running `code`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-X", f"pycache_prefix={cache}", "-c", code], env=env, check=True)
+    subprocess.run([sys.executable, "-P", "-X", f"pycache_prefix={cache}", "-c", code], env=env, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -60,7 +61,7 @@ def measure_pair(code: str, envs: list[dict[str, str]], cache: str, repeats: int
 
 def heaviest_imports(code: str, env: dict[str, str], cache: str, count: int) -> list[tuple[str, int]]:
     """The top-level imports of one run with the most cumulative microseconds (`-X importtime`)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-X", f"pycache_prefix={cache}", "-c", code],
+    done = subprocess.run([sys.executable, "-P", "-X", "importtime", "-X", f"pycache_prefix={cache}", "-c", code],
                           env=env, check=True, capture_output=True, text=True)
     rows = []
     for line in done.stderr.splitlines():

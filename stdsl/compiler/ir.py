@@ -433,12 +433,12 @@ def distinct_nodes(node: Node, into_repeats: bool = True) -> Iterator[Node]:
             pending.extend(current.items)
 
 
-def fingerprint(node: Node) -> str | None:
-    """A digest of the node's structure that is the same in every process (an embedded automaton by its tables),
-    for artifacts built ahead and shipped; None for a node holding a recursive grammar."""
-    import hashlib  # on first use: a compile without shipped artifacts never loads OpenSSL
-
-    digest = hashlib.sha256()
+def structure_text(node: Node) -> str | None:
+    """The node's structure written out, the same in every process (an embedded automaton by its tables), to tell
+    exactly whether an artifact built ahead and shipped was built from this node; None for a node holding a
+    recursive grammar.  Text rather than a digest: comparing it is exact, and a cold process loads no hash module
+    (OpenSSL's import cost 3 ms, more than the rest of a small schema's compile)."""
+    lines: list[str] = []
     number: dict[int, int] = {}
     pending: list[tuple[Node, bool]] = [(node, False)]
     while pending:
@@ -467,12 +467,12 @@ def fingerprint(node: Node) -> str | None:
         else:
             part = ("S" if isinstance(current, Seq) else "A", tuple(number[id(child)] for child in children))
         number[id(current)] = len(number)
-        digest.update(repr(part).encode())
-    return digest.hexdigest()
+        lines.append(repr(part))
+    return "\n".join(lines)
 
 
 __all__: Sequence[str] = [
     "ByteSet", "Embedded", "EmbeddedGrammar", "Seq", "Alt", "Repeat", "Node", "EMPTY", "NOTHING", "byte_set", "seq",
     "alt", "repeat", "optional", "star", "plus", "literal", "literal_bytes", "codepoints", "any_char", "to_pattern",
-    "size", "distinct_nodes", "merged_ranges", "fingerprint",
+    "size", "distinct_nodes", "merged_ranges", "structure_text",
 ]

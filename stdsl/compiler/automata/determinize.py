@@ -227,10 +227,23 @@ def _narrow_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int, found
                   found_sets: list[list[int]]) -> None:
     """The moves of states lo..hi-1, one state at a time: a narrow level holds a few states, so a table block of
     its own would cost more than them.  When a state's byte sets are disjoint (as in a string's loop) each set
-    is one move, appended to `found_sets` as (state, set, target) columns; otherwise each class is, to `found`."""
+    is one move, appended to `found_sets` as (state, set, target) columns; otherwise each class is, to `found`.
+    A state of one NFA state with one move (a key's or a literal's next byte: most states of an object) is that
+    move, taken without grouping (5% of the subset construction of MaskBench and tool schemas)."""
     edges = subsets.nfa.edges
     masks = moves.set_masks
+    sources, sets, targets = found_sets
     for state, members in enumerate(subsets.states[lo:hi], lo):
+        if len(members) == 1:
+            (member,) = members
+            out = edges[member]
+            if len(out) == 1:
+                set_index, target = out[0]
+                if masks[set_index]:
+                    sources.append(state)
+                    sets.append(set_index)
+                    targets.append(subsets.state_of((target,)))
+                continue
         by_set: dict[int, list[int]] = {}
         for member in members:
             for set_index, target in edges[member]:
@@ -242,7 +255,6 @@ def _narrow_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int, found
                 break
             covered |= masks[set_index]
         else:
-            sources, sets, targets = found_sets
             first = moves.set_first
             for set_index in sorted(by_set, key=first.__getitem__):
                 if not masks[set_index]:

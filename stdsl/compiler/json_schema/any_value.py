@@ -4,8 +4,9 @@ built on first use in a process; placed in each grammar at its own call symbol.
 Every schema with a free-form value (`{}`, `true`, an object's undeclared members) calls the same nonterminal,
 whose DFA (strings, numbers, containers calling it again) took a quarter of a typical schema's compile
 (issue 36, item 3). It is built over call symbol 0 (`canonical_body`) and moved to the grammar's symbol; a
-shipped table is used only when the body's `ir.fingerprint` matches the one it was built from, so a changed
-lowering is built afresh rather than read stale. `python -m stdsl.compiler.json_schema.any_value` rewrites it.
+shipped table is used only when the body's `ir.structure_text` equals the one it was built from (shipped beside
+it), so a changed lowering is built afresh rather than read stale.
+`python -m stdsl.compiler.json_schema.any_value` rewrites it.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
 
 SHIPPED = Path(__file__).with_name("any_value_dfas")
-"""One file per shipped table, named by its body's fingerprint: the table with the accepting flags as a last
-column, raw little-endian int16 (`np.fromfile` reads it in microseconds; `np.load` of an `.npz` or `.npy` cost
-a cold process more than building the table)."""
+"""Two files per shipped table: `NAME.ir`, the structure text of the body it was built from, and `NAME.i16`, the
+table with the accepting flags as a last column, raw little-endian int16 (`np.fromfile` reads it in microseconds;
+`np.load` of an `.npz` or `.npy` cost a cold process more than building the table)."""
 WIDTH = CALL_BASE + 2
 SHIPPED_WHITESPACE: tuple[Whitespace | None, ...] = (None, Whitespace())
 """The whitespace settings whose tables ship: compact (the default) and `Whitespace()`."""
@@ -59,12 +60,22 @@ def _build(body: ir.Node) -> tuple[np.ndarray, np.ndarray]:
     return table.astype(np.int32)[:, dfa.byte_class], accepting
 
 
-def shipped_dfa(digest: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The shipped table built from the body with this fingerprint, if there is one."""
-    path = SHIPPED / f"{digest}.i16"
-    if not path.exists():
+def _file_name(whitespace: Whitespace | None) -> str:
+    key = _key(whitespace)
+    return "compact" if key is None else f"ws{key[0]}-{key[1].encode().hex()}"
+
+
+def shipped_dfa(whitespace: Whitespace | None, structure: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shipped table for `whitespace`, if there is one and it was built from a body with this structure text
+    (the files are named, not searched for: a glob compiled a regular expression in every process)."""
+    name = SHIPPED / _file_name(whitespace)
+    try:
+        built_from = name.with_suffix(".ir").read_text(encoding="utf-8")
+    except FileNotFoundError:
         return None
-    packed = np.fromfile(path, dtype="<i2").reshape(-1, WIDTH)
+    if built_from != structure:
+        return None
+    packed = np.fromfile(name.with_suffix(".i16"), dtype="<i2").reshape(-1, WIDTH)
     return packed[:, :-1].astype(np.int32), packed[:, -1].astype(bool)
 
 
@@ -74,8 +85,8 @@ def canonical_dfa(whitespace: Whitespace | None) -> tuple[np.ndarray, np.ndarray
     found = _BUILT.get(key)
     if found is None:
         body = canonical_body(whitespace)
-        digest = ir.fingerprint(body)
-        found = shipped_dfa(digest) if digest is not None else None
+        structure = ir.structure_text(body)
+        found = shipped_dfa(whitespace, structure) if structure is not None else None
         if found is None:
             found = _build(body)
         for array in found:
@@ -96,21 +107,23 @@ def any_value_dfa(whitespace: Whitespace | None, call_index: int, alphabet: int)
 
 def write_shipped(folder: Path = SHIPPED) -> list[str]:
     """Build the tables of `SHIPPED_WHITESPACE` and write them to `folder` (its old tables removed); their
-    fingerprints."""
+    names."""
     folder.mkdir(exist_ok=True)
-    for old in folder.glob("*.i16"):
+    for old in [*folder.glob("*.i16"), *folder.glob("*.ir")]:
         old.unlink()
-    digests = []
+    names = []
     for whitespace in SHIPPED_WHITESPACE:
         body = canonical_body(whitespace)
-        digest = ir.fingerprint(body)
-        assert digest is not None
+        structure = ir.structure_text(body)
+        assert structure is not None
         table, accepting = _build(body)
         packed = np.column_stack([table, accepting.astype(np.int32)])
         assert packed.shape[1] == WIDTH and len(table) < 2**15
-        packed.astype("<i2").tofile(folder / f"{digest}.i16")
-        digests.append(digest)
-    return digests
+        name = _file_name(whitespace)
+        packed.astype("<i2").tofile(folder / f"{name}.i16")
+        (folder / f"{name}.ir").write_text(structure, encoding="utf-8")
+        names.append(name)
+    return names
 
 
 if __name__ == "__main__":

@@ -163,13 +163,39 @@ def check_keywords(schema: dict, path: str) -> None:
             raise SchemaError(f"embedded resources ({key} below the root) whose references resolve against it are "
                               "not supported", where)
         elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
-            import difflib  # only for unknown keywords: a fresh process's compile does not pay its import
-
-            close = difflib.get_close_matches(key.lower(), list(CONSTRAINING_KEYWORDS), n=1, cutoff=0.8)
-            if close:
+            meant = misspelled_keyword(key)
+            if meant is not None:
                 warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "
-                              f"(did you mean '{CONSTRAINING_KEYWORDS[close[0]]}'?)", IgnoredKeywordWarning,
-                              stacklevel=2)
+                              f"(did you mean '{meant}'?)", IgnoredKeywordWarning, stacklevel=2)
+
+
+MISSPELLING_CUTOFF = 0.8
+
+
+def misspelled_keyword(key: str) -> str | None:
+    """The constraining keyword that `key` most likely misspells (difflib's closest match at ratio 0.8), or None.
+
+    difflib keeps a keyword only when its two cheap upper bounds on the ratio (by length, and by the characters
+    shared) reach the cutoff; they are computed here first, by its formulas, so difflib is imported and run only
+    for a key that may match.  A quarter of the MaskBench schemas hold unknown keywords (annotations far from
+    every keyword), and difflib's import and search cost a fresh process 1-5 ms of a 5 ms compile."""
+    word = key.lower()
+    counts: dict[str, int] = {}
+    for char in word:
+        counts[char] = counts.get(char, 0) + 1
+    for keyword in CONSTRAINING_KEYWORDS:
+        length = len(word) + len(keyword)
+        if 2.0 * min(len(word), len(keyword)) / length < MISSPELLING_CUTOFF:
+            continue
+        shared = sum(min(count, keyword.count(char)) for char, count in counts.items())
+        if 2.0 * shared / length >= MISSPELLING_CUTOFF:
+            break
+    else:
+        return None
+    import difflib  # only for a key near a keyword: a fresh process's compile does not pay its import
+
+    close = difflib.get_close_matches(word, list(CONSTRAINING_KEYWORDS), n=1, cutoff=MISSPELLING_CUTOFF)
+    return CONSTRAINING_KEYWORDS[close[0]] if close else None
 
 
 BASE_DEPENDENT = ("$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor")

@@ -3,6 +3,9 @@ one `pushdown.grammar` builds from the body when it is met (issue 36, item 3).""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -48,12 +51,12 @@ def test_the_placed_dfa_is_the_one_built_from_the_body(fresh_builds: None, white
 
 @pytest.mark.parametrize("whitespace", any_value.SHIPPED_WHITESPACE)
 def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespace | None) -> None:
-    """A stale file would only be ignored (its fingerprint no longer matches), but then every process pays the
+    """A stale file would only be ignored (its structure text no longer matches), but then every process pays the
     build again: rewrite it with `python -m stdsl.compiler.json_schema.any_value`."""
     body = any_value.canonical_body(whitespace)
-    digest = ir.fingerprint(body)
-    assert digest is not None
-    shipped = any_value.shipped_dfa(digest)
+    structure = ir.structure_text(body)
+    assert structure is not None
+    shipped = any_value.shipped_dfa(whitespace, structure)
     assert shipped is not None, "run python -m stdsl.compiler.json_schema.any_value"
     table, accepting = shipped
     built_table, built_accepting = any_value._build(body)
@@ -67,12 +70,32 @@ def test_a_missing_or_stale_file_is_built_instead(fresh_builds: None, monkeypatc
     assert np.array_equal(table, expected_table) and np.array_equal(accepting, expected_accepting)
 
 
-def test_the_fingerprint_follows_the_structure_not_the_objects() -> None:
-    assert ir.fingerprint(any_value.canonical_body(None)) == ir.fingerprint(any_value.canonical_body(None))
-    assert ir.fingerprint(any_value.canonical_body(None)) != ir.fingerprint(any_value.canonical_body(Whitespace()))
-    assert ir.fingerprint(ir.seq(ir.literal("ab"), ir.literal("c"))) == ir.fingerprint(ir.literal("abc"))
-    assert ir.fingerprint(ir.alt(ir.literal("a"), ir.literal("b"))) != ir.fingerprint(ir.literal("ab"))
-    assert ir.fingerprint(ir.repeat(ir.literal("a"), 1, 2)) != ir.fingerprint(ir.repeat(ir.literal("a"), 1, 3))
+def test_a_table_built_from_another_body_is_not_read(fresh_builds: None) -> None:
+    """The compact table's file is there, but the body asked about is `Whitespace()`'s: its structure differs."""
+    other = ir.structure_text(any_value.canonical_body(Whitespace()))
+    assert other is not None
+    assert any_value.shipped_dfa(None, other) is None
+    assert any_value.shipped_dfa(Whitespace(max_run=1, chars=" "), other) is None
+
+
+def test_the_structure_text_follows_the_structure_not_the_objects() -> None:
+    text = ir.structure_text
+    assert text(any_value.canonical_body(None)) == text(any_value.canonical_body(None))
+    assert text(any_value.canonical_body(None)) != text(any_value.canonical_body(Whitespace()))
+    assert text(ir.seq(ir.literal("ab"), ir.literal("c"))) == text(ir.literal("abc"))
+    assert text(ir.alt(ir.literal("a"), ir.literal("b"))) != text(ir.literal("ab"))
+    assert text(ir.repeat(ir.literal("a"), 1, 2)) != text(ir.repeat(ir.literal("a"), 1, 3))
+    shared = ir.literal("a")
+    assert text(ir.seq(shared, shared)) == text(ir.seq(ir.literal("a"), ir.literal("a")))
+
+
+def test_a_cold_compile_imports_no_hash_module() -> None:
+    """Reading the shipped table takes no digest: OpenSSL's import alone cost more than a small schema's compile."""
+    code = ("import sys; from stdsl.compiler.constraint import compile; "
+            "compile({'type': 'object', 'properties': {'a': {}}}, strict=False); "
+            "print(sorted(m for m in ('hashlib', '_hashlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 FREE_FORM_SCHEMAS = st.one_of(

@@ -9,7 +9,7 @@ regular expression matched whole (`^…$`).  When the expression would grow past
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -27,12 +27,17 @@ LEADS = ((0xC2, 0xDF, 1), (0xE0, 0xEF, 2), (0xF0, 0xF4, 3))
 Edges = dict[int, list[tuple[int, int]]]
 
 
+@cache
+def _any_text() -> Automaton:
+    """The minimal automaton of every UTF-8 text, built once per process (each negated pattern starts from it)."""
+    return build_automaton(ir.star(ir.any_char()))
+
+
 @lru_cache(maxsize=256)
 def pattern_complement(pattern: str, where: str) -> str:
     """An anchored pattern matching exactly the strings in which `pattern` matches nowhere."""
-    universe = build_automaton(ir.star(ir.any_char()))
     try:
-        outside = complement_within(universe, pattern_matcher(pattern, where))
+        outside = complement_within(_any_text(), pattern_matcher(pattern, where))
     except EmptyLanguageError:
         return f"^{NEVER}$"
     if outside.num_states > MAX_STATES:

@@ -9,6 +9,7 @@ key automaton (quotes included) paired with the pattern schemas its values must 
 
 from __future__ import annotations
 
+from functools import cache
 from itertools import product as cartesian
 
 import numpy as np
@@ -25,6 +26,13 @@ from stdsl.errors import EmptyLanguageError, SchemaError
 
 MAX_PATTERNS = 4
 PLAIN_NAME = restrict_to_plain_text(ir.star(ir.any_char()))
+
+
+@cache
+def plain_names() -> Automaton:
+    """The minimal automaton of `PLAIN_NAME`, built once per process: every object that splits its undeclared keys
+    starts from it (0.5-1 ms a build; 7% of the MaskBench files have `patternProperties` or `propertyNames`)."""
+    return build_automaton(PLAIN_NAME)
 
 
 def complement_within(universe: Automaton, excluded: Automaton) -> Automaton:
@@ -123,7 +131,7 @@ def _key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None
     if len(patterns) > MAX_PATTERNS:
         raise SchemaError(f"more than {MAX_PATTERNS} patternProperties are not supported "
                           "(the key classes grow as 2^n)", where)
-    universe = build_automaton(PLAIN_NAME)
+    universe = plain_names()
     if names_body is not None:
         try:
             universe = intersect(universe, build_automaton(names_body))
