@@ -7,9 +7,9 @@ returns the ids of the rows that ended in it. Each row's text events and its end
 
 A step: resume the scheduling policies whose rows have ended (`policies.py`: certified drafting
 drives rows of the core rather than being one); drop cancelled rows; admit waiting rows and prefill
-them together in chunks from the longest prefix the prompt cache holds; sample every row whose
-logits are ready (its mask usually computed during the previous pass) and advance its constraint by
-the token and its forced span (Theorem 19); then queue one model pass over every running row
+them together in chunks from the longest prefix the prompt cache holds (a prefix they share beyond it once);
+sample every row whose logits are ready (its mask usually computed during the previous pass) and advance its
+constraint by the token and its forced span (Theorem 19); then queue one model pass over every running row
 (`mx.async_eval`) and, while it runs, compute the masks of the rows that will sample after it: their
 constraint state after the feed is known before the pass. Masks are written by each row's controller into
 one preallocated packed bitmask (a row of int32 words per running row, 32 tokens a word), uploaded once per
@@ -100,7 +100,8 @@ class BatchCore:
         self.clock = PassClock()
         """How long passes take: new grammars' lookaheads run in what is left of one after its masks."""
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
-                         "forced_tokens": 0, "requests": 0, "control_rests": 0}
+                         "forced_tokens": 0, "requests": 0, "control_rests": 0, "shared_prefix_rows": 0,
+                         "shared_prefix_tokens": 0}
         self.seconds = dict.fromkeys(PHASES, 0.0)
 
     # ------------------------------------------------------------------ the driver's side
@@ -151,8 +152,9 @@ class BatchCore:
         return bool(self._live or self._policies)
 
     def metrics(self) -> dict[str, Any]:
-        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use, and the seconds
-        spent per phase (`seconds`, keyed by `PHASES`)."""
+        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use (and prefixes shared
+        by rows prefilled together: `shared_prefix_rows`, `shared_prefix_tokens`), and the seconds spent per phase
+        (`seconds`, keyed by `PHASES`)."""
         return {**self.counters, "seconds": dict(self.seconds),
                 "rows_active": sum(not row.handle.done for row in self._rows),
                 "rows_queued": sum(not row.handle.done for row in self._waiting),
