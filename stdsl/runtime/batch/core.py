@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import mlx.core as mx
@@ -49,7 +50,7 @@ from stdsl.runtime.batch.forward import forward_drawn, forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first, may_end_by_automaton
 from stdsl.runtime.batch.policies import Policies, Policy
-from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, feed_width, prefill_rows
+from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, Donor, feed_width, prefill_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
@@ -237,8 +238,16 @@ class BatchCore:
             self._rows, self._caches, self._logits, self._filled = [], None, None, set()
 
     def _prefill(self, rows: list[Row]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
-        """Prefill new rows in caches of their own (`prefill.prefill_rows`)."""
-        return prefill_rows(self.model.net, self.layout, self.prompt_cache, rows, self.prefill_chunk, self.counters)
+        """Prefill new rows in caches of their own (`prefill.prefill_rows`), from running rows' keys and values where
+        every layer can be cut to a prefix and the running row is held whole."""
+        donors: list[Donor] = []
+        caches = self._caches
+        if caches is not None and self.layout.trimmable:
+            for index, (row, length) in enumerate(zip(self._rows, caches.row_lengths)):
+                if caches.whole(index):
+                    donors.append(((row.prompt_ids + row.fed)[:length], partial(caches.row, index)))
+        return prefill_rows(self.model.net, self.layout, self.prompt_cache, rows, self.prefill_chunk, self.counters,
+                            donors)
 
     def _join(self, rows: list[Row], states: list[list[LeafRow]], last: list[mx.array]) -> None:
         """Append prefilled rows (their states and last logits) to the running batch."""

@@ -6,7 +6,9 @@ row, the width among the feed lengths that maximises tokens fed per unit of cost
 later passes.
 
 Rows admitted together that share a prefix beyond their prompt-cache hits (`shared_prefixes.py`) prefill it once:
-its stem is prefilled first, then every row that shares it starts from a copy of its state.
+its stem is prefilled first, then every row that shares it starts from a copy of its state. A row may also start
+from a running row's keys and values (`Donor`: attention layers only, the running row held whole), where that row's
+tokens share more with it than the prompt cache does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ DEFAULT_PREFILL_CHUNK = 512
 Origin = tuple[Sequence[LeafRow] | None, int]
 """Where a prefill starts: a state (each leaf cache's row; None: empty) and the positions it holds."""
 
+Donor = tuple[Sequence[int], Callable[[int], list[LeafRow]]]
+"""A running row's tokens, each in its caches, and its state over its first n positions (every layer cut to n)."""
+
 
 def feed_width(lengths: Sequence[int]) -> int:
     """The per-row token cap for one pass: the feed length maximising tokens fed per unit of pass cost."""
@@ -42,16 +47,25 @@ def feed_width(lengths: Sequence[int]) -> int:
 
 
 def prefill_rows(net: Any, layout: CacheLayout, prompt_cache: PromptCache, rows: list[Row], prefill_chunk: int,
-                 counters: dict[str, int]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
-    """Prefill new rows together from their longest cached prefix or shared stem, in caches of their own; each row's
-    state (its leaf rows) and last logits, or None when every row was cancelled meanwhile.
+                 counters: dict[str, int], donors: Sequence[Donor] = ()) -> tuple[list[list[LeafRow]],
+                                                                             list[mx.array]] | None:
+    """Prefill new rows together from their longest cached prefix (the prompt cache's, or a running row's in
+    `donors`) or shared stem, in caches of their own; each row's state (its leaf rows) and last logits, or None when
+    every row was cancelled meanwhile.
 
     Counts passes and tokens in `counters` (`shared_prefix_rows` and `shared_prefix_tokens`: rows started from a
-    stem, and the prompt tokens the stems spared them). Chunks follow `_feed_together`.
+    stem or a running row, and the prompt tokens those spared them). Chunks follow `_feed_together`.
     """
     sequences = [row.prompt_ids + row.feed for row in rows]
     hits: list[CacheHit | None] = [prompt_cache.lookup(sequence[:-1]) for sequence in sequences]
     found = [hit.length if hit is not None else 0 for hit in hits]
+    for i, sequence in enumerate(sequences):
+        shared, donor = max(((_common_prefix(sequence[:-1], tokens), state) for tokens, state in donors),
+                            key=lambda pair: pair[0], default=(0, None))
+        if donor is not None and shared > found[i]:
+            counters["shared_prefix_rows"] += 1
+            counters["shared_prefix_tokens"] += shared - found[i]
+            hits[i], found[i] = CacheHit(shared, donor(shared)), shared
     stems = plan_stems([sequence[:-1] for sequence in sequences], found, TOKEN_COST)
     prefilled = _prefill_stems(net, layout, stems, sequences, hits, rows, prefill_chunk, counters)
     if prefilled is None:
@@ -156,6 +170,16 @@ def _feed_together(net: Any, layout: CacheLayout, origins: Sequence[Origin], pen
             caches.compact()
             active = [active[k] for k in stay]
     return states, last
+
+
+def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
+    """How many leading tokens two sequences share."""
+    n = 0
+    for a, b in zip(left, right):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 def _cancel(rows: list[Row]) -> None:

@@ -5,7 +5,8 @@ extend their parent, and a stem is made where it saves a pass's worth of positio
 each cache family (plain attention, sliding windows shorter than the prefix, recurrent states beside attention,
 recurrent layers fed uniform passes): rows sharing prefixes that end mid-chunk give the logits of each row
 prefilled alone by mlx-lm, and states that decode on as the row alone; a row cancelled during the prefill leaves
-the others as they were.
+the others as they were. A row joining a running batch starts from a running row's keys and values where they
+hold the prefix it shares (attention layers, the running row held whole).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from mlx_lm.models.cache import make_prompt_cache
 
 from stdsl.runtime.batch import prefill as prefill_module
+from stdsl.runtime.batch.core import BatchCore
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.prefill import TOKEN_COST, prefill_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
@@ -29,6 +31,7 @@ from stdsl.runtime.batch.shared_prefixes import deepest_stems, plan_stems
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
 from stdsl.runtime.row_caches.load_probe import cache_layout
+from tests.runtime.engine_oracle import agrees
 from tests.runtime.row_caches.architectures import tiny_net
 
 FAMILIES = ["llama", "gemma3_text", "qwen3_5", "nemotron_h"]
@@ -207,3 +210,44 @@ def test_a_stem_starts_from_a_prompt_cache_hit_and_extends_it(family_models, fam
     assert got is not None
     assert counters["prefilled_tokens"] == 18 + 3 + 1 and counters["shared_prefix_tokens"] == 2 * 18
     _decodes_as_alone(model, prompts, [0, 1], *got)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+@pytest.mark.parametrize("held", [40, 300])
+def test_a_row_joining_starts_from_a_running_rows_prefix_while_it_is_held_whole(family_models, family, held) -> None:
+    """A row admitted while another runs starts from the running row's keys and values for the prefix they share
+    (37 tokens), unless a sliding window has made the running row forget its oldest positions (a 300-token row:
+    past the window and GROWTH); either way both rows decode as each alone."""
+    model = family_models[family]
+    rng = np.random.default_rng(3)
+    system = _prompts()[0][:37]
+    first, second = system + rng.integers(10, 2000, held - 37).tolist(), system + [19, 23]
+    core = BatchCore(model, max_rows=2, prompt_cache_bytes=0)
+    handles = [RowHandle(lambda: None), RowHandle(lambda: None)]
+    core.insert(prepare_request(model, first, None, DecodeOptions.of(max_tokens=10)), handles[0])
+    core.step()
+    core.step()
+    core.insert(prepare_request(model, second, None, DecodeOptions.of(max_tokens=10)), handles[1])
+    while core.busy:
+        core.step()
+    forgets = family == "gemma3_text" and held > 260
+    assert core.counters["shared_prefix_rows"] == (0 if forgets else 1)
+    assert core.counters["prefilled_tokens"] == held + 2 + (37 if forgets else 0)
+    for prompt, handle in zip((first, second), handles):
+        assert agrees(model, prompt, None, 10, handle.result(timeout=0).tokens)
+
+
+def test_recurrent_rows_do_not_start_from_a_running_row(family_models) -> None:
+    """A running row's recurrent state holds its whole sequence, not the prefix a new row shares: no donor."""
+    model = family_models["qwen3_5"]
+    system = _prompts()[0][:37]
+    core = BatchCore(model, max_rows=2, prompt_cache_bytes=0)
+    handles = [RowHandle(lambda: None), RowHandle(lambda: None)]
+    core.insert(prepare_request(model, system + [5, 6], None, DecodeOptions.of(max_tokens=6)), handles[0])
+    core.step()
+    core.insert(prepare_request(model, system + [7], None, DecodeOptions.of(max_tokens=6)), handles[1])
+    while core.busy:
+        core.step()
+    assert core.counters["shared_prefix_rows"] == 0 and core.counters["prefilled_tokens"] == 39 + 38
+    for prompt, handle in zip((system + [5, 6], system + [7]), handles):
+        assert agrees(model, prompt, None, 6, handle.result(timeout=0).tokens)
