@@ -58,13 +58,12 @@ def prefill_rows(net: Any, layout: CacheLayout, prompt_cache: PromptCache, rows:
     """
     sequences = [row.prompt_ids + row.feed for row in rows]
     hits: list[CacheHit | None] = [prompt_cache.lookup(sequence[:-1]) for sequence in sequences]
-    found = [hit.length if hit is not None else 0 for hit in hits]
+    cached = [hit.length if hit is not None else 0 for hit in hits]
+    found = list(cached)
     for i, sequence in enumerate(sequences):
         shared, donor = max(((_common_prefix(sequence[:-1], tokens), state) for tokens, state in donors),
                             key=lambda pair: pair[0], default=(0, None))
         if donor is not None and shared > found[i]:
-            counters["shared_prefix_rows"] += 1
-            counters["shared_prefix_tokens"] += shared - found[i]
             hits[i], found[i] = CacheHit(shared, donor(shared)), shared
     stems = plan_stems([sequence[:-1] for sequence in sequences], found, TOKEN_COST)
     prefilled = _prefill_stems(net, layout, stems, sequences, hits, rows, prefill_chunk, counters)
@@ -76,11 +75,12 @@ def prefill_rows(net: Any, layout: CacheLayout, prompt_cache: PromptCache, rows:
         hit = hits[i]
         if stem is not None:
             origins.append((prefilled[stem], stems[stem].length))
-            counters["shared_prefix_rows"] += 1
-            counters["shared_prefix_tokens"] += stems[stem].length - found[i]
         else:
             origins.append((hit.layers if hit is not None else None, found[i]))
     starts = [length for _, length in origins]
+    for start, own in zip(starts, cached):
+        counters["shared_prefix_rows"] += start > own
+        counters["shared_prefix_tokens"] += start - own
 
     def fed(i: int) -> None:
         rows[i].stats.passes += 1
