@@ -11,7 +11,7 @@ the tokenizer's own split (`encode_ordinary`, the canonical split's oracle).
     python benchmarks/constrained_profile.py                    # Gemma 3 270M, 8 streams
     python benchmarks/constrained_profile.py --family sliding   # a tiny family of models.py
 
-Writes benchmarks/results/constrained_profile_{family}.{json,md}.
+Writes benchmarks/results/constrained_profile_{family}.{json,md} (or `--out` NAME.{json,md}).
 """
 
 from __future__ import annotations
@@ -165,12 +165,14 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", default=None, help="results name under benchmarks/results (default: "
+                        "constrained_profile_FAMILY)")
     args = parser.parse_args()
     model = load(GEMMA3_NAME) if args.family == GEMMA3_NAME else models.family_model(args.family, load().tokenizer)
     report = {"command": "python benchmarks/constrained_profile.py " + " ".join(sys.argv[1:]), "family": args.family,
               "streams": args.streams, "repeats": args.repeats, "load_average": os.getloadavg()[0],
               "rows": profile(model, args.streams, args.max_tokens, args.repeats)}
-    write(report, f"constrained_profile_{args.family.replace('-', '_')}")
+    write(report, args.out or f"constrained_profile_{args.family.replace('-', '_')}")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ returns the ids of the rows that ended in it. Each row's text events and its end
 
 A step: resume the scheduling policies whose rows have ended (`policies.py`: certified drafting
 drives rows of the core rather than being one); drop cancelled rows; admit waiting rows and prefill
-them together in chunks from the longest prefix the prompt cache holds; sample every row whose
-logits are ready (its mask usually computed during the previous pass) and advance its constraint by
-the token and its forced span (Theorem 19); then queue one model pass over every running row
+them together in chunks from the longest prefix the prompt cache holds (a prefix they share beyond it once);
+sample every row whose logits are ready (its mask usually computed during the previous pass) and advance its
+constraint by the token and its forced span (Theorem 19); then queue one model pass over every running row
 (`mx.async_eval`) and, while it runs, compute the masks of the rows that will sample after it: their
 constraint state after the feed is known before the pass. Masks are written by each row's controller into
 one preallocated packed bitmask (a row of int32 words per running row, 32 tokens a word), uploaded once per
@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import mlx.core as mx
@@ -49,7 +50,7 @@ from stdsl.runtime.batch.forward import forward_drawn, forward_rows
 from stdsl.runtime.batch.pass_clock import PassClock, look_ahead
 from stdsl.runtime.batch.pipelining import ends_with_draw, feeds_draw_first, may_end_by_automaton
 from stdsl.runtime.batch.policies import Policies, Policy
-from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, feed_width, prefill_rows
+from stdsl.runtime.batch.prefill import DEFAULT_PREFILL_CHUNK, Donor, feed_width, prefill_rows
 from stdsl.runtime.batch.prompt_cache import PromptCache
 from stdsl.runtime.batch.requests import RowRequest
 from stdsl.runtime.batch.row import Row, RowHandle
@@ -100,7 +101,8 @@ class BatchCore:
         self.clock = PassClock()
         """How long passes take: new grammars' lookaheads run in what is left of one after its masks."""
         self.counters = {"passes": 0, "prompt_tokens": 0, "prefilled_tokens": 0, "sampled_tokens": 0,
-                         "forced_tokens": 0, "requests": 0, "control_rests": 0}
+                         "forced_tokens": 0, "requests": 0, "control_rests": 0, "shared_prefix_rows": 0,
+                         "shared_prefix_tokens": 0}
         self.seconds = dict.fromkeys(PHASES, 0.0)
 
     # ------------------------------------------------------------------ the driver's side
@@ -151,8 +153,9 @@ class BatchCore:
         return bool(self._live or self._policies)
 
     def metrics(self) -> dict[str, Any]:
-        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use, and the seconds
-        spent per phase (`seconds`, keyed by `PHASES`)."""
+        """Counters of the core's life: rows active and queued, passes, tokens, prompt cache use (and prefixes shared
+        by rows prefilled together: `shared_prefix_rows`, `shared_prefix_tokens`), and the seconds spent per phase
+        (`seconds`, keyed by `PHASES`)."""
         return {**self.counters, "seconds": dict(self.seconds),
                 "rows_active": sum(not row.handle.done for row in self._rows),
                 "rows_queued": sum(not row.handle.done for row in self._waiting),
@@ -235,8 +238,16 @@ class BatchCore:
             self._rows, self._caches, self._logits, self._filled = [], None, None, set()
 
     def _prefill(self, rows: list[Row]) -> tuple[list[list[LeafRow]], list[mx.array]] | None:
-        """Prefill new rows in caches of their own (`prefill.prefill_rows`)."""
-        return prefill_rows(self.model.net, self.layout, self.prompt_cache, rows, self.prefill_chunk, self.counters)
+        """Prefill new rows in caches of their own (`prefill.prefill_rows`), from running rows' keys and values where
+        every layer can be cut to a prefix and the running row is held whole."""
+        donors: list[Donor] = []
+        caches = self._caches
+        if caches is not None and self.layout.trimmable:
+            for index, (row, length) in enumerate(zip(self._rows, caches.row_lengths)):
+                if caches.whole(index):
+                    donors.append(((row.prompt_ids + row.fed)[:length], partial(caches.row, index)))
+        return prefill_rows(self.model.net, self.layout, self.prompt_cache, rows, self.prefill_chunk, self.counters,
+                            donors)
 
     def _join(self, rows: list[Row], states: list[list[LeafRow]], last: list[mx.array]) -> None:
         """Append prefilled rows (their states and last logits) to the running batch."""

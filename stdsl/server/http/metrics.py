@@ -21,6 +21,8 @@ ENGINE_COUNTERS = {
     "sampled_tokens": "tokens sampled from the model",
     "prompt_cache_hits": "prompts that started from a cached prefix",
     "prompt_cache_hit_tokens": "prompt tokens served by the prompt cache",
+    "shared_prefix_rows": "prompts that started from a prefix shared with rows prefilled beside them or running",
+    "shared_prefix_tokens": "prompt tokens served by such a shared prefix (prefilled once for all its rows)",
     "control_rests": "rests of rows past their share of mask and advance work (others stepped meanwhile)",
 }
 ENGINE_GAUGES = {
