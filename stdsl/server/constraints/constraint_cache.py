@@ -6,12 +6,17 @@ Concurrent requests for the same spec share one compile, which is cancelled (its
 request waiting for it has gone; compiles are queued per client (`CompilePool`).  The compiled constraints
 are entries of a `stdsl.caches` kind ("server constraints"): least recently used go first once the automata
 held pass `max_bytes`, or the registry's budget, and `stdsl.caches.clear()` empties it.
+
+A tool list first seen with `tool_choice` none or one named tool compiles few or none of its calls; its reply with
+`tool_choice` auto (what its later requests most likely need) is then compiled too, in the background in the same
+client's turn (`warm_variant`): no request waits for it, and the worker that compiles it keeps the list's calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from stdsl.caches import CacheKind
 from stdsl.compiler.constraint_spec import Compiled, Outcome, Spec, canonical_text
@@ -30,8 +35,8 @@ from stdsl.server.constraints.compile_pool import (
 
 @dataclass
 class CacheStats:
-    """What the cache has done: entries and bytes held, compiles, hits, evictions, seconds on a worker, and its
-    compile pool's queue and workers."""
+    """What the cache has done: entries and bytes held, compiles, hits, evictions, seconds on a worker, compiles
+started with no request waiting (`warm_variant`), and its compile pool's queue and workers."""
 
     entries: int = 0
     bytes: int = 0
@@ -39,6 +44,7 @@ class CacheStats:
     hits: int = 0
     evictions: int = 0
     compile_seconds: float = 0.0
+    warmed: int = 0
     pool: PoolStats = field(default_factory=PoolStats)
 
 
@@ -47,6 +53,19 @@ class UnsupportedSchema(CompileError):
 
 
 REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
+
+
+def warm_variant(spec: Spec) -> Spec | None:
+    """The spec a tool list's later requests most likely need where compiling `spec` leaves most of its calls
+    uncompiled: a tools spec (or a reasoning spec answering with one) with `tool_choice` none or one named tool,
+    with choice auto instead.  None for every other spec."""
+    kind = spec.get("kind")
+    if kind == "reasoning" and isinstance(spec.get("answer"), dict):
+        answer = warm_variant(spec["answer"])
+        return None if answer is None else {**spec, "answer": answer}
+    if kind != "tools" or spec.get("choice") in ("auto", "required"):
+        return None
+    return {**spec, "choice": "auto"}
 
 
 @dataclass(eq=False)
@@ -67,6 +86,7 @@ class ConstraintCache:
         self.compile_seconds = compile_seconds
         self._entries: CacheKind[Compiled] = CacheKind("server constraints", max_bytes=max_bytes)
         self._compiles = 0
+        self._warmed = 0
         self._pending: dict[str, _Pending] = {}
         self.pool = CompilePool(workers, grace_seconds=grace_seconds, max_compile_bytes=max_compile_bytes,
                                 reserved_workers=reserved_workers)
@@ -77,7 +97,7 @@ class ConstraintCache:
         held = self._entries.stats()
         pool = self.pool.stats
         return CacheStats(held.entries, held.bytes, self._compiles, held.hits, held.evictions, pool.compile_seconds,
-                          pool)
+                          self._warmed, pool)
 
     def close(self) -> None:
         """Stop the compile workers, a compile in progress included, and drop the compiles still pending."""
@@ -94,6 +114,9 @@ class ConstraintCache:
             return held[0]
         if key not in self._pending:
             self._pending[key] = _Pending(asyncio.ensure_future(self._compile(key, spec, client)))
+            variant = warm_variant(spec)
+            if variant is not None:
+                self.warm(variant, client)
         pending = self._pending[key]
         pending.waiters += 1
         try:
@@ -109,6 +132,25 @@ class ConstraintCache:
             pending.waiters -= 1
             if pending.task.done() and self._pending.get(key) is pending:
                 del self._pending[key]
+
+    def warm(self, spec: Spec, client: str = "") -> bool:
+        """Start compiling `spec` in `client`'s turn with no request waiting for it, unless it is held or already
+        compiling (a held one counts as a hit); True when started.  A request for it meanwhile joins that compile; a
+        refusal is left for such a request to report (it compiles the spec again); the cache's close cancels it."""
+        key = canonical_text(spec)
+        if key in self._pending or self._entries.find((), (key,)) is not None:
+            return False
+        pending = self._pending[key] = _Pending(asyncio.ensure_future(self._compile(key, spec, client)))
+        self._warmed += 1
+
+        def finished(task: asyncio.Future[Any]) -> None:
+            if not task.cancelled():
+                task.exception()
+            if self._pending.get(key) is pending and pending.waiters == 0:
+                del self._pending[key]
+
+        pending.task.add_done_callback(finished)
+        return True
 
     async def render(self, spec: Spec, seconds: float, client: str = "") -> list[dict[str, str]]:
         """A program's messages rendered in a compile worker (its memory cap, killed past `seconds`) in `client`'s

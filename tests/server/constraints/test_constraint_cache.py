@@ -8,7 +8,7 @@ import json
 import pytest
 
 from stdsl.errors import CompileTimeError
-from stdsl.server.constraints.constraint_cache import ConstraintCache, UnsupportedSchema
+from stdsl.server.constraints.constraint_cache import ConstraintCache, UnsupportedSchema, warm_variant
 
 
 def _schema(i: int) -> dict:
@@ -70,5 +70,39 @@ def test_a_recursive_schema_comes_back_from_the_worker() -> None:
             cache.close()
         assert compiled.accepts('{"kids":[{"kids":[{"kids":[{"kids":[]}]}]}]}')
         assert not compiled.accepts('{"kids":[{"kid":[]}]}')
+
+    asyncio.run(run())
+
+
+def _tools(choice: str) -> dict:
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                  "required": ["n"]}} for i in range(3)]
+    return {"kind": "tools", "format": "hermes", "tools": tools, "choice": choice, "parallel": True, "content": None}
+
+
+def test_warm_variant_is_choice_auto_for_none_and_a_named_tool_only() -> None:
+    assert warm_variant(_tools("none")) == _tools("auto")
+    assert warm_variant(_tools("tool_1")) == _tools("auto")
+    assert warm_variant(_tools("auto")) is None and warm_variant(_tools("required")) is None
+    reasoning = {"kind": "reasoning", "format": "think", "mode": "on", "answer": _tools("none")}
+    assert warm_variant(reasoning) == {**reasoning, "answer": _tools("auto")}
+    assert warm_variant({**reasoning, "answer": None}) is None and warm_variant(_schema(0)) is None
+
+
+def test_a_tool_list_first_seen_with_choice_none_is_compiled_for_auto_in_the_background() -> None:
+    call = '<tool_call>\n{"name": "tool_2", "arguments": {"n": 7}}\n</tool_call>'
+
+    async def run() -> None:
+        cache = ConstraintCache(compile_seconds=60)
+        try:
+            none = await cache.get(_tools("none"))
+            assert not none.accepts(call) and cache.stats.warmed == 1
+            auto = await cache.get(_tools("auto"))  # joins the background compile, or finds it done
+            assert auto.accepts(call) and cache.stats.compiles == 2
+            await cache.get(_tools("tool_1"))  # the list's auto reply is held: nothing more to warm
+            await cache.get(_schema(0))
+            assert cache.stats.warmed == 1 and cache.stats.compiles == 4
+        finally:
+            cache.close()
 
     asyncio.run(run())
