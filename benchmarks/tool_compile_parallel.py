@@ -169,15 +169,25 @@ def _median(values: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
+def _free_cores(row: dict[str, Any]) -> float:
+    """The split build's time where each process has a core to itself: the slowest share and its pickling, then
+    the unpickling and the assembly (process CPU, which a free core turns into wall time)."""
+    split = row["split"]
+    return (max(share + dumps for share, dumps in zip(split["share_cpu_s"], split["dumps_cpu_s"]))
+            + split["loads_cpu_s"] + split["assembly_cpu_s"])
+
+
 def _markdown(result: dict[str, Any]) -> str:
     lines = ["# A cold tool list compiled across worker processes, against one process (seconds)", "",
              f"Command: `{result['command']}`  ", f"Machine: {result['machine']}, {result['cpus']} CPUs (shared)", "",
              "Medians of the repeats (range in brackets). serial: one process builds the reply cold. split: each "
              "worker builds its share's call DFAs (share CPU), pickles them (dumps, bytes), the assembler unpickles "
-             "(loads) and builds the reply from them (assembly); wall is the whole split build, shares at once.", "",
+             "(loads) and builds the reply from them (assembly); wall is the whole split build, shares at once. Free "
+             "cores: the split's time were each process on a core of its own (slowest share + its dumps + loads + "
+             "assembly, CPU seconds) over the serial CPU seconds.", "",
              "| tools | format | load | serial wall | serial CPU | split wall | shares' CPU | dumps CPU | KiB sent "
-             "| loads CPU | assembly CPU | split wall / serial wall |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| loads CPU | assembly CPU | split wall / serial wall | free cores: split / serial |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(row["tools"], row["format"]) for row in result["rows"]},
                   key=lambda key: (key[0], ["hermes", "qwen_xml", "harmony"].index(key[1])))
     for size, tool_format in keys:
@@ -198,7 +208,8 @@ def _markdown(result: dict[str, Any]) -> str:
             f"{_median([sum(row['split']['bytes']) for row in runs]) / 1024:.0f} | "
             f"{_median([row['split']['loads_cpu_s'] for row in runs]):.4f} | "
             f"{cell([row['split']['assembly_cpu_s'] for row in runs])} | "
-            f"{_median([b / a for a, b in zip(serial_wall, split_wall)]):.2f} |")
+            f"{_median([b / a for a, b in zip(serial_wall, split_wall)]):.2f} | "
+            f"{_median([_free_cores(row) / row['serial']['cpu_s'] for row in runs]):.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -142,6 +142,30 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
             for index, tool in enumerate(called)]
 
 
+CallKey = tuple[Hashable, ...]
+"""What a call's DFA is cached under (`_call_key`)."""
+
+
+def call_share(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR, lowering: Hashable,
+               share: Sequence[int]) -> list[tuple[CallKey, Automaton]]:
+    """The call DFAs of the tools at `share` of a list, built as `reply_automaton` builds a list's new calls, with
+    their cache keys: what a compile worker hands the one that assembles the list (`keep_calls`)."""
+    chosen = [tools[index] for index in share]
+    shape = format_shape(tool_format)
+    pairs = []
+    for tool, call in zip(chosen, _calls(chosen, tool_format, arguments_ir, lowering)):
+        key = _call_key(tool, shape, lowering)
+        if call is not None and key is not None:
+            pairs.append((key, call))
+    return pairs
+
+
+def keep_calls(pairs: Sequence[tuple[CallKey, Automaton]]) -> None:
+    """Keep call DFAs built elsewhere (`call_share`) where `reply_automaton` looks its calls up."""
+    for key, call in pairs:
+        _CALLS.put((), call, key)
+
+
 def _over_bytes(leaf: ir.Embedded) -> bool:
     """Whether an embedded automaton reads bytes only (no call symbols of a pushdown's bodies)."""
     return np.shape(leaf.transitions)[1:] == (256,)

@@ -10,6 +10,13 @@ held pass `max_bytes`, or the registry's budget, and `stdsl.caches.clear()` empt
 A tool list first seen with `tool_choice` none or one named tool compiles few or none of its calls; its reply with
 `tool_choice` auto (what its later requests most likely need) is then compiled too, in the background in the same
 client's turn (`warm_variant`): no request waits for it, and the worker that compiles it keeps the list's calls.
+
+A tool list with at least `SPLIT_MIN_TOOLS` tools this cache has not sent to a worker before, met while two or more
+general workers are free, is compiled across them: each builds the call DFAs of its share of those tools (kind
+`tool_calls`), and one worker assembles the reply from them (the spec's `calls`), which then holds every call, so a
+later change of one tool costs one tool there.  On free cores that takes 0.57-0.65 of one worker's time
+(`benchmarks/results/tool_compile_parallel.md`); pickling the calls costs under 1%.  Each part has the compile's
+full time limit.  A share that fails is dropped and the whole list compiled as before, which reports the error.
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ from stdsl.server.constraints.compile_pool import (
 @dataclass
 class CacheStats:
     """What the cache has done: entries and bytes held, compiles, hits, evictions, seconds on a worker, compiles
-started with no request waiting (`warm_variant`), and its compile pool's queue and workers."""
+started with no request waiting (`warm_variant`), tool lists compiled across workers, and its compile pool's queue
+and workers."""
 
     entries: int = 0
     bytes: int = 0
@@ -45,6 +53,7 @@ started with no request waiting (`warm_variant`), and its compile pool's queue a
     evictions: int = 0
     compile_seconds: float = 0.0
     warmed: int = 0
+    split: int = 0
     pool: PoolStats = field(default_factory=PoolStats)
 
 
@@ -53,6 +62,29 @@ class UnsupportedSchema(CompileError):
 
 
 REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "CompileTimeError": CompileTimeError}
+
+
+SPLIT_MIN_TOOLS = 32
+"""A tool list with at least this many tools not met before is compiled across the free workers."""
+SEEN_TOOLS = 1 << 16
+"""How many tools (per format) the cache remembers having sent to a worker."""
+
+
+def _tools_part(spec: Spec) -> Spec | None:
+    """The tools spec of `spec` (itself, or a reasoning spec's answer), where it has choice auto or required (the
+    replies that compile every call); None otherwise."""
+    if spec.get("kind") == "reasoning" and isinstance(spec.get("answer"), dict):
+        return _tools_part(spec["answer"])
+    if spec.get("kind") != "tools" or spec.get("choice") not in ("auto", "required"):
+        return None
+    return spec
+
+
+def _with_calls(spec: Spec, calls: list[Any]) -> Spec:
+    """`spec` with its tools spec carrying `calls` (call DFAs built by other workers)."""
+    if spec.get("kind") == "reasoning":
+        return {**spec, "answer": _with_calls(spec["answer"], calls)}
+    return {**spec, "calls": calls}
 
 
 def warm_variant(spec: Spec) -> Spec | None:
@@ -87,6 +119,8 @@ class ConstraintCache:
         self._entries: CacheKind[Compiled] = CacheKind("server constraints", max_bytes=max_bytes)
         self._compiles = 0
         self._warmed = 0
+        self._split = 0
+        self._seen: dict[str, None] = {}
         self._pending: dict[str, _Pending] = {}
         self.pool = CompilePool(workers, grace_seconds=grace_seconds, max_compile_bytes=max_compile_bytes,
                                 reserved_workers=reserved_workers)
@@ -97,7 +131,7 @@ class ConstraintCache:
         held = self._entries.stats()
         pool = self.pool.stats
         return CacheStats(held.entries, held.bytes, self._compiles, held.hits, held.evictions, pool.compile_seconds,
-                          self._warmed, pool)
+                          self._warmed, self._split, pool)
 
     def close(self) -> None:
         """Stop the compile workers, a compile in progress included, and drop the compiles still pending."""
@@ -175,7 +209,47 @@ class ConstraintCache:
         except WorkerLost:
             raise CompileError("the compile worker stopped while compiling this constraint") from None
 
+    def _shares(self, spec: Spec) -> list[list[int]]:
+        """The shares of a tool list's tools to build across the free workers (none: compile it whole), and the
+        list's tools remembered as met."""
+        tools = _tools_part(spec)
+        if tools is None:
+            return []
+        unseen = []
+        for index, entry in enumerate(tools["tools"]):
+            seen = canonical_text({"format": tools["format"], "tokens": tools.get("tokens"), "tool": entry})
+            if seen in self._seen:
+                del self._seen[seen]
+            else:
+                unseen.append(index)
+            self._seen[seen] = None
+        while len(self._seen) > SEEN_TOOLS:
+            del self._seen[next(iter(self._seen))]
+        free = self.pool.free_workers()
+        if len(unseen) < SPLIT_MIN_TOOLS or free < 2:
+            return []
+        return [unseen[part::free] for part in range(free)]
+
+    async def _calls_across_workers(self, spec: Spec, shares: list[list[int]], client: str) -> list[Any] | None:
+        """The call DFAs of each share, built at once on as many workers; None where a share failed."""
+        tools = _tools_part(spec)
+        jobs = [self.pool.run({"kind": "tool_calls", "tools": dict(tools or {}), "share": share}, self.compile_seconds,
+                              client=client) for share in shares]
+        try:
+            outcomes = await asyncio.gather(*jobs)
+        except CompileError:
+            return None
+        if any(calls is None for calls, _, _ in outcomes):
+            return None
+        return [pair for calls, _, _ in outcomes for pair in calls]
+
     async def _compile(self, key: str, spec: Spec, client: str) -> Compiled:
+        shares = self._shares(spec)
+        if shares:
+            calls = await self._calls_across_workers(spec, shares, client)
+            if calls is not None:
+                self._split += 1
+                spec = _with_calls(spec, calls)
         compiled, error_class, message = await self._run(spec, key, client)
         if compiled is None:
             raise REFUSALS.get(error_class or "", CompileError)(message)

@@ -106,3 +106,35 @@ def test_a_tool_list_first_seen_with_choice_none_is_compiled_for_auto_in_the_bac
             cache.close()
 
     asyncio.run(run())
+
+
+def test_a_new_tool_list_compiled_across_workers_equals_it_compiled_in_one_process(monkeypatch) -> None:
+    """A list with enough unmet tools, met while two workers are free, is built from shares of its calls on both
+    and assembled on one: the same reply as one process builds; the list with one tool changed is not split."""
+    import numpy as np
+
+    from stdsl.compiler.constraint_spec import build_constraint
+    from stdsl.server.constraints import constraint_cache
+
+    monkeypatch.setattr(constraint_cache, "SPLIT_MIN_TOOLS", 4)
+    spec = {**_tools("auto"), "format": "qwen_xml", "tools": [
+        {"name": f"tool_{i}", "parameters": {"type": "object", "properties": {
+            "n": {"type": "integer", "minimum": i}, "s": {"type": "string"}}, "required": ["n"]}} for i in range(6)]}
+    changed = {**spec, "tools": [*spec["tools"][:5], {"name": "tool_5", "parameters": {"type": "object"}}]}
+
+    async def run() -> tuple:
+        cache = ConstraintCache(compile_seconds=60)
+        try:
+            split = await cache.get(spec)
+            assert cache.stats.split == 1
+            one_changed = await cache.get(changed)
+            assert cache.stats.split == 1 and cache.stats.compiles == 2
+        finally:
+            cache.close()
+        return split, one_changed
+
+    split, one_changed = asyncio.run(run())
+    for compiled, alone in ((split, build_constraint(spec, 60)), (one_changed, build_constraint(changed, 60))):
+        assert compiled.source == alone.source and "calls" not in compiled.source
+        assert np.array_equal(compiled.automaton.transitions, alone.automaton.transitions)
+        assert np.array_equal(compiled.automaton.accepting, alone.automaton.accepting)
