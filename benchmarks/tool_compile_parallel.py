@@ -8,6 +8,10 @@ and wall seconds:
   process puts them in its calls cache and builds the reply from them (skeleton, substitution), which is what a
   pool would have to do.  Reported: each share's CPU, the pickled bytes, dumps and loads CPU, the assembly CPU and
   the wall clock of the whole split build (the shares run at once on the machine's cores).
+Then the server's path (`--pool-repeats`): `ConstraintCache.get` of a new list (a fresh random list each time, so no
+worker has met its tools) with the default pool, split across its two general workers (`SPARE_CORES` set to 2, as on
+a machine of three cores or more) and whole
+(`SPLIT_MIN_TOOLS` raised past the list), alternately: the wall time a request waits.
 The split's wall clock can beat the serial one only where a core is free: on this shared 2-core machine read the
 load average written beside it.  Writes benchmarks/results/tool_compile_parallel.{md,json}.
 
@@ -17,6 +21,7 @@ load average written beside it.  Writes benchmarks/results/tool_compile_parallel
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing
 import os
@@ -128,6 +133,7 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["hermes", "qwen_xml", "harmony"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pool-repeats", type=int, default=3)
     parser.add_argument("--out", default=str(BENCH_DIR / "results" / "tool_compile_parallel"))
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
@@ -158,10 +164,43 @@ def main() -> None:
         conn.close()
     for process in processes:
         process.join(5.0)
+    pool_rows = asyncio.run(_through_cache(args.tools, args.formats, args.pool_repeats))
     command = "python benchmarks/tool_compile_parallel.py " + " ".join(sys.argv[1:])
-    result = {"command": command.strip(), "machine": platform.platform(), "cpus": os.cpu_count(), "rows": rows}
+    result = {"command": command.strip(), "machine": platform.platform(), "cpus": os.cpu_count(), "rows": rows,
+              "pool_rows": pool_rows}
     Path(args.out + ".json").write_text(json.dumps(result, indent=1))
     Path(args.out + ".md").write_text(_markdown(result))
+
+
+async def _through_cache(sizes: list[int], formats: list[str], repeats: int) -> list[dict[str, Any]]:
+    """Wall seconds of `ConstraintCache.get` for new lists, split and whole alternately, on one warm pool."""
+    from stdsl.server.constraints import constraint_cache
+
+    cache = constraint_cache.ConstraintCache(compile_seconds=600)
+    rows: list[dict[str, Any]] = []
+    split_at, spare = constraint_cache.SPLIT_MIN_TOOLS, constraint_cache.SPARE_CORES
+    constraint_cache.SPARE_CORES = 2
+    try:
+        await cache.get(_spec(random_tools(4, seed=99), "hermes"))
+        seed = 1000
+        for size in sizes:
+            for tool_format in formats:
+                for repeat in range(repeats):
+                    row: dict[str, Any] = {"tools": size, "format": tool_format, "load": os.getloadavg()[0]}
+                    for mode in ("split", "whole") if repeat % 2 == 0 else ("whole", "split"):
+                        constraint_cache.SPLIT_MIN_TOOLS = split_at if mode == "split" else 1 << 30
+                        seed += 1
+                        splits = cache.stats.split
+                        began = time.perf_counter()
+                        await cache.get(_spec(random_tools(size, seed=seed), tool_format))
+                        row[mode] = time.perf_counter() - began
+                        row[f"{mode}_was_split"] = cache.stats.split > splits
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    finally:
+        constraint_cache.SPLIT_MIN_TOOLS, constraint_cache.SPARE_CORES = split_at, spare
+        cache.close()
+    return rows
 
 
 def _median(values: list[float]) -> float:
@@ -210,6 +249,18 @@ def _markdown(result: dict[str, Any]) -> str:
             f"{cell([row['split']['assembly_cpu_s'] for row in runs])} | "
             f"{_median([b / a for a, b in zip(serial_wall, split_wall)]):.2f} | "
             f"{_median([_free_cores(row) / row['serial']['cpu_s'] for row in runs]):.2f} |")
+    lines += ["", "Through the server's cache (`ConstraintCache.get`, default pool: 2 general workers and 1 reserved), "
+              "a new random list each time, split and whole alternately (wall seconds a request waits; medians "
+              "[range]):", "", "| tools | format | load | split | whole | split / whole |", "|---|---|---|---|---|---|"]
+    for size, tool_format in keys:
+        runs = [row for row in result["pool_rows"] if (row["tools"], row["format"]) == (size, tool_format)]
+        if not runs:
+            continue
+        split, whole = [row["split"] for row in runs], [row["whole"] for row in runs]
+        lines.append(f"| {size} | {tool_format} | {_median([row['load'] for row in runs]):.1f} | "
+                     f"{_median(split):.3f} [{min(split):.3f}-{max(split):.3f}] | "
+                     f"{_median(whole):.3f} [{min(whole):.3f}-{max(whole):.3f}] | "
+                     f"{_median([a / b for a, b in zip(split, whole)]):.2f} |")
     return "\n".join(lines) + "\n"
 
 

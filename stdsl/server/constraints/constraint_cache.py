@@ -12,16 +12,19 @@ A tool list first seen with `tool_choice` none or one named tool compiles few or
 client's turn (`warm_variant`): no request waits for it, and the worker that compiles it keeps the list's calls.
 
 A tool list with at least `SPLIT_MIN_TOOLS` tools this cache has not sent to a worker before, met while two or more
-general workers are free, is compiled across them: each builds the call DFAs of its share of those tools (kind
-`tool_calls`), and one worker assembles the reply from them (the spec's `calls`), which then holds every call, so a
-later change of one tool costs one tool there.  On free cores that takes 0.57-0.65 of one worker's time
-(`benchmarks/results/tool_compile_parallel.md`); pickling the calls costs under 1%.  Each part has the compile's
-full time limit.  A share that fails is dropped and the whole list compiled as before, which reports the error.
+general workers and as many spare cores are free (`SPARE_CORES`), is compiled across them: each builds the call DFAs
+of its share of those tools (kind `tool_calls`), and one worker assembles the reply from them (the spec's `calls`),
+which then holds every call, so a later change of one tool costs one tool there.  On free cores that takes 0.57-0.65
+of one worker's time at 128 and 400 tools, pickling the calls under 1% (`benchmarks/results/tool_compile_parallel.md`);
+on two cores under load a split list waits longer than a whole one (the shares take the cores the decode and other
+processes use), hence the spare cores.  Each part has the compile's full time limit; a share that fails is dropped
+and the whole list compiled as before, which reports the error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +69,9 @@ REFUSALS: dict[str, type[CompileError]] = {"SchemaError": UnsupportedSchema, "Co
 
 SPLIT_MIN_TOOLS = 32
 """A tool list with at least this many tools not met before is compiled across the free workers."""
+SPARE_CORES = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1
+"""The cores this process may run on but one (the decode's): a list is split across at most this many workers, so
+on two cores, where the shares would take the decode's core, it is not split."""
 SEEN_TOOLS = 1 << 16
 """How many tools (per format) the cache remembers having sent to a worker."""
 
@@ -225,7 +231,7 @@ class ConstraintCache:
             self._seen[seen] = None
         while len(self._seen) > SEEN_TOOLS:
             del self._seen[next(iter(self._seen))]
-        free = self.pool.free_workers()
+        free = min(self.pool.free_workers(), SPARE_CORES)
         if len(unseen) < SPLIT_MIN_TOOLS or free < 2:
             return []
         return [unseen[part::free] for part in range(free)]

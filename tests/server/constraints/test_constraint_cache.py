@@ -117,6 +117,7 @@ def test_a_new_tool_list_compiled_across_workers_equals_it_compiled_in_one_proce
     from stdsl.server.constraints import constraint_cache
 
     monkeypatch.setattr(constraint_cache, "SPLIT_MIN_TOOLS", 4)
+    monkeypatch.setattr(constraint_cache, "SPARE_CORES", 2)
     spec = {**_tools("auto"), "format": "qwen_xml", "tools": [
         {"name": f"tool_{i}", "parameters": {"type": "object", "properties": {
             "n": {"type": "integer", "minimum": i}, "s": {"type": "string"}}, "required": ["n"]}} for i in range(6)]}
