@@ -14,7 +14,7 @@ client's turn (`warm_variant`): no request waits for it, and the worker that com
 A tool list with at least `SPLIT_MIN_TOOLS` tools this cache has not sent to a worker before, met while two or more
 general workers and as many spare cores are free (`SPARE_CORES`), is compiled across them: each builds the call DFAs
 of its share of those tools (kind `tool_calls`), and one worker assembles the reply from them (the spec's `calls`),
-which then holds every call, so a later change of one tool costs one tool there.  On free cores that takes 0.57-0.65
+which then holds every call, so a later change of one tool costs one tool there.  On free cores that takes 0.57-0.68
 of one worker's time at 128 and 400 tools, pickling the calls under 1% (`benchmarks/results/tool_compile_parallel.md`);
 on two cores under load a split list waits longer than a whole one (the shares take the cores the decode and other
 processes use), hence the spare cores.  Each part has the compile's full time limit; a share that fails is dropped
