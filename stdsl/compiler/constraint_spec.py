@@ -239,12 +239,17 @@ def _tools_of(spec: Spec, deadline: _Deadline) -> tuple[ToolFormat, list[ToolSpe
 
 def tool_call_share(spec: Spec, max_seconds: float) -> list[tuple[CallKey, Automaton]]:
     """Kind "tool_calls" (`tools`: a tools spec, `share`: indices into its tools): those tools' call DFAs and their
-    cache keys, built as the tools spec's build builds them, for the worker that assembles the list (which gets
-    them as the tools spec's `calls`, kept before its build, so it compiles none of them again)."""
+    cache keys, built as the tools spec's build builds them (the other tools read only for the lowering's open ones),
+    for the worker that assembles the list (which gets them as the tools spec's `calls`, kept before its build, so
+    it compiles none of them again)."""
     deadline = _Deadline(max_seconds)
-    tool_format, tools, open_tools, lowering = _tools_of(spec["tools"], deadline)
+    tools = spec["tools"]
+    tool_format = format_named(tools["format"]).with_tokens(tools.get("tokens") or ())
+    chosen = [_tool_spec(tools["tools"][index], deadline) for index in spec["share"]]
+    open_tools = [_tool_spec(entry, deadline) for entry in tools["tools"] if entry.get("strict") is False]
+    lowering = (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
     with compile_deadline(deadline.left()):
-        return call_share(tools, tool_format, _arguments_ir(deadline, open_tools), lowering, spec["share"])
+        return call_share(chosen, tool_format, _arguments_ir(deadline, open_tools), lowering, range(len(chosen)))
 
 
 def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:

@@ -11,20 +11,22 @@ A tool list first seen with `tool_choice` none or one named tool compiles few or
 `tool_choice` auto (what its later requests most likely need) is then compiled too, in the background in the same
 client's turn (`warm_variant`): no request waits for it, and the worker that compiles it keeps the list's calls.
 
-A tool list with at least `SPLIT_MIN_TOOLS` tools this cache has not sent to a worker before, met while two or more
-general workers and as many spare cores are free (`SPARE_CORES`), is compiled across them: each builds the call DFAs
-of its share of those tools (kind `tool_calls`), and one worker assembles the reply from them (the spec's `calls`),
-which then holds every call, so a later change of one tool costs one tool there.  On free cores that takes 0.57-0.68
-of one worker's time at 128 and 400 tools, pickling the calls under 1% (`benchmarks/results/tool_compile_parallel.md`);
-on two cores under load a split list waits longer than a whole one (the shares take the cores the decode and other
-processes use), hence the spare cores.  Each part has the compile's full time limit; a share that fails is dropped
-and the whole list compiled as before, which reports the error.
+A tool list with at least `SPLIT_MIN_TOOLS` function tools this cache has not sent to a worker before, met while two
+or more general workers and as many spare cores are free (`SPARE_CORES`), is compiled across them: each builds the
+call DFAs of its share of those tools (kind `tool_calls`), and one worker assembles the reply from them (the spec's
+`calls`), which then holds every call, so a later change of one tool costs one tool there.  On free cores that takes
+0.57-0.68 of one worker's time at 128 and 400 tools, pickling the calls under 1%
+(`benchmarks/results/tool_compile_parallel.md`); on two cores under load a split list waits longer than a whole one
+(the shares take the cores the decode and other processes use), hence the spare cores.  The shares and the assembly
+together keep the compile's time limit; a share that fails is dropped and the whole list compiled as before in the
+time left, which reports the error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,15 +205,15 @@ class ConstraintCache:
             raise REFUSALS.get(error_class or "", CompileError)(message)
         return list(messages)
 
-    async def _run(self, spec: Spec, key: str, client: str) -> Outcome:
-        """One compile in a worker; a worker that crashed is replaced and the compile retried once."""
+    async def _run(self, spec: Spec, key: str, client: str, seconds: float) -> Outcome:
+        """One compile in a worker within `seconds`; a worker that crashed is replaced and the compile retried once."""
         small = small_job(dict(spec), key)
         try:
-            return await self.pool.run(dict(spec), self.compile_seconds, client=client, small=small)
+            return await self.pool.run(dict(spec), seconds, client=client, small=small)
         except WorkerLost:
             pass
         try:
-            return await self.pool.run(dict(spec), self.compile_seconds, client=client, small=small)
+            return await self.pool.run(dict(spec), seconds, client=client, small=small)
         except WorkerLost:
             raise CompileError("the compile worker stopped while compiling this constraint") from None
 
@@ -223,6 +225,8 @@ class ConstraintCache:
             return []
         unseen = []
         for index, entry in enumerate(tools["tools"]):
+            if "custom" in entry:
+                continue
             seen = canonical_text({"format": tools["format"], "tokens": tools.get("tokens"), "tool": entry})
             if seen in self._seen:
                 del self._seen[seen]
@@ -250,13 +254,15 @@ class ConstraintCache:
         return [pair for calls, _, _ in outcomes for pair in calls]
 
     async def _compile(self, key: str, spec: Spec, client: str) -> Compiled:
+        began = time.monotonic()
         shares = self._shares(spec)
         if shares:
             calls = await self._calls_across_workers(spec, shares, client)
             if calls is not None:
                 self._split += 1
                 spec = _with_calls(spec, calls)
-        compiled, error_class, message = await self._run(spec, key, client)
+        left = self.compile_seconds - (time.monotonic() - began)
+        compiled, error_class, message = await self._run(spec, key, client, max(left, 1e-3))
         if compiled is None:
             raise REFUSALS.get(error_class or "", CompileError)(message)
         self._compiles += 1

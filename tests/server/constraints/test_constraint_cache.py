@@ -139,3 +139,24 @@ def test_a_new_tool_list_compiled_across_workers_equals_it_compiled_in_one_proce
         assert compiled.source == alone.source and "calls" not in compiled.source
         assert np.array_equal(compiled.automaton.transitions, alone.automaton.transitions)
         assert np.array_equal(compiled.automaton.accepting, alone.automaton.accepting)
+
+
+def test_a_split_list_with_a_refused_schema_is_refused_as_a_whole_one_is(monkeypatch) -> None:
+    from stdsl.server.constraints import constraint_cache
+
+    monkeypatch.setattr(constraint_cache, "SPLIT_MIN_TOOLS", 4)
+    monkeypatch.setattr(constraint_cache, "SPARE_CORES", 2)
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+             for i in range(6)]
+    tools[4]["parameters"] = {"type": "object", "properties": {"n": {"unevaluatedProperties": False}}}
+
+    async def run() -> None:
+        cache = ConstraintCache(compile_seconds=60)
+        try:
+            with pytest.raises(UnsupportedSchema, match="unevaluatedProperties"):
+                await cache.get({**_tools("auto"), "tools": tools})
+            assert cache.stats.split == 0 and cache.pool.stats.running == 0
+        finally:
+            cache.close()
+
+    asyncio.run(run())
