@@ -238,13 +238,13 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
                                  {byte for _, plan in chosen for _, byte, _ in plan.moves})
     sizes = np.array([piece.num_states for piece in distinct.values()], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int64),
+    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int32),
                          *(piece.class_transitions[:, piece.byte_class[first]] for piece in distinct.values())])
-    stacked = stacked.astype(np.int64)
+    stacked = stacked.astype(np.int32)
     stacked_accepting = np.concatenate([np.zeros(0, dtype=bool), *(piece.accepting for piece in distinct.values())])
     bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])[:-1]])
     total = int(bases[-1]) + chosen[-1][1].size
-    table = np.full((total, len(first)), -1, dtype=np.int64)
+    table = np.full((total, len(first)), -1, dtype=np.int32)
     moves = np.array([(base + state, byte, base + target) for base, (_, plan) in zip(bases.tolist(), chosen)
                       for state, byte, target in plan.moves], dtype=np.int64).reshape(-1, 3)
     table[moves[:, 0], joint[moves[:, 1]]] = moves[:, 2]
@@ -260,15 +260,15 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
         moved = stacked[source]
         live = moved >= 0
         local = np.where(live, moved, 0)
-        ends = stacked_accepting[np.repeat(offsets[placed[:, 0]], counts)[:, None] + local] & live
-        moved = np.where(live, moved + np.repeat(placed[:, 1], counts)[:, None], -1)
-        moved = np.where(ends, np.repeat(placed[:, 2], counts)[:, None], moved)
+        ends = stacked_accepting[np.repeat(offsets[placed[:, 0]], counts).astype(np.int32)[:, None] + local] & live
+        moved = np.where(live, moved + np.repeat(placed[:, 1], counts).astype(np.int32)[:, None], -1)
+        moved = np.where(ends, np.repeat(placed[:, 2], counts).astype(np.int32)[:, None], moved)
         table[target] = moved
         keep[target[stacked_accepting[source]]] = False
     accepting = np.zeros(total, dtype=bool)
     accepting[bases + np.array([plan.size for _, plan in chosen]) - 1] = True
     kept = np.flatnonzero(keep)
-    number = np.full(total + 1, -1, dtype=np.int64)
+    number = np.full(total + 1, -1, dtype=np.int32)
     bounds = np.searchsorted(kept, np.append(bases, total))
     number[kept] = np.arange(len(kept)) - np.repeat(bounds[:-1], np.diff(bounds))
     rows = number[table[kept]]
