@@ -131,7 +131,20 @@ def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np
     return joint, first
 
 
-def _followed(value: Automaton, after: bytes) -> Automaton | None:
+@dataclass(frozen=True)
+class _Piece:
+    """A value with the literal text after it as a DFA table over its own byte classes: start 0, one accepting
+    state, its last, with no move out (kept as a table: the layout reads nothing else of it)."""
+
+    table: np.ndarray
+    byte_class: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        return len(self.table)
+
+
+def _followed(value: Automaton, after: bytes) -> _Piece | None:
     """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
     `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
     accepting = np.asarray(value.accepting)
@@ -139,19 +152,19 @@ def _followed(value: Automaton, after: bytes) -> Automaton | None:
         return None
     size = value.num_states
     joint, first = joint_classes([value.byte_class], set(after))
-    table = np.full((size + len(after), len(first)), -1, dtype=np.int64)
+    table = np.full((size + len(after), len(first)), -1, dtype=np.int32)
     table[:size] = value.class_transitions[:, value.byte_class[first]]
     table[np.flatnonzero(accepting), joint[after[0]]] = size
     table[np.arange(size, size + len(after) - 1), joint[list(after[1:])]] = np.arange(size + 1, size + len(after))
-    ends = np.zeros(size + len(after), dtype=bool)
-    ends[-1] = True
-    return Automaton.from_classes(table, ends, joint)
+    return _Piece(table, joint)
 
 
-def _piece(value: ir.Node, after: bytes) -> Automaton | None:
-    def build() -> Automaton | None:
+def _piece(value: ir.Node, after: bytes) -> _Piece | None:
+    def build() -> _Piece | None:
         laid_out = _followed(build_automaton(value), after)
-        piece = laid_out if laid_out is not None else build_automaton(ir.seq(value, ir.literal(after)))
+        if laid_out is not None:
+            return laid_out
+        piece = build_automaton(ir.seq(value, ir.literal(after)))
         if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
             return None
         return _accepting_last(piece)
@@ -159,20 +172,16 @@ def _piece(value: ir.Node, after: bytes) -> Automaton | None:
     return _PIECES.get((), build, (value, after))
 
 
-def _accepting_last(piece: Automaton) -> Automaton:
+def _accepting_last(piece: Automaton) -> _Piece:
     """`piece` (start not accepting, no move out of an accepting state) with its accepting states merged into one,
     its last: laid out, that state is the first state of whatever follows the piece, so no move is redirected."""
     accepting = np.asarray(piece.accepting)
-    if int(accepting.sum()) == 1 and bool(accepting[-1]):
-        return piece
     rank = np.cumsum(~accepting) - 1
     size = int((~accepting).sum())
     number = np.append(np.where(accepting, size, rank), -1)
-    table = np.full((size + 1, piece.num_classes), -1, dtype=np.int64)
+    table = np.full((size + 1, piece.num_classes), -1, dtype=np.int32)
     table[:size] = number[piece.class_transitions[~accepting]]
-    ends = np.zeros(size + 1, dtype=bool)
-    ends[-1] = True
-    return Automaton.from_classes(table, ends, piece.byte_class)
+    return _Piece(table, np.asarray(piece.byte_class))
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,7 @@ class _Plan:
 
     moves: list[tuple[int, int, int]]
     """(state, byte, target) of the tries."""
-    pieces: list[tuple[Automaton, int]]
+    pieces: list[tuple[_Piece, int]]
     """(piece, first state): its states are first state onward, its last the first state of what follows."""
     size: int
 
@@ -228,7 +237,7 @@ def _plan(node: ir.Node) -> _Plan | None:
     """Each trie state's place in the call."""
     starts: list[int] = []
     """Each unit's first state: its first piece's, or (piece-less) the state after the unit."""
-    placed: list[tuple[Automaton, int]] = []
+    placed: list[tuple[_Piece, int]] = []
     size = 0
     for index, row in enumerate(pieces):
         root, past = junction_roots[index], junction_roots[index + 1]
@@ -276,7 +285,7 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
     sizes = np.array([piece.num_states - 1 for piece in distinct.values()], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int32),
-                         *(piece.class_transitions[:-1, piece.byte_class[first]] for piece in distinct.values())])
+                         *(piece.table[:-1, piece.byte_class[first]] for piece in distinct.values())])
     stacked = np.where(stacked >= 0, stacked, DEAD).astype(np.int32)
     bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])])
     total = int(bases[-1])
