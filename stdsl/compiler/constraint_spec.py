@@ -10,7 +10,9 @@ its arguments, or a custom tool's `name` and
 `custom`: `syntax`, `definition`, `field`), `choice`, `parallel`, `content`: a spec or null, `tokens`: the
 format's markers written as one token of the model's tokenizer), or
 `reasoning` (`format`: a thinking format's name, `mode`, `answer`: a spec or null, `tokens`: the tags written
-as one token of the model's tokenizer).  Its canonical text
+as one token of the model's tokenizer).  A tools spec a compile worker assembles may carry `calls`, call DFAs
+another worker built (kind `tool_calls`: `tools`, a tools spec, and `share`, indices of its tools); they are kept
+in the calls cache before the build and are no part of the compiled constraint.  Its canonical text
 (sorted keys) identifies the compiled constraint.  `build_constraint` imports only the
 compiler, so it runs in a worker process, off the decode loop.
 """
@@ -34,11 +36,11 @@ from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.compiler.source_files import FileAccess
-from stdsl.compiler.tools.formats import ToolSpec, format_named
+from stdsl.compiler.tools.formats import ToolFormat, ToolSpec, format_named
 from stdsl.compiler.tools.formats.base import parameters_path
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
 from stdsl.compiler.tools.integer_digits import digit_limited
-from stdsl.compiler.tools.reply_automaton import reply_automaton
+from stdsl.compiler.tools.reply_automaton import CallKey, call_share, keep_calls, reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
 from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
 
@@ -209,13 +211,12 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         with compile_deadline(deadline.left()):
             return program.constraint(program.arguments(spec.get("arguments") or {}, "server"))
     if kind == "tools":
-        tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
-        tools = [_tool_spec(t, deadline) for t in spec["tools"]]
-        open_tools = [tool for tool, entry in zip(tools, spec["tools"]) if entry.get("strict") is False]
+        keep_calls(spec.get("calls") or ())
+        spec = {key: value for key, value in spec.items() if key != "calls"}
+        tool_format, tools, open_tools, lowering = _tools_of(spec, deadline)
         content = _content_ir(spec.get("content"), deadline)
         with compile_deadline(deadline.left()):
-            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline, open_tools),
-                                        (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools)),
+            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline, open_tools), lowering,
                                         choice=spec["choice"], parallel=bool(spec["parallel"]), content=content)
         if assembled is not None:
             return Constraint(assembled, "tools", dict(spec), None, time.perf_counter() - start,
@@ -226,6 +227,29 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
     if kind == "reasoning":
         return _reasoning(spec, deadline)
     raise CompileError(f"unknown constraint kind {kind!r}")
+
+
+def _tools_of(spec: Spec, deadline: _Deadline) -> tuple[ToolFormat, list[ToolSpec], list[ToolSpec], Any]:
+    """A tools spec's format, tools, open tools (`strict: false`) and its calls' lowering key."""
+    tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
+    tools = [_tool_spec(t, deadline) for t in spec["tools"]]
+    open_tools = [tool for tool, entry in zip(tools, spec["tools"]) if entry.get("strict") is False]
+    return tool_format, tools, open_tools, (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
+
+
+def tool_call_share(spec: Spec, max_seconds: float) -> list[tuple[CallKey, Automaton]]:
+    """Kind "tool_calls" (`tools`: a tools spec, `share`: indices into its tools): those tools' call DFAs and their
+    cache keys, built as the tools spec's build builds them (the other tools read only for the lowering's open ones),
+    for the worker that assembles the list (which gets them as the tools spec's `calls`, kept before its build, so
+    it compiles none of them again)."""
+    deadline = _Deadline(max_seconds)
+    tools = spec["tools"]
+    tool_format = format_named(tools["format"]).with_tokens(tools.get("tokens") or ())
+    chosen = [_tool_spec(tools["tools"][index], deadline) for index in spec["share"]]
+    open_tools = [_tool_spec(entry, deadline) for entry in tools["tools"] if entry.get("strict") is False]
+    lowering = (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
+    with compile_deadline(deadline.left()):
+        return call_share(chosen, tool_format, _arguments_ir(deadline, open_tools), lowering, range(len(chosen)))
 
 
 def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:
@@ -266,11 +290,15 @@ def program_messages(spec: Spec, max_seconds: float) -> list[dict[str, str]]:
 
 RenderOutcome = tuple[list[dict[str, str]] | None, str | None, str]
 """A program's rendered messages, or (None, error class name, message)."""
+CallsOutcome = tuple[list[tuple[CallKey, Automaton]] | None, str | None, str]
+"""A share of a tool list's call DFAs with their cache keys, or (None, error class name, message)."""
 
 
-def worker_outcome(spec: Spec, max_seconds: float) -> Outcome | RenderOutcome:
-    """What a compile worker answers: a program's rendered messages for kind "program_messages", else
-    `build_outcome`."""
+def worker_outcome(spec: Spec, max_seconds: float) -> Outcome | RenderOutcome | CallsOutcome:
+    """What a compile worker answers: a program's rendered messages for kind "program_messages", a share of a tool
+    list's call DFAs for kind "tool_calls" (`tool_call_share`), else `build_outcome`."""
+    if spec.get("kind") == "tool_calls":
+        return _attempt(tool_call_share, spec, max_seconds)
     if spec.get("kind") != "program_messages":
         return build_outcome(spec, max_seconds)
     return _attempt(program_messages, spec, max_seconds)

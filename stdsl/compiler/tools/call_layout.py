@@ -37,20 +37,32 @@ class _Unit:
     pieces: tuple[tuple[ir.Node, bytes], ...]
 
 
+_BYTE_OF = {id(ir.literal(bytes((byte,)))): bytes((byte,)) for byte in range(256)}
+"""The byte of each single-byte node a literal's items are made of (held for good by `ir`), by identity: a call's
+text is read a byte at a time, and a dictionary look-up is a fraction of `ir.literal_bytes`."""
+
+
 def _atoms(items: tuple[ir.Node, ...]) -> list[Atom] | None:
     """Literal runs (merged) and values, or None where an item is optional (handled a level up)."""
     atoms: list[Atom] = []
+    run: bytearray | None = None
     for item in items:
-        text = ir.literal_bytes(item)
+        text = _BYTE_OF.get(id(item))
+        if text is None:
+            text = ir.literal_bytes(item)
         if text is not None:
-            if atoms and isinstance(atoms[-1], bytes):
-                atoms[-1] += text
-            else:
-                atoms.append(text)
+            if run is None:
+                run = bytearray()
+            run += text
         elif isinstance(item, ir.Repeat) or isinstance(item, ir.EmbeddedGrammar):
             return None
         else:
+            if run is not None:
+                atoms.append(bytes(run))
+                run = None
             atoms.append(item)
+    if run is not None:
+        atoms.append(bytes(run))
     return atoms
 
 
@@ -119,7 +131,20 @@ def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np
     return joint, first
 
 
-def _followed(value: Automaton, after: bytes) -> Automaton | None:
+@dataclass(frozen=True)
+class _Piece:
+    """A value with the literal text after it as a DFA table over its own byte classes: start 0, one accepting
+    state, its last, with no move out (kept as a table: the layout reads nothing else of it)."""
+
+    table: np.ndarray
+    byte_class: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        return len(self.table)
+
+
+def _followed(value: Automaton, after: bytes) -> _Piece | None:
     """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
     `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
     accepting = np.asarray(value.accepting)
@@ -127,35 +152,48 @@ def _followed(value: Automaton, after: bytes) -> Automaton | None:
         return None
     size = value.num_states
     joint, first = joint_classes([value.byte_class], set(after))
-    table = np.full((size + len(after), len(first)), -1, dtype=np.int64)
+    table = np.full((size + len(after), len(first)), -1, dtype=np.int32)
     table[:size] = value.class_transitions[:, value.byte_class[first]]
     table[np.flatnonzero(accepting), joint[after[0]]] = size
     table[np.arange(size, size + len(after) - 1), joint[list(after[1:])]] = np.arange(size + 1, size + len(after))
-    ends = np.zeros(size + len(after), dtype=bool)
-    ends[-1] = True
-    return Automaton.from_classes(table, ends, joint)
+    return _Piece(table, joint)
 
 
-def _piece(value: ir.Node, after: bytes) -> Automaton | None:
-    def build() -> Automaton | None:
+def _piece(value: ir.Node, after: bytes) -> _Piece | None:
+    def build() -> _Piece | None:
         laid_out = _followed(build_automaton(value), after)
-        piece = laid_out if laid_out is not None else build_automaton(ir.seq(value, ir.literal(after)))
+        if laid_out is not None:
+            return laid_out
+        piece = build_automaton(ir.seq(value, ir.literal(after)))
         if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
             return None
-        return piece
+        return _accepting_last(piece)
 
     return _PIECES.get((), build, (value, after))
 
 
+def _accepting_last(piece: Automaton) -> _Piece:
+    """`piece` (start not accepting, no move out of an accepting state) with its accepting states merged into one,
+    its last: laid out, that state is the first state of whatever follows the piece, so no move is redirected."""
+    accepting = np.asarray(piece.accepting)
+    rank = np.cumsum(~accepting) - 1
+    size = int((~accepting).sum())
+    number = np.append(np.where(accepting, size, rank), -1)
+    table = np.full((size + 1, piece.num_classes), -1, dtype=np.int32)
+    table[:size] = number[piece.class_transitions[~accepting]]
+    return _Piece(table, np.asarray(piece.byte_class))
+
+
 @dataclass(frozen=True)
 class _Plan:
-    """One call laid out on its own numbering: the junction tries' states first (their moves, a last head byte's
-    into its unit's first piece or past the unit), then each unit's pieces in order, then the end state."""
+    """One call laid out on its own numbering: each junction's trie, then its units' pieces in order, a piece's
+    accepting (last) state being the first state of what follows it (the next piece, the next junction's root or
+    the end state, the last)."""
 
     moves: list[tuple[int, int, int]]
     """(state, byte, target) of the tries."""
-    pieces: list[tuple[Automaton, int, int]]
-    """(piece, first state, where its accepting state's moves go instead: the next piece, junction or end)."""
+    pieces: list[tuple[_Piece, int]]
+    """(piece, first state): its states are first state onward, its last the first state of what follows."""
     size: int
 
 
@@ -167,19 +205,19 @@ def _plan(node: ir.Node) -> _Plan | None:
     pieces = [[_piece(value, after) for value, after in unit.pieces] for unit in units]
     if any(piece is None for row in pieces for piece in row):
         return None
-    rows: list[dict[int, int]] = [{}]
-    """The junction tries' states, by byte; `end_mark` where a head ends (resolved through `entries`)."""
-    junction_roots = [0]
-    for _ in units[1:]:
-        rows.append({})
-        junction_roots.append(len(rows) - 1)
+    rows: list[dict[int, int]] = []
+    """The junctions' trie states, by byte, each junction's root first; `end_mark` where a head ends (resolved
+    through `entries`)."""
+    junction_roots: list[int] = []
     end_mark = -2
     entries: list[tuple[int, int, int]] = []
     """(trie state, byte, unit) of each last head byte: into the unit's first piece, or past a piece-less unit."""
-    for at, root in enumerate(junction_roots):
+    for at in range(len(units)):
+        junction_roots.append(len(rows))
+        rows.append({})
         for index in range(at, len(units)):
             head = units[index].head
-            state = root
+            state = junction_roots[at]
             for byte in head[:-1]:
                 following = rows[state].get(byte)
                 if following is None:
@@ -194,29 +232,32 @@ def _plan(node: ir.Node) -> _Plan | None:
             entries.append((state, head[-1], index))
             if units[index].required:
                 break
-    size = len(rows)
-    starts: list[list[int]] = []
-    for row in pieces:
-        unit_starts = []
+    junction_roots.append(len(rows))
+    position = np.zeros(len(rows), dtype=np.int64)
+    """Each trie state's place in the call."""
+    starts: list[int] = []
+    """Each unit's first state: its first piece's, or (piece-less) the state after the unit."""
+    placed: list[tuple[_Piece, int]] = []
+    size = 0
+    for index, row in enumerate(pieces):
+        root, past = junction_roots[index], junction_roots[index + 1]
+        if index == 0:
+            position[root] = 0
+            size = 1
+        position[root + 1:past] = np.arange(size, size + past - root - 1)
+        size += past - root - 1
+        starts.append(size)
         for piece in row:
             assert piece is not None
-            unit_starts.append(size)
-            size += piece.num_states
-        starts.append(unit_starts)
-    final = size
-
-    def after_unit(index: int) -> int:
-        return junction_roots[index + 1] if index + 1 < len(units) else final
-
-    moves = [(state, byte, target) for state, row in enumerate(rows) for byte, target in row.items() if target >= 0]
-    moves += [(state, byte, starts[index][0] if starts[index] else after_unit(index)) for state, byte, index in entries]
-    placed = []
-    for index, row in enumerate(pieces):
-        for position, piece in enumerate(row):
-            assert piece is not None
-            following = starts[index][position + 1] if position + 1 < len(row) else after_unit(index)
-            placed.append((piece, starts[index][position], following))
-    return _Plan(moves, placed, size + 1)
+            placed.append((piece, size))
+            size += piece.num_states - 1
+        if index + 1 < len(units):
+            position[past] = size
+        size += 1
+    moves = [(int(position[state]), byte, int(position[target])) for state, row in enumerate(rows)
+             for byte, target in row.items() if target >= 0]
+    moves += [(int(position[state]), byte, starts[index]) for state, byte, index in entries]
+    return _Plan(moves, placed, size)
 
 
 def call_layout(node: ir.Node) -> Automaton | None:
@@ -224,55 +265,46 @@ def call_layout(node: ir.Node) -> Automaton | None:
     return call_layouts([node])[0]
 
 
+DEAD = -(1 << 30)
+"""A dead move in the pieces' stacked rows: a piece's place added to it stays below -1, clipped back to -1."""
+
+
 def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
     """`call_layout` of each node, the calls laid out side by side in one table over joint classes (the pieces'
-    rows copied for every place at once) and cut apart: per call, the work left is planning its tries."""
+    rows, last state aside, copied for every place at once, shifted by the place) and cut apart: per call, the
+    work left is planning its tries."""
     plans = [_plan(node) for node in nodes]
     chosen = [(index, plan) for index, plan in enumerate(plans) if plan is not None]
     laid_out: list[Automaton | None] = [None] * len(nodes)
     if not chosen:
         return laid_out
-    distinct = {id(piece): piece for _, plan in chosen for piece, _, _ in plan.pieces}
+    distinct = {id(piece): piece for _, plan in chosen for piece, _ in plan.pieces}
     order = {key: number for number, key in enumerate(distinct)}
     joint, first = joint_classes([piece.byte_class for piece in distinct.values()],
                                  {byte for _, plan in chosen for _, byte, _ in plan.moves})
-    sizes = np.array([piece.num_states for piece in distinct.values()], dtype=np.int64)
+    sizes = np.array([piece.num_states - 1 for piece in distinct.values()], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int64),
-                         *(piece.class_transitions[:, piece.byte_class[first]] for piece in distinct.values())])
-    stacked = stacked.astype(np.int64)
-    stacked_accepting = np.concatenate([np.zeros(0, dtype=bool), *(piece.accepting for piece in distinct.values())])
-    bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])[:-1]])
-    total = int(bases[-1]) + chosen[-1][1].size
-    table = np.full((total, len(first)), -1, dtype=np.int64)
-    moves = np.array([(base + state, byte, base + target) for base, (_, plan) in zip(bases.tolist(), chosen)
+    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int32),
+                         *(piece.table[:-1, piece.byte_class[first]] for piece in distinct.values())])
+    stacked = np.where(stacked >= 0, stacked, DEAD).astype(np.int32)
+    bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])])
+    total = int(bases[-1])
+    table = np.full((total, len(first)), -1, dtype=np.int32)
+    moves = np.array([(base + state, byte, target) for base, (_, plan) in zip(bases.tolist(), chosen)
                       for state, byte, target in plan.moves], dtype=np.int64).reshape(-1, 3)
     table[moves[:, 0], joint[moves[:, 1]]] = moves[:, 2]
-    placed = np.array([(order[id(piece)], base + at, base + following) for base, (_, plan) in
-                       zip(bases.tolist(), chosen) for piece, at, following in plan.pieces],
-                      dtype=np.int64).reshape(-1, 3)
-    keep = np.ones(total, dtype=bool)
+    placed = np.array([(order[id(piece)], base, at) for base, (_, plan) in zip(bases.tolist(), chosen)
+                       for piece, at in plan.pieces], dtype=np.int64).reshape(-1, 3)
     if len(placed):
         counts = sizes[placed[:, 0]]
         within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         source = np.repeat(offsets[placed[:, 0]], counts) + within
-        target = np.repeat(placed[:, 1], counts) + within
         moved = stacked[source]
-        live = moved >= 0
-        local = np.where(live, moved, 0)
-        ends = stacked_accepting[np.repeat(offsets[placed[:, 0]], counts)[:, None] + local] & live
-        moved = np.where(live, moved + np.repeat(placed[:, 1], counts)[:, None], -1)
-        moved = np.where(ends, np.repeat(placed[:, 2], counts)[:, None], moved)
-        table[target] = moved
-        keep[target[stacked_accepting[source]]] = False
-    accepting = np.zeros(total, dtype=bool)
-    accepting[bases + np.array([plan.size for _, plan in chosen]) - 1] = True
-    kept = np.flatnonzero(keep)
-    number = np.full(total + 1, -1, dtype=np.int64)
-    bounds = np.searchsorted(kept, np.append(bases, total))
-    number[kept] = np.arange(len(kept)) - np.repeat(bounds[:-1], np.diff(bounds))
-    rows = number[table[kept]]
-    for call, (index, _) in enumerate(chosen):
-        low, high = int(bounds[call]), int(bounds[call + 1])
-        laid_out[index] = Automaton.from_classes(rows[low:high], accepting[kept[low:high]], joint)
+        moved += np.repeat(placed[:, 2], counts).astype(np.int32)[:, None]
+        np.maximum(moved, -1, out=moved)
+        table[np.repeat(placed[:, 1] + placed[:, 2], counts) + within] = moved
+    for call, (index, plan) in enumerate(chosen):
+        accepting = np.zeros(plan.size, dtype=bool)
+        accepting[-1] = True
+        laid_out[index] = Automaton.from_classes(table[bases[call]:bases[call + 1]], accepting, joint)
     return laid_out

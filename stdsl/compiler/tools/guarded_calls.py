@@ -93,7 +93,7 @@ def _chained(product: np.ndarray, accepting: np.ndarray, owner: np.ndarray, head
     head_base = size + np.concatenate([[0], np.cumsum(head_sizes)[:-1]])
     tail_base = size + int(head_sizes.sum()) + np.concatenate([[0], np.cumsum(tail_sizes)[:-1]])
     total = size + int(head_sizes.sum() + tail_sizes.sum())
-    table = np.full((total, product.shape[1]), -1, dtype=np.int64)
+    table = np.full((total, product.shape[1]), -1, dtype=np.int32)
     table[:size] = product
     argument_starts = np.concatenate([[0], np.cumsum([automaton.num_states for automaton in arguments])[:-1]])
     head_bytes = np.frombuffer(b"".join(heads), dtype=np.uint8)
@@ -122,7 +122,7 @@ def _cut(table: np.ndarray, final: np.ndarray, owner: np.ndarray, keep: np.ndarr
     not_start[starts] = 0
     order = states[np.lexsort((states, not_start[states], owner[states]))]
     groups = np.searchsorted(owner[order], np.arange(len(starts) + 1))
-    local = np.full(len(table) + 1, -1, dtype=np.int64)
+    local = np.full(len(table) + 1, -1, dtype=np.int32)
     local[order] = np.arange(len(order)) - groups[owner[order]]
     rows = local[table[order]]
     cut: list[Automaton | None] = []

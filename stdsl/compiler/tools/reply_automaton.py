@@ -91,12 +91,15 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     return build() if key is None else _CALLS.get((), build, key)
 
 
-def _built(node: ir.Node, laid_out: Automaton | None = None) -> Automaton | None:
-    """The DFA of a call's expression (`laid_out` where `call_layouts` gave it): laid out from its parts where it is
-    literal text and leaves in a row or units of parameters (`call_layout`), else determinized whole; None where it
-    embeds a recursive grammar."""
-    if _holds_grammar(node):
-        return None
+def _built(node: ir.Node) -> Automaton | None:
+    """The DFA of a call's expression (see `_laid_out`), None where it embeds a recursive grammar."""
+    return None if _holds_grammar(node) else _laid_out(node, None)
+
+
+def _laid_out(node: ir.Node, laid_out: Automaton | None) -> Automaton:
+    """The DFA of a call's expression that embeds no grammar (`laid_out` where `call_layouts` gave it): laid out
+    from its parts where it is literal text and leaves in a row or units of parameters (`call_layout`), else
+    determinized whole."""
     if laid_out is None:
         parts = _literals_and_leaves(node)
         laid_out = concatenation(parts) if parts is not None else call_layout(node)
@@ -131,15 +134,40 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
                     known[index] = automaton
     remaining = [index for index in new if index not in known]
     nodes = [tool_format.tool_call_ir(called[index], arguments_ir) for index in remaining]
-    layouts = iter(call_layouts([node for node in nodes if not _holds_grammar(node)]))
-    for index, node in zip(remaining, nodes):
-        automaton = _built(node, None if _holds_grammar(node) else next(layouts))
+    grammars = [_holds_grammar(node) for node in nodes]
+    layouts = iter(call_layouts([node for node, grammar in zip(nodes, grammars) if not grammar]))
+    for index, node, grammar in zip(remaining, nodes, grammars):
+        automaton = None if grammar else _laid_out(node, next(layouts))
         key = keys[index]
         if automaton is not None and key is not None:
             _CALLS.put((), automaton, key)
             known[index] = automaton
     return [known[index] if index in known else call_automaton(tool, tool_format, arguments_ir, lowering, shape)
             for index, tool in enumerate(called)]
+
+
+CallKey = tuple[Hashable, ...]
+"""What a call's DFA is cached under (`_call_key`)."""
+
+
+def call_share(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR, lowering: Hashable,
+               share: Sequence[int]) -> list[tuple[CallKey, Automaton]]:
+    """The call DFAs of the tools at `share` of a list, built as `reply_automaton` builds a list's new calls, with
+    their cache keys: what a compile worker hands the one that assembles the list (`keep_calls`)."""
+    chosen = [tools[index] for index in share]
+    shape = format_shape(tool_format)
+    pairs = []
+    for tool, call in zip(chosen, _calls(chosen, tool_format, arguments_ir, lowering)):
+        key = _call_key(tool, shape, lowering)
+        if call is not None and key is not None:
+            pairs.append((key, call))
+    return pairs
+
+
+def keep_calls(pairs: Sequence[tuple[CallKey, Automaton]]) -> None:
+    """Keep call DFAs built elsewhere (`call_share`) where `reply_automaton` looks its calls up."""
+    for key, call in pairs:
+        _CALLS.put((), call, key)
 
 
 def _over_bytes(leaf: ir.Embedded) -> bool:

@@ -235,6 +235,10 @@ class CompilePool:
         """Workers killed and replaced (overran, died, cancelled or grown too large)."""
         return self._stats.replaced
 
+    def free_workers(self) -> int:
+        """General workers no job holds and no queued job waits for (0 while any job is queued)."""
+        return 0 if self._queue or self._closed else self.workers - self._general
+
     def pids(self) -> list[int]:
         """The process ids of the workers alive now."""
         return [w.process.pid for w in [*self._idle, *self._busy] if w.process.pid is not None]

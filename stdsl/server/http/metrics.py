@@ -82,6 +82,8 @@ class Metrics:
         metric("grammar_bytes_limit", "gauge", "bound on grammar_bytes", [("", cache_limit)])
         metric("grammar_compiles_total", "counter", "constraints compiled", [("", cache.compiles)])
         metric("grammar_cache_hits_total", "counter", "requests served a cached constraint", [("", cache.hits)])
+        metric("grammar_compiles_warmed_total", "counter", "compiles started with no request waiting (a tool list's "
+               "reply with tool_choice auto, first seen with none or one named tool)", [("", cache.warmed)])
         metric("grammar_evictions_total", "counter", "constraints evicted to stay under the byte bound",
                [("", cache.evictions)])
         metric("grammar_compile_seconds_total", "counter", "seconds compiles spent on a worker",

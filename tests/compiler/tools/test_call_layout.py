@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint_spec import _arguments_ir, _Deadline
 from stdsl.compiler.tools import call_layout as layout
@@ -56,3 +58,38 @@ def test_qwen_calls_with_optional_parameters_are_laid_out_and_share_their_pieces
     after = layout._PIECES.stats()
     assert laid_out is not None and _difference(build_automaton(second), laid_out) is None
     assert (after.misses - before.misses, after.hits - before.hits) == (0, 3)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(listed=st.lists(tools(), min_size=2, max_size=5), name=st.sampled_from(PARAMETER_FORMATS))
+def test_calls_laid_out_side_by_side_each_accept_exactly_the_call_determinized_whole(listed: list[ToolSpec],
+                                                                                      name: str) -> None:
+    try:
+        nodes = [format_named(name).call_ir(tool, _arguments_ir(_Deadline(60), [])) for tool in listed]
+    except StdslError:
+        assume(False)
+    for node, laid_out in zip(nodes, layout.call_layouts(nodes)):
+        assert laid_out is None or _difference(build_automaton(node), laid_out) is None
+
+
+@given(words=st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
+def test_a_piece_keeps_its_language_with_its_accepting_states_merged_into_its_last(words: list[bytes]) -> None:
+    assume(not any(a != b and b.startswith(a) for a in words for b in words))
+    size = 1 + sum(len(word) for word in words)
+    table = np.full((size, 256), -1, dtype=np.int64)
+    accepting = np.zeros(size, dtype=bool)
+    state = 1
+    for word in words:
+        at = 0
+        for byte in word:
+            if table[at, byte] < 0:
+                table[at, byte] = state
+                state += 1
+            at = int(table[at, byte])
+        accepting[at] = True
+    piece = Automaton(table[:state], accepting[:state])
+    merged = layout._accepting_last(piece)
+    assert not (merged.table[-1] >= 0).any()
+    ends = np.zeros(merged.num_states, dtype=bool)
+    ends[-1] = True
+    assert _difference(piece, Automaton.from_classes(merged.table, ends, merged.byte_class)) is None

@@ -174,3 +174,33 @@ def test_a_list_with_one_tool_changed_reuses_the_front_and_accepts_the_whole_gra
     after = block_substitution._FRONTS.stats()
     assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
     assert _difference(whole, assembled) is None
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen_xml", "harmony"])
+def test_a_list_built_from_calls_of_other_workers_equals_it_built_in_one_process(name: str) -> None:
+    """The calls of two shares of a list, each built in an emptied cache as another worker would and pickled, kept
+    before the list's build (its spec's `calls`): the build compiles none of them again and gives the one-process
+    reply, an open (`strict: false`) tool's lowering included."""
+    import pickle
+
+    from stdsl import caches
+    from stdsl.compiler.constraint_spec import tool_call_share
+
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": i}, "b": {"type": "string"}}, "required": ["a"]}} for i in range(5)]
+    tools[3]["strict"] = False
+    spec = {"kind": "tools", "format": name, "tools": tools, "choice": "auto", "parallel": True, "content": None}
+    caches.clear()
+    alone = build_constraint(spec, 60)
+    calls = []
+    for share in ([0, 2, 4], [1, 3]):
+        caches.clear()
+        calls += pickle.loads(pickle.dumps(tool_call_share({"kind": "tool_calls", "tools": spec, "share": share}, 60)))
+    caches.clear()
+    before = assembly._CALLS.stats()
+    assembled = build_constraint({**spec, "calls": calls}, 60)
+    after = assembly._CALLS.stats()
+    assert len(calls) == 5 and (after.misses - before.misses, after.hits - before.hits) == (5, 5)  # the 5 kept
+    assert assembled.source == spec
+    assert np.array_equal(assembled.automaton.transitions, alone.automaton.transitions)
+    assert np.array_equal(assembled.automaton.accepting, alone.automaton.accepting)
