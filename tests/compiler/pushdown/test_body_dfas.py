@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata import minimize as minimize_module
 from stdsl.compiler.automata.minimize import minimize, trim
@@ -30,17 +31,27 @@ def body_nodes() -> st.SearchStrategy[ir.Node]:
 @settings(max_examples=120, deadline=None)
 @given(body_nodes())
 def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -> None:
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
     minimal = grammar_module._body_dfa(body, 100_000, ALPHABET)
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
     limit = minimize_module.MINIMIZE_UP_TO
     minimize_module.MINIMIZE_UP_TO = 0
     try:
         kept = grammar_module._body_dfa(body, 100_000, ALPHABET)
     finally:
         minimize_module.MINIMIZE_UP_TO = limit
-        grammar_module._BODY_DFAS.clear()
+        caches.clear()
     assert len(kept[1]) >= len(minimal[1])
     assert len(trim(kept[0], kept[1])[1]) == len(kept[1])
     again = minimize(kept[0], kept[1])
     assert np.array_equal(again[0], minimal[0]) and np.array_equal(again[1], minimal[1])
+
+
+def test_the_kept_body_dfas_are_emptied_with_every_other_cache() -> None:
+    """A "cold" compile after `stdsl.caches.clear()` builds its body DFAs again (they were once a module dict)."""
+    body = ir.seq(ir.literal("ab"), call_symbol(0))
+    first = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    assert grammar_module._body_dfa(body, 100_000, ALPHABET) is first
+    caches.clear()
+    again = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    assert again is not first and np.array_equal(again[0], first[0]) and np.array_equal(again[1], first[1])
