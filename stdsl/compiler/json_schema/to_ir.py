@@ -213,10 +213,10 @@ class _Compiler:
         """
         if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
-        from stdsl.compiler.automata.build import build_automaton
+        from stdsl.compiler.automata.build import build_automaton, subset_automaton
         from stdsl.errors import EmptyLanguageError
         try:
-            automaton = build_automaton(node)
+            automaton = subset_automaton(node) or build_automaton(node)
         except EmptyLanguageError:
             return ir.NOTHING
         return ir.Embedded(automaton.transitions, automaton.accepting)

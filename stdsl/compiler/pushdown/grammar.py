@@ -18,6 +18,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, shrink
 from stdsl.compiler.automata.nfa import build_nfa
@@ -188,13 +189,20 @@ _BODY_DFAS = caches.kind("pushdown body DFAs", max_bytes=BODY_CACHE_BYTES)
 def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
     """A body's trim DFA over `alphabet` symbols (its full table and accepting mask), minimal up to
     `MINIMIZE_UP_TO` states (`shrink`), kept for the next grammar with the same body: the free-form value's
-    nonterminal is the same in every schema that has one."""
+    nonterminal is the same in every schema that has one.  A body without calls is the automaton of its bytes
+    (`subset_automaton`, which keeps it per expression: the DFA compiler may have built it as an array item)."""
     kept = _BODY_DFAS.find((), (body, alphabet))
     if kept is not None and len(kept[0][1]) <= max_states:
         return kept[0]
-    dfa = determinize(build_nfa(body), max_states, alphabet)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
+    over_bytes = subset_automaton(body, max_states)
+    if over_bytes is not None:
+        table = np.full((over_bytes.num_states, alphabet), -1, dtype=np.int32)
+        table[:, :CALL_BASE] = over_bytes.transitions
+        found = (table, np.array(over_bytes.accepting, dtype=bool))
+    else:
+        dfa = determinize(build_nfa(body), max_states, alphabet)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+        found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False
