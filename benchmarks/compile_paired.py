@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKER = """
 import json, sys, time
+import stdsl
 import stdsl.caches
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.pushdown import grammar
@@ -48,14 +49,16 @@ for line in sys.stdin:
             best, wall = spent, spent_wall
         if spent > 0.05:
             break
-    print(json.dumps([best, outcome, wall]), flush=True)
+    print(json.dumps([best, outcome, wall, stdsl.__file__]), flush=True)
 """
 
 
 def worker(checkout: str) -> subprocess.Popen:
-    """A compile worker importing the stdsl of `checkout`."""
-    env = dict(os.environ, PYTHONPATH=checkout)
-    return subprocess.Popen([sys.executable, "-W", "ignore", "-c", WORKER], env=env, text=True,
+    """A compile worker importing the stdsl of `checkout`: run in that folder, since `python -c` puts the current
+    folder ahead of PYTHONPATH (from any other folder holding a `stdsl/`, both workers would import that one)."""
+    folder = str(Path(checkout).resolve())
+    env = dict(os.environ, PYTHONPATH=folder)
+    return subprocess.Popen([sys.executable, "-W", "ignore", "-c", WORKER], env=env, text=True, cwd=folder,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--above", type=float, default=0.3, help="CPU seconds: files above it are listed per side")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compile_paired"))
     args = parser.parse_args(argv)
-    files = sorted(Path(args.folder).glob("*.json"))[::args.every]
+    files = sorted(Path(args.folder).resolve().glob("*.json"))[::args.every]
     sides = {"before": worker(args.before), "after": worker(args.after)}
     rows: dict[str, dict[str, list]] = {}
     for index, path in enumerate(files):
@@ -102,12 +105,14 @@ def main(argv: list[str] | None = None) -> int:
                                      key=lambda name: -rows[name][side][0]) for side in ("before", "after")},
               "median_ratio_after_over_before": round(statistics.median(ratios), 3),
               "outcome_changed": [name for name, row in rows.items() if row["before"][1] != row["after"][1]],
+              "stdsl": {side: sorted({row[side][3] for row in rows.values()}) for side in ("before", "after")},
               "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     lines = ["# JSON Schema compile CPU time, two checkouts interleaved\n", f"Command: `{result['command']}`\n",
              f"{len(rows)} files; process CPU ms of one compile (caches cleared); the median per-file ratio "
              f"after/before is {result['median_ratio_after_over_before']}; outcomes changed: "
-             f"{result['outcome_changed'] or 'none'}.\n",
+             f"{result['outcome_changed'] or 'none'}; stdsl imported from {result['stdsl']['before']} (before) and "
+             f"{result['stdsl']['after']} (after).\n",
              "| side | time | p50 | p90 | p95 | p99 |", "|---|---|---:|---:|---:|---:|"]
     lines += [f"| {side} | {clock} | " + " | ".join(str(v) for v in result[f"{clock}_ms"][side].values()) + " |"
               for clock in ("cpu", "wall") for side in ("before", "after")]
