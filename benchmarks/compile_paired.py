@@ -2,9 +2,12 @@
 
 Each checkout runs in its own worker process (its `stdsl` first on the path); the driver hands both the same file
 in turn, so load changes hit both alike.  A worker first compiles one small schema (its imports are not timed),
-then for each file clears every `stdsl.caches` entry, compiles, and reports the process CPU time of the compile
-(the fewest of `--repeats` tries for a fast schema, one try past 50 ms).  Reported: percentiles of each side, the
-median of the per-file ratio, and files whose outcome differs (there should be none).
+then for each file clears every `stdsl.caches` entry, compiles, and reports the process CPU time and the wall time
+of the compile (those of the try with the fewest CPU seconds of `--repeats` for a fast schema, one try past 50 ms).
+A checkout from before the pushdown body DFAs were a `stdsl.caches` kind kept them in a module dict
+(`pushdown.grammar._BODY_DFAS`), which `clear()` left: the worker empties it too, so both sides compile cold.
+Reported: percentiles of each side (CPU and wall), files above `--above` seconds of CPU, the median of the per-file
+ratio, and files whose outcome differs (there should be none).
 
 With `--forked` a worker imports the compiler, compiles nothing, and compiles each file once in a child forked for
 it, as `jsonschema_coverage.py` does (`strict=False` there, `--strict` for the default): what a schema costs a
@@ -30,6 +33,7 @@ WORKER = """
 import json, os, sys, time
 import stdsl.caches
 from stdsl.compiler.constraint import compile as compile_constraint
+from stdsl.compiler.pushdown import grammar
 from stdsl.errors import StdslError
 checkout, forked, strict = json.loads(sys.argv[1])
 assert os.path.realpath(stdsl.caches.__file__).startswith(os.path.realpath(checkout) + os.sep), stdsl.caches.__file__
@@ -70,6 +74,8 @@ for line in sys.stdin:
     best = None
     for _ in range(repeats):
         stdsl.caches.clear()
+        if isinstance(getattr(grammar, "_BODY_DFAS", None), dict):
+            grammar._BODY_DFAS.clear()
         found = compile_once(schema)
         best = found if best is None or found[0] < best[0] else best
         if found[0] > 0.05:
@@ -98,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="each compile the first in a child forked from a worker that compiled nothing")
     parser.add_argument("--strict", action="store_true",
                         help="with --forked, compile with strict=True (the default is jsonschema_coverage's False)")
+    parser.add_argument("--above", type=float, default=0.3, help="CPU seconds: files above it are listed per side")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compile_paired"))
     args = parser.parse_args(argv)
     strict = args.strict or not args.forked
-    files = sorted(Path(args.folder).glob("*.json"))[::args.every]
+    files = sorted(Path(args.folder).resolve().glob("*.json"))[::args.every]
     sides = {"before": worker(args.before, args.forked, strict), "after": worker(args.after, args.forked, strict)}
     rows: dict[str, dict[str, list]] = {}
     for index, path in enumerate(files):
@@ -129,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
               "cpu_ms": {side: {f"p{int(q * 100)}": pct(side, q) for q in quantiles} for side in ("before", "after")},
               "wall_ms": {side: {f"p{int(q * 100)}": pct(side, q, 2) for q in quantiles}
                           for side in ("before", "after")},
+              "above": {side: sorted((name for name, row in rows.items() if row[side][0] > args.above),
+                                     key=lambda name: -rows[name][side][0]) for side in ("before", "after")},
               "median_ratio_after_over_before": round(statistics.median(ratios), 3),
               "outcome_changed": [name for name, row in rows.items() if row["before"][1] != row["after"][1]],
               "rows": rows}
@@ -144,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {side} | " + " | ".join(str(v) for v in [*result["cpu_ms"][side].values(),
                                                             *result["wall_ms"][side].values()]) + " |"
               for side in ("before", "after")]
+    lines += ["", f"Files above {args.above} s of CPU, slowest first (CPU s before / after):", ""]
+    lines += [f"- {side} ({len(result['above'][side])}): " + ", ".join(
+        f"`{name}` {rows[name]['before'][0]:.3f} / {rows[name]['after'][0]:.3f}" for name in result["above"][side])
+        for side in ("before", "after")]
     Path(args.out).with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

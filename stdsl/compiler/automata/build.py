@@ -107,6 +107,31 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
     return Automaton.from_classes(table, accepting, dfa.byte_class)
 
 
+_SUBSETS = caches.kind("automata of expressions")
+"""`subset_automaton` per expression (by structure), with the subset states its construction needed: a schema the
+DFA compiler gave up on is compiled again as a pushdown, whose outlined bodies are often the very expressions the
+first pass built as array items."""
+
+
+def subset_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Automaton | None:
+    """`build_automaton(node, max_states)` where that is the subset construction over bytes (not an embedded
+    automaton, a literal set, a counted repetition or an expression with call symbols: None), kept per expression:
+    an automaton kept from a larger budget serves a smaller one that its construction fitted in (more than
+    `max_states` subset states raises as before)."""
+    if isinstance(node, (ir.Embedded, ir.Repeat)) or literal_strings(node) is not None or not _over_bytes(node):
+        return None
+    kept = _SUBSETS.find((), (node,))
+    if kept is not None and kept[0][1] <= max_states:
+        return kept[0][0]
+    with frames_cleared_on_refusal():
+        dfa = determinize(build_nfa(node), max_states)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+    automaton = Automaton.from_classes(table, accepting, dfa.byte_class)
+    _MINIMAL.add(automaton)
+    _SUBSETS.put((), (automaton, len(dfa.accepting)), (node,))
+    return automaton
+
+
 def counted_automaton(node: ir.Repeat, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The DFA of `node` (a counted repetition of at least `COUNTED_DIRECT_FROM` copies over bytes) built from its
     body's automaton (`counted_table`), or None: fewer copies, a body over call symbols or without an automaton of

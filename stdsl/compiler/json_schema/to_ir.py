@@ -49,6 +49,7 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.member_counts import counted_object
+from stdsl.compiler.json_schema.presence import allowed_patterns, dependent_members
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -212,10 +213,10 @@ class _Compiler:
         """
         if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
-        from stdsl.compiler.automata.build import build_automaton
+        from stdsl.compiler.automata.build import build_automaton, subset_automaton
         from stdsl.errors import EmptyLanguageError
         try:
-            automaton = build_automaton(node)
+            automaton = subset_automaton(node) or build_automaton(node)
         except EmptyLanguageError:
             return ir.NOTHING
         return ir.Embedded(automaton.transitions, automaton.accepting)
@@ -252,29 +253,15 @@ class _Compiler:
         if flat.get("dependentRequired"):
             return self._dependent_objects(flat, path, ctx)
         t = self.tokens
-        props: dict = flat.get("properties", {})
-        required = flat.get("required", [])
-        extra_schema = flat.get("additionalProperties", True)
-        patterns: dict = flat.get("patternProperties", {})
+        declared = _declared_names(flat)
         names = _property_names(flat, path, ctx)
-        declared = list(props) + [n for n in required if n not in props]
-        matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
-        members: list[tuple[Node, bool]] = []
-        for name in declared:
-            where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
-            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name, f"{path}/patternProperties")]
-            own = props.get(name, extra_schema if not matched else True)
-            allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
-            value = self.member({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
-            if value == ir.NOTHING:
-                if name in required:
-                    return ir.NOTHING
-                continue
-            members.append((ir.seq(string_literal(name), t.colon, value), name in required))
+        found = self._members(flat, declared, names, path, ctx)
+        if found is None:
+            return ir.NOTHING
+        members = [(member, is_required) for _, member, is_required in found]
         low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
         closed = self.strict and closes_object(flat) and low <= len(members)
         extra = ir.NOTHING if closed else self._extra_members(flat, declared, names, path, ctx)
-        extras_after = ir.star(ir.seq(t.comma, extra))
         first, after, nullable = ir.NOTHING, ir.EMPTY, True
         for member, is_required in reversed(members):
             if is_required:
@@ -283,10 +270,6 @@ class _Compiler:
             else:
                 first = ir.alt(ir.seq(member, after), first)
                 after = ir.seq(ir.optional(ir.seq(t.comma, member)), after)
-        body = ir.seq(first, extras_after)
-        if nullable:
-            body = ir.alt(body, ir.seq(extra, extras_after))
-        full = ir.seq(t.open_object, body, t.close_object)
         if high is not None and int(high) < low:
             return ir.NOTHING
         if high == 0 and not any(is_required for _, is_required in members):
@@ -295,10 +278,47 @@ class _Compiler:
         if (high is not None and (extra != ir.NOTHING or len(members) > int(high))) or low > max(required_count, 1):
             return counted_object(members, extra, t.comma, (t.open_object, t.close_object), t.empty_object, low,
                                   None if high is None else int(high), path)
-        return ir.alt(full, t.empty_object) if nullable and low == 0 else full
+        return self._ordered_object(first, nullable, extra, low == 0)
+
+    def _ordered_object(self, first: Node, nullable: bool, extra: Node, may_be_empty: bool) -> Node:
+        """An object whose declared members are `first` (at least one, in order), then `extra` members; with
+        `nullable` the declared members may all be absent (then the extras alone, or with `may_be_empty` none)."""
+        t = self.tokens
+        extras_after = ir.star(ir.seq(t.comma, extra))
+        body = ir.seq(first, extras_after)
+        if nullable:
+            body = ir.alt(body, ir.seq(extra, extras_after))
+        full = ir.seq(t.open_object, body, t.close_object)
+        return ir.alt(full, t.empty_object) if nullable and may_be_empty else full
+
+    def _members(self, flat: dict, declared: list[str], names: Schema | None, path: str, ctx: Context
+                 ) -> list[tuple[str, Node, bool]] | None:
+        """The declared members that may be present, in order: (name, `"name":value` node, required); None when a
+        required one cannot be (no value is valid for it)."""
+        t = self.tokens
+        props: dict = flat.get("properties", {})
+        required = flat.get("required", [])
+        extra_schema = flat.get("additionalProperties", True)
+        patterns: dict = flat.get("patternProperties", {})
+        matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
+        members: list[tuple[str, Node, bool]] = []
+        for name in declared:
+            where = f"{path}/properties/{pointer_token(name)}" if name in props else f"{path}/additionalProperties"
+            matched = [patterns[p] for p, m in matchers.items() if name_matches(m, name, f"{path}/patternProperties")]
+            own = props.get(name, extra_schema if not matched else True)
+            allowed = names is None or conforms(name, names, ctx, f"{path}/propertyNames")
+            value = self.member({"allOf": [own, *matched]} if matched else own, where, ctx) if allowed else ir.NOTHING
+            if value == ir.NOTHING:
+                if name in required:
+                    return None
+                continue
+            members.append((name, ir.seq(string_literal(name), t.colon, value), name in required))
+        return members
 
     def _dependent_objects(self, flat: dict, path: str, ctx: Context) -> Node:
-        """`dependentRequired` as a union over the presence patterns of the properties it involves.
+        """`dependentRequired` as one member chain that tracks which involved members are present
+        (`presence.dependent_members`); beside `minProperties`/`maxProperties`, as a union over the presence
+        patterns of the properties it involves (each pattern an object of its own, counted).
 
         Undeclared names involved are declared with the `additionalProperties` schema (so written before other extras).
         """
@@ -316,6 +336,27 @@ class _Compiler:
             raise SchemaError(f"'dependentRequired' involving more than {MAX_DEPENDENT_PROPERTIES} optional "
                               "properties is not supported (2^n presence patterns)", f"{path}/dependentRequired")
         rest = {k: v for k, v in flat.items() if k != "dependentRequired"}
+        if "minProperties" in flat or "maxProperties" in flat:
+            return self._presence_variants(rest, deps, props, required, optional, path, ctx)
+        declared_flat = {**rest, "properties": props}
+        declared = _declared_names(declared_flat)
+        names = _property_names(flat, path, ctx)
+        members = self._members(declared_flat, declared, names, path, ctx)
+        if members is None:
+            return ir.NOTHING
+        chained = [name for name, _, is_required in members if name in optional and not is_required]
+        allowed = allowed_patterns(chained, set(required), deps)
+        if not allowed:
+            return ir.NOTHING
+        first, nullable = dependent_members(members, set(chained), allowed, self.tokens.comma)
+        closed = self.strict and closes_object(declared_flat)
+        extra = ir.NOTHING if closed else self._extra_members(declared_flat, declared, names, path, ctx)
+        return self._ordered_object(first, nullable, extra, True)
+
+    def _presence_variants(self, rest: dict, deps: dict, props: dict, required: list[str], optional: list[str],
+                           path: str, ctx: Context) -> Node:
+        """`dependentRequired` as a union of objects, one per allowed presence pattern of the `optional` names
+        (each required in its object or declared absent), for `_object` to count their members."""
         variants = []
         for choice in product((True, False), repeat=len(optional)):
             present = set(required) | {n for n, keep in zip(optional, choice) if keep}
@@ -500,6 +541,12 @@ def _floats_may_be_integers(ctx: Context) -> bool:
 def _as_list(value: Any) -> list:
     """A keyword value that may be one item or a list, as a list."""
     return value if isinstance(value, list) else [value]
+
+
+def _declared_names(flat: dict) -> list[str]:
+    """The names an object schema declares, in the order they are written: `properties`, then other `required`."""
+    props: dict = flat.get("properties", {})
+    return list(props) + [n for n in flat.get("required", []) if n not in props]
 
 
 def _property_names(flat: dict, path: str, ctx: Context) -> Schema | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import copy
 import heapq
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, shrink
 from stdsl.compiler.automata.nfa import build_nfa
@@ -178,30 +179,34 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
 LAYOUT_ROWS = 8192
 """Rows of a body laid out between two deadline checks (a few milliseconds)."""
 
-_BODY_DFAS: OrderedDict[tuple[ir.Node, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 BODY_CACHE_BYTES = 16 << 20
 """Bytes the kept body DFAs may hold together; a body over a quarter of it is not kept (a large root body
 is rarely met again, and `stdsl.compile` keeps whole constraints for that)."""
+_BODY_DFAS = caches.kind("pushdown body DFAs", max_bytes=BODY_CACHE_BYTES)
+"""`_body_dfa` per (body, alphabet), in the registry so that `stdsl.caches.clear()` empties it too."""
 
 
 def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
     """A body's trim DFA over `alphabet` symbols (its full table and accepting mask), minimal up to
     `MINIMIZE_UP_TO` states (`shrink`), kept for the next grammar with the same body: the free-form value's
-    nonterminal is the same in every schema that has one."""
-    key = (body, alphabet)
-    found = _BODY_DFAS.get(key)
-    if found is not None and len(found[1]) <= max_states:
-        _BODY_DFAS.move_to_end(key)
-        return found
-    dfa = determinize(build_nfa(body), max_states, alphabet)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
+    nonterminal is the same in every schema that has one.  A body without calls is the automaton of its bytes
+    (`subset_automaton`, which keeps it per expression: the DFA compiler may have built it as an array item)."""
+    kept = _BODY_DFAS.find((), (body, alphabet))
+    if kept is not None and len(kept[0][1]) <= max_states:
+        return kept[0]
+    over_bytes = subset_automaton(body, max_states)
+    if over_bytes is not None:
+        table = np.full((over_bytes.num_states, alphabet), -1, dtype=np.int32)
+        table[:, :CALL_BASE] = over_bytes.transitions
+        found = (table, np.array(over_bytes.accepting, dtype=bool))
+    else:
+        dfa = determinize(build_nfa(body), max_states, alphabet)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
+        found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False
-        _BODY_DFAS[key] = found
-        while sum(_held_bytes(kept) for kept in _BODY_DFAS.values()) > BODY_CACHE_BYTES:
-            _BODY_DFAS.popitem(last=False)
+        _BODY_DFAS.put((), found, (body, alphabet))
     return found
 
 

@@ -1,14 +1,22 @@
-"""A build leaves Python's cyclic collector alone, and a refusal drops the half-built automaton it unwound."""
+"""A build leaves Python's cyclic collector alone, a refusal drops the half-built automaton it unwound, and an
+automaton kept per expression (`subset_automaton`) is built or refused as `build_automaton` would at each budget."""
 
 from __future__ import annotations
 
 import gc
 import threading
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stdsl.compiler.automata.build import compile_regex
-from stdsl.errors import StateBudgetError
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.build import build_automaton, compile_regex, subset_automaton
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.strings import literal_strings
+from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 
 def test_the_collector_stays_on_during_a_build_seen_from_another_thread() -> None:
@@ -50,3 +58,44 @@ def test_a_refusal_keeps_no_locals_of_the_frames_it_unwound() -> None:
         traceback = traceback.tb_next
     unwound = [f for f in frames if f.f_code.co_filename.endswith("stdsl/compiler/automata/determinize.py")]
     assert unwound and all(not f.f_locals for f in unwound)
+
+
+def _expressions() -> st.SearchStrategy[ir.Node]:
+    """Random byte expressions with repeats, alternatives and shared parts."""
+    leaf = st.sampled_from([ir.literal("a"), ir.literal("ab"), ir.byte_set([(0x61, 0x63)]), ir.literal("c")])
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.seq(*items)),
+        st.lists(inner, min_size=2, max_size=3).map(lambda items: ir.alt(*items)),
+        st.tuples(inner, st.integers(0, 2), st.integers(0, 4)).map(lambda t: ir.repeat(t[0], t[1], t[1] + t[2]))),
+        max_leaves=10)
+
+
+def _built(node: ir.Node, max_states: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """The minimal table of `build_automaton(node, max_states)`, or the name of its refusal."""
+    try:
+        automaton = build_automaton(node, max_states)
+    except (StateBudgetError, EmptyLanguageError) as error:
+        return type(error).__name__
+    return minimize(automaton.transitions, automaton.accepting)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_expressions(), st.integers(1, 40), st.integers(1, 40))
+def test_a_kept_subset_automaton_is_what_build_automaton_builds_at_every_budget(node: ir.Node, first: int,
+                                                                                then: int) -> None:
+    """Kept under one budget and asked again under another, it is built or refused as `build_automaton` is."""
+    caches.clear()
+    for budget in (first, then):
+        try:
+            kept = subset_automaton(node, budget)
+        except (StateBudgetError, EmptyLanguageError) as error:
+            assert _built(node, budget) == type(error).__name__
+            continue
+        if kept is None:
+            assert isinstance(node, (ir.Repeat, ir.Embedded)) or literal_strings(node) is not None
+            continue
+        expected = _built(node, budget)
+        assert not isinstance(expected, str), f"kept under {first}, served at {budget}, which {expected}"
+        again = minimize(kept.transitions, kept.accepting)
+        assert np.array_equal(again[0], expected[0]) and np.array_equal(again[1], expected[1])
+    caches.clear()

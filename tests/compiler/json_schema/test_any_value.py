@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.json_schema import any_value, recursive
 from stdsl.compiler.json_schema.recursive import ANY_VALUE, _CallingCompiler, free_form_grammar
@@ -25,7 +26,7 @@ WHITESPACES = [None, Whitespace(), Whitespace(max_run=1, chars=" "), Whitespace(
 def fresh_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing built or read yet in this process, and no body DFA kept."""
     monkeypatch.setattr(any_value, "_BUILT", {})
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
 
 
 def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,7 +35,7 @@ def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.
     compiler = _CallingCompiler(_Tokens(whitespace), calls, {})
     body = compiler.any_value_body()
     assert compiler.calls[ANY_VALUE] == call_symbol(index)
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
     return grammar_module._body_dfa(body, 100_000, alphabet)
 
 
@@ -115,7 +116,7 @@ def test_a_grammar_with_the_dfa_built_ahead_equals_one_built_from_its_bodies(sch
     original = recursive._any_value_dfa
     recursive._any_value_dfa = lambda *args: None  # type: ignore[assignment,return-value]
     try:
-        grammar_module._BODY_DFAS.clear()
+        caches.clear()
         lazy = free_form_grammar(schema, whitespace=whitespace)
     finally:
         recursive._any_value_dfa = original

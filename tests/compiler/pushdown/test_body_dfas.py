@@ -1,17 +1,24 @@
 """A body DFA past `MINIMIZE_UP_TO` states is the trimmed subset construction: the same language as the minimal
-one (minimizing it gives the minimal table) and trim (every state still reaches acceptance)."""
+one (minimizing it gives the minimal table) and trim (every state still reaches acceptance); one kept or built
+another way (a body without calls) is still the subset construction's language, refused at the same budget, and
+`stdsl.caches.clear()` empties what is kept."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata import minimize as minimize_module
+from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
+from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 ALPHABET = CALL_BASE + 2
 
@@ -30,17 +37,48 @@ def body_nodes() -> st.SearchStrategy[ir.Node]:
 @settings(max_examples=120, deadline=None)
 @given(body_nodes())
 def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -> None:
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
     minimal = grammar_module._body_dfa(body, 100_000, ALPHABET)
-    grammar_module._BODY_DFAS.clear()
+    caches.clear()
     limit = minimize_module.MINIMIZE_UP_TO
     minimize_module.MINIMIZE_UP_TO = 0
     try:
         kept = grammar_module._body_dfa(body, 100_000, ALPHABET)
     finally:
         minimize_module.MINIMIZE_UP_TO = limit
-        grammar_module._BODY_DFAS.clear()
+        caches.clear()
     assert len(kept[1]) >= len(minimal[1])
     assert len(trim(kept[0], kept[1])[1]) == len(kept[1])
     again = minimize(kept[0], kept[1])
     assert np.array_equal(again[0], minimal[0]) and np.array_equal(again[1], minimal[1])
+
+
+def test_the_kept_body_dfas_are_emptied_with_every_other_cache() -> None:
+    """A "cold" compile after `stdsl.caches.clear()` builds its body DFAs again (they were once a module dict)."""
+    body = ir.seq(ir.literal("ab"), call_symbol(0))
+    first = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    assert grammar_module._body_dfa(body, 100_000, ALPHABET) is first
+    caches.clear()
+    again = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    assert again is not first and np.array_equal(again[0], first[0]) and np.array_equal(again[1], first[1])
+
+
+@settings(max_examples=80, deadline=None)
+@given(body_nodes(), st.integers(1, 60))
+def test_a_body_is_the_subset_construction_over_the_grammars_alphabet(body: ir.Node, budget: int) -> None:
+    """With or without calls (a body without them is its byte automaton, `subset_automaton`, which the DFA compiler
+    may have kept under a larger budget): the same language, and refused at the same budget."""
+    caches.clear()
+    if budget % 2:
+        grammar_module.subset_automaton(body, 100_000)
+    try:
+        direct = determinize(build_nfa(body), budget, ALPHABET)
+        expected = minimize(direct.table[:, direct.byte_class], direct.accepting)
+    except (StateBudgetError, EmptyLanguageError) as error:
+        with pytest.raises(type(error)):
+            grammar_module._body_dfa(body, budget, ALPHABET)
+        return
+    found = grammar_module._body_dfa(body, budget, ALPHABET)
+    again = minimize(found[0], found[1])
+    assert np.array_equal(again[0], expected[0]) and np.array_equal(again[1], expected[1])
+    caches.clear()

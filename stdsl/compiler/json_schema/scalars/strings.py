@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
 
@@ -231,19 +232,30 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
 _INTERSECTIONS = caches.kind("string constraint intersections")
 """`_intersection` per tuple of string-body languages (top-level embedded leaves by identity, other nodes by
 structure): a schema that gives many properties the same pattern and length bounds intersects them once, and
-every such property embeds the same leaf."""
+every such property embeds the same leaf.  A refusal is kept too (as its `_Refused` reason): a schema refused as one
+DFA is compiled again as a pushdown, which asks for the same intersection."""
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """Why an intersection passed `MAX_PRODUCT_STATES` (the budget error's message, without the path)."""
+
+    reason: str
 
 
 def _intersection(parts: list[Node], path: str) -> Node:
     """The intersection of several string-body languages, as an embedded minimal automaton, built once per tuple of
-    languages (a refusal is not kept: it is raised again, naming its own path)."""
+    languages; a refusal is built once as well and raised again on each ask, naming the asking path."""
     leaves = tuple(part for part in parts if isinstance(part, ir.Embedded))
     shape = tuple(leaves.index(part) if isinstance(part, ir.Embedded) else part for part in parts)
-    return _INTERSECTIONS.get(leaves, lambda: _intersected(parts, path), shape)
+    found = _INTERSECTIONS.get(leaves, lambda: _intersected(parts), shape)
+    if isinstance(found, _Refused):
+        raise StateBudgetError(f"string constraints at {path}: {found.reason}") from StateBudgetError(found.reason)
+    return found
 
 
-def _intersected(parts: list[Node], path: str) -> Node:
-    """`_intersection` built: each language's automaton, then their product."""
+def _intersected(parts: list[Node]) -> Node | _Refused:
+    """`_intersection` built: each language's automaton, then their product (or why it passed the budget)."""
     try:
         automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
         product = automata[0]
@@ -252,5 +264,5 @@ def _intersected(parts: list[Node], path: str) -> Node:
     except EmptyLanguageError:
         return ir.NOTHING
     except StateBudgetError as error:
-        raise StateBudgetError(f"string constraints at {path}: {error}") from error
+        return _Refused(str(error))
     return ir.Embedded(product.transitions, product.accepting)

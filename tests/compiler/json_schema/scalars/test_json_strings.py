@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 import stdsl.caches
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.json_schema.scalars import strings
 from stdsl.compiler.json_schema.scalars.formats import format_body
 from stdsl.compiler.json_schema.scalars.strings import json_string, string_not_in
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.errors import SchemaError
+from stdsl.errors import SchemaError, StateBudgetError
 
 scalar_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 _CACHE: dict = {}
@@ -146,6 +147,31 @@ def test_properties_with_the_same_string_constraints_share_one_intersection(
         expected = re.search(pattern, value) is not None and low <= len(value) <= high
         text = json.dumps({"p": value, "q": value, "r": value}, ensure_ascii=False, separators=(",", ":"))
         assert automaton.accepts(text.encode()) == expected, (pattern, value)
+
+
+def test_a_refused_intersection_is_built_once_and_names_each_asking_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A product over the budget is refused the first time it is built; asked again (a schema refused as one DFA
+    # is compiled again as a pushdown), the kept refusal is raised with the same reason at the new path.
+    monkeypatch.setattr(strings, "MAX_PRODUCT_STATES", 5)
+    stdsl.caches.clear()
+    field = {"type": "string", "pattern": "^a+b", "maxLength": 9}
+    reasons = []
+    before = stdsl.caches.stats()["string constraint intersections"]
+    for name in ("p", "q", "p"):
+        with pytest.raises(StateBudgetError) as info:
+            schema_to_ir({"type": "object", "properties": {name: dict(field)}})
+        prefix = f"string constraints at #/properties/{name}: "
+        assert str(info.value).startswith(prefix)
+        assert isinstance(info.value.__cause__, StateBudgetError)
+        reasons.append((str(info.value)[len(prefix):], str(info.value.__cause__)))
+    assert len(set(reasons)) == 1 and reasons[0][0] == reasons[0][1]
+    after = stdsl.caches.stats()["string constraint intersections"]
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
+    monkeypatch.setattr(strings, "MAX_PRODUCT_STATES", 200_000)
+    stdsl.caches.clear()
+    automaton = build_automaton(schema_to_ir({"type": "object", "properties": {"p": dict(field)},
+                                              "required": ["p"], "additionalProperties": False}))
+    assert automaton.accepts(b'{"p":"aab"}') and not automaton.accepts(b'{"p":"ba"}')
 
 
 def test_bad_pattern_is_a_schema_error() -> None:
