@@ -437,7 +437,10 @@ class BatchCore:
     def _sample_ahead(self) -> None:
         """A pipelined step (`pipelining.py`): draw every row's token on the device, queue the next pass feeding each
         row its draw (none to a row that ends with it), then read the draws, advance the rows and compute their next
-        masks while that pass runs. A row left with forced tokens after its draw feeds them in the next step."""
+        masks while that pass runs. A row left with forced tokens after its draw feeds them in the next step. The
+        draws are evaluated on their own, before the pass is queued: MLX signals one event per `async_eval`, so draws
+        queued with the pass would be read only once the whole pass is done, and the device would wait for the host's
+        work after it."""
         failed = []
         for i, row in enumerate(self._rows):
             try:
@@ -453,6 +456,7 @@ class BatchCore:
         began = time.perf_counter()
         try:
             tokens, keys = draw_packed(logits, words, [row.sampler for row in rows])
+            mx.async_eval(tokens, *keys)
         except Exception as error:
             for row in rows:
                 row.fail(error)
@@ -465,7 +469,7 @@ class BatchCore:
         try:
             if any(fed):
                 self._logits = forward_drawn(self.model.net, self._caches, tokens, fed)
-                mx.async_eval(self._logits, tokens, *keys, *self._caches.arrays())
+                mx.async_eval(self._logits, *self._caches.arrays())
                 self.counters["passes"] += 1
                 queued = time.perf_counter()
                 self.seconds["pass"] += queued - began

@@ -2,7 +2,8 @@
 
 A pipelined step draws every row's token on the device, queues the next pass feeding those draws, and only then
 reads them and advances the constraints, so the pass's graph is built while the previous one runs and the host's
-control work runs while the new one does. That pass is the one the step would have queued after reading the draws
+control work runs while the new one does (the draws are evaluated apart from the pass, so reading them does not wait
+for it: `BatchCore._sample_ahead`). That pass is the one the step would have queued after reading the draws
 exactly when each row's feed starts with its sampled token: the rest of the feed (tokens forced after it) then
 drips into the next pass, and a row that ends in the step leaves the batch before its next logits are read. A
 token's feed starts with the token unless the canonical split re-spells it with forced bytes after it

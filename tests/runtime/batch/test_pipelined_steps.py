@@ -166,6 +166,36 @@ def test_free_text_steps_are_pipelined_and_rows_at_their_budget_are_fed_nothing(
     assert handle.result(timeout=0).text.startswith("a") and not drawn_passes
 
 
+def test_pipelined_draws_are_evaluated_apart_from_the_pass_they_feed(tiny_model, monkeypatch) -> None:
+    """Each pipelined step queues its draws in an `async_eval` of their own before the pass that feeds them, and that
+    pass's `async_eval` leaves them out: MLX signals one event per call, so reading draws queued with the pass would
+    wait for the whole pass (the device then idles through the host's control work)."""
+    evaluated: list[tuple[mx.array, ...]] = []
+    fed: list[tuple[mx.array, mx.array]] = []
+    async_eval, forward_drawn = mx.async_eval, core_module.forward_drawn
+
+    def recording_async_eval(*arrays: mx.array) -> None:
+        evaluated.append(arrays)  # kept alive, so identities stay distinct
+        async_eval(*arrays)
+
+    def recording_forward_drawn(net: Any, caches: Any, drawn: mx.array, feeds: Any) -> mx.array:
+        logits = forward_drawn(net, caches, drawn, feeds)
+        fed.append((drawn, logits))
+        return logits
+
+    def holds(arrays: tuple[mx.array, ...], wanted: mx.array) -> bool:
+        return any(a is wanted for a in arrays)
+
+    monkeypatch.setattr(core_module.mx, "async_eval", recording_async_eval)
+    monkeypatch.setattr(core_module, "forward_drawn", recording_forward_drawn)
+    result, _ = _decode_alone(tiny_model, None, 12, pipelined=True)
+    assert len(result.tokens) == 12 and len(fed) == 11
+    for drawn, logits in fed:
+        with_pass = next(k for k, arrays in enumerate(evaluated) if holds(arrays, logits))
+        assert not holds(evaluated[with_pass], drawn)
+        assert any(holds(arrays, drawn) for arrays in evaluated[:with_pass])
+
+
 def _decode_alone(model: Model, constraint: Any, max_tokens: int, pipelined: bool) -> tuple[Any, BatchCore]:
     """One greedy row under `constraint` on a core of its own: its result and the core (its pass counter)."""
     core = BatchCore(model, max_rows=1)
