@@ -21,7 +21,7 @@ import mlx.core as mx
 from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.prompt_cache import CacheHit, PromptCache
 from stdsl.runtime.batch.row import Row
-from stdsl.runtime.batch.shared_prefixes import Stem, deepest_stems, plan_stems
+from stdsl.runtime.batch.shared_prefixes import Stem, common_prefix, deepest_stems, plan_stems
 from stdsl.runtime.row_caches.layers import CacheLayout, LeafRow
 
 TOKEN_COST = 0.1
@@ -61,7 +61,7 @@ def prefill_rows(net: Any, layout: CacheLayout, prompt_cache: PromptCache, rows:
     cached = [hit.length if hit is not None else 0 for hit in hits]
     found = list(cached)
     for i, sequence in enumerate(sequences):
-        shared, donor = max(((_common_prefix(sequence[:-1], tokens), state) for tokens, state in donors),
+        shared, donor = max(((common_prefix(sequence[:-1], tokens), state) for tokens, state in donors),
                             key=lambda pair: pair[0], default=(0, None))
         if donor is not None and shared > found[i]:
             hits[i], found[i] = CacheHit(shared, donor(shared)), shared
@@ -170,16 +170,6 @@ def _feed_together(net: Any, layout: CacheLayout, origins: Sequence[Origin], pen
             caches.compact()
             active = [active[k] for k in stay]
     return states, last
-
-
-def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
-    """How many leading tokens two sequences share."""
-    n = 0
-    for a, b in zip(left, right):
-        if a != b:
-            break
-        n += 1
-    return n
 
 
 def _cancel(rows: list[Row]) -> None:

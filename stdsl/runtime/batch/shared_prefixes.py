@@ -78,14 +78,15 @@ def deepest_stems(stems: Sequence[Stem], rows: int) -> list[int | None]:
     return chosen
 
 
+def common_prefix(left: Sequence[int], right: Sequence[int], known: int = 0) -> int:
+    """How many leading tokens two sequences share, given that they share their first `known`."""
+    k, end = known, min(len(left), len(right))
+    while k < end and left[k] == right[k]:
+        k += 1
+    return k
+
+
 def _common_length(queries: Sequence[Sequence[int]], group: Sequence[int], depth: int) -> int:
     """How many leading tokens every query in `group` shares (they share at least their first `depth` + 1)."""
     first = queries[group[0]]
-    length = min(len(queries[i]) for i in group)
-    for i in group[1:]:
-        other = queries[i]
-        k = depth
-        while k < length and other[k] == first[k]:
-            k += 1
-        length = k
-    return length
+    return min(common_prefix(first, queries[i], depth) for i in group[1:])
