@@ -231,10 +231,19 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
 
 def _tools_of(spec: Spec, deadline: _Deadline) -> tuple[ToolFormat, list[ToolSpec], list[ToolSpec], Any]:
     """A tools spec's format, tools, open tools (`strict: false`) and its calls' lowering key."""
-    tool_format = format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
     tools = [_tool_spec(t, deadline) for t in spec["tools"]]
     open_tools = [tool for tool, entry in zip(tools, spec["tools"]) if entry.get("strict") is False]
-    return tool_format, tools, open_tools, (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
+    return _format_of(spec), tools, open_tools, _lowering(open_tools)
+
+
+def _format_of(spec: Spec) -> ToolFormat:
+    """A tools spec's call format, with the markers its model writes as one token."""
+    return format_named(spec["format"]).with_tokens(spec.get("tokens") or ())
+
+
+def _lowering(open_tools: list[ToolSpec]) -> Any:
+    """What the calls of a list with these open tools are lowered under (part of each call's cache key)."""
+    return (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
 
 
 def tool_call_share(spec: Spec, max_seconds: float) -> list[tuple[CallKey, Automaton]]:
@@ -244,12 +253,11 @@ def tool_call_share(spec: Spec, max_seconds: float) -> list[tuple[CallKey, Autom
     it compiles none of them again)."""
     deadline = _Deadline(max_seconds)
     tools = spec["tools"]
-    tool_format = format_named(tools["format"]).with_tokens(tools.get("tokens") or ())
     chosen = [_tool_spec(tools["tools"][index], deadline) for index in spec["share"]]
     open_tools = [_tool_spec(entry, deadline) for entry in tools["tools"] if entry.get("strict") is False]
-    lowering = (ARGUMENTS_LOWERING, tuple(parameters_path(t) for t in open_tools))
     with compile_deadline(deadline.left()):
-        return call_share(chosen, tool_format, _arguments_ir(deadline, open_tools), lowering, range(len(chosen)))
+        return call_share(chosen, _format_of(tools), _arguments_ir(deadline, open_tools), _lowering(open_tools),
+                          range(len(chosen)))
 
 
 def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:

@@ -238,12 +238,10 @@ def _plan(node: ir.Node) -> _Plan | None:
     starts: list[int] = []
     """Each unit's first state: its first piece's, or (piece-less) the state after the unit."""
     placed: list[tuple[_Piece, int]] = []
-    size = 0
+    size = 1
+    """The first junction's root is the call's state 0."""
     for index, row in enumerate(pieces):
         root, past = junction_roots[index], junction_roots[index + 1]
-        if index == 0:
-            position[root] = 0
-            size = 1
         position[root + 1:past] = np.arange(size, size + past - root - 1)
         size += past - root - 1
         starts.append(size)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,24 +89,28 @@ def _tools_part(spec: Spec) -> Spec | None:
     return spec
 
 
+def _on_tools(spec: Spec, change: Callable[[Spec], Spec | None]) -> Spec | None:
+    """`spec` with its tools spec (itself, or a reasoning spec's answer) replaced by `change` of it; None where it
+    holds no tools spec or `change` gives None."""
+    if spec.get("kind") == "reasoning" and isinstance(spec.get("answer"), dict):
+        answer = _on_tools(spec["answer"], change)
+        return None if answer is None else {**spec, "answer": answer}
+    return change(spec) if spec.get("kind") == "tools" else None
+
+
 def _with_calls(spec: Spec, calls: list[Any]) -> Spec:
-    """`spec` with its tools spec carrying `calls` (call DFAs built by other workers)."""
-    if spec.get("kind") == "reasoning":
-        return {**spec, "answer": _with_calls(spec["answer"], calls)}
-    return {**spec, "calls": calls}
+    """`spec` (holding a tools spec) with its tools spec carrying `calls` (call DFAs built by other workers)."""
+    changed = _on_tools(spec, lambda tools: {**tools, "calls": calls})
+    assert changed is not None
+    return changed
 
 
 def warm_variant(spec: Spec) -> Spec | None:
     """The spec a tool list's later requests most likely need where compiling `spec` leaves most of its calls
     uncompiled: a tools spec (or a reasoning spec answering with one) with `tool_choice` none or one named tool,
     with choice auto instead.  None for every other spec."""
-    kind = spec.get("kind")
-    if kind == "reasoning" and isinstance(spec.get("answer"), dict):
-        answer = warm_variant(spec["answer"])
-        return None if answer is None else {**spec, "answer": answer}
-    if kind != "tools" or spec.get("choice") in ("auto", "required"):
-        return None
-    return {**spec, "choice": "auto"}
+    return _on_tools(spec, lambda tools: None if tools.get("choice") in ("auto", "required")
+                     else {**tools, "choice": "auto"})
 
 
 @dataclass(eq=False)
