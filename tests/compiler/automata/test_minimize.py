@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import distinct_values, minimize, trim
+from stdsl.compiler.automata.minimize import distinct_values, minimize, trim, trim_in_bfs_order
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError
@@ -119,6 +119,29 @@ def test_minimize_random_tables(dfa: tuple[np.ndarray, np.ndarray]) -> None:
     assert marked[~np.eye(len(small), dtype=bool)].all()
     again, again_accepting = minimize(small, small_accepting)
     assert np.array_equal(again, small) and np.array_equal(again_accepting, small_accepting)
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_tables())
+def test_trim_in_bfs_order_keeps_the_language_and_is_minimize_on_a_minimal_dfa(dfa: tuple[np.ndarray, np.ndarray]
+                                                                             ) -> None:
+    """The pushdown's bodies with calls are trimmed in BFS order, not minimized: trim, the same language, minimized
+    to `minimize`'s table, and that very table whenever the DFA given was minimal already."""
+    table, accepting = dfa
+    try:
+        minimal = minimize(table, accepting)
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            trim_in_bfs_order(table, accepting)
+        return
+    trimmed, trimmed_accepting = trim_in_bfs_order(table, accepting)
+    assert _is_trim(trimmed, trimmed_accepting)
+    assert same_language(trimmed, trimmed_accepting, table, accepting)
+    again = minimize(trimmed, trimmed_accepting)
+    assert np.array_equal(again[0], minimal[0]) and np.array_equal(again[1], minimal[1])
+    if len(trimmed) == len(minimal[0]):
+        assert np.array_equal(trimmed, minimal[0]) and np.array_equal(trimmed_accepting, minimal[1])
+    assert np.array_equal(trim_in_bfs_order(*minimal)[0], minimal[0])
 
 
 def _reachable_accepting(table: np.ndarray, accepting: np.ndarray) -> bool:
