@@ -120,12 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             table.setdefault(engine, {})[setting] = {
                 key: _percentiles([m[key] for m in measured]) for key in ("cpu", "wall", "user", "sys", "faults")}
     command = "python benchmarks/compile_settings.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    result = {"command": command, "load_average": os.getloadavg(), "files": len(files), "compared": len(both),
+    result = {"command": command, "stdsl": str(Path(stdsl.__file__).parent), "load_average": os.getloadavg(),
+              "files": len(files), "compared": len(both),
               "wall_s": round(time.time() - began, 1), "table": table, "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     lines = ["# One schema's compile in three settings, stdsl beside llguidance (ms; minor faults)\n",
              f"Command: `{command}`; load average {', '.join(f'{v:.2f}' for v in result['load_average'])} at the "
-             f"end; {result['wall_s']} s.\n",
+             f"end; {result['wall_s']} s; stdsl imported from `{result['stdsl']}`.\n",
              f"Every {args.every}th MaskBench file ({len(files)}); percentiles over the {len(both)} schemas both "
              "engines compiled.  forked: the first compile of a child forked from a parent that compiled nothing "
              "(as jsonschema_coverage.py times it); primed: the same after one unrelated compile, caches emptied; "
