@@ -1,4 +1,4 @@
-"""What the MaskBench compile p50 includes: one schema's compile in three settings, for stdsl and llguidance.
+"""What the MaskBench compile p50 includes: one schema's compile in four settings, for stdsl and llguidance.
 
 `jsonschema_coverage.py` times each schema as the first compile of a child forked from a parent that imported
 every engine and compiled nothing.  For stdsl that first compile also pays what a process pays once: copy-on-write
@@ -11,7 +11,9 @@ built per-process leaves and memos.  This script times every k-th file, the two 
 - `warm`: in this long-lived process after every child above (which it forked before compiling anything), once
   per file in a pass that compiled the files before it (its per-process memos filled), every cache emptied
   first: what a server that has compiled other schemas pays for a new one.  Each schema is
-  compiled once here (a second compile of the same schema would find its leaves in per-process memos).
+  compiled once here (a second compile of the same schema would find its leaves in per-process memos);
+- `forked warm`: the first compile of a child forked from this process after the warm pass, every cache emptied
+  (its memos warm, its pages the parent's): what copy-on-write alone adds to a compile.
 
 llguidance is timed the same way (grammar_from_json_schema and LLMatcher on the Qwen3.5 vocabulary, as
 `peers.py` compiles it; it keeps nothing between grammars).  Percentiles are over the schemas both compiled.
@@ -38,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from peers import load_qwen_vocab, make_peer  # noqa: E402
 
+SETTINGS = ("forked", "primed", "warm", "forked warm")
 PRIMER = {"type": "object", "properties": {"zz": {"type": "integer"}, "yy": {"type": "string", "maxLength": 3},
                                            "q": {"type": "array", "items": {"type": "number"}}}}
 
@@ -85,7 +88,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Time every k-th MaskBench schema in the three settings for both engines; write the tables."""
+    """Time every k-th MaskBench schema in the four settings for both engines; write the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--folder", default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
     parser.add_argument("--every", type=int, default=10)
@@ -111,11 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, schema in schemas.items():
         for engine, make in engines.items():
             rows[name][engine]["warm"] = _warm(make(schema))
+    for name, schema in schemas.items():
+        for engine, make in engines.items():
+            rows[name][engine]["forked warm"] = _in_child(make(schema), stdsl.caches.clear)
     both = [name for name, row in rows.items()
-            if all(row[e][s] is not None for e in engines for s in ("forked", "primed", "warm"))]
+            if all(row[e][s] is not None for e in engines for s in SETTINGS)]
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for engine in engines:
-        for setting in ("forked", "primed", "warm"):
+        for setting in SETTINGS:
             measured = [rows[name][engine][setting] for name in both]
             table.setdefault(engine, {})[setting] = {
                 key: _percentiles([m[key] for m in measured]) for key in ("cpu", "wall", "user", "sys", "faults")}
@@ -124,13 +130,14 @@ def main(argv: list[str] | None = None) -> int:
               "files": len(files), "compared": len(both),
               "wall_s": round(time.time() - began, 1), "table": table, "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
-    lines = ["# One schema's compile in three settings, stdsl beside llguidance (ms; minor faults)\n",
+    lines = ["# One schema's compile in four settings, stdsl beside llguidance (ms; minor faults)\n",
              f"Command: `{command}`; load average {', '.join(f'{v:.2f}' for v in result['load_average'])} at the "
              f"end; {result['wall_s']} s; stdsl imported from `{result['stdsl']}`.\n",
              f"Every {args.every}th MaskBench file ({len(files)}); percentiles over the {len(both)} schemas both "
              "engines compiled.  forked: the first compile of a child forked from a parent that compiled nothing "
              "(as jsonschema_coverage.py times it); primed: the same after one unrelated compile, caches emptied; "
-             "warm: once in a long-lived process that compiled the files before it, caches emptied first.\n",
+             "warm: once in a long-lived process that compiled the files before it, caches emptied first; forked "
+             "warm: the first compile of a child forked from that process after its warm pass, caches emptied.\n",
              "| engine | setting | CPU p50 | CPU p90 | CPU p99 | wall p50 | user p50 | sys p50 | faults p50 |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for engine, settings in table.items():
