@@ -490,14 +490,20 @@ def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph)
 
     With the stack capped, a configuration at depth D completes iff bn_{cap-D}(q) and bn_{cap-i+1} of the i-th
     return state are all finite, which is how the machine keeps every started output completable at the cap.
+    A level whose call costs are the last level's is that level again, so it is not searched (one search less per
+    grammar: the last level was found only to be the same).
     """
     levels: list[np.ndarray] = []
+    costs: list[np.ndarray] = []
     for depth in range(grammar.max_depth + 1):
         check_deadline("the pushdown depth table")
         call_cost = (np.full(len(graph.callers), UNREACHABLE, dtype=np.int64) if depth == 0
                      else levels[-1][graph.callee_starts])
+        if costs and np.array_equal(call_cost, costs[-1]):
+            break
         bn = graph.shortest(call_cost)
         if levels and np.array_equal(bn, levels[-1]):
             break
         levels.append(bn)
+        costs.append(call_cost)
     return np.stack(levels)
