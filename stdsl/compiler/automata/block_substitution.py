@@ -52,36 +52,98 @@ class PieceShape:
     accepting_states: np.ndarray
     not_accepting: np.ndarray
 
-    @staticmethod
-    def of(piece: Automaton) -> PieceShape:
-        if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
-            raise NotBlockShaped("a piece accepts the empty text or reads on after accepting")
-        table = np.asarray(piece.class_transitions, dtype=np.int32)
-        forced = piece.forced_byte.tolist()
-        head, states, state = bytearray(), [0], 0
-        while forced[state] >= 0:
-            following = int(table[state, piece.byte_class[forced[state]]])
-            if following in states:
-                break
-            head.append(forced[state])
-            states.append(following)
-            state = following
-        live = table >= 0
-        sizes = np.broadcast_to(piece.class_size, table.shape)[live]
-        indegree = np.bincount(table[live], weights=sizes, minlength=len(table)).tolist()
-        entered = 0
-        while entered < len(head) and indegree[states[entered]] == (0 if entered == 0 else 1):
-            entered += 1
-        return PieceShape(bytes(head), np.asarray(states, dtype=np.int64), entered, table,
-                          np.asarray(piece.byte_class), np.flatnonzero(piece.accepting), ~piece.accepting)
-
 
 _SHAPES = caches.kind("substitution pieces")
 """A piece's `PieceShape`, per piece (by identity): a cached tool call's shape is read once."""
 
 
-def piece_shape(piece: Automaton) -> PieceShape:
-    return _SHAPES.get((piece,), lambda: PieceShape.of(piece))
+def piece_shapes(pieces: Sequence[Automaton]) -> list[PieceShape]:
+    """Each piece's `PieceShape`, those not held read together (`shapes_of`) and kept."""
+    found = [_SHAPES.find((piece,)) for piece in pieces]
+    shapes = {index: hit[0] for index, hit in enumerate(found) if hit is not None}
+    new = [index for index, hit in enumerate(found) if hit is None]
+    for index, shape in zip(new, shapes_of([pieces[index] for index in new])):
+        _SHAPES.put((pieces[index],), shape)
+        shapes[index] = shape
+    return [shapes[index] for index in range(len(pieces))]
+
+
+def shapes_of(pieces: Sequence[Automaton]) -> list[PieceShape]:
+    """Each piece's `PieceShape`, all at once: the pieces' stored rows side by side, their forced heads walked one
+    byte of every piece per numpy step, the moves into their states counted in one pass (a head state past the
+    start is entered along the head alone where the head's byte is its one move in).  Read one piece at a time, a
+    cold list of a hundred calls spent most of this in numpy's per-operation cost on each small piece."""
+    if not pieces:
+        return []
+    count = len(pieces)
+    sizes = np.array([piece.num_states for piece in pieces], dtype=np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    owner = np.repeat(np.arange(count), sizes)
+    accepting = np.concatenate([piece.accepting for piece in pieces])
+    sole_target = np.concatenate([piece.sole_target for piece in pieces]).astype(np.int64)
+    if bool(accepting[offsets].any()) or bool((accepting & (sole_target != -1)).any()):
+        raise NotBlockShaped("a piece accepts the empty text or reads on after accepting")
+    sole_class = np.concatenate([piece.sole_class for piece in pieces]).astype(np.int64)
+    classes = np.stack([piece.byte_class for piece in pieces]).astype(np.int64)
+    piece_of_byte = np.repeat(np.arange(count), 256)
+    class_size = np.bincount(piece_of_byte * 256 + classes.reshape(-1), minlength=count * 256).reshape(count, 256)
+    first_byte = np.full((count, 256), 256, dtype=np.int64)
+    np.minimum.at(first_byte, (piece_of_byte, classes.reshape(-1)), np.tile(np.arange(256), count))
+    sole = sole_target >= 0
+    target = np.where(sole, sole_target + offsets[owner], -1)
+    weight = class_size[owner, sole_class]
+    forced = ~accepting & sole & (weight == 1)
+    indegree = np.bincount(target[sole], weights=weight[sole], minlength=len(owner))
+    head_bytes, head_states, lengths = _forced_heads(forced, target, first_byte[owner, sole_class], offsets)
+    expected = np.ones(len(head_states), dtype=np.int64)
+    expected[0] = 0
+    along = ((indegree[head_states] == expected[:, None]) & ~_entered_by_branches(pieces, offsets, len(owner))[
+        head_states] & (np.arange(len(head_states))[:, None] < lengths))
+    entered = np.cumprod(along, axis=0).sum(axis=0).tolist()
+    shapes = []
+    for index, piece in enumerate(pieces):
+        length = int(lengths[index])
+        shapes.append(PieceShape(bytes(head_bytes[:length, index].tolist()),
+                                 head_states[:length + 1, index] - offsets[index], int(entered[index]),
+                                 np.asarray(piece.class_transitions, dtype=np.int32), np.asarray(piece.byte_class),
+                                 np.flatnonzero(piece.accepting), ~piece.accepting))
+    return shapes
+
+
+def _entered_by_branches(pieces: Sequence[Automaton], offsets: np.ndarray, states: int) -> np.ndarray:
+    """Per state of the pieces side by side, whether a piece's whole (branching) row moves into it."""
+    entered = np.zeros(states + 1, dtype=bool)
+    cells = np.array([piece.branch_rows.size for piece in pieces], dtype=np.int64)
+    targets = np.concatenate([piece.branch_rows.reshape(-1) for piece in pieces]).astype(np.int32)
+    entered[np.where(targets >= 0, targets + np.repeat(offsets, cells).astype(np.int32), -1)] = True
+    return entered[:states]
+
+
+def _forced_heads(forced: np.ndarray, target: np.ndarray, forced_byte: np.ndarray, starts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every piece's forced head walked side by side from its start (state numbers of the pieces side by side),
+    each stopping at a state that is not forced or a move back into its head: (the bytes, step by piece; the
+    states, one more step; each head's length)."""
+    state = starts.copy()
+    seen = np.zeros(len(forced), dtype=bool)
+    seen[starts] = True
+    going = np.ones(len(starts), dtype=bool)
+    read: list[np.ndarray] = []
+    visited = [starts.copy()]
+    lengths = np.zeros(len(starts), dtype=np.int64)
+    while True:
+        following = np.where(going & forced[state], target[state], -1)
+        going = following >= 0
+        going[going] = ~seen[following[going]]
+        if not going.any():
+            break
+        read.append(np.where(going, forced_byte[state], 0))
+        state = np.where(going, following, state)
+        seen[state[going]] = True
+        visited.append(state.copy())
+        lengths += going
+    bytes_read = np.array(read, dtype=np.uint8).reshape(len(read), len(starts))
+    return bytes_read, np.array(visited), lengths
 
 
 @dataclass
@@ -249,7 +311,7 @@ _FRONTS = caches.kind("substitution fronts")
 
 def block_substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
     """`substitute`'s result laid out as blocks (NotBlockShaped where the pieces lack the shape)."""
-    shapes = [[piece_shape(piece) for piece in column] for column in pieces]
+    shapes = [piece_shapes(column) for column in pieces]
     key = (skeleton.shape, skeleton.tobytes(), accepting.tobytes(), tuple(len(column) for column in pieces))
     held = _FRONTS.find((), key)
     if held is not None and held[0].fits(shapes):
