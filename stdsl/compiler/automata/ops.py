@@ -10,6 +10,7 @@ field with it bounds the field exactly, without losing any string that could be 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -205,7 +206,8 @@ def product_beside_start(ta: np.ndarray, tb: np.ndarray, stage: str) -> tuple[np
     last entry of the numbering, kept -1: half the memory traffic of int64 and no mask pass over the table."""
     width = max(len(tb), 1)
     total = len(ta)
-    index = np.int32 if (total + 1) * width < 2**31 else np.int64
+    index: np.dtype[Any] = np.dtype(np.int32 if (total + 1) * width < 2**31 else np.int64)
+    scale = np.asarray(width, dtype=index)
     keys = [np.arange(total, dtype=np.int64) * width]
     ids = np.full(total * width + 1, -1, dtype=index)
     ids[keys[0]] = np.arange(total)
@@ -214,7 +216,7 @@ def product_beside_start(ta: np.ndarray, tb: np.ndarray, stage: str) -> tuple[np
     moved, guarded = ta.astype(index), tb[:1].astype(index)
     while len(level):
         check_deadline(stage)
-        targets = np.where((moved >= 0) & (guarded >= 0), moved * index(width) + guarded, -1)
+        targets = np.where((moved >= 0) & (guarded >= 0), moved * scale + guarded, -1)
         rows.append(targets)
         reached = targets[targets >= 0]
         fresh = distinct_values(reached[ids[reached] < 0])
