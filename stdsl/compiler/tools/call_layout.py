@@ -160,16 +160,46 @@ def _followed(value: Automaton, after: bytes) -> _Piece | None:
 
 
 def _piece(value: ir.Node, after: bytes) -> _Piece | None:
+    """`value` then `after` as a piece: laid out where no accepting state of `value` reads on with `after`'s first
+    byte, else `value` and a line of `after` determinized (kept per line, so the same value before different next
+    heads is determinized once) and the rest of `after` chained on, else determinized whole."""
+
     def build() -> _Piece | None:
         laid_out = _followed(build_automaton(value), after)
         if laid_out is not None:
             return laid_out
-        piece = build_automaton(ir.seq(value, ir.literal(after)))
-        if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
-            return None
-        return _accepting_last(piece)
+        for cut in _line_ends(after):
+            line = after[:cut]
+            closed = _PIECES.get((), lambda: _determinized(value, line), (value, line))
+            if closed is not None:
+                return _chained(closed, after[cut:])
+        return _determinized(value, after)
 
     return _PIECES.get((), build, (value, after))
+
+
+def _line_ends(text: bytes) -> list[int]:
+    """Where each line of `text` ends (past its newline), but the last."""
+    return [index + 1 for index, byte in enumerate(text[:-1]) if byte == 0x0A]
+
+
+def _determinized(value: ir.Node, after: bytes) -> _Piece | None:
+    """`value` then `after` by the subset construction, or None where the result reads on after accepting."""
+    piece = build_automaton(ir.seq(value, ir.literal(after)))
+    if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
+        return None
+    return _accepting_last(piece)
+
+
+def _chained(piece: _Piece, text: bytes) -> _Piece:
+    """`piece` then the literal `text`: its last (accepting) state has no move, so the text's bytes chained from
+    there keep the table deterministic and the language the concatenation."""
+    joint, first = joint_classes([piece.byte_class], set(text))
+    size = piece.num_states
+    table = np.full((size + len(text), len(first)), -1, dtype=np.int32)
+    table[:size] = piece.table[:, piece.byte_class[first]]
+    table[np.arange(size - 1, size - 1 + len(text)), joint[list(text)]] = np.arange(size, size + len(text))
+    return _Piece(table, joint)
 
 
 def _accepting_last(piece: Automaton) -> _Piece:
