@@ -23,6 +23,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.strings import literal_strings
 
 Atom = bytes | ir.Node
 """Literal text (bytes) or a value (any other IR node)."""
@@ -165,7 +166,8 @@ def _piece(value: ir.Node, after: bytes) -> _Piece | None:
     heads is determinized once) and the rest of `after` chained on, else determinized whole."""
 
     def build() -> _Piece | None:
-        laid_out = _followed(build_automaton(value), after)
+        texts = literal_strings(value)
+        laid_out = _followed(build_automaton(value), after) if texts is None else _literals_followed(texts, after)
         if laid_out is not None:
             return laid_out
         for cut in _line_ends(after):
@@ -176,6 +178,36 @@ def _piece(value: ir.Node, after: bytes) -> _Piece | None:
         return _determinized(value, after)
 
     return _PIECES.get((), build, (value, after))
+
+
+def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
+    """An enum's literals then `after` as the trie of the literals with `after` laid on from each end (no minimal
+    DFA of the enum first: a handful of literals is a trie of a few dozen states), or None where an end of one
+    literal goes on with `after`'s first byte in another."""
+    children: list[dict[int, int]] = [{}]
+    ends = set()
+    for text in texts:
+        node = 0
+        for byte in text:
+            following = children[node].get(byte)
+            if following is None:
+                following = children[node][byte] = len(children)
+                children.append({})
+            node = following
+        ends.add(node)
+    if any(after[0] in children[end] for end in ends):
+        return None
+    used = sorted({byte for text in texts for byte in text} | set(after))
+    byte_class = np.full(256, len(used), dtype=np.int64)
+    byte_class[used] = np.arange(len(used))
+    size = len(children)
+    table = np.full((size + len(after), len(used) + 1), -1, dtype=np.int32)
+    for node, row in enumerate(children):
+        for byte, following in row.items():
+            table[node, byte_class[byte]] = following
+    table[sorted(ends), byte_class[after[0]]] = size
+    table[np.arange(size, size + len(after) - 1), byte_class[list(after[1:])]] = np.arange(size + 1, size + len(after))
+    return _Piece(table, byte_class)
 
 
 def _line_ends(text: bytes) -> list[int]:

@@ -145,3 +145,21 @@ def test_a_raw_value_before_different_next_tags_is_determinized_with_its_closing
         assert piece is not None
         assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
     assert len(determinized) <= 2
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.binary(max_size=4).filter(lambda w: b"\x00" not in w) | st.sampled_from([b"a", b"ab", b"a\n"]),
+                      min_size=1, max_size=5),
+       after=st.sampled_from([b"\n", b"\n</p>\n", b"b", b"bc", b"\x00z"]))
+def test_an_enum_laid_out_as_its_trie_accepts_exactly_the_enum_then_the_text_determinized(words: list[bytes],
+                                                                                          after: bytes) -> None:
+    """An enum's literals (some prefixes of others, some that go on with the text's first byte) then the text: the
+    trie with the text laid on from each end, or None exactly where an end goes on with that byte."""
+    enum = ir.alt(*(ir.literal(word) for word in words))
+    piece = layout._literals_followed(words, after)
+    goes_on = any(len(longer) > len(word) and longer.startswith(word) and longer[len(word)] == after[0]
+                  for word in words for longer in words)
+    assert (piece is None) == goes_on
+    if piece is not None:
+        assert not (piece.table[-1] >= 0).any()
+        assert _difference(build_automaton(ir.seq(enum, ir.literal(after))), _as_automaton(piece)) is None
