@@ -119,11 +119,19 @@ def _entered_by_branches(pieces: Sequence[Automaton], offsets: np.ndarray, state
     return entered[:states]
 
 
+WALKED_APART_UP_TO = 8
+"""Up to this many new pieces (a list with a tool or two changed), their heads are walked in Python one byte at a
+time, which there costs less than a numpy step per byte of the longest head."""
+
+
 def _forced_heads(forced: np.ndarray, target: np.ndarray, forced_byte: np.ndarray, starts: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every piece's forced head walked side by side from its start (state numbers of the pieces side by side),
-    each stopping at a state that is not forced or a move back into its head: (the bytes, step by piece; the
-    states, one more step; each head's length)."""
+    """Every piece's forced head walked from its start (state numbers of the pieces side by side), each stopping at
+    a state that is not forced or a move back into its head: (the bytes, step by piece; the states, one more step,
+    a finished head's last repeated; each head's length).  Many pieces are walked side by side, a byte of each per
+    numpy step."""
+    if len(starts) <= WALKED_APART_UP_TO:
+        return _walked_apart(forced.tolist(), target.tolist(), forced_byte.tolist(), starts.tolist())
     state = starts.copy()
     seen = np.zeros(len(forced), dtype=bool)
     seen[starts] = True
@@ -144,6 +152,26 @@ def _forced_heads(forced: np.ndarray, target: np.ndarray, forced_byte: np.ndarra
         lengths += going
     bytes_read = np.array(read, dtype=np.uint8).reshape(len(read), len(starts))
     return bytes_read, np.array(visited), lengths
+
+
+def _walked_apart(forced: list[bool], target: list[int], forced_byte: list[int], starts: list[int]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_forced_heads` of a few pieces, each walked on its own."""
+    heads: list[tuple[list[int], list[int]]] = []
+    for state in starts:
+        states, read = [state], []
+        while forced[state] and target[state] not in states:
+            read.append(forced_byte[state])
+            state = target[state]
+            states.append(state)
+        heads.append((read, states))
+    steps = max(len(read) for read, _ in heads)
+    bytes_read = np.zeros((steps, len(starts)), dtype=np.uint8)
+    visited = np.empty((steps + 1, len(starts)), dtype=np.int64)
+    for index, (read, states) in enumerate(heads):
+        bytes_read[:len(read), index] = read
+        visited[:, index] = states + states[-1:] * (steps - len(read))
+    return bytes_read, visited, np.array([len(read) for read, _ in heads], dtype=np.int64)
 
 
 @dataclass

@@ -142,13 +142,17 @@ shaped_bodies = st.sampled_from([
 @settings(max_examples=60, deadline=None)
 @given(heads=st.lists(st.text("ab<=", max_size=5), min_size=1, max_size=5), data=st.data())
 def test_shapes_read_together_equal_each_piece_read_alone(heads: list[str], data: Any) -> None:
-    """`shapes_of` walks every piece's forced head side by side and counts in-degrees once: each shape equals the
+    """`shapes_of` walks the pieces' forced heads (a few one by one, many side by side) and counts the moves into
+    them once: each shape equals the
     piece read alone, whether its head stops at the start, at a choice or runs on into the body (byte classes of
     one byte or of many); a piece that reads on after accepting is refused."""
     calls = [build_automaton(ir.seq(ir.literal(head), data.draw(shaped_bodies), ir.literal("."))) for head in heads]
     calls.append(build_automaton(ir.seq(ir.star(ir.literal("ab")), ir.literal("c"))))
     expected = [_shape_one_at_a_time(call) for call in calls]
-    for got, want in zip(block_substitution.shapes_of(calls), expected, strict=True):
+    many = 1 + block_substitution.WALKED_APART_UP_TO // len(calls)
+    together = block_substitution.shapes_of(calls * many)
+    assert len(calls * many) > block_substitution.WALKED_APART_UP_TO
+    for got, want in zip([*block_substitution.shapes_of(calls), *together], expected * (1 + many), strict=True):
         assert got.head == want.head
         assert got.head_states.tolist() == want.head_states.tolist()
         assert got.entered_along_head == want.entered_along_head
