@@ -21,7 +21,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.strings import literal_strings
 
@@ -349,7 +349,10 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
     stacked = np.where(stacked >= 0, stacked, DEAD).astype(np.int32)
     bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])])
     total = int(bases[-1])
-    table = np.full((total, len(first)), -1, dtype=np.int32)
+    local = np.int16 if max(plan.size for _, plan in chosen) <= INT16_MAX_STATES else np.int32
+    table = np.full((total, len(first)), -1, dtype=local)
+    """Targets are numbered within their call: int16 (as `Automaton` stores them) where every call fits, half the
+    memory of a table of a hundred thousand states over the joint classes."""
     moves = np.array([(base + state, byte, target) for base, (_, plan) in zip(bases.tolist(), chosen)
                       for state, byte, target in plan.moves], dtype=np.int64).reshape(-1, 3)
     table[moves[:, 0], joint[moves[:, 1]]] = moves[:, 2]
