@@ -15,6 +15,7 @@ language.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -237,7 +238,9 @@ class _FrontBuilder:
         self.ids: dict[tuple[int, ...], int] = {}
         self.members: list[tuple[int, ...]] = []
         self.entries: dict[tuple[int, int], int] = {}
-        self.read = [[0] * len(column) for column in shapes]
+        self.slot_heads = [shapes[self.copies[copy][0]][index].head for copy, index in self.slots]
+        self.slot_read = [0] * len(self.slots)
+        """Per slot, how many bytes of its piece's head the front read."""
         self.deepest = [[0] * len(column) for column in shapes]
 
     def _decode(self, member: int) -> tuple[int, int, PieceShape]:
@@ -269,24 +272,42 @@ class _FrontBuilder:
         return found
 
     def _row(self, members: tuple[int, ...]) -> list[int]:
-        skeleton = [member for member in members if member < self.size]
+        """The row of a composite (sorted members: skeleton states first), its pieces' members read from a list of
+        each slot's head and a per-slot count of head bytes read (folded per piece when the front is built): a
+        composite of a few hundred pieces at the head they share is visited once per byte of that head."""
+        split = bisect.bisect_left(members, self.size)
+        skeleton = members[:split]
         by_byte: dict[int, list[int]] = {}
-        for member in members:
-            if member < self.size:
-                continue
-            slot, position, shape = self._decode(member)
-            if position >= len(shape.head):
+        size, heads, read = self.size, self.slot_heads, self.slot_read
+        for member in members[split:]:
+            slot, position = divmod(member - size, 1 << _POSITION_BITS)
+            head = heads[slot]
+            if position >= len(head):
                 raise NotBlockShaped("a piece's head ends while another piece or the skeleton is alive")
-            copy, index = self.slots[slot]
-            column = self.copies[copy][0]
-            self.read[column][index] = max(self.read[column][index], position + 1)
-            by_byte.setdefault(shape.head[position], []).append(member + 1)
+            if read[slot] <= position:
+                read[slot] = position + 1
+            moved = by_byte.get(head[position])
+            if moved is None:
+                by_byte[head[position]] = [member + 1]
+            else:
+                moved.append(member + 1)
         row = [-1] * PLACEHOLDER
         if not skeleton:
             for byte, advanced in by_byte.items():
                 row[byte] = self._intern(advanced)
             return row
         closures: dict[int, int] = {}
+        if len(skeleton) == 1:
+            for byte, target in enumerate(self.skeleton_rows[skeleton[0]]):
+                moved = by_byte.get(byte)
+                if moved is not None:
+                    row[byte] = self._intern((self._closure(target) if target >= 0 else []) + moved)
+                    continue
+                found = closures.get(target)
+                if found is None:
+                    found = closures[target] = self._intern(self._closure(target)) if target >= 0 else -1
+                row[byte] = found
+            return row
         for byte in range(PLACEHOLDER):
             targets = [self.skeleton_rows[state][byte] for state in skeleton]
             moved = by_byte.get(byte)
@@ -327,8 +348,12 @@ class _FrontBuilder:
         self._check_reachable(rows, returns)
         accepting = np.array([any(self.accepting[m] for m in members if m < self.size) for members in self.members])
         entries = sorted(self.entries, key=self.entries.__getitem__)
-        heads = [[shape.head[:read] for shape, read in zip(column, reads)]
-                 for column, reads in zip(self.shapes, self.read)]
+        reads = [[0] * len(column) for column in self.shapes]
+        for (copy, index), count in zip(self.slots, self.slot_read):
+            column = self.copies[copy][0]
+            reads[column][index] = max(reads[column][index], count)
+        heads = [[shape.head[:read] for shape, read in zip(column, counts)]
+                 for column, counts in zip(self.shapes, reads)]
         return Front(np.asarray(rows, dtype=np.int32), accepting, self.copies, self.slots, entries, returns, heads,
                      self.deepest)
 
