@@ -22,7 +22,7 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, subset_automaton
 from stdsl.compiler.automata.strings import literal_strings
 
 Atom = bytes | ir.Node
@@ -167,7 +167,7 @@ def _piece(value: ir.Node, after: bytes) -> _Piece | None:
 
     def build() -> _Piece | None:
         texts = literal_strings(value)
-        laid_out = _followed(build_automaton(value), after) if texts is None else _literals_followed(texts, after)
+        laid_out = _followed(_automaton(value), after) if texts is None else _literals_followed(texts, after)
         if laid_out is not None:
             return laid_out
         for cut in _line_ends(after):
@@ -208,6 +208,12 @@ def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
     table[sorted(ends), byte_class[after[0]]] = size
     table[np.arange(size, size + len(after) - 1), byte_class[list(after[1:])]] = np.arange(size + 1, size + len(after))
     return _Piece(table, byte_class)
+
+
+def _automaton(value: ir.Node) -> Automaton:
+    """A value's DFA, kept per expression where it takes a subset construction (a boolean with Python's spellings
+    beside JSON's): one value comes before as many different next tags as the tools have parameter names."""
+    return subset_automaton(value) or build_automaton(value)
 
 
 def _line_ends(text: bytes) -> list[int]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.constraint_spec import _arguments_ir, _Deadline
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools import call_layout as layout
@@ -163,3 +163,27 @@ def test_an_enum_laid_out_as_its_trie_accepts_exactly_the_enum_then_the_text_det
     if piece is not None:
         assert not (piece.table[-1] >= 0).any()
         assert _difference(build_automaton(ir.seq(enum, ir.literal(after))), _as_automaton(piece)) is None
+
+
+def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_tag(monkeypatch: Any) -> None:
+    """A boolean with Python's spellings beside JSON's needs a subset construction; before three different next tags
+    it runs once (the value's DFA kept per expression), and each piece accepts the value then its tag."""
+    from stdsl.compiler.automata import build
+
+    json_boolean = embedded_leaf(build_automaton(ir.alt(ir.literal("true"), ir.literal("false"))), minimal=True)
+    value = ir.alt(json_boolean, ir.literal("True"), ir.literal("False"), ir.literal("Truth"))
+    runs: list[int] = []
+    determinize = build.determinize
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return determinize(*args, **kwargs)
+
+    monkeypatch.setattr(build, "determinize", counted)
+    afters = [f"\n</parameter>\n<parameter={key}>\n".encode() for key in ("x", "y", "z")]
+    pieces = [layout._piece(value, after) for after in afters]
+    assert len(runs) == 1
+    monkeypatch.undo()
+    for piece, after in zip(pieces, afters):
+        assert piece is not None
+        assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
