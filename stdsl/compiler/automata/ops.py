@@ -213,7 +213,7 @@ def product_beside_start(ta: np.ndarray, tb: np.ndarray, stage: str) -> tuple[np
     ids[keys[0]] = np.arange(total)
     count, level = total, keys[0]
     rows: list[np.ndarray] = []
-    moved, guarded = ta.astype(index), tb[:1].astype(index)
+    moved, guarded = ta.astype(index, copy=False), tb[:1].astype(index)
     while len(level):
         check_deadline(stage)
         targets = np.where((moved >= 0) & (guarded >= 0), moved * scale + guarded, -1)
