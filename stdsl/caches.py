@@ -164,6 +164,9 @@ class CacheRegistry:
         self._building: dict[Key, tuple[threading.Lock, int]] = {}
         """Keys being built now: a lock the builder holds until the value is stored, and the builder's thread."""
         self._kinds: weakref.WeakSet[CacheKind[Any]] = weakref.WeakSet()
+        self._bounded_kinds: weakref.WeakSet[CacheKind[Any]] = weakref.WeakSet()
+        """The kinds with bounds of their own, which every store checks: iterating all the kinds' weak set on each
+        store was most of a store's cost (a cold 128-tool list stores some 650 entries)."""
         self._registered: list[tuple[str, weakref.ref[Any]]] = []
         self._dead: list[Key] = []
         self._next_kind = 0
@@ -226,6 +229,8 @@ class CacheRegistry:
         with self._lock:
             self._next_kind += 1
             self._kinds.add(kind)
+            if kind.bounded:
+                self._bounded_kinds.add(kind)
             return self._next_kind
 
     def _get(self, kind: CacheKind[V], owners: tuple[Any, ...], build: Callable[[], V], extra: tuple[Hashable, ...]
@@ -369,7 +374,7 @@ class CacheRegistry:
         """Evict least recently used entries past their kind's bounds, then past the budget (the registered caches'
         bytes count); `newest` stays.  Call under the lock; returns what went, to let go of after releasing it."""
         dropped = self._purge()
-        for kind in [kind for kind in self._kinds if kind.bounded]:
+        for kind in list(self._bounded_kinds):
             while kind._over():
                 oldest = next((key for key in kind._order if key != newest), None)
                 if oldest is None:

@@ -15,6 +15,7 @@ language.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockSpan
+from stdsl.compiler.automata.piece_shapes import NotBlockShaped, PieceShape, piece_shapes
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -31,57 +33,6 @@ PLACEHOLDER = 256
 
 _POSITION_BITS = 16
 """A chain member's code: skeleton size + (slot << _POSITION_BITS) + position in the slot's head."""
-
-
-class NotBlockShaped(Exception):
-    """The pieces or the skeleton lack the shape the block layout needs; the general construction applies."""
-
-
-@dataclass(frozen=True)
-class PieceShape:
-    """What the block layout reads of one piece: its forced head and its table over its own byte classes."""
-
-    head: bytes
-    """The bytes forced from the start (each state on the way not accepting, one live byte), no state repeated."""
-    head_states: np.ndarray
-    """The state before each head byte and the one after the last (len(head) + 1 states)."""
-    entered_along_head: int
-    """How many leading head states are entered only along the head (the start: never), so may be dropped."""
-    table: np.ndarray
-    byte_class: np.ndarray
-    accepting_states: np.ndarray
-    not_accepting: np.ndarray
-
-    @staticmethod
-    def of(piece: Automaton) -> PieceShape:
-        if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
-            raise NotBlockShaped("a piece accepts the empty text or reads on after accepting")
-        table = np.asarray(piece.class_transitions, dtype=np.int32)
-        forced = piece.forced_byte.tolist()
-        head, states, state = bytearray(), [0], 0
-        while forced[state] >= 0:
-            following = int(table[state, piece.byte_class[forced[state]]])
-            if following in states:
-                break
-            head.append(forced[state])
-            states.append(following)
-            state = following
-        live = table >= 0
-        sizes = np.broadcast_to(piece.class_size, table.shape)[live]
-        indegree = np.bincount(table[live], weights=sizes, minlength=len(table)).tolist()
-        entered = 0
-        while entered < len(head) and indegree[states[entered]] == (0 if entered == 0 else 1):
-            entered += 1
-        return PieceShape(bytes(head), np.asarray(states, dtype=np.int64), entered, table,
-                          np.asarray(piece.byte_class), np.flatnonzero(piece.accepting), ~piece.accepting)
-
-
-_SHAPES = caches.kind("substitution pieces")
-"""A piece's `PieceShape`, per piece (by identity): a cached tool call's shape is read once."""
-
-
-def piece_shape(piece: Automaton) -> PieceShape:
-    return _SHAPES.get((piece,), lambda: PieceShape.of(piece))
 
 
 @dataclass
@@ -147,7 +98,9 @@ class _FrontBuilder:
         self.ids: dict[tuple[int, ...], int] = {}
         self.members: list[tuple[int, ...]] = []
         self.entries: dict[tuple[int, int], int] = {}
-        self.read = [[0] * len(column) for column in shapes]
+        self.slot_heads = [shapes[self.copies[copy][0]][index].head for copy, index in self.slots]
+        self.slot_read = [0] * len(self.slots)
+        """Per slot, how many bytes of its piece's head the front read."""
         self.deepest = [[0] * len(column) for column in shapes]
 
     def _decode(self, member: int) -> tuple[int, int, PieceShape]:
@@ -179,24 +132,42 @@ class _FrontBuilder:
         return found
 
     def _row(self, members: tuple[int, ...]) -> list[int]:
-        skeleton = [member for member in members if member < self.size]
+        """The row of a composite (sorted members: skeleton states first), its pieces' members read from a list of
+        each slot's head and a per-slot count of head bytes read (folded per piece when the front is built): a
+        composite of a few hundred pieces at the head they share is visited once per byte of that head."""
+        split = bisect.bisect_left(members, self.size)
+        skeleton = members[:split]
         by_byte: dict[int, list[int]] = {}
-        for member in members:
-            if member < self.size:
-                continue
-            slot, position, shape = self._decode(member)
-            if position >= len(shape.head):
+        size, heads, read = self.size, self.slot_heads, self.slot_read
+        for member in members[split:]:
+            slot, position = divmod(member - size, 1 << _POSITION_BITS)
+            head = heads[slot]
+            if position >= len(head):
                 raise NotBlockShaped("a piece's head ends while another piece or the skeleton is alive")
-            copy, index = self.slots[slot]
-            column = self.copies[copy][0]
-            self.read[column][index] = max(self.read[column][index], position + 1)
-            by_byte.setdefault(shape.head[position], []).append(member + 1)
+            if read[slot] <= position:
+                read[slot] = position + 1
+            moved = by_byte.get(head[position])
+            if moved is None:
+                by_byte[head[position]] = [member + 1]
+            else:
+                moved.append(member + 1)
         row = [-1] * PLACEHOLDER
         if not skeleton:
             for byte, advanced in by_byte.items():
                 row[byte] = self._intern(advanced)
             return row
         closures: dict[int, int] = {}
+        if len(skeleton) == 1:
+            for byte, target in enumerate(self.skeleton_rows[skeleton[0]]):
+                moved = by_byte.get(byte)
+                if moved is not None:
+                    row[byte] = self._intern((self._closure(target) if target >= 0 else []) + moved)
+                    continue
+                found = closures.get(target)
+                if found is None:
+                    found = closures[target] = self._intern(self._closure(target)) if target >= 0 else -1
+                row[byte] = found
+            return row
         for byte in range(PLACEHOLDER):
             targets = [self.skeleton_rows[state][byte] for state in skeleton]
             moved = by_byte.get(byte)
@@ -237,8 +208,12 @@ class _FrontBuilder:
         self._check_reachable(rows, returns)
         accepting = np.array([any(self.accepting[m] for m in members if m < self.size) for members in self.members])
         entries = sorted(self.entries, key=self.entries.__getitem__)
-        heads = [[shape.head[:read] for shape, read in zip(column, reads)]
-                 for column, reads in zip(self.shapes, self.read)]
+        reads = [[0] * len(column) for column in self.shapes]
+        for (copy, index), count in zip(self.slots, self.slot_read):
+            column = self.copies[copy][0]
+            reads[column][index] = max(reads[column][index], count)
+        heads = [[shape.head[:read] for shape, read in zip(column, counts)]
+                 for column, counts in zip(self.shapes, reads)]
         return Front(np.asarray(rows, dtype=np.int32), accepting, self.copies, self.slots, entries, returns, heads,
                      self.deepest)
 
@@ -249,7 +224,7 @@ _FRONTS = caches.kind("substitution fronts")
 
 def block_substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
     """`substitute`'s result laid out as blocks (NotBlockShaped where the pieces lack the shape)."""
-    shapes = [[piece_shape(piece) for piece in column] for column in pieces]
+    shapes = [piece_shapes(column) for column in pieces]
     key = (skeleton.shape, skeleton.tobytes(), accepting.tobytes(), tuple(len(column) for column in pieces))
     held = _FRONTS.find((), key)
     if held is not None and held[0].fits(shapes):
@@ -298,17 +273,29 @@ class _Block:
     head_states: np.ndarray
     """The block's number of each head state (-1 where dropped)."""
     key: bytes
-    """A digest of `table` and `byte_class`: equal keys, equal blocks (what `BlockSpan.key` carries)."""
+    """A digest of `table` and `byte_class` (SHA-256, which hashes a block's rows 3x faster than BLAKE2b here):
+    equal keys, equal blocks (what `BlockSpan.key` carries)."""
     split: dict[bytes, _Rows] = field(default_factory=dict, compare=False)
-    """The rows over the last reply's classes (given by their first bytes), split."""
+    """The rows over the last reply's classes (given by their first bytes), split (`split_rows`)."""
 
-    def rows(self, representative: np.ndarray) -> _Rows:
-        key = representative.tobytes()
-        found = self.split.get(key)
-        if found is None:
-            self.split.clear()
-            found = self.split[key] = _Rows.of(self.table[:, self.byte_class[representative]])
-        return found
+
+def split_rows(blocks: Sequence[_Block], representative: np.ndarray) -> list[_Rows]:
+    """Each block's rows over the classes whose first bytes are `representative`, split: kept per block for the
+    last classes asked, those not kept split together (`_Rows.of` reads each row alone, so the blocks' rows stacked
+    split as each block's would; one pass instead of a dozen numpy steps per block)."""
+    key = representative.tobytes()
+    missing = list({id(block): block for block in blocks if key not in block.split}.values())
+    if missing:
+        tables = [block.table[:, block.byte_class[representative]] for block in missing]
+        whole = _Rows.of(np.vstack(tables))
+        ends = np.cumsum([len(table) for table in tables]).tolist()
+        branch_ends = np.cumsum(whole.sole_target == BRANCHING)[np.array(ends) - 1].tolist()
+        for block, low, high, branch_low, branch_high in zip(missing, [0, *ends], ends, [0, *branch_ends],
+                                                             branch_ends):
+            block.split.clear()
+            block.split[key] = _Rows(whole.sole_class[low:high], whole.sole_target[low:high],
+                                     whole.branch_rows[branch_low:branch_high])
+    return [block.split[key] for block in blocks]
 
 
 _BLOCKS = caches.kind("substitution blocks")
@@ -330,10 +317,10 @@ def _block(piece: Automaton, shape: PieceShape, dropped: int) -> _Block:
         first = np.unique(merged, return_index=True)[1]
         table = np.ascontiguousarray(rows[:, first], dtype=np.int32)
         byte_class = merged[shape.byte_class]
-        digest = hashlib.blake2b(np.asarray(table.shape, dtype=np.int64).tobytes(), digest_size=16)
+        digest = hashlib.sha256(np.asarray(table.shape, dtype=np.int64).tobytes())
         digest.update(table.tobytes())
         digest.update(byte_class.astype(np.int64).tobytes())
-        return _Block(table, byte_class, number[shape.head_states], digest.digest())
+        return _Block(table, byte_class, number[shape.head_states], digest.digest()[:16])
 
     return _BLOCKS.get((piece,), build, (dropped,))
 
@@ -363,9 +350,9 @@ def _laid_out(front: Front, pieces: Sequence[Sequence[Automaton]], shapes: Seque
     representative = np.unique(byte_class, return_index=True)[1]
     size = len(front.table)
     entry_state = np.full(len(front.entries) + 1, -1, dtype=np.int64)
-    returns, parts, spans = [], [], []
+    returns, spans = [], []
+    parts = split_rows([block for _, block, _ in laid], representative)
     for copy, block, at in laid:
-        parts.append(block.rows(representative))
         returns.append(front.returns[copy])
         spans.append(BlockSpan(size, len(block.table), front.returns[copy], block.key))
         for entry, position in at:

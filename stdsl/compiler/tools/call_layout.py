@@ -21,8 +21,9 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
+from stdsl.compiler.automata.build import build_automaton, subset_automaton
+from stdsl.compiler.automata.strings import literal_strings
 
 Atom = bytes | ir.Node
 """Literal text (bytes) or a value (any other IR node)."""
@@ -160,16 +161,83 @@ def _followed(value: Automaton, after: bytes) -> _Piece | None:
 
 
 def _piece(value: ir.Node, after: bytes) -> _Piece | None:
+    """`value` then `after` as a piece: laid out where no accepting state of `value` reads on with `after`'s first
+    byte, else `value` and a line of `after` determinized (kept per line, so the same value before different next
+    heads is determinized once) and the rest of `after` chained on, else determinized whole."""
+
     def build() -> _Piece | None:
-        laid_out = _followed(build_automaton(value), after)
+        texts = literal_strings(value)
+        laid_out = _followed(_automaton(value), after) if texts is None else _literals_followed(texts, after)
         if laid_out is not None:
             return laid_out
-        piece = build_automaton(ir.seq(value, ir.literal(after)))
-        if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
-            return None
-        return _accepting_last(piece)
+        for cut in _line_ends(after):
+            line = after[:cut]
+            closed = _PIECES.get((), lambda: _determinized(value, line), (value, line))
+            if closed is not None:
+                return _chained(closed, after[cut:])
+        return _determinized(value, after)
 
     return _PIECES.get((), build, (value, after))
+
+
+def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
+    """An enum's literals then `after` as the trie of the literals with `after` laid on from each end (no minimal
+    DFA of the enum first: a handful of literals is a trie of a few dozen states), or None where an end of one
+    literal goes on with `after`'s first byte in another."""
+    children: list[dict[int, int]] = [{}]
+    ends = set()
+    for text in texts:
+        node = 0
+        for byte in text:
+            following = children[node].get(byte)
+            if following is None:
+                following = children[node][byte] = len(children)
+                children.append({})
+            node = following
+        ends.add(node)
+    if any(after[0] in children[end] for end in ends):
+        return None
+    used = sorted({byte for text in texts for byte in text} | set(after))
+    byte_class = np.full(256, len(used), dtype=np.int64)
+    byte_class[used] = np.arange(len(used))
+    size = len(children)
+    table = np.full((size + len(after), len(used) + 1), -1, dtype=np.int32)
+    for node, row in enumerate(children):
+        for byte, following in row.items():
+            table[node, byte_class[byte]] = following
+    table[sorted(ends), byte_class[after[0]]] = size
+    table[np.arange(size, size + len(after) - 1), byte_class[list(after[1:])]] = np.arange(size + 1, size + len(after))
+    return _Piece(table, byte_class)
+
+
+def _automaton(value: ir.Node) -> Automaton:
+    """A value's DFA, kept per expression where it takes a subset construction (a boolean with Python's spellings
+    beside JSON's): one value comes before as many different next tags as the tools have parameter names."""
+    return subset_automaton(value) or build_automaton(value)
+
+
+def _line_ends(text: bytes) -> list[int]:
+    """Where each line of `text` ends (past its newline), but the last."""
+    return [index + 1 for index, byte in enumerate(text[:-1]) if byte == 0x0A]
+
+
+def _determinized(value: ir.Node, after: bytes) -> _Piece | None:
+    """`value` then `after` by the subset construction, or None where the result reads on after accepting."""
+    piece = build_automaton(ir.seq(value, ir.literal(after)))
+    if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
+        return None
+    return _accepting_last(piece)
+
+
+def _chained(piece: _Piece, text: bytes) -> _Piece:
+    """`piece` then the literal `text`: its last (accepting) state has no move, so the text's bytes chained from
+    there keep the table deterministic and the language the concatenation."""
+    joint, first = joint_classes([piece.byte_class], set(text))
+    size = piece.num_states
+    table = np.full((size + len(text), len(first)), -1, dtype=np.int32)
+    table[:size] = piece.table[:, piece.byte_class[first]]
+    table[np.arange(size - 1, size - 1 + len(text)), joint[list(text)]] = np.arange(size, size + len(text))
+    return _Piece(table, joint)
 
 
 def _accepting_last(piece: Automaton) -> _Piece:
@@ -287,7 +355,10 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
     stacked = np.where(stacked >= 0, stacked, DEAD).astype(np.int32)
     bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])])
     total = int(bases[-1])
-    table = np.full((total, len(first)), -1, dtype=np.int32)
+    local = np.int16 if max(plan.size for _, plan in chosen) <= INT16_MAX_STATES else np.int32
+    table = np.full((total, len(first)), -1, dtype=local)
+    """Targets are numbered within their call: int16 (as `Automaton` stores them) where every call fits, half the
+    memory of a table of a hundred thousand states over the joint classes."""
     moves = np.array([(base + state, byte, target) for base, (_, plan) in zip(bases.tolist(), chosen)
                       for state, byte, target in plan.moves], dtype=np.int64).reshape(-1, 3)
     table[moves[:, 0], joint[moves[:, 1]]] = moves[:, 2]

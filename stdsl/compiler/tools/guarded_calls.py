@@ -73,10 +73,10 @@ def _product(arguments: list[Automaton], guard: Automaton, first: np.ndarray
     sizes = np.array([len(table) for table in tables], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     owner = np.repeat(np.arange(len(tables), dtype=np.int64), sizes)
-    stacked = np.vstack(tables).astype(np.int64)
-    stacked = np.where(stacked >= 0, stacked + offsets[owner][:, None], -1)
+    stacked = np.vstack(tables).astype(np.int32)
+    stacked = np.where(stacked >= 0, stacked + offsets[owner].astype(np.int32)[:, None], -1)
     stacked_accepting = np.concatenate([automaton.accepting for automaton in arguments])
-    guard_table = guard.class_transitions[:, guard.byte_class[first]].astype(np.int64)
+    guard_table = guard.class_transitions[:, guard.byte_class[first]].astype(np.int32)
     table, pairs, width = product_beside_start(stacked, guard_table, "guarded calls")
     accepting = stacked_accepting[pairs // width] & guard.accepting[pairs % width]
     return table, accepting, owner[pairs // width], width

@@ -104,3 +104,28 @@ def test_a_reply_cut_inside_a_head_is_read_the_same_both_ways(text: bytes) -> No
         state_b = int(general.transitions[state_b, byte]) if state_b >= 0 else -1
     assert (state_a >= 0) == (state_b >= 0)
     assert _accepts(blocks, text) == _accepts(general, text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), count=st.integers(1, 5))
+def test_block_rows_split_together_equal_each_block_split_alone(data: Any, count: int) -> None:
+    """`split_rows` stacks the blocks not split yet for these classes and splits them in one pass: each block's sole
+    classes, sole targets and whole rows are what its own rows split alone give (a block listed twice too)."""
+    blocks = []
+    for _ in range(count):
+        states, width = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4))
+        cells = st.sampled_from([-1, -1, block_substitution.RETURN, *range(states)])
+        table = np.array(data.draw(st.lists(cells, min_size=states * width, max_size=states * width)),
+                         dtype=np.int32).reshape(states, width)
+        byte_class = np.array(data.draw(st.lists(st.integers(0, width - 1), min_size=256, max_size=256)))
+        blocks.append(block_substitution._Block(table, byte_class, np.zeros(1, dtype=np.int32), b""))
+    representative = np.unique(np.stack([block.byte_class for block in blocks], axis=1), axis=0,
+                               return_index=True)[1]
+    listed = [*blocks, blocks[0]]
+    for got, block in zip(block_substitution.split_rows(listed, representative), listed, strict=True):
+        alone = block_substitution._Rows.of(block.table[:, block.byte_class[representative]])
+        assert np.array_equal(got.sole_class, alone.sole_class)
+        assert np.array_equal(got.sole_target, alone.sole_target)
+        assert np.array_equal(got.branch_rows, alone.branch_rows) and got.branch_rows.shape == alone.branch_rows.shape
+    again = block_substitution.split_rows(listed, representative)
+    assert all(first is second for first, second in zip(block_substitution.split_rows(listed, representative), again))

@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.minimize import minimize
-from stdsl.compiler.automata.ops import common_classes, concatenation, intersect, intersect_beside_start
+from stdsl.compiler.automata.ops import (
+    common_classes,
+    concatenation,
+    intersect,
+    intersect_beside_start,
+    product_beside_start,
+)
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "[0-5]", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[b-z]"]
@@ -92,6 +98,48 @@ def test_intersection_beside_the_start_equals_the_search_from_the_start(left: st
     assert np.array_equal(product.byte_class, expected.byte_class)
     assert np.array_equal(product.class_transitions, expected.class_transitions)
     assert np.array_equal(product.accepting, expected.accepting)
+
+
+def reference_beside_start(ta: np.ndarray, tb: np.ndarray) -> tuple[list[list[int]], list[int]]:
+    """`product_beside_start` pair by pair in Python: every (q, start) first, then each level's new pairs in
+    increasing key order (the oracle of its numbering)."""
+    width = max(len(tb), 1)
+    keys = [q * width for q in range(len(ta))]
+    ids = {key: index for index, key in enumerate(keys)}
+    rows: list[list[int]] = []
+    level = list(keys)
+    while level:
+        fresh: set[int] = set()
+        for key in level:
+            row = []
+            for column in range(ta.shape[1]):
+                moved, guarded = int(ta[key // width, column]), int(tb[key % width, column])
+                target = moved * width + guarded if moved >= 0 and guarded >= 0 else -1
+                if target >= 0 and target not in ids:
+                    fresh.add(target)
+                row.append(target)
+            rows.append(row)
+        level = sorted(fresh)
+        for key in level:
+            ids[key] = len(keys)
+            keys.append(key)
+    return [[ids[t] if t >= 0 else -1 for t in row] for row in rows], keys
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes)
+def test_product_beside_start_equals_the_pairwise_search(left: str, right: str) -> None:
+    """The level-at-once product (its first level `ta` beside `tb`'s start row) numbers and links every pair as
+    the pair-by-pair search does."""
+    a, b = compile_regex(left), compile_regex(right)
+    _, column_a, column_b = common_classes(a, b)
+    ta, tb = a.class_transitions[:, column_a], b.class_transitions[:, column_b]
+    table, pairs, width = product_beside_start(ta, tb, "test")
+    rows, keys = reference_beside_start(ta, tb)
+    assert width == max(len(tb), 1)
+    assert table.dtype == np.int64 and pairs.dtype == np.int64
+    assert table.tolist() == rows
+    assert pairs.tolist() == keys
 
 
 @settings(max_examples=60, deadline=None)

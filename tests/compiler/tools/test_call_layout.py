@@ -9,9 +9,11 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.constraint_spec import _arguments_ir, _Deadline
+from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools import call_layout as layout
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.errors import StdslError
@@ -93,3 +95,95 @@ def test_a_piece_keeps_its_language_with_its_accepting_states_merged_into_its_la
     ends = np.zeros(merged.num_states, dtype=bool)
     ends[-1] = True
     assert _difference(piece, Automaton.from_classes(merged.table, ends, merged.byte_class)) is None
+
+
+def _as_automaton(piece: Any) -> Automaton:
+    ends = np.zeros(piece.num_states, dtype=bool)
+    ends[-1] = True
+    return Automaton.from_classes(piece.table, ends, piece.byte_class)
+
+
+READ_ON = {
+    "raw text": lambda: not_containing(["</p>"]),
+    "lines": lambda: ir.plus(ir.alt(ir.literal("a"), ir.literal("\n"))),
+    "a newline or two": lambda: ir.alt(ir.literal("x\n"), ir.literal("x\n\n")),
+}
+"""Values an accepting state of which reads a newline (so `after` cannot simply be laid on after them)."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=st.sampled_from(sorted(READ_ON)),
+       lines=st.lists(st.text("\n</p>ab=", min_size=1, max_size=6), min_size=1, max_size=4))
+def test_a_piece_after_a_value_that_reads_on_accepts_exactly_the_two_determinized_whole(value: str,
+                                                                                        lines: list[str]) -> None:
+    """A value that reads a newline where it may end, then several lines: the value and a line determinized (kept
+    per line) with the rest chained on accepts what the value and all of `after` determinized whole accepts."""
+    node, after = READ_ON[value](), "\n".join(lines).encode()
+    whole = build_automaton(ir.seq(node, ir.literal(after)))
+    piece = layout._piece(node, after)
+    if piece is None:
+        assert bool(whole.accepting[0]) or bool((whole.live_count[whole.accepting] > 0).any())
+        return
+    assert _difference(whole, _as_automaton(piece)) is None
+
+
+def test_a_raw_value_before_different_next_tags_is_determinized_with_its_closing_line_once(monkeypatch: Any) -> None:
+    """Raw text ends where its closing tag begins, so each piece of it (its closing line, then the next tag) would be
+    a subset construction of its own: the value with its closing line is determinized once, the tags chained on."""
+    value = not_containing(["</parameter>"])
+    determinized: list[ir.Node] = []
+
+    def counted(node: ir.Node) -> Automaton:
+        if isinstance(node, ir.Seq) and value in node.items:
+            determinized.append(node)
+        return build_automaton(node)
+
+    monkeypatch.setattr(layout, "build_automaton", counted)
+    for key in ("a", "b", "c"):
+        after = f"\n</parameter>\n<parameter={key}>\n".encode()
+        piece = layout._piece(value, after)
+        assert piece is not None
+        assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
+    assert len(determinized) <= 2
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.binary(max_size=4).filter(lambda w: b"\x00" not in w) | st.sampled_from([b"a", b"ab", b"a\n"]),
+                      min_size=1, max_size=5),
+       after=st.sampled_from([b"\n", b"\n</p>\n", b"b", b"bc", b"\x00z"]))
+def test_an_enum_laid_out_as_its_trie_accepts_exactly_the_enum_then_the_text_determinized(words: list[bytes],
+                                                                                          after: bytes) -> None:
+    """An enum's literals (some prefixes of others, some that go on with the text's first byte) then the text: the
+    trie with the text laid on from each end, or None exactly where an end goes on with that byte."""
+    enum = ir.alt(*(ir.literal(word) for word in words))
+    piece = layout._literals_followed(words, after)
+    goes_on = any(len(longer) > len(word) and longer.startswith(word) and longer[len(word)] == after[0]
+                  for word in words for longer in words)
+    assert (piece is None) == goes_on
+    if piece is not None:
+        assert not (piece.table[-1] >= 0).any()
+        assert _difference(build_automaton(ir.seq(enum, ir.literal(after))), _as_automaton(piece)) is None
+
+
+def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_tag(monkeypatch: Any) -> None:
+    """A boolean with Python's spellings beside JSON's needs a subset construction; before three different next tags
+    it runs once (the value's DFA kept per expression), and each piece accepts the value then its tag."""
+    from stdsl.compiler.automata import build
+
+    json_boolean = embedded_leaf(build_automaton(ir.alt(ir.literal("true"), ir.literal("false"))), minimal=True)
+    value = ir.alt(json_boolean, ir.literal("True"), ir.literal("False"), ir.literal("Truth"))
+    runs: list[int] = []
+    determinize = build.determinize
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return determinize(*args, **kwargs)
+
+    monkeypatch.setattr(build, "determinize", counted)
+    afters = [f"\n</parameter>\n<parameter={key}>\n".encode() for key in ("x", "y", "z")]
+    pieces = [layout._piece(value, after) for after in afters]
+    assert len(runs) == 1
+    monkeypatch.undo()
+    for piece, after in zip(pieces, afters):
+        assert piece is not None
+        assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
