@@ -24,7 +24,7 @@ from stdsl.compiler.stc.recursion import RecursiveHoles, is_recursive
 from stdsl.compiler.stc.resolve import TypeResolver
 from stdsl.compiler.stc.source_file import read_source
 from stdsl.compiler.stc.step_plan import StepPlan, build_plan, one_step_body, used_path
-from stdsl.compiler.stc.syntax import Expr, Pos, ProgramError, parse_program
+from stdsl.compiler.stc.syntax import Expr, Message, OutputStep, Pos, ProgramError, parse_program
 from stdsl.compiler.stc.template import Hole, Template
 from stdsl.errors import CompileError
 
@@ -136,9 +136,20 @@ class CompiledProgram:
         With a recursive declared type in a field, it is a pushdown constraint (nesting capped at 64).
         """
         if self.template is None:
-            raise ProgramError(f"{self.source}: a program of several steps is not one output constraint; run it "
-                               "with a model (Program.run, stcon run)")
+            raise self._several_steps_at().error("a program of several steps is not one output constraint; run it "
+                                                 "with a model (Program.run, stcon run)")
         return self.template_constraint(self.template, self.syntax.output_pos, args or {})
+
+    def _several_steps_at(self) -> Pos:
+        """Where this program stops being one step: its first step other than a message or its one unnamed output."""
+        outputs = 0
+        for step in self.syntax.steps:
+            if isinstance(step, OutputStep) and step.name is None:
+                outputs += 1
+            if not isinstance(step, Message) and (not isinstance(step, OutputStep) or step.name is not None
+                                                  or outputs > 1):
+                return step.pos
+        return Pos(self.source, 1, 1)
 
     def template_constraint(self, template: Template, start: Pos,
                             args: Mapping[str, Any]) -> ProgramConstraint | RecursiveProgramConstraint:

@@ -156,10 +156,17 @@ for x in c {
                                                                           {"c": 0}.keys(), {"d": 0}.keys()]
 
 
-def test_a_steps_program_is_no_single_constraint() -> None:
-    program = build('output """{a: int}"""\noutput """{b: int}"""')
-    with pytest.raises(ProgramError, match="several steps"):
+@pytest.mark.parametrize(("text", "line"), [
+    ('output """{a: int}"""\noutput """{b: int}"""', 2),
+    ('user """hi"""\noutput a """{a: int}"""', 2),
+    ('user """hi"""\n\nrepeat 2 {\n  output """{a: int}"""\n}', 3),
+])
+def test_a_steps_program_is_no_single_constraint(text: str, line: int) -> None:
+    """Asked for one constraint, a program of several steps is refused at the step that makes it several."""
+    program = build(text)
+    with pytest.raises(ProgramError, match="several steps") as refused:
         program.constraint({})
+    assert (refused.value.line, refused.value.column) == (line, 1)
     with pytest.raises(ProgramError, match="several steps"):
         program.program_constraint()
 
