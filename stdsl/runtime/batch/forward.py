@@ -6,7 +6,8 @@ logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's
 Only for the architectures allow-listed here, whose `Model.__call__` is exactly `head(model(x))`, does the
 output head run on the last real position of each row alone, so a pass over long forced spans or a prefill chunk
 does not pay the vocabulary projection for every position, and only on the rows whose logits the caller reads (a
-262,144-token head such as Gemma 3's costs more per row than the rest of a 270M model's pass). Gated DeltaNet
+262,144-token head such as Gemma 3's costs more per row than the rest of a 270M model's pass; so large a matrix
+projects its two vocabulary halves on two CPU streams, `SPLIT_HEAD_BYTES`). Gated DeltaNet
 layers fed a long span (a prefill chunk, a long forced span) solve their recurrence in chunks
 (`chunked_recurrences`) rather than step by step.
 """
