@@ -6,7 +6,8 @@ logit transform applies (granite's `logits_scaling`, gemma2's soft-cap, cohere's
 Only for the architectures allow-listed here, whose `Model.__call__` is exactly `head(model(x))`, does the
 output head run on the last real position of each row alone, so a pass over long forced spans or a prefill chunk
 does not pay the vocabulary projection for every position, and only on the rows whose logits the caller reads (a
-262,144-token head such as Gemma 3's costs more per row than the rest of a 270M model's pass). Gated DeltaNet
+262,144-token head such as Gemma 3's costs more per row than the rest of a 270M model's pass; so large a matrix
+projects its two vocabulary halves on two CPU streams, `SPLIT_HEAD_BYTES`). Gated DeltaNet
 layers fed a long span (a prefill chunk, a long forced span) solve their recurrence in chunks
 (`chunked_recurrences`) rather than step by step.
 """
@@ -19,9 +20,11 @@ from operator import attrgetter
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
 
 from stdsl.errors import StdslError
 from stdsl.runtime.platform.mlx_lm_models import chunked_recurrences, llama, qwen2, qwen3
+from stdsl.runtime.platform.side_stream import side_stream
 from stdsl.runtime.row_caches.layers import BatchCaches
 from stdsl.runtime.row_caches.load_probe import cache_layout
 from stdsl.runtime.row_caches.uniform_feeds import run_uniform
@@ -57,6 +60,11 @@ HEAD_ONLY_BY_NAME: dict[tuple[str, str], HeadRule] = {
 """More such classes, by module and name (not imported until a model uses them), each with its `HeadRule`; each is
 checked against `net(...)` in tests/runtime/batch/test_forward_logits.py."""
 
+SPLIT_HEAD_BYTES = 256 << 20
+"""A plain head matrix this large (Gemma 3's 262,144 x 640 float32 embedding: 671 MB) projects its two halves of
+the vocabulary on two CPU streams (`side_stream.py`): the projection reads the whole matrix for a handful of rows,
+so it is bound by memory traffic on one core, and each half's logits are the same dot products."""
+
 
 def make_row_caches(net: Any, rows: int = 0) -> BatchCaches:
     """Row caches for every layer of `net` holding `rows` empty rows (a model that cannot be batched exactly is
@@ -81,7 +89,29 @@ def _split(net: Any) -> tuple[Any, Callable[[mx.array], mx.array]] | None:
             return None
     body = getattr(net, rule.body)
     tied = rule.tied if isinstance(rule.tied, bool) else bool(attrgetter(rule.tied)(net))
-    return body, (getattr(body, rule.embedding).as_linear if tied else net.lm_head)
+    return body, _head(getattr(body, rule.embedding) if tied else net.lm_head, tied)
+
+
+def _head(module: Any, tied: bool) -> Callable[[mx.array], mx.array]:
+    """The projection of hidden states to logits by `module` (the embedding if `tied`, else an `lm_head`): its
+    matrix's two halves of the vocabulary on two CPU streams where it is a plain matrix of `SPLIT_HEAD_BYTES` or more,
+    else the module's own projection."""
+    plain = type(module) is nn.Embedding or (type(module) is nn.Linear and "bias" not in module)
+    own = module.as_linear if tied else module
+    if not plain or module.weight.nbytes < SPLIT_HEAD_BYTES:
+        return own
+    weight = module.weight
+
+    def project(hidden: mx.array) -> mx.array:
+        stream = side_stream()
+        if stream is None:
+            return own(hidden)
+        half = weight.shape[0] // 2
+        with mx.stream(stream):
+            upper = hidden @ weight[half:].T
+        return mx.concatenate([hidden @ weight[:half].T, upper], axis=-1)
+
+    return project
 
 
 def head_only(net: Any) -> bool:

@@ -22,7 +22,8 @@ from stdsl.runtime.batch.forward import forward_rows
 from stdsl.runtime.batch.prompt_cache import CacheHit, PromptCache
 from stdsl.runtime.batch.row import Row
 from stdsl.runtime.batch.shared_prefixes import Stem, common_prefix, deepest_stems, plan_stems
-from stdsl.runtime.row_caches.layers import CacheLayout, LeafRow
+from stdsl.runtime.platform.side_stream import beside, side_stream
+from stdsl.runtime.row_caches.layers import CacheLayout, LeafRow, leaf_row_arrays
 
 TOKEN_COST = 0.1
 DEFAULT_PREFILL_CHUNK = 512
@@ -137,19 +138,72 @@ def _feed_together(net: Any, layout: CacheLayout, origins: Sequence[Origin], pen
     """Feed each sequence `pending[i]` after its origin, together in chunks; each one's state and (where `read`) its
     last logits, or None when `cancelled()` turns true between two chunks. `fed(i)` is told of each pass feeding i.
 
+    On the CPU, sequences of `BESIDE_TOKENS` tokens or more in all feed as two groups of about equal tokens, each in
+    caches of its own, the second on a worker thread's stream (`side_stream.beside`): two cores prefill at once.
+    """
+    states: list[list[LeafRow]] = [[] for _ in origins]
+    last: list[mx.array | None] = [None] * len(origins)
+    parts = _parts(pending)
+    if len(parts) == 1:
+        ended = _feed_group(net, layout, origins, pending, parts[0], read, prefill_chunk, counters, cancelled, fed,
+                            states, last)
+        return (states, last) if ended else None
+    mx.eval(*(a for i in parts[1] for a in leaf_row_arrays(origins[i][0])))  # a lazy state cannot cross threads
+    counted = dict.fromkeys(counters, 0)
+    told: list[int] = []
+
+    def second() -> bool:
+        ended = _feed_group(net, layout, origins, pending, parts[1], read, prefill_chunk, counted, cancelled,
+                            told.append, states, last)
+        mx.eval(*(a for i in parts[1] for a in leaf_row_arrays(states[i])),
+                *(logits for i in parts[1] if (logits := last[i]) is not None))
+        return ended
+
+    both = beside(lambda: _feed_group(net, layout, origins, pending, parts[0], read, prefill_chunk, counters,
+                                      cancelled, fed, states, last), second)
+    for key, count in counted.items():
+        counters[key] += count
+    for i in told:
+        fed(i)
+    return (states, last) if all(both) else None
+
+
+BESIDE_TOKENS = 256
+"""Tokens to feed, over two sequences or more, from which they feed as two groups on two cores (`_feed_together`)."""
+
+
+def _parts(pending: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The sequences (by index) fed in each group: one group, or, on the CPU from `BESIDE_TOKENS`, two of about equal
+    tokens (longest first, each to the lighter group)."""
+    every = list(range(len(pending)))
+    if side_stream() is None or len(pending) < 2 or sum(len(p) for p in pending) < BESIDE_TOKENS:
+        return [every]
+    parts: tuple[list[int], list[int]] = ([], [])
+    tokens = [0, 0]
+    for i in sorted(every, key=lambda i: -len(pending[i])):
+        lighter = tokens.index(min(tokens))
+        parts[lighter].append(i)
+        tokens[lighter] += len(pending[i])
+    return [sorted(parts[0]), sorted(parts[1])]
+
+
+def _feed_group(net: Any, layout: CacheLayout, origins: Sequence[Origin], pending: list[list[int]], part: list[int],
+                read: bool, prefill_chunk: int, counters: dict[str, int], cancelled: Callable[[], bool],
+                fed: Callable[[int], None], states: list[list[LeafRow]], last: list[mx.array | None]) -> bool:
+    """Feed the sequences `part` together in caches of their own, filling their `states` and `last` logits; False
+    when cancelled first.
+
     Chunks are at most `prefill_chunk` wide and follow the drip rule over the sequences that still have tokens to
     feed: one that is done leaves the batch (its state kept aside), so one long prompt among short ones is prefilled
     alone after the short ones instead of padding them.
     """
     caches = layout.new()
-    caches.append_rows([state for state, _ in origins], [length for _, length in origins])
-    states: list[list[LeafRow]] = [[] for _ in origins]
-    last: list[mx.array | None] = [None] * len(origins)
-    active = list(range(len(origins)))
-    """The sequences still feeding, in the order of the prefill caches' rows."""
+    caches.append_rows([origins[i][0] for i in part], [origins[i][1] for i in part])
+    active = list(part)
+    """The sequences still feeding, in the order of the caches' rows."""
     while active:
         if cancelled():
-            return None
+            return False
         width = min(prefill_chunk, feed_width([len(pending[i]) for i in active]))
         chunk = [pending[i][:width] for i in active]
         logits = forward_rows(net, caches, chunk, [read and len(pending[i]) <= width for i in active])
@@ -169,7 +223,7 @@ def _feed_together(net: Any, layout: CacheLayout, origins: Sequence[Origin], pen
             caches.keep(stay)
             caches.compact()
             active = [active[k] for k in stay]
-    return states, last
+    return True
 
 
 def _cancel(rows: list[Row]) -> None:

@@ -1,2 +1,3 @@
 """What the process needs for MLX beside any model: MLX's CPU BLAS bound to MKL (through ELF PLT slots), mlx-lm's
-model code imported without its package start-up, and worker threads that outlive interpreter finalization."""
+model code imported without its package start-up, worker threads that outlive interpreter finalization, and work
+on a second CPU core (side streams)."""

@@ -165,6 +165,14 @@ class BatchCaches:
                 leaf.append_rows([_state_row(c) for c in column], lengths)
 
 
+def leaf_row_arrays(rows: Sequence[LeafRow] | None) -> list[mx.array]:
+    """The arrays a row's state holds (each leaf cache's row; None: an empty state), to evaluate them."""
+    arrays: list[mx.array] = []
+    for row in rows or ():
+        arrays += [a for a in row.arrays if a is not None] if isinstance(row, RecurrentState) else list(row)
+    return arrays
+
+
 def _attention_row(row: LeafRow | None) -> LayerKV | None:
     if isinstance(row, RecurrentState):
         raise TypeError("a recurrent state cannot start a row of an attention layer")

@@ -187,3 +187,33 @@ def test_a_row_whose_prompt_is_done_leaves_the_prefill_passes(failing_model, mon
         core.step()
     for (prompt, constraint), handle in zip(picks, handles):
         assert _agrees_alone(model, prompt, constraint, 16, handle.result(timeout=0).tokens)
+
+
+def test_rows_prefilled_on_two_cores_equal_each_row_alone(failing_model, monkeypatch) -> None:
+    """Rows admitted together feed as two groups on two cores (`_feed_together`, every prefill of two rows or more
+    here) and project through a head split over two streams; each row still decodes as alone, joins and cancels
+    included."""
+    import stdsl.runtime.batch.forward as forward_module
+    import stdsl.runtime.batch.prefill as prefill_module
+
+    model, marker = failing_model
+    groups: list[int] = []
+    beside = prefill_module.beside
+
+    def counted(first: Any, second: Any) -> Any:
+        groups.append(2)
+        return beside(first, second)
+
+    monkeypatch.setattr(prefill_module, "BESIDE_TOKENS", 1)
+    monkeypatch.setattr(prefill_module, "beside", counted)
+    monkeypatch.setattr(forward_module, "SPLIT_HEAD_BYTES", 0)
+    rows = [
+        {"arrival": 0, "prompt": 0, "constraint": 1, "budget": 16, "cancel_after": None, "fails": False},
+        {"arrival": 0, "prompt": 1, "constraint": 2, "budget": 8, "cancel_after": None, "fails": False},
+        {"arrival": 0, "prompt": 3, "constraint": 0, "budget": 12, "cancel_after": None, "fails": False},
+        {"arrival": 2, "prompt": 2, "constraint": 0, "budget": 16, "cancel_after": 3, "fails": False},
+        {"arrival": 3, "prompt": 3, "constraint": 3, "budget": 12, "cancel_after": None, "fails": False},
+        {"arrival": 3, "prompt": 0, "constraint": 4, "budget": 14, "cancel_after": None, "fails": False},
+    ]
+    _check(model, rows, _run(model, marker, rows, max_rows=4))
+    assert groups, "some prefill should have run on two cores"

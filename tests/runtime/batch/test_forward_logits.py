@@ -219,3 +219,31 @@ def test_the_head_on_read_rows_alone_gives_the_full_heads_logits_and_tokens(buil
             assert not got[row].any()
     np.testing.assert_allclose(np.asarray(forward_rows(net, some, nexts)), np.asarray(forward_rows(net, full, nexts)),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("build", [_llama, _gemma3_text])
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_head_split_over_two_streams_gives_the_whole_heads_logits_bit_for_bit(build, tied: bool,
+                                                                                monkeypatch) -> None:
+    """A head matrix of `SPLIT_HEAD_BYTES` or more projects its two halves of the vocabulary on two streams; the
+    logits equal the one-stream projection's exactly (each is the same dot product), over ragged feeds."""
+    import stdsl.runtime.batch.forward as forward_module
+
+    net = build(tied)
+    rng = np.random.default_rng(5)
+    prefixes = [rng.integers(0, VOCAB, n).tolist() for n in (4, 1, 7)]
+    tails = [rng.integers(0, VOCAB, n).tolist() for n in (3, 1, 5)]
+
+    def logits() -> np.ndarray:
+        caches = make_row_caches(net, 3)
+        forward_rows(net, caches, prefixes, [False] * 3)
+        return np.asarray(forward_rows(net, caches, tails))
+
+    whole = logits()
+    used: list[object] = []
+    side_stream = forward_module.side_stream
+    monkeypatch.setattr(forward_module, "SPLIT_HEAD_BYTES", 0)
+    monkeypatch.setattr(forward_module, "side_stream", lambda: used.append(1) or side_stream())
+    split = logits()
+    assert used, "the head should have been split"
+    assert np.array_equal(split, whole)
