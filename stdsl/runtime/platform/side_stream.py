@@ -11,6 +11,7 @@ keeps its own, and arrays a worker returns must be evaluated there.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -24,10 +25,25 @@ First = TypeVar("First")
 Second = TypeVar("Second")
 
 
+THREAD_SAFE_MLX = (0, 31, 2)
+"""The first MLX whose streams may each be used by their own thread (its `ml-explore/mlx#2133` closed there)."""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """An MLX version's leading numbers (`0.32.4.dev1` -> (0, 32, 4))."""
+    numbers = []
+    for part in version.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
 def side_stream() -> mx.Stream | None:
     """The calling thread's second CPU stream (made on first use); None where the default device is not the CPU (a
-    GPU already spreads one graph over its cores)."""
-    if mx.default_device() != mx.cpu:
+    GPU already spreads one graph over its cores) or MLX predates streams used by threads of their own."""
+    if mx.default_device() != mx.cpu or _release(getattr(mx, "__version__", "0")) < THREAD_SAFE_MLX:
         return None
     stream: mx.Stream | None = getattr(_LOCAL, "stream", None)
     if stream is None:

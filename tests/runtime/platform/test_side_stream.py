@@ -8,6 +8,7 @@ import threading
 import mlx.core as mx
 import pytest
 
+from stdsl.runtime.platform import side_stream as side_stream_module
 from stdsl.runtime.platform.side_stream import beside, side_stream
 
 
@@ -56,3 +57,15 @@ def test_an_error_on_either_side_reaches_the_caller_once_both_are_done(failing: 
     with pytest.raises(ValueError, match=f"{failing} failed"):
         beside(lambda: side("first"), lambda: side("second"))
     assert done == [name for name in ("first", "second") if name != failing]
+
+
+@pytest.mark.parametrize(("version", "release"), [("0.32.4", (0, 32, 4)), ("0.31.2.dev20260401", (0, 31, 2)),
+                                                  ("0.30.0rc1", (0, 30, 0)), ("1.0", (1, 0))])
+def test_mlx_releases_read_by_their_numbers(version: str, release: tuple[int, ...]) -> None:
+    assert side_stream_module._release(version) == release
+
+
+def test_no_side_stream_before_mlx_streams_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLX older than 0.31.2 is not safe to evaluate on two threads: everything stays on the caller's stream."""
+    monkeypatch.setattr(side_stream_module.mx, "__version__", "0.31.1")
+    assert side_stream_module.side_stream() is None
