@@ -20,7 +20,7 @@ from stdsl.compiler.automata.block_substitution import PLACEHOLDER, NotBlockShap
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
-__all__ = ["PLACEHOLDER", "substitute", "general_substitute"]
+__all__ = ["PLACEHOLDER", "TooManyComposites", "substitute", "general_substitute", "substituted_classes"]
 
 
 def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> Automaton:
@@ -39,15 +39,33 @@ def general_substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequ
                        ) -> Automaton:
     """`substitute` for any trim pieces: the subset construction wherever several pieces or the skeleton are alive,
     the other states laid out in bulk."""
-    return _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces).automaton()
+    return Automaton.from_classes(*_Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool),
+                                                 pieces).classes())
+
+
+class TooManyComposites(Exception):
+    """`substituted_classes` met more composite states than its caller allowed."""
+
+
+def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]],
+                        symbols: int, max_composites: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`general_substitute` over a skeleton whose own symbols are `0..symbols-1` (past the bytes: a pushdown
+    body's call symbols, which no piece reads) and whose placeholders start at column `symbols`: the trim
+    DFA as (class table, accepting, class of each of the `symbols` symbols), start 0.  Raises
+    `TooManyComposites` past `max_composites` composite states (each costs a Python step)."""
+    substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
+    substitution.max_composites = max_composites
+    return substitution.classes()
 
 
 class _Substitution:
     """The NFA of the skeleton and one copy of every piece per placeholder target, determinized lazily."""
 
-    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]]) -> None:
+    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]],
+                 symbols: int = PLACEHOLDER) -> None:
         flat = [piece for column in pieces for piece in column]
-        columns = np.stack([_skeleton_classes(skeleton[:, :PLACEHOLDER])] + [p.byte_class for p in flat], axis=1)
+        read = [_over_symbols(p, symbols) for p in flat]
+        columns = np.stack([_skeleton_classes(skeleton[:, :symbols])] + [classes for _, classes in read], axis=1)
         self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
         representative = np.unique(self.byte_class, return_index=True)[1]
         blocks = [skeleton[:, representative].astype(np.int32)]
@@ -56,9 +74,11 @@ class _Substitution:
         """The start of each piece's copy per (placeholder column, target)."""
         ends: list[np.ndarray] = []
         returns: list[np.ndarray] = []
+        pieces_read = iter(read)
         for column, alternatives in enumerate(pieces):
-            edges = skeleton[:, PLACEHOLDER + column]
-            tables = [p.class_transitions.astype(np.int32)[:, p.byte_class[representative]] for p in alternatives]
+            edges = skeleton[:, symbols + column]
+            tables = [table[:, classes[representative]] for table, classes in
+                      (next(pieces_read) for _ in alternatives)]
             for target in np.unique(edges[edges >= 0]).tolist():
                 starts = self.entries[(column, target)] = []
                 for piece, table in zip(alternatives, tables):
@@ -72,7 +92,7 @@ class _Substitution:
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
-        self.placeholders = np.asarray(skeleton[:, PLACEHOLDER:PLACEHOLDER + len(pieces)])
+        self.placeholders = np.asarray(skeleton[:, symbols:symbols + len(pieces)])
         self.returns_to: dict[int, int] = dict(zip(np.concatenate(ends + [np.zeros(0, np.int64)]).tolist(),
                                                    np.concatenate(returns + [np.zeros(0, np.int64)]).tolist()))
         self.skeleton_size = len(skeleton)
@@ -84,6 +104,7 @@ class _Substitution:
         self.rows: list[np.ndarray] = []
         self.pending: list[int] = []
         self.closures: dict[int, np.ndarray] = {}
+        self.max_composites: int | None = None
 
     def _moves(self, state: int) -> list[int]:
         """The ε-moves of one NFA state: into every piece's copy for a placeholder edge, back to the skeleton from
@@ -153,7 +174,8 @@ class _Substitution:
             row[classes[lo]] = found
         return row
 
-    def automaton(self) -> Automaton:
+    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The trim DFA: (class table, accepting, class per symbol), start 0."""
         nondirect = np.flatnonzero(~self.direct)
         remap = np.arange(self.size, dtype=np.int32)
         for state in nondirect.tolist():
@@ -161,6 +183,8 @@ class _Substitution:
         start = self._intern(np.array([0]))
         while self.pending:
             check_deadline("substituting the calls")
+            if self.max_composites is not None and len(self.members) > self.max_composites:
+                raise TooManyComposites(f"more than {self.max_composites:,} composite states")
             composite = self.pending.pop()
             self.rows[composite - self.size] = self._row(self.members[composite - self.size])
         table = self.table
@@ -182,7 +206,19 @@ def _column_classes(rows: np.ndarray) -> np.ndarray:
     return np.array([ids.setdefault(row.tobytes(), len(ids)) for row in rows], dtype=np.int64)
 
 
-def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray) -> Automaton:
+def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarray]:
+    """A piece's class table and the class of each of `symbols` symbols: the symbols past the bytes (call symbols)
+    get one more class, dead in every state."""
+    table = piece.class_transitions.astype(np.int32)
+    if symbols == 256:
+        return table, np.asarray(piece.byte_class)
+    dead = np.full((len(table), 1), -1, dtype=np.int32)
+    classes = np.concatenate([piece.byte_class, np.full(symbols - 256, table.shape[1], dtype=np.int64)])
+    return np.hstack([table, dead]), classes
+
+
+def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
     when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
     keep = _reachable(table, start)
@@ -192,7 +228,7 @@ def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: n
     kept = np.concatenate(([start], np.flatnonzero(keep)))
     number = np.full(len(table) + 1, -1, dtype=np.int32)
     number[kept] = np.arange(len(kept), dtype=np.int32)
-    return Automaton.from_classes(number[table[kept]], accepting[kept], byte_class)
+    return number[table[kept]], accepting[kept], byte_class
 
 
 def _reachable(table: np.ndarray, start: int) -> np.ndarray:
