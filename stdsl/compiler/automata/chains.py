@@ -13,6 +13,7 @@ before, so up to `MINIMIZE_UP_TO` states it is the same minimal table.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,7 +38,26 @@ COMPOSITES_AT_MOST = 4096
 costs a Python step, about twenty subset states' worth) and the subset construction decides instead."""
 LAYOUT_PER_BUDGET_STATE = 4
 """The substitution lays out at most this many states per state of the budget (the pieces' copies, before the
-result is trimmed and counted against the budget); past that the subset construction decides, state by state."""
+result is trimmed and counted against the budget); past that the chain with the most copies is left in the skeleton
+(an array item under `maxItems`), up to `LAYOUT_TRIES` skeletons, and then the subset construction decides."""
+LAYOUT_TRIES = 3
+
+
+@dataclass
+class _Found:
+    """The chains a walk laid out: `chains[key]` is the index of its piece in `pieces`, `sources[index]` the chain
+    (a repetition or an embedded automaton); chains in `excluded` stay in the skeleton."""
+
+    chains: dict[ir.Node, int]
+    pieces: list[Automaton]
+    sources: list[ir.Node]
+    excluded: set[ir.Node]
+
+    def add(self, key: ir.Node, source: ir.Node, piece: Automaton) -> int:
+        index = self.chains[key] = len(self.pieces)
+        self.pieces.append(piece)
+        self.sources.append(source)
+        return index
 
 ChainBuilder = Callable[[ir.Repeat | ir.Embedded, int], Automaton | None]
 """The trim DFA of a counted repetition or an embedded automaton within a state budget, or None where it is not
@@ -48,15 +68,25 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
     """The trim DFA of `node` over `alphabet` symbols with its long chains (those `chain` builds) substituted, or
     None when it holds none (the caller determinizes the expression itself).  Raises `StateBudgetError` past
     `max_states` states."""
-    chains: dict[ir.Node, int] = {}
-    pieces: list[Automaton] = []
-    skeleton_node = _with_placeholders(node, alphabet, max_states, chain, chains, pieces, {})
-    if not pieces:
+    if not any(_may_be_long(part) for part in ir.distinct_nodes(node)):
         return None
-    skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
-    table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
-    full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
-    if _laid_out(full[:, alphabet:], pieces) > LAYOUT_PER_BUDGET_STATE * max_states:
+    excluded: set[ir.Node] = set()
+    for _ in range(LAYOUT_TRIES):
+        chains: dict[ir.Node, int] = {}
+        pieces: list[Automaton] = []
+        sources: list[ir.Node] = []
+        skeleton_node = _with_placeholders(node, alphabet, max_states, chain, _Found(chains, pieces, sources, excluded),
+                                           {})
+        if not pieces:
+            return None
+        skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
+        table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
+        full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
+        copies = _laid_out(full[:, alphabet:], pieces)
+        if copies.sum() <= LAYOUT_PER_BUDGET_STATE * max_states:
+            break
+        excluded.add(sources[int(np.argmax(copies))])
+    else:
         return None
     try:
         classes, final, symbol_class = substituted_classes(full, accepting, [[piece] for piece in pieces], alphabet,
@@ -71,39 +101,36 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
     return ClassDFA(classes, final, symbol_class)
 
 
-def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: ChainBuilder, chains: dict[ir.Node, int],
-                       pieces: list[Automaton], memo: dict[int, tuple[ir.Node, ir.Node]]) -> ir.Node:
+def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: ChainBuilder, found: _Found,
+                       memo: dict[int, tuple[ir.Node, ir.Node]]) -> ir.Node:
     """`node` with each long chain replaced by its placeholder symbol (`alphabet + j` for `pieces[j]`); equal
     chains share one piece, shared sub-trees stay shared (`memo`, by identity).  A node found to hold no long chain
     is marked so (nodes are immutable), and byte sets and literals hold none: the next expression holding it (a
     pushdown body, then its item) skips it at once."""
     if _chain_free(node):
         return node
-    found = memo.get(id(node))
-    if found is not None:
-        return found[1]
+    known = memo.get(id(node))
+    if known is not None:
+        return known[1]
     result = node
     if isinstance(node, (ir.Repeat, ir.Embedded)):
-        piece = chains.get(node)
-        if piece is None:
+        piece = found.chains.get(node)
+        if piece is None and node not in found.excluded:
             built = chain(node, max_states) if _long(node) else None
-            if built is not None and _reads_on(built):
-                built = None
-            if built is not None:
-                piece = chains[node] = len(pieces)
-                pieces.append(built)
+            if built is not None and not _reads_on(built):
+                piece = found.add(node, node, built)
         if piece is not None:
             result = ir.ByteSet(((alphabet + piece, alphabet + piece),))
         elif isinstance(node, ir.Repeat):
-            item = _with_placeholders(node.item, alphabet, max_states, chain, chains, pieces, memo)
+            item = _with_placeholders(node.item, alphabet, max_states, chain, found, memo)
             result = node if item is node.item else ir.repeat(item, node.min, node.max)
     elif isinstance(node, ir.Seq):
-        items = _fused(node.items, alphabet, max_states, chain, chains, pieces)
-        items = [_with_placeholders(item, alphabet, max_states, chain, chains, pieces, memo) for item in items]
+        items = _fused(node.items, alphabet, max_states, chain, found)
+        items = [_with_placeholders(item, alphabet, max_states, chain, found, memo) for item in items]
         if len(items) != len(node.items) or any(new is not old for new, old in zip(items, node.items)):
             result = ir.seq(*items)
     elif isinstance(node, ir.Alt):
-        items = [_with_placeholders(item, alphabet, max_states, chain, chains, pieces, memo) for item in node.items]
+        items = [_with_placeholders(item, alphabet, max_states, chain, found, memo) for item in node.items]
         if any(new is not old for new, old in zip(items, node.items)):
             result = ir.alt(*items)
     if result is node and not (isinstance(node, (ir.Repeat, ir.Embedded)) and _long(node)) and \
@@ -125,6 +152,13 @@ def _children(node: ir.Node) -> tuple[ir.Node, ...]:
     return (node.item,) if isinstance(node, ir.Repeat) else ()
 
 
+def _may_be_long(node: ir.Node) -> bool:
+    """A quick first test of `_long` on any node (most expressions hold no chain: they are not rewritten)."""
+    if isinstance(node, ir.Repeat):
+        return node.max is not None and node.max >= CHAIN_FROM
+    return isinstance(node, ir.Embedded) and len(node.accepting) >= EMBEDDED_FROM
+
+
 def _long(node: ir.Repeat | ir.Embedded) -> bool:
     """Whether `node` is long enough to be laid out whole: `CHAIN_FROM` copies of a small item, or `EMBEDDED_FROM`
     states of an automaton over bytes."""
@@ -133,14 +167,15 @@ def _long(node: ir.Repeat | ir.Embedded) -> bool:
     return len(node.accepting) >= EMBEDDED_FROM and np.shape(node.transitions)[1:] == (256,)
 
 
-def _laid_out(placeholders: np.ndarray, pieces: list[Automaton]) -> int:
-    """How many states the substitution lays out: one copy of each piece per target of its placeholder (a piece
-    under a counted repetition of the skeleton has many; the subset construction is then left to decide)."""
-    return sum(len(np.unique(column[column >= 0])) * piece.num_states for column, piece in zip(placeholders.T, pieces))
+def _laid_out(placeholders: np.ndarray, pieces: list[Automaton]) -> np.ndarray:
+    """How many states the substitution lays out for each piece: one copy per target of its placeholder (a piece
+    under a counted repetition of the skeleton has many)."""
+    return np.array([len(np.unique(column[column >= 0])) * piece.num_states
+                     for column, piece in zip(placeholders.T, pieces)], dtype=np.int64)
 
 
-def _fused(items: tuple[ir.Node, ...], alphabet: int, max_states: int, chain: ChainBuilder, chains: dict[ir.Node, int],
-           pieces: list[Automaton]) -> list[ir.Node]:
+def _fused(items: tuple[ir.Node, ...], alphabet: int, max_states: int, chain: ChainBuilder, found: _Found
+           ) -> list[ir.Node]:
     """A sequence's items with each long chain followed by a byte set (a string's closing quote) that no end of the
     chain reads replaced by one placeholder for both: the chain then ends only where nothing follows within it, so
     the substitution meets the skeleton once per chain instead of once per character."""
@@ -150,15 +185,14 @@ def _fused(items: tuple[ir.Node, ...], alphabet: int, max_states: int, chain: Ch
         item = items[index]
         after = items[index + 1] if index + 1 < len(items) else None
         if isinstance(item, (ir.Repeat, ir.Embedded)) and type(after) is ir.ByteSet and after.ranges[-1][1] < 256 \
-                and _long(item):
+                and item not in found.excluded and _long(item):
             key = ir.Seq((item, after))
-            piece = chains.get(key)
+            piece = found.chains.get(key)
             if piece is None:
                 built = chain(item, max_states)
                 closed = None if built is None else _then_byte(built, after.ranges)
                 if closed is not None:
-                    piece = chains[key] = len(pieces)
-                    pieces.append(closed)
+                    piece = found.add(key, item, closed)
             if piece is not None:
                 out.append(ir.ByteSet(((alphabet + piece, alphabet + piece),)))
                 index += 2
