@@ -22,7 +22,6 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
 from stdsl.compiler.automata.minimize import distinct_values, shrink
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.automata.substitution import TooManyComposites, substituted_classes
 from stdsl.errors import StateBudgetError
 
 CHAIN_FROM = 64
@@ -79,6 +78,10 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
                                            {})
         if not pieces:
             return None
+        # Imported here: the substitution's module imports hashlib (for the reply grammars' kept fronts), which a
+        # process compiling small schemas never needs (tests/compiler/json_schema/test_cold_imports.py).
+        from stdsl.compiler.automata.substitution import TooManyComposites, substituted_classes
+
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
         table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
         full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
