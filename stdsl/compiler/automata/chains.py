@@ -5,9 +5,9 @@ subset construction over its Thompson NFA spends some microseconds of Python per
 such strings spends most of its compile there (issue 36's slow tail).  Here each long chain (a counted repetition
 of many copies whose body's end is deterministic, `counted.py`) is built directly as a DFA, the expression around
 it is determinized with one placeholder symbol in its place (a small skeleton), and the chain is put back by
-`substitution.substituted_classes`, which lays the chain's states out in bulk and runs the subset construction only
-where the chain and the skeleton are both alive.  The result accepts the same language; the caller shrinks it as
-before, so up to `MINIMIZE_UP_TO` states it is the same minimal table.
+`subset_substitution.substituted_classes`, which lays the chain's states out in bulk and runs the subset
+construction only where the chain and the skeleton are both alive.  The result accepts the same language; the
+caller shrinks it as before, so up to `MINIMIZE_UP_TO` states it is the same minimal table.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
-from stdsl.compiler.automata.minimize import distinct_values, shrink
-from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.minimize import MINIMIZE_UP_TO, distinct_values, shrink
+from stdsl.compiler.automata.nfa import build_nfa, estimated_states
+from stdsl.compiler.automata.subset_substitution import TooManyComposites, substituted_classes
 from stdsl.errors import StateBudgetError
 
 CHAIN_FROM = 64
@@ -40,6 +41,10 @@ LAYOUT_PER_BUDGET_STATE = 4
 result is trimmed and counted against the budget); past that the chain with the most copies is left in the skeleton
 (an array item under `maxItems`), up to `LAYOUT_TRIES` skeletons, and then the subset construction decides."""
 LAYOUT_TRIES = 3
+LAID_OUT_FROM = MINIMIZE_UP_TO
+"""Chains are laid out only when their pieces hold at least this many states together: a smaller result is
+minimized, and Hopcroft's refinement over a laid-out chain (whose copies of a character are not yet merged) takes
+one round per copy, where the subset construction over the NFA gives it near minimal already."""
 
 
 @dataclass
@@ -76,12 +81,8 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         sources: list[ir.Node] = []
         skeleton_node = _with_placeholders(node, alphabet, max_states, chain, _Found(chains, pieces, sources, excluded),
                                            {})
-        if not pieces:
+        if sum(piece.num_states for piece in pieces) < max(LAID_OUT_FROM, 1):
             return None
-        # Imported here: the substitution's module imports hashlib (for the reply grammars' kept fronts), which a
-        # process compiling small schemas never needs (tests/compiler/json_schema/test_cold_imports.py).
-        from stdsl.compiler.automata.substitution import TooManyComposites, substituted_classes
-
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
         table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
         full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
@@ -163,17 +164,18 @@ def _may_be_long(node: ir.Node) -> bool:
 
 
 def _long(node: ir.Repeat | ir.Embedded) -> bool:
-    """Whether `node` is long enough to be laid out whole: `CHAIN_FROM` copies of a small item, or `EMBEDDED_FROM`
-    states of an automaton over bytes."""
+    """Whether `node` is long enough to be laid out whole: `CHAIN_FROM` copies of a small item needing
+    `LAID_OUT_FROM` NFA states or more (`estimated_states`), or `EMBEDDED_FROM` states of an automaton over bytes."""
     if isinstance(node, ir.Repeat):
-        return node.max is not None and node.max >= CHAIN_FROM and _small(node.item)
+        return node.max is not None and node.max >= CHAIN_FROM and _small(node.item) and \
+            estimated_states(node) >= LAID_OUT_FROM
     return len(node.accepting) >= EMBEDDED_FROM and np.shape(node.transitions)[1:] == (256,)
 
 
 def _laid_out(placeholders: np.ndarray, pieces: list[Automaton]) -> np.ndarray:
     """How many states the substitution lays out for each piece: one copy per target of its placeholder (a piece
     under a counted repetition of the skeleton has many)."""
-    return np.array([len(np.unique(column[column >= 0])) * piece.num_states
+    return np.array([len(distinct_values(column[column >= 0])) * piece.num_states
                      for column, piece in zip(placeholders.T, pieces)], dtype=np.int64)
 
 
