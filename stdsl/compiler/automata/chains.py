@@ -20,8 +20,8 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
-from stdsl.compiler.automata.minimize import MINIMIZE_UP_TO, distinct_values, shrink
-from stdsl.compiler.automata.nfa import build_nfa, estimated_states
+from stdsl.compiler.automata.minimize import distinct_values, shrink
+from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.subset_substitution import TooManyComposites, substituted_classes
 from stdsl.errors import StateBudgetError
 
@@ -41,10 +41,7 @@ LAYOUT_PER_BUDGET_STATE = 4
 result is trimmed and counted against the budget); past that the chain with the most copies is left in the skeleton
 (an array item under `maxItems`), up to `LAYOUT_TRIES` skeletons, and then the subset construction decides."""
 LAYOUT_TRIES = 3
-LAID_OUT_FROM = MINIMIZE_UP_TO
-"""Chains are laid out only when their pieces hold at least this many states together: a smaller result is
-minimized, and Hopcroft's refinement over a laid-out chain (whose copies of a character are not yet merged) takes
-one round per copy, where the subset construction over the NFA gives it near minimal already."""
+
 
 
 @dataclass
@@ -81,7 +78,7 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         sources: list[ir.Node] = []
         skeleton_node = _with_placeholders(node, alphabet, max_states, chain, _Found(chains, pieces, sources, excluded),
                                            {})
-        if sum(piece.num_states for piece in pieces) < max(LAID_OUT_FROM, 1):
+        if not pieces:
             return None
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
         table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
@@ -164,11 +161,10 @@ def _may_be_long(node: ir.Node) -> bool:
 
 
 def _long(node: ir.Repeat | ir.Embedded) -> bool:
-    """Whether `node` is long enough to be laid out whole: `CHAIN_FROM` copies of a small item needing
-    `LAID_OUT_FROM` NFA states or more (`estimated_states`), or `EMBEDDED_FROM` states of an automaton over bytes."""
+    """Whether `node` is long enough to be laid out whole: `CHAIN_FROM` copies of a small item, or `EMBEDDED_FROM`
+    states of an automaton over bytes."""
     if isinstance(node, ir.Repeat):
-        return node.max is not None and node.max >= CHAIN_FROM and _small(node.item) and \
-            estimated_states(node) >= LAID_OUT_FROM
+        return node.max is not None and node.max >= CHAIN_FROM and _small(node.item)
     return len(node.accepting) >= EMBEDDED_FROM and np.shape(node.transitions)[1:] == (256,)
 
 

@@ -41,11 +41,9 @@ def _same(node: ir.Node, alphabet: int = 256, laid_out: bool = True) -> None:
 
 @pytest.fixture(autouse=True)
 def short_chains(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chains of two copies and embedded automata of four states are laid out, however few states they hold, so
-    small cases exercise it."""
+    """Chains of two copies and embedded automata of four states are laid out, so small cases exercise it."""
     monkeypatch.setattr(build, "COUNTED_DIRECT_FROM", 2)
     monkeypatch.setattr(chains, "CHAIN_FROM", 2)
-    monkeypatch.setattr(chains, "LAID_OUT_FROM", 0)
     monkeypatch.setattr(chains, "EMBEDDED_FROM", 4)
 
 
