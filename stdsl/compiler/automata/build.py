@@ -18,8 +18,9 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.chains import chained_dfa
 from stdsl.compiler.automata.counted import counted_table
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
@@ -102,9 +103,27 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
         built = counted_automaton(node, max_states)
         if built is not None:
             return Automaton.from_classes(*shrink(built[0], built[1]), built[2])
-    dfa = determinize(build_nfa(node), max_states)
+    dfa = determinized(node, max_states)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
+
+
+def determinized(node: ir.Node, max_states: int, alphabet: int = 256) -> ClassDFA:
+    """The DFA of `node` over `alphabet` symbols, all of its states reachable: long counted chains laid out whole
+    (`chains.chained_dfa`), else the subset construction over its NFA."""
+    return chained_dfa(node, max_states, alphabet, _chain) or determinize(build_nfa(node), max_states, alphabet)
+
+
+def _chain(node: ir.Repeat | ir.Embedded, max_states: int) -> Automaton | None:
+    """An embedded automaton trimmed and minimized, or a counted repetition's DFA built from its body's
+    (`counted_automaton`: every state it reaches can accept), or None."""
+    if isinstance(node, ir.Embedded):
+        try:
+            return _LEAVES.get((node,), lambda: _leaf_automaton(node))
+        except EmptyLanguageError:
+            return None
+    built = counted_automaton(node, max_states)
+    return None if built is None else Automaton.from_classes(*built)
 
 
 _SUBSETS = caches.kind("automata of expressions")
@@ -124,7 +143,7 @@ def subset_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Aut
     if kept is not None and kept[0][1] <= max_states:
         return kept[0][0]
     with frames_cleared_on_refusal():
-        dfa = determinize(build_nfa(node), max_states)
+        dfa = determinized(node, max_states)
         table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     automaton = Automaton.from_classes(table, accepting, dfa.byte_class)
     _MINIMAL.add(automaton)

@@ -18,10 +18,9 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata.build import subset_automaton
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.build import determinized, subset_automaton
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, trim_in_bfs_order
-from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
 
@@ -203,7 +202,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         table[:, :CALL_BASE] = over_bytes.transitions
         found = (table, np.array(over_bytes.accepting, dtype=bool))
     else:
-        dfa = determinize(build_nfa(body), max_states, alphabet)
+        dfa = determinized(body, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True)
         found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:

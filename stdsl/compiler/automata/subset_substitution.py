@@ -1,0 +1,229 @@
+"""The subset construction over a skeleton DFA whose placeholder edges stand for other DFAs (the pieces), run only
+where it can branch.
+
+A subset of one state without an ε-move (a state inside one piece) is that state itself, laid out in bulk with
+numpy, so Python only visits the subsets where several pieces, or a piece and the skeleton, are alive and the ends
+of pieces.  The reply grammars substitute tool calls this way (`substitution.py`), and the DFA compiler long
+string chains (`chains.py`); this module imports nothing beyond numpy and the automaton, so a cold compile that
+lays out a chain pays for no more (`substitution.py` imports hashlib for its kept fronts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.minimize import distinct_values
+from stdsl.compiler.deadline import check_deadline
+from stdsl.errors import EmptyLanguageError
+
+__all__ = ["TooManyComposites", "substituted_classes"]
+
+
+class TooManyComposites(Exception):
+    """`substituted_classes` met more composite states than its caller allowed."""
+
+
+def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]],
+                        symbols: int, max_composites: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trim DFA of `skeleton` (a trim (states, symbols + columns) table, start 0, -1 dead) with each edge on
+    the placeholder symbol `symbols + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
+    from s, ending in t, as (class table, accepting, class of each of the skeleton's own `symbols` symbols), start
+    0.  Symbols past the bytes (a pushdown body's call symbols) are read by no piece.  Raises `TooManyComposites`
+    past `max_composites` composite states (each costs a Python step)."""
+    substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
+    substitution.max_composites = max_composites
+    return substitution.classes()
+
+
+class _Substitution:
+    """The NFA of the skeleton and one copy of every piece per placeholder target, determinized lazily."""
+
+    def __init__(self, skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]],
+                 symbols: int) -> None:
+        flat = [piece for column in pieces for piece in column]
+        read = [_over_symbols(p, symbols) for p in flat]
+        columns = np.stack([_skeleton_classes(skeleton[:, :symbols])] + [classes for _, classes in read], axis=1)
+        self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
+        representative = np.unique(self.byte_class, return_index=True)[1]
+        blocks = [skeleton[:, representative].astype(np.int32)]
+        size = len(skeleton)
+        self.entries: dict[tuple[int, int], list[int]] = {}
+        """The start of each piece's copy per (placeholder column, target)."""
+        ends: list[np.ndarray] = []
+        returns: list[np.ndarray] = []
+        pieces_read = iter(read)
+        for column, alternatives in enumerate(pieces):
+            edges = skeleton[:, symbols + column]
+            tables = [table[:, classes[representative]] for table, classes in
+                      (next(pieces_read) for _ in alternatives)]
+            for target in distinct_values(edges[edges >= 0]).tolist():
+                starts = self.entries[(column, target)] = []
+                for piece, table in zip(alternatives, tables):
+                    starts.append(size)
+                    blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
+                    end = np.flatnonzero(piece.accepting) + size
+                    ends.append(end)
+                    returns.append(np.full(len(end), target, dtype=np.int64))
+                    size += len(table)
+        self.table = np.concatenate(blocks)
+        self.size = size
+        self.accepting = np.zeros(size, dtype=bool)
+        self.accepting[:len(skeleton)] = accepting
+        self.placeholders = np.asarray(skeleton[:, symbols:symbols + len(pieces)])
+        self.returns_to: dict[int, int] = dict(zip(np.concatenate(ends + [np.zeros(0, np.int64)]).tolist(),
+                                                   np.concatenate(returns + [np.zeros(0, np.int64)]).tolist()))
+        self.skeleton_size = len(skeleton)
+        self.direct = np.ones(size, dtype=bool)
+        self.direct[np.flatnonzero((self.placeholders >= 0).any(axis=1))] = False
+        self.direct[list(self.returns_to)] = False
+        self.ids: dict[bytes, int] = {}
+        self.members: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+        self.pending: list[int] = []
+        self.closures: dict[int, np.ndarray] = {}
+        self.max_composites: int | None = None
+
+    def _moves(self, state: int) -> list[int]:
+        """The ε-moves of one NFA state: into every piece's copy for a placeholder edge, back to the skeleton from
+        a piece's accepting state."""
+        if state < self.skeleton_size:
+            return [start for column, target in enumerate(self.placeholders[state].tolist()) if target >= 0
+                    for start in self.entries[(column, target)]]
+        back = self.returns_to.get(state)
+        return [] if back is None else [back]
+
+    def _closure_of(self, state: int) -> np.ndarray:
+        """The sorted ε-closure of one state."""
+        found = self.closures.get(state)
+        if found is None:
+            seen = {state}
+            stack = [state]
+            while stack:
+                for moved in self._moves(stack.pop()):
+                    if moved not in seen:
+                        seen.add(moved)
+                        stack.append(moved)
+            found = self.closures[state] = np.array(sorted(seen), dtype=np.int64)
+        return found
+
+    def _intern(self, states: np.ndarray) -> int:
+        """The DFA state of the ε-closure of `states` (sorted, distinct): a direct state is itself."""
+        if len(states) == 1:
+            state = int(states[0])
+            if self.direct[state]:
+                return state
+            closure = self._closure_of(state)
+        else:
+            closure = distinct_values(np.concatenate([self._closure_of(s) if not self.direct[s] else np.array([s])
+                                                for s in states.tolist()]))
+        if len(closure) == 1 and self.direct[closure[0]]:
+            return int(closure[0])
+        key = closure.tobytes()
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = self.size + len(self.members)
+            self.members.append(closure)
+            self.rows.append(np.empty(0, dtype=np.int32))
+            self.pending.append(found)
+        return found
+
+    def _row(self, members: np.ndarray) -> np.ndarray:
+        """The composite state's row: per class, the state of its members' successors."""
+        rows = self.table[members]
+        classes, targets = np.nonzero(rows.T >= 0)
+        row = np.full(rows.shape[1], -1, dtype=np.int32)
+        if not len(classes):
+            return row
+        keys = distinct_values(classes.astype(np.int64) * self.size + rows.T[classes, targets])
+        classes, targets = keys // self.size, keys % self.size
+        cuts = np.flatnonzero(np.diff(classes)) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(classes)]))
+        single = (ends - starts == 1) & self.direct[targets[starts]]
+        row[classes[starts[single]]] = targets[starts[single]]
+        known: dict[bytes, int] = {}
+        for lo, hi in zip(starts[~single].tolist(), ends[~single].tolist()):
+            live = targets[lo:hi]
+            key = live.tobytes()
+            found = known.get(key)
+            if found is None:
+                found = known[key] = self._intern(live)
+            row[classes[lo]] = found
+        return row
+
+    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+        nondirect = np.flatnonzero(~self.direct)
+        remap = np.arange(self.size, dtype=np.int32)
+        for state in nondirect.tolist():
+            remap[state] = self._intern(np.array([state]))
+        start = self._intern(np.array([0]))
+        while self.pending:
+            check_deadline("substituting the calls")
+            if self.max_composites is not None and len(self.members) > self.max_composites:
+                raise TooManyComposites(f"more than {self.max_composites:,} composite states")
+            composite = self.pending.pop()
+            self.rows[composite - self.size] = self._row(self.members[composite - self.size])
+        table = self.table
+        live = table >= 0
+        table[live] = remap[table[live]]
+        full = np.concatenate([table] + [row[None, :] for row in self.rows]) if self.rows else table
+        accepting = np.concatenate([self.accepting] + [np.array([self.accepting[m].any()]) for m in self.members])
+        return _trimmed(full, accepting, start, self.byte_class)
+
+
+def _skeleton_classes(table: np.ndarray) -> np.ndarray:
+    """A byte-class id per byte: bytes with equal columns in `table` share one."""
+    return _column_classes(np.ascontiguousarray(table.T))
+
+
+def _column_classes(rows: np.ndarray) -> np.ndarray:
+    """A class id per row of `rows` (one per byte): equal rows share one, numbered by first occurrence."""
+    ids: dict[bytes, int] = {}
+    return np.array([ids.setdefault(row.tobytes(), len(ids)) for row in rows], dtype=np.int64)
+
+
+def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarray]:
+    """A piece's class table and the class of each of `symbols` symbols: the symbols past the bytes (call symbols)
+    get one more class, dead in every state."""
+    table = piece.class_transitions.astype(np.int32)
+    if symbols == 256:
+        return table, np.asarray(piece.byte_class)
+    dead = np.full((len(table), 1), -1, dtype=np.int32)
+    classes = np.concatenate([piece.byte_class, np.full(symbols - 256, table.shape[1], dtype=np.int64)])
+    return np.hstack([table, dead]), classes
+
+
+def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
+    when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
+    keep = _reachable(table, start)
+    if not accepting[keep].any():
+        raise EmptyLanguageError("the substituted automaton accepts nothing")
+    keep[start] = False
+    kept = np.concatenate(([start], np.flatnonzero(keep)))
+    number = np.full(len(table) + 1, -1, dtype=np.int32)
+    number[kept] = np.arange(len(kept), dtype=np.int32)
+    return number[table[kept]], accepting[kept], byte_class
+
+
+def _reachable(table: np.ndarray, start: int) -> np.ndarray:
+    """The states reachable from `start` (a bool mask), one breadth-first level per numpy step over the table."""
+    seen = np.zeros(len(table), dtype=bool)
+    seen[start] = True
+    frontier = np.array([start])
+    levels = 0
+    while len(frontier):
+        levels += 1
+        if levels & 63 == 0:
+            check_deadline("trimming the substituted automaton")
+        following = table[frontier].reshape(-1)
+        following = following[following >= 0]
+        following = distinct_values(following[~seen[following]])
+        seen[following] = True
+        frontier = following
+    return seen

@@ -1,0 +1,96 @@
+"""Long counted chains laid out whole (`chains.chained_dfa`) give the DFA the subset construction over the whole
+NFA gives: the same minimal table, over bytes and over a pushdown body's call symbols, and the same budget answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, reject, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata import build, chains
+from stdsl.compiler.automata.build import build_automaton, determinized
+from stdsl.compiler.automata.determinize import ClassDFA, determinize
+from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+from stdsl.compiler.pushdown.grammar import call_symbol
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import StateBudgetError
+from tests.compiler.automata.counted_regexes import ATOMS, counted_regexes
+
+
+def _minimal(dfa: ClassDFA) -> tuple[np.ndarray, np.ndarray]:
+    """The minimal DFA over every symbol (one column each), states in breadth-first order."""
+    return minimize(np.asarray(dfa.table, dtype=np.int64)[:, dfa.byte_class], dfa.accepting)
+
+
+def _same(node: ir.Node, alphabet: int = 256, laid_out: bool = True) -> None:
+    """`determinized` agrees with the subset construction on `node`; `laid_out`: it laid out a chain of it."""
+    got = chains.chained_dfa(node, 100_000, alphabet, build._chain)
+    if got is None:
+        assert not laid_out, "no chain was laid out"
+        return
+    expected = _minimal(determinize(build_nfa(node), 100_000, alphabet))
+    table, accepting = _minimal(got)
+    assert np.array_equal(table, expected[0])
+    assert np.array_equal(accepting, expected[1])
+    assert np.array_equal(_minimal(determinized(node, 100_000, alphabet))[0], expected[0])
+
+
+@pytest.fixture(autouse=True)
+def short_chains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chains of two copies and embedded automata of four states are laid out, so small cases exercise it."""
+    monkeypatch.setattr(build, "COUNTED_DIRECT_FROM", 2)
+    monkeypatch.setattr(chains, "CHAIN_FROM", 2)
+    monkeypatch.setattr(chains, "EMBEDDED_FROM", 4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(pattern=counted_regexes(atoms=(*ATOMS, "(?:ab|a)", "[^a]"), most_low=5, most_span=7),
+       before=st.sampled_from(["", "x", "(?:x|y)*"]), after=st.sampled_from(["", "a", "z", "(?:z|a)b"]))
+def test_chains_laid_out_give_the_minimal_dfa_of_the_subset_construction(pattern: str, before: str,
+                                                                         after: str) -> None:
+    node = parse_regex(f"{before}(?:{pattern}){{2,3}}{after}")
+    try:
+        determinize(build_nfa(node), 100_000)
+    except StateBudgetError:
+        reject()
+    _same(node, laid_out=False)
+
+
+@pytest.mark.parametrize("length", [2, 9, 70])
+def test_a_string_with_max_length_beside_calls_is_the_same_body(length: int) -> None:
+    string = schema_to_ir({"type": "string", "maxLength": length})
+    node = ir.seq(ir.literal('{"a":'), string, ir.literal(',"b":'), call_symbol(0),
+                  ir.optional(ir.seq(ir.literal(',"c":'), string)), ir.literal("}"))
+    _same(node, alphabet=258)
+
+
+def test_an_embedded_intersection_and_a_pattern_string_are_the_same_dfa() -> None:
+    bounded = schema_to_ir({"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[a-f0-9]{8}$", "maxLength": 12},
+        "name": {"type": "string", "minLength": 1, "maxLength": 20},
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 5}}},
+        "required": ["id"]})
+    _same(bounded)
+
+
+def test_chains_over_the_budget_are_refused_as_before() -> None:
+    chain = ir.repeat(ir.byte_set([(97, 99)]), 0, 300)
+    node = ir.seq(chain, ir.literal(","), chain, ir.literal(","), chain)
+    with pytest.raises(StateBudgetError):
+        determinize(build_nfa(node), 700)
+    with pytest.raises(StateBudgetError):
+        chains.chained_dfa(node, 700, 256, build._chain)
+    laid_out = chains.chained_dfa(node, 1000, 256, build._chain)
+    assert laid_out is not None and len(laid_out.accepting) == len(determinize(build_nfa(node), 1000).accepting)
+
+
+def test_a_chain_copied_under_a_counted_repeat_is_left_to_the_subset_construction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chains, "LAYOUT_PER_BUDGET_STATE", 0)
+    node = ir.repeat(ir.seq(ir.literal("["), ir.repeat(ir.byte_set([(97, 98)]), 0, 5), ir.literal("]")), 1, 4)
+    assert chains.chained_dfa(node, 100_000, 256, build._chain) is None
+    assert build_automaton(node).accepts(b"[ab][]")
