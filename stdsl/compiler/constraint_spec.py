@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import numpy as np
+
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, embedded_leaf
@@ -40,9 +42,17 @@ from stdsl.compiler.tools.formats import ToolFormat, ToolSpec, format_named
 from stdsl.compiler.tools.formats.base import parameters_path
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
 from stdsl.compiler.tools.integer_digits import digit_limited
+from stdsl.compiler.tools.object_layout import object_layout
 from stdsl.compiler.tools.reply_automaton import CallKey, call_share, keep_calls, reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
-from stdsl.errors import CompileError, CompileTimeError, SchemaError, StdslError
+from stdsl.errors import (
+    CompileError,
+    CompileTimeError,
+    EmptyLanguageError,
+    SchemaError,
+    StateBudgetError,
+    StdslError,
+)
 
 Spec = Mapping[str, Any]
 Compiled = Constraint | PushdownConstraint | ReasoningConstraint
@@ -118,11 +128,20 @@ def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
     """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
     embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
     whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`; an integer without
-    a stated bound kept to 20 digits (`digit_limited`), so no family's parser fails on it or reads it changed."""
+    a stated bound kept to 20 digits (`digit_limited`), so no family's parser fails on it or reads it changed.  A
+    closed object of tool-schema shape is laid out from its members' values, each lowered (and kept) apart
+    (`tools.object_layout`): the same language with no subset construction over the whole object."""
     open_paths = [parameters_path(tool) for tool in open_tools]
 
     def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
+
+        def value_of(value: Mapping[str, Any], where: str) -> Automaton | None:
+            return _value_automaton(lower(value, where, whitespace))
+
+        laid_out = _apart(lambda: object_layout(schema, path, whitespace, strict, value_of))
+        if laid_out is not None:
+            return embedded_leaf(laid_out, minimal=True)
         try:
             compiled = _embeddable_schema(digit_limited(schema), max_seconds=deadline.left(), whitespace=whitespace,
                                            strict=strict)
@@ -131,6 +150,22 @@ def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
         return embedded_ir(compiled, path)
 
     return lower
+
+
+def _apart(build: Callable[[], Automaton | None]) -> Automaton | None:
+    """What `build` lays out from parts compiled apart, or None where a part is refused (the whole compile then
+    gives the refusal, or drops an optional member whose value is empty, as before)."""
+    try:
+        return build()
+    except (SchemaError, EmptyLanguageError, StateBudgetError):
+        return None
+
+
+def _value_automaton(node: ir.Node) -> Automaton | None:
+    """A lowered member value's DFA, or None where it is a recursive grammar (which needs the pushdown)."""
+    if not isinstance(node, ir.Embedded) or np.shape(node.transitions)[1:] != (256,):
+        return None
+    return build_automaton(node)
 
 
 def _tool_spec(entry: Spec, deadline: _Deadline) -> ToolSpec:

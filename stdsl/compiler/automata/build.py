@@ -61,7 +61,8 @@ _MINIMAL: weakref.WeakSet[Automaton] = weakref.WeakSet()
 def embedded_leaf(automaton: Automaton, minimal: bool = False) -> ir.Embedded:
     """`automaton` as an IR leaf, the same leaf object each time while it is held (so what is cached per leaf is
     shared by every expression that embeds the automaton).  `minimal` says it is trim and minimal already, as is
-    anything `build_automaton` returned: `build_automaton` of the leaf then returns it, with no second pass."""
+    anything `build_automaton` returned, or trim and laid out exactly from minimal parts (`tools.object_layout`,
+    whose minimization would cost more than the layout): `build_automaton` of the leaf then returns it as it is."""
     if minimal:
         _MINIMAL.add(automaton)
 
