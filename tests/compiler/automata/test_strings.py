@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata import strings as strings_module
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import minimize
@@ -29,10 +30,20 @@ def _pipeline(node: ir.Node) -> tuple[list, list]:
 @given(st.lists(st.binary(max_size=6).map(lambda b: bytes(x % 5 + 97 if x < 200 else x for x in b)),
                 min_size=1, max_size=12, unique=True))
 def test_strings_dfa_equals_the_pipeline(strings: list[bytes]) -> None:
+    """Both merges (plain Python for a few bytes, numpy passes past `SMALL_STRINGS_BYTES`) give the pipeline's
+    minimal DFA, and the very same arrays."""
     node = ir.alt(*(ir.literal(s) for s in strings))
     assert literal_strings(node) is not None and sorted(literal_strings(node) or []) == sorted(strings)
-    table, accepting, byte_class = strings_dfa(strings)
+    small = strings_dfa(strings)
+    limit = strings_module.SMALL_STRINGS_BYTES
+    strings_module.SMALL_STRINGS_BYTES = -1
+    try:
+        passes = strings_dfa(strings)
+    finally:
+        strings_module.SMALL_STRINGS_BYTES = limit
+    table, accepting, byte_class = passes
     assert (table[:, byte_class].tolist(), accepting.tolist()) == _pipeline(node)
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(small, passes))
 
 
 def test_literal_strings_refuses_anything_but_literals() -> None:
