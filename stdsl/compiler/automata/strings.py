@@ -151,11 +151,11 @@ def strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return table, accepting, byte_class
 
 
-def _small_strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`strings_dfa` for a few strings: the same trie, numbering and merge (two nodes are one state when they agree
-    on finality and, byte by byte, on their children's states), with dicts instead of numpy passes."""
+def byte_trie(strings: list[bytes]) -> tuple[list[dict[int, int]], list[int]]:
+    """The trie of a few byte strings in plain Python: each node's children by byte (node 0 is the root, the others
+    numbered as inserted) and each string's end node."""
     children: list[dict[int, int]] = [{}]
-    final = [False]
+    ends = []
     for string in strings:
         node = 0
         for byte in string:
@@ -163,9 +163,18 @@ def _small_strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np
             if child is None:
                 child = children[node][byte] = len(children)
                 children.append({})
-                final.append(False)
             node = child
-        final[node] = True
+        ends.append(node)
+    return children, ends
+
+
+def _small_strings_dfa(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`strings_dfa` for a few strings: the same trie, numbering and merge (two nodes are one state when they agree
+    on finality and, byte by byte, on their children's states), with dicts instead of numpy passes."""
+    children, ends = byte_trie(strings)
+    final = [False] * len(children)
+    for end in ends:
+        final[end] = True
     order = [0]
     for node in order:
         order += [children[node][byte] for byte in sorted(children[node])]

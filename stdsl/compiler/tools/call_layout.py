@@ -23,7 +23,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
 from stdsl.compiler.automata.build import build_automaton, subset_automaton
-from stdsl.compiler.automata.strings import literal_strings
+from stdsl.compiler.automata.strings import byte_trie, literal_strings
 
 Atom = bytes | ir.Node
 """Literal text (bytes) or a value (any other IR node)."""
@@ -184,17 +184,7 @@ def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
     """An enum's literals then `after` as the trie of the literals with `after` laid on from each end (no minimal
     DFA of the enum first: a handful of literals is a trie of a few dozen states), or None where an end of one
     literal goes on with `after`'s first byte in another."""
-    children: list[dict[int, int]] = [{}]
-    ends = set()
-    for text in texts:
-        node = 0
-        for byte in text:
-            following = children[node].get(byte)
-            if following is None:
-                following = children[node][byte] = len(children)
-                children.append({})
-            node = following
-        ends.add(node)
+    children, ends = byte_trie(texts)
     if any(after[0] in children[end] for end in ends):
         return None
     used = sorted({byte for text in texts for byte in text} | set(after))
