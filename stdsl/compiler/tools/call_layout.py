@@ -180,6 +180,25 @@ def _piece(value: ir.Node, after: bytes) -> _Piece | None:
     return _PIECES.get((), build, (value, after))
 
 
+def trie_insert(rows: list[dict[int, int]], root: int, text: bytes, mark: int) -> int | None:
+    """Add `text` to the junction trie `rows` from `root`, its last byte leading to `mark` (a negative marker, not a
+    state); the state it leaves from, or None where the text is a prefix of a text already there or has one as its
+    prefix (the junction would not be deterministic)."""
+    state = root
+    for byte in text[:-1]:
+        following = rows[state].get(byte)
+        if following is None:
+            rows.append({})
+            following = rows[state][byte] = len(rows) - 1
+        elif following < 0:
+            return None
+        state = following
+    if text[-1] in rows[state]:
+        return None
+    rows[state][text[-1]] = mark
+    return state
+
+
 def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
     """An enum's literals then `after` as the trie of the literals with `after` laid on from each end (no minimal
     DFA of the enum first: a handful of literals is a trie of a few dozen states), or None where an end of one
@@ -275,18 +294,9 @@ def _plan(node: ir.Node) -> _Plan | None:
         rows.append({})
         for index in range(at, len(units)):
             head = units[index].head
-            state = junction_roots[at]
-            for byte in head[:-1]:
-                following = rows[state].get(byte)
-                if following is None:
-                    rows.append({})
-                    following = rows[state][byte] = len(rows) - 1
-                elif following < 0:
-                    return None
-                state = following
-            if head[-1] in rows[state]:
+            state = trie_insert(rows, junction_roots[at], head, end_mark)
+            if state is None:
                 return None
-            rows[state][head[-1]] = end_mark
             entries.append((state, head[-1], index))
             if units[index].required:
                 break

@@ -30,7 +30,7 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.scalars.strings import canonical_string
 from stdsl.compiler.json_schema.to_ir import Whitespace
-from stdsl.compiler.tools.call_layout import joint_classes
+from stdsl.compiler.tools.call_layout import joint_classes, trie_insert
 
 CLOSED_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "description",
                                     "title"})
@@ -135,18 +135,8 @@ def _laid_out(keys: list[bytes], values: list[Automaton], required: list[bool], 
         roots.append(len(rows))
         rows.append({})
         for text, member in entries:
-            state = roots[-1]
-            for byte in text[:-1]:
-                following_state = rows[state].get(byte)
-                if following_state is None:
-                    rows.append({})
-                    following_state = rows[state][byte] = len(rows) - 1
-                elif following_state < 0:
-                    return None
-                state = following_state
-            if text[-1] in rows[state]:
+            if trie_insert(rows, roots[-1], text, -2 - member if member >= 0 else -1) is None:
                 return None
-            rows[state][text[-1]] = -2 - member if member >= 0 else -1
     root_states = set(roots)
     same = _shared_suffixes(rows, root_states)
     kept = [state for state in range(len(rows)) if same[state] == state and (state == 0 or state not in root_states)]
