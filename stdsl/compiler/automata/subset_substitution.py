@@ -62,20 +62,23 @@ class _Substitution:
             for target in distinct_values(edges[edges >= 0]).tolist():
                 starts = self.entries[(column, target)] = []
                 for piece, table in zip(alternatives, tables):
+                    check_deadline("substituting the calls")
                     starts.append(size)
                     blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
                     end = np.flatnonzero(piece.accepting) + size
                     ends.append(end)
                     returns.append(np.full(len(end), target, dtype=np.int64))
                     size += len(table)
-        self.table = np.concatenate(blocks)
+        self.table = stacked(blocks, "substituting the calls")
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
         self.placeholders = np.asarray(skeleton[:, symbols:symbols + len(pieces)])
+        check_deadline("substituting the calls")
         self.returns_to: dict[int, int] = dict(zip(np.concatenate(ends + [np.zeros(0, np.int64)]).tolist(),
                                                    np.concatenate(returns + [np.zeros(0, np.int64)]).tolist()))
         self.skeleton_size = len(skeleton)
+        check_deadline("substituting the calls")
         self.direct = np.ones(size, dtype=bool)
         self.direct[np.flatnonzero((self.placeholders >= 0).any(axis=1))] = False
         self.direct[list(self.returns_to)] = False
@@ -158,7 +161,9 @@ class _Substitution:
         """The trim DFA: (class table, accepting, class per symbol), start 0."""
         nondirect = np.flatnonzero(~self.direct)
         remap = np.arange(self.size, dtype=np.int32)
-        for state in nondirect.tolist():
+        for done, state in enumerate(nondirect.tolist()):
+            if done & 1023 == 0:
+                check_deadline("substituting the calls")
             remap[state] = self._intern(np.array([state]))
         start = self._intern(np.array([0]))
         while self.pending:
@@ -168,10 +173,18 @@ class _Substitution:
             composite = self.pending.pop()
             self.rows[composite - self.size] = self._row(self.members[composite - self.size])
         table = self.table
-        live = table >= 0
-        table[live] = remap[table[live]]
-        full = np.concatenate([table] + [row[None, :] for row in self.rows]) if self.rows else table
-        accepting = np.concatenate([self.accepting] + [np.array([self.accepting[m].any()]) for m in self.members])
+        for lo in range(0, len(table), CHUNK_ROWS):
+            check_deadline("substituting the calls")
+            block = table[lo:lo + CHUNK_ROWS]
+            live = block >= 0
+            block[live] = remap[block[live]]
+        full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
+                                  for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
+        accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
+        for index, members in enumerate(self.members):
+            if index & 4095 == 0:
+                check_deadline("substituting the calls")
+            accepting[self.size + index] = self.accepting[members].any()
         return _trimmed(full, accepting, start, self.byte_class)
 
 
@@ -208,7 +221,35 @@ def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: n
     kept = np.concatenate(([start], np.flatnonzero(keep)))
     number = np.full(len(table) + 1, -1, dtype=np.int32)
     number[kept] = np.arange(len(kept), dtype=np.int32)
-    return number[table[kept]], accepting[kept], byte_class
+    return rows_renumbered(table, kept, number, "trimming the substituted automaton"), accepting[kept], byte_class
+
+
+CHUNK_ROWS = 1 << 16
+"""Rows of a large table rewritten between two deadline checks (a few milliseconds of numpy work each)."""
+
+
+def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
+    """`np.concatenate(blocks)` (tables of one width), copied `CHUNK_ROWS` rows at a time with a deadline check
+    between."""
+    out = np.empty((sum(len(block) for block in blocks), blocks[0].shape[1]), dtype=np.result_type(*blocks))
+    at = 0
+    for block in blocks:
+        for lo in range(0, len(block), CHUNK_ROWS):
+            check_deadline(stage)
+            part = block[lo:lo + CHUNK_ROWS]
+            out[at:at + len(part)] = part
+            at += len(part)
+    return out
+
+
+def rows_renumbered(table: np.ndarray, rows: np.ndarray, number: np.ndarray, stage: str) -> np.ndarray:
+    """`number[table[rows]]` (`number[-1]` for a dead move), `CHUNK_ROWS` rows at a time with a deadline check
+    between: a laid-out chain's table can hold millions of moves."""
+    out = np.empty((len(rows), table.shape[1]), dtype=number.dtype)
+    for lo in range(0, len(rows), CHUNK_ROWS):
+        check_deadline(stage)
+        out[lo:lo + CHUNK_ROWS] = number[table[rows[lo:lo + CHUNK_ROWS]]]
+    return out
 
 
 def _reachable(table: np.ndarray, start: int) -> np.ndarray:
@@ -218,9 +259,9 @@ def _reachable(table: np.ndarray, start: int) -> np.ndarray:
     frontier = np.array([start])
     levels = 0
     while len(frontier):
-        levels += 1
         if levels & 63 == 0:
             check_deadline("trimming the substituted automaton")
+        levels += 1
         following = table[frontier].reshape(-1)
         following = following[following >= 0]
         following = distinct_values(following[~seen[following]])
