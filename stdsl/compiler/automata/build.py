@@ -24,6 +24,7 @@ from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, de
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError, StateBudgetError, StdslError
 
@@ -115,6 +116,11 @@ def determinized(node: ir.Node, max_states: int, alphabet: int = 256) -> ClassDF
     return chained_dfa(node, max_states, alphabet, _chain) or determinize(build_nfa(node), max_states, alphabet)
 
 
+STORE_SECONDS_PER_MOVE = 6e-8
+"""About how long `Automaton.from_classes` takes per move of a class table (0.13-0.22 s for 3 million here): a
+counted chain is refused before storing it when the deadline falls within that, not one long stretch past it."""
+
+
 def _chain(node: ir.Repeat | ir.Embedded, max_states: int) -> Automaton | None:
     """An embedded automaton trimmed and minimized, or a counted repetition's DFA built from its body's
     (`counted_automaton`: every state it reaches can accept), or None."""
@@ -124,7 +130,12 @@ def _chain(node: ir.Repeat | ir.Embedded, max_states: int) -> Automaton | None:
         except EmptyLanguageError:
             return None
     built = counted_automaton(node, max_states)
-    return None if built is None else Automaton.from_classes(*built)
+    if built is None:
+        return None
+    check_deadline("counted repetition", releasing=built[0].size * STORE_SECONDS_PER_MOVE)
+    automaton = Automaton.from_classes(*built)
+    check_deadline("counted repetition")
+    return automaton
 
 
 _SUBSETS = caches.kind("automata of expressions")

@@ -17,6 +17,9 @@ import numpy as np
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.deadline import check_deadline
 
+LAYER_ROWS = 1 << 16
+"""Rows of a counted table laid out between two deadline checks (whole copies of the body at a time)."""
+
 
 def counted_table(body: Automaton, low: int, high: int | None,
                   max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -38,16 +41,22 @@ def counted_table(body: Automaton, low: int, high: int | None,
     size = table.shape[0]
     if 1 + layers * size > max_states:
         return None
-    check_deadline("counted repetition")
     index = np.arange(layers)
     following = np.minimum(index + 1, layers - 1) if high is None else index + 1
     jumps = accepting[:, None] & start_live[None, :]
     inner = table >= 0
-    within = 1 + index[:, None, None] * size + table[None, :, :]
-    ahead = 1 + following[:, None, None] * size + table[0][None, None, :]
-    ahead_open = jumps[None, :, :] & (following < layers)[:, None, None]
-    rows = np.where(inner[None], within, np.where(ahead_open, ahead, -1)).reshape(layers * size, -1)
-    start_row = np.where(start_live, 1 + table[0], -1)
-    counted = np.concatenate([start_row[None, :], rows])
+    counted = np.empty((1 + layers * size, table.shape[1]), dtype=np.int64)
+    counted[0] = np.where(start_live, 1 + table[0], -1)
+    rows = counted[1:]
+    step = max(1, LAYER_ROWS // size)
+    for lo in range(0, layers, step):
+        check_deadline("counted repetition")
+        at, ahead_of = index[lo:lo + step], following[lo:lo + step]
+        within = 1 + at[:, None, None] * size + table[None, :, :]
+        ahead = 1 + ahead_of[:, None, None] * size + table[0][None, None, :]
+        ahead_open = jumps[None, :, :] & (ahead_of < layers)[:, None, None]
+        rows[lo * size:(lo + len(at)) * size] = np.where(inner[None], within,
+                                                         np.where(ahead_open, ahead, -1)).reshape(len(at) * size, -1)
+    check_deadline("counted repetition")
     accepts = np.concatenate([[low == 0], (accepting[None, :] & (index + 1 >= low)[:, None]).reshape(-1)])
     return counted, accepts, np.asarray(body.byte_class)
