@@ -19,11 +19,10 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.determinize import ClassDFA, determinize
+from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
 from stdsl.compiler.automata.minimize import distinct_values, shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.subset_substitution import TooManyComposites, substituted_classes
-from stdsl.errors import StateBudgetError
 
 CHAIN_FROM = 64
 """A counted repetition of at least this many copies (its maximum; bounded ones only) is a chain laid out whole."""
@@ -95,10 +94,7 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
     except TooManyComposites:
         return None
     if len(classes) > max_states:
-        raise StateBudgetError(
-            f"determinization needs more than {max_states:,} DFA states (the budget); the constraint is too large "
-            "to enforce as a DFA: bound or simplify repetitions (e.g. a fixed-length suffix after an unbounded "
-            "loop), or raise max_states")
+        raise over_budget(max_states)
     return ClassDFA(classes, final, symbol_class)
 
 

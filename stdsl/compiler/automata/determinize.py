@@ -33,6 +33,14 @@ RELEASE_SECONDS_PER_MEMBER = 40e-9
 deadline checks count it, so a refusal returns within the limit."""
 
 
+def over_budget(max_states: int) -> StateBudgetError:
+    """The refusal of a DFA that needs more than `max_states` states, with what the user can do about it."""
+    return StateBudgetError(
+        f"determinization needs more than {max_states:,} DFA states (the budget); the constraint is too large to "
+        "enforce as a DFA: bound or simplify repetitions (e.g. a fixed-length suffix after an unbounded loop), or "
+        "raise max_states")
+
+
 @dataclass
 class ClassDFA:
     """A DFA over byte classes: `table[q, c]` is the next state on class `c` (-1 dead), start 0.
@@ -145,11 +153,7 @@ class _Subsets:
         if found is None:
             found = len(self.states)
             if found >= self.max_states:
-                raise StateBudgetError(
-                    f"determinization needs more than {self.max_states:,} DFA states (the budget); "
-                    "the constraint is too large to enforce as a DFA: bound or simplify "
-                    "repetitions (e.g. a fixed-length suffix after an unbounded loop), "
-                    "or raise max_states")
+                raise over_budget(self.max_states)
             if found & 255 == 0:
                 check_deadline("determinization", self.releasing)
             self.state_ids[closed] = found
