@@ -146,6 +146,27 @@ def test_open_objects_meet_each_cut_configuration_once(data, names) -> None:
 PERSON = {"name": "Ann", "age": 3, "email": "a@b.c", "status": "approved", "tags": ["x", "y", "z"]}
 
 
+def _longest_token_walk(controller, row, document: bytes):
+    """The row that reads `document` sampling, at each step, the longest allowed token that fits it and still leads
+    to the whole document (depth first, longest first: a canonical split can stop a longer token's path, as `},`
+    where the document goes on through `},"`)."""
+    token_of = {spelled: token for token, spelled in enumerate(controller.vocab.token_bytes) if spelled}
+    stack = [(row, None)]
+    while stack:
+        row, choices = stack.pop()
+        if row.configuration.finished or len(row.data) >= len(document):
+            if row.decided == document:
+                return row
+            continue
+        if choices is None:
+            rest, allowed = document[len(row.data):], controller.row_mask(row)
+            choices = [token_of[rest[:k]] for k in range(1, 17) if rest[:k] in token_of and allowed[token_of[rest[:k]]]]
+        if choices:
+            stack.append((row, choices[:-1]))
+            stack.append((row.apply(controller.taken(row, choices[-1])), None))
+    raise AssertionError("no allowed token path reads the document")
+
+
 @settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(extra=st.dictionaries(st.text(':"]a,', min_size=1, max_size=3), JSON_VALUES, min_size=1, max_size=3))
@@ -158,12 +179,7 @@ def test_a_draft_rows_sampled_tokens_replay_its_path(tiny_model, extra) -> None:
                           separators=(",", ":"), ensure_ascii=False).encode()
     controller = controller_of(compile_constraint(schema, strict=False), tiny_model.tokenizer, max_tokens=None)
     start = controller.started()
-    token_of = {spelled: token for token, spelled in enumerate(controller.vocab.token_bytes) if spelled}
-    row = start.recording()
-    while not row.configuration.finished and len(row.data) < len(document):
-        rest, allowed = document[len(row.data):], controller.row_mask(row)
-        fitting = [token_of[rest[:k]] for k in range(1, 17) if rest[:k] in token_of and allowed[token_of[rest[:k]]]]
-        row = row.apply(controller.taken(row, fitting[-1]))
+    row = _longest_token_walk(controller, start.recording(), document)
     assert row.decided == document
     sampled = row.sampled_tokens()
     replay = start
