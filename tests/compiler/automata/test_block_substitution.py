@@ -19,7 +19,7 @@ from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute
 from tests.compiler.accepting_walks import random_accepted
-from tests.compiler.tools.test_reply_automaton import _accepts, _difference
+from tests.compiler.language_difference import accepts, difference
 
 CALL = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
 
@@ -61,7 +61,7 @@ def test_block_layout_accepts_exactly_what_the_general_construction_accepts(node
     skeleton, accepting = _skeleton(node)
     general = general_substitute(skeleton, accepting, [calls])
     blocks = block_substitution.block_substitute(skeleton, accepting, [calls])
-    assert _difference(general, blocks) is None
+    assert difference(general, blocks) is None
     canonical = Automaton.from_classes(blocks.class_transitions, blocks.accepting, blocks.byte_class)
     assert np.array_equal(canonical.byte_class, blocks.byte_class)
     assert np.array_equal(canonical.class_transitions, blocks.class_transitions)
@@ -69,10 +69,10 @@ def test_block_layout_accepts_exactly_what_the_general_construction_accepts(node
     for machine, other in ((general, blocks), (blocks, general)):
         for _ in range(3):
             text = random_accepted(machine, rng)
-            assert _accepts(other, text)
+            assert accepts(other, text)
             cut = int(rng.integers(len(text) + 1))
             mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut:]
-            assert _accepts(machine, mutated) == _accepts(other, mutated)
+            assert accepts(machine, mutated) == accepts(other, mutated)
 
 
 def test_a_kept_front_is_reused_only_where_the_heads_fit_it() -> None:
@@ -84,12 +84,12 @@ def test_a_kept_front_is_reused_only_where_the_heads_fit_it() -> None:
     reused = block_substitution.block_substitute(skeleton, accepting, [body_changed])
     middle = block_substitution._FRONTS.stats()
     assert (middle.hits - before.hits, middle.misses - before.misses) == (1, 0)
-    assert _difference(general_substitute(skeleton, accepting, [body_changed]), reused) is None
+    assert difference(general_substitute(skeleton, accepting, [body_changed]), reused) is None
     renamed = [first[0], build_automaton(ir.seq(ir.literal("<aa="), ir.literal("1"), ir.literal(".")))]
     rebuilt = block_substitution.block_substitute(skeleton, accepting, [renamed])
     after = block_substitution._FRONTS.stats()
     assert after.misses - middle.misses == 1
-    assert _difference(general_substitute(skeleton, accepting, [renamed]), rebuilt) is None
+    assert difference(general_substitute(skeleton, accepting, [renamed]), rebuilt) is None
 
 
 @pytest.mark.parametrize("text", [b"<", b"<a", b"<ab=1", b"ca<b=1.", b"<ab=1."])
@@ -103,7 +103,7 @@ def test_a_reply_cut_inside_a_head_is_read_the_same_both_ways(text: bytes) -> No
         state_a = int(blocks.transitions[state_a, byte]) if state_a >= 0 else -1
         state_b = int(general.transitions[state_b, byte]) if state_b >= 0 else -1
     assert (state_a >= 0) == (state_b >= 0)
-    assert _accepts(blocks, text) == _accepts(general, text)
+    assert accepts(blocks, text) == accepts(general, text)
 
 
 @settings(max_examples=60, deadline=None)

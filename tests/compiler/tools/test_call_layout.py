@@ -17,7 +17,7 @@ from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools import call_layout as layout
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.errors import StdslError
-from tests.compiler.tools.test_reply_automaton import _difference
+from tests.compiler.language_difference import difference
 
 PARAMETER_FORMATS = ["qwen_xml", "glm4", "glm47", "longcat", "minimax_m2", "minicpm5"]
 VALUES = [
@@ -45,7 +45,7 @@ def test_a_laid_out_call_accepts_exactly_the_call_determinized_whole(tool: ToolS
     laid_out = layout.call_layout(node)
     assume(laid_out is not None)
     assert laid_out is not None
-    assert _difference(build_automaton(node), laid_out) is None
+    assert difference(build_automaton(node), laid_out) is None
 
 
 def test_qwen_calls_with_optional_parameters_are_laid_out_and_share_their_pieces() -> None:
@@ -58,7 +58,7 @@ def test_qwen_calls_with_optional_parameters_are_laid_out_and_share_their_pieces
     second = tool_format.call_ir(ToolSpec("second", {**schema, "required": ["n"]}), _arguments_ir(_Deadline(60), []))
     laid_out = layout.call_layout(second)
     after = layout._PIECES.stats()
-    assert laid_out is not None and _difference(build_automaton(second), laid_out) is None
+    assert laid_out is not None and difference(build_automaton(second), laid_out) is None
     assert (after.misses - before.misses, after.hits - before.hits) == (0, 3)
 
 
@@ -71,7 +71,7 @@ def test_calls_laid_out_side_by_side_each_accept_exactly_the_call_determinized_w
     except StdslError:
         assume(False)
     for node, laid_out in zip(nodes, layout.call_layouts(nodes)):
-        assert laid_out is None or _difference(build_automaton(node), laid_out) is None
+        assert laid_out is None or difference(build_automaton(node), laid_out) is None
 
 
 @given(words=st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
@@ -94,7 +94,7 @@ def test_a_piece_keeps_its_language_with_its_accepting_states_merged_into_its_la
     assert not (merged.table[-1] >= 0).any()
     ends = np.zeros(merged.num_states, dtype=bool)
     ends[-1] = True
-    assert _difference(piece, Automaton.from_classes(merged.table, ends, merged.byte_class)) is None
+    assert difference(piece, Automaton.from_classes(merged.table, ends, merged.byte_class)) is None
 
 
 def _as_automaton(piece: Any) -> Automaton:
@@ -124,7 +124,7 @@ def test_a_piece_after_a_value_that_reads_on_accepts_exactly_the_two_determinize
     if piece is None:
         assert bool(whole.accepting[0]) or bool((whole.live_count[whole.accepting] > 0).any())
         return
-    assert _difference(whole, _as_automaton(piece)) is None
+    assert difference(whole, _as_automaton(piece)) is None
 
 
 def test_a_raw_value_before_different_next_tags_is_determinized_with_its_closing_line_once(monkeypatch: Any) -> None:
@@ -143,7 +143,7 @@ def test_a_raw_value_before_different_next_tags_is_determinized_with_its_closing
         after = f"\n</parameter>\n<parameter={key}>\n".encode()
         piece = layout._piece(value, after)
         assert piece is not None
-        assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
+        assert difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
     assert len(determinized) <= 2
 
 
@@ -162,7 +162,7 @@ def test_an_enum_laid_out_as_its_trie_accepts_exactly_the_enum_then_the_text_det
     assert (piece is None) == goes_on
     if piece is not None:
         assert not (piece.table[-1] >= 0).any()
-        assert _difference(build_automaton(ir.seq(enum, ir.literal(after))), _as_automaton(piece)) is None
+        assert difference(build_automaton(ir.seq(enum, ir.literal(after))), _as_automaton(piece)) is None
 
 
 def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_tag(monkeypatch: Any) -> None:
@@ -186,4 +186,4 @@ def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_t
     monkeypatch.undo()
     for piece, after in zip(pieces, afters):
         assert piece is not None
-        assert _difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
+        assert difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None

@@ -21,7 +21,7 @@ from stdsl.compiler.tools import reply_automaton as assembly
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.object_layout import object_layout
 from stdsl.errors import SchemaError
-from tests.compiler.tools.test_reply_automaton import _difference
+from tests.compiler.language_difference import difference
 
 WORDS = ("path", "query", "city", "limit", "a", "ab", "tags", "unit", "é", 'q"t')
 
@@ -69,7 +69,7 @@ def test_laid_out_object_accepts_exactly_the_whole_object_compile(schema: dict[s
     whole = compile_embeddable(schema, whitespace=whitespace).automaton
     laid_out = object_layout(schema, "#", whitespace, True, _value_of(whitespace))
     assert laid_out is not None
-    assert _difference(whole, laid_out) is None
+    assert difference(whole, laid_out) is None
     assert _minimal_size(laid_out) == whole.num_states
     assert not laid_out.accepting[0] and (laid_out.live_count[laid_out.accepting] == 0).all()
 
@@ -104,7 +104,7 @@ def test_a_refused_member_gives_the_whole_compile_refusal_and_an_empty_optional_
     assert (str(laid_out.value), laid_out.value.path) == (str(whole.value), whole.value.path)
     empty = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"enum": []}}, "required": ["a"]}
     automaton = assembly.build_automaton(lower(empty, "#", JSON_DUMPS))
-    assert _difference(automaton, compile_embeddable(empty, whitespace=JSON_DUMPS).automaton) is None
+    assert difference(automaton, compile_embeddable(empty, whitespace=JSON_DUMPS).automaton) is None
 
 
 def _reply(tools: list[ToolSpec], name: str, choice: str, parallel: bool) -> Automaton:
@@ -126,4 +126,4 @@ def test_replies_with_laid_out_arguments_accept_exactly_the_whole_object_replies
     with mock.patch.object(constraint_spec, "object_layout", lambda *args: None):
         whole = _reply(tools, name, chosen, parallel)
     caches.clear()
-    assert _difference(whole, laid_out) is None
+    assert difference(whole, laid_out) is None

@@ -3,7 +3,6 @@ tool list with one tool changed compiles that one tool only."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from stdsl.compiler.tools.formats import FORMATS, ToolSpec, format_named
 from stdsl.compiler.tools.reply_grammar import reply_ir
 from stdsl.errors import StdslError
 from tests.compiler.accepting_walks import random_accepted
+from tests.compiler.language_difference import accepts, difference
 
 KEYS = ("path", "city", "limit", "mode", "tags", "unit")
 
@@ -42,39 +42,6 @@ def tool_lists(draw: Any) -> list[ToolSpec]:
         tools.append(ToolSpec(name, {"type": "object", "properties": properties, "required": required,
                                      "additionalProperties": False}))
     return tools
-
-
-def _joint(a: Automaton, b: Automaton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Both tables over the classes that refine both automata's byte classes."""
-    pairs = np.stack([a.byte_class, b.byte_class], axis=1)
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    return a.class_transitions[:, a.byte_class[first]], b.class_transitions[:, b.byte_class[first]], first
-
-
-def _difference(a: Automaton, b: Automaton) -> bytes | None:
-    """A shortest text one automaton accepts and the other does not (None: the languages are equal)."""
-    ta, tb, first = _joint(a, b)
-    seen = {(0, 0): b""}
-    queue = deque([(0, 0)])
-    while queue:
-        pa, pb = queue.popleft()
-        text = seen[(pa, pb)]
-        if (pa >= 0 and a.accepting[pa]) != (pb >= 0 and b.accepting[pb]):
-            return text
-        for column, byte in enumerate(first.tolist()):
-            na = int(ta[pa, column]) if pa >= 0 else -1
-            nb = int(tb[pb, column]) if pb >= 0 else -1
-            if (na, nb) != (-1, -1) and (na, nb) not in seen:
-                seen[(na, nb)] = text + bytes([byte])
-                queue.append((na, nb))
-    return None
-
-
-def _accepts(automaton: Automaton, text: bytes) -> bool:
-    state = 0
-    for byte in text:
-        state = int(automaton.transitions[state, byte]) if state >= 0 else -1
-    return state >= 0 and bool(automaton.accepting[state])
 
 
 def _both(tools: list[ToolSpec], name: str, choice: str, parallel: bool) -> tuple[Automaton, Automaton]:
@@ -103,16 +70,16 @@ def test_assembled_reply_accepts_exactly_the_whole_reply_grammar(tools: list[Too
                                                                  parallel: bool, seed: int) -> None:
     chosen = tools[-1].name if choice == "named" else choice
     whole, assembled = _both(tools, name, chosen, parallel)
-    assert _difference(whole, assembled) is None
+    assert difference(whole, assembled) is None
     rng = np.random.default_rng(seed)
     for machine, other in ((whole, assembled), (assembled, whole)):
         for _ in range(3):
             text = random_accepted(machine, rng)
-            assert _accepts(other, text)
+            assert accepts(other, text)
             if text:
                 cut = int(rng.integers(len(text)))
                 mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut + 1:]
-                assert _accepts(machine, mutated) == _accepts(other, mutated)
+                assert accepts(machine, mutated) == accepts(other, mutated)
 
 
 @pytest.mark.parametrize("name", ["hermes", "qwen_xml", "harmony"])
@@ -140,7 +107,7 @@ def test_response_format_beside_tools_is_assembled_exactly() -> None:
     whole = build_automaton(reply_ir(tools, tool_format, _arguments_ir(_Deadline(60), []), content=leaf))
     assembled = assembly.reply_automaton(tools, tool_format, _arguments_ir(_Deadline(60), []), ARGUMENTS_LOWERING,
                                          content=leaf)
-    assert assembled is not None and _difference(whole, assembled) is None
+    assert assembled is not None and difference(whole, assembled) is None
 
 
 def test_a_new_tool_of_known_parameter_types_intersects_no_new_value() -> None:
@@ -173,7 +140,7 @@ def test_a_list_with_one_tool_changed_reuses_the_front_and_accepts_the_whole_gra
     whole, assembled = _both(changed, name, "auto", True)
     after = block_substitution._FRONTS.stats()
     assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
-    assert _difference(whole, assembled) is None
+    assert difference(whole, assembled) is None
 
 
 @pytest.mark.parametrize("name", ["hermes", "qwen_xml", "harmony"])

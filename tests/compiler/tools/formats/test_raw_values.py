@@ -13,7 +13,7 @@ from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools.formats import raw_values
 from stdsl.errors import EmptyLanguageError
-from tests.compiler.tools.test_reply_automaton import _difference
+from tests.compiler.language_difference import difference
 
 WORDS = st.sampled_from(["null", "NULL", "Null", "nul", "nulls", " null", "null ", "a b", "", "x", "é", "</p>",
                          "a</p>b", " ", "\u3000x", "x\u2028", "asc", "desc"])
@@ -35,4 +35,4 @@ def test_an_enum_keeps_exactly_the_literals_every_guard_accepts(words: list[str]
         with pytest.raises(EmptyLanguageError):
             build_automaton(raw_values.intersection(enum, *nodes))
         return
-    assert _difference(build_automaton(raw_values.intersection(enum, *nodes)), product) is None
+    assert difference(build_automaton(raw_values.intersection(enum, *nodes)), product) is None
