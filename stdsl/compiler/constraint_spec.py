@@ -45,6 +45,7 @@ from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.object_layout import object_layout
 from stdsl.compiler.tools.reply_automaton import CallKey, call_share, keep_calls, reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
+from stdsl.compiler.tools.tag_automaton import tags_leaf
 from stdsl.errors import (
     CompileError,
     CompileTimeError,
@@ -231,7 +232,8 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
             grammar = grammar.with_special_tokens(dict(spec["tokens"]))
         return compile_constraint(grammar, max_seconds=deadline.left())
     if kind == "structural_tag":
-        node = structural_tag_ir(spec["tag"], _embedder(deadline))
+        with compile_deadline(deadline.left()):
+            node = structural_tag_ir(spec["tag"], _embedder(deadline), tags_leaf)
         return _lowered(node, "structural_tag", spec, start, deadline)
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())

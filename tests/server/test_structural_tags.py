@@ -24,10 +24,20 @@ FORMATS = [
     {"type": "sequence", "elements": [{"type": "const_string", "value": "A:"},
                                       {"type": "or", "elements": [INTEGER, {"type": "const_string", "value": "x"}]}]},
     {"type": "grammar", "grammar": 'root ::= "(" [a-c]* ")"'},
+    *({"type": "tags_with_separator", "tags": TAGS, "separator": ",", "at_least_one": first,
+       "stop_after_first": stop} for first in (False, True) for stop in (False, True)),
+    {"type": "sequence", "elements": [{"type": "optional", "content": {"type": "const_string", "value": "A:"}},
+                                      {"type": "plus", "content": INTEGER}]},
+    {"type": "star", "content": {"type": "or", "elements": [{"type": "const_string", "value": "x"}, TAGS[0]]}},
+    {"type": "repeat", "min": 1, "max": 3, "content": {"type": "const_string", "value": "ab"}},
+    {"type": "repeat", "min": 2, "max": -1, "content": TAGS[1]},
 ]
-PIECES = ["<f>7</f>", "<g=ab/>", "<t>hi</t>", "A:42", "(ab)",
+PIECES = ["<f>7</f>", "<g=ab/>", "<t>hi</t>", "A:42", "(ab)", ",", ",<f>7</f>",
           "<f>", "</f>", "<g=", "/>", "</g>", "7", "42", "x", "a", "b", "<t>", "</t>", "zz", "z", "A:", "(", ")", "c",
           "<", "hi ", ""]
+
+EXAMPLES = ["ab", "abab", "ababab", "abababab", "<g=ab/><g=a/>", "<g=b</g>", "<f>7</f>,<g=ab/>", "x<f>7</f>x", "A:4242"]
+"""Texts every format's check reads besides the random ones (some format accepts each)."""
 
 
 @functools.cache
@@ -48,7 +58,7 @@ def test_lowering_accepts_what_xgrammar_accepts(index: int) -> None:
     fmt = FORMATS[index]
     ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
     rng = random.Random(index)
-    texts = {"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6))) for _ in range(300)}
+    texts = {"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6))) for _ in range(300)} | set(EXAMPLES)
     accepted = 0
     for text in sorted(texts):
         expected = _xgrammar_accepts(index, text)
@@ -69,6 +79,8 @@ def test_the_older_structures_form_is_triggered_tags() -> None:
     ({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}, "response_format.format.style"),
     ({"type": "triggered_tags", "triggers": ["<x"], "tags": TAGS}, "response_format.format.tags[0].begin"),
     ({"type": "any_text", "max_tokens": 4}, "response_format.format.max_tokens"),
+    ({"type": "repeat", "min": 3, "max": 2, "content": INTEGER}, "response_format.format"),
+    ({"type": "tags_with_separator", "tags": TAGS}, "response_format.format.separator"),
     ({"type": "grammar", "grammar": "root ::= ("}, "response_format.format.grammar"),
 ])
 def test_unsupported_primitives_are_refused_by_field_path(fmt: dict, where: str) -> None:

@@ -85,14 +85,15 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
     `arguments_ir` lowers a schema."""
 
     def build() -> Automaton | None:
-        return _built(tool_format.tool_call_ir(tool, arguments_ir))
+        return piece_automaton(tool_format.tool_call_ir(tool, arguments_ir))
 
     key = _call_key(tool, shape or format_shape(tool_format), lowering)
     return build() if key is None else _CALLS.get((), build, key)
 
 
-def _built(node: ir.Node) -> Automaton | None:
-    """The DFA of a call's expression (see `_laid_out`), None where it embeds a recursive grammar."""
+def piece_automaton(node: ir.Node) -> Automaton | None:
+    """The DFA of a piece's expression (a call, a structural tag; see `_laid_out`), None where it embeds a
+    recursive grammar."""
     return None if _holds_grammar(node) else _laid_out(node, None)
 
 
@@ -110,7 +111,7 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
            lowering: Hashable) -> list[Automaton | None]:
     """Each called tool's call DFA: those cached found, the new ones of a format whose calls are a literal head,
     guarded arguments and a literal tail built together (`guarded_calls`), those of parameters written apart laid
-    out together (`call_layouts`), the rest one by one (`_built`)."""
+    out together (`call_layouts`), the rest one by one (`piece_automaton`)."""
     shape = format_shape(tool_format)
     keys = [_call_key(tool, shape, lowering) for tool in called]
     known: dict[int, Automaton] = {}
@@ -186,12 +187,22 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     calls = _calls(called, tool_format, arguments_ir, lowering)
     if any(call is None for call in calls):
         return None
-    placeholder = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
-    skeleton = reply_around(placeholder, tool_format, choice=choice, parallel=parallel, content=content)
+    skeleton = reply_around(PLACEHOLDER_NODE, tool_format, choice=choice, parallel=parallel, content=content)
     if _holds_grammar(skeleton):
         return None
+    wide, accepting = skeleton_table(skeleton, max_states)
+    return substitute(wide, accepting, [[call for call in calls if call is not None]])
 
-    def compiled_skeleton() -> tuple[np.ndarray, np.ndarray]:
+
+PLACEHOLDER_NODE = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
+"""The skeleton's stand-in for one piece (`substitute` puts the pieces in its edges)."""
+
+
+def skeleton_table(skeleton: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> tuple[np.ndarray, np.ndarray]:
+    """A skeleton's trim table over bytes and the placeholder (read-only, with its accepting mask), kept per
+    skeleton expression: a list with other pieces in the same places reuses it."""
+
+    def compiled() -> tuple[np.ndarray, np.ndarray]:
         dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
         table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
         wide, final = np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
@@ -199,5 +210,5 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
         final.setflags(write=False)
         return wide, final
 
-    wide, accepting = _SKELETONS.get((), compiled_skeleton, (skeleton, max_states))
-    return substitute(wide, accepting, [[call for call in calls if call is not None]])
+    found: tuple[np.ndarray, np.ndarray] = _SKELETONS.get((), compiled, (skeleton, max_states))
+    return found

@@ -12,6 +12,10 @@ Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the te
     triggered_tags {triggers, tags, at_least_one, stop_after_first, excludes}
         free text without triggers, then tags each begun by one trigger:
         FREE (TAG FREE)*; stop_after_first: FREE TAG?; at_least_one: TAG FREE (TAG FREE)*; both: TAG
+    tags_with_separator {tags, separator, at_least_one, stop_after_first}
+        tags and nothing else, the separator between two: (TAG (SEP TAG)*)?; stop_after_first: TAG?;
+        at_least_one: TAG (SEP TAG)*; both: TAG
+    optional {content}, plus {content}, star {content}, repeat {content, min, max (-1: unbounded)}
 
 The older form `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}` (vLLM) is
 triggered_tags of json_schema tags.  Any other primitive or field value (token-level formats,
@@ -29,9 +33,12 @@ from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
 """Lowers a JSON Schema, a Regex or a Grammar (by kind) to embedded IR: (spec, path) -> node."""
+Assemble = Callable[[list[ir.Node], Callable[[ir.Node], ir.Node]], "ir.Node | None"]
+"""Triggered tags as one node from their tags' expressions and the expression around one tag (`tools.tag_automaton`),
+or None to lower them whole."""
 
 PRIMITIVES = ("const_string", "json_schema", "grammar", "regex", "any_text", "sequence", "or", "tag",
-              "triggered_tags")
+              "triggered_tags", "tags_with_separator", "optional", "plus", "star", "repeat")
 
 
 def _refuse(path: str, message: str) -> CompileError:
@@ -61,8 +68,9 @@ def _strings(value: Any, path: str) -> list[str]:
 class _Lowering:
     """One structural tag's lowering, with the embedders for schemas, regexes and grammars."""
 
-    def __init__(self, embed: Lower) -> None:
+    def __init__(self, embed: Lower, assemble: Assemble | None) -> None:
         self.embed = embed
+        self.assemble = assemble
 
     def node(self, node: Any, path: str, ends: tuple[str, ...] = ()) -> ir.Node:
         if not isinstance(node, Mapping) or not isinstance(node.get("type"), str):
@@ -130,16 +138,56 @@ class _Lowering:
                 raise _refuse(f"{path}.tags[{i}].begin", f"must start with exactly one of the triggers {triggers}")
             if tag.get("type", "tag") != "tag":
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
-        one = ir.alt(*(self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)))
+        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
         free = not_containing([*triggers, *_strings(node.get("excludes", []), f"{path}.excludes"), *ends])
         first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
-        if first and stop:
-            return one
-        if stop:
-            return ir.seq(free, ir.optional(one))
-        if first:
-            return ir.seq(one, free, ir.star(ir.seq(one, free)))
-        return ir.seq(free, ir.star(ir.seq(one, free)))
+
+        def around(one: ir.Node) -> ir.Node:
+            if first and stop:
+                return one
+            if stop:
+                return ir.seq(free, ir.optional(one))
+            if first:
+                return ir.seq(one, free, ir.star(ir.seq(one, free)))
+            return ir.seq(free, ir.star(ir.seq(one, free)))
+
+        assembled = self.assemble(lowered, around) if self.assemble is not None else None
+        return assembled if assembled is not None else around(ir.alt(*lowered))
+
+    def _tags_with_separator(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        tags = _field(node, "tags", list, path)
+        if not tags:
+            raise _refuse(f"{path}.tags", "needs at least one tag")
+        for i, tag in enumerate(tags):
+            if not isinstance(tag, Mapping) or tag.get("type", "tag") != "tag":
+                raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
+        separator = ir.literal(_field(node, "separator", str, path))
+        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
+        first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
+
+        def around(one: ir.Node) -> ir.Node:
+            if stop:
+                return one if first else ir.optional(one)
+            some = ir.seq(one, ir.star(ir.seq(separator, one)))
+            return some if first else ir.optional(some)
+
+        assembled = self.assemble(lowered, around) if self.assemble is not None else None
+        return assembled if assembled is not None else around(ir.alt(*lowered))
+
+    def _optional(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        return ir.optional(self.node(node.get("content"), f"{path}.content", ends))
+
+    def _plus(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        return ir.repeat(self.node(node.get("content"), f"{path}.content", ends), 1, None)
+
+    def _star(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        return ir.star(self.node(node.get("content"), f"{path}.content", ends))
+
+    def _repeat(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        low, high = _field(node, "min", int, path), _field(node, "max", int, path)
+        if isinstance(low, bool) or isinstance(high, bool) or low < 0 or (high != -1 and high < low):
+            raise _refuse(path, f"needs 0 <= min <= max (or max -1, unbounded), got min {low!r}, max {high!r}")
+        return ir.repeat(self.node(node.get("content"), f"{path}.content", ends), low, None if high == -1 else high)
 
 
 def legacy_format(tag: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,8 +206,9 @@ def legacy_format(tag: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "triggered_tags", "triggers": tag.get("triggers"), "tags": tags}
 
 
-def structural_tag_ir(tag: Mapping[str, Any], embed: Lower) -> ir.Node:
-    """The IR of a structural tag (the `response_format` object: `format`, or the older `structures`/`triggers`)."""
+def structural_tag_ir(tag: Mapping[str, Any], embed: Lower, assemble: Assemble | None = None) -> ir.Node:
+    """The IR of a structural tag (the `response_format` object: `format`, or the older `structures`/`triggers`),
+    its triggered tags assembled by `assemble` where given."""
     if "format" in tag:
-        return _Lowering(embed).node(tag["format"], "response_format.format")
-    return _Lowering(embed).node(legacy_format(tag), "response_format")
+        return _Lowering(embed, assemble).node(tag["format"], "response_format.format")
+    return _Lowering(embed, assemble).node(legacy_format(tag), "response_format")

@@ -1,0 +1,44 @@
+"""A structural tag's triggered tags (or tags with a separator) assembled from each tag's DFA: a tag is compiled once,
+and a list of tags costs the tags it has not met before, as a tool list's reply does (`reply_automaton`).
+
+XGrammar's tool-calling structural tags (`triggered_tags` of `<tool_call>{"name": ..., "arguments": ` + a schema +
+`}</tool_call>`, one tag per tool) are a reply grammar spelled out.  Each tag (begin, content, one of its ends) is
+laid out from its parts and kept per tag expression (its content is the schema's cached leaf); the skeleton (the
+free text without triggers, or the separators, with a placeholder symbol where a tag stands) is compiled small
+and kept; `automata.substitution.substitute` puts the tags in its placeholder edges.  The result accepts exactly
+what the expression with the tags' alternative in the placeholder's place accepts; it is trim, not minimized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import embedded_leaf
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.automata.substitution import substitute
+from stdsl.compiler.tools.reply_automaton import PLACEHOLDER_NODE, piece_automaton, skeleton_table
+
+_TAGS = caches.kind("structural tags")
+"""One tag's DFA (None: it embeds a grammar) per tag expression."""
+
+
+def tags_leaf(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node],
+              max_states: int = DEFAULT_MAX_STATES) -> ir.Node | None:
+    """`around(alternative of the tags)` (triggered tags, tags with a separator) as one embedded leaf of its
+    assembled DFA, or None where a tag or the skeleton embeds a recursive grammar (the caller lowers the
+    expression whole, to a pushdown)."""
+    pieces: list[Automaton] = []
+    for tag in tags:
+        piece: Automaton | None = _TAGS.get((), partial(piece_automaton, tag), (tag,))
+        if piece is None:
+            return None
+        pieces.append(piece)
+    skeleton = around(PLACEHOLDER_NODE)
+    if any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(skeleton)):
+        return None
+    wide, accepting = skeleton_table(skeleton, max_states)
+    return embedded_leaf(substitute(wide, accepting, [pieces]), minimal=True)

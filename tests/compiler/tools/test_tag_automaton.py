@@ -1,0 +1,100 @@
+"""Triggered tags (and tags with a separator) assembled from each tag's DFA accept exactly what the whole structural
+tag lowered to one expression accepts, and a tag list with one tag changed compiles that tag only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.constraint import Constraint
+from stdsl.compiler.constraint_spec import _Deadline, _embedder, build_constraint
+from stdsl.compiler.pushdown.constraint import PushdownConstraint
+from stdsl.compiler.tools import tag_automaton
+from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from tests.compiler.accepting_walks import random_accepted
+from tests.compiler.language_difference import accepts, difference
+
+CONTENTS = st.sampled_from([
+    {"type": "json_schema", "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}},
+    {"type": "json_schema", "json_schema": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3},
+                                                                            "b": {"type": "boolean"}},
+                                            "required": ["a"], "additionalProperties": False}},
+    {"type": "json_schema", "json_schema": {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 2}},
+    {"type": "regex", "pattern": "[ab]{1,2}"},
+    {"type": "const_string", "value": "ok"},
+    {"type": "any_text", "excludes": ["zz"]},
+])
+NAMES = st.sampled_from(["f", "fa", "fab", "g", "<", "h>"])
+ENDS = st.sampled_from(["</f>", "/>", ["/>", "</g>"], ["}", "}}"], "\n"])
+
+
+@st.composite
+def triggered_tags(draw: Any) -> dict[str, Any]:
+    """A triggered_tags format (one or two triggers, one to four tags each begun by one trigger), or those tags with
+    a separator."""
+    triggers = draw(st.lists(st.sampled_from(["<f", "<g", "<fun", "[["]), min_size=1, max_size=2, unique=True))
+    triggers = [t for i, t in enumerate(triggers) if not any(o.startswith(t) or t.startswith(o) for o in triggers[:i])]
+    tags = []
+    for _ in range(draw(st.integers(1, 4))):
+        trigger = draw(st.sampled_from(triggers))
+        tags.append({"type": "tag", "begin": trigger + draw(NAMES) + "=", "content": draw(CONTENTS),
+                     "end": draw(ENDS)})
+    flags = {"at_least_one": draw(st.booleans()), "stop_after_first": draw(st.booleans())}
+    if draw(st.booleans()):
+        return {"type": "tags_with_separator", "tags": tags, "separator": draw(st.sampled_from([",", "\n", ""])),
+                **flags}
+    return {"type": "triggered_tags", "triggers": triggers, "tags": tags, **flags,
+            **({"excludes": ["STOP"]} if draw(st.booleans()) else {})}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tag_format=triggered_tags(), seed=st.integers(0, 2**32 - 1))
+def test_assembled_tags_accept_exactly_the_whole_structural_tag(tag_format: dict[str, Any], seed: int) -> None:
+    tag = {"type": "structural_tag", "format": tag_format}
+    whole = build_automaton(structural_tag_ir(tag, _embedder(_Deadline(60))))
+    compiled = build_constraint({"kind": "structural_tag", "tag": tag}, 60)
+    assert isinstance(compiled, Constraint)
+    assembled = compiled.automaton
+    assert difference(whole, assembled) is None
+    rng = np.random.default_rng(seed)
+    for machine, other in ((whole, assembled), (assembled, whole)):
+        for _ in range(3):
+            text = random_accepted(machine, rng)
+            assert accepts(other, text)
+            if text:
+                cut = int(rng.integers(len(text)))
+                mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut + 1:]
+                assert accepts(machine, mutated) == accepts(other, mutated)
+
+
+def _tool_tags(schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """XGrammar's Qwen 3 tool-calling structural tag for tools with these parameter schemas."""
+    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
+        {"type": "tag", "begin": f'<tool_call>\n{{"name": "tool_{i}", "arguments": ',
+         "content": {"type": "json_schema", "json_schema": schema}, "end": "}\n</tool_call>"}
+        for i, schema in enumerate(schemas)]}}
+
+
+def test_one_changed_tag_compiles_that_tag_only() -> None:
+    schemas = [{"type": "object", "properties": {"a": {"type": "integer", "minimum": i}}, "required": ["a"]}
+               for i in range(5)]
+    build_constraint({"kind": "structural_tag", "tag": _tool_tags(schemas)}, 60)
+    before = tag_automaton._TAGS.stats()
+    changed = [*schemas[:4], {"type": "object", "properties": {"b": {"type": "string"}}}]
+    compiled = build_constraint({"kind": "structural_tag", "tag": _tool_tags(changed)}, 60)
+    after = tag_automaton._TAGS.stats()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 4)
+    whole = build_automaton(structural_tag_ir(_tool_tags(changed), _embedder(_Deadline(60))))
+    assert isinstance(compiled, Constraint) and difference(whole, compiled.automaton) is None
+
+
+def test_a_tag_with_a_recursive_schema_lowers_whole_to_a_pushdown() -> None:
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["kids"]}
+    compiled = build_constraint({"kind": "structural_tag", "tag": _tool_tags([{"type": "integer"}, tree])}, 60)
+    assert isinstance(compiled, PushdownConstraint)
+    assert compiled.accepts('x<tool_call>\n{"name": "tool_1", "arguments": {"kids":[{"kids":[]}]}}\n</tool_call>y')
+    assert not compiled.accepts('<tool_call>\n{"name": "tool_1", "arguments": {"kids":[{}]}}\n</tool_call>')
