@@ -30,7 +30,7 @@ from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
-from stdsl.compiler.automata.substitution import PLACEHOLDER, substitute
+from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute, substitute
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools.call_layout import call_layout, call_layouts
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
@@ -103,8 +103,30 @@ def _laid_out(node: ir.Node, laid_out: Automaton | None) -> Automaton:
     determinized whole."""
     if laid_out is None:
         parts = _literals_and_leaves(node)
-        laid_out = concatenation(parts) if parts is not None else call_layout(node)
+        if parts is not None:
+            return concatenation(parts) or _substituted_sequence(parts)
+        laid_out = call_layout(node)
     return laid_out if laid_out is not None else build_automaton(node)
+
+
+def _substituted_sequence(parts: list[bytes | Automaton]) -> Automaton:
+    """Literal text and automata in a row where `concatenation` cannot lay them out (a part accepts the empty text or
+    reads on past an end, as tags with a separator do inside a tag): a chain of the text's bytes with a placeholder
+    edge per automaton, the automata put in by `general_substitute` (a subset construction only where a part's end
+    and what follows are both alive)."""
+    automata = [part for part in parts if isinstance(part, Automaton)]
+    length = sum(len(part) if isinstance(part, bytes) else 1 for part in parts)
+    chain = np.full((length + 1, PLACEHOLDER + len(automata)), -1, dtype=np.int32)
+    state, piece = 0, 0
+    for part in parts:
+        columns = list(part) if isinstance(part, bytes) else [PLACEHOLDER + piece]
+        piece += not isinstance(part, bytes)
+        for column in columns:
+            chain[state, column] = state + 1
+            state += 1
+    accepting = np.zeros(length + 1, dtype=bool)
+    accepting[length] = True
+    return general_substitute(chain, accepting, [[automaton] for automaton in automata])
 
 
 def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,

@@ -27,6 +27,8 @@ CONTENTS = st.sampled_from([
     {"type": "regex", "pattern": "[ab]{1,2}"},
     {"type": "const_string", "value": "ok"},
     {"type": "any_text", "excludes": ["zz"]},
+    {"type": "sequence", "elements": [{"type": "regex", "pattern": "[0-9]+"}, {"type": "const_string", "value": ":"},
+                                      {"type": "json_schema", "json_schema": {"type": "boolean"}}]},
 ])
 NAMES = st.sampled_from(["f", "fa", "fab", "g", "<", "h>"])
 ENDS = st.sampled_from(["</f>", "/>", ["/>", "</g>"], ["}", "}}"], "\n"])
@@ -35,7 +37,7 @@ ENDS = st.sampled_from(["</f>", "/>", ["/>", "</g>"], ["}", "}}"], "\n"])
 @st.composite
 def triggered_tags(draw: Any) -> dict[str, Any]:
     """A triggered_tags format (one or two triggers, one to four tags each begun by one trigger), or those tags with
-    a separator."""
+    a separator, alone or as the content of a section tag (as XGrammar's Kimi and DeepSeek tags are)."""
     triggers = draw(st.lists(st.sampled_from(["<f", "<g", "<fun", "[["]), min_size=1, max_size=2, unique=True))
     triggers = [t for i, t in enumerate(triggers) if not any(o.startswith(t) or t.startswith(o) for o in triggers[:i])]
     tags = []
@@ -44,9 +46,14 @@ def triggered_tags(draw: Any) -> dict[str, Any]:
         tags.append({"type": "tag", "begin": trigger + draw(NAMES) + "=", "content": draw(CONTENTS),
                      "end": draw(ENDS)})
     flags = {"at_least_one": draw(st.booleans()), "stop_after_first": draw(st.booleans())}
-    if draw(st.booleans()):
-        return {"type": "tags_with_separator", "tags": tags, "separator": draw(st.sampled_from([",", "\n", ""])),
-                **flags}
+    shape = draw(st.sampled_from(["triggered", "separated", "section"]))
+    if shape != "triggered":
+        separated = {"type": "tags_with_separator", "tags": tags, "separator": draw(st.sampled_from([",", "\n", ""])),
+                     **flags}
+        if shape == "separated":
+            return separated
+        return {"type": "triggered_tags", "triggers": ["<<"], "tags": [{"type": "tag", "begin": "<<calls>",
+                                                                        "content": separated, "end": "<</calls>"}]}
     return {"type": "triggered_tags", "triggers": triggers, "tags": tags, **flags,
             **({"excludes": ["STOP"]} if draw(st.booleans()) else {})}
 
