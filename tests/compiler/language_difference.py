@@ -8,6 +8,7 @@ from collections import deque
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
+from tests.compiler.accepting_walks import random_accepted
 
 
 def _joint(a: Automaton, b: Automaton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,3 +42,15 @@ def accepts(automaton: Automaton, text: bytes) -> bool:
     for byte in text:
         state = int(automaton.transitions[state, byte]) if state >= 0 else -1
     return state >= 0 and bool(automaton.accepting[state])
+
+
+def assert_agree_on_walks(a: Automaton, b: Automaton, rng: np.random.Generator, walks: int = 3) -> None:
+    """Each automaton accepts the other's random accepted texts, and they agree on each text with one byte changed."""
+    for machine, other in ((a, b), (b, a)):
+        for _ in range(walks):
+            text = random_accepted(machine, rng)
+            assert accepts(other, text)
+            if text:
+                cut = int(rng.integers(len(text)))
+                mutated = text[:cut] + bytes([int(rng.integers(256))]) + text[cut + 1:]
+                assert accepts(machine, mutated) == accepts(other, mutated)
