@@ -147,23 +147,28 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     on from an accepting state.  Otherwise every accepting state of such a part ends it (no move out of it), so it
     takes the next part's first moves as its own and the result is deterministic; it is not minimized.  The parts
     must be trim (as `build_automaton` returns them): then the only states no move enters are the parts' starts
-    whose rows were copied, and dropping those leaves the result trim with no search."""
+    whose rows were copied, and dropping those leaves the result trim with no search.  The table is laid out over
+    the byte classes that refine every part's (`joint_classes`), never over 256 bytes."""
     for index, part in enumerate(parts):
         if isinstance(part, Automaton) and (bool(part.accepting[0]) or (
                 index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any()))):
             return None
+    automata = [part for part in parts if isinstance(part, Automaton)]
+    joint, first = joint_classes([part.byte_class for part in automata],
+                                 {byte for part in parts if isinstance(part, bytes) for byte in part})
     size = 1 + sum(len(part) if isinstance(part, bytes) else part.num_states for part in parts)
-    table = np.full((size, 256), -1, dtype=np.int64)
+    table = np.full((size, len(first)), -1, dtype=np.int64)
     ends, base = [0], 1
     for part in parts:
         if isinstance(part, bytes):
             if part:
-                table[ends, part[0]] = base
-                table[np.arange(base, base + len(part) - 1), list(part[1:])] = np.arange(base + 1, base + len(part))
+                table[ends, joint[part[0]]] = base
+                table[np.arange(base, base + len(part) - 1), joint[list(part[1:])]] = np.arange(base + 1,
+                                                                                               base + len(part))
                 base += len(part)
                 ends = [base - 1]
             continue
-        moved = part.transitions.astype(np.int64)
+        moved = part.class_transitions[:, part.byte_class[first]].astype(np.int64)
         moved[moved >= 0] += base
         table[base:base + len(moved)] = moved
         table[ends] = moved[0]
@@ -177,7 +182,26 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     kept = np.flatnonzero(entered)
     number = np.full(size + 1, -1, dtype=np.int64)
     number[kept] = np.arange(len(kept))
-    return Automaton(number[table[kept]], accepting[kept])
+    return Automaton.from_classes(number[table[kept]], accepting[kept], joint)
+
+
+def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The coarsest byte classes that refine every map of `byte_classes` and give each byte of `singles` a class of
+    its own: (each byte's joint class, a byte of each joint class).  Tables laid out over them stay as narrow as
+    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back."""
+    marks = np.full(256, -1, dtype=np.int64)
+    marks[sorted(singles)] = sorted(singles)
+    keys = np.stack([*(np.asarray(classes, dtype=np.int64) for classes in byte_classes), marks])
+    order = np.lexsort(keys)
+    ordered = keys[:, order]
+    starts = np.ones(256, dtype=bool)
+    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+    joint = np.empty(256, dtype=np.int64)
+    joint[order] = np.cumsum(starts) - 1
+    first = np.full(int(starts.sum()), 256, dtype=np.int64)
+    np.minimum.at(first, joint, np.arange(256))
+    return joint, first
+
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

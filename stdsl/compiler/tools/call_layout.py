@@ -23,6 +23,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
 from stdsl.compiler.automata.build import build_automaton, subset_automaton
+from stdsl.compiler.automata.ops import joint_classes
 from stdsl.compiler.automata.strings import byte_trie, literal_strings
 
 Atom = bytes | ir.Node
@@ -112,24 +113,6 @@ def _units(node: ir.Node) -> list[_Unit] | None:
 
 _PIECES = caches.kind("call pieces")
 """A value with the literal text after it, compiled (None where it is not prefix-free), per (value, text)."""
-
-
-def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The coarsest byte classes that refine every map of `byte_classes` and give each byte of `singles` a class of
-    its own: (each byte's joint class, a byte of each joint class).  Tables laid out over them stay as narrow as
-    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back."""
-    marks = np.full(256, -1, dtype=np.int64)
-    marks[sorted(singles)] = sorted(singles)
-    keys = np.stack([*(np.asarray(classes, dtype=np.int64) for classes in byte_classes), marks])
-    order = np.lexsort(keys)
-    ordered = keys[:, order]
-    starts = np.ones(256, dtype=bool)
-    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
-    joint = np.empty(256, dtype=np.int64)
-    joint[order] = np.cumsum(starts) - 1
-    first = np.full(int(starts.sum()), 256, dtype=np.int64)
-    np.minimum.at(first, joint, np.arange(256))
-    return joint, first
 
 
 @dataclass(frozen=True)

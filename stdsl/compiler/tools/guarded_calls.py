@@ -19,9 +19,8 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reachable, successor_lists
-from stdsl.compiler.automata.ops import product_beside_start
+from stdsl.compiler.automata.ops import joint_classes, product_beside_start
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.tools.call_layout import joint_classes
 
 QUEUED_UP_TO = 4096
 """A stack of at most this many states (a few new calls: a list with one tool changed) is trimmed by a search that

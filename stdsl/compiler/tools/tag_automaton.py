@@ -17,7 +17,6 @@ from functools import partial
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.substitution import substitute
 from stdsl.compiler.tools.reply_automaton import PLACEHOLDER_NODE, piece_automaton, skeleton_table
@@ -26,11 +25,11 @@ _TAGS = caches.kind("structural tags")
 """One tag's DFA (None: it embeds a grammar) per tag expression."""
 
 
-def tags_leaf(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node],
-              max_states: int = DEFAULT_MAX_STATES) -> ir.Node | None:
-    """`around(alternative of the tags)` (triggered tags, tags with a separator) as one embedded leaf of its
-    assembled DFA, or None where a tag or the skeleton embeds a recursive grammar (the caller lowers the
-    expression whole, to a pushdown)."""
+def tags_automaton(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node],
+                   max_states: int = DEFAULT_MAX_STATES) -> Automaton | None:
+    """The DFA of `around(alternative of the tags)` (triggered tags, tags with a separator) assembled, or None
+    where a tag or the skeleton embeds a recursive grammar (the caller lowers the expression whole, to a
+    pushdown)."""
     pieces: list[Automaton] = []
     for tag in tags:
         piece: Automaton | None = _TAGS.get((), partial(piece_automaton, tag), (tag,))
@@ -41,4 +40,4 @@ def tags_leaf(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node],
     if any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(skeleton)):
         return None
     wide, accepting = skeleton_table(skeleton, max_states)
-    return embedded_leaf(substitute(wide, accepting, [pieces]), minimal=True)
+    return substitute(wide, accepting, [pieces])

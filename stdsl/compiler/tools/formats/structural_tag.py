@@ -28,14 +28,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
 from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
 """Lowers a JSON Schema, a Regex or a Grammar (by kind) to embedded IR: (spec, path) -> node."""
-Assemble = Callable[[list[ir.Node], Callable[[ir.Node], ir.Node]], "ir.Node | None"]
-"""Triggered tags as one node from their tags' expressions and the expression around one tag (`tools.tag_automaton`),
-or None to lower them whole."""
+Assemble = Callable[[list[ir.Node], Callable[[ir.Node], ir.Node]], "Automaton | None"]
+"""Triggered tags (or tags with a separator) as one DFA from their tags' expressions and the expression around one
+tag (`tools.tag_automaton`), or None to lower them whole."""
 
 PRIMITIVES = ("const_string", "json_schema", "grammar", "regex", "any_text", "sequence", "or", "tag",
               "triggered_tags", "tags_with_separator", "optional", "plus", "star", "repeat")
@@ -127,6 +129,29 @@ class _Lowering:
         return ir.seq(ir.literal(begin), content, ir.alt(*(ir.literal(e) for e in closing)))
 
     def _triggered_tags(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        return self._assembled_or_whole(*self._triggered_parts(node, path, ends))
+
+    def _tags_with_separator(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        return self._assembled_or_whole(*self._separated_parts(node, path))
+
+    def _assembled_or_whole(self, lowered: list[ir.Node], around: Callable[[ir.Node], ir.Node]) -> ir.Node:
+        """The tags' assembled DFA as a leaf, or the expression with their alternative in place of one tag."""
+        assembled = self.assemble(lowered, around) if self.assemble is not None else None
+        return embedded_leaf(assembled, minimal=True) if assembled is not None else around(ir.alt(*lowered))
+
+    def assembled(self, node: Any, path: str) -> Automaton | None:
+        """A format of tags (`triggered_tags`, `tags_with_separator`) as one assembled DFA (None for another format,
+        or tags that lower whole), read with the checks `node` makes."""
+        if self.assemble is None or not isinstance(node, Mapping) or node.get("type") not in (
+                "triggered_tags", "tags_with_separator"):
+            return None
+        parts = (self._triggered_parts(node, path, ()) if node["type"] == "triggered_tags"
+                 else self._separated_parts(node, path))
+        return self.assemble(*parts)
+
+    def _triggered_parts(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]
+                         ) -> tuple[list[ir.Node], Callable[[ir.Node], ir.Node]]:
+        """The tags' expressions and the expression around one tag: free text without the triggers between tags."""
         triggers = _strings(node.get("triggers"), f"{path}.triggers")
         tags = _field(node, "tags", list, path)
         if not tags:
@@ -151,10 +176,11 @@ class _Lowering:
                 return ir.seq(one, free, ir.star(ir.seq(one, free)))
             return ir.seq(free, ir.star(ir.seq(one, free)))
 
-        assembled = self.assemble(lowered, around) if self.assemble is not None else None
-        return assembled if assembled is not None else around(ir.alt(*lowered))
+        return lowered, around
 
-    def _tags_with_separator(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+    def _separated_parts(self, node: Mapping[str, Any], path: str
+                         ) -> tuple[list[ir.Node], Callable[[ir.Node], ir.Node]]:
+        """The tags' expressions and the expression around one tag: nothing but the separator between tags."""
         tags = _field(node, "tags", list, path)
         if not tags:
             raise _refuse(f"{path}.tags", "needs at least one tag")
@@ -171,8 +197,7 @@ class _Lowering:
             some = ir.seq(one, ir.star(ir.seq(separator, one)))
             return some if first else ir.optional(some)
 
-        assembled = self.assemble(lowered, around) if self.assemble is not None else None
-        return assembled if assembled is not None else around(ir.alt(*lowered))
+        return lowered, around
 
     def _optional(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         return ir.optional(self.node(node.get("content"), f"{path}.content", ends))
@@ -208,7 +233,19 @@ def legacy_format(tag: Mapping[str, Any]) -> dict[str, Any]:
 
 def structural_tag_ir(tag: Mapping[str, Any], embed: Lower, assemble: Assemble | None = None) -> ir.Node:
     """The IR of a structural tag (the `response_format` object: `format`, or the older `structures`/`triggers`),
-    its triggered tags assembled by `assemble` where given."""
+    its tags' formats assembled by `assemble` where given."""
+    return _Lowering(embed, assemble).node(*_format(tag))
+
+
+def structural_tag_automaton(tag: Mapping[str, Any], embed: Lower, assemble: Assemble) -> Automaton | None:
+    """A structural tag whose format is tags (`triggered_tags`, `tags_with_separator`, as a model's tool-calling
+    tags are) as the DFA `assemble` builds, with no IR leaf (whose byte table of every state would be laid out
+    only to be read back); None for another format or tags that lower whole."""
+    return _Lowering(embed, assemble).assembled(*_format(tag))
+
+
+def _format(tag: Mapping[str, Any]) -> tuple[Any, str]:
+    """A structural tag's format and the path that names it in errors."""
     if "format" in tag:
-        return _Lowering(embed, assemble).node(tag["format"], "response_format.format")
-    return _Lowering(embed, assemble).node(legacy_format(tag), "response_format")
+        return tag["format"], "response_format.format"
+    return legacy_format(tag), "response_format"
