@@ -273,8 +273,9 @@ OUTLINE_FROM = 20_000
 """A plain grammar whose bodies' NFAs would have about this many states together (`outline_pays`) is outlined at
 once when the caller lets the compiler choose: the subset construction costs some microseconds of Python per
 state (0.2-1.5 s on the MaskBench schemas past it), while outlined bodies are each a member's language with its
-containers as calls, compiled once however often they occur (2-4x faster there).  Below it the plain grammar is
-about as fast, or faster (no L(1) conflicts between outlined members to retry)."""
+containers as calls, compiled once however often they occur (1.6-5x faster there: `benchmarks/results/
+outline_choice.md`).  Below it the plain grammar is about as fast.  A schema whose outlined members meet an L(1)
+conflict pays for the outlined try and is built plain (`o79009`: 0.17 -> 0.24 s)."""
 
 
 def outline_pays(*bodies: ir.Node) -> bool:
@@ -317,19 +318,23 @@ def outline_pays(*bodies: ir.Node) -> bool:
 
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
                      max_depth: int, outline: bool | None, zero_fractions: bool, strict: bool,
-                     calls_required: bool, context: Context | None = None) -> PushdownGrammar | ir.Node:
+                     calls_required: bool, context: Context | None = None, retry_conflicts: bool = True
+                     ) -> PushdownGrammar | ir.Node:
     """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
     IR once the grammar would have no nonterminal.
 
     `outline=None` chooses: the outlined grammar when the plain bodies are large (`outline_pays`) or pass
-    `max_states`, else the plain one.  The choice never changes the outcome where both compile (they accept the
-    same language): an outlined grammar that fails (a conflict, a budget) hands over to the plain one, and when
-    that passes `max_states` too the outlined grammar's error is raised, as trying it second would have.  Every
-    try reads the schema in one document `context` (what it keeps about the document serves them all)."""
+    `max_states`, else the plain one.  The choice does not change the outcome: an outlined grammar tried first is
+    taken only when it compiles without an L(1) conflict (a conflict there is one the plain grammar meets too, and
+    inlining it may change which free-form values nest), else the plain grammar is built, and when that passes
+    `max_states` the outlined grammar's own outcome stands, as trying it second gave.  Without `retry_conflicts` a
+    conflict is raised, not resolved.  Every try reads the schema in one document `context` (what it keeps about the
+    document serves them all)."""
     context = context or document_context(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
     inline_any = False
+    tried = False
     outlined_error: CompileError | None = None
     for _ in range(MAX_CONFLICT_RETRIES):
         compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline is True,
@@ -339,12 +344,15 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
             if calls_required and not bodies:
                 return main
-            if outline is None and outlined_error is None and outline_pays(main, *bodies.values()):
+            if outline is None and not tried and outline_pays(main, *bodies.values()):
+                tried = True
                 try:
                     return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions,
-                                            strict, calls_required, context)
+                                            strict, calls_required, context, retry_conflicts=False)
                 except CompileTimeError:
                     raise
+                except GrammarConflictError:
+                    pass  # the plain grammar decides how the conflict is resolved
                 except CompileError as error:
                     outlined_error = error
             definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
@@ -353,7 +361,7 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
         except GrammarConflictError as error:
             keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
             movable = keys & (compiler.outlined | {ANY_VALUE})
-            if not movable:
+            if not movable or not retry_conflicts:
                 raise
             inline_any = inline_any or ANY_VALUE in movable
             inlined |= movable - {ANY_VALUE}

@@ -1,10 +1,11 @@
-"""A pushdown whose plain root is large is outlined at once (`recursive.outline_pays`), without changing what it
+"""A pushdown whose plain bodies are large is outlined at once (`recursive.outline_pays`), without changing what it
 accepts or how a compile ends.
 
 The outlined grammar must accept exactly what the plain grammar accepts (random accepting walks of each, and
-those walks with a byte changed, read by both), a small root stays plain, and an outlined grammar that fails hands
-over to the plain one; when that passes the state budget too, the outlined grammar's error is raised, after two
-tries, as before the choice (plain first, outlined on a budget refusal).
+those walks with a byte changed, read by both), small bodies stay plain, and an outlined grammar that fails or
+meets an L(1) conflict hands over to the plain one; when that passes the state budget too, the outlined grammar's
+own outcome stands (its error after two tries, or its conflicts resolved), as before the choice (plain first,
+outlined on a budget refusal).
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ RECURSIVE = {"$defs": {"node": {"type": "object", "additionalProperties": False,
                  "additionalProperties": False} for i in range(20)}}}},
     "$ref": "#/$defs/node"}
 """A recursive definition whose body is past `OUTLINE_FROM` (the root is only its call)."""
+
+
+CONFLICTED = {**LARGE, "properties": {**LARGE["properties"], "a": {"anyOf": [
+    {"type": "object", "properties": {"x": {"type": "array", "items": {"type": "integer"}}}, "required": ["x"],
+     "additionalProperties": False},
+    {"type": "object", "properties": {"x": {"type": "array", "items": {"type": "string"}, "maxItems": 2}},
+     "additionalProperties": False}]}}}
+"""`LARGE` with a member whose two branches call different nonterminals for `x` once outlined (an L(1) conflict)."""
 
 
 def _root_size_passes(schema: dict) -> bool:
@@ -146,3 +155,29 @@ def test_a_plain_grammar_past_the_budget_is_outlined_as_before(monkeypatch: pyte
     compiled = compile_free_form(SMALL, outline=None)
     assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
     assert calls[0] == 1 and calls[-1] > 1
+
+
+def test_an_outlined_grammar_with_a_conflict_leaves_the_choice_to_the_plain_one() -> None:
+    assert _root_size_passes(CONFLICTED)
+    chosen = compile_free_form(CONFLICTED, outline=None)
+    plain = compile_free_form(CONFLICTED, outline=False)
+    assert isinstance(chosen, PushdownConstraint) and isinstance(plain, PushdownConstraint)
+    assert chosen.grammar.names == plain.grammar.names
+    assert len(compile_free_form(CONFLICTED, outline=True).grammar.names) > 2
+
+
+def test_a_conflicted_outline_is_resolved_when_the_plain_grammar_passes_the_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = recursive.compile_pushdown
+
+    def compile_pushdown(main, definitions, **options):  # type: ignore[no-untyped-def]
+        calls.append(len(definitions))
+        if len(definitions) == 1:
+            raise StateBudgetError("plain too large")
+        return real(main, definitions, **options)
+
+    monkeypatch.setattr(recursive, "compile_pushdown", compile_pushdown)
+    compiled = compile_free_form(CONFLICTED, outline=None)
+    assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
+    assert calls[0] > 1 and 1 in calls and calls[-1] > 1 and len(calls) >= 4
