@@ -19,7 +19,7 @@ def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max
     """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
 
     With `outline`, container members are nonterminals too (for schemas too large for one DFA); `outline=None`
-    outlines them when the plain grammar's root is large or passes `max_states` (`recursive._calling_grammar`).
+    outlines them when the plain grammar's bodies are large or pass `max_states` (`recursive._calling_grammar`).
     A model's integers are written without a zero fraction (Pydantic reads `1.0` as a float).
     `strict` closes objects as `schema_to_ir` does.
     """
