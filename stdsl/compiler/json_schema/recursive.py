@@ -269,13 +269,14 @@ def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max
     return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, strict, True)
 
 
-OUTLINE_FROM = 20_000
+OUTLINE_FROM = 30_000
 """A plain grammar whose bodies' NFAs would have about this many states together (`outline_pays`) is outlined at
 once when the caller lets the compiler choose: the subset construction costs some microseconds of Python per
 state (0.2-1.5 s on the MaskBench schemas past it), while outlined bodies are each a member's language with its
 containers as calls, compiled once however often they occur: 1.7-5.3x faster on five of the eight schemas of
-`benchmarks/results/outline_choice.md`.  Below it the plain grammar is about as fast.  A schema whose outlined
-members meet an L(1) conflict pays for the outlined try and is built plain (`o79009` 0.24 -> 0.32 s there)."""
+`benchmarks/results/outline_choice.md`.  Below it the plain grammar is about as fast or faster (`o53885`, 21,400
+by this count: 0.25 s plain, 0.28 s outlined).  A schema whose outlined members meet an L(1) conflict pays for the
+outlined try and is built plain (`o79009` 0.24 -> 0.32 s there)."""
 
 
 def outline_pays(*bodies: ir.Node) -> bool:

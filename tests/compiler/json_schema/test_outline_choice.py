@@ -33,13 +33,13 @@ def _rows(count: int, width: int) -> dict:
             "properties": {**{f"p{i}": {"type": "array", "items": row} for i in range(count)}, "free": {}}}
 
 
-LARGE = _rows(10, 8)
-"""A plain root past `OUTLINE_FROM` (about 23,600 estimated NFA states)."""
+LARGE = _rows(14, 8)
+"""A plain root past `OUTLINE_FROM` (about 33,400 estimated NFA states)."""
 SMALL = _rows(2, 3)
 RECURSIVE = {"$defs": {"node": {"type": "object", "additionalProperties": False, "properties": {
     "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
     **{f"v{i}": {"type": "object", "properties": {f"k{j}": {"type": "number"} for j in range(8)},
-                 "additionalProperties": False} for i in range(20)}}}},
+                 "additionalProperties": False} for i in range(30)}}}},
     "$ref": "#/$defs/node"}
 """A recursive definition whose body is past `OUTLINE_FROM` (the root is only its call)."""
 
@@ -59,7 +59,7 @@ def _root_size_passes(schema: dict) -> bool:
 
 
 def test_the_choice_follows_the_root_size() -> None:
-    assert OUTLINE_FROM == 20_000
+    assert OUTLINE_FROM == 30_000
     assert _root_size_passes(LARGE) and not _root_size_passes(SMALL)
     large = compile_constraint(LARGE)
     assert isinstance(large, PushdownConstraint) and len(large.grammar.names) > 2
