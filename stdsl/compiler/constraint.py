@@ -253,12 +253,8 @@ def _free_form(schema: dict, whitespace: Whitespace | None, max_states: int,
     (or a call of one clashed with the bytes around it and the value bounded at `ANY_VALUE_DEPTH` levels was
     inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
     try:
-        try:
-            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     strict=strict)
-        except StateBudgetError:
-            return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     outline=True, strict=strict)
+        return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                 outline=None, strict=strict)
     except (StateBudgetError, CompileTimeError, SchemaError, EmptyLanguageError):
         raise
     except CompileError:
@@ -290,12 +286,8 @@ def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespac
     container members then become nonterminals, compiled once each)."""
     _check_integer_sizes(schema)
     if isinstance(schema, dict) and is_recursive_schema(schema):
-        try:
-            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     strict=strict)
-        except StateBudgetError:
-            return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
-                                     outline=True, strict=strict)
+        return compile_recursive(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
+                                 outline=None, strict=strict)
     node = None
     if not bounded and (isinstance(schema, dict) or schema is True):
         free_form = _free_form(schema if schema is not True else {}, whitespace, max_states, model_class, strict)

@@ -14,11 +14,12 @@ from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
 
 
 def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool = False, strict: bool = True
-                      ) -> PushdownConstraint:
+                      max_depth: int = MAX_DEPTH, model_class: Any = None, outline: bool | None = False,
+                      strict: bool = True) -> PushdownConstraint:
     """Compile a JSON Schema with `$ref` cycles (of a Pydantic `model_class`, if given) to a pushdown constraint.
 
-    With `outline`, container members are nonterminals too (for schemas too large for one DFA).
+    With `outline`, container members are nonterminals too (for schemas too large for one DFA); `outline=None`
+    outlines them when the plain grammar's bodies are large or pass `max_states` (`recursive._calling_grammar`).
     A model's integers are written without a zero fraction (Pydantic reads `1.0` as a float).
     `strict` closes objects as `schema_to_ir` does.
     """
@@ -30,11 +31,11 @@ def compile_recursive(schema: dict, *, whitespace: Whitespace | None = None, max
 
 
 def compile_free_form(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      model_class: Any = None, outline: bool = False, strict: bool = True
+                      model_class: Any = None, outline: bool | None = False, strict: bool = True
                       ) -> PushdownConstraint | ir.Node:
     """A schema without reference cycles whose free-form values nest to any depth (calls of one nonterminal),
-    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`); `strict` closes
-    objects as `schema_to_ir` does."""
+    or the schema's IR for a DFA when it has no free-form value (see `free_form_grammar`); `outline` as
+    `compile_recursive`'s, `strict` closes objects as `schema_to_ir` does."""
     began = time.perf_counter()
     grammar = free_form_grammar(schema, whitespace=whitespace, max_states=max_states, outline=outline,
                                 zero_fractions=model_class is None, strict=strict)

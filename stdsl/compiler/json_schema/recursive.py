@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.chains import CHAIN_FROM, EMBEDDED_FROM
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_dfa
 from stdsl.compiler.json_schema.flatten import document_context
@@ -28,7 +30,7 @@ from stdsl.compiler.pushdown.grammar import (
     call_symbol,
     compile_pushdown,
 )
-from stdsl.errors import CompileError, SchemaError
+from stdsl.errors import CompileError, CompileTimeError, SchemaError, StateBudgetError
 
 ROOT = "#"
 CONTAINERS = ("$defs", "definitions")
@@ -110,16 +112,18 @@ class _CallingCompiler(_Compiler):
     rather than the DFA compiler's `ANY_VALUE_DEPTH` (unless `inline_any`, after a conflict).
     With `outline`, every member value or array item that may be an object or array is a call of a
     nonterminal keyed by its schema's JSON text (but those in `inlined`), compiled once however
-    often it occurs.
+    often it occurs.  The root and every body are read in one document context (`context`, made for `root` unless
+    given), so what it keeps (`Context.one_of`) serves them all.
     """
 
     def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
                  inlined: frozenset[str] = frozenset(), inline_any: bool = False, zero_fractions: bool = True,
-                 strict: bool = True) -> None:
+                 strict: bool = True, context: Context | None = None) -> None:
         super().__init__(tokens, zero_fractions, strict)
         self.targets = set(calls)
         self.calls = dict(calls)
         self.root = root
+        self.context = context or document_context(root)
         self.extra: dict[str, tuple[Schema, str]] = {}
         self.names = {target: target for target in calls}
         self.outline, self.inlined, self.inline_any = outline, inlined, inline_any
@@ -191,7 +195,7 @@ class _CallingCompiler(_Compiler):
 
     def body(self, schema: Schema, path: str) -> ir.Node:
         """The inlined lowering of a nonterminal's schema (its own top-level mention is not a call)."""
-        return super().value(schema, path, document_context(self.root))
+        return super().value(schema, path, self.context)
 
 
 def _may_be_container(flat: Any) -> bool:
@@ -222,10 +226,10 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
     compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema, zero_fractions=zero_fractions,
                                             strict=strict)
     ws = compiler.tokens.ws
-    main = ir.seq(ws, compiler.value(schema, ROOT, document_context(schema)), ws)
+    main = ir.seq(ws, compiler.value(schema, ROOT, compiler.context), ws)
     bodies = {}
     for target in calls:
-        node, _ = resolve_ref(target, document_context(schema), target)
+        node, _ = resolve_ref(target, compiler.context, target)
         bodies[target] = compiler.body(node, target)
     done: set[str] = set()
     while len(done) < len(compiler.extra):
@@ -238,16 +242,16 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
 
 def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = None,
                              max_states: int = DEFAULT_MAX_STATES, max_depth: int = MAX_DEPTH,
-                             outline: bool = False, zero_fractions: bool = True, strict: bool = True
+                             outline: bool | None = False, zero_fractions: bool = True, strict: bool = True
                              ) -> PushdownGrammar:
     """The pushdown grammar of a JSON Schema: one nonterminal per target on a reference cycle.
 
     Schemas that combine a target with other keywords become nonterminals of their own.  With
     `outline` (for schemas whose single DFA is too large), every member value or array item that may
-    be a container is a nonterminal too, compiled once however often it occurs.  A call that breaks
-    an L(1) condition (two calls, or a call and a byte, possible at one state) is inlined and the
-    grammar compiled again; the free-form value then falls back to the DFA compiler's bounded depth.
-    `zero_fractions` and `strict` are `schema_to_ir`'s.
+    be a container is a nonterminal too, compiled once however often it occurs; `outline=None` chooses
+    (`_calling_grammar`).  A call that breaks an L(1) condition (two calls, or a call and a byte,
+    possible at one state) is inlined and the grammar compiled again; the free-form value then falls back
+    to the DFA compiler's bounded depth.  `zero_fractions` and `strict` are `schema_to_ir`'s.
     """
     grammar = _calling_grammar(schema, recursive_targets(schema), whitespace, max_states, max_depth, outline,
                                zero_fractions, strict, False)
@@ -256,7 +260,7 @@ def compile_recursive_schema(schema: dict, *, whitespace: Whitespace | None = No
 
 
 def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max_states: int = DEFAULT_MAX_STATES,
-                      max_depth: int = MAX_DEPTH, outline: bool = False, zero_fractions: bool = True,
+                      max_depth: int = MAX_DEPTH, outline: bool | None = False, zero_fractions: bool = True,
                       strict: bool = True) -> PushdownGrammar | ir.Node:
     """The pushdown grammar of a schema without reference cycles whose free-form values (`true`, `{}`, an
     object's undeclared members) are calls of `ANY_VALUE`, so they nest to any depth; when it has no
@@ -265,32 +269,110 @@ def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max
     return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, strict, True)
 
 
+OUTLINE_FROM = 30_000
+"""A plain grammar whose bodies' NFAs would have about this many states together (`outline_pays`) is outlined at
+once when the caller lets the compiler choose: the subset construction costs some microseconds of Python per
+state (0.2-1.5 s on the MaskBench schemas past it), while outlined bodies are each a member's language with its
+containers as calls, compiled once however often they occur: 1.7-5.3x faster on five of the eight schemas of
+`benchmarks/results/outline_choice.md`.  Below it the plain grammar is about as fast or faster (`o53885`, 21,400
+by this count: 0.25 s plain, 0.28 s outlined).  A schema whose outlined members meet an L(1) conflict pays for the
+outlined try and is built plain (`o79009` 0.24 -> 0.32 s there)."""
+
+
+def outline_pays(*bodies: ir.Node) -> bool:
+    """Whether `bodies` need at least `OUTLINE_FROM` NFA states together outside their long counted chains.
+
+    Counted as `nfa.estimated_states` counts (each distinct node once, a counted repetition's item once per copy),
+    except that a repetition of `CHAIN_FROM` copies or more counts one copy and an automaton of `EMBEDDED_FROM`
+    states or more one state: both are laid out whole (`automata.chains`), at a cost outlining does not change.
+    The walks stop at `OUTLINE_FROM`."""
+    sizes: dict[int, int] = {}
+
+    def size(node: ir.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 0
+        for count, part in enumerate(ir.distinct_nodes(node, into_repeats=False), 1):
+            if isinstance(part, ir.Embedded):
+                total += 1 if len(part.accepting) >= EMBEDDED_FROM else len(part.accepting)
+            elif isinstance(part, ir.Repeat):
+                copies = 1 if part.max is not None and part.max >= CHAIN_FROM else (
+                    part.min + 1 if part.max is None else part.max)
+                total += 1 + max(copies, 1) * (1 + size(part.item))
+            else:
+                total += 1
+            if total >= OUTLINE_FROM:
+                break
+            if count & 16383 == 0:
+                check_deadline("sizing the pushdown bodies")
+        sizes[id(node)] = total
+        return total
+
+    total = 0
+    for body in bodies:
+        total += size(body)
+        if total >= OUTLINE_FROM:
+            return True
+    return False
+
+
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
-                     max_depth: int, outline: bool, zero_fractions: bool, strict: bool,
-                     calls_required: bool) -> PushdownGrammar | ir.Node:
+                     max_depth: int, outline: bool | None, zero_fractions: bool, strict: bool,
+                     calls_required: bool, context: Context | None = None, retry_conflicts: bool = True
+                     ) -> PushdownGrammar | ir.Node:
     """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
-    IR once the grammar would have no nonterminal."""
+    IR once the grammar would have no nonterminal.
+
+    `outline=None` chooses: the outlined grammar when the plain bodies are large (`outline_pays`) or pass
+    `max_states`, else the plain one.  The choice does not change the outcome: an outlined grammar tried first is
+    taken only when it compiles without an L(1) conflict (a conflict there is one the plain grammar meets too, and
+    inlining it may change which free-form values nest), else the plain grammar is built, and when that passes
+    `max_states` the outlined grammar's own outcome stands, as trying it second gave.  Without `retry_conflicts` a
+    conflict is raised, not resolved.  Every try reads the schema in one document `context` (what it keeps about the
+    document serves them all)."""
+    context = context or document_context(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
     inline_any = False
+    tried = False
+    outlined_error: CompileError | None = None
     for _ in range(MAX_CONFLICT_RETRIES):
-        compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline,
+        compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline is True,
                                     inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions,
-                                    strict=strict)
-        main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
-        if calls_required and not bodies:
-            return main
-        definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
-                                  if key == ANY_VALUE else None) for key, body in bodies.items()]
+                                    strict=strict, context=context)
         try:
+            main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
+            if calls_required and not bodies:
+                return main
+            if outline is None and not tried and outline_pays(main, *bodies.values()):
+                tried = True
+                try:
+                    return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions,
+                                            strict, calls_required, context, retry_conflicts=False)
+                except CompileTimeError:
+                    raise
+                except GrammarConflictError:
+                    pass  # the plain grammar decides how the conflict is resolved
+                except CompileError as error:
+                    outlined_error = error
+            definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
+                                      if key == ANY_VALUE else None) for key, body in bodies.items()]
             return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
         except GrammarConflictError as error:
             keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
             movable = keys & (compiler.outlined | {ANY_VALUE})
-            if not movable:
+            if not movable or not retry_conflicts:
                 raise
             inline_any = inline_any or ANY_VALUE in movable
             inlined |= movable - {ANY_VALUE}
+        except StateBudgetError:
+            if outline is not None:
+                raise
+            if outlined_error is not None:
+                raise outlined_error from None
+            return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
+                                    calls_required, context)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
 
 

@@ -76,7 +76,7 @@ class Context:
     """The document being compiled, how to flatten its schemas, and the `$ref` targets entered on the
     current path (for cycles).
 
-    `anchors` and `draft_neutral` (ids of subschemas found free of draft-dependent keywords) are
+    `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords) and `one_of` are
     caches shared by every context of one document.  `flatten.document_context(root)` makes the first one.
     """
 
@@ -86,13 +86,16 @@ class Context:
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
     draft_neutral: set[int] = field(default_factory=set)
+    one_of: dict[int, tuple[list, int, frozenset[str], Any]] = field(default_factory=dict)
+    """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id: the list (held, so that
+    its id is not reused), the depth and the references entered where it was read, and the schema it gave."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
         if self.depth >= MAX_NESTING:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
-        return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral)
+        return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of)
 
 
 def pointer_token(name: str) -> str:

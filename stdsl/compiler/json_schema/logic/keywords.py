@@ -62,7 +62,22 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
     """`oneOf` as an `anyOf`: directly when the branches are provably disjoint, else each minus the others.
 
     Either way a branch's failure matters, so draft-dependent keywords are refused (`check_draft_neutral`).
+    Kept per list for the document (`Context.one_of`): a pushdown compile flattens a member to decide whether to
+    outline it and again as the nonterminal's body, and the disjointness proofs were most of a `oneOf`-heavy
+    schema's lowering.  A list read at some depth with some references entered reads the same at a depth no
+    greater with no other references (those can only refuse, past `MAX_NESTING` or on a cycle), so that is
+    what a kept reading serves.
     """
+    known = ctx.one_of.get(id(parts))
+    if known is not None and known[0] is parts and ctx.depth <= known[1] and known[2].issuperset(ctx.refs):
+        return known[3]
+    result = _one_of_as_any_of(parts, path, ctx)
+    ctx.one_of[id(parts)] = (parts, ctx.depth, frozenset(ctx.refs), result)
+    return result
+
+
+def _one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
+    """`one_of_as_any_of` past its memo."""
     branches = [flatten(part, f"{path}/{i}", ctx.entering())[0] for i, part in enumerate(parts)]
     if len(branches) > 1:
         for i, part in enumerate(parts):
