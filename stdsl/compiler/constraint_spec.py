@@ -40,12 +40,12 @@ from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolFormat, ToolSpec, format_named
 from stdsl.compiler.tools.formats.base import parameters_path
-from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from stdsl.compiler.tools.formats.structural_tag import structural_tag_automaton, structural_tag_ir
 from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.object_layout import object_layout
 from stdsl.compiler.tools.reply_automaton import CallKey, call_share, keep_calls, reply_automaton
 from stdsl.compiler.tools.reply_grammar import reply_ir
-from stdsl.compiler.tools.tag_automaton import tags_leaf
+from stdsl.compiler.tools.tag_automaton import tags_automaton
 from stdsl.errors import (
     CompileError,
     CompileTimeError,
@@ -232,8 +232,12 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
             grammar = grammar.with_special_tokens(dict(spec["tokens"]))
         return compile_constraint(grammar, max_seconds=deadline.left())
     if kind == "structural_tag":
+        embed = _embedder(deadline)
         with compile_deadline(deadline.left()):
-            node = structural_tag_ir(spec["tag"], _embedder(deadline), tags_leaf)
+            assembled = structural_tag_automaton(spec["tag"], embed, tags_automaton)
+            if assembled is not None:
+                return Constraint(assembled, "structural_tag", dict(spec), None, time.perf_counter() - start)
+            node = structural_tag_ir(spec["tag"], embed, tags_automaton)
         return _lowered(node, "structural_tag", spec, start, deadline)
     if kind == "regex":
         return compile_constraint(Regex(spec["pattern"]), max_seconds=deadline.left())
