@@ -95,7 +95,7 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         return None
     if len(classes) > max_states:
         raise over_budget(max_states)
-    return ClassDFA(classes, final, symbol_class)
+    return ClassDFA(classes, final, symbol_class, all_live=True)
 
 
 def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: ChainBuilder, found: _Found,

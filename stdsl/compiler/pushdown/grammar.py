@@ -230,7 +230,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         found = (table, symbol_class, np.array(over_bytes.accepting, dtype=bool))
     else:
         dfa = determinized(body, max_states, alphabet)
-        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True)
+        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live)
         found = (table.astype(np.int32), np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:

@@ -12,7 +12,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata import build, chains
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.grammar import call_symbol
@@ -27,11 +27,13 @@ def _minimal(dfa: ClassDFA) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _same(node: ir.Node, alphabet: int = 256, laid_out: bool = True) -> None:
-    """`determinized` agrees with the subset construction on `node`; `laid_out`: it laid out a chain of it."""
+    """`determinized` agrees with the subset construction on `node`; `laid_out`: it laid out a chain of it.  A laid-out
+    DFA is trim as it says (`all_live`: every state reaches acceptance, so shrinking it searches for none)."""
     got = chains.chained_dfa(node, 100_000, alphabet, build._chain)
     if got is None:
         assert not laid_out, "no chain was laid out"
         return
+    assert got.all_live and len(trim(np.asarray(got.table, dtype=np.int64), got.accepting)[1]) == len(got.accepting)
     expected = _minimal(determinize(build_nfa(node), 100_000, alphabet))
     table, accepting = _minimal(got)
     assert np.array_equal(table, expected[0])
