@@ -9,7 +9,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata import build, chains
+from stdsl.compiler.automata import build, chains, subset_substitution
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
 from stdsl.compiler.automata.minimize import minimize, trim
@@ -96,3 +96,31 @@ def test_a_chain_copied_under_a_counted_repeat_is_left_to_the_subset_constructio
     node = ir.repeat(ir.seq(ir.literal("["), ir.repeat(ir.byte_set([(97, 98)]), 0, 5), ir.literal("]")), 1, 4)
     assert chains.chained_dfa(node, 100_000, 256, build._chain) is None
     assert build_automaton(node).accepts(b"[ab][]")
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(2, 40), min_size=2, max_size=3), low=st.integers(0, 2),
+       after=st.sampled_from(["", "a", "(?:z|a)b", "[a-c]*"]))
+def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[int], low: int, after: str) -> None:
+    """With `max_states` the substitution stops once it has found more reachable states (before stacking its table):
+    it refuses a budget one short of the DFA it returns, and returns that same DFA within it."""
+    calls: list[tuple] = []
+    original = chains.substituted_classes
+
+    def recorded(*args: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        calls.append(args)
+        return original(*args)  # type: ignore[arg-type]
+
+    chains.substituted_classes = recorded  # type: ignore[assignment]
+    try:
+        pattern = ",".join(f"[a-c]{{{min(low, n)},{n}}}" for n in lengths)
+        found = chains.chained_dfa(parse_regex(f"x{pattern}{after}"), 100_000, 256, build._chain)
+    finally:
+        chains.substituted_classes = original
+    assert found is not None
+    skeleton, accepting, pieces, symbols, composites, _ = calls[-1]
+    size = len(found.accepting)
+    with pytest.raises(subset_substitution.TooManyStates):
+        original(skeleton, accepting, pieces, symbols, composites, size - 1)
+    table, final, _ = original(skeleton, accepting, pieces, symbols, composites, size)
+    assert np.array_equal(table, found.table) and np.array_equal(final, found.accepting)
