@@ -264,23 +264,40 @@ def rows_renumbered(table: np.ndarray, rows: np.ndarray, number: np.ndarray, sta
     return out
 
 
+NARROW_CELLS = 160
+"""A breadth-first level whose rows hold fewer cells than this is expanded in Python, row by row: a long chain has
+one or two states a level for thousands of levels, and a level's numpy calls cost more than its few rows."""
+
+
 def _reachable(table: np.ndarray, start: int, more: np.ndarray) -> np.ndarray:
     """The states reachable from `start` (a bool mask) in `table` with the rows `more` after its own (the table they
-    would stack into, not stacked), one breadth-first level per numpy step."""
+    would stack into, not stacked), a breadth-first level at a time: one numpy step for a wide level, row by row in
+    Python for a narrow one."""
     size = len(table)
-    seen = np.zeros(size + len(more), dtype=bool)
-    seen[start] = True
-    frontier = np.array([start])
+    narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
+    marks = bytearray(size + len(more))
+    seen = np.frombuffer(marks, dtype=bool)
+    marks[start] = 1
+    frontier: list[int] | np.ndarray = [start]
     levels = 0
     while len(frontier):
         if levels & 63 == 0:
             check_deadline("trimming the substituted automaton")
         levels += 1
-        own = frontier < size
-        following = table[frontier].reshape(-1) if own.all() else np.concatenate(
-            [table[frontier[own]].reshape(-1), more[frontier[~own] - size].reshape(-1)])
-        following = following[following >= 0]
-        following = distinct_values(following[~seen[following]])
-        seen[following] = True
-        frontier = following
-    return seen
+        if len(frontier) < narrow:
+            following: list[int] = []
+            for state in list(frontier):
+                for target in (table[state] if state < size else more[state - size]).tolist():
+                    if target >= 0 and not marks[target]:
+                        marks[target] = 1
+                        following.append(target)
+            frontier = following
+            continue
+        at = np.asarray(frontier, dtype=np.int64)
+        own = at < size
+        reached = table[at].reshape(-1) if own.all() else np.concatenate(
+            [table[at[own]].reshape(-1), more[at[~own] - size].reshape(-1)])
+        reached = reached[reached >= 0]
+        frontier = distinct_values(reached[~seen[reached]])
+        seen[frontier] = True
+    return seen.copy()

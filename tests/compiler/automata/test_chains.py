@@ -124,3 +124,26 @@ def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[in
         original(skeleton, accepting, pieces, symbols, composites, size - 1)
     table, final, _ = original(skeleton, accepting, pieces, symbols, composites, size)
     assert np.array_equal(table, found.table) and np.array_equal(final, found.accepting)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda size: st.tuples(
+    st.lists(st.lists(st.integers(-3, size - 1), min_size=3, max_size=3), min_size=size, max_size=size),
+    st.integers(0, size - 1), st.integers(0, size), st.sampled_from([0, 6, 10_000]))))
+def test_the_reachable_states_of_a_split_table_are_those_of_a_plain_search(case: tuple) -> None:
+    """`_reachable` over a table and the rows after it, a level at a time in numpy, in Python, or mixed."""
+    rows, start, cut, cells = case
+    table = np.maximum(np.array(rows, dtype=np.int32), -1)
+    seen, stack = {start}, [start]
+    while stack:
+        for target in table[stack.pop()].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    kept = subset_substitution.NARROW_CELLS
+    subset_substitution.NARROW_CELLS = cells
+    try:
+        found = subset_substitution._reachable(table[:cut], start, table[cut:])
+    finally:
+        subset_substitution.NARROW_CELLS = kept
+    assert np.flatnonzero(found).tolist() == sorted(seen)
