@@ -41,9 +41,9 @@ def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only.
     """
-    own = np.asarray(grammar.byte_table)
-    both = np.concatenate([own, np.asarray(grammar.call_of_byte).astype(own.dtype)], axis=0)
-    classes, byte_class = canonical_classes(both, np.arange(256))
+    own = np.asarray(grammar.own_classes)
+    both = np.concatenate([own, np.asarray(grammar.call_of_class).astype(own.dtype)], axis=0)
+    classes, byte_class = canonical_classes(both, grammar.byte_class)
     return classes[: own.shape[0]], classes[own.shape[0] :], byte_class
 
 

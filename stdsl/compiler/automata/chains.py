@@ -22,7 +22,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
 from stdsl.compiler.automata.minimize import distinct_values, shrink
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.automata.subset_substitution import TooManyComposites, substituted_classes
+from stdsl.compiler.automata.subset_substitution import TooManyComposites, TooManyStates, substituted_classes
 
 CHAIN_FROM = 64
 """A counted repetition of at least this many copies (its maximum; bounded ones only) is a chain laid out whole."""
@@ -90,12 +90,14 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         return None
     try:
         classes, final, symbol_class = substituted_classes(full, accepting, [[piece] for piece in pieces], alphabet,
-                                                           COMPOSITES_AT_MOST)
+                                                           COMPOSITES_AT_MOST, max_states)
     except TooManyComposites:
         return None
+    except TooManyStates:
+        raise over_budget(max_states) from None
     if len(classes) > max_states:
         raise over_budget(max_states)
-    return ClassDFA(classes, final, symbol_class)
+    return ClassDFA(classes, final, symbol_class, all_live=True)
 
 
 def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: ChainBuilder, found: _Found,

@@ -51,6 +51,9 @@ class ClassDFA:
     table: np.ndarray
     accepting: np.ndarray
     byte_class: np.ndarray
+    all_live: bool = False
+    """Every state is known to reach acceptance (a chain layout's output is trim by construction), so shrinking it
+    skips that search (`minimize.trim`)."""
 
     def byte_table(self) -> np.ndarray:
         """The same transitions indexed by byte: shape (num_states, 256)."""

@@ -127,12 +127,18 @@ def reachable(indptr: np.ndarray, indices: np.ndarray, sources: np.ndarray) -> n
     return bfs_distances(indptr, indices, sources) >= 0
 
 
-def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
+         ) -> tuple[np.ndarray, np.ndarray]:
     """Keep the states that are reachable from 0 and can reach acceptance; start stays 0.
 
     `all_reachable` says every state is known to be reachable from 0 (as in a subset construction's
-    output), which skips that search.  Raises `EmptyLanguageError` when no accepting state is reachable.
+    output), which skips that search; `all_live` that every state is known to reach acceptance (a chain layout's
+    output), which skips the other.  Raises `EmptyLanguageError` when no accepting state is reachable.
     """
+    if all_live and all_reachable:
+        if not accepting.any():
+            raise EmptyLanguageError("the constraint admits no string at all (empty language)")
+        return table, accepting
     keep = reachable(*predecessor_lists(table), np.flatnonzero(accepting))
     if not all_reachable:
         keep &= reachable(*successor_lists(table), np.array([0]))
@@ -262,13 +268,15 @@ def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0) -> tu
     return new_id[table[order]], accepting[order]
 
 
-def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The minimal trim DFA of the same language, start 0, states in BFS order.
 
-    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` as for `trim`.
+    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` and `all_live` as for `trim`.
     Raises `EmptyLanguageError` when the language is empty.
     """
-    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
+    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
+                            all_live)
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
     representative = np.empty(count, dtype=np.int64)
@@ -278,11 +286,12 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     return renumber_bfs(quotient, accepting[representative], int(block[0]))
 
 
-def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False
+def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
                       ) -> tuple[np.ndarray, np.ndarray]:
     """`trim`, states renumbered in `bfs_order`: `minimize`'s table whenever the DFA given is already minimal (a
     minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart."""
-    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
+    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
+                            all_live)
     return renumber_bfs(table, accepting)
 
 
@@ -292,8 +301,9 @@ were within 0.03% of minimal (the NFA builder shares repeated parts), and Hopcro
 to seven times as long as the trim.  The language is the same either way."""
 
 
-def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way)."""
+def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way); flags as for `trim`."""
     if len(table) <= MINIMIZE_UP_TO:
-        return minimize(table, accepting, all_reachable)
-    return trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
+        return minimize(table, accepting, all_reachable, all_live)
+    return trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable, all_live)

@@ -19,22 +19,29 @@ from stdsl.compiler.automata.minimize import distinct_values
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
-__all__ = ["TooManyComposites", "substituted_classes"]
+__all__ = ["TooManyComposites", "TooManyStates", "substituted_classes"]
 
 
 class TooManyComposites(Exception):
     """`substituted_classes` met more composite states than its caller allowed."""
 
 
+class TooManyStates(Exception):
+    """`substituted_classes`'s trim DFA would have more states than its caller allowed."""
+
+
 def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Sequence[Automaton]],
-                        symbols: int, max_composites: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                        symbols: int, max_composites: int | None = None, max_states: int | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The trim DFA of `skeleton` (a trim (states, symbols + columns) table, start 0, -1 dead) with each edge on
     the placeholder symbol `symbols + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
     from s, ending in t, as (class table, accepting, class of each of the skeleton's own `symbols` symbols), start
     0.  Symbols past the bytes (a pushdown body's call symbols) are read by no piece.  Raises `TooManyComposites`
-    past `max_composites` composite states (each costs a Python step)."""
+    past `max_composites` composite states (each costs a Python step), and `TooManyStates` once more than
+    `max_states` states are found reachable (before the table is stacked and renumbered for nothing)."""
     substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
     substitution.max_composites = max_composites
+    substitution.max_states = max_states
     return substitution.classes()
 
 
@@ -88,6 +95,7 @@ class _Substitution:
         self.pending: list[int] = []
         self.closures: dict[int, np.ndarray] = {}
         self.max_composites: int | None = None
+        self.max_states: int | None = None
 
     def _moves(self, state: int) -> list[int]:
         """The ε-moves of one NFA state: into every piece's copy for a placeholder edge, back to the skeleton from
@@ -178,6 +186,10 @@ class _Substitution:
             block = table[lo:lo + CHUNK_ROWS]
             live = block >= 0
             block[live] = remap[block[live]]
+        composites = np.stack(self.rows) if self.rows else np.zeros((0, table.shape[1]), dtype=np.int32)
+        keep = _reachable(table, start, composites)
+        if self.max_states is not None and int(keep.sum()) > self.max_states:
+            raise TooManyStates(f"more than {self.max_states:,} states")
         full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
                                   for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
         accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
@@ -185,7 +197,7 @@ class _Substitution:
             if index & 4095 == 0:
                 check_deadline("substituting the calls")
             accepting[self.size + index] = self.accepting[members].any()
-        return _trimmed(full, accepting, start, self.byte_class)
+        return _trimmed(full, accepting, start, self.byte_class, keep)
 
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:
@@ -210,11 +222,11 @@ def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarra
     return np.hstack([table, dead]), classes
 
 
-def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray
+def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray, keep: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The states reachable from `start`, renumbered with `start` first (state 0).  Each can reach acceptance
-    when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the skeleton."""
-    keep = _reachable(table, start)
+    """The states reachable from `start` (`keep`), renumbered with `start` first (state 0).  Each can reach
+    acceptance when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the
+    skeleton."""
     if not accepting[keep].any():
         raise EmptyLanguageError("the substituted automaton accepts nothing")
     keep[start] = False
@@ -252,19 +264,40 @@ def rows_renumbered(table: np.ndarray, rows: np.ndarray, number: np.ndarray, sta
     return out
 
 
-def _reachable(table: np.ndarray, start: int) -> np.ndarray:
-    """The states reachable from `start` (a bool mask), one breadth-first level per numpy step over the table."""
-    seen = np.zeros(len(table), dtype=bool)
-    seen[start] = True
-    frontier = np.array([start])
+NARROW_CELLS = 160
+"""A breadth-first level whose rows hold fewer cells than this is expanded in Python, row by row: a long chain has
+one or two states a level for thousands of levels, and a level's numpy calls cost more than its few rows."""
+
+
+def _reachable(table: np.ndarray, start: int, more: np.ndarray) -> np.ndarray:
+    """The states reachable from `start` (a bool mask) in `table` with the rows `more` after its own (the table they
+    would stack into, not stacked), a breadth-first level at a time: one numpy step for a wide level, row by row in
+    Python for a narrow one."""
+    size = len(table)
+    narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
+    marks = bytearray(size + len(more))
+    seen = np.frombuffer(marks, dtype=bool)
+    marks[start] = 1
+    frontier: list[int] | np.ndarray = [start]
     levels = 0
     while len(frontier):
         if levels & 63 == 0:
             check_deadline("trimming the substituted automaton")
         levels += 1
-        following = table[frontier].reshape(-1)
-        following = following[following >= 0]
-        following = distinct_values(following[~seen[following]])
-        seen[following] = True
-        frontier = following
-    return seen
+        if len(frontier) < narrow:
+            following: list[int] = []
+            for state in list(frontier):
+                for target in (table[state] if state < size else more[state - size]).tolist():
+                    if target >= 0 and not marks[target]:
+                        marks[target] = 1
+                        following.append(target)
+            frontier = following
+            continue
+        at = np.asarray(frontier, dtype=np.int64)
+        own = at < size
+        reached = table[at].reshape(-1) if own.all() else np.concatenate(
+            [table[at[own]].reshape(-1), more[at[~own] - size].reshape(-1)])
+        reached = reached[reached >= 0]
+        frontier = distinct_values(reached[~seen[reached]])
+        seen[frontier] = True
+    return seen.copy()

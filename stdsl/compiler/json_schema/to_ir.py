@@ -213,13 +213,13 @@ class _Compiler:
         """
         if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
-        from stdsl.compiler.automata.build import build_automaton, subset_automaton
+        from stdsl.compiler.automata.build import build_automaton, embedded_leaf, subset_automaton
         from stdsl.errors import EmptyLanguageError
         try:
             automaton = subset_automaton(node) or build_automaton(node)
         except EmptyLanguageError:
             return ir.NOTHING
-        return ir.Embedded(automaton.transitions, automaton.accepting)
+        return embedded_leaf(automaton, minimal=True)
 
     def _typed(self, name: str, flat: dict, path: str, ctx: Context) -> Node:
         if name == "null":

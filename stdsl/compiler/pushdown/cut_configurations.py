@@ -41,7 +41,7 @@ def body_cuts(machine: PushdownMachine, nonterminal: int) -> list[int]:
     order = np.concatenate([[start], states[states != start]]).astype(np.int64)
     local = np.full(grammar.num_states, -1, dtype=np.int64)
     local[order] = np.arange(len(order))
-    moves = np.asarray(grammar.byte_table)[order].astype(np.int64)
+    moves = np.asarray(grammar.own_classes)[order].astype(np.int64)
     byte_targets = np.where(moves >= 0, local[np.maximum(moves, 0)], -1)
     indptr, indices = successor_lists(byte_targets)
     edges: list[list[int]] = [indices[indptr[i] : indptr[i + 1]].tolist() for i in range(len(order))]
@@ -73,7 +73,7 @@ def _spine(machine: PushdownMachine, nonterminal: int, stack: tuple[int, ...]) -
             out.append(machine.config_of(here, stack))
         edges = np.flatnonzero(callers == here)
         sole_call = (len(edges) == 1 and not grammar.accepting[here]
-                     and not (np.asarray(grammar.byte_table[here]) >= 0).any()
+                     and not (np.asarray(grammar.own_classes[here]) >= 0).any()
                      and int(grammar.call_return[edges[0]]) == there and len(stack) + 1 < machine.max_depth)
         if sole_call:
             out += _spine(machine, int(grammar.call_callee[edges[0]]), stack + (there,))

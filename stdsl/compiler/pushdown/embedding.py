@@ -179,8 +179,8 @@ def bodywise(leaf: ir.EmbeddedGrammar, change: Callable[[BodyTable, bool], BodyT
     alphabet = CALL_BASE + len(flat.bodies)
     changed = []
     for index, body in enumerate((flat.main, *flat.bodies)):
-        table, accepting = _body_dfa(body, max_states, alphabet)
-        changed.append(change((np.array(table), np.array(accepting)), index == 0))
+        table, symbol_class, accepting = _body_dfa(body, max_states, alphabet)
+        changed.append(change((table[:, symbol_class], np.array(accepting)), index == 0))
     main, *bodies = (ir.Embedded(table, accepting) for table, accepting in changed)
     return ir.EmbeddedGrammar(flat.label, main, flat.names, tuple(bodies), bool(changed[0][1][0]))
 

@@ -9,7 +9,6 @@ lengths bn(q) of Proposition 2 are computed for the budget rule.
 
 from __future__ import annotations
 
-import copy
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, trim_in_bfs_order
@@ -67,21 +67,27 @@ class Definition:
 class PushdownGrammar:
     """Nonterminal DFAs laid out in one state space (nonterminal 0 is the root body, never called).
 
-    `byte_table[q, b]` is q's own move (-1 none); call edge e goes from `call_state[e]` to the
-    callee `call_callee[e]` and returns to `call_return[e]`; `call_of_byte[q, b]` is the call edge
-    whose callee starts with b (-1 none); `bn[q]` the shortest completion of q's nonterminal, and
-    `bn_within[min(d, len - 1), q]` the shortest one that nests at most d calls deeper (UNREACHABLE if none).
+    The tables are kept over byte classes (bytes every state reads alike): `own_classes[q, byte_class[b]]` is q's
+    own move on byte b (-1 none) and `call_of_class[q, byte_class[b]]` the call edge whose callee starts with b
+    (-1 none); `byte_table` and `call_of_byte` are the same tables over the 256 bytes, expanded on first read.
+    Call edge e goes from `call_state[e]` to the callee `call_callee[e]` and returns to `call_return[e]`;
+    `bn[q]` is the shortest completion of q's nonterminal, and `bn_within[min(d, len - 1), q]` the shortest one
+    that nests at most d calls deeper (UNREACHABLE if none).
     """
 
-    def __init__(self, names: Sequence[str], starts: np.ndarray, owner: np.ndarray, byte_table: np.ndarray,
-                 accepting: np.ndarray, call_state: np.ndarray, call_callee: np.ndarray,
+    def __init__(self, names: Sequence[str], starts: np.ndarray, owner: np.ndarray, own_classes: np.ndarray,
+                 byte_class: np.ndarray, accepting: np.ndarray, call_state: np.ndarray, call_callee: np.ndarray,
                  call_return: np.ndarray, max_depth: int = MAX_DEPTH) -> None:
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        if byte_class.shape != (256,) or int(byte_class.max()) >= own_classes.shape[1]:
+            raise ValueError(f"byte_class must map the 256 bytes into {own_classes.shape[1]} classes")
         self.names = list(names)
         self.starts = starts
         self.owner = owner
-        self.byte_table = byte_table
+        self.own_classes = own_classes
+        self.byte_class = byte_class.astype(np.intp)
+        self._expanded: dict[str, np.ndarray] = {}
         self.accepting = accepting
         self.call_state, self.call_callee, self.call_return = call_state, call_callee, call_return
         self.max_depth = max_depth
@@ -89,14 +95,16 @@ class PushdownGrammar:
         """The root body and definitions this grammar was compiled from (`compile_pushdown` sets them), so that it
         can be embedded in a larger constraint (`pushdown.embedding`); not pickled (a grammar sent to another
         process is decoded there, not embedded)."""
-        self.first = _first_sets(self)
+        self.first_classes = _first_sets(self)
+        self.first = self.first_classes[:, self.byte_class]
         check_deadline("the pushdown call table")
-        self.call_of_byte = _call_of_byte(self)
+        self.call_of_class = _call_of_class(self)
         check_deadline("the pushdown follow sets")
-        self.follow = _follow_sets(self)
-        _check_follow(self)
+        follow = _follow_sets(self)
+        self.follow = follow[:, self.byte_class]
+        _check_follow(self, follow)
         check_deadline("the pushdown completion graph")
-        self.has_successor: np.ndarray = np.asarray((byte_table >= 0).any(axis=1))
+        self.has_successor: np.ndarray = np.asarray((own_classes >= 0).any(axis=1))
         self.has_successor[call_state] = True
         graph = _CompletionGraph(self)
         self.bn_within = _completions_within_depth(self, graph)
@@ -105,19 +113,37 @@ class PushdownGrammar:
             raise CompileError(f"every output nests deeper than the stack cap of {max_depth}")
 
     def __getstate__(self) -> dict[str, object]:
-        return {key: (None if key == "fragment" else value) for key, value in self.__dict__.items()}
+        return {key: (None if key == "fragment" else {} if key == "_expanded" else value)
+                for key, value in self.__dict__.items()}
+
+    @property
+    def byte_table(self) -> np.ndarray:
+        """`own_classes` over the 256 bytes, (Q, 256), read-only: for whole-table readers and tests."""
+        return self._expand("byte_table", self.own_classes)
+
+    @property
+    def call_of_byte(self) -> np.ndarray:
+        """`call_of_class` over the 256 bytes, (Q, 256), read-only."""
+        return self._expand("call_of_byte", self.call_of_class)
+
+    def _expand(self, name: str, classes: np.ndarray) -> np.ndarray:
+        found = self._expanded.get(name)
+        if found is None:
+            found = self._expanded[name] = classes[:, self.byte_class]
+            found.flags.writeable = False
+        return found
 
     @property
     def num_states(self) -> int:
         """States of all nonterminals together."""
-        return int(self.byte_table.shape[0])
+        return int(self.own_classes.shape[0])
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the grammar's tables."""
-        arrays = (self.starts, self.owner, self.byte_table, self.accepting, self.call_state, self.call_callee,
-                  self.call_return, self.first, self.call_of_byte, self.follow, self.has_successor, self.bn,
-                  self.bn_within)
+        """Bytes held by the grammar's tables (the 256-byte expansions too, once read)."""
+        arrays = (self.starts, self.owner, self.own_classes, self.byte_class, self.accepting, self.call_state,
+                  self.call_callee, self.call_return, self.first, self.first_classes, self.call_of_class,
+                  self.follow, self.has_successor, self.bn, self.bn_within, *self._expanded.values())
         return sum(int(a.nbytes) for a in arrays)
 
     def __repr__(self) -> str:
@@ -133,44 +159,43 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     """
     alphabet = CALL_BASE + len(definitions)
     names = [MAIN] + [d.name for d in definitions]
-    tables: list[np.ndarray] = []
-    accepts: list[np.ndarray] = []
+    bodies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for name, body, built in zip(names, [main] + [d.body for d in definitions], [None] + [d.dfa for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
         if built is not None and built[0].shape[1] != alphabet:
             raise ValueError(f"definition '{name}' comes with a DFA over {built[0].shape[1]} symbols, not {alphabet}")
         try:
-            table, accepting = (built if built is not None and len(built[1]) <= max_states
-                                else _body_dfa(body, max_states, alphabet))
+            bodies.append(_over_classes(*built) if built is not None and len(built[1]) <= max_states
+                          else _body_dfa(body, max_states, alphabet))
         except EmptyLanguageError as error:
             if name == MAIN:
                 raise
             raise DefinitionError(f"definition '{name}' matches nothing: {error}", name) from error
-        tables.append(table)
-        accepts.append(accepting)
-    offsets = np.cumsum([0] + [len(t) for t in tables])
+    byte_class, first_byte = common_byte_classes([symbol_class[:CALL_BASE] for _, symbol_class, _ in bodies])
+    offsets = np.cumsum([0] + [len(table) for table, _, _ in bodies])
     total = int(offsets[-1])
-    byte_table = _unset_table(total, np.int16 if total < 2**15 else np.int32)
+    own_classes = np.empty((total, len(first_byte)), dtype=np.int16 if total < 2**15 else np.int32)
     owner = np.zeros(total, dtype=np.int32)
     call_state: list[np.ndarray] = []
     call_callee: list[np.ndarray] = []
     call_return: list[np.ndarray] = []
-    for index, (table, off) in enumerate(zip(tables, offsets[:-1].tolist())):
-        rows = slice(off, off + len(table))
+    for index, ((table, symbol_class, _), off) in enumerate(zip(bodies, offsets[:-1].tolist())):
+        columns = symbol_class[first_byte]
         for lo in range(0, len(table), LAYOUT_ROWS):
             check_deadline("laying out the pushdown")
-            own = table[lo:lo + LAYOUT_ROWS, :CALL_BASE]
-            np.copyto(byte_table[off + lo:off + lo + len(own)], own + np.int32(off), casting="unsafe",
-                      where=own >= 0)
-        owner[rows] = index
-        states, columns = np.nonzero(table[:, CALL_BASE:] >= 0)
+            own = table[lo:lo + LAYOUT_ROWS][:, columns]
+            own_classes[off + lo:off + lo + len(own)] = np.where(own >= 0, own + off, -1)
+        owner[off:off + len(table)] = index
+        calls = table[:, symbol_class[CALL_BASE:]]
+        states, called = np.nonzero(calls >= 0)
         call_state.append(states + off)
-        call_callee.append(columns + 1)
-        call_return.append(table[states, CALL_BASE + columns] + off)
+        call_callee.append(called + 1)
+        call_return.append(calls[states, called] + off)
     callers, callees, returns = (np.concatenate(column).astype(np.int32)
                                  for column in (call_state, call_callee, call_return))
-    grammar = PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, byte_table, np.concatenate(accepts),
-                              callers, callees, returns, max_depth)
+    grammar = PushdownGrammar(names, offsets[:-1].astype(np.int32), owner, own_classes, byte_class,
+                              np.concatenate([accepting for _, _, accepting in bodies]), callers, callees, returns,
+                              max_depth)
     grammar.fragment = (main, tuple(definitions))
     return grammar
 
@@ -185,26 +210,28 @@ _BODY_DFAS = caches.kind("pushdown body DFAs", max_bytes=BODY_CACHE_BYTES)
 """`_body_dfa` per (body, alphabet), in the registry so that `stdsl.caches.clear()` empties it too."""
 
 
-def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
-    """A body's trim DFA over `alphabet` symbols (its full table and accepting mask), kept for the next grammar with
-    the same body: the free-form value's nonterminal is the same in every schema that has one.  A body without calls
-    is the automaton of its bytes (`subset_automaton`, which keeps it per expression: the DFA compiler may have
-    built it as an array item, minimal); one with calls is its subset construction trimmed, in BFS order
-    (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open object's compile,
-    and the table is the minimal one whenever the construction was minimal (89% of the DFAs every 10th MaskBench
-    file minimized)."""
+def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A body's trim DFA over `alphabet` symbols (its table over classes, each symbol's class, its accepting mask),
+    kept for the next grammar with the same body: the free-form value's nonterminal is the same in every schema that
+    has one.  A body without calls is the automaton of its bytes (`subset_automaton`, which keeps it per expression:
+    the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
+    trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
+    object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
+    10th MaskBench file minimized)."""
     kept = _BODY_DFAS.find((), (body, alphabet))
-    if kept is not None and len(kept[0][1]) <= max_states:
+    if kept is not None and len(kept[0][2]) <= max_states:
         return kept[0]
     over_bytes = subset_automaton(body, max_states)
     if over_bytes is not None:
-        table = np.full((over_bytes.num_states, alphabet), -1, dtype=np.int32)
-        table[:, :CALL_BASE] = over_bytes.transitions
-        found = (table, np.array(over_bytes.accepting, dtype=bool))
+        dead = over_bytes.num_classes
+        table = np.full((over_bytes.num_states, dead + 1), -1, dtype=np.int32)
+        table[:, :dead] = over_bytes.class_transitions
+        symbol_class = np.concatenate([over_bytes.byte_class, np.full(alphabet - CALL_BASE, dead)]).astype(np.intp)
+        found = (table, symbol_class, np.array(over_bytes.accepting, dtype=bool))
     else:
         dfa = determinized(body, max_states, alphabet)
-        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True)
-        found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
+        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live)
+        found = (table.astype(np.int32), np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False
@@ -212,17 +239,31 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     return found
 
 
-def _unset_table(rows: int, dtype: type) -> np.ndarray:
-    """A (rows, 256) table of -1, filled `LAYOUT_ROWS` rows at a time with a deadline check between (one of
-    75 MB took 0.14 s to fill)."""
-    table: np.ndarray = np.empty((rows, 256), dtype=dtype)
-    for lo in range(0, rows, LAYOUT_ROWS):
-        check_deadline("laying out the pushdown")
-        table[lo:lo + LAYOUT_ROWS] = -1
-    return table
+def _over_classes(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A body DFA given over every symbol (Q, alphabet) in `_body_dfa`'s form: its bytes in classes, each call
+    symbol a class of its own."""
+    classes, byte_class = canonical_classes(table[:, :CALL_BASE], np.arange(CALL_BASE))
+    calls = table.shape[1] - CALL_BASE
+    symbol_class = np.concatenate([byte_class, classes.shape[1] + np.arange(calls)]).astype(np.intp)
+    return np.concatenate([classes, table[:, CALL_BASE:]], axis=1), symbol_class, accepting
 
 
-def _held_bytes(arrays: tuple[np.ndarray, np.ndarray]) -> int:
+def common_byte_classes(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The coarsest classes of bytes that every map of the 256 bytes to classes keeps together: (each byte's class,
+    each class's first byte), classes numbered by their first byte."""
+    key = np.zeros(CALL_BASE, dtype=np.int64)
+    for classes in maps:
+        key = key * (int(classes.max()) + 1) + classes
+        key = np.searchsorted(distinct_values(key), key)
+    first = np.full(int(key.max()) + 1, CALL_BASE, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(CALL_BASE))
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[key].astype(np.intp), first[order]
+
+
+def _held_bytes(arrays: tuple[np.ndarray, ...]) -> int:
     return sum(int(array.nbytes) for array in arrays)
 
 
@@ -232,14 +273,15 @@ def _calls_at(grammar: PushdownGrammar, state: int) -> list[int]:
 
 
 def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
-    """first(N) per nonterminal (bool (C, 256)); refuses left recursion and definitions that match ε."""
+    """first(N) per nonterminal over byte classes (bool (C, classes)); refuses left recursion and definitions that
+    match ε."""
     count = len(grammar.names)
     called = set(grammar.call_callee.tolist())
     for n in sorted(called):
         if grammar.accepting[grammar.starts[n]]:
             raise DefinitionError(f"definition '{grammar.names[n]}' matches the empty string; a recursive "
                                   "definition must read at least one byte", grammar.names[n])
-    first = np.zeros((count, 256), dtype=bool)
+    first = np.zeros((count, grammar.own_classes.shape[1]), dtype=bool)
     done = [False] * count
 
     def visit(n: int, path: tuple[int, ...]) -> np.ndarray:
@@ -248,7 +290,7 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
             raise CompileError(f"left recursion: {cycle} can call itself before reading a byte")
         if not done[n]:
             start = int(grammar.starts[n])
-            first[n] = grammar.byte_table[start] >= 0
+            first[n] = grammar.own_classes[start] >= 0
             for edge in _calls_at(grammar, start):
                 first[n] |= visit(int(grammar.call_callee[edge]), path + (n,))
             done[n] = True
@@ -259,22 +301,29 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
     return first
 
 
-def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
-    """call_of_byte (Q, 256) after checking L(1) condition 1: call firsts disjoint from own bytes and each other."""
-    table = _unset_table(len(grammar.byte_table), np.int16 if len(grammar.call_state) < 2**15 else np.int32)
+def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:
+    """The smallest byte of the byte classes marked in `classes` (bool, one per class; at least one marked)."""
+    return int(np.flatnonzero(classes[grammar.byte_class])[0])
+
+
+def _call_of_class(grammar: PushdownGrammar) -> np.ndarray:
+    """call_of_class (Q, classes) after checking L(1) condition 1: call firsts disjoint from own bytes and each
+    other."""
+    own = grammar.own_classes
+    table = np.full(own.shape, -1, dtype=np.int16 if len(grammar.call_state) < 2**15 else np.int32)
     for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
-        first = grammar.first[callee]
-        clash_own = first & (grammar.byte_table[q] >= 0)
+        first = grammar.first_classes[callee]
+        clash_own = first & (own[q] >= 0)
         clash_call = first & (table[q] >= 0)
         name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
         if clash_own.any():
-            byte = int(np.flatnonzero(clash_own)[0])
+            byte = _first_byte(grammar, clash_own)
             raise GrammarConflictError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte "
                                        f"{byte!r} ({chr(byte)!r}), which '{name}' itself can also read there",
                                        [callee_name])
         if clash_call.any():
-            byte = int(np.flatnonzero(clash_call)[0])
-            other = grammar.names[grammar.call_callee[table[q, byte]]]
+            byte = _first_byte(grammar, clash_call)
+            other = grammar.names[grammar.call_callee[table[q, grammar.byte_class[byte]]]]
             raise GrammarConflictError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both "
                                        f"start with byte {byte!r} ({chr(byte)!r})", [callee_name, other])
         table[q, first] = edge
@@ -282,14 +331,15 @@ def _call_of_byte(grammar: PushdownGrammar) -> np.ndarray:
 
 
 def _own_live(grammar: PushdownGrammar, state: int) -> np.ndarray:
-    """Bytes `state` reads itself or by a call (bool (256,)), without returning."""
-    return (grammar.byte_table[state] >= 0) | (grammar.call_of_byte[state] >= 0)
+    """Byte classes `state` reads itself or by a call (bool (classes,)), without returning."""
+    return (grammar.own_classes[state] >= 0) | (grammar.call_of_class[state] >= 0)
 
 
 def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:
-    """follow(N) per nonterminal: bytes that may come right after N returns (least fixed point)."""
+    """follow(N) per nonterminal over byte classes: classes that may come right after N returns (least fixed
+    point)."""
     count = len(grammar.names)
-    follow = np.zeros((count, 256), dtype=bool)
+    follow = np.zeros((count, grammar.own_classes.shape[1]), dtype=bool)
     live_at_return = [_own_live(grammar, int(r)) for r in grammar.call_return]
     changed = True
     while changed:
@@ -306,16 +356,17 @@ def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:
     return follow
 
 
-def _check_follow(grammar: PushdownGrammar) -> None:
-    """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set."""
+def _check_follow(grammar: PushdownGrammar, follow: np.ndarray) -> None:
+    """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set
+    (`follow`, over byte classes)."""
     called = set(grammar.call_callee.tolist())
     for q in np.flatnonzero(grammar.accepting).tolist():
         n = int(grammar.owner[q])
         if n not in called:
             continue
-        clash = _own_live(grammar, q) & grammar.follow[n]
+        clash = _own_live(grammar, q) & follow[n]
         if clash.any():
-            byte = int(np.flatnonzero(clash)[0])
+            byte = _first_byte(grammar, clash)
             callers = sorted({grammar.names[grammar.owner[s]] for s, c in
                               zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
             raise GrammarConflictError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte "
@@ -354,15 +405,16 @@ per state, and a round's numpy calls cost more than its few moves (Github_hard--
 
 class _CompletionGraph:
     """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
-    caller to its return state costs the callee's own completion (given per call)."""
+    caller to its return state costs the callee's own completion (given per call).  `moves` is some of the grammar's
+    own moves over byte classes (only which state moves to which matters); None: all of them."""
 
-    def __init__(self, grammar: PushdownGrammar) -> None:
+    def __init__(self, grammar: PushdownGrammar, moves: np.ndarray | None = None) -> None:
         num = grammar.num_states
         self.num_states = num
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
-        self.before = predecessor_lists(grammar.byte_table)
+        self.before = predecessor_lists(grammar.own_classes if moves is None else moves)
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
         self._lists: tuple[list[list[int]], list[list[int]], list[int]] | None = None
@@ -479,9 +531,10 @@ def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
 def completions_over(grammar: PushdownGrammar, allowed: np.ndarray) -> np.ndarray:
     """`bn_within` counted over the byte moves on `allowed` bytes (bool (256,)) only: the shortest completions a
     vocabulary can spell one single-byte token at a time (UNREACHABLE where none); the grammar is unchanged."""
-    restricted = copy.copy(grammar)
-    restricted.byte_table = np.where(np.asarray(allowed, dtype=bool)[None, :], grammar.byte_table, -1)
-    return _completions_within_depth(restricted, _CompletionGraph(restricted))
+    readable = np.zeros(grammar.own_classes.shape[1], dtype=bool)
+    readable[grammar.byte_class[np.asarray(allowed, dtype=bool)]] = True
+    moves = np.where(readable[None, :], grammar.own_classes, -1)
+    return _completions_within_depth(grammar, _CompletionGraph(grammar, moves))
 
 
 def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:

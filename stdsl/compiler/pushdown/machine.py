@@ -57,6 +57,7 @@ class PushdownMachine:
     def __init__(self, grammar: PushdownGrammar) -> None:
         self.grammar = grammar
         self.max_depth = grammar.max_depth
+        self._class_of_byte = grammar.byte_class.tolist()
         self._byte_rows: list[list[int] | None] = [None] * grammar.num_states
         self._call_rows: list[list[int] | None] = [None] * grammar.num_states
         self._accepting = grammar.accepting.tolist()
@@ -233,11 +234,12 @@ class PushdownMachine:
         return found
 
     def _consume(self, state: int, stack: int, byte: int) -> int:
+        column = self._class_of_byte[byte]
         while True:
-            target = (self._byte_rows[state] or listed_row(self._byte_rows, self.grammar.byte_table, state))[byte]
+            target = (self._byte_rows[state] or listed_row(self._byte_rows, self.grammar.own_classes, state))[column]
             if target >= 0:
                 return self._settle(target, stack)
-            edge = (self._call_rows[state] or listed_row(self._call_rows, self.grammar.call_of_byte, state))[byte]
+            edge = (self._call_rows[state] or listed_row(self._call_rows, self.grammar.call_of_class, state))[column]
             if edge >= 0:
                 if self._stack_depth[stack] >= self.max_depth:
                     return DEAD
@@ -267,9 +269,9 @@ class PushdownMachine:
         bytes of a class step every configuration to the same one, so a row steps one byte per class."""
         if self._classes is None:
             grammar = self.grammar
-            both = np.concatenate([np.asarray(grammar.byte_table, dtype=np.int32),
-                                   np.asarray(grammar.call_of_byte, dtype=np.int32)], axis=0)
-            _, byte_class = canonical_classes(both, np.arange(256))
+            both = np.concatenate([np.asarray(grammar.own_classes, dtype=np.int32),
+                                   np.asarray(grammar.call_of_class, dtype=np.int32)], axis=0)
+            _, byte_class = canonical_classes(both, grammar.byte_class)
             first = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
             self._classes = (first, byte_class.astype(np.int64))
             self._class_sizes = np.bincount(byte_class, minlength=len(first)).tolist()
@@ -307,7 +309,8 @@ class PushdownMachine:
         if found is None:
             first, _ = self._byte_classes()
             grammar = self.grammar
-            reads = (grammar.byte_table[state, first] >= 0) | (grammar.call_of_byte[state, first] >= 0)
+            columns = grammar.byte_class[first]
+            reads = (grammar.own_classes[state, columns] >= 0) | (grammar.call_of_class[state, columns] >= 0)
             found = self._state_classes[state] = np.flatnonzero(reads).tolist()
         return found
 

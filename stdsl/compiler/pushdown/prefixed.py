@@ -14,7 +14,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.pushdown.grammar import CALL_BASE, MAIN, PushdownGrammar, call_symbol
+from stdsl.compiler.pushdown.grammar import CALL_BASE, MAIN, PushdownGrammar, call_symbol, common_byte_classes
 
 ANSWER = "<answer>"
 
@@ -30,21 +30,23 @@ def prefixed_grammar(prefix: ir.Node, grammar: PushdownGrammar, max_states: int 
     alphabet = CALL_BASE + answer
     dfa = determinize(build_nfa(ir.seq(prefix, call_symbol(answer - 1))), max_states, alphabet)
     table, root_accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-    root = table.astype(np.int32)[:, dfa.byte_class]
-    shift = root.shape[0]
+    symbol_class = np.asarray(dfa.byte_class, dtype=np.intp)
+    byte_class, first_byte = common_byte_classes([symbol_class[:CALL_BASE], grammar.byte_class])
+    shift = table.shape[0]
     total = shift + grammar.num_states
-    byte_table = np.full((total, 256), -1, dtype=np.int16 if total < 2**15 else np.int32)
-    byte_table[:shift] = root[:, :CALL_BASE]
-    old = grammar.byte_table
-    byte_table[shift:] = np.where(old >= 0, old.astype(np.int64) + shift, -1)
+    own_classes = np.empty((total, len(first_byte)), dtype=np.int16 if total < 2**15 else np.int32)
+    own_classes[:shift] = table[:, symbol_class[first_byte]]
+    old = grammar.own_classes[:, grammar.byte_class[first_byte]]
+    own_classes[shift:] = np.where(old >= 0, old.astype(np.int64) + shift, -1)
+    root = table[:, symbol_class[CALL_BASE:]]
     owner = np.concatenate([np.zeros(shift, dtype=np.int32),
                             np.where(grammar.owner == 0, answer, grammar.owner).astype(np.int32)])
     starts = np.concatenate([[0], grammar.starts[1:] + shift, [grammar.starts[0] + shift]]).astype(np.int32)
-    states, columns = np.nonzero(root[:, CALL_BASE:] >= 0)
+    states, columns = np.nonzero(root >= 0)
     call_state = np.concatenate([states, grammar.call_state + shift]).astype(np.int32)
     call_callee = np.concatenate([columns + 1, grammar.call_callee]).astype(np.int32)
-    call_return = np.concatenate([root[states, CALL_BASE + columns], grammar.call_return + shift]).astype(np.int32)
+    call_return = np.concatenate([root[states, columns], grammar.call_return + shift]).astype(np.int32)
     accepting = np.concatenate([root_accepting, grammar.accepting])
     names = [MAIN, *grammar.names[1:], ANSWER]
-    return PushdownGrammar(names, starts, owner, byte_table, accepting, call_state, call_callee, call_return,
-                           grammar.max_depth + 1)
+    return PushdownGrammar(names, starts, owner, own_classes, byte_class, accepting, call_state, call_callee,
+                           call_return, grammar.max_depth + 1)

@@ -19,18 +19,19 @@ from stdsl.kernels.vocabulary import Vocabulary
 def adjacent_bytes(grammar: PushdownGrammar) -> tuple[np.ndarray, np.ndarray]:
     """(readable (256,), follows (256, 256)): bytes some state reads, and which byte may follow which in an output
     (an over-approximation: the stack is forgotten and any return state may be popped to)."""
-    moves = np.asarray(grammar.byte_table) >= 0
-    direct = moves | (np.asarray(grammar.call_of_byte) >= 0)
+    table = np.asarray(grammar.own_classes)
+    moves = table >= 0
+    direct = moves | (np.asarray(grammar.call_of_class) >= 0)
     returns = np.unique(np.asarray(grammar.call_return, dtype=np.int64))
-    after_return = np.asarray(direct[returns].any(axis=0) if returns.size else np.zeros(256, dtype=bool))
+    after_return = np.asarray(direct[returns].any(axis=0) if returns.size else np.zeros(table.shape[1], dtype=bool))
     accepting = np.asarray(grammar.accepting, dtype=bool)
     reads = direct | (accepting[:, None] & after_return[None, :])
-    follows = np.zeros((256, 256), dtype=bool)
-    table = np.asarray(grammar.byte_table)
-    for byte in np.flatnonzero(moves.any(axis=0)).tolist():
-        entered = np.unique(table[:, byte][table[:, byte] >= 0])
-        follows[byte] = reads[entered].any(axis=0)
-    return np.asarray(reads.any(axis=0)), follows
+    follows = np.zeros((table.shape[1], table.shape[1]), dtype=bool)
+    for column in np.flatnonzero(moves.any(axis=0)).tolist():
+        entered = np.unique(table[:, column][table[:, column] >= 0])
+        follows[column] = reads[entered].any(axis=0)
+    byte_class = grammar.byte_class
+    return np.asarray(reads.any(axis=0))[byte_class], follows[byte_class][:, byte_class]
 
 
 def longest_live_token(grammar: PushdownGrammar, vocab: Vocabulary) -> int:

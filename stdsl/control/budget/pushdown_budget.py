@@ -118,7 +118,8 @@ class PushdownNeed:
         self.planner = planner
         self.max_expansions = max_expansions
         self.single_bytes = single_byte_tokens(vocab)
-        read = (np.asarray(machine.grammar.byte_table) >= 0).any(axis=0)
+        grammar = machine.grammar
+        read = np.asarray((np.asarray(grammar.own_classes) >= 0).any(axis=0))[grammar.byte_class]
         self.spells_every_byte = bool((self.single_bytes | ~read).all())
         self._vocab = vocab
         self._spellable: np.ndarray | None = None

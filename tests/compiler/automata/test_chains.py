@@ -9,10 +9,10 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata import build, chains
+from stdsl.compiler.automata import build, chains, subset_substitution
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.grammar import call_symbol
@@ -27,11 +27,13 @@ def _minimal(dfa: ClassDFA) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _same(node: ir.Node, alphabet: int = 256, laid_out: bool = True) -> None:
-    """`determinized` agrees with the subset construction on `node`; `laid_out`: it laid out a chain of it."""
+    """`determinized` agrees with the subset construction on `node`; `laid_out`: it laid out a chain of it.  A laid-out
+    DFA is trim as it says (`all_live`: every state reaches acceptance, so shrinking it searches for none)."""
     got = chains.chained_dfa(node, 100_000, alphabet, build._chain)
     if got is None:
         assert not laid_out, "no chain was laid out"
         return
+    assert got.all_live and len(trim(np.asarray(got.table, dtype=np.int64), got.accepting)[1]) == len(got.accepting)
     expected = _minimal(determinize(build_nfa(node), 100_000, alphabet))
     table, accepting = _minimal(got)
     assert np.array_equal(table, expected[0])
@@ -94,3 +96,54 @@ def test_a_chain_copied_under_a_counted_repeat_is_left_to_the_subset_constructio
     node = ir.repeat(ir.seq(ir.literal("["), ir.repeat(ir.byte_set([(97, 98)]), 0, 5), ir.literal("]")), 1, 4)
     assert chains.chained_dfa(node, 100_000, 256, build._chain) is None
     assert build_automaton(node).accepts(b"[ab][]")
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(2, 40), min_size=2, max_size=3), low=st.integers(0, 2),
+       after=st.sampled_from(["", "a", "(?:z|a)b", "[a-c]*"]))
+def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[int], low: int, after: str) -> None:
+    """With `max_states` the substitution stops once it has found more reachable states (before stacking its table):
+    it refuses a budget one short of the DFA it returns, and returns that same DFA within it."""
+    calls: list[tuple] = []
+    original = chains.substituted_classes
+
+    def recorded(*args: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        calls.append(args)
+        return original(*args)  # type: ignore[arg-type]
+
+    chains.substituted_classes = recorded  # type: ignore[assignment]
+    try:
+        pattern = ",".join(f"[a-c]{{{min(low, n)},{n}}}" for n in lengths)
+        found = chains.chained_dfa(parse_regex(f"x{pattern}{after}"), 100_000, 256, build._chain)
+    finally:
+        chains.substituted_classes = original
+    assert found is not None
+    skeleton, accepting, pieces, symbols, composites, _ = calls[-1]
+    size = len(found.accepting)
+    with pytest.raises(subset_substitution.TooManyStates):
+        original(skeleton, accepting, pieces, symbols, composites, size - 1)
+    table, final, _ = original(skeleton, accepting, pieces, symbols, composites, size)
+    assert np.array_equal(table, found.table) and np.array_equal(final, found.accepting)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda size: st.tuples(
+    st.lists(st.lists(st.integers(-3, size - 1), min_size=3, max_size=3), min_size=size, max_size=size),
+    st.integers(0, size - 1), st.integers(0, size), st.sampled_from([0, 6, 10_000]))))
+def test_the_reachable_states_of_a_split_table_are_those_of_a_plain_search(case: tuple) -> None:
+    """`_reachable` over a table and the rows after it, a level at a time in numpy, in Python, or mixed."""
+    rows, start, cut, cells = case
+    table = np.maximum(np.array(rows, dtype=np.int32), -1)
+    seen, stack = {start}, [start]
+    while stack:
+        for target in table[stack.pop()].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    kept = subset_substitution.NARROW_CELLS
+    subset_substitution.NARROW_CELLS = cells
+    try:
+        found = subset_substitution._reachable(table[:cut], start, table[cut:])
+    finally:
+        subset_substitution.NARROW_CELLS = kept
+    assert np.flatnonzero(found).tolist() == sorted(seen)

@@ -33,7 +33,8 @@ def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.
     body = compiler.any_value_body()
     assert compiler.calls[ANY_VALUE] == call_symbol(index)
     caches.clear()
-    return grammar_module._body_dfa(body, 100_000, alphabet)
+    table, symbol_class, accepting = grammar_module._body_dfa(body, 100_000, alphabet)
+    return table[:, symbol_class], accepting
 
 
 @pytest.mark.parametrize("whitespace", WHITESPACES)

@@ -23,6 +23,13 @@ from stdsl.errors import EmptyLanguageError, StateBudgetError
 ALPHABET = CALL_BASE + 2
 
 
+def body_dfa(body: ir.Node, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_body_dfa`'s table over every symbol of the alphabet (its class table read through each symbol's class)."""
+    table, symbol_class, accepting = grammar_module._body_dfa(body, budget, ALPHABET)
+    assert symbol_class.shape == (ALPHABET,)
+    return table[:, symbol_class], accepting
+
+
 def body_nodes() -> st.SearchStrategy[ir.Node]:
     """Random bodies over a few bytes and two call symbols, with repeats and shared parts."""
     leaf = st.sampled_from([ir.literal("a"), ir.literal("ab"), ir.byte_set([(0x61, 0x63)]),
@@ -38,12 +45,12 @@ def body_nodes() -> st.SearchStrategy[ir.Node]:
 @given(body_nodes())
 def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -> None:
     caches.clear()
-    built = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    built = body_dfa(body, 100_000)
     caches.clear()
     limit = minimize_module.MINIMIZE_UP_TO
     minimize_module.MINIMIZE_UP_TO = 0
     try:
-        kept = grammar_module._body_dfa(body, 100_000, ALPHABET)
+        kept = body_dfa(body, 100_000)
     finally:
         minimize_module.MINIMIZE_UP_TO = limit
         caches.clear()
@@ -60,7 +67,7 @@ def test_the_kept_body_dfas_are_emptied_with_every_other_cache() -> None:
     assert grammar_module._body_dfa(body, 100_000, ALPHABET) is first
     caches.clear()
     again = grammar_module._body_dfa(body, 100_000, ALPHABET)
-    assert again is not first and np.array_equal(again[0], first[0]) and np.array_equal(again[1], first[1])
+    assert again is not first and all(np.array_equal(a, b) for a, b in zip(again, first))
 
 
 @settings(max_examples=80, deadline=None)
@@ -78,7 +85,7 @@ def test_a_body_is_the_subset_construction_over_the_grammars_alphabet(body: ir.N
         with pytest.raises(type(error)):
             grammar_module._body_dfa(body, budget, ALPHABET)
         return
-    found = grammar_module._body_dfa(body, budget, ALPHABET)
+    found = body_dfa(body, budget)
     again = minimize(found[0], found[1])
     assert np.array_equal(again[0], expected[0]) and np.array_equal(again[1], expected[1])
     caches.clear()

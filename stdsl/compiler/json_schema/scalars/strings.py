@@ -16,7 +16,7 @@ from json.encoder import encode_basestring
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.resolve import patterns_of
@@ -265,4 +265,4 @@ def _intersected(parts: list[Node]) -> Node | _Refused:
         return ir.NOTHING
     except StateBudgetError as error:
         return _Refused(str(error))
-    return ir.Embedded(product.transitions, product.accepting)
+    return embedded_leaf(product, minimal=True)

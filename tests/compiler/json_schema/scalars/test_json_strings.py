@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdsl.caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata import build
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.scalars import strings
 from stdsl.compiler.json_schema.scalars.formats import format_body
@@ -202,3 +205,18 @@ def test_formats(name: str) -> None:
         assert automaton.accepts(text.encode()), (name, text)
     for text in bad:
         assert not automaton.accepts(text.encode()), (name, text)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["^[a-z]+$", "^[0-9]{2,}-x", "ab", "^\\w*$"]), st.integers(0, 3), st.integers(1, 40))
+def test_an_intersection_is_embedded_as_its_minimal_automaton(pattern: str, low: int, extra: int) -> None:
+    """The intersected leaf is known minimal, so building it returns the product as it is: the automaton that
+    minimizing the leaf's table again gives."""
+    stdsl.caches.clear()
+    leaf = strings.string_body({"pattern": pattern, "minLength": low, "maxLength": low + extra}, "#")
+    if leaf is ir.NOTHING:
+        return
+    built = build_automaton(leaf)
+    again = build._leaf_automaton(leaf)
+    assert np.array_equal(built.transitions, again.transitions)
+    assert np.array_equal(built.accepting, again.accepting)
