@@ -278,12 +278,14 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     return renumber_bfs(quotient, accepting[representative], int(block[0]))
 
 
-def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False,
+                      in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`trim`, states renumbered in `bfs_order`: `minimize`'s table whenever the DFA given is already minimal (a
-    minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart."""
+    minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart.
+    `in_bfs_order` says the table is numbered so already (a subset construction's): the trim keeps that order
+    (a kept state's first visitor is kept too), so nothing is renumbered."""
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
-    return renumber_bfs(table, accepting)
+    return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
 
 
 MINIMIZE_UP_TO = 8_000

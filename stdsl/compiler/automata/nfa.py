@@ -123,22 +123,53 @@ def estimated_states(node: ir.Node) -> int:
     The count is kept on the node (nodes are immutable), so front ends that ask again for a node or for
     one that contains it (an array item, then the array) do not walk the same counted repeats twice.
     """
-    cached = node.__dict__.get("_estimated_states")
+    return _extent(node)[0]
+
+
+def longest_counts(node: ir.Node) -> tuple[int, int]:
+    """The most copies of a bounded counted repetition anywhere in `node` and the most states of an automaton
+    embedded in it (0 where it has none): whether it may hold a long chain (`chains.py`), found in the walk that
+    `estimated_states` makes anyway and kept with its count."""
+    _, longest, largest = _extent(node)
+    return longest, largest
+
+
+def _extent(node: ir.Node) -> tuple[int, int, int]:
+    """`estimated_states` of `node` and its `longest_counts`, kept on the node."""
+    cached = node.__dict__.get("_extent")
     if cached is not None:
-        return int(cached)
-    total = 0
-    for count, current in enumerate(ir.distinct_nodes(node, into_repeats=False), 1):
-        if isinstance(current, ir.Embedded):
-            total += len(current.accepting)
-        elif isinstance(current, ir.Repeat):
-            copies = current.min + 1 if current.max is None else current.max
-            total += 1 + max(copies, 1) * (1 + estimated_states(current.item))
-        else:
-            total += 1
+        return cached  # type: ignore[no-any-return]
+    total = longest = largest = count = 0
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        count += 1
         if count & 65535 == 0:
             check_deadline("sizing the expression")
-    object.__setattr__(node, "_estimated_states", total)
-    return total
+        kind = type(current)
+        if kind is ir.Seq or kind is ir.Alt:
+            total += 1
+            pending.extend(current.items)  # type: ignore[union-attr]
+        elif kind is ir.Repeat:
+            assert isinstance(current, ir.Repeat)
+            copies = current.min + 1 if current.max is None else current.max
+            inner, inner_longest, inner_largest = _extent(current.item)
+            total += 1 + max(copies, 1) * (1 + inner)
+            longest = max(longest, inner_longest, current.max or 0)
+            largest = max(largest, inner_largest)
+        elif kind is ir.Embedded:
+            states = len(current.accepting)  # type: ignore[union-attr]
+            total += states
+            largest = max(largest, states)
+        else:
+            total += 1
+    extent = (total, longest, largest)
+    object.__setattr__(node, "_extent", extent)
+    return extent
 
 
 def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:

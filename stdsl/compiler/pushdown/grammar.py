@@ -20,7 +20,13 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.minimize import (
+    bfs_distances,
+    csr_gather,
+    distinct_values,
+    predecessor_lists,
+    trim_in_bfs_order,
+)
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
 
@@ -203,7 +209,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         found = (table, np.array(over_bytes.accepting, dtype=bool))
     else:
         dfa = determinized(body, max_states, alphabet)
-        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True)
+        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True,
+                                             in_bfs_order=dfa.in_bfs_order)
         found = (table.astype(np.int32)[:, dfa.byte_class], accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
@@ -307,15 +314,19 @@ def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:
 
 
 def _check_follow(grammar: PushdownGrammar) -> None:
-    """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set."""
-    called = set(grammar.call_callee.tolist())
-    for q in np.flatnonzero(grammar.accepting).tolist():
-        n = int(grammar.owner[q])
-        if n not in called:
-            continue
-        clash = _own_live(grammar, q) & grammar.follow[n]
-        if clash.any():
-            byte = int(np.flatnonzero(clash)[0])
+    """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set
+    (checked `LAYOUT_ROWS` states at a time; the first state that clashes is named)."""
+    called = np.zeros(len(grammar.names), dtype=bool)
+    called[grammar.call_callee] = True
+    ends = np.flatnonzero(grammar.accepting & called[grammar.owner])
+    for lo in range(0, len(ends), LAYOUT_ROWS):
+        check_deadline("the pushdown follow sets")
+        rows = ends[lo:lo + LAYOUT_ROWS]
+        clashing = (((grammar.byte_table[rows] >= 0) | (grammar.call_of_byte[rows] >= 0))
+                    & grammar.follow[grammar.owner[rows]])
+        for row in np.flatnonzero(clashing.any(axis=1))[:1].tolist():
+            n = int(grammar.owner[rows[row]])
+            byte = int(np.flatnonzero(clashing[row])[0])
             callers = sorted({grammar.names[grammar.owner[s]] for s, c in
                               zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
             raise GrammarConflictError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte "
@@ -362,17 +373,40 @@ class _CompletionGraph:
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
-        self.before = predecessor_lists(grammar.byte_table)
+        self.returns = grammar.call_return.astype(np.int64)
+        self.before = (_byte_predecessors(grammar.byte_table) if num < SMALL_GRAPH_STATES
+                       else predecessor_lists(grammar.byte_table))
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
-        self._lists: tuple[list[list[int]], list[list[int]], list[int]] | None = None
+        self._lists: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None
+        """`before` and `calls_returning` (CSR cuts and values) and `callers` as lists, for the heap search."""
 
-    def shortest(self, call_cost: np.ndarray) -> np.ndarray:
+    def shortest(self, call_cost: np.ndarray, after: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
-        not taken): Dijkstra from the accepting states along the reversed moves."""
-        if self.num_states < SMALL_GRAPH_STATES:
+        not taken): Dijkstra from the accepting states along the reversed moves (a breadth-first search where no
+        call can be taken).  `after` is a search already made
+        (its distances and call costs): where no call costs more now, its distances are still reachable, so a small
+        graph's search goes on from them through the calls that became cheaper (a level of `bn_within` from the one
+        before it, which usually differs in a few states)."""
+        if self.num_states >= SMALL_GRAPH_STATES:
+            return self._shortest_bucketed(call_cost)
+        if not (call_cost < UNREACHABLE).any():
+            dist = bfs_distances(*self.before, self.accepting)
+            dist[dist < 0] = UNREACHABLE
+            return dist
+        if after is None or not (call_cost <= after[1]).all():
             return self._shortest_listed(call_cost)
-        return self._shortest_bucketed(call_cost)
+        known, known_cost = after
+        dist_list = known.tolist()
+        heap: list[tuple[int, int]] = []
+        cheaper = np.flatnonzero(call_cost < known_cost)
+        for caller, back, cost in zip(self.callers[cheaper].tolist(), self.returns[cheaper].tolist(),
+                                      call_cost[cheaper].tolist()):
+            through = dist_list[back] + cost
+            if through < dist_list[caller] and through < UNREACHABLE:
+                dist_list[caller] = through
+                heap.append((through, caller))
+        return self._shortest_listed(call_cost, dist_list, heap)
 
     def _shortest_listed(self, call_cost: np.ndarray, dist: list[int] | None = None,
                          heap: list[tuple[int, int]] | None = None) -> np.ndarray:
@@ -387,18 +421,19 @@ class _CompletionGraph:
         heapq.heapify(heap)
         costs = call_cost.tolist()
         if self._lists is None:
-            self._lists = (_listed(*self.before), _listed(*self.calls_returning), self.callers.tolist())
-        before, calls_returning, callers = self._lists
+            self._lists = (self.before[0].tolist(), self.before[1].tolist(), self.calls_returning[0].tolist(),
+                           self.calls_returning[1].tolist(), self.callers.tolist())
+        before_cuts, before, returning_cuts, returning, callers = self._lists
         while heap:
             level, state = heapq.heappop(heap)
             if level != dist[state]:
                 continue
             step = level + 1
-            for source in before[state]:
+            for source in before[before_cuts[state]:before_cuts[state + 1]]:
                 if step < dist[source]:
                     dist[source] = step
                     heapq.heappush(heap, (step, source))
-            for edge in calls_returning[state]:
+            for edge in returning[returning_cuts[state]:returning_cuts[state + 1]]:
                 through = level + costs[edge]
                 caller = callers[edge]
                 if through < dist[caller] and through < UNREACHABLE:
@@ -456,18 +491,29 @@ def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, 
         found.append(states)
 
 
+def _byte_predecessors(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`predecessor_lists` of a (states, 256) byte table, read a run of equal moves at a time: a row's moves come in
+    byte ranges to one target each, so the few runs stand for the 256 cells (no row sort)."""
+    num, width = table.shape
+    flat = table.reshape(-1)
+    first = np.ones(flat.size, dtype=bool)
+    np.not_equal(flat[1:], flat[:-1], out=first[1:])
+    first[::width] = True
+    runs = np.flatnonzero(first)
+    targets = flat[runs].astype(np.int64)
+    live = targets >= 0
+    pairs = distinct_values(targets[live] * num + runs[live] // width)
+    indptr = np.zeros(num + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pairs // num, minlength=num), out=indptr[1:])
+    return indptr, pairs % num
+
+
 def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
     """`values` grouped by `keys` in 0..num-1, as CSR arrays (indptr, values)."""
     order = np.argsort(keys, kind="stable")
     indptr = np.zeros(num + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=num), out=indptr[1:])
     return indptr, values[order].astype(np.int64)
-
-
-def _listed(indptr: np.ndarray, values: np.ndarray) -> list[list[int]]:
-    """CSR arrays as one list of values per key."""
-    cuts, flat = indptr.tolist(), values.tolist()
-    return [flat[cuts[i]:cuts[i + 1]] for i in range(len(cuts) - 1)]
 
 
 def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
@@ -501,7 +547,7 @@ def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph)
                      else levels[-1][graph.callee_starts])
         if costs and np.array_equal(call_cost, costs[-1]):
             break
-        bn = graph.shortest(call_cost)
+        bn = graph.shortest(call_cost, (levels[-1], costs[-1]) if levels else None)
         if levels and np.array_equal(bn, levels[-1]):
             break
         levels.append(bn)

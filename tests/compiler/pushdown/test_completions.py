@@ -7,11 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import predecessor_lists
 from stdsl.compiler.pushdown import grammar as pushdown_grammar
 from stdsl.compiler.pushdown.grammar import (
     UNREACHABLE,
     Definition,
     PushdownGrammar,
+    _byte_predecessors,
     _CompletionGraph,
     call_symbol,
     compile_pushdown,
@@ -119,3 +121,32 @@ def test_buckets_handing_over_to_the_heap_give_the_same_distances(grammar: Pushd
                 assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
     finally:
         pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars())
+def test_a_level_continued_from_the_one_before_is_a_whole_search(grammar: PushdownGrammar | None) -> None:
+    """Each level of `bn_within` is searched on from the level before it (through the calls that became cheaper)
+    and the first without calls breadth-first: both are the full heap search's distances."""
+    if grammar is None:
+        return
+    graph = _CompletionGraph(grammar)
+    none = np.full(len(graph.callers), UNREACHABLE, dtype=np.int64)
+    assert graph.shortest(none).tolist() == graph._shortest_listed(none).tolist()
+    before = (grammar.bn_within[0], none)
+    for level in grammar.bn_within:
+        cost = level[graph.callee_starts]
+        assert graph.shortest(cost, before).tolist() == graph._shortest_listed(cost).tolist()
+        before = (graph._shortest_listed(cost), cost)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda states: st.lists(
+    st.lists(st.integers(-1, states - 1), min_size=256, max_size=256), min_size=states, max_size=states)))
+def test_byte_predecessors_read_by_runs_are_the_sorted_lists(rows: list[list[int]]) -> None:
+    table = np.array(rows, dtype=np.int16)
+    runs = np.repeat(table[:, ::32], 32, axis=1)
+    for given_table in (table, runs):
+        indptr, sources = _byte_predecessors(given_table)
+        expected = predecessor_lists(given_table)
+        assert indptr.tolist() == expected[0].tolist() and sources.tolist() == expected[1].tolist()
