@@ -26,7 +26,11 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
-WIDE_LEVEL_MEMBERS = 48
+WIDE_LEVEL_MEMBERS = 384
+"""A level of fewer states and members than this is expanded in plain Python: over the subset constructions of every
+10th MaskBench file, 384 took 0.79-0.88 of the time 48 took on those below 1,000 states and 0.74-0.91 on the 46
+above (four runs each), and 0.61 on a regex of 6,670 states: a level of a few hundred members costs numpy more
+than Python."""
 LEVEL_CHUNK = 2048
 RELEASE_SECONDS_PER_MEMBER = 40e-9
 """About how long freeing a refused subset construction takes per member of its states (measured 37 ns): the

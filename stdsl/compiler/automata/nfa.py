@@ -75,8 +75,13 @@ def _byte_string(node: ir.Node) -> tuple[Ranges, ...] | None:
 
 
 def _is_byte_string_alt(node: ir.Alt) -> bool:
-    """Whether every branch is a plain byte string (so the alternation is a finite set of them)."""
-    return len(node.items) > 1 and all(_byte_string(item) is not None for item in node.items)
+    """Whether every branch is a plain byte string (so the alternation is a finite set of them), kept on the node:
+    the character classes of JSON strings and numbers are shared by every schema."""
+    known = node.__dict__.get("_byte_strings")
+    if known is None:
+        known = len(node.items) > 1 and all(_byte_string(item) is not None for item in node.items)
+        object.__setattr__(node, "_byte_strings", known)
+    return bool(known)
 
 
 @lru_cache(maxsize=512)
@@ -153,7 +158,12 @@ def _extent(node: ir.Node) -> tuple[int, int, int]:
         kind = type(current)
         if kind is ir.Seq or kind is ir.Alt:
             total += 1
-            pending.extend(current.items)  # type: ignore[union-attr]
+            for item in current.items:  # type: ignore[union-attr]
+                if type(item) is not ir.ByteSet:
+                    pending.append(item)
+                elif id(item) not in seen:
+                    seen.add(id(item))
+                    total += 1
         elif kind is ir.Repeat:
             assert isinstance(current, ir.Repeat)
             copies = current.min + 1 if current.max is None else current.max
@@ -190,6 +200,12 @@ def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
     return [[(tuple(spans), target) for target, spans in by_target.items()] for by_target in grouped]
 
 
+def _over_budget(max_states: int) -> StateBudgetError:
+    """The refusal of an expression that needs more than `max_states` NFA states."""
+    return StateBudgetError(f"the expression needs more than {max_states:,} NFA states; reduce counted repetitions "
+                            "such as x{m,n} or nest fewer of them")
+
+
 class _Builder:
     """Appends states to an `NFA` back to front: `entry(node, exit)` returns a state from which `node` leads to `exit`.
 
@@ -217,9 +233,7 @@ class _Builder:
         if count & 255 == 0:
             check_deadline("NFA construction", count * RELEASE_SECONDS_PER_STATE)
         if count >= self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         self.eps.append(NO_MOVES)
         self.edges.append(NO_MOVES)
         return count
@@ -253,13 +267,17 @@ class _Builder:
         return index
 
     def entry(self, node: ir.Node, exit_state: int) -> int:
-        if isinstance(node, ir.Seq):
+        if type(node) is ir.Seq:
+            byte_memo = self.byte_memo
             for item in reversed(node.items):
-                exit_state = self.byte_entry(item.ranges, exit_state) if type(item) is ir.ByteSet else \
-                    self.entry(item, exit_state)
+                if type(item) is ir.ByteSet:
+                    found = byte_memo.get((item.ranges, exit_state))
+                    exit_state = self.byte_entry(item.ranges, exit_state) if found is None else found
+                else:
+                    exit_state = self.entry(item, exit_state)
             return exit_state
         if type(node) is ir.ByteSet:
-            return self.byte_entry(node.ranges, exit_state)
+            return self.byte_entry(node.ranges, exit_state)  # type: ignore[union-attr]
         key = (node, exit_state)
         found = self.memo.get(key)
         if found is None:
@@ -269,12 +287,24 @@ class _Builder:
 
     def byte_entry(self, ranges: Ranges, exit_state: int) -> int:
         """`entry` of a byte set, memoized by its ranges (equal byte sets have equal ranges; a tuple of ints hashes
-        without a Python call, and literals are long runs of byte sets)."""
+        without a Python call, and literals are long runs of byte sets).  A new state is `new_state` with its one
+        move, written out: literals make most of an object's states."""
         key = (ranges, exit_state)
         found = self.byte_memo.get(key)
-        if found is None:
-            found = self.byte_memo[key] = self.new_state()
-            self.add_edge(found, ranges, exit_state)
+        if found is not None:
+            return found
+        index = self.set_index.get(ranges)
+        if index is None:
+            index = self.set_index[ranges] = len(self.nfa.byte_sets)
+            self.nfa.byte_sets.append(ranges)
+        found = len(self.eps)
+        if found & 255 == 0:
+            check_deadline("NFA construction", found * RELEASE_SECONDS_PER_STATE)
+        if found >= self.max_states:
+            raise _over_budget(self.max_states)
+        self.eps.append(NO_MOVES)
+        self.edges.append([(index, exit_state)])
+        self.byte_memo[key] = found
         return found
 
     def _build(self, node: ir.Node, exit_state: int) -> int:
@@ -314,9 +344,7 @@ class _Builder:
         first = len(self.eps)
         check_deadline("NFA construction", first * RELEASE_SECONDS_PER_STATE)
         if first + count > self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         self.eps.extend([NO_MOVES] * count)
         self.edges.extend([NO_MOVES] * count)
         return first
@@ -394,9 +422,7 @@ class _Builder:
         """Append `count` copies of block `start..end-1`, the k-th with moves to `low` or later shifted by k blocks."""
         delta = end - start
         if len(self.eps) + count * delta > self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         for copy in range(1, count + 1):
             shift = copy * delta
             for chunk in range(start, end, COPY_CHUNK):
