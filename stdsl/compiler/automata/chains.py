@@ -81,7 +81,8 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         if not pieces:
             return None
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
-        table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
+        table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True,
+                                  in_bfs_order=skeleton.in_bfs_order)
         full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
         copies = _laid_out(full[:, alphabet:], pieces)
         if copies.sum() <= LAYOUT_PER_BUDGET_STATE * max_states:

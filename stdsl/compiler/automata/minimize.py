@@ -262,15 +262,20 @@ def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0) -> tu
     return new_id[table[order]], accepting[order]
 
 
-def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, in_bfs_order: bool = False
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The minimal trim DFA of the same language, start 0, states in BFS order.
 
-    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` as for `trim`.
+    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` as for `trim`, `in_bfs_order` as for
+    `trim_in_bfs_order`: a DFA so numbered that is minimal already is returned as trimmed (most subset
+    constructions are), its quotient and renumbering being itself.
     Raises `EmptyLanguageError` when the language is empty.
     """
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
+    if in_bfs_order and count == len(table):
+        return table, accepting
     representative = np.empty(count, dtype=np.int64)
     representative[block[::-1]] = np.arange(len(block))[::-1]
     with_dead = np.append(block, -1)
@@ -294,8 +299,9 @@ were within 0.03% of minimal (the NFA builder shares repeated parts), and Hopcro
 to seven times as long as the trim.  The language is the same either way."""
 
 
-def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, in_bfs_order: bool = False
+           ) -> tuple[np.ndarray, np.ndarray]:
     """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way)."""
     if len(table) <= MINIMIZE_UP_TO:
-        return minimize(table, accepting, all_reachable)
+        return minimize(table, accepting, all_reachable, in_bfs_order)
     return trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable)

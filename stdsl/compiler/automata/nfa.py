@@ -226,6 +226,7 @@ class _Builder:
         self.memo: dict[tuple[ir.Node, int], int] = {}
         self.byte_memo: dict[tuple[Ranges, int], int] = {}
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
+        self.trie_moves: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
         """A fresh state without moves (the deadline and the state budget are checked here)."""
@@ -350,14 +351,20 @@ class _Builder:
         return first
 
     def trie(self, template: _TrieTemplate, exit_state: int) -> int:
-        states = [self.new_state() for _ in range(len(template.final))]
-        for local, out in enumerate(template.edges):
-            state = states[local]
-            for ranges, target in out:
-                self.add_edge(state, ranges, states[target])
+        """A copy of a byte-string trie leading to `exit_state`, laid out as one block (its moves numbered once per
+        template: the character classes of JSON strings are copied once per string that ends differently)."""
+        moves = self.trie_moves.get(id(template))
+        if moves is None:
+            moves = self.trie_moves[id(template)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
+                                                     for out in template.edges]
+        base = self.new_block(len(template.final))
+        edges, eps = self.edges, self.eps
+        for local, out in enumerate(moves):
+            if out:
+                edges[base + local] = [(index, base + target) for index, target in out]
             if template.final[local]:
-                self.add_eps(state, exit_state)
-        return states[0]
+                eps[base + local] = [exit_state]
+        return base
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
         """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
