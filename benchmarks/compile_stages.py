@@ -1,13 +1,17 @@
-"""Where a small schema's compile goes, per stage, in the two settings issue 36 measures (process CPU time).
+"""Where a small schema's compile goes, per stage, in the settings issue 36 measures (process CPU time).
 
 MaskBench: the p40-p60 band of every k-th file by the CPU time of its first compile in a child forked from a
 process that imported the compiler and compiled nothing (as `jsonschema_coverage.py` times it, `strict=False`),
-then per stage for that band: cold (each file the child's first compile) and primed (the child first compiled a
+then per stage for that band: cold (each file the child's first compile), primed (the child first compiled a
 small unrelated schema and emptied every cache, so the difference is what a process pays once: first imports,
-per-process memos, first touches of the parent's memory after the fork).  Tools: the argument schema of each of
-`--tools` random tools (`random_tools.py`) compiled for embedding in one warm process, every cache emptied first,
-as `tool_compile_stages.py`'s "schema compile" stage.  A stage's time excludes the stages it calls; "minimize"
-includes the trim that stands for it on a pushdown body with calls.
+per-process memos, first touches of the parent's memory after the fork) and warm (in this long-lived process,
+after compiling every file outside the band, each band file once with every cache emptied first:
+`compile_settings.py`'s warm setting).  Tools: the argument schema of each of `--tools` random tools
+(`random_tools.py`) compiled for embedding in one warm process, every cache emptied first, as
+`tool_compile_stages.py`'s "schema compile" stage.  A stage's time includes the stages it calls (they are charged
+to the outermost): "long chains" is the scan of an automaton's expression for long counted chains and, where it
+finds some, their layout (the skeleton's NFA and subset construction included); "minimize" includes the trim that
+stands for it on a pushdown body with calls.
 
     python benchmarks/compile_stages.py --every 10 --out benchmarks/results/compile_stages
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 import stdsl.caches
 import stdsl.compiler.automata.build as build_module
+import stdsl.compiler.automata.chains as chains_module
 import stdsl.compiler.constraint as constraint_module
 import stdsl.compiler.json_schema.any_value as any_value_module
 import stdsl.compiler.json_schema.recursive as recursive_module
@@ -59,11 +64,13 @@ def _timed(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _instrument() -> None:
-    """Wrap each stage where its callers look it up."""
-    modules: tuple[Any, ...] = (build_module, grammar_module)
+    """Wrap each stage where its callers look it up (a pushdown body is `build.determinized`, whose chain scan, NFA and
+    subset construction are the stages below)."""
+    modules: tuple[Any, ...] = (build_module, chains_module)
     for module in modules:
         module.build_nfa = _timed("NFA", module.build_nfa)
         module.determinize = _timed("subset DFA", module.determinize)
+    build_module.chained_dfa = _timed("long chains", build_module.chained_dfa)
     build_module.shrink = _timed("minimize", build_module.shrink)
     grammar_module.trim_in_bfs_order = _timed("minimize", grammar_module.trim_in_bfs_order)
     constraint_module.schema_to_ir = _timed("schema to IR", constraint_module.schema_to_ir)
@@ -130,6 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     band = ranked[int(0.4 * len(ranked)):int(0.6 * len(ranked))]
     cold = [_forked(schemas[name], False) for name in band]
     primed = [_forked(schemas[name], True) for name in band]
+    for name, schema in schemas.items():
+        if name not in band:
+            _compile(schema, False)
+    warm = []
+    for name in band:
+        stdsl.caches.clear()
+        SECONDS.clear()
+        began = time.process_time()
+        _compile(schemas[name], False)
+        SECONDS["total"] = time.process_time() - began
+        warm.append(dict(SECONDS))
     tool_schemas = [tool["function"]["parameters"] for tool in random_tools(args.tools, seed=args.tools)]
     tool_rows = []
     for _ in range(5):
@@ -145,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": command, "load_average": os.getloadavg(), "files": len(files), "band": band,
         "first_compile_ms": {f"p{q}": round(1e3 * first[ranked[int(q / 100 * len(ranked))]]["total"], 2)
                              for q in (50, 90)},
-        "band_cold_ms": _median_ms(cold), "band_primed_ms": _median_ms(primed), "tool_ms": _median_ms(tool_rows)}
+        "band_cold_ms": _median_ms(cold), "band_primed_ms": _median_ms(primed),
+        "band_warm_ms": _median_ms(warm), "tool_ms": _median_ms(tool_rows)}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     stages = list(dict.fromkeys([*result["band_cold_ms"], *result["tool_ms"]]))
     lines = ["# Compile stages of a small schema (process CPU ms, median per schema)\n",
@@ -153,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
              f"at the end.\n",
              f"MaskBench: every {args.every}th file ({len(files)}), first compile in a forked child, strict=False: "
              f"p50 {result['first_compile_ms']['p50']} ms, p90 {result['first_compile_ms']['p90']} ms; the p40-p60 "
-             f"band ({len(band)} files) per stage below.  Tools: {args.tools} random tools' argument schemas, warm "
-             "process, caches emptied, median of 5 passes.\n",
-             "| stage | MaskBench band, cold | MaskBench band, primed | tool schema |", "|---|---:|---:|---:|"]
+             f"band ({len(band)} files) per stage below, cold, primed and warm.  Tools: {args.tools} random tools' "
+             "argument schemas, warm process, caches emptied, median of 5 passes.\n",
+             "| stage | MaskBench band, cold | MaskBench band, primed | MaskBench band, warm | tool schema |",
+             "|---|---:|---:|---:|---:|"]
     lines += [f"| {stage} | {result['band_cold_ms'].get(stage, 0.0)} | {result['band_primed_ms'].get(stage, 0.0)} | "
-              f"{result['tool_ms'].get(stage, 0.0)} |" for stage in stages]
+              f"{result['band_warm_ms'].get(stage, 0.0)} | {result['tool_ms'].get(stage, 0.0)} |" for stage in stages]
     Path(args.out).with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -106,7 +106,8 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
         if built is not None:
             return Automaton.from_classes(*shrink(built[0], built[1]), built[2])
     dfa = determinized(node, max_states)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live)
+    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
+                              in_bfs_order=dfa.in_bfs_order)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
 
 
@@ -156,7 +157,8 @@ def subset_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Aut
         return kept[0][0]
     with frames_cleared_on_refusal():
         dfa = determinized(node, max_states)
-        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live)
+        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
+                                  in_bfs_order=dfa.in_bfs_order)
     automaton = Automaton.from_classes(table, accepting, dfa.byte_class)
     _MINIMAL.add(automaton)
     _SUBSETS.put((), (automaton, len(dfa.accepting)), (node,))

@@ -21,7 +21,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
 from stdsl.compiler.automata.minimize import distinct_values, shrink
-from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.nfa import build_nfa, longest_counts
 from stdsl.compiler.automata.subset_substitution import TooManyComposites, TooManyStates, substituted_classes
 
 CHAIN_FROM = 64
@@ -68,7 +68,8 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
     """The trim DFA of `node` over `alphabet` symbols with its long chains (those `chain` builds) substituted, or
     None when it holds none (the caller determinizes the expression itself).  Raises `StateBudgetError` past
     `max_states` states."""
-    if not any(_may_be_long(part) for part in ir.distinct_nodes(node)):
+    longest, largest = longest_counts(node)
+    if longest < CHAIN_FROM and largest < EMBEDDED_FROM:
         return None
     excluded: set[ir.Node] = set()
     for _ in range(LAYOUT_TRIES):
@@ -80,7 +81,8 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
         if not pieces:
             return None
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
-        table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True)
+        table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True,
+                                  in_bfs_order=skeleton.in_bfs_order)
         full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]
         copies = _laid_out(full[:, alphabet:], pieces)
         if copies.sum() <= LAYOUT_PER_BUDGET_STATE * max_states:
@@ -149,13 +151,6 @@ def _children(node: ir.Node) -> tuple[ir.Node, ...]:
     if isinstance(node, (ir.Seq, ir.Alt)):
         return node.items
     return (node.item,) if isinstance(node, ir.Repeat) else ()
-
-
-def _may_be_long(node: ir.Node) -> bool:
-    """A quick first test of `_long` on any node (most expressions hold no chain: they are not rewritten)."""
-    if isinstance(node, ir.Repeat):
-        return node.max is not None and node.max >= CHAIN_FROM
-    return isinstance(node, ir.Embedded) and len(node.accepting) >= EMBEDDED_FROM
 
 
 def _long(node: ir.Repeat | ir.Embedded) -> bool:

@@ -26,7 +26,11 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
-WIDE_LEVEL_MEMBERS = 48
+WIDE_LEVEL_MEMBERS = 384
+"""A level of fewer states and members than this is expanded in plain Python: over the subset constructions of every
+10th MaskBench file, 384 took 0.79-0.88 of the time 48 took on those below 1,000 states and 0.74-0.91 on the 46
+above (four runs each), and 0.61 on a regex of 6,670 states: a level of a few hundred members costs numpy more
+than Python."""
 LEVEL_CHUNK = 2048
 RELEASE_SECONDS_PER_MEMBER = 40e-9
 """About how long freeing a refused subset construction takes per member of its states (measured 37 ns): the
@@ -54,6 +58,9 @@ class ClassDFA:
     all_live: bool = False
     """Every state is known to reach acceptance (a chain layout's output is trim by construction), so shrinking it
     skips that search (`minimize.trim`)."""
+    in_bfs_order: bool = False
+    """Whether the states are numbered in `minimize.bfs_order` from 0 already (as the subset construction numbers
+    them), so that a trim need not renumber them."""
 
     def byte_table(self) -> np.ndarray:
         """The same transitions indexed by byte: shape (num_states, 256)."""
@@ -103,14 +110,19 @@ def byte_classes(
 
 
 def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozenset[int]:
-    """The important states (with byte edges, or accepting) in the epsilon closure of `state`, memoized."""
+    """The important states (with byte edges, or accepting) in the epsilon closure of `state`, memoized.  A state
+    without epsilon moves (most of them: a literal's bytes) is its own closure, found without a search."""
     cached = memo[state]
     if cached is not None:
         return cached
+    eps, edges, accept = nfa.eps, nfa.edges, nfa.accept
+    if not eps[state]:
+        result = frozenset((state,)) if edges[state] or state == accept else frozenset()
+        memo[state] = result
+        return result
     seen = {state}
     stack = [state]
     found: list[int] = []
-    eps, edges, accept = nfa.eps, nfa.edges, nfa.accept
     while stack:
         current = stack.pop()
         if edges[current] or current == accept:
@@ -125,7 +137,8 @@ def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozens
 
 
 class _Subsets:
-    """The growing DFA: its states (closed sets of NFA states), their numbers, and the kernel memo."""
+    """The growing DFA: its states (closed sets of NFA states), their numbers, and the kernel memo (a kernel of one
+    target, most of them, in a list by that target rather than a dict by tuple)."""
 
     def __init__(self, nfa: NFA, max_states: int) -> None:
         self.nfa = nfa
@@ -136,6 +149,10 @@ class _Subsets:
         self.members = len(start)
         self.state_ids: dict[frozenset[int], int] = {start: 0}
         self.kernel_ids: dict[tuple[int, ...], int] = {}
+        self.single_ids: list[int] = [-1] * nfa.num_states
+        self.bfs_order = True
+        """Whether states are numbered in order of (state, class) first reached (`minimize.bfs_order`'s); a kernel
+        hash collision in a wide level numbers the colliding kernels last and clears it."""
 
     @property
     def releasing(self) -> float:
@@ -144,14 +161,25 @@ class _Subsets:
 
     def state_of(self, kernel: tuple[int, ...]) -> int:
         """The DFA state reached on a kernel (sorted move targets), added if new."""
+        if len(kernel) == 1:
+            single = self.single_ids[kernel[0]]
+            return single if single >= 0 else self.single_state(kernel[0])
         found = self.kernel_ids.get(kernel)
         if found is not None:
             return found
         memo, nfa = self.memo, self.nfa
-        if len(kernel) == 1:
-            closed = memo[kernel[0]] or _closure(nfa, kernel[0], memo)
-        else:
-            closed = frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in kernel])
+        number = self._numbered(frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in kernel]))
+        self.kernel_ids[kernel] = number
+        return number
+
+    def single_state(self, target: int) -> int:
+        """`state_of((target,))` where that kernel is not known yet."""
+        found = self._numbered(self.memo[target] or _closure(self.nfa, target, self.memo))
+        self.single_ids[target] = found
+        return found
+
+    def _numbered(self, closed: frozenset[int]) -> int:
+        """The number of the DFA state `closed`, added if new."""
         found = self.state_ids.get(closed)
         if found is None:
             found = len(self.states)
@@ -162,7 +190,6 @@ class _Subsets:
             self.state_ids[closed] = found
             self.states.append(closed)
             self.members += len(closed)
-        self.kernel_ids[kernel] = found
         return found
 
 
@@ -230,46 +257,63 @@ def _positions_within(counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _narrow_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int, found: list[list[int]],
-                  found_sets: list[list[int]]) -> None:
-    """The moves of states lo..hi-1, one state at a time: a narrow level holds a few states, so a table block of
-    its own would cost more than them.  When a state's byte sets are disjoint (as in a string's loop) each set
-    is one move, appended to `found_sets` as (state, set, target) columns; otherwise each class is, to `found`.
-    A state of one NFA state with one move (a key's or a literal's next byte: most states of an object) is that
-    move, taken without grouping (5% of the subset construction of MaskBench and tool schemas)."""
+def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, found: list[list[int]],
+                   found_sets: list[list[int]]) -> tuple[int, int]:
+    """The moves of the states from `lo` on, a breadth-first level at a time and one state at a time, while levels
+    stay narrow (fewer than `WIDE_LEVEL_MEMBERS` states and members; `before` counts the members of the states
+    before `lo`): a narrow level holds a few states, so a table block of its own would cost more than them.
+    Returns where the next level starts and the members before it (the caller expands a wide level, or is done).
+
+    When a state's byte sets are disjoint (as in a string's loop) each set is one move, appended to `found_sets`
+    as (state, set, target) columns; otherwise each class is, to `found`.  A state of one NFA state with one move
+    (a key's or a literal's next byte: most states of an object) is that move, taken without grouping."""
+    states = subsets.states
     edges = subsets.nfa.edges
-    masks = moves.set_masks
+    masks, first = moves.set_masks, moves.set_first
+    single_ids, single_state, state_of = subsets.single_ids, subsets.single_state, subsets.state_of
     sources, sets, targets = found_sets
-    for state, members in enumerate(subsets.states[lo:hi], lo):
-        if len(members) == 1:
-            (member,) = members
-            out = edges[member]
-            if len(out) == 1:
-                set_index, target = out[0]
-                if masks[set_index]:
+    while True:
+        hi = len(states)
+        if lo == hi or hi - lo >= WIDE_LEVEL_MEMBERS or subsets.members - before >= WIDE_LEVEL_MEMBERS:
+            return lo, before
+        check_deadline("determinization", subsets.releasing)
+        before = subsets.members
+        for state in range(lo, hi):
+            members = states[state]
+            if len(members) == 1:
+                (member,) = members
+                out = edges[member]
+                if len(out) == 1:
+                    set_index, target = out[0]
+                    if masks[set_index]:
+                        sources.append(state)
+                        sets.append(set_index)
+                        reached = single_ids[target]
+                        targets.append(reached if reached >= 0 else single_state(target))
+                    continue
+            by_set: dict[int, list[int]] = {}
+            for member in members:
+                for set_index, target in edges[member]:
+                    if set_index in by_set:
+                        by_set[set_index].append(target)
+                    else:
+                        by_set[set_index] = [target]
+            covered = 0
+            for set_index in by_set:
+                if covered & masks[set_index]:
+                    _classwise(subsets, moves, state, members, found)
+                    break
+                covered |= masks[set_index]
+            else:
+                for set_index in sorted(by_set, key=first.__getitem__) if len(by_set) > 1 else by_set:
+                    if not masks[set_index]:
+                        continue
+                    reached_by = by_set[set_index]
                     sources.append(state)
                     sets.append(set_index)
-                    targets.append(subsets.state_of((target,)))
-                continue
-        by_set: dict[int, list[int]] = {}
-        for member in members:
-            for set_index, target in edges[member]:
-                by_set.setdefault(set_index, []).append(target)
-        covered = 0
-        for set_index in by_set:
-            if covered & masks[set_index]:
-                _classwise(subsets, moves, state, members, found)
-                break
-            covered |= masks[set_index]
-        else:
-            first = moves.set_first
-            for set_index in sorted(by_set, key=first.__getitem__):
-                if not masks[set_index]:
-                    continue
-                reached = by_set[set_index]
-                sources.append(state)
-                sets.append(set_index)
-                targets.append(subsets.state_of((reached[0],) if len(reached) == 1 else tuple(sorted(set(reached)))))
+                    targets.append(state_of((reached_by[0],) if len(reached_by) == 1 else
+                                            tuple(sorted(set(reached_by)))))
+        lo = hi
 
 
 def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
@@ -330,7 +374,10 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
         found = known(moves_to)
         kernel_states[kernel] = subsets.state_of(moves_to) if found is None else found
     seg_state = np.array(kernel_states, dtype=np.int64)[inverse.reshape(-1)]
-    for segment in np.flatnonzero(~same).tolist():
+    colliding = np.flatnonzero(~same).tolist()
+    if colliding:
+        subsets.bfs_order = False
+    for segment in colliding:
         start = starts_list[segment]
         seg_state[segment] = subsets.state_of(tuple(target_list[start:start + lengths_list[segment]]))
     seg_keys = keys[seg_start]
@@ -350,15 +397,15 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     wide: list[tuple[int, np.ndarray]] = []
     narrow: list[list[int]] = [[], [], []]
     narrow_sets: list[list[int]] = [[], [], []]
-    lo = 0
-    while lo < len(subsets.states):
+    lo = before = 0
+    while True:
+        lo, before = _narrow_levels(subsets, moves, lo, before, narrow, narrow_sets)
+        if lo == len(subsets.states):
+            break
         check_deadline("determinization", subsets.releasing)
         hi = min(len(subsets.states), lo + LEVEL_CHUNK)
-        width = sum(len(state) for state in subsets.states[lo:hi]) if hi - lo < WIDE_LEVEL_MEMBERS else hi - lo
-        if width >= WIDE_LEVEL_MEMBERS:
-            wide.append((lo, _wide_level(subsets, moves, lo, hi)))
-        else:
-            _narrow_level(subsets, moves, lo, hi, narrow, narrow_sets)
+        before = subsets.members if hi == len(subsets.states) else before + sum(map(len, subsets.states[lo:hi]))
+        wide.append((lo, _wide_level(subsets, moves, lo, hi)))
         lo = hi
     table = np.full((len(subsets.states), num_classes), -1, dtype=np.int32)
     table[narrow[0], narrow[1]] = narrow[2]
@@ -368,4 +415,4 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     for lo, rows in wide:
         table[lo:lo + len(rows)] = rows
     accepting = np.array([nfa.accept in state for state in subsets.states], dtype=bool)
-    return ClassDFA(table, accepting, byte_class)
+    return ClassDFA(table, accepting, byte_class, in_bfs_order=subsets.bfs_order)

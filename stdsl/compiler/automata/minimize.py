@@ -268,17 +268,21 @@ def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0) -> tu
     return new_id[table[order]], accepting[order]
 
 
-def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
-             ) -> tuple[np.ndarray, np.ndarray]:
+def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False,
+             in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The minimal trim DFA of the same language, start 0, states in BFS order.
 
-    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` and `all_live` as for `trim`.
+    `table[q, a]` is the next state (-1 dead) on symbol `a`; `all_reachable` and `all_live` as for `trim`,
+    `in_bfs_order` as for `trim_in_bfs_order`: a DFA so numbered that is minimal already is returned as trimmed
+    (most subset constructions are), its quotient and renumbering being itself.
     Raises `EmptyLanguageError` when the language is empty.
     """
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
                             all_live)
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
+    if in_bfs_order and count == len(table):
+        return table, accepting
     representative = np.empty(count, dtype=np.int64)
     representative[block[::-1]] = np.arange(len(block))[::-1]
     with_dead = np.append(block, -1)
@@ -286,13 +290,15 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     return renumber_bfs(quotient, accepting[representative], int(block[0]))
 
 
-def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False,
+                      in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`trim`, states renumbered in `bfs_order`: `minimize`'s table whenever the DFA given is already minimal (a
-    minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart."""
+    minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart.
+    `in_bfs_order` says the table is numbered so already (a subset construction's): the trim keeps that order
+    (a kept state's first visitor is kept too), so nothing is renumbered."""
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
                             all_live)
-    return renumber_bfs(table, accepting)
+    return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
 
 
 MINIMIZE_UP_TO = 8_000
@@ -301,9 +307,10 @@ were within 0.03% of minimal (the NFA builder shares repeated parts), and Hopcro
 to seven times as long as the trim.  The language is the same either way."""
 
 
-def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way); flags as for `trim`."""
+def shrink(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False,
+           in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`minimize` up to `MINIMIZE_UP_TO` states, `trim` above (start 0 either way); flags as for `trim` and
+    `trim_in_bfs_order`."""
     if len(table) <= MINIMIZE_UP_TO:
-        return minimize(table, accepting, all_reachable, all_live)
+        return minimize(table, accepting, all_reachable, all_live, in_bfs_order)
     return trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable, all_live)

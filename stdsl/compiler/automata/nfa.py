@@ -75,8 +75,13 @@ def _byte_string(node: ir.Node) -> tuple[Ranges, ...] | None:
 
 
 def _is_byte_string_alt(node: ir.Alt) -> bool:
-    """Whether every branch is a plain byte string (so the alternation is a finite set of them)."""
-    return len(node.items) > 1 and all(_byte_string(item) is not None for item in node.items)
+    """Whether every branch is a plain byte string (so the alternation is a finite set of them), kept on the node:
+    the character classes of JSON strings and numbers are shared by every schema."""
+    known = node.__dict__.get("_byte_strings")
+    if known is None:
+        known = len(node.items) > 1 and all(_byte_string(item) is not None for item in node.items)
+        object.__setattr__(node, "_byte_strings", known)
+    return bool(known)
 
 
 @lru_cache(maxsize=512)
@@ -123,22 +128,58 @@ def estimated_states(node: ir.Node) -> int:
     The count is kept on the node (nodes are immutable), so front ends that ask again for a node or for
     one that contains it (an array item, then the array) do not walk the same counted repeats twice.
     """
-    cached = node.__dict__.get("_estimated_states")
+    return _extent(node)[0]
+
+
+def longest_counts(node: ir.Node) -> tuple[int, int]:
+    """The most copies of a bounded counted repetition anywhere in `node` and the most states of an automaton
+    embedded in it (0 where it has none): whether it may hold a long chain (`chains.py`), found in the walk that
+    `estimated_states` makes anyway and kept with its count."""
+    _, longest, largest = _extent(node)
+    return longest, largest
+
+
+def _extent(node: ir.Node) -> tuple[int, int, int]:
+    """`estimated_states` of `node` and its `longest_counts`, kept on the node."""
+    cached = node.__dict__.get("_extent")
     if cached is not None:
-        return int(cached)
-    total = 0
-    for count, current in enumerate(ir.distinct_nodes(node, into_repeats=False), 1):
-        if isinstance(current, ir.Embedded):
-            total += len(current.accepting)
-        elif isinstance(current, ir.Repeat):
-            copies = current.min + 1 if current.max is None else current.max
-            total += 1 + max(copies, 1) * (1 + estimated_states(current.item))
-        else:
-            total += 1
+        return cached  # type: ignore[no-any-return]
+    total = longest = largest = count = 0
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        count += 1
         if count & 65535 == 0:
             check_deadline("sizing the expression")
-    object.__setattr__(node, "_estimated_states", total)
-    return total
+        kind = type(current)
+        if kind is ir.Seq or kind is ir.Alt:
+            total += 1
+            for item in current.items:  # type: ignore[union-attr]
+                if type(item) is not ir.ByteSet:
+                    pending.append(item)
+                elif id(item) not in seen:
+                    seen.add(id(item))
+                    total += 1
+        elif kind is ir.Repeat:
+            assert isinstance(current, ir.Repeat)
+            copies = current.min + 1 if current.max is None else current.max
+            inner, inner_longest, inner_largest = _extent(current.item)
+            total += 1 + max(copies, 1) * (1 + inner)
+            longest = max(longest, inner_longest, current.max or 0)
+            largest = max(largest, inner_largest)
+        elif kind is ir.Embedded:
+            states = len(current.accepting)  # type: ignore[union-attr]
+            total += states
+            largest = max(largest, states)
+        else:
+            total += 1
+    extent = (total, longest, largest)
+    object.__setattr__(node, "_extent", extent)
+    return extent
 
 
 def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
@@ -157,6 +198,12 @@ def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
     for start, end, target in zip(starts[live].tolist(), ends[live].tolist(), flat[starts[live]].tolist()):
         grouped[start // width].setdefault(target, []).append((start % width, end % width))
     return [[(tuple(spans), target) for target, spans in by_target.items()] for by_target in grouped]
+
+
+def _over_budget(max_states: int) -> StateBudgetError:
+    """The refusal of an expression that needs more than `max_states` NFA states."""
+    return StateBudgetError(f"the expression needs more than {max_states:,} NFA states; reduce counted repetitions "
+                            "such as x{m,n} or nest fewer of them")
 
 
 class _Builder:
@@ -179,6 +226,7 @@ class _Builder:
         self.memo: dict[tuple[ir.Node, int], int] = {}
         self.byte_memo: dict[tuple[Ranges, int], int] = {}
         self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
+        self.trie_moves: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
         """A fresh state without moves (the deadline and the state budget are checked here)."""
@@ -186,9 +234,7 @@ class _Builder:
         if count & 255 == 0:
             check_deadline("NFA construction", count * RELEASE_SECONDS_PER_STATE)
         if count >= self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         self.eps.append(NO_MOVES)
         self.edges.append(NO_MOVES)
         return count
@@ -222,13 +268,17 @@ class _Builder:
         return index
 
     def entry(self, node: ir.Node, exit_state: int) -> int:
-        if isinstance(node, ir.Seq):
+        if type(node) is ir.Seq:
+            byte_memo = self.byte_memo
             for item in reversed(node.items):
-                exit_state = self.byte_entry(item.ranges, exit_state) if type(item) is ir.ByteSet else \
-                    self.entry(item, exit_state)
+                if type(item) is ir.ByteSet:
+                    found = byte_memo.get((item.ranges, exit_state))
+                    exit_state = self.byte_entry(item.ranges, exit_state) if found is None else found
+                else:
+                    exit_state = self.entry(item, exit_state)
             return exit_state
         if type(node) is ir.ByteSet:
-            return self.byte_entry(node.ranges, exit_state)
+            return self.byte_entry(node.ranges, exit_state)  # type: ignore[union-attr]
         key = (node, exit_state)
         found = self.memo.get(key)
         if found is None:
@@ -238,12 +288,24 @@ class _Builder:
 
     def byte_entry(self, ranges: Ranges, exit_state: int) -> int:
         """`entry` of a byte set, memoized by its ranges (equal byte sets have equal ranges; a tuple of ints hashes
-        without a Python call, and literals are long runs of byte sets)."""
+        without a Python call, and literals are long runs of byte sets).  A new state is `new_state` with its one
+        move, written out: literals make most of an object's states."""
         key = (ranges, exit_state)
         found = self.byte_memo.get(key)
-        if found is None:
-            found = self.byte_memo[key] = self.new_state()
-            self.add_edge(found, ranges, exit_state)
+        if found is not None:
+            return found
+        index = self.set_index.get(ranges)
+        if index is None:
+            index = self.set_index[ranges] = len(self.nfa.byte_sets)
+            self.nfa.byte_sets.append(ranges)
+        found = len(self.eps)
+        if found & 255 == 0:
+            check_deadline("NFA construction", found * RELEASE_SECONDS_PER_STATE)
+        if found >= self.max_states:
+            raise _over_budget(self.max_states)
+        self.eps.append(NO_MOVES)
+        self.edges.append([(index, exit_state)])
+        self.byte_memo[key] = found
         return found
 
     def _build(self, node: ir.Node, exit_state: int) -> int:
@@ -283,22 +345,26 @@ class _Builder:
         first = len(self.eps)
         check_deadline("NFA construction", first * RELEASE_SECONDS_PER_STATE)
         if first + count > self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         self.eps.extend([NO_MOVES] * count)
         self.edges.extend([NO_MOVES] * count)
         return first
 
     def trie(self, template: _TrieTemplate, exit_state: int) -> int:
-        states = [self.new_state() for _ in range(len(template.final))]
-        for local, out in enumerate(template.edges):
-            state = states[local]
-            for ranges, target in out:
-                self.add_edge(state, ranges, states[target])
+        """A copy of a byte-string trie leading to `exit_state`, laid out as one block (its moves numbered once per
+        template: the character classes of JSON strings are copied once per string that ends differently)."""
+        moves = self.trie_moves.get(id(template))
+        if moves is None:
+            moves = self.trie_moves[id(template)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
+                                                     for out in template.edges]
+        base = self.new_block(len(template.final))
+        edges, eps = self.edges, self.eps
+        for local, out in enumerate(moves):
+            if out:
+                edges[base + local] = [(index, base + target) for index, target in out]
             if template.final[local]:
-                self.add_eps(state, exit_state)
-        return states[0]
+                eps[base + local] = [exit_state]
+        return base
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
         """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
@@ -363,9 +429,7 @@ class _Builder:
         """Append `count` copies of block `start..end-1`, the k-th with moves to `low` or later shifted by k blocks."""
         delta = end - start
         if len(self.eps) + count * delta > self.max_states:
-            raise StateBudgetError(
-                f"the expression needs more than {self.max_states:,} NFA states; reduce counted "
-                "repetitions such as x{m,n} or nest fewer of them")
+            raise _over_budget(self.max_states)
         for copy in range(1, count + 1):
             shift = copy * delta
             for chunk in range(start, end, COPY_CHUNK):

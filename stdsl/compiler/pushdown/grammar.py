@@ -20,7 +20,12 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.minimize import (
+    csr_gather,
+    distinct_values,
+    predecessor_lists,
+    trim_in_bfs_order,
+)
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, EmptyLanguageError
 
@@ -230,7 +235,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         found = (table, symbol_class, np.array(over_bytes.accepting, dtype=bool))
     else:
         dfa = determinized(body, max_states, alphabet)
-        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live)
+        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
+                                             in_bfs_order=dfa.in_bfs_order)
         found = (table.astype(np.int32), np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
@@ -414,17 +420,58 @@ class _CompletionGraph:
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
+        self.returns = grammar.call_return.astype(np.int64)
         self.before = predecessor_lists(grammar.own_classes if moves is None else moves)
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
-        self._lists: tuple[list[list[int]], list[list[int]], list[int]] | None = None
+        self._lists: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None
 
-    def shortest(self, call_cost: np.ndarray) -> np.ndarray:
+    def shortest(self, call_cost: np.ndarray, after: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
-        not taken): Dijkstra from the accepting states along the reversed moves."""
-        if self.num_states < SMALL_GRAPH_STATES:
+        not taken): Dijkstra from the accepting states along the reversed moves (a breadth-first search where no
+        call can be taken).  `after` is a search already made
+        (its distances and call costs): where no call costs more now, its distances are still reachable, so a small
+        graph's search goes on from them through the calls that became cheaper (a level of `bn_within` from the one
+        before it, which usually differs in a few states)."""
+        if self.num_states >= SMALL_GRAPH_STATES:
+            return self._shortest_bucketed(call_cost)
+        if not (call_cost < UNREACHABLE).any():
+            return self._byte_distances()
+        if after is None or not (call_cost <= after[1]).all():
             return self._shortest_listed(call_cost)
-        return self._shortest_bucketed(call_cost)
+        known, known_cost = after
+        dist_list = known.tolist()
+        heap: list[tuple[int, int]] = []
+        cheaper = np.flatnonzero(call_cost < known_cost)
+        for caller, back, cost in zip(self.callers[cheaper].tolist(), self.returns[cheaper].tolist(),
+                                      call_cost[cheaper].tolist()):
+            through = dist_list[back] + cost
+            if through < dist_list[caller] and through < UNREACHABLE:
+                dist_list[caller] = through
+                heap.append((through, caller))
+        return self._shortest_listed(call_cost, dist_list, heap)
+
+    def _listed(self) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+        """`before` and `calls_returning` (CSR cuts and values) and `callers` as lists, made on first use."""
+        if self._lists is None:
+            self._lists = (self.before[0].tolist(), self.before[1].tolist(), self.calls_returning[0].tolist(),
+                           self.calls_returning[1].tolist(), self.callers.tolist())
+        return self._lists
+
+    def _byte_distances(self) -> np.ndarray:
+        """`shortest` where no call can be taken: breadth-first from the accepting states along reversed byte moves."""
+        before_cuts, before = self._listed()[:2]
+        dist = [UNREACHABLE] * self.num_states
+        queue = self.accepting.tolist()
+        for state in queue:
+            dist[state] = 0
+        for state in queue:
+            step = dist[state] + 1
+            for source in before[before_cuts[state]:before_cuts[state + 1]]:
+                if dist[source] == UNREACHABLE:
+                    dist[source] = step
+                    queue.append(source)
+        return np.array(dist, dtype=np.int64)
 
     def _shortest_listed(self, call_cost: np.ndarray, dist: list[int] | None = None,
                          heap: list[tuple[int, int]] | None = None) -> np.ndarray:
@@ -438,19 +485,17 @@ class _CompletionGraph:
             heap = [(0, state) for state in accepting]
         heapq.heapify(heap)
         costs = call_cost.tolist()
-        if self._lists is None:
-            self._lists = (_listed(*self.before), _listed(*self.calls_returning), self.callers.tolist())
-        before, calls_returning, callers = self._lists
+        before_cuts, before, returning_cuts, returning, callers = self._listed()
         while heap:
             level, state = heapq.heappop(heap)
             if level != dist[state]:
                 continue
             step = level + 1
-            for source in before[state]:
+            for source in before[before_cuts[state]:before_cuts[state + 1]]:
                 if step < dist[source]:
                     dist[source] = step
                     heapq.heappush(heap, (step, source))
-            for edge in calls_returning[state]:
+            for edge in returning[returning_cuts[state]:returning_cuts[state + 1]]:
                 through = level + costs[edge]
                 caller = callers[edge]
                 if through < dist[caller] and through < UNREACHABLE:
@@ -516,12 +561,6 @@ def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray
     return indptr, values[order].astype(np.int64)
 
 
-def _listed(indptr: np.ndarray, values: np.ndarray) -> list[list[int]]:
-    """CSR arrays as one list of values per key."""
-    cuts, flat = indptr.tolist(), values.tolist()
-    return [flat[cuts[i]:cuts[i + 1]] for i in range(len(cuts) - 1)]
-
-
 def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
     """bn over states for completions that nest at most `room` calls deeper (the row of `bn_within`)."""
     levels = grammar.bn_within
@@ -554,7 +593,7 @@ def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph)
                      else levels[-1][graph.callee_starts])
         if costs and np.array_equal(call_cost, costs[-1]):
             break
-        bn = graph.shortest(call_cost)
+        bn = graph.shortest(call_cost, (levels[-1], costs[-1]) if levels else None)
         if levels and np.array_equal(bn, levels[-1]):
             break
         levels.append(bn)

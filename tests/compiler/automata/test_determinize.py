@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stdsl.compiler import ir
 from stdsl.compiler.automata import determinize as determinize_module
 from stdsl.compiler.automata.determinize import byte_classes, determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimize import minimize, renumber_bfs
 from stdsl.compiler.automata.nfa import NFA, build_nfa
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
@@ -79,6 +79,15 @@ def test_both_expansions_equal_the_reference(pattern: str) -> None:
     assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
     expected = _minimal_byte_table(*reference_determinize(nfa))
     assert _minimal_byte_table(wide.byte_table(), wide.accepting) == expected
+    _assert_numbered_breadth_first(narrow)
+    _assert_numbered_breadth_first(wide)
+
+
+def _assert_numbered_breadth_first(dfa: determinize_module.ClassDFA) -> None:
+    """A DFA that says it is in BFS order is `renumber_bfs`'s numbering already (what lets a trim skip it)."""
+    assert dfa.in_bfs_order
+    table, accepting = renumber_bfs(dfa.table.astype(np.int64), dfa.accepting)
+    assert np.array_equal(table, dfa.table) and np.array_equal(accepting, dfa.accepting)
 
 
 def test_colliding_kernel_hashes_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,6 +99,7 @@ def test_colliding_kernel_hashes_are_told_apart(monkeypatch: pytest.MonkeyPatch)
     colliding = _both_paths(nfa, monkeypatch)[1]
     assert _minimal_byte_table(colliding.table, colliding.accepting) == \
         _minimal_byte_table(expected.table, expected.accepting)
+    assert not colliding.in_bfs_order, "kernels numbered after a collision may break the breadth-first order"
 
 
 def test_wide_levels_of_an_object_match_the_narrow_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,3 +166,4 @@ def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict) -
     without grouping their moves by byte set: the table must be the numpy expansion's, state for state."""
     narrow, wide = _both_paths(build_nfa(schema_to_ir(schema)), pytest.MonkeyPatch())
     assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
+    _assert_numbered_breadth_first(narrow)

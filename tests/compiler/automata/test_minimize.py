@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import distinct_values, minimize, trim, trim_in_bfs_order
+from stdsl.compiler.automata.minimize import distinct_values, minimize, renumber_bfs, trim, trim_in_bfs_order
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError
@@ -142,6 +142,25 @@ def test_trim_in_bfs_order_keeps_the_language_and_is_minimize_on_a_minimal_dfa(d
     if len(trimmed) == len(minimal[0]):
         assert np.array_equal(trimmed, minimal[0]) and np.array_equal(trimmed_accepting, minimal[1])
     assert np.array_equal(trim_in_bfs_order(*minimal)[0], minimal[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_tables())
+def test_a_trim_keeps_the_breadth_first_order_of_what_it_keeps(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    """A table numbered in BFS order (as a subset construction numbers its states) trimmed of its dead ends is still
+    in BFS order, so `trim_in_bfs_order` told so returns the renumbered table without renumbering, and `minimize`
+    told so returns it as trimmed when it is minimal."""
+    ordered, accepting = renumber_bfs(*dfa)
+    try:
+        expected = trim_in_bfs_order(ordered, accepting, all_reachable=True)
+    except EmptyLanguageError:
+        return
+    kept = trim_in_bfs_order(ordered, accepting, all_reachable=True, in_bfs_order=True)
+    assert np.array_equal(kept[0], expected[0]) and np.array_equal(kept[1], expected[1])
+    minimal = minimize(ordered, accepting, all_reachable=True)
+    told = minimize(ordered, accepting, all_reachable=True, in_bfs_order=True)
+    assert np.array_equal(told[0], minimal[0]) and np.array_equal(told[1], minimal[1])
+    assert told[0].dtype == minimal[0].dtype and told[1].dtype == minimal[1].dtype
 
 
 def _reachable_accepting(table: np.ndarray, accepting: np.ndarray) -> bool:

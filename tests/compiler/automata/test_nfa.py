@@ -15,7 +15,7 @@ from stdsl.compiler.automata import nfa as nfa_module
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import minimize
-from stdsl.compiler.automata.nfa import build_nfa, estimated_states
+from stdsl.compiler.automata.nfa import build_nfa, estimated_states, longest_counts
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
@@ -144,3 +144,32 @@ def test_copied_repeats_keep_the_language(pattern: str) -> None:
 def _table(nfa: nfa_module.NFA) -> tuple[np.ndarray, np.ndarray]:
     dfa = determinize(nfa)
     return dfa.byte_table(), dfa.accepting
+
+
+def _walked_estimate(node: ir.Node) -> int:
+    """`estimated_states` as a plain walk of `ir.distinct_nodes` (the oracle)."""
+    total = 0
+    for current in ir.distinct_nodes(node, into_repeats=False):
+        if isinstance(current, ir.Embedded):
+            total += len(current.accepting)
+        elif isinstance(current, ir.Repeat):
+            copies = current.min + 1 if current.max is None else current.max
+            total += 1 + max(copies, 1) * (1 + _walked_estimate(current.item))
+        else:
+            total += 1
+    return total
+
+
+@settings(max_examples=80, deadline=None)
+@given(counted_regexes(), st.booleans())
+def test_estimate_and_longest_counts_are_those_of_a_plain_walk(pattern: str, embed: bool) -> None:
+    """One walk gives the estimate and the longest counts that `chains.py` looks for: each as its own walk would."""
+    node = parse_regex(pattern)
+    if embed:
+        automaton = build_automaton(node)
+        node = ir.seq(node, ir.Embedded(automaton.transitions, automaton.accepting), ir.optional(node))
+    parts = list(ir.distinct_nodes(node))
+    expected = (max([part.max for part in parts if isinstance(part, ir.Repeat) and part.max is not None], default=0),
+                max([len(part.accepting) for part in parts if isinstance(part, ir.Embedded)], default=0))
+    assert longest_counts(node) == expected
+    assert estimated_states(node) == _walked_estimate(node)

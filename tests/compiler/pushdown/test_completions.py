@@ -119,3 +119,20 @@ def test_buckets_handing_over_to_the_heap_give_the_same_distances(grammar: Pushd
                 assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
     finally:
         pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars())
+def test_a_level_continued_from_the_one_before_is_a_whole_search(grammar: PushdownGrammar | None) -> None:
+    """Each level of `bn_within` is searched on from the level before it (through the calls that became cheaper)
+    and the first without calls breadth-first: both are the full heap search's distances."""
+    if grammar is None:
+        return
+    graph = _CompletionGraph(grammar)
+    none = np.full(len(graph.callers), UNREACHABLE, dtype=np.int64)
+    assert graph.shortest(none).tolist() == graph._shortest_listed(none).tolist()
+    before = (grammar.bn_within[0], none)
+    for level in grammar.bn_within:
+        cost = level[graph.callee_starts]
+        assert graph.shortest(cost, before).tolist() == graph._shortest_listed(cost).tolist()
+        before = (graph._shortest_listed(cost), cost)
