@@ -142,16 +142,7 @@ def test_when_both_fail_on_the_budget_the_outlined_error_is_raised_once(monkeypa
 
 
 def test_a_plain_grammar_past_the_budget_is_outlined_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = recursive.compile_pushdown
-
-    def compile_pushdown(main, definitions, **options):  # type: ignore[no-untyped-def]
-        calls.append(len(definitions))
-        if len(definitions) == 1:
-            raise StateBudgetError("plain too large")
-        return real(main, definitions, **options)
-
-    monkeypatch.setattr(recursive, "compile_pushdown", compile_pushdown)
+    calls = _plain_refused_at_the_budget(monkeypatch)
     compiled = compile_free_form(SMALL, outline=None)
     assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
     assert calls[0] == 1 and calls[-1] > 1
@@ -168,6 +159,15 @@ def test_an_outlined_grammar_with_a_conflict_leaves_the_choice_to_the_plain_one(
 
 def test_a_conflicted_outline_is_resolved_when_the_plain_grammar_passes_the_budget(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _plain_refused_at_the_budget(monkeypatch)
+    compiled = compile_free_form(CONFLICTED, outline=None)
+    assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
+    assert calls[0] > 1 and 1 in calls and calls[-1] > 1 and len(calls) >= 4
+
+
+def _plain_refused_at_the_budget(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """`compile_pushdown` refusing every plain grammar (one definition) at the state budget; the definitions of each
+    call, in order, gather in the list returned."""
     calls: list[int] = []
     real = recursive.compile_pushdown
 
@@ -178,6 +178,4 @@ def test_a_conflicted_outline_is_resolved_when_the_plain_grammar_passes_the_budg
         return real(main, definitions, **options)
 
     monkeypatch.setattr(recursive, "compile_pushdown", compile_pushdown)
-    compiled = compile_free_form(CONFLICTED, outline=None)
-    assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
-    assert calls[0] > 1 and 1 in calls and calls[-1] > 1 and len(calls) >= 4
+    return calls
