@@ -137,20 +137,43 @@ def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
     def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
 
-        def value_of(value: Mapping[str, Any], where: str) -> Automaton | None:
-            return _value_automaton(lower(value, where, whitespace))
+        def whole() -> Compiled:
+            try:
+                return _embeddable_schema(digit_limited(schema), max_seconds=deadline.left(), whitespace=whitespace,
+                                          strict=strict)
+            except SchemaError as error:
+                raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
 
-        laid_out = _apart(lambda: object_layout(schema, path, whitespace, strict, value_of))
-        if laid_out is not None:
-            return embedded_leaf(laid_out, minimal=True)
-        try:
-            compiled = _embeddable_schema(digit_limited(schema), max_seconds=deadline.left(), whitespace=whitespace,
-                                           strict=strict)
-        except SchemaError as error:
-            raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
-        return embedded_ir(compiled, path)
+        return _schema_leaf(schema, path, whitespace, strict, ARGUMENTS_LOWERING,
+                            lambda value, where: lower(value, where, whitespace), whole)
 
     return lower
+
+
+TAG_SCHEMA_LOWERING = "embeddable json schema"
+"""Names `_tag_schema`'s lowering in the keys of laid-out objects (`tools.object_layout`)."""
+
+
+def _tag_schema(schema: Any, path: str, deadline: _Deadline) -> ir.Node:
+    """A structural tag's JSON Schema as an embedded leaf (`_schema_leaf`), strict and compact."""
+    return _schema_leaf(schema, path, None, True, TAG_SCHEMA_LOWERING,
+                        lambda value, where: _tag_schema(value, where, deadline),
+                        lambda: _embeddable_schema(schema, max_seconds=deadline.left()))
+
+
+def _schema_leaf(schema: Any, path: str, whitespace: Whitespace | None, strict: bool, lowering: str,
+                 lower_value: Callable[[Mapping[str, Any], str], ir.Node], whole: Callable[[], Compiled]) -> ir.Node:
+    """A schema as an embedded leaf: a closed object of tool-schema shape laid out from its members' values, each
+    lowered by `lower_value` (and kept, `tools.object_layout`: the same language with no subset construction over
+    the whole object), else `whole()` compiled."""
+
+    def value_of(value: Mapping[str, Any], where: str) -> Automaton | None:
+        return _value_automaton(lower_value(value, where))
+
+    laid_out = _apart(lambda: object_layout(schema, path, whitespace, strict, value_of, lowering))
+    if laid_out is not None:
+        return embedded_leaf(laid_out, minimal=True)
+    return embedded_ir(whole(), path)
 
 
 def _apart(build: Callable[[], Automaton | None]) -> Automaton | None:
@@ -195,8 +218,8 @@ def _embedder(deadline: _Deadline) -> Any:
     def embed(item: tuple[Any, ...], path: str) -> ir.Node:
         try:
             if item[0] == "json_schema":
-                compiled: Compiled = _embeddable_schema(item[1], max_seconds=deadline.left())
-            elif item[0] == "regex":
+                return _tag_schema(item[1], path, deadline)
+            if item[0] == "regex":
                 compiled = compile_constraint(Regex(item[1]), max_seconds=deadline.left())
             else:
                 compiled = compile_constraint(Grammar(item[1], syntax=item[2]), max_seconds=deadline.left())

@@ -19,7 +19,7 @@ takes `call_layout`'s and `build_automaton`'s past `MINIMIZE_UP_TO`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -47,20 +47,22 @@ ValueAutomaton = Callable[[Mapping[str, Any], str], "Automaton | None"]
 """A member's value DFA from its schema and schema path (None: it does not compile apart, fall back)."""
 
 _OBJECTS = caches.kind("argument objects")
-"""A laid-out arguments object's minimal DFA (None: it falls back) per canonical schema, spelling and strictness."""
+"""A laid-out arguments object's minimal DFA (None: it falls back) per canonical schema, spelling, strictness and
+lowering of its values."""
 
 
 def object_layout(schema: Any, path: str, whitespace: Whitespace | None, strict: bool,
-                  value_of: ValueAutomaton) -> Automaton | None:
+                  value_of: ValueAutomaton, lowering: Hashable) -> Automaton | None:
     """The minimal DFA of `schema`'s JSON texts laid out from its members' values (`value_of` each), or None where
     the schema is not a closed object of the shape above, a value does not compile apart, or the spelling has
-    whitespace between tokens."""
+    whitespace between tokens.  `lowering` names what `value_of` makes of a value schema (kept objects are keyed by
+    it: a tool's arguments keep integers to 20 digits, a structural tag's schema does not)."""
     if whitespace is not None and whitespace.max_run:
         return None
     members = _members(schema, strict)
     if members is None:
         return None
-    key = (json.dumps(schema, separators=(",", ":"), ensure_ascii=False), repr(whitespace), strict)
+    key = (json.dumps(schema, separators=(",", ":"), ensure_ascii=False), repr(whitespace), strict, lowering)
 
     def build() -> Automaton | None:
         values = []

@@ -50,9 +50,13 @@ def objects(draw: Any, depth: int = 0) -> dict[str, Any]:
     return schema
 
 
+LOWERING = "compile_embeddable per value"
+"""What `_value_of` makes of a value schema, in the keys of laid-out objects."""
+
+
 def _value_of(whitespace: Whitespace | None) -> Any:
     def value_of(schema: Any, path: str) -> Automaton:
-        laid_out = object_layout(schema, path, whitespace, True, value_of)
+        laid_out = object_layout(schema, path, whitespace, True, value_of, LOWERING)
         return laid_out if laid_out is not None else compile_embeddable(schema, whitespace=whitespace).automaton
 
     return value_of
@@ -67,7 +71,7 @@ def _minimal_size(automaton: Automaton) -> int:
 def test_laid_out_object_accepts_exactly_the_whole_object_compile(schema: dict[str, Any],
                                                                   whitespace: Whitespace | None) -> None:
     whole = compile_embeddable(schema, whitespace=whitespace).automaton
-    laid_out = object_layout(schema, "#", whitespace, True, _value_of(whitespace))
+    laid_out = object_layout(schema, "#", whitespace, True, _value_of(whitespace), LOWERING)
     assert laid_out is not None
     assert difference(whole, laid_out) is None
     assert _minimal_size(laid_out) == whole.num_states
@@ -84,13 +88,13 @@ def test_laid_out_object_accepts_exactly_the_whole_object_compile(schema: dict[s
     {"type": "array", "items": {"type": "string"}},
 ])
 def test_other_shapes_fall_back(schema: dict[str, Any]) -> None:
-    assert object_layout(schema, "#", JSON_DUMPS, True, _value_of(JSON_DUMPS)) is None
+    assert object_layout(schema, "#", JSON_DUMPS, True, _value_of(JSON_DUMPS), LOWERING) is None
 
 
 def test_open_objects_and_spaced_tokens_fall_back() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    assert object_layout(schema, "#", JSON_DUMPS, False, _value_of(JSON_DUMPS)) is None
-    assert object_layout(schema, "#", Whitespace(max_run=1), True, _value_of(JSON_DUMPS)) is None
+    assert object_layout(schema, "#", JSON_DUMPS, False, _value_of(JSON_DUMPS), LOWERING) is None
+    assert object_layout(schema, "#", Whitespace(max_run=1), True, _value_of(JSON_DUMPS), LOWERING) is None
 
 
 def test_a_refused_member_gives_the_whole_compile_refusal_and_an_empty_optional_member_is_dropped() -> None:

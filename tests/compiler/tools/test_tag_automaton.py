@@ -9,9 +9,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import stdsl
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint
-from stdsl.compiler.constraint_spec import _Deadline, _embedder, build_constraint
+from stdsl.compiler.constraint_spec import _Deadline, _embeddable_schema, _embedder, build_constraint, embedded_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.tools import tag_automaton
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
@@ -57,11 +58,18 @@ def triggered_tags(draw: Any) -> dict[str, Any]:
             **({"excludes": ["STOP"]} if draw(st.booleans()) else {})}
 
 
+def _whole_embedder(item: tuple[Any, ...], path: str) -> Any:
+    """The embedder of the single-expression build, each JSON schema compiled whole (no member layout)."""
+    if item[0] == "json_schema":
+        return embedded_ir(_embeddable_schema(item[1], max_seconds=60), path)
+    return _embedder(_Deadline(60))(item, path)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tag_format=triggered_tags(), seed=st.integers(0, 2**32 - 1))
 def test_assembled_tags_accept_exactly_the_whole_structural_tag(tag_format: dict[str, Any], seed: int) -> None:
     tag = {"type": "structural_tag", "format": tag_format}
-    whole = build_automaton(structural_tag_ir(tag, _embedder(_Deadline(60))))
+    whole = build_automaton(structural_tag_ir(tag, _whole_embedder))
     compiled = build_constraint({"kind": "structural_tag", "tag": tag}, 60)
     assert isinstance(compiled, Constraint)
     assembled = compiled.automaton
@@ -86,7 +94,7 @@ def test_one_changed_tag_compiles_that_tag_only() -> None:
     compiled = build_constraint({"kind": "structural_tag", "tag": _tool_tags(changed)}, 60)
     after = tag_automaton._TAGS.stats()
     assert (after.misses - before.misses, after.hits - before.hits) == (1, 4)
-    whole = build_automaton(structural_tag_ir(_tool_tags(changed), _embedder(_Deadline(60))))
+    whole = build_automaton(structural_tag_ir(_tool_tags(changed), _whole_embedder))
     assert isinstance(compiled, Constraint) and difference(whole, compiled.automaton) is None
 
 
@@ -96,3 +104,19 @@ def test_a_tag_with_a_recursive_schema_lowers_whole_to_a_pushdown() -> None:
     assert isinstance(compiled, PushdownConstraint)
     assert compiled.accepts('x<tool_call>\n{"name": "tool_1", "arguments": {"kids":[{"kids":[]}]}}\n</tool_call>y')
     assert not compiled.accepts('<tool_call>\n{"name": "tool_1", "arguments": {"kids":[{}]}}\n</tool_call>')
+
+
+def test_a_tag_schema_keeps_its_integers_beside_the_same_schema_in_a_tool_list() -> None:
+    """A tool's arguments keep integers to 20 digits and a structural tag's schema does not: the laid-out object kept
+    for one must not serve the other."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    digits = "1" * 25
+    call = f'<tool_call>\n{{"name": "tool_0", "arguments": {{"n":{digits}}}}}\n</tool_call>'
+    for tools_first in (True, False):
+        stdsl.caches.clear()
+        tools = {"kind": "tools", "format": "harmony", "tools": [{"name": "tool_0", "parameters": schema}],
+                 "choice": "auto", "parallel": True, "content": None}
+        if tools_first:
+            build_constraint(tools, 60)
+        assert build_constraint({"kind": "structural_tag", "tag": _tool_tags([schema])}, 60).accepts(call)
