@@ -203,7 +203,6 @@ def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np
     return joint, first
 
 
-
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (state, next state) pairs of a (num_states, k) step table with -1 for dead steps.
 

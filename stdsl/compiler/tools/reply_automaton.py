@@ -32,6 +32,7 @@ from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute, substitute
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.tools.call_layout import call_layout, call_layouts
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.guarded_calls import CallParts, guarded_calls
@@ -41,10 +42,6 @@ _CALLS = caches.kind("tool calls")
 """One call's DFA per (format, tool name, canonical parameter schema, arguments lowering)."""
 _SKELETONS = caches.kind("reply skeletons")
 """The reply skeleton's table over bytes and placeholders, per skeleton expression (format, choice, content)."""
-
-
-def _holds_grammar(node: ir.Node) -> bool:
-    return any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(node))
 
 
 def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
@@ -94,7 +91,7 @@ def call_automaton(tool: ToolSpec, tool_format: ToolFormat, arguments_ir: Argume
 def piece_automaton(node: ir.Node) -> Automaton | None:
     """The DFA of a piece's expression (a call, a structural tag; see `_laid_out`), None where it embeds a
     recursive grammar."""
-    return None if _holds_grammar(node) else _laid_out(node, None)
+    return None if holds_grammar(node) else _laid_out(node, None)
 
 
 def _laid_out(node: ir.Node, laid_out: Automaton | None) -> Automaton:
@@ -157,7 +154,7 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
                     known[index] = automaton
     remaining = [index for index in new if index not in known]
     nodes = [tool_format.tool_call_ir(called[index], arguments_ir) for index in remaining]
-    grammars = [_holds_grammar(node) for node in nodes]
+    grammars = [holds_grammar(node) for node in nodes]
     layouts = iter(call_layouts([node for node, grammar in zip(nodes, grammars) if not grammar]))
     for index, node, grammar in zip(remaining, nodes, grammars):
         automaton = None if grammar else _laid_out(node, next(layouts))
@@ -210,7 +207,7 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     if any(call is None for call in calls):
         return None
     skeleton = reply_around(PLACEHOLDER_NODE, tool_format, choice=choice, parallel=parallel, content=content)
-    if _holds_grammar(skeleton):
+    if holds_grammar(skeleton):
         return None
     wide, accepting = skeleton_table(skeleton, max_states)
     return substitute(wide, accepting, [[call for call in calls if call is not None]])

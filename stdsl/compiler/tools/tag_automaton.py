@@ -19,6 +19,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.substitution import substitute
+from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.compiler.tools.reply_automaton import PLACEHOLDER_NODE, piece_automaton, skeleton_table
 
 _TAGS = caches.kind("structural tags")
@@ -37,7 +38,7 @@ def tags_automaton(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node]
             return None
         pieces.append(piece)
     skeleton = around(PLACEHOLDER_NODE)
-    if any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(skeleton)):
+    if holds_grammar(skeleton):
         return None
     wide, accepting = skeleton_table(skeleton, max_states)
     return substitute(wide, accepting, [pieces])
