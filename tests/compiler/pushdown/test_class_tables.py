@@ -12,43 +12,22 @@ from stdsl.compiler import ir
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import (
     CALL_BASE,
-    Definition,
     PushdownGrammar,
     _CompletionGraph,
     _completions_within_depth,
-    call_symbol,
     common_byte_classes,
-    compile_pushdown,
     completions_over,
 )
-from stdsl.errors import CompileError
+from tests.compiler.pushdown.random_grammars import grammars as random_grammars
 
 LEAVES = [ir.literal("x"), ir.literal("yz"), ir.byte_set([(0x30, 0x39)]), ir.byte_set([(0x35, 0x5a)]),
           ir.byte_set([(0x00, 0x2f), (0x7b, 0xff)]), ir.byte_set([(0x80, 0xbf)])]
 
 
-@st.composite
-def bodies(draw: st.DrawFn, count: int) -> ir.Node:
-    """A random body over overlapping byte ranges (so the bodies' byte classes differ), calls after a letter of
-    their own (a-d), wrapped in < >."""
-    calls = [ir.seq(ir.literal("abcd"[i]), call_symbol(i)) for i in range(count)]
-    node = draw(st.recursive(st.sampled_from(LEAVES + calls), lambda inner: st.one_of(
-        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.seq(*items)),
-        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.alt(*items)),
-        inner.map(lambda item: ir.repeat(item, 0, 2))), max_leaves=6))
-    return ir.seq(ir.literal("<"), node, ir.literal(">"))
-
-
-@st.composite
-def grammars(draw: st.DrawFn) -> PushdownGrammar | None:
-    count = draw(st.integers(1, 3))
-    definitions = [Definition(f"N{i}", draw(bodies(count))) for i in range(count)]
-    root = ir.seq(ir.literal("abcd"[draw(st.integers(0, count - 1))]), call_symbol(0))
-    try:
-        return compile_pushdown(ir.alt(root, ir.seq(draw(st.sampled_from(LEAVES)), call_symbol(count - 1))),
-                                definitions, max_depth=draw(st.integers(1, 4)))
-    except CompileError:
-        return None
+def grammars() -> st.SearchStrategy[PushdownGrammar | None]:
+    """Random grammars over overlapping byte ranges (so the bodies' byte classes differ), the last definition also
+    entered after any of them."""
+    return random_grammars(LEAVES, LEAVES)
 
 
 def dense_layout(grammar: PushdownGrammar) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

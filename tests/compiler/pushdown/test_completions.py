@@ -10,13 +10,10 @@ from stdsl.compiler import ir
 from stdsl.compiler.pushdown import grammar as pushdown_grammar
 from stdsl.compiler.pushdown.grammar import (
     UNREACHABLE,
-    Definition,
     PushdownGrammar,
     _CompletionGraph,
-    call_symbol,
-    compile_pushdown,
 )
-from stdsl.errors import CompileError
+from tests.compiler.pushdown.random_grammars import grammars as random_grammars
 
 
 def oracle_levels(grammar: PushdownGrammar, call_cost: list[int]) -> list[int]:
@@ -54,29 +51,9 @@ def oracle(grammar: PushdownGrammar) -> tuple[list[list[int]], list[int]]:
     return levels, level
 
 
-def bodies(draw: st.DrawFn, count: int) -> ir.Node:
-    """A random body over the letters a-d, each a distinct first byte of a call (so calls never clash)."""
-    def leaf() -> st.SearchStrategy[ir.Node]:
-        calls = [ir.seq(ir.literal("abcd"[i]), call_symbol(i)) for i in range(count)]
-        return st.sampled_from([ir.literal("x"), ir.literal("yz"), *calls])
-
-    node = draw(st.recursive(leaf(), lambda inner: st.one_of(
-        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.seq(*items)),
-        st.lists(inner, min_size=1, max_size=3).map(lambda items: ir.alt(*items)),
-        inner.map(lambda item: ir.repeat(item, 0, 2))), max_leaves=6))
-    return ir.seq(ir.literal("<"), node, ir.literal(">"))
-
-
-@st.composite
-def grammars(draw: st.DrawFn) -> PushdownGrammar | None:
-    count = draw(st.integers(1, 3))
-    definitions = [Definition(f"N{i}", bodies(draw, count)) for i in range(count)]
-    root = ir.seq(ir.literal("abcd"[draw(st.integers(0, count - 1))]), call_symbol(0))
-    try:
-        return compile_pushdown(ir.alt(root, ir.seq(ir.literal("e"), call_symbol(count - 1))), definitions,
-                                max_depth=draw(st.integers(1, 4)))
-    except CompileError:
-        return None
+def grammars() -> st.SearchStrategy[PushdownGrammar | None]:
+    """Random grammars over the leaves x and yz, the last definition also entered after e."""
+    return random_grammars([ir.literal("x"), ir.literal("yz")], [ir.literal("e")])
 
 
 @settings(max_examples=150, deadline=None)
