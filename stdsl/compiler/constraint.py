@@ -250,8 +250,8 @@ def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded:
 def _free_form(schema: dict, whitespace: Whitespace | None, max_states: int,
                model_class: Any, strict: bool) -> PushdownConstraint | ir.Node | None:
     """The schema as a pushdown whose free-form values nest to any depth; its IR for a DFA when it has none
-    (or a call of one clashed with the bytes around it and the value bounded at `ANY_VALUE_DEPTH` levels was
-    inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
+    (or a call of one clashed with the bytes around it past `recursive.MAX_ANY_LEVELS` levels and the value
+    bounded at `ANY_VALUE_DEPTH` levels was inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
     try:
         return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
                                  outline=None, strict=strict)

@@ -20,7 +20,7 @@ from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_dfa
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
-from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
+from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, _Compiler, _Tokens
 from stdsl.compiler.pushdown.grammar import (
     CALL_BASE,
     MAX_DEPTH,
@@ -96,6 +96,11 @@ def is_recursive_schema(schema: Any) -> bool:
 
 MAX_NONTERMINALS = 256
 MAX_CONFLICT_RETRIES = 12
+MAX_ANY_LEVELS = 8
+"""A free-form value whose call meets an L(1) conflict (a branch of a union reads other bytes where the call
+stands) is written out down to a nesting depth, calls below, which keeps its language: one level, then (still in
+conflict) one past the deepest member the schema declares, where only calls meet.  Past this depth (its NFA
+doubles per level), or in conflict still, it is bounded as the DFA compiler bounds it, at `ANY_VALUE_DEPTH`."""
 COMBINATORS = ("allOf", "anyOf", "oneOf")
 ANY_VALUE = "any JSON value"
 """The nonterminal of an unconstrained value (`true`, `{}`), which here nests to any depth the stack allows."""
@@ -109,7 +114,8 @@ class _CallingCompiler(_Compiler):
     branches, an `allOf` part) gets a nonterminal of its own, keyed by its JSON text, whose
     body inlines the target once; the target's inner references are calls again.  An unconstrained
     value is a call of its own nonterminal (`ANY_VALUE`), so it nests as deep as the stack allows
-    rather than the DFA compiler's `ANY_VALUE_DEPTH` (unless `inline_any`, after a conflict).
+    rather than the DFA compiler's `ANY_VALUE_DEPTH`; after conflicts its top `any_levels` levels are written out
+    with calls below them (`_any_value`).
     With `outline`, every member value or array item that may be an object or array is a call of a
     nonterminal keyed by its schema's JSON text (but those in `inlined`), compiled once however
     often it occurs.  The root and every body are read in one document context (`context`, made for `root` unless
@@ -117,7 +123,7 @@ class _CallingCompiler(_Compiler):
     """
 
     def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
-                 inlined: frozenset[str] = frozenset(), inline_any: bool = False, zero_fractions: bool = True,
+                 inlined: frozenset[str] = frozenset(), any_levels: int = 0, zero_fractions: bool = True,
                  strict: bool = True, context: Context | None = None) -> None:
         super().__init__(tokens, zero_fractions, strict)
         self.targets = set(calls)
@@ -126,7 +132,10 @@ class _CallingCompiler(_Compiler):
         self.context = context or document_context(root)
         self.extra: dict[str, tuple[Schema, str]] = {}
         self.names = {target: target for target in calls}
-        self.outline, self.inlined, self.inline_any = outline, inlined, inline_any
+        self.outline, self.inlined, self.any_levels = outline, inlined, any_levels
+        self.nesting = self.deepest = 0
+        self._memos = {0: self._lowered}
+        self._depth_below: dict[int, tuple[Schema, int]] = {}
         self.outlined: set[str] = set()
 
     def value(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
@@ -139,7 +148,18 @@ class _CallingCompiler(_Compiler):
                     return self.calls[target]
             key = json.dumps(schema)
             return self._call(key, schema, path, _display_name(key))
-        return super().value(schema, path, ctx)
+        if not self._writes_out_any or not isinstance(schema, dict):
+            return super().value(schema, path, ctx)
+        known = self._depth_below.get(id(schema))
+        if known is not None and known[0] is schema:
+            self.deepest = max(self.deepest, self.nesting + known[1])
+            return super().value(schema, path, ctx)
+        outer, self.deepest = self.deepest, self.nesting
+        try:
+            return super().value(schema, path, ctx)
+        finally:
+            self._depth_below[id(schema)] = (schema, self.deepest - self.nesting)
+            self.deepest = max(outer, self.deepest)
 
     def member(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
         """With `outline`, a call for a member value or item that may be a container; else the ordinary lowering."""
@@ -148,7 +168,29 @@ class _CallingCompiler(_Compiler):
             if key not in self.inlined and _may_be_container(flatten(schema, path, ctx.entering())[0]):
                 self.outlined.add(key)
                 return self._call(key, schema, path, path)
-        return super().member(schema, path, ctx)
+        if not self._writes_out_any:
+            return super().member(schema, path, ctx)
+        outer = self._lowered
+        self.nesting += 1
+        self.deepest = max(self.deepest, self.nesting)
+        self._lowered = self._memos.setdefault(min(self.nesting, self.any_levels), {})
+        try:
+            return super().member(schema, path, ctx)
+        finally:
+            self.nesting -= 1
+            self._lowered = outer
+
+    @property
+    def _writes_out_any(self) -> bool:
+        """Whether unconstrained values are written out down to nesting `any_levels` (then the lowering counts
+        its nesting, and the deepest a member reaches, in `deepest`)."""
+        return 0 < self.any_levels <= MAX_ANY_LEVELS
+
+    @property
+    def any_depth(self) -> int:
+        """With `any_levels`, the levels an unconstrained value at this nesting is written out: down to nesting
+        `any_levels`, where every one is a call, so values that meet at one position of a body agree on it."""
+        return max(self.any_levels - self.nesting, 0) if self._writes_out_any else ANY_VALUE_DEPTH
 
     def _call(self, key: str, schema: Schema, path: str, name: str) -> ir.Node:
         """The call symbol of the nonterminal `key` (its body `schema` at `path`), made on first use."""
@@ -165,10 +207,14 @@ class _CallingCompiler(_Compiler):
 
     def _any_value(self, depth: int) -> ir.Node:
         """A call of the unconstrained-value nonterminal (any depth; its body is `any_value_body`), or with
-        `inline_any` the DFA compiler's bounded generic value."""
-        if self.inline_any:
+        `any_levels` the value written out `depth` levels down to such calls (`any_depth`): the same language,
+        its calls deeper than the bytes they clashed with.  Past `MAX_ANY_LEVELS`, the DFA compiler's value,
+        bounded at `ANY_VALUE_DEPTH`."""
+        if self.any_levels > MAX_ANY_LEVELS:
             return super()._any_value(depth)
-        return self._call(ANY_VALUE, True, ROOT, ANY_VALUE)
+        if self.any_levels == 0 or depth <= 0:
+            return self._call(ANY_VALUE, True, ROOT, ANY_VALUE)
+        return super()._any_value(depth)
 
     def any_value_body(self) -> ir.Node:
         """One JSON value whose member values and items are calls of the unconstrained-value nonterminal."""
@@ -334,12 +380,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     context = context or document_context(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
-    inline_any = False
+    any_levels = 0
     tried = False
     outlined_error: CompileError | None = None
     for _ in range(MAX_CONFLICT_RETRIES):
         compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline is True,
-                                    inlined=frozenset(inlined), inline_any=inline_any, zero_fractions=zero_fractions,
+                                    inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
                                     strict=strict, context=context)
         try:
             main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
@@ -364,7 +410,9 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             movable = keys & (compiler.outlined | {ANY_VALUE})
             if not movable or not retry_conflicts:
                 raise
-            inline_any = inline_any or ANY_VALUE in movable
+            if ANY_VALUE in movable:
+                needed = compiler.deepest + 1 if any_levels else 1
+                any_levels = needed if any_levels < needed <= MAX_ANY_LEVELS else MAX_ANY_LEVELS + 1
             inlined |= movable - {ANY_VALUE}
         except StateBudgetError:
             if outline is not None:

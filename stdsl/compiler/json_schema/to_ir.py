@@ -11,8 +11,8 @@ keeps every spelling below.
 Choices that keep the language regular and exact:
 - An unconstrained value (`true`, `{}`, a property without type) is a generic JSON value whose
   arrays/objects nest at most `ANY_VALUE_DEPTH` (3) levels here; `stdsl.compile` makes it a pushdown
-  nonterminal instead (`recursive.free_form_grammar`), which nests to any depth, and keeps this
-  bounded value where a call would clash or a DFA is required.
+  nonterminal instead (`recursive.free_form_grammar`), which nests to any depth (written out some levels
+  where a call would clash, `recursive.MAX_ANY_LEVELS`), and keeps this bounded value where a DFA is required.
 - Numbers with bounds are written without exponent (`-?int(.digits)?`), compared exactly to
   the bounds; integers are canonical (no `-0`, no leading zeros); unbounded numbers use the
   RFC 8259 grammar kept finite (at most 20 integer digits, a two-digit exponent: `float` never reads infinity).
@@ -159,6 +159,11 @@ class _Compiler:
         self._any = lru_cache(maxsize=None)(self._any_value)
         self._lowered: dict[int, tuple[Schema, Node]] = {}
 
+    @property
+    def any_depth(self) -> int:
+        """How many levels an unconstrained value's containers nest (`_any_value`)."""
+        return ANY_VALUE_DEPTH
+
     def value(self, schema: Schema, path: str, ctx: Context) -> Node:
         """The IR of one (sub)schema; a schema object lowered before is not lowered again.
 
@@ -182,7 +187,7 @@ class _Compiler:
         if flat is False:
             return ir.NOTHING
         if flat is True or not flat:
-            return self._any(ANY_VALUE_DEPTH)
+            return self._any(self.any_depth)
         if "anyOf" in flat:
             rest = {k: v for k, v in flat.items() if k != "anyOf"}
             branches = []
@@ -236,10 +241,10 @@ class _Compiler:
             return ir.seq(number, ZERO_FRACTION) if integral else number
         if name == "object":
             if not any(k in flat for k in OBJECT_KEYWORDS):
-                return self._any_object(ANY_VALUE_DEPTH)
+                return self._any_object(self.any_depth)
             return self._object(flat, path, ctx)
         if not any(k in flat for k in ARRAY_KEYWORDS):
-            return self._any_array(ANY_VALUE_DEPTH)
+            return self._any_array(self.any_depth)
         return self._array(flat, path, ctx)
 
     def _object(self, flat: dict, path: str, ctx: Context) -> Node:
