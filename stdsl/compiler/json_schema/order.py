@@ -51,7 +51,7 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
         order = [k for k in declared if k in value] + [k for k in value if k not in declared]
         patterns = flat.get("patternProperties", {})
         matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in patterns}
-        members = []
+        members, ctx = [], ctx.descending()
         for k in order:
             matched = [patterns[p] for p, m in matchers.items() if name_matches(m, k)]
             own = props.get(k, True if matched else extra)
@@ -59,7 +59,7 @@ def _dump(value: Any, schema: Schema, path: str, ctx: Context) -> str:
             members.append(f"{canonical_scalar(k)}:{_dump(value[k], member_schema, path, ctx)}")
         return "{" + ",".join(members) + "}"
     if isinstance(value, list):
-        prefix, items = flat.get("prefixItems", []), flat.get("items", True)
+        prefix, items, ctx = flat.get("prefixItems", []), flat.get("items", True), ctx.descending()
         parts = [_dump(v, prefix[i] if i < len(prefix) else items, path, ctx) for i, v in enumerate(value)]
         return "[" + ",".join(parts) + "]"
     types = flat.get("type", ["number"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Protocol
 from urllib.parse import unquote
@@ -96,6 +96,11 @@ class Context:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of)
+
+    def descending(self) -> Context:
+        """The context of a value one instance level down (a member, an item): the references followed so far
+        are dropped, since a cycle through an instance level ends with the instance, which is finite."""
+        return replace(self, refs=()) if self.refs else self
 
 
 def pointer_token(name: str) -> str:

@@ -91,6 +91,7 @@ def _object_conforms(value: dict, flat: dict, ctx: Context, path: str) -> bool:
     if not all(conforms(k, names, ctx, f"{path}/propertyNames") for k in value):
         return False
     matchers = {p: pattern_matcher(p, f"{path}/patternProperties") for p in flat.get("patternProperties", {})}
+    ctx = ctx.descending()
     for k, v in value.items():
         matched = [flat["patternProperties"][p] for p, m in matchers.items() if name_matches(m, k)]
         if not all(conforms(v, s, ctx, f"{path}/patternProperties") for s in matched):
@@ -106,7 +107,7 @@ def _array_conforms(value: list, flat: dict, ctx: Context, path: str) -> bool:
         return False
     if flat.get("uniqueItems") and len({json_key(v) for v in value}) != len(value):
         return False
-    items = flat.get("items", True)
+    items, ctx = flat.get("items", True), ctx.descending()
     return all(conforms(v, prefix[i] if i < len(prefix) else items, ctx, f"{path}/items") for i, v in enumerate(value))
 
 
