@@ -89,13 +89,24 @@ class Context:
     one_of: dict[int, tuple[list, int, frozenset[str], Any]] = field(default_factory=dict)
     """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id: the list (held, so that
     its id is not reused), the depth and the references entered where it was read, and the schema it gave."""
+    enum_keys: dict[int, tuple[list, frozenset[str]]] = field(default_factory=dict)
+    """`enum` lists' member keys (`json_key`), by the list's id (the list held): an enum's members are each checked
+    against the schema that holds it, once per member."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
         if self.depth >= MAX_NESTING:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
-        return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of)
+        return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
+                       self.enum_keys)
+
+    def member_keys(self, values: list) -> frozenset[str]:
+        """The `json_key`s of an enum's members, computed once per list."""
+        known = self.enum_keys.get(id(values))
+        if known is None or known[0] is not values:
+            known = self.enum_keys[id(values)] = (values, frozenset(json_key(v) for v in values))
+        return known[1]
 
     def descending(self) -> Context:
         """The context of a value one instance level down (a member, an item): the references followed so far

@@ -47,7 +47,7 @@ def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bo
         rest = {k: v for k, v in flat.items() if k != "anyOf"}
         return conforms(instance, rest, ctx, path) and any(
             conforms(instance, b, ctx, f"{path}/anyOf/{i}") for i, b in enumerate(flat["anyOf"]))
-    if "enum" in flat and json_key(instance) not in {json_key(v) for v in flat["enum"]}:
+    if "enum" in flat and json_key(instance) not in ctx.member_keys(flat["enum"]):
         return False
     kinds = kinds_of_value(instance)
     if not kinds & kinds_of_types(_types(flat)):
