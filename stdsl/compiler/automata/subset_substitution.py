@@ -38,7 +38,7 @@ def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Seq
     from s, ending in t, as (class table, accepting, class of each of the skeleton's own `symbols` symbols), start
     0.  Symbols past the bytes (a pushdown body's call symbols) are read by no piece.  Raises `TooManyComposites`
     past `max_composites` composite states (each costs a Python step), and `TooManyStates` once more than
-    `max_states` states are found reachable (before the table is stacked and renumbered for nothing)."""
+    `max_states` states are found reachable (counted before the pieces' copies are laid out: `_reachable_count`)."""
     substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
     substitution.max_composites = max_composites
     substitution.max_states = max_states
@@ -55,28 +55,37 @@ class _Substitution:
         columns = np.stack([_skeleton_classes(skeleton[:, :symbols])] + [classes for _, classes in read], axis=1)
         self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
         representative = np.unique(self.byte_class, return_index=True)[1]
-        blocks = [skeleton[:, representative].astype(np.int32)]
+        self.own = skeleton[:, representative].astype(np.int32)
+        """The skeleton's rows over the classes."""
         size = len(skeleton)
+        self.copies: list[tuple[np.ndarray, int, int]] = []
+        """Each piece's copy: (its piece's table over the classes, the copy's first state, the piece's index in
+        `flat`), by first state."""
+        self.piece_accepting = [piece.accepting for piece in flat]
         self.entries: dict[tuple[int, int], list[int]] = {}
         """The start of each piece's copy per (placeholder column, target)."""
         ends: list[np.ndarray] = []
         returns: list[np.ndarray] = []
         pieces_read = iter(read)
+        index = 0
         for column, alternatives in enumerate(pieces):
             edges = skeleton[:, symbols + column]
             tables = [table[:, classes[representative]] for table, classes in
                       (next(pieces_read) for _ in alternatives)]
             for target in distinct_values(edges[edges >= 0]).tolist():
                 starts = self.entries[(column, target)] = []
-                for piece, table in zip(alternatives, tables):
+                for offset, (piece, table) in enumerate(zip(alternatives, tables)):
                     check_deadline("substituting the calls")
                     starts.append(size)
-                    blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
+                    self.copies.append((table, size, index + offset))
                     end = np.flatnonzero(piece.accepting) + size
                     ends.append(end)
                     returns.append(np.full(len(end), target, dtype=np.int64))
                     size += len(table)
-        self.table = stacked(blocks, "substituting the calls")
+            index += len(alternatives)
+        self.copy_first = np.array([first for _, first, _ in self.copies], dtype=np.int64)
+        self.regions: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
+        """`_region` per piece and states entered: a piece whose copies are entered alike is searched once."""
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
@@ -141,9 +150,22 @@ class _Substitution:
             self.pending.append(found)
         return found
 
+    def _rows_of(self, states: np.ndarray) -> np.ndarray:
+        """The rows of a few NFA states (the skeleton's own, or a copy's: its piece's row moved to the copy), before
+        the table of every copy is laid out."""
+        rows = np.empty((len(states), self.own.shape[1]), dtype=np.int32)
+        for at, state in enumerate(states.tolist()):
+            if state < self.skeleton_size:
+                rows[at] = self.own[state]
+                continue
+            table, first, _ = self.copies[int(np.searchsorted(self.copy_first, state, side="right")) - 1]
+            row = table[state - first]
+            rows[at] = np.where(row >= 0, row + first, -1)
+        return rows
+
     def _row(self, members: np.ndarray) -> np.ndarray:
         """The composite state's row: per class, the state of its members' successors."""
-        rows = self.table[members]
+        rows = self._rows_of(members)
         classes, targets = np.nonzero(rows.T >= 0)
         row = np.full(rows.shape[1], -1, dtype=np.int32)
         if not len(classes):
@@ -165,8 +187,9 @@ class _Substitution:
             row[classes[lo]] = found
         return row
 
-    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+    def _composites(self) -> tuple[int, np.ndarray]:
+        """Every composite state reached from the non-direct states and the start, with its row: (the start's
+        DFA state, each NFA state's DFA state: itself if direct, else its composite)."""
         nondirect = np.flatnonzero(~self.direct)
         remap = np.arange(self.size, dtype=np.int32)
         for done, state in enumerate(nondirect.tolist()):
@@ -180,7 +203,15 @@ class _Substitution:
                 raise TooManyComposites(f"more than {self.max_composites:,} composite states")
             composite = self.pending.pop()
             self.rows[composite - self.size] = self._row(self.members[composite - self.size])
-        table = self.table
+        return start, remap
+
+    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+        start, remap = self._composites()
+        if self.max_states is not None and self.size + len(self.members) > self.max_states and \
+                self._reachable_count(start, remap) > self.max_states:
+            raise TooManyStates(f"more than {self.max_states:,} states")
+        table = self._laid_out()
         for lo in range(0, len(table), CHUNK_ROWS):
             check_deadline("substituting the calls")
             block = table[lo:lo + CHUNK_ROWS]
@@ -198,6 +229,82 @@ class _Substitution:
                 check_deadline("substituting the calls")
             accepting[self.size + index] = self.accepting[members].any()
         return _trimmed(full, accepting, start, self.byte_class, keep)
+
+    def _laid_out(self) -> np.ndarray:
+        """The NFA's table: the skeleton's rows, then each copy's (its piece's moves shifted to the copy)."""
+        blocks = [self.own]
+        for table, first, _ in self.copies:
+            check_deadline("substituting the calls")
+            blocks.append(np.where(table >= 0, table + first, -1).astype(np.int32))
+        return stacked(blocks, "substituting the calls")
+
+    def _reachable_count(self, start: int, remap: np.ndarray) -> int:
+        """How many states `classes` would keep (those reachable from `start`), or a number past `max_states` once
+        that many are found, counted without laying out the copies: a direct state of a copy moves only to direct
+        states of its copy and to the composites of its piece's ends, so the direct states reached from it are its
+        piece's `_region` (searched once per piece and state however many copies it has), and the search over
+        states is one over regions, the skeleton's states and the composites."""
+        size, own_size = self.size, self.skeleton_size
+        composites = np.stack(self.rows) if self.rows else np.zeros((0, self.own.shape[1]), dtype=np.int32)
+        seen = np.zeros(size + len(self.members), dtype=bool)
+        seen[start] = True
+        count = 1
+        frontier = np.array([start], dtype=np.int64)
+        limit = self.max_states if self.max_states is not None else len(seen)
+        while len(frontier) and count <= limit:
+            check_deadline("counting the substituted automaton")
+            parts = []
+            skeleton = frontier[frontier < own_size]
+            if len(skeleton):
+                moved = self.own[skeleton].reshape(-1)
+                parts.append(remap[moved[moved >= 0]])
+            composite = frontier[frontier >= size]
+            if len(composite):
+                moved = composites[composite - size].reshape(-1)
+                parts.append(moved[moved >= 0])
+            entered = frontier[(frontier >= own_size) & (frontier < size)]
+            copy_of = np.searchsorted(self.copy_first, entered, side="right") - 1
+            for copy in distinct_values(copy_of).tolist():
+                table, first, piece = self.copies[copy]
+                inside, ends = self._region(piece, table, entered[copy_of == copy] - first)
+                inside = inside + first
+                fresh = inside[~seen[inside]]
+                seen[fresh] = True
+                count += len(fresh)
+                parts.append(remap[ends + first])
+            reached = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            frontier = distinct_values(reached[~seen[reached]].astype(np.int64))
+            seen[frontier] = True
+            count += len(frontier)
+        return count
+
+    def _region(self, piece: int, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The states of `flat[piece]` (over `table`) reached from its non-accepting `states` (sorted) through
+        non-accepting states, and the accepting ones reached (the ends, where a copy returns to the skeleton)."""
+        key = (piece, states.tobytes())
+        found = self.regions.get(key)
+        if found is not None:
+            return found
+        accepting = self.piece_accepting[piece]
+        marks = np.zeros(len(table), dtype=bool)
+        marks[states] = True
+        frontier = states.astype(np.int64)
+        inside, ends = [frontier], []
+        levels = 0
+        while len(frontier):
+            if levels & 63 == 0:
+                check_deadline("counting the substituted automaton")
+            levels += 1
+            moved = table[frontier].reshape(-1)
+            moved = distinct_values(moved[moved >= 0].astype(np.int64))
+            moved = moved[~marks[moved]]
+            marks[moved] = True
+            ending = accepting[moved]
+            ends.append(moved[ending])
+            frontier = moved[~ending]
+            inside.append(frontier)
+        found = self.regions[key] = (np.concatenate(inside), np.concatenate(ends or [frontier]))
+        return found
 
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:
