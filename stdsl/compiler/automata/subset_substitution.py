@@ -38,7 +38,7 @@ def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Seq
     from s, ending in t, as (class table, accepting, class of each of the skeleton's own `symbols` symbols), start
     0.  Symbols past the bytes (a pushdown body's call symbols) are read by no piece.  Raises `TooManyComposites`
     past `max_composites` composite states (each costs a Python step), and `TooManyStates` once more than
-    `max_states` states are found reachable (counted before the pieces' copies are laid out: `_reachable_count`)."""
+    `max_states` states are found reachable (found before the pieces' copies are laid out: `_reached`)."""
     substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
     substitution.max_composites = max_composites
     substitution.max_states = max_states
@@ -208,9 +208,11 @@ class _Substitution:
     def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The trim DFA: (class table, accepting, class per symbol), start 0."""
         start, remap = self._composites()
-        if self.max_states is not None and self.size + len(self.members) > self.max_states and \
-                self._reachable_count(start, remap) > self.max_states:
-            raise TooManyStates(f"more than {self.max_states:,} states")
+        reached = None
+        if self.max_states is not None and self.size + len(self.members) > self.max_states:
+            reached = self._reached(start, remap)
+            if reached is None:
+                raise TooManyStates(f"more than {self.max_states:,} states")
         table = self._laid_out()
         for lo in range(0, len(table), CHUNK_ROWS):
             check_deadline("substituting the calls")
@@ -218,9 +220,7 @@ class _Substitution:
             live = block >= 0
             block[live] = remap[block[live]]
         composites = np.stack(self.rows) if self.rows else np.zeros((0, table.shape[1]), dtype=np.int32)
-        keep = _reachable(table, start, composites)
-        if self.max_states is not None and int(keep.sum()) > self.max_states:
-            raise TooManyStates(f"more than {self.max_states:,} states")
+        keep = _reachable(table, start, composites) if reached is None else reached
         full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
                                   for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
         accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
@@ -238,12 +238,13 @@ class _Substitution:
             blocks.append(np.where(table >= 0, table + first, -1).astype(np.int32))
         return stacked(blocks, "substituting the calls")
 
-    def _reachable_count(self, start: int, remap: np.ndarray) -> int:
-        """How many states `classes` would keep (those reachable from `start`), or a number past `max_states` once
-        that many are found, counted without laying out the copies: a direct state of a copy moves only to direct
-        states of its copy and to the composites of its piece's ends, so the direct states reached from it are its
-        piece's `_region` (searched once per piece and state however many copies it has), and the search over
-        states is one over regions, the skeleton's states and the composites."""
+    def _reached(self, start: int, remap: np.ndarray) -> np.ndarray | None:
+        """The states `classes` keeps (those reachable from `start`: a bool mask over the NFA states, then the
+        composites), or None once more than `max_states` are found, searched without laying out the copies: a
+        direct state of a copy moves only to direct states of its copy and to the composites of its piece's ends,
+        so the direct states reached from those a copy is entered by are its piece's `_region` (searched once per
+        piece and entering states however many copies share them), and the search is one over regions, the
+        skeleton's states and the composites."""
         size, own_size = self.size, self.skeleton_size
         composites = np.stack(self.rows) if self.rows else np.zeros((0, self.own.shape[1]), dtype=np.int32)
         seen = np.zeros(size + len(self.members), dtype=bool)
@@ -251,8 +252,10 @@ class _Substitution:
         count = 1
         frontier = np.array([start], dtype=np.int64)
         limit = self.max_states if self.max_states is not None else len(seen)
-        while len(frontier) and count <= limit:
+        while len(frontier):
             check_deadline("counting the substituted automaton")
+            if count > limit:
+                return None
             parts = []
             skeleton = frontier[frontier < own_size]
             if len(skeleton):
@@ -276,34 +279,51 @@ class _Substitution:
             frontier = distinct_values(reached[~seen[reached]].astype(np.int64))
             seen[frontier] = True
             count += len(frontier)
-        return count
+        return None if count > limit else seen
 
     def _region(self, piece: int, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The states of `flat[piece]` (over `table`) reached from its non-accepting `states` (sorted) through
-        non-accepting states, and the accepting ones reached (the ends, where a copy returns to the skeleton)."""
+        non-accepting states, and the accepting ones reached (the ends, where a copy returns to the skeleton): a
+        breadth-first level at a time, in numpy for a wide level and state by state in Python for a narrow one (a
+        long chain has a state or two a level)."""
         key = (piece, states.tobytes())
         found = self.regions.get(key)
         if found is not None:
             return found
         accepting = self.piece_accepting[piece]
-        marks = np.zeros(len(table), dtype=bool)
-        marks[states] = True
-        frontier = states.astype(np.int64)
-        inside, ends = [frontier], []
+        ending = accepting.tolist()
+        narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
+        marks = bytearray(len(table))
+        seen = np.frombuffer(marks, dtype=bool)
+        seen[states] = True
+        inside: list[int] = states.tolist()
+        ends: list[int] = []
+        frontier: list[int] | np.ndarray = list(inside)
         levels = 0
         while len(frontier):
             if levels & 63 == 0:
                 check_deadline("counting the substituted automaton")
             levels += 1
-            moved = table[frontier].reshape(-1)
+            if len(frontier) < narrow:
+                following: list[int] = []
+                for state in list(frontier):
+                    for target in table[state].tolist():
+                        if target >= 0 and not marks[target]:
+                            marks[target] = 1
+                            (ends if ending[target] else following).append(target)
+                inside.extend(following)
+                frontier = following
+                continue
+            moved = table[np.asarray(frontier, dtype=np.int64)].reshape(-1)
             moved = distinct_values(moved[moved >= 0].astype(np.int64))
-            moved = moved[~marks[moved]]
-            marks[moved] = True
-            ending = accepting[moved]
-            ends.append(moved[ending])
-            frontier = moved[~ending]
-            inside.append(frontier)
-        found = self.regions[key] = (np.concatenate(inside), np.concatenate(ends or [frontier]))
+            moved = moved[~seen[moved]]
+            seen[moved] = True
+            closing = accepting[moved]
+            ends.extend(moved[closing].tolist())
+            opened = moved[~closing]
+            inside.extend(opened.tolist())
+            frontier = opened
+        found = self.regions[key] = (np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64))
         return found
 
 

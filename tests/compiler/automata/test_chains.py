@@ -168,10 +168,10 @@ def _skeletons(placeholders: int) -> st.SearchStrategy[ir.Node]:
     _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
                                 min_size=count, max_size=count))))
 def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: tuple) -> None:
-    """Past its budget the substitution counts the reachable states over its pieces' regions (`_reachable_count`),
+    """Past its budget the substitution finds the reachable states over its pieces' regions (`_reached`),
     not over a table of every copy: on skeletons whose pieces are read in sequence, in parallel (alternatives, a
-    piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it refuses a
-    budget one short of the DFA it returns, and returns that same DFA within it; the count is that DFA's size."""
+    piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it finds as many
+    states as the DFA it returns, refuses a budget one short of it, and returns that same DFA within it."""
     node, patterns = case
     symbols = 256 + len(patterns)
     try:
@@ -184,7 +184,8 @@ def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: 
     found = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
     size = len(found[1])
     counting = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
-    assert counting._reachable_count(*counting._composites()) == size
+    reached = counting._reached(*counting._composites())
+    assert reached is not None and int(reached.sum()) == size
     with pytest.raises(subset_substitution.TooManyStates):
         subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size - 1)
     within = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size)
