@@ -84,6 +84,9 @@ class _Substitution:
                     size += len(table)
             index += len(alternatives)
         self.copy_first = np.array([first for _, first, _ in self.copies], dtype=np.int64)
+        self.table: np.ndarray | None = None
+        """The NFA's table with every copy laid out (`_laid_out`): at once without a state budget, else only once
+        the reachable states are found within it."""
         self.regions: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
         """`_region` per piece and states entered: a piece whose copies are entered alike is searched once."""
         self.size = size
@@ -151,8 +154,10 @@ class _Substitution:
         return found
 
     def _rows_of(self, states: np.ndarray) -> np.ndarray:
-        """The rows of a few NFA states (the skeleton's own, or a copy's: its piece's row moved to the copy), before
-        the table of every copy is laid out."""
+        """The rows of a few NFA states (the skeleton's own, or a copy's: its piece's row moved to the copy), from
+        the table of every copy where it is laid out already (without a state budget: nothing is refused before)."""
+        if self.table is not None:
+            return self.table[states]
         rows = np.empty((len(states), self.own.shape[1]), dtype=np.int32)
         for at, state in enumerate(states.tolist()):
             if state < self.skeleton_size:
@@ -207,13 +212,15 @@ class _Substitution:
 
     def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The trim DFA: (class table, accepting, class per symbol), start 0."""
+        if self.max_states is None:
+            self.table = self._laid_out()
         start, remap = self._composites()
         reached = None
         if self.max_states is not None and self.size + len(self.members) > self.max_states:
             reached = self._reached(start, remap)
             if reached is None:
                 raise TooManyStates(f"more than {self.max_states:,} states")
-        table = self._laid_out()
+        table = self._laid_out() if self.table is None else self.table
         for lo in range(0, len(table), CHUNK_ROWS):
             check_deadline("substituting the calls")
             block = table[lo:lo + CHUNK_ROWS]
