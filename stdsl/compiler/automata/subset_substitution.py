@@ -274,7 +274,9 @@ class _Substitution:
                 parts.append(moved[moved >= 0])
             entered = frontier[(frontier >= own_size) & (frontier < size)]
             copy_of = np.searchsorted(self.copy_first, entered, side="right") - 1
-            for copy in distinct_values(copy_of).tolist():
+            for done, copy in enumerate(distinct_values(copy_of).tolist()):
+                if done & 255 == 255:
+                    check_deadline("counting the substituted automaton")
                 table, first, piece = self.copies[copy]
                 inside, ends = self._region(piece, table, entered[copy_of == copy] - first)
                 inside = inside + first
