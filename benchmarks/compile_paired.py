@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", default=str(REPO))
     parser.add_argument("--folder", default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
     parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--offset", type=int, default=0, help="the files taken are files[offset::every]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--forked", action="store_true",
                         help="each compile the first in a child forked from a worker that compiled nothing")
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compile_paired"))
     args = parser.parse_args(argv)
     strict = args.strict or not args.forked
-    files = sorted(Path(args.folder).resolve().glob("*.json"))[::args.every]
+    files = sorted(Path(args.folder).resolve().glob("*.json"))[args.offset::args.every]
     sides = {"before": worker(args.before, args.forked, strict), "after": worker(args.after, args.forked, strict)}
     rows: dict[str, dict[str, list]] = {}
     for index, path in enumerate(files):

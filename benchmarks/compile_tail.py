@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", nargs="?",
                         default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
     parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--offset", type=int, default=0, help="the files taken are files[offset::every]")
     parser.add_argument("--above", type=float, default=0.3, help="process CPU seconds")
     parser.add_argument("--max-seconds", type=float, default=10.0)
     parser.add_argument("--counted-from", type=int, default=8, help="smallest length or item bound listed")
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     command = "python benchmarks/compile_tail.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    files = sorted(Path(args.folder).glob("*.json"))[::args.every]
+    files = sorted(Path(args.folder).glob("*.json"))[args.offset::args.every]
     cpu: dict[str, float] = {}
     outcome: dict[str, str] = {}
     schemas: dict[str, Any] = {}

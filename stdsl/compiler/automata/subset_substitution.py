@@ -38,7 +38,7 @@ def substituted_classes(skeleton: np.ndarray, accepting: np.ndarray, pieces: Seq
     from s, ending in t, as (class table, accepting, class of each of the skeleton's own `symbols` symbols), start
     0.  Symbols past the bytes (a pushdown body's call symbols) are read by no piece.  Raises `TooManyComposites`
     past `max_composites` composite states (each costs a Python step), and `TooManyStates` once more than
-    `max_states` states are found reachable (before the table is stacked and renumbered for nothing)."""
+    `max_states` states are found reachable (found before the pieces' copies are laid out: `_reached`)."""
     substitution = _Substitution(np.asarray(skeleton), np.asarray(accepting, dtype=bool), pieces, symbols)
     substitution.max_composites = max_composites
     substitution.max_states = max_states
@@ -55,28 +55,40 @@ class _Substitution:
         columns = np.stack([_skeleton_classes(skeleton[:, :symbols])] + [classes for _, classes in read], axis=1)
         self.byte_class = _column_classes(np.ascontiguousarray(columns, dtype=np.int64))
         representative = np.unique(self.byte_class, return_index=True)[1]
-        blocks = [skeleton[:, representative].astype(np.int32)]
+        self.own = skeleton[:, representative].astype(np.int32)
+        """The skeleton's rows over the classes."""
         size = len(skeleton)
+        self.copies: list[tuple[np.ndarray, int, int]] = []
+        """Each piece's copy: (its piece's table over the classes, the copy's first state, the piece's index in
+        `flat`), by first state."""
+        self.piece_accepting = [piece.accepting for piece in flat]
         self.entries: dict[tuple[int, int], list[int]] = {}
         """The start of each piece's copy per (placeholder column, target)."""
         ends: list[np.ndarray] = []
         returns: list[np.ndarray] = []
         pieces_read = iter(read)
+        index = 0
         for column, alternatives in enumerate(pieces):
             edges = skeleton[:, symbols + column]
             tables = [table[:, classes[representative]] for table, classes in
                       (next(pieces_read) for _ in alternatives)]
             for target in distinct_values(edges[edges >= 0]).tolist():
                 starts = self.entries[(column, target)] = []
-                for piece, table in zip(alternatives, tables):
+                for offset, (piece, table) in enumerate(zip(alternatives, tables)):
                     check_deadline("substituting the calls")
                     starts.append(size)
-                    blocks.append(np.where(table >= 0, table + size, -1).astype(np.int32))
+                    self.copies.append((table, size, index + offset))
                     end = np.flatnonzero(piece.accepting) + size
                     ends.append(end)
                     returns.append(np.full(len(end), target, dtype=np.int64))
                     size += len(table)
-        self.table = stacked(blocks, "substituting the calls")
+            index += len(alternatives)
+        self.copy_first = np.array([first for _, first, _ in self.copies], dtype=np.int64)
+        self.table: np.ndarray | None = None
+        """The NFA's table with every copy laid out (`_laid_out`): at once without a state budget, else only once
+        the reachable states are found within it."""
+        self.regions: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
+        """`_region` per piece and states entered: a piece whose copies are entered alike is searched once."""
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
@@ -141,9 +153,24 @@ class _Substitution:
             self.pending.append(found)
         return found
 
+    def _rows_of(self, states: np.ndarray) -> np.ndarray:
+        """The rows of a few NFA states (the skeleton's own, or a copy's: its piece's row moved to the copy), from
+        the table of every copy where it is laid out already (without a state budget: nothing is refused before)."""
+        if self.table is not None:
+            return self.table[states]
+        rows = np.empty((len(states), self.own.shape[1]), dtype=np.int32)
+        for at, state in enumerate(states.tolist()):
+            if state < self.skeleton_size:
+                rows[at] = self.own[state]
+                continue
+            table, first, _ = self.copies[int(np.searchsorted(self.copy_first, state, side="right")) - 1]
+            row = table[state - first]
+            rows[at] = np.where(row >= 0, row + first, -1)
+        return rows
+
     def _row(self, members: np.ndarray) -> np.ndarray:
         """The composite state's row: per class, the state of its members' successors."""
-        rows = self.table[members]
+        rows = self._rows_of(members)
         classes, targets = np.nonzero(rows.T >= 0)
         row = np.full(rows.shape[1], -1, dtype=np.int32)
         if not len(classes):
@@ -165,8 +192,9 @@ class _Substitution:
             row[classes[lo]] = found
         return row
 
-    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+    def _composites(self) -> tuple[int, np.ndarray]:
+        """Every composite state reached from the non-direct states and the start, with its row: (the start's
+        DFA state, each NFA state's DFA state: itself if direct, else its composite)."""
         nondirect = np.flatnonzero(~self.direct)
         remap = np.arange(self.size, dtype=np.int32)
         for done, state in enumerate(nondirect.tolist()):
@@ -180,16 +208,26 @@ class _Substitution:
                 raise TooManyComposites(f"more than {self.max_composites:,} composite states")
             composite = self.pending.pop()
             self.rows[composite - self.size] = self._row(self.members[composite - self.size])
-        table = self.table
+        return start, remap
+
+    def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+        if self.max_states is None:
+            self.table = self._laid_out()
+        start, remap = self._composites()
+        reached = None
+        if self.max_states is not None and self.size + len(self.members) > self.max_states:
+            reached = self._reached(start, remap)
+            if reached is None:
+                raise TooManyStates(f"more than {self.max_states:,} states")
+        table = self._laid_out() if self.table is None else self.table
         for lo in range(0, len(table), CHUNK_ROWS):
             check_deadline("substituting the calls")
             block = table[lo:lo + CHUNK_ROWS]
             live = block >= 0
             block[live] = remap[block[live]]
         composites = np.stack(self.rows) if self.rows else np.zeros((0, table.shape[1]), dtype=np.int32)
-        keep = _reachable(table, start, composites)
-        if self.max_states is not None and int(keep.sum()) > self.max_states:
-            raise TooManyStates(f"more than {self.max_states:,} states")
+        keep = _reachable(table, start, composites) if reached is None else reached
         full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
                                   for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
         accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
@@ -198,6 +236,104 @@ class _Substitution:
                 check_deadline("substituting the calls")
             accepting[self.size + index] = self.accepting[members].any()
         return _trimmed(full, accepting, start, self.byte_class, keep)
+
+    def _laid_out(self) -> np.ndarray:
+        """The NFA's table: the skeleton's rows, then each copy's (its piece's moves shifted to the copy)."""
+        blocks = [self.own]
+        for table, first, _ in self.copies:
+            check_deadline("substituting the calls")
+            blocks.append(np.where(table >= 0, table + first, -1).astype(np.int32))
+        return stacked(blocks, "substituting the calls")
+
+    def _reached(self, start: int, remap: np.ndarray) -> np.ndarray | None:
+        """The states `classes` keeps (those reachable from `start`: a bool mask over the NFA states, then the
+        composites), or None once more than `max_states` are found, searched without laying out the copies: a
+        direct state of a copy moves only to direct states of its copy and to the composites of its piece's ends,
+        so the direct states reached from those a copy is entered by are its piece's `_region` (searched once per
+        piece and entering states however many copies share them), and the search is one over regions, the
+        skeleton's states and the composites."""
+        size, own_size = self.size, self.skeleton_size
+        composites = np.stack(self.rows) if self.rows else np.zeros((0, self.own.shape[1]), dtype=np.int32)
+        seen = np.zeros(size + len(self.members), dtype=bool)
+        seen[start] = True
+        count = 1
+        frontier = np.array([start], dtype=np.int64)
+        limit = self.max_states if self.max_states is not None else len(seen)
+        while len(frontier):
+            check_deadline("counting the substituted automaton")
+            if count > limit:
+                return None
+            parts = []
+            skeleton = frontier[frontier < own_size]
+            if len(skeleton):
+                moved = self.own[skeleton].reshape(-1)
+                parts.append(remap[moved[moved >= 0]])
+            composite = frontier[frontier >= size]
+            if len(composite):
+                moved = composites[composite - size].reshape(-1)
+                parts.append(moved[moved >= 0])
+            entered = frontier[(frontier >= own_size) & (frontier < size)]
+            copy_of = np.searchsorted(self.copy_first, entered, side="right") - 1
+            for done, copy in enumerate(distinct_values(copy_of).tolist()):
+                if done & 255 == 255:
+                    check_deadline("counting the substituted automaton")
+                table, first, piece = self.copies[copy]
+                inside, ends = self._region(piece, table, entered[copy_of == copy] - first)
+                inside = inside + first
+                fresh = inside[~seen[inside]]
+                seen[fresh] = True
+                count += len(fresh)
+                parts.append(remap[ends + first])
+            reached = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            frontier = distinct_values(reached[~seen[reached]].astype(np.int64))
+            seen[frontier] = True
+            count += len(frontier)
+        return None if count > limit else seen
+
+    def _region(self, piece: int, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The states of `flat[piece]` (over `table`) reached from its non-accepting `states` (sorted) through
+        non-accepting states, and the accepting ones reached (the ends, where a copy returns to the skeleton): a
+        breadth-first level at a time, in numpy for a wide level and state by state in Python for a narrow one (a
+        long chain has a state or two a level)."""
+        key = (piece, states.tobytes())
+        found = self.regions.get(key)
+        if found is not None:
+            return found
+        accepting = self.piece_accepting[piece]
+        ending = accepting.tolist()
+        narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
+        marks = bytearray(len(table))
+        seen = np.frombuffer(marks, dtype=bool)
+        seen[states] = True
+        inside: list[int] = states.tolist()
+        ends: list[int] = []
+        frontier: list[int] | np.ndarray = list(inside)
+        levels = 0
+        while len(frontier):
+            if levels & 63 == 0:
+                check_deadline("counting the substituted automaton")
+            levels += 1
+            if len(frontier) < narrow:
+                following: list[int] = []
+                for state in list(frontier):
+                    for target in table[state].tolist():
+                        if target >= 0 and not marks[target]:
+                            marks[target] = 1
+                            (ends if ending[target] else following).append(target)
+                inside.extend(following)
+                frontier = following
+                continue
+            moved = table[np.asarray(frontier, dtype=np.int64)].reshape(-1)
+            moved = distinct_values(moved[moved >= 0].astype(np.int64))
+            moved = moved[~seen[moved]]
+            seen[moved] = True
+            closing = accepting[moved]
+            ends.extend(moved[closing].tolist())
+            opened = moved[~closing]
+            inside.extend(opened.tolist())
+            frontier = opened
+        found = self.regions[key] = (np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64))
+        return found
 
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:

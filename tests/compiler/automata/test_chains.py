@@ -147,3 +147,46 @@ def test_the_reachable_states_of_a_split_table_are_those_of_a_plain_search(case:
     finally:
         subset_substitution.NARROW_CELLS = kept
     assert np.flatnonzero(found).tolist() == sorted(seen)
+
+
+PIECE_PATTERNS = ["[a-c]{0,6}", "(?:ab|a)+", "x[a-c]*y", "[a-c]{2,5}z", "(?:ab)*", "[^a]{1,3}", "a", "[a-c]{3}"]
+
+
+def _skeletons(placeholders: int) -> st.SearchStrategy[ir.Node]:
+    """Expressions over a few bytes and `placeholders` placeholder symbols (256 + j), nested in sequences,
+    alternations and loops, so pieces are read one after another, in parallel, and again."""
+    leaves = st.one_of(st.sampled_from([ir.literal(c) for c in "abxz,"]),
+                       st.integers(0, placeholders - 1).map(lambda j: ir.ByteSet(((256 + j, 256 + j),))))
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map(lambda items: ir.seq(*items)),
+        st.lists(inner, min_size=2, max_size=3).map(lambda items: ir.alt(*items)),
+        inner.map(ir.star), inner.map(ir.optional)), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
+    _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
+                                min_size=count, max_size=count))))
+def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: tuple) -> None:
+    """Past its budget the substitution finds the reachable states over its pieces' regions (`_reached`),
+    not over a table of every copy: on skeletons whose pieces are read in sequence, in parallel (alternatives, a
+    piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it finds as many
+    states as the DFA it returns, refuses a budget one short of it, and returns that same DFA within it."""
+    node, patterns = case
+    symbols = 256 + len(patterns)
+    try:
+        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
+    except StateBudgetError:
+        reject()
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    found = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
+    size = len(found[1])
+    counting = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
+    reached = counting._reached(*counting._composites())
+    assert reached is not None and int(reached.sum()) == size
+    with pytest.raises(subset_substitution.TooManyStates):
+        subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size - 1)
+    within = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size)
+    assert all(np.array_equal(got, expected) for got, expected in zip(within, found))
