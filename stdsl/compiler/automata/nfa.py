@@ -182,6 +182,22 @@ def _extent(node: ir.Node) -> tuple[int, int, int]:
     return extent
 
 
+KEPT_EDGES_UP_TO = 1024
+"""An embedded automaton of at most this many states keeps its grouped moves (`_embedded_edges`) on its node: the
+JSON string's units beyond ASCII are one such leaf in every open object, copied into each schema's NFA."""
+
+
+def _embedded_edges(node: ir.Embedded) -> list[list[tuple[Ranges, int]]]:
+    """`_dfa_edges` of an embedded automaton, kept on the node when it is small (nodes are immutable)."""
+    known = node.__dict__.get("_edges")
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    edges = _dfa_edges(node.transitions)
+    if len(edges) <= KEPT_EDGES_UP_TO:
+        object.__setattr__(node, "_edges", edges)
+    return edges
+
+
 def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
     """Per DFA state (rows of a (n, 256) table, -1 dead; wider in a pushdown body, whose columns past 255 are call
     symbols), its moves grouped by target: (symbol ranges, target)."""
@@ -332,7 +348,7 @@ class _Builder:
         nfa = self.nfa
         if id(node) not in self.embedded_edges:
             self.embedded_edges[id(node)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
-                                             for out in _dfa_edges(node.transitions)]
+                                             for out in _embedded_edges(node)]
         base = self.new_block(len(node.accepting))
         nfa.edges[base:] = [[(index, base + target) for index, target in out] if out else NO_MOVES
                             for out in self.embedded_edges[id(node)]]
