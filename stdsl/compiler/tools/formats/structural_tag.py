@@ -3,7 +3,8 @@
 Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the tests):
 
     const_string {value}            the text
-    json_schema {json_schema}       a JSON value of the schema (style "json" only)
+    json_schema {json_schema, style} a JSON value of the schema (style "json", compact), or an arguments object in
+                                    an XML style (qwen_xml, minimax_xml, glm_xml: `xml_arguments`)
     grammar {grammar, syntax}       a grammar's language (one without recursion: it is embedded)
     regex {pattern}                 the regular expression
     any_text {excludes}             any text without the excluded strings (inside a tag: nor its end)
@@ -18,8 +19,8 @@ Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the te
     optional {content}, plus {content}, star {content}, repeat {content, min, max (-1: unbounded)}
 
 The older form `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}` (vLLM) is
-triggered_tags of json_schema tags.  Any other primitive or field value (token-level formats,
-XML argument styles, token and character limits) is refused naming its path.
+triggered_tags of json_schema tags.  Any other primitive or field value (token-level formats, the other XML
+argument styles, `any_order`, `excludes`, token and character limits) is refused naming its path.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools.formats.xml_arguments import STYLES, xml_arguments_ir
 from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
@@ -89,9 +91,21 @@ class _Lowering:
 
     def _json_schema(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         style = node.get("style", "json")
-        if style != "json":
-            raise _refuse(f"{path}.style", f"only the 'json' style is supported, not {style!r}")
-        return self.embed(("json_schema", _field(node, "json_schema", (dict, bool), path)), f"{path}.json_schema")
+        if style != "json" and style not in STYLES:
+            raise _refuse(f"{path}.style", f"the style {style!r} is not supported (supported: json, "
+                          f"{', '.join(STYLES)})")
+        if _flag(node, "any_order", path):
+            raise _refuse(f"{path}.any_order", "properties in any order are not supported")
+        if _strings(node.get("excludes", []), f"{path}.excludes"):
+            raise _refuse(f"{path}.excludes", "excluded substrings in a schema's strings are not supported")
+        limit = node.get("max_whitespace_cnt")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise _refuse(f"{path}.max_whitespace_cnt", f"must be a positive integer or null, got {limit!r}")
+        schema = _field(node, "json_schema", (dict, bool), path)
+        if style == "json":
+            return self.embed(("json_schema", schema), f"{path}.json_schema")
+        return xml_arguments_ir(schema, style, f"{path}.json_schema",
+                                lambda value, where: self.embed(("json_schema", value), where), limit)
 
     def _grammar(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         syntax = node.get("syntax", "ebnf")

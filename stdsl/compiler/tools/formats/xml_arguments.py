@@ -1,0 +1,143 @@
+"""XGrammar's XML argument styles of a structural tag's `json_schema` (`style: "qwen_xml"`, `"minimax_xml"`,
+`"glm_xml"`): the arguments object written as one tagged parameter per property, as XGrammar's matcher reads it.
+
+The language (XGrammar 0.2.9's `XMLToolCallingConverter`, checked against its matcher in the tests):
+
+    WS (PARAM WS)?...            one PARAM per property in schema order, the required ones present
+    PARAM = KEY_PREFIX name KEY_SUFFIX [WS VALUE_PREFIX] VALUE CLOSING
+    VALUE = text without CLOSING                   a plain string (it takes the whitespace around it)
+          | WS literal WS                          a `const` or `enum` (a string raw, any other value as JSON)
+          | WS json WS                             any other single `type`, as the `json` style writes it (an
+                                                   integer without a fraction, a number with a bound without
+                                                   an exponent and to six decimals, as XGrammar writes them)
+
+WS is `[ \\n\\r\\t]*` (at most `max_whitespace_cnt` of them where given).  Where the `json` style reads less than
+XGrammar (a container, written compact; a number is never `-0.0` nor past a double, `1e400`) this reads less too.
+A JSON container inside is the `json` style's, so an integer in it may also be written `1.0` (which XGrammar does
+not read).  Qwen3-Coder's own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each
+value, no free whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written
+here (a string with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles)
+is refused naming its path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stdsl.compiler import ir
+from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools.formats.raw_values import intersection
+from stdsl.errors import CompileError
+
+
+@dataclass(frozen=True)
+class XmlStyle:
+    """How a style wraps one parameter: `KEY_PREFIX name KEY_SUFFIX [WS VALUE_PREFIX] value CLOSING`."""
+
+    key_prefix: str
+    key_suffix: str
+    value_prefix: str
+    closing: str
+
+
+STYLES = {"qwen_xml": XmlStyle("<parameter=", ">", "", "</parameter>"),
+          "minimax_xml": XmlStyle('<parameter name="', '">', "", "</parameter>"),
+          "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")}
+REFUSED_STYLES = ("deepseek_xml", "deepseek_v4_1_xml", "kimi_k3_xml", "minimax_m3_xml", "cohere_xml", "gemma")
+"""XGrammar 0.2.9's other styles: a type attribute per value, JSON strings in tags or Gemma's own syntax."""
+
+ValueIr = Callable[[Any, str], ir.Node]
+"""A property's schema (a single non-string type) as its JSON value's IR, given the path that names it."""
+
+_ROOT_KEYS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
+_ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}
+_STRING_LIMITS = ("pattern", "format", "minLength", "maxLength")
+CANONICAL_INTEGER = ir.seq(ir.optional(ir.literal("-")), ir.alt(ir.literal("0"), ir.seq(
+    ir.byte_set([(ord("1"), ord("9"))]), ir.star(ir.byte_set([(ord("0"), ord("9"))])))))
+"""An integer as XGrammar writes one (the `json` style's schema lowering also reads `1.0` as the integer 1)."""
+BOUNDED_NUMBER = ir.seq(CANONICAL_INTEGER, ir.optional(ir.seq(ir.literal("."), ir.repeat(
+    ir.byte_set([(ord("0"), ord("9"))]), 1, 6))))
+"""A number with a bound as XGrammar writes one: no exponent, at most six digits after the point."""
+_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_TYPES = ("integer", "number", "boolean", "null", "array", "object")
+
+
+def _refuse(path: str, message: str) -> CompileError:
+    return CompileError(f"{path}: {message}")
+
+
+def _whitespace(max_run: int | None) -> ir.Node:
+    chars = ir.byte_set((ord(c), ord(c)) for c in " \n\r\t")
+    return ir.star(chars) if max_run is None else ir.repeat(chars, 0, max_run)
+
+
+def _raw_literal(value: Any, path: str) -> ir.Node:
+    """A `const` or `enum` value as XGrammar writes it in a tag: a string raw, an integer, boolean or null as
+    JSON (a float or a container, which XGrammar writes in its own spelling, is refused)."""
+    if isinstance(value, str):
+        return ir.literal(value)
+    if value is None or isinstance(value, (bool, int)):
+        return ir.literal(json.dumps(value))
+    raise _refuse(path, f"a const or enum value {value!r} in an XML argument style is not supported (strings, "
+                        "integers, booleans and null are)")
+
+
+def _value(schema: Any, path: str, value_ir: ValueIr, ws: ir.Node, closing: str) -> ir.Node:
+    """One property's value, with the whitespace XGrammar allows around it."""
+    if not isinstance(schema, Mapping):
+        raise _refuse(path, "a property schema in an XML argument style must be an object")
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        if not isinstance(values, list) or not values:
+            raise _refuse(f"{path}.enum", "must be a non-empty list")
+        return ir.seq(ws, ir.alt(*(_raw_literal(v, path) for v in values)), ws)
+    kind = schema.get("type")
+    if kind == "string":
+        extra = set(schema) - {"type"} - _ANNOTATIONS
+        limited = [key for key in _STRING_LIMITS if key in schema]
+        if limited or extra:
+            raise _refuse(f"{path}.{(limited or sorted(extra))[0]}", "a string parameter in an XML argument style "
+                          "is any text up to its closing tag; its keywords other than annotations are not supported")
+        return not_containing([closing])
+    if kind not in _TYPES:
+        raise _refuse(path, f"a parameter in an XML argument style needs one type of string, {', '.join(_TYPES)} "
+                            "(or a const or enum)")
+    value = value_ir(schema, path)
+    if kind == "integer":
+        value = intersection(value, CANONICAL_INTEGER)
+    elif kind == "number" and any(key in schema for key in _NUMBER_BOUNDS):
+        value = intersection(value, BOUNDED_NUMBER)
+    return ir.seq(ws, value, ws)
+
+
+def xml_arguments_ir(schema: Any, style: str, path: str, value_ir: ValueIr, max_whitespace: int | None) -> ir.Node:
+    """The arguments object `schema` written in the XML argument `style` (a key of `STYLES`), each non-string
+    value lowered by `value_ir`; `path` names the `json_schema` field in errors."""
+    wrap = STYLES[style]
+    if not isinstance(schema, Mapping) or schema.get("type") != "object" or not isinstance(
+            schema.get("properties", {}), Mapping):
+        raise _refuse(path, "an XML argument style needs an object schema with `properties`")
+    for key in schema:
+        if key not in _ROOT_KEYS:
+            raise _refuse(f"{path}.{key}", "not supported on the arguments object of an XML argument style")
+    if "properties" not in schema or schema.get("additionalProperties", False) is not False:
+        raise _refuse(f"{path}.additionalProperties", "free-form parameters in an XML argument style are not "
+                      "supported: list the `properties` and leave `additionalProperties` out or false")
+    properties: Mapping[str, Any] = schema["properties"]
+    required = schema.get("required", [])
+    if not isinstance(required, list) or any(name not in properties for name in required):
+        raise _refuse(f"{path}.required", "must list names of `properties`")
+    ws = _whitespace(max_whitespace)
+    parts: list[ir.Node] = [ws]
+    for name, value_schema in properties.items():
+        where = f"{path}.properties.{name}"
+        head = wrap.key_prefix + name + wrap.key_suffix
+        value = _value(value_schema, where, value_ir, ws, wrap.closing)
+        opening = ir.seq(ir.literal(head), ws, ir.literal(wrap.value_prefix)) if wrap.value_prefix else ir.literal(
+            head)
+        parameter = ir.seq(opening, value, ir.literal(wrap.closing), ws)
+        parts.append(parameter if name in required else ir.optional(parameter))
+    return ir.seq(*parts)
