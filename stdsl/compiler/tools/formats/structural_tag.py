@@ -133,14 +133,31 @@ class _Lowering:
         return ir.alt(*(self.node(e, f"{path}.elements[{i}]") for i, e in enumerate(elements)))
 
     def _tag(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        begin, closing = self._tag_ends(node, path)
+        content = self.node(node.get("content"), f"{path}.content", tuple(e for e in closing if e))
+        return ir.seq(ir.literal(begin), content, ir.alt(*(ir.literal(e) for e in closing)))
+
+    def _tag_ends(self, node: Mapping[str, Any], path: str) -> tuple[str, list[str]]:
+        """A tag's begin and its end strings."""
         begin = _field(node, "begin", str, path)
         end = node.get("end")
         closing = [end] if isinstance(end, str) else _strings(end, f"{path}.end")
         if not closing:
             raise _refuse(f"{path}.end", "needs at least one end string")
-        inner = tuple(e for e in closing if e)
-        content = self.node(node.get("content"), f"{path}.content", inner)
-        return ir.seq(ir.literal(begin), content, ir.alt(*(ir.literal(e) for e in closing)))
+        return begin, closing
+
+    def _lowered_tags(self, tags: list[Any], path: str) -> tuple[list[ir.Node], Callable[[ir.Node], ir.Node]]:
+        """The tags' expressions and the expression of a tag around one of them: the tags themselves, or, for one
+        tag whose content is tags (Kimi's section of tool calls), that content's tags, each its own piece, and the
+        section around one (a single assembly, not the section's assembled DFA laid out again in a piece)."""
+        content = tags[0].get("content") if len(tags) == 1 else None
+        if not isinstance(content, Mapping) or content.get("type") not in ("triggered_tags", "tags_with_separator"):
+            return [self._tag(t, f"{path}[{i}]", ()) for i, t in enumerate(tags)], lambda one: one
+        begin, closing = self._tag_ends(tags[0], f"{path}[0]")
+        where = f"{path}[0].content"
+        lowered, inner = (self._triggered_parts(content, where, tuple(e for e in closing if e))
+                          if content["type"] == "triggered_tags" else self._separated_parts(content, where))
+        return lowered, lambda one: ir.seq(ir.literal(begin), inner(one), ir.alt(*(ir.literal(e) for e in closing)))
 
     def _triggered_tags(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         return self._assembled_or_whole(*self._triggered_parts(node, path, ends))
@@ -177,11 +194,12 @@ class _Lowering:
                 raise _refuse(f"{path}.tags[{i}].begin", f"must start with exactly one of the triggers {triggers}")
             if tag.get("type", "tag") != "tag":
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
-        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
+        lowered, inside = self._lowered_tags(tags, f"{path}.tags")
         free = not_containing([*triggers, *_strings(node.get("excludes", []), f"{path}.excludes"), *ends])
         first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
 
-        def around(one: ir.Node) -> ir.Node:
+        def around(piece: ir.Node) -> ir.Node:
+            one = inside(piece)
             if first and stop:
                 return one
             if stop:
@@ -202,10 +220,11 @@ class _Lowering:
             if not isinstance(tag, Mapping) or tag.get("type", "tag") != "tag":
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
         separator = ir.literal(_field(node, "separator", str, path))
-        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
+        lowered, inside = self._lowered_tags(tags, f"{path}.tags")
         first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
 
-        def around(one: ir.Node) -> ir.Node:
+        def around(piece: ir.Node) -> ir.Node:
+            one = inside(piece)
             if stop:
                 return one if first else ir.optional(one)
             some = ir.seq(one, ir.star(ir.seq(separator, one)))
