@@ -100,6 +100,22 @@ def _walks(automaton, rng: random.Random, count: int, length: int = 60) -> list[
     return texts
 
 
+def test_a_tag_schema_writes_integers_as_xgrammar_reads_them() -> None:
+    """An integer is not written `1.0` in a tag's schema, nested or not (JSON Schema reads it as 1; XGrammar does
+    not), in the `json` style and in an XML style's JSON values."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "l": {"type": "array", "items": {
+        "type": "integer"}}}, "required": ["n", "l"]}
+    for fmt, texts in [({"type": "json_schema", "json_schema": schema},
+                        ['{"n":1,"l":[2]}', '{"n":1.0,"l":[2]}', '{"n":1,"l":[2.0]}', '{"n":-0,"l":[]}']),
+                       ({"type": "json_schema", "json_schema": schema, "style": "qwen_xml"},
+                        ["<parameter=n>1</parameter><parameter=l>[2]</parameter>",
+                         "<parameter=n>1.0</parameter><parameter=l>[2]</parameter>",
+                         "<parameter=n>1</parameter><parameter=l>[2.0]</parameter>"])]:
+        ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+        assert [ours.accepts(text.encode()) for text in texts] == _xgrammar_reads(fmt, texts)
+        assert ours.accepts(texts[0].encode())
+
+
 def test_qwen3_coder_texts_are_read_as_by_xgrammar() -> None:
     texts = [CODER_TAG["begin"] + body + CODER_TAG["end"] for body, _ in CODER_TEXTS]
     assert _xgrammar_reads(CODER_TAG, texts) == [accepted for _, accepted in CODER_TEXTS]

@@ -66,7 +66,7 @@ def triggered_tags(draw: Any) -> dict[str, Any]:
 def _whole_embedder(item: tuple[Any, ...], path: str) -> Any:
     """The embedder of the single-expression build, each JSON schema compiled whole (no member layout)."""
     if item[0] == "json_schema":
-        return embedded_ir(_embeddable_schema(item[1], max_seconds=60), path)
+        return embedded_ir(_embeddable_schema(item[1], max_seconds=60, zero_fractions=False), path)
     return _embedder(_Deadline(60))(item, path)
 
 

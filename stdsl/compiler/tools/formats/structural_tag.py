@@ -3,7 +3,8 @@
 Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the tests):
 
     const_string {value}            the text
-    json_schema {json_schema, style} a JSON value of the schema (style "json", compact), or an arguments object in
+    json_schema {json_schema, style} a JSON value of the schema (style "json", compact, an integer without a
+                                    fraction as XGrammar writes one), or an arguments object in
                                     an XML style (qwen_xml, minimax_xml, glm_xml: `xml_arguments`)
     grammar {grammar, syntax}       a grammar's language (one without recursion: it is embedded)
     regex {pattern}                 the regular expression

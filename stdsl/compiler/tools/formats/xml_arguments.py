@@ -7,17 +7,17 @@ The language (XGrammar 0.2.9's `XMLToolCallingConverter`, checked against its ma
     PARAM = KEY_PREFIX name KEY_SUFFIX [WS VALUE_PREFIX] VALUE CLOSING
     VALUE = text without CLOSING                   a plain string (it takes the whitespace around it)
           | WS literal WS                          a `const` or `enum` (a string raw, any other value as JSON)
-          | WS json WS                             any other single `type`, as the `json` style writes it (an
-                                                   integer without a fraction, a number with a bound without
-                                                   an exponent and to six decimals, as XGrammar writes them)
+          | WS json WS                             any other single `type`, as the `json` style writes it (a
+                                                   number with a bound without an exponent and to six
+                                                   decimals, as XGrammar writes one)
 
 WS is `[ \\n\\r\\t]*` (at most `max_whitespace_cnt` of them where given).  Where the `json` style reads less than
-XGrammar (a container, written compact; a number is never `-0.0` nor past a double, `1e400`) this reads less too.
-A JSON container inside is the `json` style's, so an integer in it may also be written `1.0` (which XGrammar does
-not read).  Qwen3-Coder's own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each
-value, no free whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written
-here (a string with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles)
-is refused naming its path.
+XGrammar (a container, written compact; a number is never `-0.0` nor past a double, `1e400`) this reads less too;
+a bounded number inside a container is the `json` style's, which also reads more than six decimals.  Qwen3-Coder's
+own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each value, no free
+whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written here (a string
+with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles) is refused
+naming its path.
 """
 
 from __future__ import annotations
@@ -55,11 +55,10 @@ ValueIr = Callable[[Any, str], ir.Node]
 _ROOT_KEYS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
 _ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}
 _STRING_LIMITS = ("pattern", "format", "minLength", "maxLength")
-CANONICAL_INTEGER = ir.seq(ir.optional(ir.literal("-")), ir.alt(ir.literal("0"), ir.seq(
-    ir.byte_set([(ord("1"), ord("9"))]), ir.star(ir.byte_set([(ord("0"), ord("9"))])))))
-"""An integer as XGrammar writes one (the `json` style's schema lowering also reads `1.0` as the integer 1)."""
-BOUNDED_NUMBER = ir.seq(CANONICAL_INTEGER, ir.optional(ir.seq(ir.literal("."), ir.repeat(
-    ir.byte_set([(ord("0"), ord("9"))]), 1, 6))))
+_DIGIT = ir.byte_set([(ord("0"), ord("9"))])
+BOUNDED_NUMBER = ir.seq(ir.optional(ir.literal("-")),
+                        ir.alt(ir.literal("0"), ir.seq(ir.byte_set([(ord("1"), ord("9"))]), ir.star(_DIGIT))),
+                        ir.optional(ir.seq(ir.literal("."), ir.repeat(_DIGIT, 1, 6))))
 """A number with a bound as XGrammar writes one: no exponent, at most six digits after the point."""
 _NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _TYPES = ("integer", "number", "boolean", "null", "array", "object")
@@ -106,9 +105,7 @@ def _value(schema: Any, path: str, value_ir: ValueIr, ws: ir.Node, closing: str)
         raise _refuse(path, f"a parameter in an XML argument style needs one type of string, {', '.join(_TYPES)} "
                             "(or a const or enum)")
     value = value_ir(schema, path)
-    if kind == "integer":
-        value = intersection(value, CANONICAL_INTEGER)
-    elif kind == "number" and any(key in schema for key in _NUMBER_BOUNDS):
+    if kind == "number" and any(key in schema for key in _NUMBER_BOUNDS):
         value = intersection(value, BOUNDED_NUMBER)
     return ir.seq(ws, value, ws)
 
