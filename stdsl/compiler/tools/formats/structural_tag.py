@@ -33,7 +33,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
-from stdsl.compiler.tools.formats.xml_arguments import STYLES, xml_arguments_ir
+from stdsl.compiler.tools.formats.xml_arguments import STYLES, xml_arguments_ir, xml_tag_ir
 from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
@@ -91,6 +91,16 @@ class _Lowering:
         return ir.literal(_field(node, "value", str, path))
 
     def _json_schema(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        style, schema, limit = self._schema_options(node, path)
+        if style == "json":
+            return self.embed(("json_schema", schema), f"{path}.json_schema")
+        return xml_arguments_ir(schema, style, f"{path}.json_schema", self._value_ir, limit)
+
+    def _value_ir(self, schema: Any, path: str) -> ir.Node:
+        return self.embed(("json_schema", schema), path)
+
+    def _schema_options(self, node: Mapping[str, Any], path: str) -> tuple[str, Any, int | None]:
+        """A `json_schema` primitive's style, schema and whitespace bound, the options it cannot honour refused."""
         style = node.get("style", "json")
         if style != "json" and style not in STYLES:
             raise _refuse(f"{path}.style", f"the style {style!r} is not supported (supported: json, "
@@ -102,11 +112,7 @@ class _Lowering:
         limit = node.get("max_whitespace_cnt")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise _refuse(f"{path}.max_whitespace_cnt", f"must be a positive integer or null, got {limit!r}")
-        schema = _field(node, "json_schema", (dict, bool), path)
-        if style == "json":
-            return self.embed(("json_schema", schema), f"{path}.json_schema")
-        return xml_arguments_ir(schema, style, f"{path}.json_schema",
-                                lambda value, where: self.embed(("json_schema", value), where), limit)
+        return style, _field(node, "json_schema", (dict, bool), path), limit
 
     def _grammar(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         syntax = node.get("syntax", "ebnf")
@@ -135,8 +141,13 @@ class _Lowering:
 
     def _tag(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         begin, closing = self._tag_ends(node, path)
-        content = self.node(node.get("content"), f"{path}.content", tuple(e for e in closing if e))
-        return ir.seq(ir.literal(begin), content, ir.alt(*(ir.literal(e) for e in closing)))
+        content = node.get("content")
+        if isinstance(content, Mapping) and content.get("type") == "json_schema" and content.get("style") in STYLES:
+            where = f"{path}.content"
+            style, schema, limit = self._schema_options(content, where)
+            return xml_tag_ir(begin, closing, schema, style, f"{where}.json_schema", self._value_ir, limit)
+        lowered = self.node(content, f"{path}.content", tuple(e for e in closing if e))
+        return ir.seq(ir.literal(begin), lowered, ir.alt(*(ir.literal(e) for e in closing)))
 
     def _tag_ends(self, node: Mapping[str, Any], path: str) -> tuple[str, list[str]]:
         """A tag's begin and its end strings."""

@@ -16,8 +16,9 @@ XGrammar (a container, written compact; a number is never `-0.0` nor past a doub
 a bounded number inside a container is the `json` style's, which also reads more than six decimals.  Qwen3-Coder's
 own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each value, no free
 whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written here (a string
-with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles) is refused
-naming its path.
+with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles of XGrammar
+0.2.9: deepseek_xml, deepseek_v4_1_xml, kimi_k3_xml, minimax_m3_xml, cohere_xml, gemma) is refused naming its
+path.  Inside a tag the object and the tag's ends are laid out from the parameters (`xml_argument_layout`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stdsl import caches
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools.formats.raw_values import intersection
+from stdsl.compiler.tools.xml_argument_layout import XmlParameter, xml_tag_layout
 from stdsl.errors import CompileError
 
 
@@ -46,9 +50,10 @@ class XmlStyle:
 STYLES = {"qwen_xml": XmlStyle("<parameter=", ">", "", "</parameter>"),
           "minimax_xml": XmlStyle('<parameter name="', '">', "", "</parameter>"),
           "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")}
-REFUSED_STYLES = ("deepseek_xml", "deepseek_v4_1_xml", "kimi_k3_xml", "minimax_m3_xml", "cohere_xml", "gemma")
-"""XGrammar 0.2.9's other styles: a type attribute per value, JSON strings in tags or Gemma's own syntax."""
 
+WHITESPACE = b" \n\r\t"
+_TAGS = caches.kind("xml argument tags")
+"""A tag of an XML style's arguments object (laid out, or its expression) per begin, ends, style, schema and bound."""
 ValueIr = Callable[[Any, str], ir.Node]
 """A property's schema (a single non-string type) as its JSON value's IR, given the path that names it."""
 
@@ -69,7 +74,7 @@ def _refuse(path: str, message: str) -> CompileError:
 
 
 def _whitespace(max_run: int | None) -> ir.Node:
-    chars = ir.byte_set((ord(c), ord(c)) for c in " \n\r\t")
+    chars = ir.byte_set((byte, byte) for byte in WHITESPACE)
     return ir.star(chars) if max_run is None else ir.repeat(chars, 0, max_run)
 
 
@@ -84,15 +89,17 @@ def _raw_literal(value: Any, path: str) -> ir.Node:
                         "integers, booleans and null are)")
 
 
-def _value(schema: Any, path: str, value_ir: ValueIr, ws: ir.Node, closing: str) -> ir.Node:
-    """One property's value, with the whitespace XGrammar allows around it."""
+def _value(schema: Any, path: str, value_ir: ValueIr, ws: ir.Node, closing: str) -> tuple[ir.Node, ir.Node | None]:
+    """One property's value with the whitespace XGrammar allows around it, and the value without it where there
+    is some (None for a plain string, which takes the whitespace in)."""
     if not isinstance(schema, Mapping):
         raise _refuse(path, "a property schema in an XML argument style must be an object")
     if "const" in schema or "enum" in schema:
         values = [schema["const"]] if "const" in schema else schema["enum"]
         if not isinstance(values, list) or not values:
             raise _refuse(f"{path}.enum", "must be a non-empty list")
-        return ir.seq(ws, ir.alt(*(_raw_literal(v, path) for v in values)), ws)
+        core = ir.alt(*(_raw_literal(v, path) for v in values))
+        return ir.seq(ws, core, ws), core
     kind = schema.get("type")
     if kind == "string":
         extra = set(schema) - {"type"} - _ANNOTATIONS
@@ -100,19 +107,52 @@ def _value(schema: Any, path: str, value_ir: ValueIr, ws: ir.Node, closing: str)
         if limited or extra:
             raise _refuse(f"{path}.{(limited or sorted(extra))[0]}", "a string parameter in an XML argument style "
                           "is any text up to its closing tag; its keywords other than annotations are not supported")
-        return not_containing([closing])
+        return not_containing([closing]), None
     if kind not in _TYPES:
         raise _refuse(path, f"a parameter in an XML argument style needs one type of string, {', '.join(_TYPES)} "
                             "(or a const or enum)")
     value = value_ir(schema, path)
     if kind == "number" and any(key in schema for key in _NUMBER_BOUNDS):
         value = intersection(value, BOUNDED_NUMBER)
-    return ir.seq(ws, value, ws)
+    return ir.seq(ws, value, ws), value
 
 
 def xml_arguments_ir(schema: Any, style: str, path: str, value_ir: ValueIr, max_whitespace: int | None) -> ir.Node:
     """The arguments object `schema` written in the XML argument `style` (a key of `STYLES`), each non-string
     value lowered by `value_ir`; `path` names the `json_schema` field in errors."""
+    return arguments_expression(xml_parameters(schema, style, path, value_ir, max_whitespace),
+                                _whitespace(max_whitespace))
+
+
+def xml_tag_ir(begin: str, ends: list[str], schema: Any, style: str, path: str, value_ir: ValueIr,
+               max_whitespace: int | None) -> ir.Node:
+    """A tag (`begin`, the arguments object as `xml_arguments_ir`, one of `ends`), its content and ends laid out
+    (`xml_argument_layout`) where the whitespace is unbounded and no end is empty, and kept per begin, ends, style,
+    schema and bound: XGrammar's Qwen3-Coder tag has one per tool, and a tool list with one tool changed lowers
+    the others again."""
+
+    def build() -> ir.Node:
+        parameters = xml_parameters(schema, style, path, value_ir, max_whitespace)
+        laid_out = None
+        if max_whitespace is None and all(ends):
+            laid_out = xml_tag_layout(parameters, [end.encode() for end in ends], WHITESPACE)
+        if laid_out is not None:
+            return ir.seq(ir.literal(begin), embedded_leaf(laid_out, minimal=True))
+        return ir.seq(ir.literal(begin), arguments_expression(parameters, _whitespace(max_whitespace)),
+                      ir.alt(*(ir.literal(end) for end in ends)))
+
+    try:
+        key = json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError):
+        return build()
+    found: ir.Node = _TAGS.get((), build, (begin, tuple(ends), style, key, max_whitespace))
+    return found
+
+
+def xml_parameters(schema: Any, style: str, path: str, value_ir: ValueIr, max_whitespace: int | None
+                   ) -> list[XmlParameter]:
+    """The parameters of the arguments object `schema` in `style`, in order, each value with what precedes it
+    after the head (whitespace and `<arg_value>` in glm_xml)."""
     wrap = STYLES[style]
     if not isinstance(schema, Mapping) or schema.get("type") != "object" or not isinstance(
             schema.get("properties", {}), Mapping):
@@ -128,13 +168,20 @@ def xml_arguments_ir(schema: Any, style: str, path: str, value_ir: ValueIr, max_
     if not isinstance(required, list) or any(name not in properties for name in required):
         raise _refuse(f"{path}.required", "must list names of `properties`")
     ws = _whitespace(max_whitespace)
-    parts: list[ir.Node] = [ws]
+    parameters = []
     for name, value_schema in properties.items():
-        where = f"{path}.properties.{name}"
-        head = wrap.key_prefix + name + wrap.key_suffix
-        value = _value(value_schema, where, value_ir, ws, wrap.closing)
-        opening = ir.seq(ir.literal(head), ws, ir.literal(wrap.value_prefix)) if wrap.value_prefix else ir.literal(
-            head)
-        parameter = ir.seq(opening, value, ir.literal(wrap.closing), ws)
-        parts.append(parameter if name in required else ir.optional(parameter))
+        value, core = _value(value_schema, f"{path}.properties.{name}", value_ir, ws, wrap.closing)
+        if wrap.value_prefix:
+            value, core = ir.seq(ws, ir.literal(wrap.value_prefix), value), None
+        parameters.append(XmlParameter((wrap.key_prefix + name + wrap.key_suffix).encode(), value, core,
+                                       wrap.closing.encode(), name in required))
+    return parameters
+
+
+def arguments_expression(parameters: list[XmlParameter], ws: ir.Node) -> ir.Node:
+    """`WS (PARAM WS)?...` as one expression."""
+    parts = [ws]
+    for parameter in parameters:
+        written = ir.seq(ir.literal(parameter.head), parameter.value, ir.literal(parameter.closing), ws)
+        parts.append(written if parameter.required else ir.optional(written))
     return ir.seq(*parts)

@@ -62,11 +62,12 @@ def _value(schema: dict[str, Any], rng: random.Random, max_run: int | None) -> s
     kind = schema["type"]
     if kind == "string":
         return "".join(rng.choice(WORDS) for _ in range(rng.randint(0, 3)))
-    spelled = {"integer": ["0", "42", "-7", "007", "1.5", "120", "121", "99999999"],
-               "number": ["0", "-2.5", "-3", "1e5", "2.", "-0.0", "1E-2"],
-               "boolean": ["true", "false", "True", "null"], "null": ["null", "None", ""],
-               "array": ['["a","b"]', "[]", "[1,2]", "[1.0]", '[ "a" ]', '["a",]'],
-               "object": ['{"k":"v"}', '{"k": "v"}', "{}", '{"k":"v","x":1}']}[kind]
+    valid, invalid = {"integer": (["0", "42", "-7", "120"], ["007", "1.5", "1.0", "121", "99999999"]),
+                      "number": (["0", "-2.5", "-3", "0.125"], ["1e5", "2.", "-0.0", "1E-2", "0.1234567"]),
+                      "boolean": (["true", "false"], ["True", "null"]), "null": (["null"], ["None", ""]),
+                      "array": (['["a","b"]', "[]", "[1,2]"], ["[1.0]", '[ "a" ]', '["a",]']),
+                      "object": (['{"k":"v"}'], ['{"k": "v"}', "{}", '{"k":"v","x":1}'])}[kind]
+    spelled = invalid if rng.random() < 0.2 else valid
     return _space(rng, max_run) + rng.choice(spelled) + _space(rng, max_run)
 
 
