@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.tools.formats.xml_arguments import STYLES
 from stdsl.errors import CompileError
+from tests.compiler.tools.formats.test_xgrammar_regex import REGEX_TEXTS
 from tests.compiler.tools.formats.test_xml_arguments import CODER_TAG, CODER_TEXTS
 from tests.compiler.tools.formats.xml_argument_texts import BOUNDED, CONTAINERS, SCALARS, mutated, schemas, spellings
 from tests.server.server_fixtures import running_server
@@ -114,6 +115,26 @@ def test_a_tag_schema_writes_integers_as_xgrammar_reads_them() -> None:
         ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
         assert [ours.accepts(text.encode()) for text in texts] == _xgrammar_reads(fmt, texts)
         assert ours.accepts(texts[0].encode())
+
+
+def test_tag_regex_texts_are_read_as_by_xgrammar() -> None:
+    for pattern, text, accepted in REGEX_TEXTS:
+        assert _xgrammar_reads({"type": "regex", "pattern": pattern}, [text]) == [accepted], (pattern, text)
+
+
+REGEX_ATOMS = [r"\d", r"\w", r"\s", ".", r"\D", r"\W", r"\S", r"[\d]", r"[^\s]", r"[a\w-]", r"[\S.]", "a", r"\.",
+               "(?:x|\\d)"]
+REGEX_CHARS = "a7_ .-x\n\t\\d\u0663\u00e9\u3000\ufeff\x85\x1c\u2028\U0001f600"
+
+
+@settings(max_examples=40, deadline=None)
+@given(atoms=st.lists(st.tuples(st.sampled_from(REGEX_ATOMS), st.sampled_from(["", "*", "+", "?", "{2}"])),
+                      min_size=1, max_size=3),
+       texts=st.lists(st.text(alphabet=REGEX_CHARS, max_size=4), min_size=20, max_size=20))
+def test_tag_regexes_accept_what_xgrammar_accepts(atoms: list[tuple[str, str]], texts: list[str]) -> None:
+    fmt = {"type": "regex", "pattern": "".join(atom + quantifier for atom, quantifier in atoms)}
+    ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+    assert [ours.accepts(text.encode()) for text in texts] == _xgrammar_reads(fmt, texts), fmt
 
 
 def test_qwen3_coder_texts_are_read_as_by_xgrammar() -> None:

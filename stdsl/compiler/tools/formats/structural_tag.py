@@ -7,7 +7,7 @@ Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the te
                                     fraction as XGrammar writes one), or an arguments object in
                                     an XML style (qwen_xml, minimax_xml, glm_xml: `xml_arguments`)
     grammar {grammar, syntax}       a grammar's language (one without recursion: it is embedded)
-    regex {pattern}                 the regular expression
+    regex {pattern}                 the regular expression, its \\d \\w \\s and . as XGrammar reads them
     any_text {excludes}             any text without the excluded strings (inside a tag: nor its end)
     sequence {elements}, or {elements}
     tag {begin, content, end}       begin, content, one of the ends
@@ -33,6 +33,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools.formats.xgrammar_regex import xgrammar_regex
 from stdsl.compiler.tools.formats.xml_arguments import STYLES, xml_arguments_ir, xml_tag_ir
 from stdsl.errors import CompileError
 
@@ -121,7 +122,7 @@ class _Lowering:
         return self.embed(("grammar", _field(node, "grammar", str, path), syntax), f"{path}.grammar")
 
     def _regex(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
-        return self.embed(("regex", _field(node, "pattern", str, path)), f"{path}.pattern")
+        return self.embed(("regex", xgrammar_regex(_field(node, "pattern", str, path))), f"{path}.pattern")
 
     def _any_text(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         for limit in ("max_tokens", "max_chars"):
