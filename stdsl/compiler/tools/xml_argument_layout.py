@@ -22,6 +22,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import joint_classes
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.tools.call_layout import ParameterPiece, parameter_piece, trie_insert
 
 
@@ -103,6 +104,7 @@ def _junction(rows: list[dict[int, int]], root: int, whitespace: frozenset[int]
 def xml_tag_layout(parameters: Sequence[XmlParameter], ends: Sequence[bytes], whitespace: bytes) -> Automaton | None:
     """The DFA of `WS (PARAM WS)?... END` (`whitespace` the bytes of WS, unbounded; END one of `ends`), or None
     where it is not laid out (see the module)."""
+    check_deadline("laying out an XML arguments tag")
     pieces = [_piece(p, whitespace) for p in parameters]
     if not ends or any(piece is None for piece in pieces):
         return None

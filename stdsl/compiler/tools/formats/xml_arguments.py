@@ -1,10 +1,11 @@
 """XGrammar's XML argument styles of a structural tag's `json_schema` (`style: "qwen_xml"`, `"minimax_xml"`,
-`"glm_xml"`): the arguments object written as one tagged parameter per property, as XGrammar's matcher reads it.
+`"glm_xml"`, `"kimi_k3_xml"`): the arguments object written as one tagged parameter per property, as XGrammar's
+matcher reads it.
 
 The language (XGrammar 0.2.9's `XMLToolCallingConverter`, checked against its matcher in the tests):
 
     WS (PARAM WS)?...            one PARAM per property in schema order, the required ones present
-    PARAM = KEY_PREFIX name KEY_SUFFIX [WS VALUE_PREFIX] VALUE CLOSING
+    PARAM = KEY_PREFIX name [TYPE] KEY_SUFFIX [WS VALUE_PREFIX] VALUE CLOSING
     VALUE = text without CLOSING                   a plain string (it takes the whitespace around it)
           | WS literal WS                          a `const` or `enum` (a string raw, any other value as JSON)
           | WS json WS                             any other single `type`, as the `json` style writes it (a
@@ -17,8 +18,8 @@ a bounded number inside a container is the `json` style's, which also reads more
 own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each value, no free
 whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written here (a string
 with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles of XGrammar
-0.2.9: deepseek_xml, deepseek_v4_1_xml, kimi_k3_xml, minimax_m3_xml, cohere_xml, gemma) is refused naming its
-path.  Inside a tag the object and the tag's ends are laid out from the parameters (`xml_argument_layout`).
+0.2.9: deepseek_xml, deepseek_v4_1_xml, minimax_m3_xml, cohere_xml, gemma) is refused naming its path.  Inside a
+tag the object and the tag's ends are laid out from the parameters (`xml_argument_layout`).
 """
 
 from __future__ import annotations
@@ -39,17 +40,22 @@ from stdsl.errors import CompileError
 
 @dataclass(frozen=True)
 class XmlStyle:
-    """How a style wraps one parameter: `KEY_PREFIX name KEY_SUFFIX [WS VALUE_PREFIX] value CLOSING`."""
+    """How a style wraps one parameter: `KEY_PREFIX name [TYPE] KEY_SUFFIX [WS VALUE_PREFIX] value CLOSING`, where
+    a `typed` style writes the name as an attribute value (`&` and `"` escaped) and the value's type after it."""
 
     key_prefix: str
     key_suffix: str
     value_prefix: str
     closing: str
+    typed: bool = False
 
 
 STYLES = {"qwen_xml": XmlStyle("<parameter=", ">", "", "</parameter>"),
           "minimax_xml": XmlStyle('<parameter name="', '">', "", "</parameter>"),
-          "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")}
+          "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+          "kimi_k3_xml": XmlStyle('<|open|>argument key="', '"<|sep|>', "", "<|close|>argument<|sep|>", typed=True)}
+_VALUE_TYPES = ((bool, "boolean"), (str, "string"), ((int, float), "number"), (type(None), "null"),
+                (list, "array"), (dict, "object"))
 
 WHITESPACE = b" \n\r\t"
 _TAGS = caches.kind("xml argument tags")
@@ -173,9 +179,26 @@ def xml_parameters(schema: Any, style: str, path: str, value_ir: ValueIr, max_wh
         value, core = _value(value_schema, f"{path}.properties.{name}", value_ir, ws, wrap.closing)
         if wrap.value_prefix:
             value, core = ir.seq(ws, ir.literal(wrap.value_prefix), value), None
-        parameters.append(XmlParameter((wrap.key_prefix + name + wrap.key_suffix).encode(), value, core,
-                                       wrap.closing.encode(), name in required))
+        head = wrap.key_prefix + name + wrap.key_suffix
+        if wrap.typed:
+            escaped = name.replace("&", "&amp;").replace('"', "&quot;")
+            kind = _type_attribute(value_schema, f"{path}.properties.{name}")
+            head = f'{wrap.key_prefix}{escaped}" type="{kind}{wrap.key_suffix}'
+        parameters.append(XmlParameter(head.encode(), value, core, wrap.closing.encode(), name in required))
     return parameters
+
+
+def _type_attribute(schema: Mapping[str, Any], path: str) -> str:
+    """The type Kimi-K3 writes beside a parameter (`number` for an integer too; a `const` or `enum` by its values'
+    one JSON type: values of several types, where XGrammar lets the attribute be any type, are refused)."""
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        kinds = {next(name for kind, name in _VALUE_TYPES if isinstance(value, kind)) for value in values}
+        if len(kinds) != 1:
+            raise _refuse(path, "an enum of several JSON types is not supported in the kimi_k3_xml style")
+        return kinds.pop()
+    kind = schema["type"]
+    return "number" if kind == "integer" else str(kind)
 
 
 def arguments_expression(parameters: list[XmlParameter], ws: ir.Node) -> ir.Node:
