@@ -105,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="each compile the first in a child forked from a worker that compiled nothing")
     parser.add_argument("--strict", action="store_true",
                         help="with --forked, compile with strict=True (the default is jsonschema_coverage's False)")
+    parser.add_argument("--open", action="store_true",
+                        help="without --forked, compile with strict=False (jsonschema_coverage's and "
+                             "compile_settings.py's setting; the default is strict=True)")
     parser.add_argument("--above", type=float, default=0.3, help="CPU seconds: files above it are listed per side")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compile_paired"))
     args = parser.parse_args(argv)
-    strict = args.strict or not args.forked
+    strict = args.strict or not (args.forked or args.open)
     files = sorted(Path(args.folder).resolve().glob("*.json"))[args.offset::args.every]
     sides = {"before": worker(args.before, args.forked, strict), "after": worker(args.after, args.forked, strict)}
     rows: dict[str, dict[str, list]] = {}

@@ -109,8 +109,8 @@ _COMPILED: CacheKind[Constraint | PushdownConstraint] = CacheKind("compiled cons
 registry's byte budget; a Pydantic class is keyed by identity, and its constraint keeps it to read values back)."""
 
 
-def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool
-               ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool,
+               zero_fractions: bool = True) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """What identifies a compilation, as (owners by identity, values): the schema's JSON with its key order kept
     (properties are written in the order they are declared, so two orders are two programs) and whether its
     objects are closed, the pattern or grammar, or the class itself.
@@ -125,7 +125,7 @@ def _cache_key(spec: Any, whitespace: Whitespace | None, max_states: int, bounde
             return None
         if json.loads(text) != spec:
             return None
-        return (), ("schema", text, whitespace, max_states, bounded, strict)
+        return (), ("schema", text, whitespace, max_states, bounded, strict, zero_fractions)
     if _is_pydantic_class(spec):
         return (spec,), ("class", whitespace, max_states, bounded, strict)
     if isinstance(spec, (Regex, Grammar)):
@@ -192,11 +192,13 @@ def _check_keywords(unknown: dict[str, Any], whitespace: Any, max_states: Any, m
 
 
 def compile_embeddable(spec: Any, *, whitespace: Whitespace | None = None,
-                       max_seconds: float | None = DEFAULT_MAX_SECONDS, strict: bool = True) -> Constraint:
+                       max_seconds: float | None = DEFAULT_MAX_SECONDS, strict: bool = True,
+                       zero_fractions: bool = True) -> Constraint:
     """A DFA for `spec`, to embed in a larger automaton (a tool call's arguments, a reply beside tools): its
     free-form values nest at most `ANY_VALUE_DEPTH` levels; a schema that needs the pushdown is refused.
-    `strict` as `compile`'s."""
-    compiled = _compile_cached(spec, whitespace, DEFAULT_MAX_STATES, max_seconds, True, strict)
+    `strict` as `compile`'s; without `zero_fractions` an integer is never written `1.0` (as XGrammar writes
+    integers; a schema's DFA, not a pushdown's)."""
+    compiled = _compile_cached(spec, whitespace, DEFAULT_MAX_STATES, max_seconds, True, strict, zero_fractions)
     if isinstance(compiled, PushdownConstraint):
         raise SchemaError("a recursive schema, or one too large for one DFA, cannot be embedded in another "
                           "constraint", "#")
@@ -204,13 +206,13 @@ def compile_embeddable(spec: Any, *, whitespace: Whitespace | None = None,
 
 
 def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, max_seconds: float | None,
-                    bounded: bool, strict: bool) -> Constraint | PushdownConstraint:
+                    bounded: bool, strict: bool, zero_fractions: bool = True) -> Constraint | PushdownConstraint:
     """`compile` past its argument checks; `bounded` keeps free-form values in the DFA (see `compile_embeddable`)."""
-    key = _cache_key(spec, whitespace, max_states, bounded, strict)
+    key = _cache_key(spec, whitespace, max_states, bounded, strict, zero_fractions)
 
     def build() -> Constraint | PushdownConstraint:
         with compile_deadline(max_seconds), frames_cleared_on_refusal():
-            return _compile(spec, whitespace, max_states, bounded, strict)
+            return _compile(spec, whitespace, max_states, bounded, strict, zero_fractions)
 
     if key is None:
         return build()
@@ -218,15 +220,15 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
     return _COMPILED.get(owners, build, values)
 
 
-def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool
-             ) -> Constraint | PushdownConstraint:
+def _compile(spec: Any, whitespace: Whitespace | None, max_states: int, bounded: bool, strict: bool,
+             zero_fractions: bool = True) -> Constraint | PushdownConstraint:
     start = time.perf_counter()
     if _is_pydantic_class(spec):
         from stdsl.compiler.json_schema.pydantic import pydantic_schema  # Pydantic is imported only for its classes
 
         return _compile_schema(pydantic_schema(spec), spec, whitespace, max_states, start, bounded, strict)
     if isinstance(spec, (dict, bool)):
-        return _compile_schema(spec, None, whitespace, max_states, start, bounded, strict)
+        return _compile_schema(spec, None, whitespace, max_states, start, bounded, strict, zero_fractions)
     if isinstance(spec, Regex):
         automaton = build_automaton(parse_regex(spec.pattern), max_states=max_states)
         return Constraint(automaton, "regex", spec, None, time.perf_counter() - start)
@@ -280,7 +282,8 @@ def _check_integer_sizes(schema: Any) -> None:
 
 
 def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespace | None, max_states: int,
-                    start: float, bounded: bool = False, strict: bool = True) -> Constraint | PushdownConstraint:
+                    start: float, bounded: bool = False, strict: bool = True, zero_fractions: bool = True
+                    ) -> Constraint | PushdownConstraint:
     """A JSON Schema (of a Pydantic class, if given) as a DFA, or as a pushdown when it recurses, when it holds
     a free-form value (any JSON, which nests to any depth), or when one DFA would pass `max_states` (its
     container members then become nonterminals, compiled once each)."""
@@ -296,7 +299,8 @@ def _compile_schema(schema: dict | bool, model_class: Any, whitespace: Whitespac
         node = free_form
     try:
         if node is None:
-            node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=model_class is None, strict=strict)
+            node = schema_to_ir(schema, whitespace=whitespace, zero_fractions=zero_fractions and model_class is None,
+                                strict=strict)
         automaton = build_automaton(node, max_states=max_states)
     except StateBudgetError as budget:
         if not isinstance(schema, dict):

@@ -77,13 +77,14 @@ class _Deadline:
 
 
 def _embeddable_schema(schema: Any, *, max_seconds: float, whitespace: Whitespace | None = None,
-                       strict: bool = True) -> Constraint | PushdownConstraint:
+                       strict: bool = True, zero_fractions: bool = True) -> Constraint | PushdownConstraint:
     """A schema to embed in a larger constraint: a DFA whose free-form values nest at most `ANY_VALUE_DEPTH`
     levels, or the pushdown of a schema whose `$ref`s form a cycle (embedded as a grammar, `embedded_ir`);
-    `strict` as `stdsl.compile`'s."""
+    `strict` as `stdsl.compile`'s, `zero_fractions` as `compile_embeddable`'s (for the DFA)."""
     if isinstance(schema, dict) and is_recursive_schema(schema):
         return compile_constraint(schema, whitespace=whitespace, max_seconds=max_seconds, strict=strict)
-    return compile_embeddable(schema, whitespace=whitespace, max_seconds=max_seconds, strict=strict)
+    return compile_embeddable(schema, whitespace=whitespace, max_seconds=max_seconds, strict=strict,
+                              zero_fractions=zero_fractions)
 
 
 def embedded_ir(compiled: Compiled, label: str) -> ir.Node:
@@ -150,15 +151,16 @@ def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
     return lower
 
 
-TAG_SCHEMA_LOWERING = "embeddable json schema"
+TAG_SCHEMA_LOWERING = "embeddable json schema, integers without a fraction"
 """Names `_tag_schema`'s lowering in the keys of laid-out objects (`tools.object_layout`)."""
 
 
 def _tag_schema(schema: Any, path: str, deadline: _Deadline) -> ir.Node:
-    """A structural tag's JSON Schema as an embedded leaf (`_schema_leaf`), strict and compact."""
+    """A structural tag's JSON Schema as an embedded leaf (`_schema_leaf`), strict and compact, an integer never
+    written `1.0` (XGrammar does not read it as an integer; a recursive schema's pushdown still does)."""
     return _schema_leaf(schema, path, None, True, TAG_SCHEMA_LOWERING,
                         lambda value, where: _tag_schema(value, where, deadline),
-                        lambda: _embeddable_schema(schema, max_seconds=deadline.left()))
+                        lambda: _embeddable_schema(schema, max_seconds=deadline.left(), zero_fractions=False))
 
 
 def _schema_leaf(schema: Any, path: str, whitespace: Whitespace | None, strict: bool, lowering: str,

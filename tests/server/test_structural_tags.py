@@ -9,9 +9,23 @@ import re
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stdsl.compiler.constraint_spec import build_constraint
+from stdsl.compiler.tools.formats.xml_arguments import STYLES
 from stdsl.errors import CompileError
+from tests.compiler.tools.formats.test_xgrammar_regex import REGEX_TEXTS
+from tests.compiler.tools.formats.test_xml_arguments import CODER_TAG, CODER_TEXTS
+from tests.compiler.tools.formats.xml_argument_texts import (
+    BOUNDED,
+    CONTAINERS,
+    SCALARS,
+    mixed_enum,
+    mutated,
+    schemas,
+    spellings,
+)
 from tests.server.server_fixtures import running_server
 
 INTEGER = {"type": "json_schema", "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}}
@@ -67,6 +81,120 @@ def test_lowering_accepts_what_xgrammar_accepts(index: int) -> None:
     assert accepted >= 1
 
 
+def _xgrammar_reads(fmt: dict, texts: list[str]) -> list[bool]:
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    grammar = xgr.Grammar.from_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))
+    return [bool(_is_grammar_accept_string(grammar, text)) for text in texts]
+
+
+def _walks(automaton, rng: random.Random, count: int, length: int = 60) -> list[str]:
+    """Texts a random walk through `automaton` ends on (steered to an end after `length` bytes)."""
+    texts = []
+    distance = automaton.min_bytes_to_accept
+    for _ in range(count):
+        state, out = 0, bytearray()
+        while True:
+            live = automaton.live_bytes(state)
+            if automaton.accepting[state] and (not live or len(out) >= length or rng.random() < 0.1):
+                break
+            if len(out) < length:
+                byte = rng.choice(live)
+            else:
+                byte = min(live, key=lambda b: distance[automaton.next_state(state, b)])
+            out.append(byte)
+            state = automaton.next_state(state, byte)
+        texts.append(out.decode())
+    return texts
+
+
+def test_a_tag_schema_writes_integers_as_xgrammar_reads_them() -> None:
+    """An integer is not written `1.0` in a tag's schema, nested or not (JSON Schema reads it as 1; XGrammar does
+    not), in the `json` style and in an XML style's JSON values."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "l": {"type": "array", "items": {
+        "type": "integer"}}}, "required": ["n", "l"]}
+    for fmt, texts in [({"type": "json_schema", "json_schema": schema},
+                        ['{"n":1,"l":[2]}', '{"n":1.0,"l":[2]}', '{"n":1,"l":[2.0]}', '{"n":-0,"l":[]}']),
+                       ({"type": "json_schema", "json_schema": schema, "style": "qwen_xml"},
+                        ["<parameter=n>1</parameter><parameter=l>[2]</parameter>",
+                         "<parameter=n>1.0</parameter><parameter=l>[2]</parameter>",
+                         "<parameter=n>1</parameter><parameter=l>[2.0]</parameter>"])]:
+        ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+        assert [ours.accepts(text.encode()) for text in texts] == _xgrammar_reads(fmt, texts)
+        assert ours.accepts(texts[0].encode())
+
+
+def test_tag_regex_texts_are_read_as_by_xgrammar() -> None:
+    for pattern, text, accepted in REGEX_TEXTS:
+        assert _xgrammar_reads({"type": "regex", "pattern": pattern}, [text]) == [accepted], (pattern, text)
+
+
+REGEX_ATOMS = [r"\d", r"\w", r"\s", ".", r"\D", r"\W", r"\S", r"[\d]", r"[^\s]", r"[a\w-]", r"[\S.]", "a", r"\.",
+               "(?:x|\\d)"]
+REGEX_CHARS = "a7_ .-x\n\t\\d\u0663\u00e9\u3000\ufeff\x85\x1c\u2028\U0001f600"
+
+
+@settings(max_examples=40, deadline=None)
+@given(atoms=st.lists(st.tuples(st.sampled_from(REGEX_ATOMS), st.sampled_from(["", "*", "+", "?", "{2}"])),
+                      min_size=1, max_size=3),
+       texts=st.lists(st.text(alphabet=REGEX_CHARS, max_size=4), min_size=20, max_size=20))
+def test_tag_regexes_accept_what_xgrammar_accepts(atoms: list[tuple[str, str]], texts: list[str]) -> None:
+    fmt = {"type": "regex", "pattern": "".join(atom + quantifier for atom, quantifier in atoms)}
+    ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+    assert [ours.accepts(text.encode()) for text in texts] == _xgrammar_reads(fmt, texts), fmt
+
+
+def test_qwen3_coder_texts_are_read_as_by_xgrammar() -> None:
+    texts = [CODER_TAG["begin"] + body + CODER_TAG["end"] for body, _ in CODER_TEXTS]
+    assert _xgrammar_reads(CODER_TAG, texts) == [accepted for _, accepted in CODER_TEXTS]
+
+
+@settings(max_examples=60, deadline=None)
+@given(schema=schemas(st.one_of(SCALARS, BOUNDED, CONTAINERS)), style=st.sampled_from(sorted(STYLES)),
+       max_run=st.sampled_from([None, None, 1, 2]), seed=st.integers(0, 2**16))
+def test_xml_argument_styles_accept_what_xgrammar_accepts(schema: dict, style: str, max_run: int | None,
+                                                          seed: int) -> None:
+    """Every style on random schemas: spellings, their mutations and walks through our automaton read the same
+    by both, but where a value is written as the `json` style writes it and XGrammar reads more: a container (we
+    write it compact) or a number (XGrammar also reads `-0.0` above a negative minimum and `1e400`); there we accept
+    no text XGrammar refuses."""
+    fmt = {"type": "json_schema", "json_schema": schema, "style": style, "max_whitespace_cnt": max_run}
+    if mixed_enum(schema, style):
+        return  # refused (`test_xml_arguments`): XGrammar lets the type attribute be any type there
+    ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+    rng = random.Random(seed)
+    texts = [spellings(schema, style, rng, max_run) for _ in range(25)]
+    texts += [mutated(rng.choice(texts), rng) for _ in range(25)]
+    walked = _walks(ours.automaton, rng, 10)
+    subset = any(value.get("type") in ("number", "array", "object") for value in schema["properties"].values())
+    for text, theirs in zip(texts + walked, _xgrammar_reads(fmt, texts + walked)):
+        mine = ours.accepts(text.encode())
+        assert mine <= theirs if subset else mine == theirs, (schema, style, text, theirs)
+
+
+@pytest.mark.parametrize("model", ["qwen_3_coder", "minimax", "glm_4_7"])
+def test_model_tags_of_xml_arguments_are_read_as_by_xgrammar(model: str) -> None:
+    """XGrammar's own tags of the XML styles (Qwen3-Coder `qwen_xml`, MiniMax `minimax_xml`, GLM 4.7 `glm_xml`)
+    for three tools: walks through our automaton, calls written out, pieces of them and their mutations."""
+    xgr = pytest.importorskip("xgrammar")
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": schema}} for i, schema in enumerate([
+        {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer"}}, "required": ["q"]},
+        {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
+        {"type": "object", "properties": {}}])]
+    fmt = json.loads(xgr.get_model_structural_tag(model, tools=tools, reasoning=False).model_dump_json())["format"]
+    ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
+    rng = random.Random(5)
+    walked = _walks(ours.automaton, rng, 30, 120)
+    pieces = [text[i:j] for text in walked for i, j in [sorted(rng.choices(range(len(text) + 1), k=2))]]
+    pieces += ["<tool_call>\n<function=f0>\n<parameter=q>\nfind it\n</parameter>\n</function>\n</tool_call>",
+               "<tool_call>\n<function=f2>\n\n</function>\n</tool_call>", "hi ", "<think>"]
+    texts = walked + ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 3))) for _ in range(60)]
+    texts += [mutated(rng.choice(texts), rng) for _ in range(60)]
+    for text, theirs in zip(texts, _xgrammar_reads(fmt, texts)):
+        assert ours.accepts(text.encode()) == theirs, text
+
+
 def test_the_older_structures_form_is_triggered_tags() -> None:
     tag = {"structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}], "triggers": ["<f"]}
     ours = build_constraint({"kind": "structural_tag", "tag": tag}, 30)
@@ -76,7 +204,7 @@ def test_the_older_structures_form_is_triggered_tags() -> None:
 @pytest.mark.parametrize(("fmt", "where"), [
     ({"type": "token", "token": 5}, "response_format.format.type"),
     ({"type": "sequence", "elements": [{"type": "any_tokens"}]}, "response_format.format.elements[0].type"),
-    ({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}, "response_format.format.style"),
+    ({"type": "json_schema", "json_schema": {}, "style": "gemma"}, "response_format.format.style"),
     ({"type": "triggered_tags", "triggers": ["<x"], "tags": TAGS}, "response_format.format.tags[0].begin"),
     ({"type": "any_text", "max_tokens": 4}, "response_format.format.max_tokens"),
     ({"type": "repeat", "min": 3, "max": 2, "content": INTEGER}, "response_format.format"),

@@ -22,7 +22,7 @@ from stdsl.compiler.automata.chains import chained_dfa
 from stdsl.compiler.automata.counted import counted_table
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, determinize
 from stdsl.compiler.automata.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.nfa import all_live, build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.regex.parser import parse_regex
@@ -71,6 +71,7 @@ def embedded_leaf(automaton: Automaton, minimal: bool = False) -> ir.Embedded:
         node = ir.Embedded(automaton.transitions, automaton.accepting)
         if automaton in _MINIMAL:
             _LEAVES.put((node,), automaton)
+            object.__setattr__(node, "_trim", True)
         return node
 
     return _LEAF_OF.get((automaton,), leaf)
@@ -113,8 +114,14 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
 
 def determinized(node: ir.Node, max_states: int, alphabet: int = 256) -> ClassDFA:
     """The DFA of `node` over `alphabet` symbols, all of its states reachable: long counted chains laid out whole
-    (`chains.chained_dfa`), else the subset construction over its NFA."""
-    return chained_dfa(node, max_states, alphabet, _chain) or determinize(build_nfa(node), max_states, alphabet)
+    (`chains.chained_dfa`), else the subset construction over its NFA, flagged `all_live` where `nfa.all_live` finds
+    that no state of it can be dead (its trim then skips that search)."""
+    chained = chained_dfa(node, max_states, alphabet, _chain)
+    if chained is not None:
+        return chained
+    dfa = determinize(build_nfa(node), max_states, alphabet)
+    dfa.all_live = all_live(node)
+    return dfa
 
 
 STORE_SECONDS_PER_MOVE = 6e-8

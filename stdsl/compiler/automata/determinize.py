@@ -311,8 +311,11 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
                     reached_by = by_set[set_index]
                     sources.append(state)
                     sets.append(set_index)
-                    targets.append(state_of((reached_by[0],) if len(reached_by) == 1 else
-                                            tuple(sorted(set(reached_by)))))
+                    if len(reached_by) == 1:
+                        reached = single_ids[reached_by[0]]
+                        targets.append(reached if reached >= 0 else single_state(reached_by[0]))
+                    else:
+                        targets.append(state_of(tuple(sorted(set(reached_by)))))
         lo = hi
 
 

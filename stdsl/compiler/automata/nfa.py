@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import predecessor_lists, reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, StateBudgetError
 
@@ -135,16 +136,52 @@ def longest_counts(node: ir.Node) -> tuple[int, int]:
     """The most copies of a bounded counted repetition anywhere in `node` and the most states of an automaton
     embedded in it (0 where it has none): whether it may hold a long chain (`chains.py`), found in the walk that
     `estimated_states` makes anyway and kept with its count."""
-    _, longest, largest = _extent(node)
+    _, longest, largest, _ = _extent(node)
     return longest, largest
 
 
-def _extent(node: ir.Node) -> tuple[int, int, int]:
-    """`estimated_states` of `node` and its `longest_counts`, kept on the node."""
+def all_live(node: ir.Node) -> bool:
+    """Whether every state of `node`'s NFA that a run can enter leads to its accepting state, so that every state
+    of its subset construction does too (the DFA needs no search for dead states): no part of `node` has an empty
+    language, and every automaton embedded in it is trim (`_trim_embedded`).  Found in `estimated_states`'s walk.
+
+    Each fragment the builder makes leads to its exit when its node's language is not empty (a byte to its exit,
+    a sequence through its items, an alternation into its branches, a repetition's copies and loops to their exits,
+    an embedded automaton's states to its accepting ones and on to its exit), and the root's exit is the accepting
+    state; a closure of a state that leads there holds an important state that does."""
+    return _extent(node)[3]
+
+
+def known_trim(node: ir.Embedded) -> ir.Embedded:
+    """`node`, recorded as trim (every state reachable from its start leads to acceptance) by the code that wrote its
+    table, so that `all_live` need not search it (a search's first numpy calls cost a fresh process 0.4 ms)."""
+    object.__setattr__(node, "_trim", True)
+    return node
+
+
+def _trim_embedded(node: ir.Embedded) -> bool:
+    """Whether every state of an embedded automaton reachable from its start leads to acceptance: known for the
+    leaf of a trim `Automaton` (`build.embedded_leaf`), else searched for a small one (and kept on the node)."""
+    known = node.__dict__.get("_trim")
+    if known is not None:
+        return bool(known)
+    table = np.asarray(node.transitions)
+    if len(table) > KEPT_EDGES_UP_TO or not len(table):
+        return False
+    entered = reachable(*successor_lists(table), np.array([0]))
+    live = reachable(*predecessor_lists(table), np.flatnonzero(np.asarray(node.accepting, dtype=bool)))
+    trim = bool(live[entered].all())
+    object.__setattr__(node, "_trim", trim)
+    return trim
+
+
+def _extent(node: ir.Node) -> tuple[int, int, int, bool]:
+    """`estimated_states` of `node`, its `longest_counts` and `all_live`, kept on the node."""
     cached = node.__dict__.get("_extent")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     total = longest = largest = count = 0
+    live = True
     seen: set[int] = set()
     pending = [node]
     while pending:
@@ -158,28 +195,53 @@ def _extent(node: ir.Node) -> tuple[int, int, int]:
         kind = type(current)
         if kind is ir.Seq or kind is ir.Alt:
             total += 1
-            for item in current.items:  # type: ignore[union-attr]
+            items = current.items  # type: ignore[union-attr]
+            if not items and kind is ir.Alt:
+                live = False
+            for item in items:
                 if type(item) is not ir.ByteSet:
                     pending.append(item)
                 elif id(item) not in seen:
                     seen.add(id(item))
                     total += 1
+                    if not item.ranges:  # type: ignore[union-attr]
+                        live = False
         elif kind is ir.Repeat:
             assert isinstance(current, ir.Repeat)
             copies = current.min + 1 if current.max is None else current.max
-            inner, inner_longest, inner_largest = _extent(current.item)
+            inner, inner_longest, inner_largest, inner_live = _extent(current.item)
             total += 1 + max(copies, 1) * (1 + inner)
             longest = max(longest, inner_longest, current.max or 0)
             largest = max(largest, inner_largest)
+            live = live and inner_live
         elif kind is ir.Embedded:
-            states = len(current.accepting)  # type: ignore[union-attr]
+            assert isinstance(current, ir.Embedded)
+            states = len(current.accepting)
             total += states
             largest = max(largest, states)
+            live = live and _trim_embedded(current)
         else:
             total += 1
-    extent = (total, longest, largest)
+            live = live and kind is ir.ByteSet and bool(current.ranges)  # type: ignore[union-attr]
+    extent = (total, longest, largest, live)
     object.__setattr__(node, "_extent", extent)
     return extent
+
+
+KEPT_EDGES_UP_TO = 1024
+"""An embedded automaton of at most this many states keeps its grouped moves (`_embedded_edges`) on its node: the
+JSON string's units beyond ASCII are one such leaf in every open object, copied into each schema's NFA."""
+
+
+def _embedded_edges(node: ir.Embedded) -> list[list[tuple[Ranges, int]]]:
+    """`_dfa_edges` of an embedded automaton, kept on the node when it is small (nodes are immutable)."""
+    known = node.__dict__.get("_edges")
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    edges = _dfa_edges(node.transitions)
+    if len(edges) <= KEPT_EDGES_UP_TO:
+        object.__setattr__(node, "_edges", edges)
+    return edges
 
 
 def _dfa_edges(transitions: np.ndarray) -> list[list[tuple[Ranges, int]]]:
@@ -332,7 +394,7 @@ class _Builder:
         nfa = self.nfa
         if id(node) not in self.embedded_edges:
             self.embedded_edges[id(node)] = [[(self.byte_set_index(ranges), target) for ranges, target in out]
-                                             for out in _dfa_edges(node.transitions)]
+                                             for out in _embedded_edges(node)]
         base = self.new_block(len(node.accepting))
         nfa.edges[base:] = [[(index, base + target) for index, target in out] if out else NO_MOVES
                             for out in self.embedded_edges[id(node)]]

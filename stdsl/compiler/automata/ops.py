@@ -144,14 +144,16 @@ def intersect_beside_start(a: Automaton, b: Automaton, minimal: bool = True) -> 
 def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     """The trim DFA of literals and automata read one after another, laid out without a subset construction, or
     None where that would need one: an automaton that accepts the empty string, or one before the last that reads
-    on from an accepting state.  Otherwise every accepting state of such a part ends it (no move out of it), so it
-    takes the next part's first moves as its own and the result is deterministic; it is not minimized.  The parts
-    must be trim (as `build_automaton` returns them): then the only states no move enters are the parts' starts
-    whose rows were copied, and dropping those leaves the result trim with no search.  The table is laid out over
-    the byte classes that refine every part's (`joint_classes`), never over 256 bytes."""
+    on from an accepting state with a byte the next part can begin with.  Otherwise an accepting state of such a
+    part takes the next part's first moves beside its own (no byte is in both), so the result is deterministic and
+    a run leaves the part exactly where it reads a byte the part cannot; it is not minimized.  The parts must be
+    trim (as `build_automaton` returns them): then the only states no move enters are the parts' starts whose rows
+    were copied, and dropping those leaves the result trim with no search.  The table is laid out over the byte
+    classes that refine every part's (`joint_classes`), never over 256 bytes."""
     for index, part in enumerate(parts):
         if isinstance(part, Automaton) and (bool(part.accepting[0]) or (
-                index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any()))):
+                index < len(parts) - 1 and bool((part.live_count[part.accepting] > 0).any())
+                and _first_bytes(parts[index + 1:]) & _bytes_read_on(part))):
             return None
     automata = [part for part in parts if isinstance(part, Automaton)]
     joint, first = joint_classes([part.byte_class for part in automata],
@@ -171,7 +173,7 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
         moved = part.class_transitions[:, part.byte_class[first]].astype(np.int64)
         moved[moved >= 0] += base
         table[base:base + len(moved)] = moved
-        table[ends] = moved[0]
+        table[ends] = np.where(moved[0] >= 0, moved[0], table[ends])
         ends = (np.flatnonzero(part.accepting) + base).tolist()
         base += len(moved)
     accepting = np.zeros(size, dtype=bool)
@@ -183,6 +185,22 @@ def concatenation(parts: Sequence[bytes | Automaton]) -> Automaton | None:
     number = np.full(size + 1, -1, dtype=np.int64)
     number[kept] = np.arange(len(kept))
     return Automaton.from_classes(number[table[kept]], accepting[kept], joint)
+
+
+def _bytes_read_on(part: Automaton) -> set[int]:
+    """The bytes some accepting state of `part` reads."""
+    classes = (part.class_transitions[np.asarray(part.accepting)] >= 0).any(axis=0)
+    return set(np.flatnonzero(classes[part.byte_class]).tolist())
+
+
+def _first_bytes(parts: Sequence[bytes | Automaton]) -> set[int]:
+    """The bytes the first non-empty of `parts` can begin with (none where all are empty)."""
+    for part in parts:
+        if isinstance(part, Automaton):
+            return set(part.live_bytes(0))
+        if part:
+            return {part[0]}
+    return set()
 
 
 def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
-from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
+from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol, over_classes
 
 SHIPPED = Path(__file__).with_name("any_value_dfas")
 """Two files per shipped table: `NAME.ir`, the structure text of the body it was built from, and `NAME.i16`, the
@@ -32,6 +32,9 @@ SHIPPED_WHITESPACE: tuple[Whitespace | None, ...] = (None, Whitespace())
 """The whitespace settings whose tables ship: compact (the default) and `Whitespace()`."""
 
 _BUILT: dict[tuple[int, str] | None, tuple[np.ndarray, np.ndarray]] = {}
+_PLACED: dict[tuple[tuple[int, str] | None, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+PLACED_KEPT = 256
+"""Placements `any_value_classes` keeps (each a few kilobytes; a schema's number of definitions picks one)."""
 
 
 class _CanonicalCompiler(_Compiler):
@@ -103,6 +106,22 @@ def any_value_dfa(whitespace: Whitespace | None, call_index: int, alphabet: int)
     placed[:, :CALL_BASE] = table[:, :CALL_BASE]
     placed[:, CALL_BASE + call_index] = table[:, CALL_BASE]
     return placed, accepting
+
+
+def any_value_classes(whitespace: Whitespace | None, call_index: int, alphabet: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`any_value_dfa` over classes, as `pushdown.grammar.Definition.dfa` takes it, kept per placement: converting
+    the table to classes cost every open object's compile a few percent."""
+    key = (_key(whitespace), call_index, alphabet)
+    found = _PLACED.get(key)
+    if found is None:
+        found = over_classes(*any_value_dfa(whitespace, call_index, alphabet))
+        for array in found:
+            array.flags.writeable = False
+        if len(_PLACED) >= PLACED_KEPT:
+            _PLACED.clear()
+        _PLACED[key] = found
+    return found
 
 
 def write_shipped(folder: Path = SHIPPED) -> list[str]:

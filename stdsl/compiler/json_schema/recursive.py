@@ -8,6 +8,7 @@ and every other reference is inlined by the ordinary schema compiler.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,10 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import CHAIN_FROM, EMBEDDED_FROM
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.graph_components import strongly_connected
-from stdsl.compiler.json_schema.any_value import any_value_dfa
+from stdsl.compiler.json_schema.any_value import any_value_classes
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, _Compiler, _Tokens
@@ -331,7 +333,16 @@ def outline_pays(*bodies: ir.Node) -> bool:
     Counted as `nfa.estimated_states` counts (each distinct node once, a counted repetition's item once per copy),
     except that a repetition of `CHAIN_FROM` copies or more counts one copy and an automaton of `EMBEDDED_FROM`
     states or more one state: both are laid out whole (`automata.chains`), at a cost outlining does not change.
-    The walks stop at `OUTLINE_FROM`."""
+    `estimated_states` counts those whole, so its sum bounds this count from above: below `OUTLINE_FROM` it
+    decides at once (the bodies' DFAs ask for it anyway and find it kept on the nodes), and only larger bodies are
+    walked again (`_outline_size`, stopping at `OUTLINE_FROM`)."""
+    if sum(estimated_states(body) for body in bodies) < OUTLINE_FROM:
+        return False
+    return _outline_size(bodies) >= OUTLINE_FROM
+
+
+def _outline_size(bodies: Sequence[ir.Node]) -> int:
+    """The count `outline_pays` compares with `OUTLINE_FROM`, walked up to there."""
     sizes: dict[int, int] = {}
 
     def size(node: ir.Node) -> int:
@@ -359,8 +370,8 @@ def outline_pays(*bodies: ir.Node) -> bool:
     for body in bodies:
         total += size(body)
         if total >= OUTLINE_FROM:
-            return True
-    return False
+            break
+    return total
 
 
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
@@ -425,12 +436,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
 
 
 def _any_value_dfa(compiler: _CallingCompiler, whitespace: Whitespace | None, count: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The free-form value's body DFA, built once per whitespace (or shipped) and placed at its call symbol among
-    `count` definitions."""
+    `count` definitions, over classes (`Definition.dfa`)."""
     symbol = compiler.calls[ANY_VALUE]
     assert isinstance(symbol, ir.ByteSet)
-    return any_value_dfa(whitespace, symbol.ranges[0][0] - CALL_BASE, CALL_BASE + count)
+    return any_value_classes(whitespace, symbol.ranges[0][0] - CALL_BASE, CALL_BASE + count)
 
 
 def _display_name(key: str) -> str:

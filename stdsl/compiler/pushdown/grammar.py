@@ -64,9 +64,10 @@ class Definition:
 
     name: str
     body: ir.Node
-    dfa: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
-    """The body's trim DFA over the grammar's alphabet (table, accepting) when built ahead (the free-form value's
-    is shipped, `json_schema.any_value`); None: `compile_pushdown` builds it."""
+    dfa: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """The body's trim DFA over the grammar's alphabet when built ahead (the free-form value's is shipped,
+    `json_schema.any_value`), in `_body_dfa`'s form (`over_classes`): its table over classes, each symbol's class,
+    its accepting mask; None: `compile_pushdown` builds it."""
 
 
 class PushdownGrammar:
@@ -167,10 +168,10 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     bodies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for name, body, built in zip(names, [main] + [d.body for d in definitions], [None] + [d.dfa for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
-        if built is not None and built[0].shape[1] != alphabet:
-            raise ValueError(f"definition '{name}' comes with a DFA over {built[0].shape[1]} symbols, not {alphabet}")
+        if built is not None and len(built[1]) != alphabet:
+            raise ValueError(f"definition '{name}' comes with a DFA over {len(built[1])} symbols, not {alphabet}")
         try:
-            bodies.append(_over_classes(*built) if built is not None and len(built[1]) <= max_states
+            bodies.append(built if built is not None and len(built[2]) <= max_states
                           else _body_dfa(body, max_states, alphabet))
         except EmptyLanguageError as error:
             if name == MAIN:
@@ -245,7 +246,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     return found
 
 
-def _over_classes(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def over_classes(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A body DFA given over every symbol (Q, alphabet) in `_body_dfa`'s form: its bytes in classes, each call
     symbol a class of its own."""
     classes, byte_class = canonical_classes(table[:, :CALL_BASE], np.arange(CALL_BASE))

@@ -116,7 +116,7 @@ _PIECES = caches.kind("call pieces")
 
 
 @dataclass(frozen=True)
-class _Piece:
+class ParameterPiece:
     """A value with the literal text after it as a DFA table over its own byte classes: start 0, one accepting
     state, its last, with no move out (kept as a table: the layout reads nothing else of it)."""
 
@@ -128,7 +128,7 @@ class _Piece:
         return len(self.table)
 
 
-def _followed(value: Automaton, after: bytes) -> _Piece | None:
+def _followed(value: Automaton, after: bytes) -> ParameterPiece | None:
     """`value` then the text `after` laid out with no subset construction, where no accepting state of `value` reads
     `after`'s first byte (then a run leaves `value` exactly where it takes that byte from an accepting state)."""
     accepting = np.asarray(value.accepting)
@@ -140,15 +140,15 @@ def _followed(value: Automaton, after: bytes) -> _Piece | None:
     table[:size] = value.class_transitions[:, value.byte_class[first]]
     table[np.flatnonzero(accepting), joint[after[0]]] = size
     table[np.arange(size, size + len(after) - 1), joint[list(after[1:])]] = np.arange(size + 1, size + len(after))
-    return _Piece(table, joint)
+    return ParameterPiece(table, joint)
 
 
-def _piece(value: ir.Node, after: bytes) -> _Piece | None:
+def parameter_piece(value: ir.Node, after: bytes) -> ParameterPiece | None:
     """`value` then `after` as a piece: laid out where no accepting state of `value` reads on with `after`'s first
     byte, else `value` and a line of `after` determinized (kept per line, so the same value before different next
     heads is determinized once) and the rest of `after` chained on, else determinized whole."""
 
-    def build() -> _Piece | None:
+    def build() -> ParameterPiece | None:
         texts = literal_strings(value)
         laid_out = _followed(_automaton(value), after) if texts is None else _literals_followed(texts, after)
         if laid_out is not None:
@@ -182,7 +182,7 @@ def trie_insert(rows: list[dict[int, int]], root: int, text: bytes, mark: int) -
     return state
 
 
-def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
+def _literals_followed(texts: list[bytes], after: bytes) -> ParameterPiece | None:
     """An enum's literals then `after` as the trie of the literals with `after` laid on from each end (no minimal
     DFA of the enum first: a handful of literals is a trie of a few dozen states), or None where an end of one
     literal goes on with `after`'s first byte in another."""
@@ -199,7 +199,7 @@ def _literals_followed(texts: list[bytes], after: bytes) -> _Piece | None:
             table[node, byte_class[byte]] = following
     table[sorted(ends), byte_class[after[0]]] = size
     table[np.arange(size, size + len(after) - 1), byte_class[list(after[1:])]] = np.arange(size + 1, size + len(after))
-    return _Piece(table, byte_class)
+    return ParameterPiece(table, byte_class)
 
 
 def _automaton(value: ir.Node) -> Automaton:
@@ -213,7 +213,7 @@ def _line_ends(text: bytes) -> list[int]:
     return [index + 1 for index, byte in enumerate(text[:-1]) if byte == 0x0A]
 
 
-def _determinized(value: ir.Node, after: bytes) -> _Piece | None:
+def _determinized(value: ir.Node, after: bytes) -> ParameterPiece | None:
     """`value` then `after` by the subset construction, or None where the result reads on after accepting."""
     piece = build_automaton(ir.seq(value, ir.literal(after)))
     if bool(piece.accepting[0]) or bool((piece.live_count[piece.accepting] > 0).any()):
@@ -221,7 +221,7 @@ def _determinized(value: ir.Node, after: bytes) -> _Piece | None:
     return _accepting_last(piece)
 
 
-def _chained(piece: _Piece, text: bytes) -> _Piece:
+def _chained(piece: ParameterPiece, text: bytes) -> ParameterPiece:
     """`piece` then the literal `text`: its last (accepting) state has no move, so the text's bytes chained from
     there keep the table deterministic and the language the concatenation."""
     joint, first = joint_classes([piece.byte_class], set(text))
@@ -229,10 +229,10 @@ def _chained(piece: _Piece, text: bytes) -> _Piece:
     table = np.full((size + len(text), len(first)), -1, dtype=np.int32)
     table[:size] = piece.table[:, piece.byte_class[first]]
     table[np.arange(size - 1, size - 1 + len(text)), joint[list(text)]] = np.arange(size, size + len(text))
-    return _Piece(table, joint)
+    return ParameterPiece(table, joint)
 
 
-def _accepting_last(piece: Automaton) -> _Piece:
+def _accepting_last(piece: Automaton) -> ParameterPiece:
     """`piece` (start not accepting, no move out of an accepting state) with its accepting states merged into one,
     its last: laid out, that state is the first state of whatever follows the piece, so no move is redirected."""
     accepting = np.asarray(piece.accepting)
@@ -241,7 +241,7 @@ def _accepting_last(piece: Automaton) -> _Piece:
     number = np.append(np.where(accepting, size, rank), -1)
     table = np.full((size + 1, piece.num_classes), -1, dtype=np.int32)
     table[:size] = number[piece.class_transitions[~accepting]]
-    return _Piece(table, np.asarray(piece.byte_class))
+    return ParameterPiece(table, np.asarray(piece.byte_class))
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ class _Plan:
 
     moves: list[tuple[int, int, int]]
     """(state, byte, target) of the tries."""
-    pieces: list[tuple[_Piece, int]]
+    pieces: list[tuple[ParameterPiece, int]]
     """(piece, first state): its states are first state onward, its last the first state of what follows."""
     size: int
 
@@ -262,7 +262,7 @@ def _plan(node: ir.Node) -> _Plan | None:
     units = _units(node)
     if units is None:
         return None
-    pieces = [[_piece(value, after) for value, after in unit.pieces] for unit in units]
+    pieces = [[parameter_piece(value, after) for value, after in unit.pieces] for unit in units]
     if any(piece is None for row in pieces for piece in row):
         return None
     rows: list[dict[int, int]] = []
@@ -288,7 +288,7 @@ def _plan(node: ir.Node) -> _Plan | None:
     """Each trie state's place in the call."""
     starts: list[int] = []
     """Each unit's first state: its first piece's, or (piece-less) the state after the unit."""
-    placed: list[tuple[_Piece, int]] = []
+    placed: list[tuple[ParameterPiece, int]] = []
     size = 1
     """The first junction's root is the call's state 0."""
     for index, row in enumerate(pieces):

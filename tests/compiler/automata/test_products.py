@@ -193,7 +193,7 @@ PARTS = st.lists(st.one_of(st.text(alphabet="ab;é", max_size=3), regexes.map(la
 def test_concatenation_lays_out_exactly_the_concatenated_language(parts: list[str]) -> None:
     """Literals (plain text) and automata (regexes) in a row: where `concatenation` lays them out, its DFA minimizes
     to the minimal DFA of the whole pattern; where it declines, some automaton accepts "" or reads on from an
-    accepting state before the last part."""
+    accepting state, before the last part, with a byte the next non-empty part can begin with."""
     pieces: list[bytes | Automaton] = [
         part.encode() if index % 2 == 0 and "(" not in part else compile_regex(part)
         for index, part in enumerate(parts)]
@@ -201,8 +201,17 @@ def test_concatenation_lays_out_exactly_the_concatenated_language(parts: list[st
                                   for p, part in zip(pieces, parts)))
     laid_out = concatenation(pieces)
     automata = [(i, p) for i, p in enumerate(pieces) if isinstance(p, Automaton)]
-    declines = any(bool(p.accepting[0]) or (i < len(pieces) - 1 and bool((p.live_count[p.accepting] > 0).any()))
-                   for i, p in automata)
+
+    def first_bytes(rest: list[bytes | Automaton]) -> set[int]:
+        for part in rest:
+            if isinstance(part, Automaton) or part:
+                return set(part.live_bytes(0)) if isinstance(part, Automaton) else {part[0]}
+        return set()
+
+    def read_on(part: Automaton) -> set[int]:
+        return {byte for state in np.flatnonzero(part.accepting) for byte in part.live_bytes(int(state))}
+
+    declines = any(bool(p.accepting[0]) or read_on(p) & first_bytes(pieces[i + 1:]) for i, p in automata)
     assert (laid_out is None) == declines
     if laid_out is not None:
         assert laid_out.is_trim()
@@ -216,3 +225,6 @@ def test_concatenation_of_a_head_closed_arguments_and_a_tail() -> None:
     assert call is not None
     assert call.accepts(b'<call>{"n": 42}</call>') and not call.accepts(b'<call>{"n": }</call>')
     assert concatenation([compile_regex("a*"), b"b"]) is None
+    assert concatenation([compile_regex("a+"), b"a"]) is None
+    digits = concatenation([b"<n>", compile_regex("[0-9]+"), b"</n>"])
+    assert digits is not None and digits.accepts(b"<n>123</n>") and not digits.accepts(b"<n></n>")

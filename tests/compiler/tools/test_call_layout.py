@@ -120,7 +120,7 @@ def test_a_piece_after_a_value_that_reads_on_accepts_exactly_the_two_determinize
     per line) with the rest chained on accepts what the value and all of `after` determinized whole accepts."""
     node, after = READ_ON[value](), "\n".join(lines).encode()
     whole = build_automaton(ir.seq(node, ir.literal(after)))
-    piece = layout._piece(node, after)
+    piece = layout.parameter_piece(node, after)
     if piece is None:
         assert bool(whole.accepting[0]) or bool((whole.live_count[whole.accepting] > 0).any())
         return
@@ -141,7 +141,7 @@ def test_a_raw_value_before_different_next_tags_is_determinized_with_its_closing
     monkeypatch.setattr(layout, "build_automaton", counted)
     for key in ("a", "b", "c"):
         after = f"\n</parameter>\n<parameter={key}>\n".encode()
-        piece = layout._piece(value, after)
+        piece = layout.parameter_piece(value, after)
         assert piece is not None
         assert difference(build_automaton(ir.seq(value, ir.literal(after))), _as_automaton(piece)) is None
     assert len(determinized) <= 2
@@ -181,7 +181,7 @@ def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_t
 
     monkeypatch.setattr(build, "determinize", counted)
     afters = [f"\n</parameter>\n<parameter={key}>\n".encode() for key in ("x", "y", "z")]
-    pieces = [layout._piece(value, after) for after in afters]
+    pieces = [layout.parameter_piece(value, after) for after in afters]
     assert len(runs) == 1
     monkeypatch.undo()
     for piece, after in zip(pieces, afters):

@@ -29,6 +29,8 @@ CONTENTS = st.sampled_from([
     {"type": "any_text", "excludes": ["zz"]},
     {"type": "sequence", "elements": [{"type": "regex", "pattern": "[0-9]+"}, {"type": "const_string", "value": ":"},
                                       {"type": "json_schema", "json_schema": {"type": "boolean"}}]},
+    {"type": "json_schema", "style": "qwen_xml", "json_schema": {"type": "object", "properties": {
+        "p": {"type": "string"}, "n": {"type": "integer", "maximum": 50}}, "required": ["n"]}},
 ])
 NAMES = st.sampled_from(["f", "fa", "fab", "g", "<", "h>"])
 ENDS = st.sampled_from(["</f>", "/>", ["/>", "</g>"], ["}", "}}"], "\n"])
@@ -37,7 +39,8 @@ ENDS = st.sampled_from(["</f>", "/>", ["/>", "</g>"], ["}", "}}"], "\n"])
 @st.composite
 def triggered_tags(draw: Any) -> dict[str, Any]:
     """A triggered_tags format (one or two triggers, one to four tags each begun by one trigger), or those tags with
-    a separator, alone or as the content of a section tag (as XGrammar's Kimi and DeepSeek tags are)."""
+    a separator, alone or as the content of a section tag (as XGrammar's Kimi and DeepSeek tags are), with free text
+    between them or not."""
     triggers = draw(st.lists(st.sampled_from(["<f", "<g", "<fun", "[["]), min_size=1, max_size=2, unique=True))
     triggers = [t for i, t in enumerate(triggers) if not any(o.startswith(t) or t.startswith(o) for o in triggers[:i])]
     tags = []
@@ -46,14 +49,16 @@ def triggered_tags(draw: Any) -> dict[str, Any]:
         tags.append({"type": "tag", "begin": trigger + draw(NAMES) + "=", "content": draw(CONTENTS),
                      "end": draw(ENDS)})
     flags = {"at_least_one": draw(st.booleans()), "stop_after_first": draw(st.booleans())}
-    shape = draw(st.sampled_from(["triggered", "separated", "section"]))
+    shape = draw(st.sampled_from(["triggered", "separated", "section", "triggered section"]))
     if shape != "triggered":
         separated = {"type": "tags_with_separator", "tags": tags, "separator": draw(st.sampled_from([",", "\n", ""])),
                      **flags}
         if shape == "separated":
             return separated
+        content = separated if shape == "section" else {"type": "triggered_tags", "triggers": triggers, "tags": tags,
+                                                        **flags}
         return {"type": "triggered_tags", "triggers": ["<<"], "tags": [{"type": "tag", "begin": "<<calls>",
-                                                                        "content": separated, "end": "<</calls>"}]}
+                                                                        "content": content, "end": "<</calls>"}]}
     return {"type": "triggered_tags", "triggers": triggers, "tags": tags, **flags,
             **({"excludes": ["STOP"]} if draw(st.booleans()) else {})}
 
@@ -61,7 +66,7 @@ def triggered_tags(draw: Any) -> dict[str, Any]:
 def _whole_embedder(item: tuple[Any, ...], path: str) -> Any:
     """The embedder of the single-expression build, each JSON schema compiled whole (no member layout)."""
     if item[0] == "json_schema":
-        return embedded_ir(_embeddable_schema(item[1], max_seconds=60), path)
+        return embedded_ir(_embeddable_schema(item[1], max_seconds=60, zero_fractions=False), path)
     return _embedder(_Deadline(60))(item, path)
 
 

@@ -15,6 +15,7 @@ from json.encoder import encode_basestring
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.nfa import known_trim
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.scalars.numbers import fixed_width_range
 
@@ -155,7 +156,7 @@ def _canonical_beyond_ascii() -> Node:
     """The canonical units other than raw printable ASCII (raw UTF-8 of U+0080 and above, the escapes), as one
     embedded automaton: its table (states 0-9 for UTF-8 and the backslash, then the escape trie) is written out
     here, 0.05 ms, where `build_automaton` took 1-2 ms of the first open object's compile in every process
-    (`test_string_units` proves the two the same language)."""
+    (`test_string_units` proves the two the same language, and the table trim)."""
     escapes = _json_escape_texts(())
     table = np.full((10 + sum(map(len, escapes)), 256), -1, dtype=np.int32)
     accept, escape = 1, 2
@@ -179,7 +180,7 @@ def _canonical_beyond_ascii() -> Node:
     used = 9 + len(state_of)
     accepting = np.zeros(used, dtype=bool)
     accepting[accept] = True
-    return ir.Embedded(table[:used].copy(), accepting)
+    return known_trim(ir.Embedded(table[:used].copy(), accepting))
 
 
 def _json_escapes(holes: tuple[int, ...]) -> list[Node]:

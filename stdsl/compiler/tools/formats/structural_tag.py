@@ -3,9 +3,11 @@
 Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the tests):
 
     const_string {value}            the text
-    json_schema {json_schema}       a JSON value of the schema (style "json" only)
+    json_schema {json_schema, style} a JSON value of the schema (style "json", compact, an integer without a
+                                    fraction as XGrammar writes one), or an arguments object in
+                                    an XML style (qwen_xml, minimax_xml, glm_xml: `xml_arguments`)
     grammar {grammar, syntax}       a grammar's language (one without recursion: it is embedded)
-    regex {pattern}                 the regular expression
+    regex {pattern}                 the regular expression, its \\d \\w \\s and . as XGrammar reads them
     any_text {excludes}             any text without the excluded strings (inside a tag: nor its end)
     sequence {elements}, or {elements}
     tag {begin, content, end}       begin, content, one of the ends
@@ -18,8 +20,8 @@ Primitives, with XGrammar's meaning (checked against `xgrammar` itself in the te
     optional {content}, plus {content}, star {content}, repeat {content, min, max (-1: unbounded)}
 
 The older form `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}` (vLLM) is
-triggered_tags of json_schema tags.  Any other primitive or field value (token-level formats,
-XML argument styles, token and character limits) is refused naming its path.
+triggered_tags of json_schema tags.  Any other primitive or field value (token-level formats, the other XML
+argument styles, `any_order`, `excludes`, token and character limits) is refused naming its path.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import embedded_leaf
 from stdsl.compiler.not_containing import not_containing
+from stdsl.compiler.tools.formats.xgrammar_regex import xgrammar_regex
+from stdsl.compiler.tools.formats.xml_arguments import STYLES, xml_arguments_ir, xml_tag_ir
 from stdsl.errors import CompileError
 
 Lower = Callable[[Any, str], ir.Node]
@@ -88,10 +92,28 @@ class _Lowering:
         return ir.literal(_field(node, "value", str, path))
 
     def _json_schema(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        style, schema, limit = self._schema_options(node, path)
+        if style == "json":
+            return self.embed(("json_schema", schema), f"{path}.json_schema")
+        return xml_arguments_ir(schema, style, f"{path}.json_schema", self._value_ir, limit)
+
+    def _value_ir(self, schema: Any, path: str) -> ir.Node:
+        return self.embed(("json_schema", schema), path)
+
+    def _schema_options(self, node: Mapping[str, Any], path: str) -> tuple[str, Any, int | None]:
+        """A `json_schema` primitive's style, schema and whitespace bound, the options it cannot honour refused."""
         style = node.get("style", "json")
-        if style != "json":
-            raise _refuse(f"{path}.style", f"only the 'json' style is supported, not {style!r}")
-        return self.embed(("json_schema", _field(node, "json_schema", (dict, bool), path)), f"{path}.json_schema")
+        if style != "json" and style not in STYLES:
+            raise _refuse(f"{path}.style", f"the style {style!r} is not supported (supported: json, "
+                          f"{', '.join(STYLES)})")
+        if _flag(node, "any_order", path):
+            raise _refuse(f"{path}.any_order", "properties in any order are not supported")
+        if _strings(node.get("excludes", []), f"{path}.excludes"):
+            raise _refuse(f"{path}.excludes", "excluded substrings in a schema's strings are not supported")
+        limit = node.get("max_whitespace_cnt")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise _refuse(f"{path}.max_whitespace_cnt", f"must be a positive integer or null, got {limit!r}")
+        return style, _field(node, "json_schema", (dict, bool), path), limit
 
     def _grammar(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         syntax = node.get("syntax", "ebnf")
@@ -100,7 +122,7 @@ class _Lowering:
         return self.embed(("grammar", _field(node, "grammar", str, path), syntax), f"{path}.grammar")
 
     def _regex(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
-        return self.embed(("regex", _field(node, "pattern", str, path)), f"{path}.pattern")
+        return self.embed(("regex", xgrammar_regex(_field(node, "pattern", str, path))), f"{path}.pattern")
 
     def _any_text(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         for limit in ("max_tokens", "max_chars"):
@@ -119,14 +141,36 @@ class _Lowering:
         return ir.alt(*(self.node(e, f"{path}.elements[{i}]") for i, e in enumerate(elements)))
 
     def _tag(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
+        begin, closing = self._tag_ends(node, path)
+        content = node.get("content")
+        if isinstance(content, Mapping) and content.get("type") == "json_schema" and content.get("style") in STYLES:
+            where = f"{path}.content"
+            style, schema, limit = self._schema_options(content, where)
+            return xml_tag_ir(begin, closing, schema, style, f"{where}.json_schema", self._value_ir, limit)
+        lowered = self.node(content, f"{path}.content", tuple(e for e in closing if e))
+        return ir.seq(ir.literal(begin), lowered, ir.alt(*(ir.literal(e) for e in closing)))
+
+    def _tag_ends(self, node: Mapping[str, Any], path: str) -> tuple[str, list[str]]:
+        """A tag's begin and its end strings."""
         begin = _field(node, "begin", str, path)
         end = node.get("end")
         closing = [end] if isinstance(end, str) else _strings(end, f"{path}.end")
         if not closing:
             raise _refuse(f"{path}.end", "needs at least one end string")
-        inner = tuple(e for e in closing if e)
-        content = self.node(node.get("content"), f"{path}.content", inner)
-        return ir.seq(ir.literal(begin), content, ir.alt(*(ir.literal(e) for e in closing)))
+        return begin, closing
+
+    def _lowered_tags(self, tags: list[Any], path: str) -> tuple[list[ir.Node], Callable[[ir.Node], ir.Node]]:
+        """The tags' expressions and the expression of a tag around one of them: the tags themselves, or, for one
+        tag whose content is tags (Kimi's section of tool calls), that content's tags, each its own piece, and the
+        section around one (a single assembly, not the section's assembled DFA laid out again in a piece)."""
+        content = tags[0].get("content") if len(tags) == 1 else None
+        if not isinstance(content, Mapping) or content.get("type") not in ("triggered_tags", "tags_with_separator"):
+            return [self._tag(t, f"{path}[{i}]", ()) for i, t in enumerate(tags)], lambda one: one
+        begin, closing = self._tag_ends(tags[0], f"{path}[0]")
+        where = f"{path}[0].content"
+        lowered, inner = (self._triggered_parts(content, where, tuple(e for e in closing if e))
+                          if content["type"] == "triggered_tags" else self._separated_parts(content, where))
+        return lowered, lambda one: ir.seq(ir.literal(begin), inner(one), ir.alt(*(ir.literal(e) for e in closing)))
 
     def _triggered_tags(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         return self._assembled_or_whole(*self._triggered_parts(node, path, ends))
@@ -163,11 +207,12 @@ class _Lowering:
                 raise _refuse(f"{path}.tags[{i}].begin", f"must start with exactly one of the triggers {triggers}")
             if tag.get("type", "tag") != "tag":
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
-        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
+        lowered, inside = self._lowered_tags(tags, f"{path}.tags")
         free = not_containing([*triggers, *_strings(node.get("excludes", []), f"{path}.excludes"), *ends])
         first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
 
-        def around(one: ir.Node) -> ir.Node:
+        def around(piece: ir.Node) -> ir.Node:
+            one = inside(piece)
             if first and stop:
                 return one
             if stop:
@@ -188,10 +233,11 @@ class _Lowering:
             if not isinstance(tag, Mapping) or tag.get("type", "tag") != "tag":
                 raise _refuse(f"{path}.tags[{i}].type", "must be 'tag'")
         separator = ir.literal(_field(node, "separator", str, path))
-        lowered = [self._tag(t, f"{path}.tags[{i}]", ()) for i, t in enumerate(tags)]
+        lowered, inside = self._lowered_tags(tags, f"{path}.tags")
         first, stop = _flag(node, "at_least_one", path), _flag(node, "stop_after_first", path)
 
-        def around(one: ir.Node) -> ir.Node:
+        def around(piece: ir.Node) -> ir.Node:
+            one = inside(piece)
             if stop:
                 return one if first else ir.optional(one)
             some = ir.seq(one, ir.star(ir.seq(separator, one)))

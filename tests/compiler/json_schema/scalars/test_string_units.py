@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.minimize import trim
 from stdsl.compiler.json_schema.scalars.string_units import (
     _canonical_beyond_ascii,
     _hex4,
@@ -39,6 +40,8 @@ def test_the_written_out_table_beyond_ascii_is_the_raw_utf8_and_the_escapes() ->
     assert isinstance(written, ir.Embedded)
     raw = ir.codepoints([(0x80, 0xD7FF), (0xE000, ir.MAX_UNICODE)])
     assert _same_automaton(written, ir.alt(raw, *_json_escapes(())))
+    trimmed, _ = trim(np.asarray(written.transitions, dtype=np.int64), np.asarray(written.accepting))
+    assert len(trimmed) == len(written.accepting), "recorded as trim (nfa.known_trim), so it must be"
 
 
 characters = st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0x7FF), st.integers(0x800, 0xFFFF),
