@@ -64,6 +64,8 @@ def _piece_alternatives(main: ir.Node) -> Iterator[ir.Alt]:
         if id(node) in seen or "_literal" in node.__dict__:
             continue
         seen.add(id(node))
+        if len(seen) % 4096 == 0:
+            check_deadline("finding a grammar's pieces")
         if isinstance(node, ir.Alt) and _is_piece_alternative(node):
             yield node
         elif isinstance(node, ir.Repeat):
@@ -158,6 +160,8 @@ def _with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
         done = memo.get(id(current))
         if done is not None:
             return done
+        if len(memo) % 4096 == 4095:
+            check_deadline("finding a grammar's pieces")
         result: ir.Node
         if isinstance(current, ir.Repeat):
             result = ir.repeat(walk(current.item), current.min, current.max)
