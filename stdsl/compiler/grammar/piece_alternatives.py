@@ -4,10 +4,10 @@ A reply grammar for a tool list is `"<tool_call>{\\"name\\": \\"get_weather\\", 
 once per tool, in an alternative that a little free text and a separator stand around.  Determinized whole, every
 tool's states go through one subset construction, again whenever one tool changes.  Here the largest alternative
 of at least `MIN_PIECES` pieces, each a distinct literal head and what follows it, is assembled
-(`pushdown.piece_assembly`): each piece laid out from its literal text and its other parts' DFAs and kept per piece
-expression, the rest of the grammar compiled as a skeleton with a placeholder where the alternative stands.  The
-DFA accepts exactly what the whole expression's does; it is trim, not minimized (as the whole build is past
-`MINIMIZE_UP_TO` states, where such grammars are).
+(`pushdown.piece_assembly`): each piece is its head's chain of bytes before the subset construction of the rest, kept
+per piece expression; the rest of the grammar is compiled as a skeleton with a placeholder where the alternative
+stands, and the pieces are substituted in.  The DFA accepts exactly what the whole expression's does; it is trim, not
+minimized (as the whole build is past `MINIMIZE_UP_TO` states, where such grammars are).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ MIN_PIECES = 8
 more than they save on a few pieces."""
 
 _PIECES = caches.kind("grammar pieces")
-"""One piece's trim DFA (None: it matches nothing) per piece expression and state budget."""
+"""One piece's trim DFA (None: it matches nothing, or embeds a recursive grammar) per piece expression and state
+budget."""
 
 
 def assembled_alternative(main: ir.Node, max_states: int) -> Automaton | None:
