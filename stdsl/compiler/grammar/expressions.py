@@ -10,10 +10,13 @@ terminals and after the last one, and before the first only with `allow_initial_
 from __future__ import annotations
 
 import bisect
+import json
 import re
+from functools import partial
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.grammar import syntax_tree as st
@@ -26,6 +29,9 @@ from stdsl.compiler.special_tokens import special_spelling
 from stdsl.errors import CompileError, CompileTimeError, GrammarError, RegexError, StateBudgetError
 
 MAX_RULES = 20_000
+_json_values = caches.kind("grammar %json values")
+"""A `%json` value's IR per schema text (keys in the schema's order): a grammar whose tools change one at a time
+lowers the others' values once, and the same IR object lets what is kept per piece expression hit."""
 JSON_WHITESPACE = Whitespace()
 """The whitespace a `%json` value may hold: stdsl's default bounded run in every gap (as llguidance's flexible
 JSON, which accepts `{"a": 1}` as well as `{"a":1}`)."""
@@ -47,6 +53,8 @@ class RuleTable:
         self.positions: list[st.Position] = []
         self.bodies: list[ir.Node] = []
         self.index: dict[str, int] = {}
+        self.plain: list[ir.Node] = []
+        """Nodes known to hold no rule symbol (the `%json` values and their items): rule walks need not enter them."""
 
     def add(self, name: str, position: st.Position) -> int:
         if len(self.names) >= MAX_RULES:
@@ -234,11 +242,13 @@ class GrammarLowering:
             if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
                 label = f"the %json schema at {self.table.source}:{expr.position[0]}:{expr.position[1]}"
                 return grammar_leaf(compile_recursive_schema(expr.schema, whitespace=JSON_WHITESPACE), label)
-            node = schema_to_ir(expr.schema, whitespace=JSON_WHITESPACE)
+            node = _json_values.get((), partial(schema_to_ir, expr.schema, whitespace=JSON_WHITESPACE),
+                                    (json.dumps(expr.schema, ensure_ascii=False, separators=(",", ":")),))
         except (StateBudgetError, CompileTimeError):
             raise
         except CompileError as error:
             raise self.table.error(f"in the %json schema: {error}", expr.position) from None
         if node == ir.NOTHING:
             raise self.table.error("the %json schema admits no value", expr.position)
+        self.table.plain += [node, *node.items] if isinstance(node, ir.Seq) else [node]
         return node

@@ -24,6 +24,7 @@ from stdsl.compiler.grammar.bracketing import bracket_parts
 from stdsl.compiler.grammar.expressions import GrammarLowering, RuleTable
 from stdsl.compiler.grammar.gbnf_syntax import parse_gbnf
 from stdsl.compiler.grammar.lark_syntax import parse_lark
+from stdsl.compiler.grammar.piece_alternatives import assembled_alternative
 from stdsl.compiler.grammar.rule_algebra import (
     Nullable,
     RuleUses,
@@ -147,12 +148,22 @@ def _references(body: st.Expression) -> list[str]:
     return found
 
 
+def _regular(main: ir.Node, max_states: int) -> Automaton | PushdownGrammar:
+    """The DFA of a grammar with every rule inlined: assembled around its alternative of literal-headed pieces where
+    it has one (`piece_alternatives`), else compiled whole (a pushdown where it embeds a recursive grammar)."""
+    try:
+        assembled = assembled_alternative(main, max_states)
+    except RecursionError:
+        assembled = None
+    return assembled if assembled is not None else compile_embedding(main, max_states=max_states)
+
+
 class _RulePlan:
     """The reachable rules, their components, and the search over nonterminal choices."""
 
     def __init__(self, table: RuleTable, main: ir.Node) -> None:
         self.table, self.main = table, main
-        self.uses = RuleUses()
+        self.uses = RuleUses(table.plain)
         productive = productive_rules(table.bodies, self.uses)
         if len(productive) < len(table.names):
             barren = [set(self.uses(body)) if i not in productive else set() for i, body in enumerate(table.bodies)]
@@ -270,12 +281,12 @@ class _RulePlan:
         nonterminals = sorted(chosen)
         main = substitute(self.main, inline, self.uses)
         if not nonterminals:
-            return compile_embedding(main, max_states=max_states)
+            return _regular(main, max_states)
         definitions = {r: self_recursion_as_iteration(substitute(bodies[r], inline, self.uses), r, self.uses)
                        for r in nonterminals}
         main = self._inline_regular(main, definitions)
         if not definitions:
-            return compile_embedding(main, max_states=max_states)
+            return _regular(main, max_states)
         return self._pushdown(main, definitions, max_states)
 
     def _inline_regular(self, main: ir.Node, definitions: dict[int, ir.Node]) -> ir.Node:

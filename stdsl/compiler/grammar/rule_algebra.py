@@ -8,7 +8,7 @@ A rule body is ordinary IR in which a use of rule i is the symbol `RULE_BASE + i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from stdsl.compiler import ir
 from stdsl.compiler.deadline import check_deadline
@@ -35,9 +35,10 @@ def _is_plain_literal(node: ir.Node) -> bool:
 class RuleUses:
     """The rules each node uses (memoized by node identity: bodies share subtrees)."""
 
-    def __init__(self) -> None:
-        self._memo: dict[int, frozenset[int]] = {}
-        self._keep: list[ir.Node] = []
+    def __init__(self, plain: Iterable[ir.Node] = ()) -> None:
+        """`plain`: nodes known to use no rule (`RuleTable.plain`), never walked."""
+        self._keep: list[ir.Node] = list(plain)
+        self._memo: dict[int, frozenset[int]] = {id(node): frozenset() for node in self._keep}
 
     def __call__(self, node: ir.Node) -> frozenset[int]:
         """The rules `node` uses, children first on an explicit stack (bodies inline chains hundreds deep)."""

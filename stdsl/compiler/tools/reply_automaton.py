@@ -8,7 +8,7 @@ apart, some optional (`call_layout`: per-parameter pieces behind tries of their 
 before are built together: those of a literal head, guarded JSON arguments and a literal tail in one guard product
 and one trim (`guarded_calls`), those of parameters written apart side by side in one table (`call_layouts`), so a
 cold list pays numpy's per-operation cost once, not once per tool. The reply's skeleton
-(`reply_around` with a placeholder symbol as its call) is compiled small, and `automata.substitution.substitute`
+(`reply_around` with a placeholder symbol as its call) is compiled small, and `pushdown.piece_assembly.assemble`
 puts the calls in its placeholder edges: the subset construction runs only over the head the calls share and the
 trie of their names, never over the product of all the tools' states. The DFA accepts exactly what the
 single-expression build (`reply_ir` lowered whole) accepts, so masks, forced text, budgets and certified fields are
@@ -20,19 +20,20 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Sequence
 
-import numpy as np
-
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.automata.ops import concatenation
-from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute, substitute
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.pushdown.embedding import holds_grammar
+from stdsl.compiler.pushdown.piece_assembly import (
+    PLACEHOLDER_NODE,
+    assemble,
+    literals_and_leaves,
+    over_bytes,
+    piece_from_parts,
+)
 from stdsl.compiler.tools.call_layout import call_layout, call_layouts
 from stdsl.compiler.tools.formats import ArgumentsIR, ToolFormat, ToolSpec
 from stdsl.compiler.tools.guarded_calls import CallParts, guarded_calls
@@ -40,26 +41,6 @@ from stdsl.compiler.tools.reply_grammar import called_tools, reply_around
 
 _CALLS = caches.kind("tool calls")
 """One call's DFA per (format, tool name, canonical parameter schema, arguments lowering)."""
-_SKELETONS = caches.kind("reply skeletons")
-"""The reply skeleton's table over bytes and placeholders, per skeleton expression (format, choice, content)."""
-
-
-def _literals_and_leaves(node: ir.Node) -> list[bytes | Automaton] | None:
-    """A call that is literal text and embedded automata in a row (a head, the arguments' DFA, a tail) as those
-    parts, the automata compiled (once per leaf), or None for any other shape."""
-    parts: list[bytes | Automaton] = []
-    for item in node.items if isinstance(node, ir.Seq) else (node,):
-        text = ir.literal_bytes(item)
-        if text is not None:
-            if parts and isinstance(parts[-1], bytes):
-                parts[-1] += text
-            else:
-                parts.append(text)
-        elif isinstance(item, ir.Embedded) and _over_bytes(item):
-            parts.append(build_automaton(item))
-        else:
-            return None
-    return parts
 
 
 def format_shape(tool_format: ToolFormat) -> tuple[str, str, str]:
@@ -99,31 +80,11 @@ def _laid_out(node: ir.Node, laid_out: Automaton | None) -> Automaton:
     from its parts where it is literal text and leaves in a row or units of parameters (`call_layout`), else
     determinized whole."""
     if laid_out is None:
-        parts = _literals_and_leaves(node)
+        parts = literals_and_leaves(node)
         if parts is not None:
-            return concatenation(parts) or _substituted_sequence(parts)
+            return piece_from_parts(parts)
         laid_out = call_layout(node)
     return laid_out if laid_out is not None else build_automaton(node)
-
-
-def _substituted_sequence(parts: list[bytes | Automaton]) -> Automaton:
-    """Literal text and automata in a row where `concatenation` cannot lay them out (a part accepts the empty text or
-    reads on past an end, as tags with a separator do inside a tag): a chain of the text's bytes with a placeholder
-    edge per automaton, the automata put in by `general_substitute` (a subset construction only where a part's end
-    and what follows are both alive)."""
-    automata = [part for part in parts if isinstance(part, Automaton)]
-    length = sum(len(part) if isinstance(part, bytes) else 1 for part in parts)
-    chain = np.full((length + 1, PLACEHOLDER + len(automata)), -1, dtype=np.int32)
-    state, piece = 0, 0
-    for part in parts:
-        columns = list(part) if isinstance(part, bytes) else [PLACEHOLDER + piece]
-        piece += not isinstance(part, bytes)
-        for column in columns:
-            chain[state, column] = state + 1
-            state += 1
-    accepting = np.zeros(length + 1, dtype=bool)
-    accepting[length] = True
-    return general_substitute(chain, accepting, [[automaton] for automaton in automata])
 
 
 def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
@@ -143,7 +104,7 @@ def _calls(called: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: Ar
         batch: list[tuple[int, CallParts]] = []
         for index in new:
             parts = tool_format.call_parts(called[index], arguments_ir)
-            if parts is not None and isinstance(parts[1], ir.Embedded) and _over_bytes(parts[1]):
+            if parts is not None and isinstance(parts[1], ir.Embedded) and over_bytes(parts[1]):
                 batch.append((index, (parts[0], build_automaton(parts[1]), parts[2])))
         if batch:
             guard = build_automaton(not_containing(list(tool_format.body_excludes)))
@@ -190,11 +151,6 @@ def keep_calls(pairs: Sequence[tuple[CallKey, Automaton]]) -> None:
         _CALLS.put((), call, key)
 
 
-def _over_bytes(leaf: ir.Embedded) -> bool:
-    """Whether an embedded automaton reads bytes only (no call symbols of a pushdown's bodies)."""
-    return np.shape(leaf.transitions)[1:] == (256,)
-
-
 def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, arguments_ir: ArgumentsIR,
                     lowering: Hashable, *, choice: str = "auto", parallel: bool = True,
                     content: ir.Node | None = None, max_states: int = DEFAULT_MAX_STATES) -> Automaton | None:
@@ -207,27 +163,4 @@ def reply_automaton(tools: Sequence[ToolSpec], tool_format: ToolFormat, argument
     if any(call is None for call in calls):
         return None
     skeleton = reply_around(PLACEHOLDER_NODE, tool_format, choice=choice, parallel=parallel, content=content)
-    if holds_grammar(skeleton):
-        return None
-    wide, accepting = skeleton_table(skeleton, max_states)
-    return substitute(wide, accepting, [[call for call in calls if call is not None]])
-
-
-PLACEHOLDER_NODE = ir.ByteSet(((PLACEHOLDER, PLACEHOLDER),))
-"""The skeleton's stand-in for one piece (`substitute` puts the pieces in its edges)."""
-
-
-def skeleton_table(skeleton: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> tuple[np.ndarray, np.ndarray]:
-    """A skeleton's trim table over bytes and the placeholder (read-only, with its accepting mask), kept per
-    skeleton expression: a list with other pieces in the same places reuses it."""
-
-    def compiled() -> tuple[np.ndarray, np.ndarray]:
-        dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
-        table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
-        wide, final = np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
-        wide.setflags(write=False)
-        final.setflags(write=False)
-        return wide, final
-
-    found: tuple[np.ndarray, np.ndarray] = _SKELETONS.get((), compiled, (skeleton, max_states))
-    return found
+    return assemble([call for call in calls if call is not None], skeleton, max_states)

@@ -5,7 +5,7 @@ XGrammar's tool-calling structural tags (`triggered_tags` of `<tool_call>{"name"
 `}</tool_call>`, one tag per tool) are a reply grammar spelled out.  Each tag (begin, content, one of its ends) is
 laid out from its parts and kept per tag expression (its content is the schema's cached leaf); the skeleton (the
 free text without triggers, or the separators, with a placeholder symbol where a tag stands) is compiled small
-and kept; `automata.substitution.substitute` puts the tags in its placeholder edges.  The result accepts exactly
+and kept; `pushdown.piece_assembly.assemble` puts the tags in its placeholder edges.  The result accepts exactly
 what the expression with the tags' alternative in the placeholder's place accepts; it is trim, not minimized.
 """
 
@@ -18,9 +18,8 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.substitution import substitute
-from stdsl.compiler.pushdown.embedding import holds_grammar
-from stdsl.compiler.tools.reply_automaton import PLACEHOLDER_NODE, piece_automaton, skeleton_table
+from stdsl.compiler.pushdown.piece_assembly import PLACEHOLDER_NODE, assemble
+from stdsl.compiler.tools.reply_automaton import piece_automaton
 
 _TAGS = caches.kind("structural tags")
 """One tag's DFA (None: it embeds a grammar) per tag expression."""
@@ -37,8 +36,4 @@ def tags_automaton(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node]
         if piece is None:
             return None
         pieces.append(piece)
-    skeleton = around(PLACEHOLDER_NODE)
-    if holds_grammar(skeleton):
-        return None
-    wide, accepting = skeleton_table(skeleton, max_states)
-    return substitute(wide, accepting, [pieces])
+    return assemble(pieces, around(PLACEHOLDER_NODE), max_states)

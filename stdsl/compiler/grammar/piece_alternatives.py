@@ -1,0 +1,176 @@
+"""A regular grammar that chooses among many literal-headed pieces (one `%json` per tool) compiled per piece.
+
+A reply grammar for a tool list is `"<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": " %json{...} "}..."`
+once per tool, in an alternative that a little free text and a separator stand around.  Determinized whole, every
+tool's states go through one subset construction, again whenever one tool changes.  Here the largest alternative
+of at least `MIN_PIECES` pieces, each a distinct literal head and what follows it, is assembled
+(`pushdown.piece_assembly`): each piece is its head's chain of bytes before the subset construction of the rest, kept
+per piece expression; the rest of the grammar is compiled as a skeleton with a placeholder where the alternative
+stands, and the pieces are substituted in.  The DFA accepts exactly what the whole expression's does; it is trim, not
+minimized (as the whole build is past `MINIMIZE_UP_TO` states, where such grammars are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
+from functools import partial
+
+import numpy as np
+
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import determinized, frames_cleared_on_refusal
+from stdsl.compiler.automata.minimize import trim_in_bfs_order
+from stdsl.compiler.automata.strings import literal_strings
+from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.pushdown.embedding import holds_grammar
+from stdsl.compiler.pushdown.piece_assembly import PLACEHOLDER_NODE, assemble
+from stdsl.errors import EmptyLanguageError
+
+MIN_PIECES = 8
+"""An alternative of fewer pieces is compiled with the rest of the grammar: the skeleton and the substitution cost
+more than they save on a few pieces."""
+
+_PIECES = caches.kind("grammar pieces")
+"""One piece's trim DFA (None: it matches nothing, or embeds a recursive grammar) per piece expression and state
+budget."""
+
+
+def assembled_alternative(main: ir.Node, max_states: int) -> Automaton | None:
+    """The DFA of a regular grammar's expression `main` assembled around its largest alternative of literal-headed
+    pieces, or None where it has none, where it embeds a recursive grammar, a piece matches nothing or the result
+    passes `max_states` (the caller compiles `main` whole, which refuses what it must)."""
+    alternative = max(_piece_alternatives(main), key=lambda node: len(node.items), default=None)
+    if alternative is None:
+        return None
+    pieces = _pieces([item for item in alternative.items if isinstance(item, ir.Seq)], max_states)
+    if pieces is None:
+        return None
+    assembled = None
+    with suppress(EmptyLanguageError):
+        assembled = assemble(pieces, _with_placeholder(main, alternative), max_states)
+    return assembled if assembled is not None and assembled.num_states <= max_states else None
+
+
+def _piece_alternatives(main: ir.Node) -> Iterator[ir.Alt]:
+    """The outermost alternatives of `main` that are pieces: at least `MIN_PIECES` items, each a sequence that
+    starts with a literal no other item starts with and goes on past it; not a set of strings (an enum's trie
+    is its DFA already)."""
+    seen: set[int] = set()
+    pending = [main]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen or "_literal" in node.__dict__:
+            continue
+        seen.add(id(node))
+        if len(seen) % 4096 == 0:
+            check_deadline("finding a grammar's pieces")
+        if isinstance(node, ir.Alt) and _is_piece_alternative(node):
+            yield node
+        elif isinstance(node, ir.Repeat):
+            pending.append(node.item)
+        elif isinstance(node, (ir.Seq, ir.Alt)):
+            pending.extend(node.items)
+
+
+def _is_piece_alternative(node: ir.Alt) -> bool:
+    if len(node.items) < MIN_PIECES:
+        return False
+    heads: set[bytes] = set()
+    for item in node.items:
+        if not isinstance(item, ir.Seq) or "_literal" in item.__dict__:
+            return False
+        head = _head(item.items)
+        if not head or len(head) == len(item.items) or head in heads:
+            return False
+        heads.add(head)
+    return literal_strings(node) is None
+
+
+def _head(items: Sequence[ir.Node]) -> bytes:
+    """The literal bytes a sequence's items start with (the leading items that are one byte each)."""
+    head = bytearray()
+    for part in items:
+        if type(part) is not ir.ByteSet or len(part.ranges) != 1:
+            break
+        low, high = part.ranges[0]
+        if low != high or low > 255:
+            break
+        head.append(low)
+    return bytes(head)
+
+
+def _pieces(items: list[ir.Seq], max_states: int) -> list[Automaton] | None:
+    """Each piece's DFA, kept per piece expression; None where one matches nothing."""
+    pieces = []
+    for item in items:
+        check_deadline("compiling grammar pieces")
+        piece: Automaton | None = _PIECES.get((), partial(_piece, item, max_states), (item, max_states))
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return pieces
+
+
+def _piece(item: ir.Seq, max_states: int) -> Automaton | None:
+    """A piece's trim DFA (None: it matches nothing, or embeds a recursive grammar): the subset construction of what
+    follows its literal head, trimmed but not minimized (Hopcroft refinement would cost about half as much again as
+    the construction, and the subset DFA of a JSON value is minimal already as a rule; the whole grammar, past
+    `MINIMIZE_UP_TO` states, is not minimized either), behind a chain of the head's bytes (`_behind_head`)."""
+    if holds_grammar(item):
+        return None
+    head = _head(item.items)
+    try:
+        with frames_cleared_on_refusal():
+            dfa = determinized(ir.seq(*item.items[len(head):]), max_states)
+            table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True,
+                                                 all_live=dfa.all_live, in_bfs_order=dfa.in_bfs_order)
+    except EmptyLanguageError:
+        return None
+    return _behind_head(head, np.asarray(table), np.asarray(accepting, dtype=bool), dfa.byte_class)
+
+
+def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Automaton:
+    """The trim DFA that reads `head` and then what the trim DFA (`table` over `byte_class`) reads: the head's
+    bytes are given classes of their own (so a chain state moves on its byte alone), the DFA's states follow the
+    chain's, moved up by its length."""
+    own = np.full(256, 256, dtype=np.int64)
+    own[list(head)] = list(head)
+    classes, first, refined = np.unique(byte_class.astype(np.int64) * 257 + own, return_index=True,
+                                        return_inverse=True)
+    length = len(head)
+    wide = table[:, byte_class[first]].astype(np.int64)
+    chained = np.full((length + len(table), len(classes)), -1, dtype=np.int64)
+    chained[length:] = np.where(wide >= 0, wide + length, -1)
+    chained[np.arange(length), refined[list(head)]] = np.arange(1, length + 1)
+    return Automaton.from_classes(chained, np.concatenate([np.zeros(length, dtype=bool), accepting]),
+                                  refined.reshape(256))
+
+
+def _with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
+    """`node` with every occurrence of `alternative` replaced by `PLACEHOLDER_NODE` (the skeleton)."""
+    memo: dict[int, ir.Node] = {}
+
+    def walk(current: ir.Node) -> ir.Node:
+        if current is alternative or (isinstance(current, ir.Alt) and current == alternative):
+            return PLACEHOLDER_NODE
+        if "_literal" in current.__dict__ or not isinstance(current, (ir.Seq, ir.Alt, ir.Repeat)):
+            return current
+        done = memo.get(id(current))
+        if done is not None:
+            return done
+        if len(memo) % 4096 == 4095:
+            check_deadline("finding a grammar's pieces")
+        result: ir.Node
+        if isinstance(current, ir.Repeat):
+            result = ir.repeat(walk(current.item), current.min, current.max)
+        elif isinstance(current, ir.Seq):
+            result = ir.seq(*(walk(item) for item in current.items))
+        else:
+            result = ir.alt(*(walk(item) for item in current.items))
+        memo[id(current)] = result
+        return result
+
+    return walk(node)
