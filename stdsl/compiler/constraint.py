@@ -20,10 +20,11 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.grammar import Grammar
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form, compile_recursive
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.resolve import pointer_token
-from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.special_tokens import output_bytes
@@ -253,7 +254,8 @@ def _free_form(schema: dict, whitespace: Whitespace | None, max_states: int,
                model_class: Any, strict: bool) -> PushdownConstraint | ir.Node | None:
     """The schema as a pushdown whose free-form values nest to any depth; its IR for a DFA when it has none
     (or a call of one clashed with the bytes around it past `recursive.MAX_ANY_LEVELS` levels and the value
-    bounded at `ANY_VALUE_DEPTH` levels was inlined); None when the pushdown failed otherwise (the DFA compiler is then tried from the start)."""
+    bounded at `ANY_VALUE_DEPTH` levels was inlined); None when the pushdown failed otherwise (the DFA compiler
+    is then tried from the start)."""
     try:
         return compile_free_form(schema, whitespace=whitespace, max_states=max_states, model_class=model_class,
                                  outline=None, strict=strict)

@@ -32,8 +32,8 @@ from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
-from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then

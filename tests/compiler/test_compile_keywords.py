@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import stdsl
-from stdsl.compiler.json_schema.to_ir import Whitespace
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.errors import OptionError
 
 SCHEMA = {"type": "integer"}

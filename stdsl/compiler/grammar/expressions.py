@@ -22,7 +22,8 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.grammar import syntax_tree as st
 from stdsl.compiler.grammar.lark_syntax import is_terminal_name
 from stdsl.compiler.grammar.rule_algebra import rule_symbol
-from stdsl.compiler.json_schema.to_ir import Whitespace, schema_to_ir
+from stdsl.compiler.json_schema.json_tokens import Whitespace
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.case_fold import fold_ranges
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.compiler.special_tokens import special_spelling

@@ -20,7 +20,8 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.json_schema.to_ir import Whitespace, _Compiler, _Tokens
+from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
+from stdsl.compiler.json_schema.to_ir import _Compiler
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol, over_classes
 
 SHIPPED = Path(__file__).with_name("any_value_dfas")
@@ -47,7 +48,7 @@ class _CanonicalCompiler(_Compiler):
 def canonical_body(whitespace: Whitespace | None) -> ir.Node:
     """The free-form value's body with its inner values calling symbol 0 (`_CallingCompiler.any_value_body`'s
     body when the free-form nonterminal is the first)."""
-    return _CanonicalCompiler(_Tokens(whitespace))._any_value(1)
+    return _CanonicalCompiler(JsonTokens(whitespace))._any_value(1)
 
 
 def _key(whitespace: Whitespace | None) -> tuple[int, str] | None:

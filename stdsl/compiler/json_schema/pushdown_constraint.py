@@ -7,8 +7,8 @@ from typing import Any
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.recursive import compile_recursive_schema, free_form_grammar
-from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import MAX_DEPTH, PushdownGrammar
 

@@ -21,8 +21,9 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_classes
 from stdsl.compiler.json_schema.flatten import document_context
+from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
-from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, _Compiler, _Tokens
+from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, _Compiler
 from stdsl.compiler.pushdown.grammar import (
     CALL_BASE,
     MAX_DEPTH,
@@ -124,7 +125,7 @@ class _CallingCompiler(_Compiler):
     given), so what it keeps (`Context.one_of`) serves them all.
     """
 
-    def __init__(self, tokens: _Tokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
+    def __init__(self, tokens: JsonTokens, calls: dict[str, ir.Node], root: Any, *, outline: bool = False,
                  inlined: frozenset[str] = frozenset(), any_levels: int = 0, zero_fractions: bool = True,
                  strict: bool = True, context: Context | None = None) -> None:
         super().__init__(tokens, zero_fractions, strict)
@@ -271,7 +272,7 @@ def recursive_schema_to_ir(schema: dict, calls: dict[str, ir.Node], *, whitespac
     and its body is keyed by its JSON text (key order kept: it is the order members are written in).
     `zero_fractions` and `strict` are `schema_to_ir`'s (used when no `compiler` is given).
     """
-    compiler = compiler or _CallingCompiler(_Tokens(whitespace), calls, schema, zero_fractions=zero_fractions,
+    compiler = compiler or _CallingCompiler(JsonTokens(whitespace), calls, schema, zero_fractions=zero_fractions,
                                             strict=strict)
     ws = compiler.tokens.ws
     main = ir.seq(ws, compiler.value(schema, ROOT, compiler.context), ws)
@@ -395,7 +396,7 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     tried = False
     outlined_error: CompileError | None = None
     for _ in range(MAX_CONFLICT_RETRIES):
-        compiler = _CallingCompiler(_Tokens(whitespace), calls, schema, outline=outline is True,
+        compiler = _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=outline is True,
                                     inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
                                     strict=strict, context=context)
         try:

@@ -37,7 +37,6 @@ keywords are annotations in JSON Schema and are ignored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from itertools import product
@@ -48,6 +47,7 @@ from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.flatten import document_context
+from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.member_counts import counted_object
 from stdsl.compiler.json_schema.presence import allowed_patterns, dependent_members
 from stdsl.compiler.json_schema.resolve import (
@@ -59,13 +59,8 @@ from stdsl.compiler.json_schema.resolve import (
     pointer_token,
 )
 from stdsl.compiler.json_schema.scalars.keys import key_classes, name_matches, names_body, pattern_matcher
-from stdsl.compiler.json_schema.scalars.multiple import multiple_of
-from stdsl.compiler.json_schema.scalars.numbers import (
-    NUMBER,
-    decimal_in_range,
-    integer_bounds,
-    integer_in_range,
-)
+from stdsl.compiler.json_schema.scalars.number_schema import number_node
+from stdsl.compiler.json_schema.scalars.numbers import NUMBER
 from stdsl.compiler.json_schema.scalars.strings import (
     QUOTE,
     json_string,
@@ -89,46 +84,6 @@ MAX_UNIQUE_VALUES = 24
 ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
 
 
-@dataclass(frozen=True)
-class Whitespace:
-    """Bounded optional whitespace: up to `max_run` of `chars` in every gap between tokens (and around the value),
-    and the item and key `separators` written exactly, as `json.dumps(separators=...)` takes them (`JSON_DUMPS`:
-    its default `", "` and `": "`, the spelling chat templates' `tojson` renders)."""
-
-    max_run: int = 2
-    chars: str = " \n\t\r"
-    separators: tuple[str, str] = (",", ":")
-
-    def __post_init__(self) -> None:
-        if self.max_run < 0 or not self.chars or any(c not in " \n\t\r" for c in self.chars):
-            raise ValueError("Whitespace needs max_run >= 0 and chars drawn from space, \\n, \\t, \\r")
-        item, key = self.separators
-        if item.strip(" \n\t\r") != "," or key.strip(" \n\t\r") != ":":
-            raise ValueError(f"Whitespace separators must be ',' and ':' with JSON whitespace around, "
-                             f"got {self.separators!r}")
-
-
-JSON_DUMPS = Whitespace(max_run=0, separators=(", ", ": "))
-
-
-class _Tokens:
-    """The punctuation of JSON with the chosen whitespace in each gap."""
-
-    def __init__(self, whitespace: Whitespace | None) -> None:
-        if whitespace is None or whitespace.max_run == 0:
-            self.ws: Node = ir.EMPTY
-        else:
-            self.ws = ir.repeat(ir.byte_set((ord(c), ord(c)) for c in whitespace.chars), 0, whitespace.max_run)
-        ws = self.ws
-        item, key = whitespace.separators if whitespace is not None else (",", ":")
-        self.comma = ir.seq(ws, ir.literal(item), ws)
-        self.colon = ir.seq(ws, ir.literal(key), ws)
-        self.open_object, self.close_object = ir.seq(ir.literal("{"), ws), ir.seq(ws, ir.literal("}"))
-        self.open_array, self.close_array = ir.seq(ir.literal("["), ws), ir.seq(ws, ir.literal("]"))
-        self.empty_object = ir.seq(ir.literal("{"), ws, ir.literal("}"))
-        self.empty_array = ir.seq(ir.literal("["), ws, ir.literal("]"))
-
-
 def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, zero_fractions: bool = True,
                  strict: bool = True) -> Node:
     """The byte-level IR of the JSON texts valid against `schema` (compact unless `whitespace` is given).
@@ -143,7 +98,7 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, z
     """
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
-    compiler = _Compiler(_Tokens(whitespace), zero_fractions, strict)
+    compiler = _Compiler(JsonTokens(whitespace), zero_fractions, strict)
     node = compiler.value(schema, "#", document_context(schema))
     return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
 
@@ -151,7 +106,7 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, z
 class _Compiler:
     """Lowers flattened schemas to IR nodes, sharing the token and generic-value nodes."""
 
-    def __init__(self, tokens: _Tokens, zero_fractions: bool = True, strict: bool = True) -> None:
+    def __init__(self, tokens: JsonTokens, zero_fractions: bool = True, strict: bool = True) -> None:
         self.tokens = tokens
         self.zero_fractions = zero_fractions
         self.strict = strict
@@ -236,7 +191,7 @@ class _Compiler:
                 return ir.seq(QUOTE, string_body(flat, path), QUOTE)
             return self.string
         if name in ("number", "integer"):
-            number = _number(name, flat, path)
+            number = number_node(name, flat, path)
             integral = name == "integer" and self.zero_fractions and _floats_may_be_integers(ctx)
             return ir.seq(number, ZERO_FRACTION) if integral else number
         if name == "object":
@@ -576,39 +531,3 @@ def canonical_scalar(value: Any) -> str:
         from stdsl.compiler.json_schema.scalars.strings import canonical_string
         return canonical_string(value)
     raise SchemaError(f"not a JSON value: {value!r}", "#")
-
-
-MAX_BOUND_DIGITS = 60
-
-
-def _bound(flat: dict, key: str, path: str) -> Decimal | None:
-    """A numeric bound as an exact decimal; bounds with very many fraction digits are refused."""
-    if key not in flat:
-        return None
-    value = Decimal(repr(flat[key]))
-    if -int(value.as_tuple().exponent) > MAX_BOUND_DIGITS:
-        raise SchemaError(f"'{key}' has more than {MAX_BOUND_DIGITS} fraction digits; not supported", f"{path}/{key}")
-    return value
-
-
-def _number(name: str, flat: dict, path: str) -> Node:
-    """Integers (canonical, exact bounds) or numbers (full grammar, or exponent-free when bounded)."""
-    lo, lo_x, hi, hi_x = None, False, None, False
-    for key, exclusive in (("minimum", False), ("exclusiveMinimum", True)):
-        b = _bound(flat, key, path)
-        if b is not None and (lo is None or b > lo or (b == lo and exclusive)):
-            lo, lo_x = b, exclusive
-    for key, exclusive in (("maximum", False), ("exclusiveMaximum", True)):
-        b = _bound(flat, key, path)
-        if b is not None and (hi is None or b < hi or (b == hi and exclusive)):
-            hi, hi_x = b, exclusive
-    multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
-    if name == "integer":
-        int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
-        node = integer_in_range(int_lo, int_hi)
-        return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
-    if multiple is not None:
-        return multiple_of(decimal_in_range(lo, lo_x, hi, hi_x), multiple, False, f"{path}/multipleOf")
-    if lo is None and hi is None:
-        return NUMBER
-    return decimal_in_range(lo, lo_x, hi, hi_x)

@@ -28,9 +28,9 @@ from stdsl import caches
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.ops import joint_classes
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.json_schema.scalars.strings import canonical_string
-from stdsl.compiler.json_schema.to_ir import Whitespace
 from stdsl.compiler.tools.call_layout import trie_insert
 
 CLOSED_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "description",

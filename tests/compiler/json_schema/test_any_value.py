@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.json_schema import any_value, recursive
+from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.recursive import ANY_VALUE, _CallingCompiler, free_form_grammar
-from stdsl.compiler.json_schema.to_ir import Whitespace, _Tokens
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, PushdownGrammar, call_symbol
 
@@ -29,7 +29,7 @@ def fresh_builds(monkeypatch: pytest.MonkeyPatch) -> None:
 def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
     """The body DFA `compile_pushdown` builds when the free-form nonterminal is definition `index`."""
     calls = {f"#/$defs/d{i}": call_symbol(i) for i in range(index)}
-    compiler = _CallingCompiler(_Tokens(whitespace), calls, {})
+    compiler = _CallingCompiler(JsonTokens(whitespace), calls, {})
     body = compiler.any_value_body()
     assert compiler.calls[ANY_VALUE] == call_symbol(index)
     caches.clear()

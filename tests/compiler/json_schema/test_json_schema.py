@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.order import dump_in_schema_order
-from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, Whitespace, schema_to_ir
+from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, schema_to_ir
 from stdsl.errors import SchemaError
 from tests.data_files import EXTRACTION, FIELDS
 

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.json_schema import recursive
+from stdsl.compiler.json_schema.json_tokens import JsonTokens
 from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form, compile_recursive
-from stdsl.compiler.json_schema.recursive import OUTLINE_FROM, _CallingCompiler, _Tokens, outline_pays
+from stdsl.compiler.json_schema.recursive import OUTLINE_FROM, _CallingCompiler, outline_pays
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import GrammarConflictError
 from stdsl.errors import SchemaError, StateBudgetError
@@ -53,7 +54,7 @@ CONFLICTED = {**LARGE, "properties": {**LARGE["properties"], "a": {"anyOf": [
 
 
 def _root_size_passes(schema: dict) -> bool:
-    compiler = _CallingCompiler(_Tokens(None), {}, schema)
+    compiler = _CallingCompiler(JsonTokens(None), {}, schema)
     main, _ = recursive.recursive_schema_to_ir(schema, {}, compiler=compiler)
     return outline_pays(main)
 

@@ -16,7 +16,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _Deadline
-from stdsl.compiler.json_schema.to_ir import JSON_DUMPS, Whitespace
+from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace
 from stdsl.compiler.tools import reply_automaton as assembly
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.object_layout import object_layout

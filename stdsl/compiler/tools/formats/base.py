@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.json_schema.to_ir import JSON_DUMPS, Whitespace
+from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace
 from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError, SchemaError, StdslError
 

@@ -1,0 +1,45 @@
+"""A number or integer schema's IR: its bounds read as exact decimals, then `multipleOf`."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from stdsl.compiler.ir import Node
+from stdsl.compiler.json_schema.scalars.multiple import multiple_of
+from stdsl.compiler.json_schema.scalars.numbers import NUMBER, decimal_in_range, integer_bounds, integer_in_range
+from stdsl.errors import SchemaError
+
+MAX_BOUND_DIGITS = 60
+
+
+def exact_bound(flat: dict, key: str, path: str) -> Decimal | None:
+    """A numeric bound as an exact decimal; bounds with very many fraction digits are refused."""
+    if key not in flat:
+        return None
+    value = Decimal(repr(flat[key]))
+    if -int(value.as_tuple().exponent) > MAX_BOUND_DIGITS:
+        raise SchemaError(f"'{key}' has more than {MAX_BOUND_DIGITS} fraction digits; not supported", f"{path}/{key}")
+    return value
+
+
+def number_node(name: str, flat: dict, path: str) -> Node:
+    """Integers (canonical, exact bounds) or numbers (full grammar, or exponent-free when bounded)."""
+    lo, lo_x, hi, hi_x = None, False, None, False
+    for key, exclusive in (("minimum", False), ("exclusiveMinimum", True)):
+        b = exact_bound(flat, key, path)
+        if b is not None and (lo is None or b > lo or (b == lo and exclusive)):
+            lo, lo_x = b, exclusive
+    for key, exclusive in (("maximum", False), ("exclusiveMaximum", True)):
+        b = exact_bound(flat, key, path)
+        if b is not None and (hi is None or b < hi or (b == hi and exclusive)):
+            hi, hi_x = b, exclusive
+    multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
+    if name == "integer":
+        int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
+        node = integer_in_range(int_lo, int_hi)
+        return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
+    if multiple is not None:
+        return multiple_of(decimal_in_range(lo, lo_x, hi, hi_x), multiple, False, f"{path}/multipleOf")
+    if lo is None and hi is None:
+        return NUMBER
+    return decimal_in_range(lo, lo_x, hi, hi_x)
