@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
+from stdsl.compiler.deadline import check_deadline
 
 INT16_MAX_STATES = 32767
 
@@ -37,6 +38,7 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     chosen: list[int] = []
     label_of_column = np.zeros(int(used[-1]) + 1, dtype=np.uint8)
     for column in used[np.argsort(first_byte)].tolist():
+        check_deadline("merging equal byte classes")
         key = columns[column].tobytes()
         label = class_of_key.get(key)
         if label is None:

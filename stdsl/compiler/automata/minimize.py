@@ -144,6 +144,7 @@ def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, 
         keep &= reachable(*successor_lists(table), np.array([0]))
     if not keep[0]:
         raise EmptyLanguageError("the constraint admits no string at all (empty language)")
+    check_deadline("trimming the automaton")
     new_id = np.full(len(table) + 1, -1, dtype=np.int64)
     new_id[np.flatnonzero(keep)] = np.arange(int(keep.sum()))
     return new_id[table[keep]], accepting[keep]
@@ -154,8 +155,10 @@ def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]
     and, as a bit mask (a Python int), every symbol on which it moves to t."""
     num_states, width = table.shape
     sources, symbols = np.nonzero(table >= 0)
+    check_deadline("minimization")
     keys = table[sources, symbols].astype(np.int64) * num_states + sources
     order = np.argsort(keys, kind="stable")
+    check_deadline("minimization")
     keys, symbols = keys[order], symbols[order].astype(np.uint64)
     cut = np.ones(len(keys), dtype=bool)
     cut[1:] = keys[1:] != keys[:-1]
@@ -167,6 +170,7 @@ def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]
             bits = np.where(in_word, np.left_shift(np.uint64(1), symbols & np.uint64(63)), np.uint64(0))
             words = np.bitwise_or.reduceat(bits, starts).tolist()
             masks = words if word == 0 else [mask | (high << (64 * word)) for mask, high in zip(masks, words)]
+            check_deadline("minimization")
     pairs = keys[starts]
     bounds = np.searchsorted(pairs, np.arange(num_states + 1, dtype=np.int64) * num_states).tolist()
     return bounds, (pairs % num_states).tolist(), masks
@@ -184,6 +188,7 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """
     _, block = np.unique(accepting, return_inverse=True)
     bounds, entry_source, entry_symbols = entering_symbols(table)
+    check_deadline("minimization")
     block_of = block.reshape(-1).tolist()
     members: list[set[int]] = [set() for _ in range(max(block_of) + 1)]
     for state, number in enumerate(block_of):
@@ -279,6 +284,7 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     """
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
                             all_live)
+    check_deadline("minimization")
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
     if in_bfs_order and count == len(table):
