@@ -23,6 +23,7 @@ from stdsl.compiler.json_schema.resolve import (
 )
 from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.scalars.strings import string_body
+from stdsl.errors import EmptyLanguageError
 
 
 def _types(schema: dict) -> list[str]:
@@ -31,8 +32,18 @@ def _types(schema: dict) -> list[str]:
 
 
 def _matches(node: ir.Node, text: str) -> bool:
-    """Whether the UTF-8 text is in the language of `node` (Python `re` oracle)."""
-    return re.fullmatch(ir.to_pattern(node), text.encode("utf-8").decode("latin-1"), re.DOTALL) is not None
+    """Whether the UTF-8 text is in the language of `node`: a Python `re` match, or where the node embeds an
+    automaton (a format's table, which has no regex form) a walk of the node's own automaton."""
+    try:
+        pattern = ir.to_pattern(node)
+    except ValueError:
+        from stdsl.compiler.automata.build import build_automaton
+
+        try:
+            return build_automaton(node).accepts(text.encode("utf-8"))
+        except EmptyLanguageError:
+            return False
+    return re.fullmatch(pattern, text.encode("utf-8").decode("latin-1"), re.DOTALL) is not None
 
 
 def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bool:

@@ -19,7 +19,7 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema import resolve, validate
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
-from stdsl.errors import SchemaError
+from stdsl.errors import EmptyLanguageError, SchemaError
 
 KEYS = st.sampled_from(["a", "b", "ab", "x", "xy", "x-1", "A", "a_b", "long_name", "é", "1"])
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-40, 120), st.sampled_from(["", "s", "xyz", "hello"]))
@@ -202,6 +202,15 @@ def test_an_enum_is_keyed_once_however_many_members_are_checked_against_it(monke
     with pytest.raises(SchemaError, match="more than 24 values"):
         schema_to_ir({"type": "array", "items": {"type": "string", "enum": members}, "uniqueItems": True})
     assert counted[0] < 3 * len(members)
+
+
+def test_an_enum_beside_a_format_keeps_the_members_of_that_format() -> None:
+    """A format's language embeds an automaton (no regex form): an enum or const beside it is checked against that
+    automaton, where the regex oracle raised ValueError (found by the large schema fuzz run)."""
+    automaton = build_automaton(schema_to_ir({"format": "hostname", "enum": ["a.b", "x y", 3]}))
+    assert [automaton.accepts(t) for t in (b'"a.b"', b'"x y"', b"3")] == [True, False, True]
+    with pytest.raises(EmptyLanguageError):
+        build_automaton(schema_to_ir({"format": "hostname", "const": "https://json-schema.org/draft/2020-12/schema"}))
 
 
 def test_max_length_above_the_count_limit_is_lowered_not_refused() -> None:
