@@ -73,6 +73,7 @@ def test_json_schema_fuzz_large(schema: Any) -> None:
 @pytest.mark.parametrize(("schema", "path"), [
     ({"$schema": {"type": "object"}}, "#/$schema"),
     ({"allOf": [{"enum": [3]}, {"not": {"oneOf": ["integer", {"maxLength": 4}]}}]}, "#/allOf/1/not/oneOf/0"),
+    ({"allOf": [{"enum": [35]}, {"not": {"allOf": None}}]}, "#/allOf/1/not/allOf"),
     ({"type": "integer", "minimum": 10**400}, "#/minimum"),
     ({"type": "integer", "exclusiveMaximum": -(10**400)}, "#/exclusiveMaximum"),
     ({"multipleOf": 10**4000}, "#/multipleOf"),

@@ -13,6 +13,7 @@ from stdsl.compiler.json_schema.resolve import (
     SPEC_FORMATS,
     Context,
     Schema,
+    check_keywords,
     check_schema,
     older_drafts,
     resolve_ref,
@@ -34,6 +35,7 @@ def satisfies(value: Any, schema: Schema, ctx: Context, path: str) -> bool:
     if isinstance(schema, bool):
         return schema
     check_schema(schema, path)
+    check_keywords(schema, path)
     schema = older_drafts(schema, path)
     if schema.get("format") in SPEC_FORMATS:
         raise SchemaError("cannot decide a negated 'format' (assertion and annotation readings differ)", path)
