@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -56,6 +57,8 @@ class RuleTable:
         self.index: dict[str, int] = {}
         self.plain: list[ir.Node] = []
         """Nodes known to hold no rule symbol (the `%json` values and their items): rule walks need not enter them."""
+        self.json_slot: Callable[[object], ir.Node | None] | None = None
+        """For a grammar's frame (`json_slots`): the leaf standing for a slot's stand-in schema (None: a schema)."""
 
     def add(self, name: str, position: st.Position) -> int:
         if len(self.names) >= MAX_RULES:
@@ -237,14 +240,16 @@ class GrammarLowering:
         from stdsl.compiler.json_schema.recursive import compile_recursive_schema, is_recursive_schema
         from stdsl.compiler.pushdown.embedding import grammar_leaf
 
+        slot = self.table.json_slot(expr.schema) if self.table.json_slot is not None else None
+        if slot is not None:
+            return slot
         if not isinstance(expr.schema, (dict, bool)):
             raise self.table.error("the schema after %json must be a JSON object or boolean", expr.position)
         try:
             if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
                 label = f"the %json schema at {self.table.source}:{expr.position[0]}:{expr.position[1]}"
                 return grammar_leaf(compile_recursive_schema(expr.schema, whitespace=JSON_WHITESPACE), label)
-            node = _json_values.get((), partial(schema_to_ir, expr.schema, whitespace=JSON_WHITESPACE),
-                                    (json.dumps(expr.schema, ensure_ascii=False, separators=(",", ":")),))
+            node = plain_json_value(expr.schema)
         except (StateBudgetError, CompileTimeError):
             raise
         except CompileError as error:
@@ -253,3 +258,10 @@ class GrammarLowering:
             raise self.table.error("the %json schema admits no value", expr.position)
         self.table.plain += [node, *node.items] if isinstance(node, ir.Seq) else [node]
         return node
+
+
+def plain_json_value(schema: dict[str, object] | bool) -> ir.Node:
+    """The IR of a non-recursive `%json` schema's values, kept per schema (its JSON text, keys in order)."""
+    node: ir.Node = _json_values.get((), partial(schema_to_ir, schema, whitespace=JSON_WHITESPACE),
+                                     (json.dumps(schema, ensure_ascii=False, separators=(",", ":")),))
+    return node

@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
@@ -23,8 +27,9 @@ from stdsl.compiler.grammar import syntax_tree as st
 from stdsl.compiler.grammar.bracketing import bracket_parts
 from stdsl.compiler.grammar.expressions import GrammarLowering, RuleTable
 from stdsl.compiler.grammar.gbnf_syntax import parse_gbnf
+from stdsl.compiler.grammar.json_slots import Frame, SlotLeaves, SlottedText, compile_frame, frame_of, slotted_text
 from stdsl.compiler.grammar.lark_syntax import parse_lark
-from stdsl.compiler.grammar.piece_alternatives import assembled_alternative
+from stdsl.compiler.grammar.piece_alternatives import MIN_PIECES, assembled_alternative
 from stdsl.compiler.grammar.rule_algebra import (
     Nullable,
     RuleUses,
@@ -54,6 +59,9 @@ MAX_ATTEMPTS = 32
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 DEEP_CHAIN = 200
 """Rule references nested this deep are named when a grammar nests past what the compiler builds."""
+_FRAMES = caches.kind("grammar frames")
+"""A Lark grammar's lowered frame (`json_slots.Frame`; None: it is lowered whole) per frame text, start rule, special
+tokens and state budget: a grammar whose `%json` schemas change reuses it."""
 
 
 def detect_syntax(text: str) -> str:
@@ -93,6 +101,9 @@ def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES,
     The special tokens the grammar uses are added to `specials` (their private spellings, `special_tokens`, stand
     in the automaton); with `specials` None a special token is refused."""
     began = time.perf_counter()
+    framed = _from_frame(grammar, max_states, specials)
+    if framed is not None:
+        return framed
     tree = parse_grammar(grammar)
     tokens = dict(grammar.special_tokens) if grammar.special_tokens is not None else None
     table = RuleTable(grammar.source, tokens, specials)
@@ -106,6 +117,44 @@ def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES,
         used = tuple(specials) if specials is not None else ()
         return PushdownConstraint(result, "grammar", grammar, time.perf_counter() - began, special_tokens=used)
     return result
+
+
+def _from_frame(grammar: Grammar, max_states: int, specials: dict[str, None] | None) -> Automaton | None:
+    """A Lark grammar with many `%json` values compiled from its frame, kept per frame text (`json_slots`), or
+    None where it has too few, or its frame does not compile that way (the caller lowers it whole)."""
+    syntax = detect_syntax(grammar.text) if grammar.syntax == "auto" else grammar.syntax
+    if (syntax != "lark" or grammar.text.count("%json") < MIN_PIECES or len(grammar.text) > MAX_GRAMMAR_CHARS
+            or _LONE_SURROGATE.search(grammar.text)):
+        return None
+    slotted = slotted_text(grammar.text)
+    if slotted is None or len(slotted.schemas) < MIN_PIECES:
+        return None
+    key = (slotted.frame, grammar.start, grammar.special_tokens, specials is None, max_states)
+    frame: Frame | None = _FRAMES.get((), partial(_frame, grammar, slotted, max_states, specials is None), key)
+    if frame is None:
+        return None
+    compiled = compile_frame(frame, slotted.schemas, max_states)
+    if compiled is not None and specials is not None:
+        specials.update(dict.fromkeys(frame.specials))
+    return compiled
+
+
+def _frame(grammar: Grammar, slotted: SlottedText, max_states: int, refuse_specials: bool) -> Frame | None:
+    """The lowered frame of a grammar (`json_slots.frame_of`), or None where it recurses, is refused or has no
+    alternative of pieces."""
+    used: dict[str, None] | None = None if refuse_specials else {}
+    tokens = dict(grammar.special_tokens) if grammar.special_tokens is not None else None
+    table = RuleTable(grammar.source, tokens, used)
+    leaves = SlotLeaves(len(slotted.schemas))
+    table.json_slot = leaves.leaf
+    try:
+        lowered = GrammarLowering(parse_grammar(replace(grammar, text=slotted.frame)), table)
+        main = _RulePlan(table, ir.seq(lowered.leading, rule_symbol(lowered.start))).regular_main()
+        return None if main is None else frame_of(main, leaves, tuple(used or ()))
+    except (StateBudgetError, CompileTimeError):
+        raise
+    except (CompileError, RecursionError):
+        return None
 
 
 def _too_deep(tree: st.GrammarTree, source: str) -> GrammarError:
@@ -262,7 +311,25 @@ class _RulePlan:
             names = re.findall(r"'([^']+)'", str(error)) + re.findall(r"([^\s:]+) ->", str(error))
         return {self.table.index[name] for name in names if name in self.table.index}
 
+    def regular_main(self) -> ir.Node | None:
+        """The main expression with every rule inlined, or None where rules recurse (a pushdown's choices)."""
+        return None if self.cyclic else self._inlined(set())[0]
+
     def _attempt(self, chosen: set[int], max_states: int) -> PushdownGrammar | Automaton:
+        main, inline = self._inlined(chosen)
+        nonterminals = sorted(chosen)
+        if not nonterminals:
+            return _regular(main, max_states)
+        bodies = self.table.bodies
+        definitions = {r: self_recursion_as_iteration(substitute(bodies[r], inline, self.uses), r, self.uses)
+                       for r in nonterminals}
+        main = self._inline_regular(main, definitions)
+        if not definitions:
+            return _regular(main, max_states)
+        return self._pushdown(main, definitions, max_states)
+
+    def _inlined(self, chosen: set[int]) -> tuple[ir.Node, Callable[[int], ir.Node | None]]:
+        """The main expression with every rule but the `chosen` nonterminals inlined, and the inlining."""
         resolved: dict[int, ir.Node] = {}
 
         def inline(index: int) -> ir.Node | None:
@@ -278,16 +345,7 @@ class _RulePlan:
                     raise CompileError(f"rule '{self.table.names[member]}' recurses in its middle; it needs a "
                                        "nonterminal")
                 resolved[member] = flat
-        nonterminals = sorted(chosen)
-        main = substitute(self.main, inline, self.uses)
-        if not nonterminals:
-            return _regular(main, max_states)
-        definitions = {r: self_recursion_as_iteration(substitute(bodies[r], inline, self.uses), r, self.uses)
-                       for r in nonterminals}
-        main = self._inline_regular(main, definitions)
-        if not definitions:
-            return _regular(main, max_states)
-        return self._pushdown(main, definitions, max_states)
+        return substitute(self.main, inline, self.uses), inline
 
     def _inline_regular(self, main: ir.Node, definitions: dict[int, ir.Node]) -> ir.Node:
         """Inline, one at a time, each chosen nonterminal whose body no longer uses itself (its recursion became

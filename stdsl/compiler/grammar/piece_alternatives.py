@@ -12,7 +12,7 @@ minimized (as the whole build is past `MINIMIZE_UP_TO` states, where such gramma
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import suppress
 from functools import partial
 
@@ -42,16 +42,27 @@ def assembled_alternative(main: ir.Node, max_states: int) -> Automaton | None:
     """The DFA of a regular grammar's expression `main` assembled around its largest alternative of literal-headed
     pieces, or None where it has none, where it embeds a recursive grammar, a piece matches nothing or the result
     passes `max_states` (the caller compiles `main` whole, which refuses what it must)."""
-    alternative = max(_piece_alternatives(main), key=lambda node: len(node.items), default=None)
+    alternative = largest_piece_alternative(main)
     if alternative is None:
         return None
     pieces = _pieces([item for item in alternative.items if isinstance(item, ir.Seq)], max_states)
     if pieces is None:
         return None
-    assembled = None
+    return assembled(pieces, with_placeholder(main, alternative), max_states)
+
+
+def largest_piece_alternative(main: ir.Node) -> ir.Alt | None:
+    """The largest alternative of literal-headed pieces in `main` (None: it has none)."""
+    return max(_piece_alternatives(main), key=lambda node: len(node.items), default=None)
+
+
+def assembled(pieces: list[Automaton], skeleton: ir.Node, max_states: int) -> Automaton | None:
+    """The DFA of `skeleton` with the pieces' alternative in its placeholder, or None where the skeleton embeds a
+    recursive grammar, the language is empty or the result passes `max_states`."""
+    result = None
     with suppress(EmptyLanguageError):
-        assembled = assemble(pieces, _with_placeholder(main, alternative), max_states)
-    return assembled if assembled is not None and assembled.num_states <= max_states else None
+        result = assemble(pieces, skeleton, max_states)
+    return result if result is not None and result.num_states <= max_states else None
 
 
 def _piece_alternatives(main: ir.Node) -> Iterator[ir.Alt]:
@@ -107,14 +118,21 @@ def _pieces(items: list[ir.Seq], max_states: int) -> list[Automaton] | None:
     pieces = []
     for item in items:
         check_deadline("compiling grammar pieces")
-        piece: Automaton | None = _PIECES.get((), partial(_piece, item, max_states), (item, max_states))
+        piece: Automaton | None = _PIECES.get((), partial(piece_automaton, item, max_states), (item, max_states))
         if piece is None:
             return None
         pieces.append(piece)
     return pieces
 
 
-def _piece(item: ir.Seq, max_states: int) -> Automaton | None:
+def kept_piece(key: tuple[Hashable, ...], item: Callable[[], ir.Seq], max_states: int) -> Automaton | None:
+    """A piece's DFA (`piece_automaton`) kept under `key`, which must determine the piece's expression `item()`
+    (built only when no DFA is held): a caller that knows a piece by less than its whole expression."""
+    found: Automaton | None = _PIECES.get((), lambda: piece_automaton(item(), max_states), (*key, max_states))
+    return found
+
+
+def piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
     """A piece's trim DFA (None: it matches nothing, or embeds a recursive grammar): the subset construction of what
     follows its literal head, trimmed but not minimized (Hopcroft refinement would cost about half as much again as
     the construction, and the subset DFA of a JSON value is minimal already as a rule; the whole grammar, past
@@ -149,7 +167,7 @@ def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_cla
                                   refined.reshape(256))
 
 
-def _with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
+def with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
     """`node` with every occurrence of `alternative` replaced by `PLACEHOLDER_NODE` (the skeleton)."""
     memo: dict[int, ir.Node] = {}
 

@@ -1,0 +1,225 @@
+"""A Lark grammar with many `%json` values compiled from its frame (the text around the schemas), kept per frame.
+
+A reply grammar for a tool list with one tool changed is the same text but for one schema; read, lowered and
+inlined whole it costs about 30 ms at 128 tools before its one new piece.  Here the text is split into its frame
+(each `%json` schema replaced by a numbered slot, `slotted_text`) and the schemas.  The frame is lowered once and
+kept per frame text (by `lowering`): its rules inlined, its alternative of pieces found, each piece an expression
+with slot leaves (`frame_of`).  A grammar with that frame only looks up each schema's value (`slot_value`, per
+schema text) and each piece's DFA (kept per piece expression over local slots and the values in them) and
+assembles them (`compile_frame`).  A slot stands for exactly its schema's values, so the result accepts what the
+grammar lowered whole accepts; where anything differs from the plain case (a schema that is refused, recursive or
+empty, a slot outside the pieces, a frame that does not read back as written) the caller lowers the grammar whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache, partial
+
+import numpy as np
+
+from stdsl import caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.grammar.expressions import plain_json_value
+from stdsl.compiler.grammar.piece_alternatives import (
+    assembled,
+    kept_piece,
+    largest_piece_alternative,
+    with_placeholder,
+)
+from stdsl.compiler.json_schema.recursive import is_recursive_schema
+from stdsl.compiler.pushdown.embedding import holds_grammar
+from stdsl.errors import CompileError, CompileTimeError, StateBudgetError
+
+SLOT_KEY = "$stdsl_slot"
+"""The one key of the schema that stands in a frame for slot k: `{"$stdsl_slot": k}`."""
+
+_LEXEMES = re.compile(r"""
+    "(?:\\.|[^"\\\n])*"
+  | /(?!/)(?:\\.|[^/\\\n])+/
+  | //[^\n]* | \#[^\n]*
+  | <[^<>\s]+>
+  | (?P<json>%json)[ \t\r\n]*(?=\{)
+""", re.VERBOSE)
+"""What may hold `%json` without being one (strings, regexes, comments, special tokens, as `lark_tokens` reads
+them), and the directive itself before its block."""
+
+_SLOT_VALUES = caches.kind("grammar %json slot values")
+"""A `%json` schema text's value (None: the schema is refused, recursive or empty: the grammar lowers whole)."""
+
+
+@dataclass(frozen=True)
+class SlottedText:
+    """A grammar's text with each `%json` block replaced by its slot (`frame`), and the blocks' texts in order."""
+
+    frame: str
+    schemas: tuple[str, ...]
+
+
+def slotted_text(text: str) -> SlottedText | None:
+    """`text` split into its frame and its `%json` schemas (None: a block that is not JSON, left to the parser's
+    error).  Whether each slot stands where the parser reads a `%json` block is checked when the frame is lowered
+    (`SlotLeaves.each_once`)."""
+    decoder = json.JSONDecoder()
+    parts: list[str] = []
+    schemas: list[str] = []
+    at = position = 0
+    while (match := _LEXEMES.search(text, position)) is not None:
+        position = match.end()
+        if match.group("json") is None:
+            continue
+        if len(schemas) % 256 == 255:
+            check_deadline("finding a grammar's %json schemas")
+        try:
+            _, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            return None
+        parts += [text[at:position], json.dumps({SLOT_KEY: len(schemas)})]
+        schemas.append(text[position:end])
+        at = position = end
+    parts.append(text[at:])
+    return SlottedText("".join(parts), tuple(schemas))
+
+
+def _slot_leaf() -> ir.Embedded:
+    """A leaf that stands for a slot in a frame's IR: a rule-free, nonempty, non-nullable leaf, equal only to
+    itself (it is never compiled: every slot is replaced by its value first)."""
+    table = np.full((2, 256), -1, dtype=np.int32)
+    table[0] = 1
+    return ir.Embedded(table, np.array([False, True]))
+
+
+@cache
+def _local_leaf(index: int) -> ir.Embedded:
+    """The leaf for a piece's `index`-th slot: one object per index, so that equal pieces of two frames are equal."""
+    return _slot_leaf()
+
+
+class SlotLeaves:
+    """The leaves of one frame's slots, handed to its lowering (`RuleTable.json_slot`) and counted."""
+
+    def __init__(self, count: int) -> None:
+        self.leaves = [_slot_leaf() for _ in range(count)]
+        self.uses = [0] * count
+        self.by_leaf = {id(leaf): index for index, leaf in enumerate(self.leaves)}
+
+    def leaf(self, schema: object) -> ir.Node | None:
+        """The leaf for a slot's stand-in schema, or None for any other schema."""
+        if not isinstance(schema, dict) or len(schema) != 1 or not isinstance(schema.get(SLOT_KEY), int):
+            return None
+        index = schema[SLOT_KEY]
+        if not 0 <= index < len(self.leaves):
+            return None
+        self.uses[index] += 1
+        return self.leaves[index]
+
+    def each_once(self) -> bool:
+        """Whether the parser read each slot once, as a `%json` block: the frame then reads as the text did."""
+        return all(uses == 1 for uses in self.uses)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A lowered frame: the skeleton around its alternative of pieces, each piece's expression over local slot
+    leaves with the slots it reads, the slot count and the special tokens the frame uses."""
+
+    skeleton: ir.Node
+    pieces: tuple[tuple[ir.Node, tuple[int, ...]], ...]
+    slots: int
+    specials: tuple[str, ...]
+
+
+def frame_of(main: ir.Node, leaves: SlotLeaves, specials: tuple[str, ...]) -> Frame | None:
+    """The frame of a grammar whose every rule is inlined in `main`, or None where it has no alternative of
+    pieces, a slot stands outside the pieces or the parser did not read each slot once."""
+    alternative = largest_piece_alternative(main)
+    if alternative is None or not leaves.each_once():
+        return None
+    skeleton = with_placeholder(main, alternative)
+    if any(id(node) in leaves.by_leaf for node in ir.distinct_nodes(skeleton)):
+        return None
+    pieces = []
+    for item in alternative.items:
+        check_deadline("lowering a grammar's frame")
+        slots = [leaves.by_leaf[id(node)] for node in ir.distinct_nodes(item) if id(node) in leaves.by_leaf]
+        local = {id(leaves.leaves[slot]): _local_leaf(index) for index, slot in enumerate(slots)}
+        pieces.append((_replaced(item, local), tuple(slots)))
+    return Frame(skeleton, tuple(pieces), len(leaves.leaves), specials)
+
+
+def compile_frame(frame: Frame, schemas: tuple[str, ...], max_states: int) -> Automaton | None:
+    """The DFA of the frame with `schemas` in its slots, or None where the grammar must be lowered whole (a schema
+    refused, recursive or empty, a piece that matches nothing, a result past `max_states`)."""
+    values = []
+    for text in schemas:
+        value = slot_value(text)
+        if value is None:
+            return None
+        values.append(value)
+    pieces = []
+    for local, slots in frame.pieces:
+        check_deadline("compiling grammar pieces")
+        held = tuple(values[slot] for slot in slots)
+        piece = kept_piece((local, held), partial(_instantiated, local, held), max_states)
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return assembled(pieces, frame.skeleton, max_states)
+
+
+def slot_value(text: str) -> ir.Node | None:
+    """The values of the `%json` schema `text` (a non-recursive schema's IR, kept per text), or None where the
+    grammar must be lowered whole to refuse or embed it."""
+    found: ir.Node | None = _SLOT_VALUES.get((), partial(_value, text), (text,))
+    return found
+
+
+def _value(text: str) -> ir.Node | None:
+    schema = json.loads(text)
+    if not isinstance(schema, (dict, bool)) or (isinstance(schema, dict) and is_recursive_schema(schema)):
+        return None
+    try:
+        node = plain_json_value(schema)
+    except (StateBudgetError, CompileTimeError):
+        raise
+    except CompileError:
+        return None
+    return None if node == ir.NOTHING or holds_grammar(node) else node
+
+
+def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
+    """A piece's expression with its local slots' values put in."""
+    item = _replaced(local, {id(_local_leaf(index)): value for index, value in enumerate(values)})
+    assert isinstance(item, ir.Seq)
+    return item
+
+
+def _replaced(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:
+    """`node` with each leaf whose id is in `by_id` replaced by its node there."""
+    memo: dict[int, ir.Node] = {}
+
+    def walk(current: ir.Node) -> ir.Node:
+        found = by_id.get(id(current))
+        if found is not None:
+            return found
+        if "_literal" in current.__dict__ or not isinstance(current, (ir.Seq, ir.Alt, ir.Repeat)):
+            return current
+        done = memo.get(id(current))
+        if done is not None:
+            return done
+        result: ir.Node
+        if isinstance(current, ir.Repeat):
+            result = ir.repeat(walk(current.item), current.min, current.max)
+        elif isinstance(current, ir.Seq):
+            result = ir.seq(*(walk(item) for item in current.items))
+        else:
+            result = ir.alt(*(walk(item) for item in current.items))
+        memo[id(current)] = result
+        return result
+
+    return walk(node)
