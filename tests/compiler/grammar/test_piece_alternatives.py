@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.grammar import Grammar, piece_alternatives
+from stdsl.compiler.grammar import Grammar, lowering, piece_alternatives
 from stdsl.compiler.grammar.lowering import lower_grammar
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from tests.compiler.language_difference import accepts, assert_agree_on_walks, difference
@@ -59,17 +59,19 @@ def piece_grammars(draw: Any) -> str:
 
 
 def _whole(text: str) -> Automaton:
-    """The grammar compiled whole, as before the assembly."""
-    with patch.object(piece_alternatives, "MIN_PIECES", 10**9):
+    """The grammar compiled whole, as before the assembly (and before the frames of `json_slots`)."""
+    with patch.object(piece_alternatives, "MIN_PIECES", 10**9), patch.object(lowering, "MIN_PIECES", 10**9):
         compiled = lower_grammar(Grammar(text, "lark"))
     assert isinstance(compiled, Automaton)
     return compiled
 
 
 def _assembled(text: str) -> Automaton:
-    """The grammar compiled as it is now, checked to have gone through the piece assembly."""
+    """The grammar compiled by the piece assembly of its lowered expression (not from its frame: `json_slots` has
+    tests of its own), checked to have gone through it."""
     before = piece_alternatives._PIECES.stats()
-    compiled = lower_grammar(Grammar(text, "lark"))
+    with patch.object(lowering, "MIN_PIECES", 10**9):
+        compiled = lower_grammar(Grammar(text, "lark"))
     after = piece_alternatives._PIECES.stats()
     assert (after.hits + after.misses) - (before.hits + before.misses) >= piece_alternatives.MIN_PIECES
     assert isinstance(compiled, Automaton)
