@@ -249,7 +249,8 @@ class GrammarLowering:
             if isinstance(expr.schema, dict) and is_recursive_schema(expr.schema):
                 label = f"the %json schema at {self.table.source}:{expr.position[0]}:{expr.position[1]}"
                 return grammar_leaf(compile_recursive_schema(expr.schema, whitespace=JSON_WHITESPACE), label)
-            node = plain_json_value(expr.schema)
+            node = _json_values.get((), partial(schema_to_ir, expr.schema, whitespace=JSON_WHITESPACE),
+                                    (json.dumps(expr.schema, ensure_ascii=False, separators=(",", ":")),))
         except (StateBudgetError, CompileTimeError):
             raise
         except CompileError as error:
@@ -259,9 +260,3 @@ class GrammarLowering:
         self.table.plain += [node, *node.items] if isinstance(node, ir.Seq) else [node]
         return node
 
-
-def plain_json_value(schema: dict[str, object] | bool) -> ir.Node:
-    """The IR of a non-recursive `%json` schema's values, kept per schema (its JSON text, keys in order)."""
-    node: ir.Node = _json_values.get((), partial(schema_to_ir, schema, whitespace=JSON_WHITESPACE),
-                                     (json.dumps(schema, ensure_ascii=False, separators=(",", ":")),))
-    return node

@@ -25,7 +25,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.grammar.expressions import plain_json_value
+from stdsl.compiler.grammar.expressions import JSON_WHITESPACE
 from stdsl.compiler.grammar.piece_alternatives import (
     assembled,
     kept_piece,
@@ -33,6 +33,7 @@ from stdsl.compiler.grammar.piece_alternatives import (
     with_placeholder,
 )
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.embedding import holds_grammar
 from stdsl.errors import CompileError, CompileTimeError, StateBudgetError
 
@@ -59,6 +60,8 @@ class SlottedText:
 
     frame: str
     schemas: tuple[str, ...]
+    values: tuple[object, ...]
+    """The schemas read (JSON values)."""
 
 
 def slotted_text(text: str) -> SlottedText | None:
@@ -68,6 +71,7 @@ def slotted_text(text: str) -> SlottedText | None:
     decoder = json.JSONDecoder()
     parts: list[str] = []
     schemas: list[str] = []
+    values: list[object] = []
     at = position = 0
     while (match := _LEXEMES.search(text, position)) is not None:
         position = match.end()
@@ -76,14 +80,15 @@ def slotted_text(text: str) -> SlottedText | None:
         if len(schemas) % 256 == 255:
             check_deadline("finding a grammar's %json schemas")
         try:
-            _, end = decoder.raw_decode(text, position)
+            value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError:
             return None
         parts += [text[at:position], json.dumps({SLOT_KEY: len(schemas)})]
         schemas.append(text[position:end])
+        values.append(value)
         at = position = end
     parts.append(text[at:])
-    return SlottedText("".join(parts), tuple(schemas))
+    return SlottedText("".join(parts), tuple(schemas), tuple(values))
 
 
 def _slot_leaf() -> ir.Embedded:
@@ -152,12 +157,12 @@ def frame_of(main: ir.Node, leaves: SlotLeaves, specials: tuple[str, ...]) -> Fr
     return Frame(skeleton, tuple(pieces), len(leaves.leaves), specials)
 
 
-def compile_frame(frame: Frame, schemas: tuple[str, ...], max_states: int) -> Automaton | None:
-    """The DFA of the frame with `schemas` in its slots, or None where the grammar must be lowered whole (a schema
-    refused, recursive or empty, a piece that matches nothing, a result past `max_states`)."""
+def compile_frame(frame: Frame, slotted: SlottedText, max_states: int) -> Automaton | None:
+    """The DFA of the frame with `slotted`'s schemas in its slots, or None where the grammar must be lowered whole (a
+    schema refused, recursive or empty, a piece that matches nothing, a result past `max_states`)."""
     values = []
-    for text in schemas:
-        value = slot_value(text)
+    for text, schema in zip(slotted.schemas, slotted.values):
+        value = slot_value(text, schema)
         if value is None:
             return None
         values.append(value)
@@ -172,19 +177,18 @@ def compile_frame(frame: Frame, schemas: tuple[str, ...], max_states: int) -> Au
     return assembled(pieces, frame.skeleton, max_states)
 
 
-def slot_value(text: str) -> ir.Node | None:
-    """The values of the `%json` schema `text` (a non-recursive schema's IR, kept per text), or None where the
-    grammar must be lowered whole to refuse or embed it."""
-    found: ir.Node | None = _SLOT_VALUES.get((), partial(_value, text), (text,))
+def slot_value(text: str, schema: object) -> ir.Node | None:
+    """The values of the `%json` schema `text` (read: `schema`) as a non-recursive schema's IR, kept per text, or
+    None where the grammar must be lowered whole to refuse or embed it."""
+    found: ir.Node | None = _SLOT_VALUES.get((), partial(_value, schema), (text,))
     return found
 
 
-def _value(text: str) -> ir.Node | None:
-    schema = json.loads(text)
+def _value(schema: object) -> ir.Node | None:
     if not isinstance(schema, (dict, bool)) or (isinstance(schema, dict) and is_recursive_schema(schema)):
         return None
     try:
-        node = plain_json_value(schema)
+        node = schema_to_ir(schema, whitespace=JSON_WHITESPACE)
     except (StateBudgetError, CompileTimeError):
         raise
     except CompileError:

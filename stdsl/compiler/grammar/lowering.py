@@ -133,7 +133,7 @@ def _from_frame(grammar: Grammar, max_states: int, specials: dict[str, None] | N
     frame: Frame | None = _FRAMES.get((), partial(_frame, grammar, slotted, max_states, specials is None), key)
     if frame is None:
         return None
-    compiled = compile_frame(frame, slotted.schemas, max_states)
+    compiled = compile_frame(frame, slotted, max_states)
     if compiled is not None and specials is not None:
         specials.update(dict.fromkeys(frame.specials))
     return compiled

@@ -127,8 +127,9 @@ def _pieces(items: list[ir.Seq], max_states: int) -> list[Automaton] | None:
 
 def kept_piece(key: tuple[Hashable, ...], item: Callable[[], ir.Seq], max_states: int) -> Automaton | None:
     """A piece's DFA (`piece_automaton`) kept under `key`, which must determine the piece's expression `item()`
-    (built only when no DFA is held): a caller that knows a piece by less than its whole expression."""
-    found: Automaton | None = _PIECES.get((), lambda: piece_automaton(item(), max_states), (*key, max_states))
+    (built only when no DFA is held, and known to embed no recursive grammar): a caller that knows a piece by less
+    than its whole expression."""
+    found: Automaton | None = _PIECES.get((), lambda: _piece_automaton(item(), max_states), (*key, max_states))
     return found
 
 
@@ -137,8 +138,11 @@ def piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
     follows its literal head, trimmed but not minimized (Hopcroft refinement would cost about half as much again as
     the construction, and the subset DFA of a JSON value is minimal already as a rule; the whole grammar, past
     `MINIMIZE_UP_TO` states, is not minimized either), behind a chain of the head's bytes (`_behind_head`)."""
-    if holds_grammar(item):
-        return None
+    return None if holds_grammar(item) else _piece_automaton(item, max_states)
+
+
+def _piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
+    """`piece_automaton` of a piece that embeds no recursive grammar."""
     head = _head(item.items)
     try:
         with frames_cleared_on_refusal():

@@ -226,20 +226,35 @@ def nonempty_part(node: ir.Node, nullable: Nullable) -> ir.Node | None:
 
 
 def productive_rules(bodies: list[ir.Node], uses: RuleUses) -> set[int]:
-    """The rules that match at least one string (least fixed point over the bodies)."""
+    """The rules that match at least one string (least fixed point over the bodies): each body is read once, and
+    again only when a rule it uses is found productive; what is found to match something stays known."""
+    users: dict[int, list[int]] = {}
+    for index, body in enumerate(bodies):
+        for used in uses(body):
+            users.setdefault(used, []).append(index)
     productive: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for index, body in enumerate(bodies):
-            check_deadline("checking grammar rules")
-            if index not in productive and _matches_something(body, productive, uses, {}):
-                productive.add(index)
-                changed = True
+    matching: set[int] = set()
+    pending = list(range(len(bodies) - 1, -1, -1))
+    queued = set(pending)
+    while pending:
+        index = pending.pop()
+        queued.discard(index)
+        check_deadline("checking grammar rules")
+        if index not in productive and _matches_something(bodies[index], productive, uses, matching, {}):
+            productive.add(index)
+            for user in users.get(index, ()):
+                if user not in productive and user not in queued:
+                    pending.append(user)
+                    queued.add(user)
     return productive
 
 
-def _matches_something(node: ir.Node, productive: set[int], uses: RuleUses, memo: dict[int, bool]) -> bool:
+def _matches_something(node: ir.Node, productive: set[int], uses: RuleUses, matching: set[int],
+                       memo: dict[int, bool]) -> bool:
+    """Whether `node` matches a string, given the `productive` rules; `matching` holds the ids of nodes found to
+    (kept across calls: more productive rules never make a node match nothing), `memo` this call's answers."""
+    if id(node) in matching:
+        return True
     found = memo.get(id(node))
     if found is not None:
         return found
@@ -249,12 +264,15 @@ def _matches_something(node: ir.Node, productive: set[int], uses: RuleUses, memo
     elif not uses(node):
         result = not isinstance(node, ir.Alt) or bool(node.items)
     elif isinstance(node, ir.Repeat):
-        result = node.min == 0 or _matches_something(node.item, productive, uses, memo)
+        result = node.min == 0 or _matches_something(node.item, productive, uses, matching, memo)
     elif isinstance(node, ir.Seq):
-        result = all(_matches_something(item, productive, uses, memo) for item in node.items)
+        result = all(_matches_something(item, productive, uses, matching, memo) for item in node.items)
     elif isinstance(node, ir.Alt):
-        result = any(_matches_something(item, productive, uses, memo) for item in node.items)
+        result = any(_matches_something(item, productive, uses, matching, memo) for item in node.items)
     else:
         result = True
-    memo[id(node)] = result
+    if result:
+        matching.add(id(node))
+    else:
+        memo[id(node)] = False
     return result
