@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import partial
 
 import numpy as np
 
@@ -99,10 +100,17 @@ def _slot_leaf() -> ir.Embedded:
     return ir.Embedded(table, np.array([False, True]))
 
 
-@cache
+_LOCAL_LEAVES: list[ir.Embedded] = []
+_LOCAL_LEAVES_LOCK = threading.Lock()
+
+
 def _local_leaf(index: int) -> ir.Embedded:
-    """The leaf for a piece's `index`-th slot: one object per index, so that equal pieces of two frames are equal."""
-    return _slot_leaf()
+    """The leaf for a piece's `index`-th slot: one object per index in the process (made under a lock: a frame
+    built on one thread and filled on another must find the same leaf), so equal pieces of two frames are equal."""
+    with _LOCAL_LEAVES_LOCK:
+        while len(_LOCAL_LEAVES) <= index:
+            _LOCAL_LEAVES.append(_slot_leaf())
+        return _LOCAL_LEAVES[index]
 
 
 class SlotLeaves:

@@ -191,3 +191,12 @@ def test_slots_are_only_the_json_blocks_the_parser_reads() -> None:
     slotted = json_slots.slotted_text(text)
     assert slotted is not None and slotted.schemas == ('{"type": "null"}',)
     assert json_slots.slotted_text('start: %json {"a": ') is None
+
+
+def test_a_json_block_inside_a_nested_lark_grammar_is_a_slot_too() -> None:
+    rules = [f'c{i}: "<h{i}>" %json {{"type": "integer", "maximum": {i}}} "."' for i in range(9)]
+    text = "\n".join(['start: call | "n" inner', 'inner: %lark {\nstart: "(" %json {"type": "boolean"} ")"\n}',
+                      "call: " + " | ".join(f"c{i}" for i in range(9)), *rules])
+    compiled, framed = _framed(text)
+    assert framed and difference(_whole(text), compiled) is None
+    assert accepts(compiled, b"n(true)") and accepts(compiled, b"<h3>2.") and not accepts(compiled, b"<h3>4.")
