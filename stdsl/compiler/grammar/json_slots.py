@@ -73,13 +73,14 @@ def slotted_text(text: str) -> SlottedText | None:
     parts: list[str] = []
     schemas: list[str] = []
     values: list[object] = []
-    at = position = 0
+    at = position = read = 0
     while (match := _LEXEMES.search(text, position)) is not None:
         position = match.end()
+        read += 1
+        if read % 4096 == 0:
+            check_deadline("finding a grammar's %json schemas")
         if match.group("json") is None:
             continue
-        if len(schemas) % 256 == 255:
-            check_deadline("finding a grammar's %json schemas")
         try:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError:
