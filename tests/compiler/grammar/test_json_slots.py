@@ -5,6 +5,7 @@ changes (a rule, a tail, `%ignore`), and a changed schema compiles its own piece
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from unittest.mock import patch
 
@@ -200,3 +201,14 @@ def test_a_json_block_inside_a_nested_lark_grammar_is_a_slot_too() -> None:
     compiled, framed = _framed(text)
     assert framed and difference(_whole(text), compiled) is None
     assert accepts(compiled, b"n(true)") and accepts(compiled, b"<h3>2.") and not accepts(compiled, b"<h3>4.")
+
+
+def test_special_tokens_of_a_kept_frame_are_reported_and_refused_as_when_lowered_whole() -> None:
+    rules = [f'c{i}: "<h{i}>" %json {{"type": "integer", "maximum": {i}}} <|im_end|>' for i in range(9)]
+    text = "\n".join(["start: call+", "call: " + " | ".join(f"c{i}" for i in range(9)), *rules])
+    grammar = Grammar(text, "lark").with_special_tokens({"<|im_end|>": 7})
+    for _ in range(2):
+        used: dict[str, None] = {}
+        assert isinstance(lower_grammar(grammar, specials=used), Automaton) and used == {"<|im_end|>": None}
+    with pytest.raises(GrammarError, match=re.escape("special token <|im_end|> can only stand")):
+        lower_grammar(grammar)
