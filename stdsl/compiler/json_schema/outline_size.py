@@ -27,10 +27,10 @@ outlined try and is built plain (`o79009` 0.24 -> 0.32 s there)."""
 
 MANY_MEMBERS_FROM = 150
 """A schema declaring this many members (`declared_members`) or more lowers its outlined bodies first and measures
-the plain ones from them (`plain_size_reaches`).  On the 2,262 MaskBench schemas, 38 of the 98 whose plain bodies
-pass `OUTLINE_FROM` declare this many (the Kubernetes ones with 420-470 members lowered their plain bodies in about
-0.1 s, a quarter of their compile, only to measure them), and 6 of the 1,508 below it, which lower both (their
-outlined bodies took 0.01-0.03 s, one 0.24 s)."""
+the plain ones from them (`plain_size_reaches`).  Of the 1,606 MaskBench schemas that reach the choice, 38 of the 98
+whose plain bodies pass `OUTLINE_FROM` declare this many (the Kubernetes ones with 420-470 members lowered their
+plain bodies in about 0.1 s, a quarter of their compile, only to measure them), and 6 of the 1,508 below it, which
+lower both, the outlined ones first (0.02-0.05 s: `benchmarks/results/outline_at_once_tail57.md`)."""
 
 DATA_KEYWORDS = ("enum", "const", "default", "examples")
 
