@@ -8,20 +8,23 @@ and every other reference is inlined by the ordinary schema compiler.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.chains import CHAIN_FROM, EMBEDDED_FROM
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.nfa import estimated_states
-from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_classes
 from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
+from stdsl.compiler.json_schema.outline_size import (
+    MANY_MEMBERS_FROM,
+    declared_members,
+    outline_pays,
+    plain_size_reaches,
+)
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, _Compiler
 from stdsl.compiler.pushdown.grammar import (
@@ -318,63 +321,6 @@ def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max
     return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, strict, True)
 
 
-OUTLINE_FROM = 30_000
-"""A plain grammar whose bodies' NFAs would have about this many states together (`outline_pays`) is outlined at
-once when the caller lets the compiler choose: the subset construction costs some microseconds of Python per
-state (0.2-1.5 s on the MaskBench schemas past it), while outlined bodies are each a member's language with its
-containers as calls, compiled once however often they occur: 1.7-5.3x faster on five of the eight schemas of
-`benchmarks/results/outline_choice.md`.  Below it the plain grammar is about as fast or faster (`o53885`, 21,400
-by this count: 0.25 s plain, 0.28 s outlined).  A schema whose outlined members meet an L(1) conflict pays for the
-outlined try and is built plain (`o79009` 0.24 -> 0.32 s there)."""
-
-
-def outline_pays(*bodies: ir.Node) -> bool:
-    """Whether `bodies` need at least `OUTLINE_FROM` NFA states together outside their long counted chains.
-
-    Counted as `nfa.estimated_states` counts (each distinct node once, a counted repetition's item once per copy),
-    except that a repetition of `CHAIN_FROM` copies or more counts one copy and an automaton of `EMBEDDED_FROM`
-    states or more one state: both are laid out whole (`automata.chains`), at a cost outlining does not change.
-    `estimated_states` counts those whole, so its sum bounds this count from above: below `OUTLINE_FROM` it
-    decides at once (the bodies' DFAs ask for it anyway and find it kept on the nodes), and only larger bodies are
-    walked again (`_outline_size`, stopping at `OUTLINE_FROM`)."""
-    if sum(estimated_states(body) for body in bodies) < OUTLINE_FROM:
-        return False
-    return _outline_size(bodies) >= OUTLINE_FROM
-
-
-def _outline_size(bodies: Sequence[ir.Node]) -> int:
-    """The count `outline_pays` compares with `OUTLINE_FROM`, walked up to there."""
-    sizes: dict[int, int] = {}
-
-    def size(node: ir.Node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 0
-        for count, part in enumerate(ir.distinct_nodes(node, into_repeats=False), 1):
-            if isinstance(part, ir.Embedded):
-                total += 1 if len(part.accepting) >= EMBEDDED_FROM else len(part.accepting)
-            elif isinstance(part, ir.Repeat):
-                copies = 1 if part.max is not None and part.max >= CHAIN_FROM else (
-                    part.min + 1 if part.max is None else part.max)
-                total += 1 + max(copies, 1) * (1 + size(part.item))
-            else:
-                total += 1
-            if total >= OUTLINE_FROM:
-                break
-            if count & 16383 == 0:
-                check_deadline("sizing the pushdown bodies")
-        sizes[id(node)] = total
-        return total
-
-    total = 0
-    for body in bodies:
-        total += size(body)
-        if total >= OUTLINE_FROM:
-            break
-    return total
-
-
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
                      max_depth: int, outline: bool | None, zero_fractions: bool, strict: bool,
                      calls_required: bool, context: Context | None = None, retry_conflicts: bool = True
@@ -382,12 +328,13 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
     IR once the grammar would have no nonterminal.
 
-    `outline=None` chooses: the outlined grammar when the plain bodies are large (`outline_pays`) or pass
-    `max_states`, else the plain one.  The choice does not change the outcome: an outlined grammar tried first is
-    taken only when it compiles without an L(1) conflict (a conflict there is one the plain grammar meets too, and
-    inlining it may change which free-form values nest), else the plain grammar is built, and when that passes
-    `max_states` the outlined grammar's own outcome stands, as trying it second gave.  Without `retry_conflicts` a
-    conflict is raised, not resolved.  Every try reads the schema in one document `context` (what it keeps about the
+    `outline=None` chooses: the outlined grammar when the plain bodies are large (`outline_pays`, or measured on
+    the outlined bodies of a schema with many members: `_outlined_at_once`) or pass `max_states`, else the plain
+    one.  The choice does not change the outcome: an outlined grammar tried first is taken only when it compiles
+    without an L(1) conflict (a conflict there is one the plain grammar meets too, and inlining it may change which
+    free-form values nest), else the plain grammar is built, and when that passes `max_states` the outlined
+    grammar's own outcome stands, as trying it second gave.  Without `retry_conflicts` a conflict is raised, not
+    resolved.  Every try reads the schema in one document `context` (what it keeps about the
     document serves them all)."""
     context = context or document_context(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
@@ -395,6 +342,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     any_levels = 0
     tried = False
     outlined_error: CompileError | None = None
+    at_once = _outlined_at_once(schema, calls, whitespace, zero_fractions, strict, context) if outline is None else None
+    if at_once is not None:
+        tried = True
+        grammar, outlined_error = _outlined_try(lambda: _pushdown(*at_once, whitespace, max_states, max_depth))
+        if grammar is not None:
+            return grammar
     for _ in range(MAX_CONFLICT_RETRIES):
         compiler = _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=outline is True,
                                     inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
@@ -405,18 +358,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
                 return main
             if outline is None and not tried and outline_pays(main, *bodies.values()):
                 tried = True
-                try:
-                    return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions,
-                                            strict, calls_required, context, retry_conflicts=False)
-                except CompileTimeError:
-                    raise
-                except GrammarConflictError:
-                    pass  # the plain grammar decides how the conflict is resolved
-                except CompileError as error:
-                    outlined_error = error
-            definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
-                                      if key == ANY_VALUE else None) for key, body in bodies.items()]
-            return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
+                grammar, outlined_error = _outlined_try(lambda: _calling_grammar(
+                    schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict, calls_required,
+                    context, retry_conflicts=False))
+                if grammar is not None:
+                    return grammar
+            return _pushdown(compiler, main, bodies, whitespace, max_states, max_depth)
         except GrammarConflictError as error:
             keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
             movable = keys & (compiler.outlined | {ANY_VALUE})
@@ -434,6 +381,54 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
                                     calls_required, context)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
+
+
+def _outlined_at_once(schema: dict, calls: dict[str, ir.Node], whitespace: Whitespace | None, zero_fractions: bool,
+                      strict: bool, context: Context) -> tuple[_CallingCompiler, ir.Node, dict[str, ir.Node]] | None:
+    """The outlined grammar's compiler, root and bodies, lowered before the plain ones for a schema that declares
+    `MANY_MEMBERS_FROM` members or more, when the plain bodies they stand for are large (`plain_size_reaches`):
+    a large schema's plain bodies were lowered only to be measured and dropped (0.1 s of a Kubernetes schema's
+    0.45 s).  None where the plain grammar is lowered first, as for any other schema: fewer members, plain bodies
+    below `OUTLINE_FROM`, no nonterminal the plain grammar would have (it would be the DFA compiler's IR), or a
+    lowering that refused (the plain one then refuses as it did)."""
+    if declared_members(schema) < MANY_MEMBERS_FROM:
+        return None
+    compiler = _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=True, zero_fractions=zero_fractions,
+                                strict=strict, context=context)
+    try:
+        main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
+    except CompileTimeError:
+        raise
+    except CompileError:
+        return None
+    if not calls and ANY_VALUE not in bodies:
+        return None
+    called = {compiler.calls[key].ranges[0][0]: bodies[key] for key in compiler.outlined}  # type: ignore[union-attr]
+    plain = [main, *(body for key, body in bodies.items() if key not in compiler.outlined)]
+    return (compiler, main, bodies) if plain_size_reaches(plain, called) else None
+
+
+def _outlined_try(attempt: Callable[[], PushdownGrammar | ir.Node]
+                  ) -> tuple[PushdownGrammar | ir.Node | None, CompileError | None]:
+    """The outlined grammar `attempt` builds, tried before the plain one: (it, None), or (None, its error) for the
+    plain grammar to stand in (None for an L(1) conflict, which the plain grammar resolves its own way); a compile
+    past its time limit is raised."""
+    try:
+        return attempt(), None
+    except CompileTimeError:
+        raise
+    except GrammarConflictError:
+        return None, None
+    except CompileError as error:
+        return None, error
+
+
+def _pushdown(compiler: _CallingCompiler, main: ir.Node, bodies: dict[str, ir.Node], whitespace: Whitespace | None,
+              max_states: int, max_depth: int) -> PushdownGrammar:
+    """The pushdown grammar of a lowered root and bodies, the free-form value's body DFA built once (or shipped)."""
+    definitions = [Definition(compiler.names[key], body, _any_value_dfa(compiler, whitespace, len(bodies))
+                              if key == ANY_VALUE else None) for key, body in bodies.items()]
+    return compile_pushdown(main, definitions, max_states=max_states, max_depth=max_depth)
 
 
 def _any_value_dfa(compiler: _CallingCompiler, whitespace: Whitespace | None, count: int

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler.automata import ops
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.minimize import minimize
@@ -228,3 +229,22 @@ def test_concatenation_of_a_head_closed_arguments_and_a_tail() -> None:
     assert concatenation([compile_regex("a+"), b"a"]) is None
     digits = concatenation([b"<n>", compile_regex("[0-9]+"), b"</n>"])
     assert digits is not None and digits.accepts(b"<n>123</n>") and not digits.accepts(b"<n></n>")
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes, st.integers(1, 40))
+def test_pairs_numbered_in_sorted_arrays_as_in_the_dense_array(left: str, right: str, budget: int) -> None:
+    """A large product's pairs (searched in sorted arrays) are numbered as a small one's (a dense array): the same
+    tables bit for bit, and the same refusal at any budget."""
+    a, b = compile_regex(left), compile_regex(right)
+    outcomes = []
+    for dense_up_to in (ops.DENSE_PAIRS_UP_TO, 0):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(ops, "DENSE_PAIRS_UP_TO", dense_up_to)
+            try:
+                product = intersect(a, b, budget)
+            except (EmptyLanguageError, StateBudgetError) as error:
+                outcomes.append(str(error))
+                continue
+        outcomes.append((product.byte_class.tolist(), product.class_transitions.tolist(), product.accepting.tolist()))
+    assert outcomes[0] == outcomes[1]

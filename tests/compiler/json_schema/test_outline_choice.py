@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.json_schema import recursive
 from stdsl.compiler.json_schema.json_tokens import JsonTokens
+from stdsl.compiler.json_schema.outline_size import OUTLINE_FROM, outline_pays
 from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form, compile_recursive
-from stdsl.compiler.json_schema.recursive import OUTLINE_FROM, _CallingCompiler, outline_pays
+from stdsl.compiler.json_schema.recursive import _CallingCompiler
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.grammar import GrammarConflictError
 from stdsl.errors import SchemaError, StateBudgetError

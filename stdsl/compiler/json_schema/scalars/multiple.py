@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
@@ -85,19 +86,32 @@ def multiple_automaton(p: int, k: int, allow_fraction: bool) -> Automaton:
     return Automaton(*minimize(table, accepting))
 
 
+_PRODUCTS = caches.kind("multipleOf products")
+"""`_product` per range expression (by structure) and modulus: a number schema met in many places (a definition
+merged into each `allOf` that names it is a new schema each time) is intersected once; 109 lowerings of three
+schemas took 0.19 s of MaskBench o46322's 0.77 s compile."""
+
+
 def multiple_of(range_node: ir.Node, multiple: Decimal, integer: bool, where: str) -> ir.Node:
-    """The numbers of `range_node` (an exponent-free number or integer language) that are multiples of `multiple`."""
+    """The numbers of `range_node` (an exponent-free number or integer language) that are multiples of `multiple`.
+
+    Each call returns a node of its own (an embedded automaton is one NFA fragment per node object, so sharing one
+    would change the automata built from the IR), over the tables kept for its range and modulus."""
     p, k = modulus_of(multiple, where)
     if integer and k > 0:
         p //= _gcd(p, 10 ** k)
         k = 0
+    product = _PRODUCTS.get((), lambda: _product(range_node, p, k, integer), (range_node, p, k, integer))
+    return ir.NOTHING if product is None else ir.Embedded(product.transitions, product.accepting)
+
+
+def _product(range_node: ir.Node, p: int, k: int, integer: bool) -> Automaton | None:
+    """The automaton of the multiples of p / 10^k in `range_node`, or None where there is none."""
     try:
         product = intersect(build_automaton(range_node), multiple_automaton(p, k, not integer))
     except EmptyLanguageError:
-        return ir.NOTHING
-    if not product.accepting.any():
-        return ir.NOTHING
-    return ir.Embedded(product.transitions, product.accepting)
+        return None
+    return product if product.accepting.any() else None
 
 
 def _gcd(a: int, b: int) -> int:

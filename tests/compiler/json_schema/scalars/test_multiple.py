@@ -1,0 +1,58 @@
+"""`multipleOf` automata: exact against decimal arithmetic, and built once per range and modulus however often a
+number schema is lowered (`multiple._PRODUCTS`), each lowering still a node of its own."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stdsl.caches
+from stdsl.compiler import ir
+from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.json_schema.scalars import multiple
+from stdsl.compiler.json_schema.scalars.number_schema import number_node
+from stdsl.compiler.json_schema.to_ir import schema_to_ir
+
+MULTIPLES = st.sampled_from([Decimal("0.01"), Decimal("0.5"), Decimal("1"), Decimal("3"), Decimal("2.5"),
+                             Decimal("0.25"), Decimal("7")])
+CANDIDATES = [Decimal(x) for x in ("0", "1", "2", "3", "5", "7", "10", "14", "-3", "-7", "0.5", "0.25", "0.01",
+                                   "2.5", "7.5", "99.99", "100", "-0.75", "12.34", "21", "1000.5", "0.010")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(MULTIPLES, st.integers(-50, 50), st.integers(0, 2000), st.booleans())
+def test_the_kept_product_is_exact_and_a_node_of_its_own(step: Decimal, lo: int, span: int, integer: bool) -> None:
+    flat = {"multipleOf": float(step), "minimum": lo, "maximum": lo + span}
+    kind = "integer" if integer else "number"
+    first, second = number_node(kind, flat, "#"), number_node(kind, flat, "#")
+    stdsl.caches.clear()
+    fresh = number_node(kind, flat, "#")
+    if first == ir.NOTHING:
+        assert second == ir.NOTHING and fresh == ir.NOTHING
+        return
+    assert isinstance(first, ir.Embedded) and isinstance(second, ir.Embedded) and first is not second
+    for node in (second, fresh):
+        assert isinstance(node, ir.Embedded)
+        assert np.array_equal(node.transitions, first.transitions)
+        assert np.array_equal(node.accepting, first.accepting)
+    automaton = build_automaton(first)
+    for value in CANDIDATES:
+        text = str(value)
+        wanted = lo <= value <= lo + span and value % step == 0 and (not integer or value == value.to_integral())
+        if integer and "." in text:
+            wanted = False
+        assert automaton.accepts(text.encode()) == wanted, (text, flat, kind)
+
+
+def test_a_number_schema_merged_into_many_places_is_intersected_once() -> None:
+    price = {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 99.99}
+    schema = {"type": "object", "properties": {f"p{i}": {"allOf": [price, {"description": f"#{i}"}]}
+                                               for i in range(12)}}
+    stdsl.caches.clear()
+    before = multiple._PRODUCTS.stats()
+    schema_to_ir(schema)
+    after = multiple._PRODUCTS.stats()
+    assert after.misses - before.misses == 1 and after.hits - before.hits == 11
