@@ -321,10 +321,20 @@ def free_form_grammar(schema: dict, *, whitespace: Whitespace | None = None, max
     return _calling_grammar(schema, [], whitespace, max_states, max_depth, outline, zero_fractions, strict, True)
 
 
+class _OutlinedConflict(Exception):
+    """An L(1) conflict an outlined grammar's try met where its retries were not allowed (`_calling_grammar` without
+    `retry_conflicts`): the conflict, and the members inlined and free-form levels the next try would take (inlined
+    None: no member can be moved, the conflict stands).  A later outlined grammar of the same schema starts there."""
+
+    def __init__(self, error: GrammarConflictError, inlined: frozenset[str] | None, any_levels: int) -> None:
+        super().__init__(str(error))
+        self.error, self.inlined, self.any_levels = error, inlined, any_levels
+
+
 def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | None, max_states: int,
                      max_depth: int, outline: bool | None, zero_fractions: bool, strict: bool,
-                     calls_required: bool, context: Context | None = None, retry_conflicts: bool = True
-                     ) -> PushdownGrammar | ir.Node:
+                     calls_required: bool, context: Context | None = None, retry_conflicts: bool = True,
+                     resume: _OutlinedConflict | None = None) -> PushdownGrammar | ir.Node:
     """`compile_recursive_schema` with the reference cycles' `targets` given, or with `calls_required` the root's
     IR once the grammar would have no nonterminal.
 
@@ -334,21 +344,28 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     without an L(1) conflict (a conflict there is one the plain grammar meets too, and inlining it may change which
     free-form values nest), else the plain grammar is built, and when that passes `max_states` the outlined
     grammar's own outcome stands, as trying it second gave.  Without `retry_conflicts` a conflict is raised, not
-    resolved.  Every try reads the schema in one document `context` (what it keeps about the
-    document serves them all)."""
+    resolved (as an `_OutlinedConflict`, which says where the retries would go on); `resume` is such a conflict,
+    met by this same grammar's first try: the retries start after it instead of meeting it again.  Every try reads
+    the schema in one document `context` (what it keeps about the document serves them all)."""
     context = context or document_context(schema)
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
     any_levels = 0
+    tries = MAX_CONFLICT_RETRIES
+    if resume is not None:
+        if resume.inlined is None:
+            raise resume.error
+        inlined, any_levels, tries = set(resume.inlined), resume.any_levels, tries - 1
     tried = False
     outlined_error: CompileError | None = None
+    outlined_conflict: _OutlinedConflict | None = None
     at_once = _outlined_at_once(schema, calls, whitespace, zero_fractions, strict, context) if outline is None else None
     if at_once is not None:
         tried = True
-        grammar, outlined_error = _outlined_try(lambda: _pushdown(*at_once, whitespace, max_states, max_depth))
+        grammar, outlined_error, _ = _outlined_try(lambda: _pushdown(*at_once, whitespace, max_states, max_depth))
         if grammar is not None:
             return grammar
-    for _ in range(MAX_CONFLICT_RETRIES):
+    for _ in range(tries):
         compiler = _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=outline is True,
                                     inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
                                     strict=strict, context=context)
@@ -358,7 +375,7 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
                 return main
             if outline is None and not tried and outline_pays(main, *bodies.values()):
                 tried = True
-                grammar, outlined_error = _outlined_try(lambda: _calling_grammar(
+                grammar, outlined_error, outlined_conflict = _outlined_try(lambda: _calling_grammar(
                     schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict, calls_required,
                     context, retry_conflicts=False))
                 if grammar is not None:
@@ -367,19 +384,23 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
         except GrammarConflictError as error:
             keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
             movable = keys & (compiler.outlined | {ANY_VALUE})
-            if not movable or not retry_conflicts:
+            if not movable:
+                if not retry_conflicts:
+                    raise _OutlinedConflict(error, None, any_levels) from error
                 raise
             if ANY_VALUE in movable:
                 needed = compiler.deepest + 1 if any_levels else 1
                 any_levels = needed if any_levels < needed <= MAX_ANY_LEVELS else MAX_ANY_LEVELS + 1
             inlined |= movable - {ANY_VALUE}
+            if not retry_conflicts:
+                raise _OutlinedConflict(error, frozenset(inlined), any_levels) from error
         except StateBudgetError:
             if outline is not None:
                 raise
             if outlined_error is not None:
                 raise outlined_error from None
             return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
-                                    calls_required, context)
+                                    calls_required, context, resume=outlined_conflict)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
 
 
@@ -409,18 +430,21 @@ def _outlined_at_once(schema: dict, calls: dict[str, ir.Node], whitespace: White
 
 
 def _outlined_try(attempt: Callable[[], PushdownGrammar | ir.Node]
-                  ) -> tuple[PushdownGrammar | ir.Node | None, CompileError | None]:
-    """The outlined grammar `attempt` builds, tried before the plain one: (it, None), or (None, its error) for the
-    plain grammar to stand in (None for an L(1) conflict, which the plain grammar resolves its own way); a compile
+                  ) -> tuple[PushdownGrammar | ir.Node | None, CompileError | None, _OutlinedConflict | None]:
+    """The outlined grammar `attempt` builds, tried before the plain one: (it, None, None), or None and its error
+    for the plain grammar to stand in, or None and the L(1) conflict it met (which the plain grammar resolves its
+    own way: an `_OutlinedConflict` says where a later outlined try would resume, a bare one does not); a compile
     past its time limit is raised."""
     try:
-        return attempt(), None
+        return attempt(), None, None
     except CompileTimeError:
         raise
+    except _OutlinedConflict as conflict:
+        return None, None, conflict
     except GrammarConflictError:
-        return None, None
+        return None, None, None
     except CompileError as error:
-        return None, error
+        return None, error, None
 
 
 def _pushdown(compiler: _CallingCompiler, main: ir.Node, bodies: dict[str, ir.Node], whitespace: Whitespace | None,
