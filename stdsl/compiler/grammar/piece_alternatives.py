@@ -179,17 +179,17 @@ def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_cla
     return Automaton.from_classes(chained, np.concatenate([np.zeros(length, dtype=bool), accepting]), classes)
 
 
-_COLUMN_WEIGHTS = np.random.default_rng(36).integers(1, 1 << 62, size=1 << 16, dtype=np.int64)
-"""Fixed weights of a column digest (`_distinct_columns`): distinct digests prove distinct columns."""
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""An odd 64-bit multiplier: row r of a column digest weighs `(r + 1) * _GOLDEN` (wrapping)."""
 
 
 def _distinct_columns(table: np.ndarray, source: np.ndarray) -> bool:
     """Whether the columns of `table` named in `source` are pairwise distinct, proven by distinct weighted sums
-    (False also where the sums of two distinct columns happen to meet, or the table is too tall to weigh)."""
-    if len(table) > len(_COLUMN_WEIGHTS):
-        return False
+    (False also where the sums of two distinct columns happen to meet)."""
+    with np.errstate(over="ignore"):
+        weights = (np.arange(1, len(table) + 1, dtype=np.uint64) * _GOLDEN).view(np.int64)
+        digests = (weights @ table).tolist()
     used = set(source.tolist())
-    digests = (_COLUMN_WEIGHTS[:len(table)] @ table).tolist()
     return len({digests[column] for column in used}) == len(used)
 
 
