@@ -157,18 +157,68 @@ def _piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
 def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Automaton:
     """The trim DFA that reads `head` and then what the trim DFA (`table` over `byte_class`) reads: the head's
     bytes are given classes of their own (so a chain state moves on its byte alone), the DFA's states follow the
-    chain's, moved up by its length."""
+    chain's, moved up by its length.  Built in `Automaton`'s stored form (`_chained_rows`) where the DFA's columns
+    are told apart (`_distinct_columns`): the general store's merge of equal columns, a Python step per class, was
+    most of this stage (issue 36)."""
     own = np.full(256, 256, dtype=np.int64)
     own[list(head)] = list(head)
-    classes, first, refined = np.unique(byte_class.astype(np.int64) * 257 + own, return_index=True,
-                                        return_inverse=True)
+    _, first, refined = np.unique(byte_class.astype(np.int64) * 257 + own, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    classes = rank[refined.reshape(256)]
+    source = byte_class[first[order]].astype(np.int64)
+    table = np.asarray(table, dtype=np.int64)
+    if head and _distinct_columns(table, source):
+        return _chained_rows(head, table, accepting, classes, source)
     length = len(head)
-    wide = table[:, byte_class[first]].astype(np.int64)
-    chained = np.full((length + len(table), len(classes)), -1, dtype=np.int64)
+    wide = table[:, source]
+    chained = np.full((length + len(table), len(source)), -1, dtype=np.int64)
     chained[length:] = np.where(wide >= 0, wide + length, -1)
-    chained[np.arange(length), refined[list(head)]] = np.arange(1, length + 1)
-    return Automaton.from_classes(chained, np.concatenate([np.zeros(length, dtype=bool), accepting]),
-                                  refined.reshape(256))
+    chained[np.arange(length), classes[list(head)]] = np.arange(1, length + 1)
+    return Automaton.from_classes(chained, np.concatenate([np.zeros(length, dtype=bool), accepting]), classes)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""An odd 64-bit multiplier: row r of a column digest weighs `(r + 1) * _GOLDEN` (wrapping)."""
+
+
+def _distinct_columns(table: np.ndarray, source: np.ndarray) -> bool:
+    """Whether the columns of `table` named in `source` are pairwise distinct, proven by distinct weighted sums
+    (False also where the sums of two distinct columns happen to meet)."""
+    with np.errstate(over="ignore"):
+        weights = (np.arange(1, len(table) + 1, dtype=np.uint64) * _GOLDEN).view(np.int64)
+        digests = (weights @ table).tolist()
+    used = set(source.tolist())
+    return len({digests[column] for column in used}) == len(used)
+
+
+def _chained_rows(head: bytes, table: np.ndarray, accepting: np.ndarray, classes: np.ndarray, source: np.ndarray
+                  ) -> Automaton:
+    """`_behind_head`'s automaton built in its stored form: a class per DFA class and head byte (`classes` per
+    byte, numbered by first byte; `source`, each class's DFA class), the chain's states each with its one move, the
+    DFA's rows split into sole moves (read on the DFA's own columns: a state is sole where its one live DFA class
+    holds one class here) and whole rows (widened to the classes).  Canonical, as `Automaton.from_classes` stores
+    it, when the DFA's used columns are distinct: a class with a head byte differs from every other in the chain's
+    rows, the others differ in the DFA's."""
+    length = len(head)
+    live = table >= 0
+    count = live @ np.bincount(source, minlength=table.shape[1])
+    sole = np.flatnonzero(count == 1)
+    branching = np.flatnonzero(count >= 2)
+    alone = np.zeros(table.shape[1], dtype=np.int64)
+    alone[source] = np.arange(len(source))
+    sole_class = np.zeros(length + len(table), dtype=np.int64)
+    sole_target = np.full(length + len(table), -1, dtype=np.int64)
+    sole_class[:length] = classes[np.frombuffer(head, dtype=np.uint8)]
+    sole_target[:length] = np.arange(1, length + 1)
+    own_class = np.argmax(live[sole], axis=1)
+    sole_class[length + sole] = alone[own_class]
+    sole_target[length + sole] = table[sole, own_class] + length
+    sole_target[length + branching] = -2 - np.arange(len(branching))
+    wide = table[branching][:, source]
+    return Automaton.from_rows(sole_class, sole_target, np.where(wide >= 0, wide + length, -1), classes,
+                               np.concatenate([np.zeros(length, dtype=bool), accepting]))
 
 
 def with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:

@@ -126,3 +126,36 @@ def test_alternatives_that_share_a_head_or_are_few_compile_whole() -> None:
         after = piece_alternatives._PIECES.stats()
         assert (after.hits, after.misses) == (before.hits, before.misses)
         assert isinstance(compiled, Automaton) and difference(_whole(text), compiled) is None
+
+
+def _chained_reference(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Automaton:
+    """The head's chain before the DFA as a dense 256-column table, stored by the general path (the oracle)."""
+    length = len(head)
+    wide = np.full((length + len(table), 256), -1, dtype=np.int64)
+    wide[length:] = np.where(table[:, byte_class] >= 0, table[:, byte_class] + length, -1)
+    wide[:length] = -1
+    wide[np.arange(length), list(head)] = np.arange(1, length + 1)
+    return Automaton(wide, np.concatenate([np.zeros(length, dtype=bool), accepting]))
+
+
+@st.composite
+def headed_tables(draw: Any) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """A head (bytes from a small alphabet, some repeated, possibly empty) and a DFA table over a few classes whose
+    columns are sometimes equal, with a byte-class map over the same small alphabet."""
+    states, classes = draw(st.integers(1, 6)), draw(st.integers(1, 4))
+    table = np.array(draw(st.lists(st.lists(st.integers(-1, states - 1), min_size=classes, max_size=classes),
+                                   min_size=states, max_size=states)), dtype=np.int64)
+    byte_class = np.array(draw(st.lists(st.integers(0, classes - 1), min_size=256, max_size=256)), dtype=np.int64)
+    head = bytes(draw(st.lists(st.sampled_from([0, 1, 2, 65, 97, 98, 255]), max_size=6)))
+    accepting = np.array(draw(st.lists(st.booleans(), min_size=states, max_size=states)), dtype=bool)
+    return head, table, accepting, byte_class
+
+
+@settings(max_examples=300, deadline=None)
+@given(headed_tables())
+def test_a_piece_behind_its_head_is_stored_as_the_general_path_stores_it(case: Any) -> None:
+    head, table, accepting, byte_class = case
+    built, reference = piece_alternatives._behind_head(*case), _chained_reference(*case)
+    for name in ("sole_class", "sole_target", "branch_rows", "byte_class", "accepting"):
+        assert np.array_equal(getattr(built, name), getattr(reference, name)), name
+        assert getattr(built, name).dtype == getattr(reference, name).dtype, name
