@@ -23,11 +23,11 @@ from stdsl.compiler.json_schema.resolve import (
     check_keywords,
     check_schema,
     json_key,
-    merge,
     older_drafts,
     pointer_token,
     resolve_ref,
 )
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
 

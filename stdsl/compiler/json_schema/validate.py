@@ -19,10 +19,10 @@ from stdsl.compiler.json_schema.resolve import (
     json_key,
     kinds_of_types,
     kinds_of_value,
-    patterns_of,
 )
 from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.scalars.strings import string_body
+from stdsl.compiler.json_schema.schema_merge import patterns_of
 from stdsl.errors import EmptyLanguageError
 
 

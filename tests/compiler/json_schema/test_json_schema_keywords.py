@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema import resolve, validate
+from stdsl.compiler.json_schema import resolve, schema_merge, validate
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
@@ -197,6 +197,7 @@ def test_an_enum_is_keyed_once_however_many_members_are_checked_against_it(monke
         return original(value)
 
     monkeypatch.setattr(resolve, "json_key", counting)
+    monkeypatch.setattr(schema_merge, "json_key", counting)
     monkeypatch.setattr(validate, "json_key", counting)
     members = [f"v{i}" for i in range(400)]
     with pytest.raises(SchemaError, match="more than 24 values"):
