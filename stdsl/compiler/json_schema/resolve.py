@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Protocol
@@ -77,8 +78,9 @@ class Context:
     """The document being compiled, how to flatten its schemas, and the `$ref` targets entered on the
     current path (for cycles).
 
-    `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords) and `one_of` are
-    caches shared by every context of one document.  `flatten.document_context(root)` makes the first one.
+    `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords), `one_of`, `enum_keys` and
+    `string_matchers` are caches shared by every context of one document.  `flatten.document_context(root)` makes
+    the first one.
     """
 
     root: Schema
@@ -93,6 +95,9 @@ class Context:
     enum_keys: dict[int, tuple[list, frozenset[str]]] = field(default_factory=dict)
     """`enum` lists' member keys (`json_key`), by the list's id (the list held): an enum's members are each checked
     against the schema that holds it, once per member."""
+    string_matchers: dict[tuple[str, str], Callable[[str], bool]] = field(default_factory=dict)
+    """Whether a string is in a `pattern`'s or a `format`'s language (`validate`), by keyword and value: built once
+    per document, however many strings (an enum's members) are checked against it."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
@@ -100,7 +105,7 @@ class Context:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
-                       self.enum_keys)
+                       self.enum_keys, self.string_matchers)
 
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""

@@ -214,6 +214,28 @@ def test_an_enum_beside_a_format_keeps_the_members_of_that_format() -> None:
         build_automaton(schema_to_ir({"format": "hostname", "const": "https://json-schema.org/draft/2020-12/schema"}))
 
 
+def test_a_format_automaton_is_built_once_for_all_the_members_of_an_enum_beside_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The members of an enum beside a format are each checked against the format's automaton: it is built once
+    per document for the format, not once per member (n builds before), and the members kept are the same."""
+    from stdsl.compiler.automata import build
+
+    built = [0]
+    original = build.build_automaton
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built[0] += 1
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build, "build_automaton", counting)
+    members = [f"host{i}.example" for i in range(30)] + ["not a host", "x y"]
+    node = schema_to_ir({"type": "string", "format": "hostname", "enum": members})
+    assert built[0] <= 2
+    monkeypatch.undo()
+    automaton = build_automaton(node)
+    assert [automaton.accepts(json.dumps(m).encode()) for m in members] == [True] * 30 + [False, False]
+
+
 def test_max_length_above_the_count_limit_is_lowered_not_refused() -> None:
     automaton = build_automaton(schema_to_ir({"type": "string", "maxLength": 5000}))
     assert automaton.accepts(json.dumps("a" * 1000).encode())
