@@ -78,9 +78,9 @@ class Context:
     """The document being compiled, how to flatten its schemas, and the `$ref` targets entered on the
     current path (for cycles).
 
-    `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords), `one_of`, `enum_keys` and
-    `string_matchers` are caches shared by every context of one document.  `flatten.document_context(root)` makes
-    the first one.
+    `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords), `one_of`, `enum_keys`,
+    `string_matchers` and `warned` are caches shared by every context of one document.
+    `flatten.document_context(root)` makes the first one.
     """
 
     root: Schema
@@ -98,6 +98,9 @@ class Context:
     string_matchers: dict[tuple[str, str], Callable[[str], bool]] = field(default_factory=dict)
     """Whether a string is in a `pattern`'s or a `format`'s language (`validate`), by keyword and value: built once
     per document, however many strings (an enum's members) are checked against it."""
+    warned: set[str] = field(default_factory=set)
+    """The places (JSON pointers) of ignored keywords already warned of (`check_keywords`): one warning per place,
+    though a schema under a `not` is read both flattened and raw (`logic.satisfies`), once per enum member."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
@@ -105,7 +108,7 @@ class Context:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
-                       self.enum_keys, self.string_matchers)
+                       self.enum_keys, self.string_matchers, self.warned)
 
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""
@@ -167,12 +170,13 @@ def check_schema(value: Any, path: str) -> None:
         raise SchemaError(f"a schema must be an object or a boolean, got {type(value).__name__}", path)
 
 
-def check_keywords(schema: dict, path: str) -> None:
+def check_keywords(schema: dict, path: str, warned: set[str]) -> None:
     """Refuse unsupported keywords and malformed keyword values; warn about likely misspellings.
 
     Unknown keywords constrain nothing in JSON Schema (they are annotations) and are ignored; one
     that looks like a misspelled constraint (`require`, `additonalProperties`) is ignored too, with
-    an `IgnoredKeywordWarning` naming it; names starting with `x-` or `_` are never taken as misspellings.
+    an `IgnoredKeywordWarning` naming it, once per place (`warned`, the places warned of so far, which it joins);
+    names starting with `x-` or `_` are never taken as misspellings.
     """
     _check_string_keys(schema, path)
     for key, value in schema.items():
@@ -189,7 +193,8 @@ def check_keywords(schema: dict, path: str) -> None:
                               "not supported", where)
         elif key not in ANNOTATIONS and not key.startswith(("x-", "_")):
             meant = misspelled_keyword(key)
-            if meant is not None:
+            if meant is not None and where not in warned:
+                warned.add(where)
                 warnings.warn(f"unknown keyword '{key}' at {where} ignored, as JSON Schema specifies "
                               f"(did you mean '{meant}'?)", IgnoredKeywordWarning, stacklevel=2)
 
