@@ -23,11 +23,11 @@ from stdsl.compiler.json_schema.resolve import (
     check_keywords,
     check_schema,
     json_key,
-    merge,
     older_drafts,
     pointer_token,
     resolve_ref,
 )
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
 
@@ -52,7 +52,7 @@ def flatten_schema(schema: Schema, path: str, ctx: Context,
         return schema, ctx, path
     check_deadline("flattening the schema")
     schema = older_drafts(schema, path)
-    check_keywords(schema, path)
+    check_keywords(schema, path, ctx.warned)
     pending: list[Negation] = [] if negations is None else negations
     own: dict = {k: v for k, v in schema.items()
                  if (k in SUPPORTED and k not in FOLDED) or k in (INEXACT, MORE_PATTERNS)}

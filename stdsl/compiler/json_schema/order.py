@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from stdsl.compiler.json_schema.flatten import document_context
-from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, json_key, merge
+from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, json_key
 from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.compiler.json_schema.to_ir import canonical_scalar
 from stdsl.compiler.json_schema.validate import conforms
 

@@ -55,7 +55,6 @@ from stdsl.compiler.json_schema.resolve import (
     Schema,
     flatten,
     json_key,
-    merge,
     pointer_token,
 )
 from stdsl.compiler.json_schema.scalars.keys import key_classes, name_matches, names_body, pattern_matcher
@@ -68,6 +67,7 @@ from stdsl.compiler.json_schema.scalars.strings import (
     string_literal,
     string_not_in,
 )
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 

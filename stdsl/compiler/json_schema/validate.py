@@ -7,6 +7,7 @@ keywords, and `oneOf` is accepted only when its branches provably share no insta
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -19,10 +20,10 @@ from stdsl.compiler.json_schema.resolve import (
     json_key,
     kinds_of_types,
     kinds_of_value,
-    patterns_of,
 )
 from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
 from stdsl.compiler.json_schema.scalars.strings import string_body
+from stdsl.compiler.json_schema.schema_merge import patterns_of
 from stdsl.errors import EmptyLanguageError
 
 
@@ -31,19 +32,30 @@ def _types(schema: dict) -> list[str]:
     return value if isinstance(value, list) else [value]
 
 
-def _matches(node: ir.Node, text: str) -> bool:
-    """Whether the UTF-8 text is in the language of `node`: a Python `re` match, or where the node embeds an
-    automaton (a format's table, which has no regex form) a walk of the node's own automaton."""
+def _language_matcher(node: ir.Node) -> Callable[[str], bool]:
+    """Whether a string's UTF-8 text is in the language of `node`: a compiled Python `re`, or where the node embeds
+    an automaton (a format's table, which has no regex form) a walk of the node's own automaton, built here once."""
     try:
         pattern = ir.to_pattern(node)
     except ValueError:
         from stdsl.compiler.automata.build import build_automaton
 
         try:
-            return build_automaton(node).accepts(text.encode("utf-8"))
+            automaton = build_automaton(node)
         except EmptyLanguageError:
-            return False
-    return re.fullmatch(pattern, text.encode("utf-8").decode("latin-1"), re.DOTALL) is not None
+            return lambda text: False
+        return lambda text: automaton.accepts(text.encode("utf-8"))
+    compiled = re.compile(pattern, re.DOTALL)
+    return lambda text: compiled.fullmatch(text.encode("utf-8").decode("latin-1")) is not None
+
+
+def _string_matcher(keyword: str, value: str, ctx: Context, path: str) -> Callable[[str], bool]:
+    """The matcher of `{keyword: value}` (a `pattern` or a `format`), kept in the document's context."""
+    found = ctx.string_matchers.get((keyword, value))
+    if found is None:
+        found = ctx.string_matchers[(keyword, value)] = _language_matcher(
+            string_body({keyword: value}, path, plain=True))
+    return found
 
 
 def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bool:
@@ -64,7 +76,7 @@ def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bo
     if not kinds & kinds_of_types(_types(flat)):
         return False
     if isinstance(instance, str):
-        return _string_conforms(instance, flat, path)
+        return _string_conforms(instance, flat, ctx, path)
     if isinstance(instance, (int, float)) and not isinstance(instance, bool):
         return _number_conforms(instance, flat)
     if isinstance(instance, dict):
@@ -74,11 +86,11 @@ def conforms(instance: Any, schema: Schema, ctx: Context, path: str = "#") -> bo
     return True
 
 
-def _string_conforms(value: str, flat: dict, path: str) -> bool:
+def _string_conforms(value: str, flat: dict, ctx: Context, path: str) -> bool:
     if not flat.get("minLength", 0) <= len(value) <= flat.get("maxLength", len(value)):
         return False
-    singles = [{"pattern": p} for p in patterns_of(flat)] + ([{"format": flat["format"]}] if "format" in flat else [])
-    return all(_matches(string_body(single, path, plain=True), value) for single in singles)
+    singles = [("pattern", p) for p in patterns_of(flat)] + ([("format", flat["format"])] if "format" in flat else [])
+    return all(_string_matcher(keyword, text, ctx, path)(value) for keyword, text in singles)
 
 
 def _number_conforms(value: float, flat: dict) -> bool:

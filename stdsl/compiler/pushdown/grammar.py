@@ -9,7 +9,6 @@ lengths bn(q) of Proposition 2 are computed for the budget rule.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,18 +19,13 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import (
-    csr_gather,
-    distinct_values,
-    predecessor_lists,
-    trim_in_bfs_order,
-)
+from stdsl.compiler.automata.minimize import distinct_values, trim_in_bfs_order
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256
 MAX_DEPTH = 64
-UNREACHABLE = np.iinfo(np.int64).max // 4
 MAIN = "<root>"
 
 
@@ -112,7 +106,7 @@ class PushdownGrammar:
         check_deadline("the pushdown completion graph")
         self.has_successor: np.ndarray = np.asarray((own_classes >= 0).any(axis=1))
         self.has_successor[call_state] = True
-        graph = _CompletionGraph(self)
+        graph = CompletionGraph(self)
         self.bn_within = _completions_within_depth(self, graph)
         self.bn = _shortest_completions(self, graph)
         if self.bn_within[-1][starts[0]] >= UNREACHABLE:
@@ -381,7 +375,7 @@ def _check_follow(grammar: PushdownGrammar, follow: np.ndarray) -> None:
                                        [grammar.names[n]])
 
 
-def _shortest_completions(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:
+def _shortest_completions(grammar: PushdownGrammar, graph: CompletionGraph) -> np.ndarray:
     """bn(q) (Proposition 2): the least fixed point over byte moves and call edges; 0 on accepting states.
 
     It is the limit of `bn_within`'s levels, continued past the stack cap when they had not settled there.
@@ -400,168 +394,6 @@ def _shortest_completions(grammar: PushdownGrammar, graph: _CompletionGraph) -> 
     return bn
 
 
-SMALL_GRAPH_STATES = 2000
-"""Below this many states shortest completions run as a heap Dijkstra over lists (numpy calls would cost more
-than the moves); above, as Dial's buckets, each settled with a few numpy calls."""
-NARROW_ROUNDS = 64
-NARROW_FRONTIER = 32
-"""Dial's buckets hand the search over to the heap once `NARROW_ROUNDS` rounds have settled fewer than
-`NARROW_FRONTIER` states a round on average: a graph of long chains (a long string's states) has one distance
-per state, and a round's numpy calls cost more than its few moves (Github_hard---o16060: 0.42 -> 0.12 s)."""
-
-
-class _CompletionGraph:
-    """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
-    caller to its return state costs the callee's own completion (given per call).  `moves` is some of the grammar's
-    own moves over byte classes (only which state moves to which matters); None: all of them."""
-
-    def __init__(self, grammar: PushdownGrammar, moves: np.ndarray | None = None) -> None:
-        num = grammar.num_states
-        self.num_states = num
-        self.accepting = np.flatnonzero(grammar.accepting)
-        self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
-        self.callers = grammar.call_state.astype(np.int64)
-        self.returns = grammar.call_return.astype(np.int64)
-        self.before = predecessor_lists(grammar.own_classes if moves is None else moves)
-        self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
-                                        np.arange(len(grammar.call_state), dtype=np.int64), num)
-        self._lists: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None
-
-    def shortest(self, call_cost: np.ndarray, after: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
-        not taken): Dijkstra from the accepting states along the reversed moves (a breadth-first search where no
-        call can be taken).  `after` is a search already made
-        (its distances and call costs): where no call costs more now, its distances are still reachable, so a small
-        graph's search goes on from them through the calls that became cheaper (a level of `bn_within` from the one
-        before it, which usually differs in a few states)."""
-        if self.num_states >= SMALL_GRAPH_STATES:
-            return self._shortest_bucketed(call_cost)
-        if not (call_cost < UNREACHABLE).any():
-            return self._byte_distances()
-        if after is None or not (call_cost <= after[1]).all():
-            return self._shortest_listed(call_cost)
-        known, known_cost = after
-        dist_list = known.tolist()
-        heap: list[tuple[int, int]] = []
-        cheaper = np.flatnonzero(call_cost < known_cost)
-        for caller, back, cost in zip(self.callers[cheaper].tolist(), self.returns[cheaper].tolist(),
-                                      call_cost[cheaper].tolist()):
-            through = dist_list[back] + cost
-            if through < dist_list[caller] and through < UNREACHABLE:
-                dist_list[caller] = through
-                heap.append((through, caller))
-        return self._shortest_listed(call_cost, dist_list, heap)
-
-    def _listed(self) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
-        """`before` and `calls_returning` (CSR cuts and values) and `callers` as lists, made on first use."""
-        if self._lists is None:
-            self._lists = (self.before[0].tolist(), self.before[1].tolist(), self.calls_returning[0].tolist(),
-                           self.calls_returning[1].tolist(), self.callers.tolist())
-        return self._lists
-
-    def _byte_distances(self) -> np.ndarray:
-        """`shortest` where no call can be taken: breadth-first from the accepting states along reversed byte moves."""
-        before_cuts, before = self._listed()[:2]
-        dist = [UNREACHABLE] * self.num_states
-        queue = self.accepting.tolist()
-        for state in queue:
-            dist[state] = 0
-        for state in queue:
-            step = dist[state] + 1
-            for source in before[before_cuts[state]:before_cuts[state + 1]]:
-                if dist[source] == UNREACHABLE:
-                    dist[source] = step
-                    queue.append(source)
-        return np.array(dist, dtype=np.int64)
-
-    def _shortest_listed(self, call_cost: np.ndarray, dist: list[int] | None = None,
-                         heap: list[tuple[int, int]] | None = None) -> np.ndarray:
-        """`shortest` with a heap of states, over Python lists; from the accepting states, or continuing a search
-        given its distances so far and its (distance, state) entries not yet settled."""
-        if dist is None or heap is None:
-            accepting = self.accepting.tolist()
-            dist = [UNREACHABLE] * self.num_states
-            for state in accepting:
-                dist[state] = 0
-            heap = [(0, state) for state in accepting]
-        heapq.heapify(heap)
-        costs = call_cost.tolist()
-        before_cuts, before, returning_cuts, returning, callers = self._listed()
-        while heap:
-            level, state = heapq.heappop(heap)
-            if level != dist[state]:
-                continue
-            step = level + 1
-            for source in before[before_cuts[state]:before_cuts[state + 1]]:
-                if step < dist[source]:
-                    dist[source] = step
-                    heapq.heappush(heap, (step, source))
-            for edge in returning[returning_cuts[state]:returning_cuts[state + 1]]:
-                through = level + costs[edge]
-                caller = callers[edge]
-                if through < dist[caller] and through < UNREACHABLE:
-                    dist[caller] = through
-                    heapq.heappush(heap, (through, caller))
-        return np.array(dist, dtype=np.int64)
-
-    def _shortest_bucketed(self, call_cost: np.ndarray) -> np.ndarray:
-        """`shortest` with one bucket per distance, each settled as one numpy step (Dial's algorithm)."""
-        dist = np.full(self.num_states, UNREACHABLE, dtype=np.int64)
-        settled = np.zeros(self.num_states, dtype=bool)
-        dist[self.accepting] = 0
-        buckets: dict[int, list[np.ndarray]] = {0: [self.accepting]}
-        pending = [0]
-        rounds = settled_count = 0
-        while pending:
-            rounds += 1
-            if rounds & 255 == 0:
-                check_deadline("the pushdown completion lengths")
-            level = heapq.heappop(pending)
-            frontier = distinct_values(np.concatenate(buckets.pop(level)))
-            frontier = frontier[~settled[frontier] & (dist[frontier] == level)]
-            if not frontier.size:
-                continue
-            if rounds >= NARROW_ROUNDS and settled_count < rounds * NARROW_FRONTIER:
-                waiting = [(level, state) for state in frontier.tolist()]
-                waiting += [(at, state) for at, parts in buckets.items() for part in parts for state in part.tolist()]
-                return self._shortest_listed(call_cost, dist.tolist(), waiting)
-            settled[frontier] = True
-            settled_count += frontier.size
-            before = csr_gather(*self.before, frontier)
-            before = before[dist[before] > level + 1]
-            if before.size:
-                dist[before] = level + 1
-                _push(buckets, pending, level + 1, before)
-            edges = csr_gather(*self.calls_returning, frontier)
-            if edges.size:
-                costs = np.minimum(level + call_cost[edges], UNREACHABLE)
-                callers = self.callers[edges]
-                better = costs < dist[callers]
-                callers, costs = callers[better], costs[better]
-                np.minimum.at(dist, callers, costs)
-                for cost in distinct_values(costs).tolist():
-                    _push(buckets, pending, cost, callers[costs == cost])
-        return dist
-
-
-def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, states: np.ndarray) -> None:
-    """Put `states` in the bucket of distance `level`, opening it if new."""
-    found = buckets.get(level)
-    if found is None:
-        buckets[level] = [states]
-        heapq.heappush(pending, level)
-    else:
-        found.append(states)
-
-
-def _grouped(keys: np.ndarray, values: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
-    """`values` grouped by `keys` in 0..num-1, as CSR arrays (indptr, values)."""
-    order = np.argsort(keys, kind="stable")
-    indptr = np.zeros(num + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=num), out=indptr[1:])
-    return indptr, values[order].astype(np.int64)
-
-
 def within(grammar: PushdownGrammar, room: int) -> np.ndarray:
     """bn over states for completions that nest at most `room` calls deeper (the row of `bn_within`)."""
     levels = grammar.bn_within
@@ -574,10 +406,10 @@ def completions_over(grammar: PushdownGrammar, allowed: np.ndarray) -> np.ndarra
     readable = np.zeros(grammar.own_classes.shape[1], dtype=bool)
     readable[grammar.byte_class[np.asarray(allowed, dtype=bool)]] = True
     moves = np.where(readable[None, :], grammar.own_classes, -1)
-    return _completions_within_depth(grammar, _CompletionGraph(grammar, moves))
+    return _completions_within_depth(grammar, CompletionGraph(grammar, moves))
 
 
-def _completions_within_depth(grammar: PushdownGrammar, graph: _CompletionGraph) -> np.ndarray:
+def _completions_within_depth(grammar: PushdownGrammar, graph: CompletionGraph) -> np.ndarray:
     """bn_d(q) for d = 0, 1, ... until it stops changing (at most max_depth): shortest completions of q's nonterminal
     whose calls nest at most d deeper; a call costs bn_{d-1} of its callee, none is possible at d = 0.
 

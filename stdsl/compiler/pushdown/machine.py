@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
+from stdsl.compiler.pushdown.completion_graph import UNREACHABLE
 from stdsl.compiler.pushdown.cut_configurations import cut_configurations
-from stdsl.compiler.pushdown.grammar import UNREACHABLE, PushdownGrammar
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
 
 DEAD = -1
 EMPTY_STACK = 0

@@ -428,7 +428,7 @@ class _Parser:
         name = self.pattern[self.pos + 1:end]
         try:
             value = ord(unicodedata.lookup(name))
-        except KeyError:
+        except (KeyError, UnicodeEncodeError):  # a lone surrogate in the name cannot even be looked up
             raise self.error(f"undefined character name {name!r}", start) from None
         self.pos = end + 1
         return value

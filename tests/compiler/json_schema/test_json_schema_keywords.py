@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema import resolve, validate
+from stdsl.compiler.json_schema import resolve, schema_merge, validate
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError, SchemaError
@@ -197,6 +197,7 @@ def test_an_enum_is_keyed_once_however_many_members_are_checked_against_it(monke
         return original(value)
 
     monkeypatch.setattr(resolve, "json_key", counting)
+    monkeypatch.setattr(schema_merge, "json_key", counting)
     monkeypatch.setattr(validate, "json_key", counting)
     members = [f"v{i}" for i in range(400)]
     with pytest.raises(SchemaError, match="more than 24 values"):
@@ -211,6 +212,28 @@ def test_an_enum_beside_a_format_keeps_the_members_of_that_format() -> None:
     assert [automaton.accepts(t) for t in (b'"a.b"', b'"x y"', b"3")] == [True, False, True]
     with pytest.raises(EmptyLanguageError):
         build_automaton(schema_to_ir({"format": "hostname", "const": "https://json-schema.org/draft/2020-12/schema"}))
+
+
+def test_a_format_automaton_is_built_once_for_all_the_members_of_an_enum_beside_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The members of an enum beside a format are each checked against the format's automaton: it is built once
+    per document for the format, not once per member (n builds before), and the members kept are the same."""
+    from stdsl.compiler.automata import build
+
+    built = [0]
+    original = build.build_automaton
+
+    def counting(*args: object, **kwargs: object) -> object:
+        built[0] += 1
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build, "build_automaton", counting)
+    members = [f"host{i}.example" for i in range(30)] + ["not a host", "x y"]
+    node = schema_to_ir({"type": "string", "format": "hostname", "enum": members})
+    assert built[0] <= 2
+    monkeypatch.undo()
+    automaton = build_automaton(node)
+    assert [automaton.accepts(json.dumps(m).encode()) for m in members] == [True] * 30 + [False, False]
 
 
 def test_max_length_above_the_count_limit_is_lowered_not_refused() -> None:

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.pushdown import grammar as grammar_module
+from stdsl.compiler.pushdown.completion_graph import CompletionGraph
 from stdsl.compiler.pushdown.grammar import (
     CALL_BASE,
     PushdownGrammar,
-    _CompletionGraph,
     _completions_within_depth,
     common_byte_classes,
     completions_over,
@@ -88,7 +88,7 @@ def test_completions_over_some_bytes_are_those_of_the_dense_table_restricted(gra
     allowed = np.zeros(256, dtype=bool)
     allowed[allowed_bytes] = True
     restricted = np.where(allowed[None, :], grammar.byte_table, -1)
-    expected = _completions_within_depth(grammar, _CompletionGraph(grammar, restricted))
+    expected = _completions_within_depth(grammar, CompletionGraph(grammar, restricted))
     assert np.array_equal(completions_over(grammar, allowed), expected)
 
 

@@ -7,12 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.pushdown import grammar as pushdown_grammar
-from stdsl.compiler.pushdown.grammar import (
-    UNREACHABLE,
-    PushdownGrammar,
-    _CompletionGraph,
-)
+from stdsl.compiler.pushdown import completion_graph
+from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
+from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from tests.compiler.pushdown.random_grammars import grammars as random_grammars
 
 
@@ -72,7 +69,7 @@ def test_bucketed_and_listed_searches_agree(grammar: PushdownGrammar | None) -> 
     """Large grammars take the bucketed search, small ones the listed one: both give every level alike."""
     if grammar is None:
         return
-    graph = _CompletionGraph(grammar)
+    graph = CompletionGraph(grammar)
     starts = graph.callee_starts
     for level in grammar.bn_within:
         for cost in (np.full(len(starts), UNREACHABLE, dtype=np.int64), level[starts]):
@@ -86,16 +83,16 @@ def test_buckets_handing_over_to_the_heap_give_the_same_distances(grammar: Pushd
     """The bucketed search handing a narrow search over to the heap after a few rounds ends where either alone does."""
     if grammar is None:
         return
-    graph = _CompletionGraph(grammar)
+    graph = CompletionGraph(grammar)
     starts = graph.callee_starts
-    kept = pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER
-    pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = rounds, frontier
+    kept = completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER
+    completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER = rounds, frontier
     try:
         for level in grammar.bn_within:
             for cost in (np.full(len(starts), UNREACHABLE, dtype=np.int64), level[starts]):
                 assert graph._shortest_bucketed(cost).tolist() == graph._shortest_listed(cost).tolist()
     finally:
-        pushdown_grammar.NARROW_ROUNDS, pushdown_grammar.NARROW_FRONTIER = kept
+        completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER = kept
 
 
 @settings(max_examples=100, deadline=None)
@@ -105,7 +102,7 @@ def test_a_level_continued_from_the_one_before_is_a_whole_search(grammar: Pushdo
     and the first without calls breadth-first: both are the full heap search's distances."""
     if grammar is None:
         return
-    graph = _CompletionGraph(grammar)
+    graph = CompletionGraph(grammar)
     none = np.full(len(graph.callers), UNREACHABLE, dtype=np.int64)
     assert graph.shortest(none).tolist() == graph._shortest_listed(none).tolist()
     before = (grammar.bn_within[0], none)

@@ -87,6 +87,7 @@ ERRORS = [
     ("\\400", "octal escape value", 0),
     ("[\\400]", "octal escape value", 1),
     ("\\N{NO SUCH CHARACTER NAME}", "undefined character name", 0),
+    ("\\N{\ud800}", "undefined character name", 0),  # a name no codec can encode (the slow regex fuzz run)
     ("(?P<a>x)(?P<a>y)", "redefinition of group name", 12),
     ("(?P<1a>x)", "bad character in group name", 4),
     ("(?P<>x)", "missing group name", 4),

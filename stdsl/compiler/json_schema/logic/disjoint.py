@@ -21,9 +21,10 @@ from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.logic.complement import NUMBER_KINDS, possible_kinds, typed
-from stdsl.compiler.json_schema.resolve import INEXACT, MAX_COUNT, Context, Schema, flatten, merge
+from stdsl.compiler.json_schema.resolve import INEXACT, MAX_COUNT, Context, Schema, flatten
 from stdsl.compiler.json_schema.scalars.keys import complement_within, name_matches, pattern_matcher
 from stdsl.compiler.json_schema.scalars.strings import pattern_search, string_body
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.compiler.json_schema.validate import conforms, provably_disjoint
 from stdsl.errors import EmptyLanguageError, SchemaError, StateBudgetError
 

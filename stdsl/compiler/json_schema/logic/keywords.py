@@ -18,7 +18,8 @@ from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
 from stdsl.compiler.json_schema.logic.disjoint import disjoint
 from stdsl.compiler.json_schema.logic.negation import difference
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
-from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, merge, resolve_ref
+from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, resolve_ref
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
 

@@ -53,9 +53,9 @@ from stdsl.compiler.json_schema.resolve import (
     flatten,
     kinds_of_types,
     kinds_of_value,
-    merge,
 )
 from stdsl.compiler.json_schema.scalars.keys import name_matches, pattern_matcher
+from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.compiler.json_schema.validate import conforms
 from stdsl.errors import SchemaError
 

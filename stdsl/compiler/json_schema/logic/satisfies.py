@@ -35,7 +35,7 @@ def satisfies(value: Any, schema: Schema, ctx: Context, path: str) -> bool:
     if isinstance(schema, bool):
         return schema
     check_schema(schema, path)
-    check_keywords(schema, path)
+    check_keywords(schema, path, ctx.warned)
     schema = older_drafts(schema, path)
     if schema.get("format") in SPEC_FORMATS:
         raise SchemaError("cannot decide a negated 'format' (assertion and annotation readings differ)", path)

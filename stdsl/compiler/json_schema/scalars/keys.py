@@ -20,8 +20,9 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.ops import common_classes, intersect
-from stdsl.compiler.json_schema.resolve import MORE_PATTERNS, patterns_of
+from stdsl.compiler.json_schema.resolve import MORE_PATTERNS
 from stdsl.compiler.json_schema.scalars.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body
+from stdsl.compiler.json_schema.schema_merge import patterns_of
 from stdsl.errors import EmptyLanguageError, SchemaError
 
 MAX_PATTERNS = 4

@@ -19,7 +19,6 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.resolve import patterns_of
 from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
 from stdsl.compiler.json_schema.scalars.string_units import (
     FORBIDDEN_RAW,
@@ -27,6 +26,7 @@ from stdsl.compiler.json_schema.scalars.string_units import (
     char_trie,
     string_unit,
 )
+from stdsl.compiler.json_schema.schema_merge import patterns_of
 from stdsl.compiler.regex.parser import parse_anchored
 from stdsl.errors import CompileError, EmptyLanguageError, RegexError, SchemaError, StateBudgetError
 

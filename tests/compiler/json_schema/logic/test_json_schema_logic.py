@@ -174,6 +174,21 @@ def test_misspelled_keyword_is_ignored_with_a_warning() -> None:
     assert automaton.accepts(b"{}")
 
 
+@pytest.mark.parametrize("schema", [
+    {"enum": ["a", "bb", "ccc"], "not": {"maxLength": 1, "requird": ["x"]}},
+    {"enum": ["a", "bb", "ccc"], "not": {"enum": ["a"], "requird": ["x"]}},
+    {"type": "string", "maxLength": 4, "not": {"maxLength": 1, "requird": ["x"]}},
+])
+def test_a_misspelt_keyword_inside_a_not_is_warned_of_once(schema: dict) -> None:
+    """A `not` over an enum's members is decided member by member on the raw schema (`satisfies`) and flattened too:
+    its misspelt keyword is one warning for its one place, however many members or readings reach it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        schema_to_ir(schema)
+    ignored = [str(w.message) for w in caught if issubclass(w.category, IgnoredKeywordWarning)]
+    assert len(ignored) == 1 and "#/not/requird" in ignored[0], ignored
+
+
 def test_negation_without_exact_form_is_refused() -> None:
     with pytest.raises(SchemaError, match="multipleOf"):
         schema_to_ir({"type": "integer", "not": {"multipleOf": 3}})
