@@ -31,6 +31,7 @@ from stdsl.compiler.grammar.piece_alternatives import (
     assembled,
     kept_piece,
     largest_piece_alternative,
+    rewritten,
     with_placeholder,
 )
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
@@ -214,25 +215,4 @@ def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
 
 def _replaced(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:
     """`node` with each leaf whose id is in `by_id` replaced by its node there."""
-    memo: dict[int, ir.Node] = {}
-
-    def walk(current: ir.Node) -> ir.Node:
-        found = by_id.get(id(current))
-        if found is not None:
-            return found
-        if "_literal" in current.__dict__ or not isinstance(current, (ir.Seq, ir.Alt, ir.Repeat)):
-            return current
-        done = memo.get(id(current))
-        if done is not None:
-            return done
-        result: ir.Node
-        if isinstance(current, ir.Repeat):
-            result = ir.repeat(walk(current.item), current.min, current.max)
-        elif isinstance(current, ir.Seq):
-            result = ir.seq(*(walk(item) for item in current.items))
-        else:
-            result = ir.alt(*(walk(item) for item in current.items))
-        memo[id(current)] = result
-        return result
-
-    return walk(node)
+    return rewritten(node, lambda current: by_id.get(id(current)))

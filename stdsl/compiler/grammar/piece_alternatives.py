@@ -223,18 +223,26 @@ def _chained_rows(head: bytes, table: np.ndarray, accepting: np.ndarray, classes
 
 def with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
     """`node` with every occurrence of `alternative` replaced by `PLACEHOLDER_NODE` (the skeleton)."""
+    return rewritten(node, lambda current: PLACEHOLDER_NODE if current is alternative or (
+        isinstance(current, ir.Alt) and current == alternative) else None)
+
+
+def rewritten(node: ir.Node, replacement: Callable[[ir.Node], ir.Node | None]) -> ir.Node:
+    """`node` with each subexpression for which `replacement` gives a node replaced by it (shared subtrees
+    rebuilt once; literal runs and leaves other than those replaced kept as they are)."""
     memo: dict[int, ir.Node] = {}
 
     def walk(current: ir.Node) -> ir.Node:
-        if current is alternative or (isinstance(current, ir.Alt) and current == alternative):
-            return PLACEHOLDER_NODE
+        replaced = replacement(current)
+        if replaced is not None:
+            return replaced
         if "_literal" in current.__dict__ or not isinstance(current, (ir.Seq, ir.Alt, ir.Repeat)):
             return current
         done = memo.get(id(current))
         if done is not None:
             return done
         if len(memo) % 4096 == 4095:
-            check_deadline("finding a grammar's pieces")
+            check_deadline("rewriting a grammar's pieces")
         result: ir.Node
         if isinstance(current, ir.Repeat):
             result = ir.repeat(walk(current.item), current.min, current.max)
