@@ -10,6 +10,7 @@ ways this compiler cannot follow (priorities, templates, `%override`, lexeme opt
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import cache
 
@@ -389,7 +390,17 @@ class _LarkParser:
                 what = {"m": "multi-line anchors", "x": "verbose patterns", "l": "locale-dependent classes",
                         "u": "the unicode flag"}.get(flag, "an unknown flag")
                 raise self.error(f"the regex flag {flag!r} ({what}) is not supported: only 'i' and 's' are", token)
-        return st.Pattern(text[1:close], flags, self.position(token))
+        return st.Pattern(lark_regex_body(text[1:close]), flags, self.position(token))
+
+
+_QUOTE_AFTER_ESCAPED_BACKSLASHES = re.compile(r'(?<!\\)((?:\\\\)+)"')
+
+
+def lark_regex_body(body: str) -> str:
+    """A regex literal's text (between its slashes) as Lark reads it: Lark drops the backslash before every `"` after
+    doubling the escapes (`load_grammar._fix_escaping`), so an even run of backslashes before a quote loses one
+    escaped backslash (`/[^\\\\"]/` is `[^"]` to Lark, a backslash allowed)."""
+    return _QUOTE_AFTER_ESCAPED_BACKSLASHES.sub(lambda match: match.group(1)[2:] + '"', body)
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", '"': '"', "\\": "\\"}
