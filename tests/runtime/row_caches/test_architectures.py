@@ -323,8 +323,20 @@ def _every_configuration() -> list[dict[str, Any]]:
     return ours + MLX_LM_TEST_CONFIGS + MLX_LM_SINGLE_TESTS + MLX_LM_MODEL_TESTS
 
 
+LONG_CHECKS = {"jamba": 7200}
+"""Seconds the whole sweep of an architecture may take past the default 600: mlx-lm's Jamba test configuration
+(expanded 128 times) took 4,078 s alone on 2 cores at load 5-7."""
+
+
+def _sweep_params() -> list[Any]:
+    return [pytest.param(config, id=config["model_type"],
+                         marks=[pytest.mark.timeout(LONG_CHECKS[config["model_type"]])]
+                         if config["model_type"] in LONG_CHECKS else [])
+            for config in _every_configuration()]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("config", _every_configuration(), ids=lambda c: c["model_type"])
+@pytest.mark.parametrize("config", _sweep_params())
 def test_every_mlx_lm_architecture_is_refused_or_passes_every_check(smollm2_tokenizer, config) -> None:
     """Each architecture mlx-lm's own tests build (and those here beyond the representative ones): the ones in
     REFUSED refused with UnsupportedModelError naming them, every other one through every check the representative
