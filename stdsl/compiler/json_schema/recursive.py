@@ -362,7 +362,8 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     at_once = _outlined_at_once(schema, calls, whitespace, zero_fractions, strict, context) if outline is None else None
     if at_once is not None:
         tried = True
-        grammar, outlined_error, _ = _outlined_try(lambda: _pushdown(*at_once, whitespace, max_states, max_depth))
+        grammar, outlined_error, outlined_conflict = _outlined_try(
+            lambda: _first_outlined_pushdown(*at_once, whitespace, max_states, max_depth))
         if grammar is not None:
             return grammar
     for _ in range(tries):
@@ -382,18 +383,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
                     return grammar
             return _pushdown(compiler, main, bodies, whitespace, max_states, max_depth)
         except GrammarConflictError as error:
-            keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
-            movable = keys & (compiler.outlined | {ANY_VALUE})
-            if not movable:
-                if not retry_conflicts:
-                    raise _OutlinedConflict(error, None, any_levels) from error
-                raise
-            if ANY_VALUE in movable:
-                needed = compiler.deepest + 1 if any_levels else 1
-                any_levels = needed if any_levels < needed <= MAX_ANY_LEVELS else MAX_ANY_LEVELS + 1
-            inlined |= movable - {ANY_VALUE}
+            after = _after_conflict(error, compiler, inlined, any_levels)
             if not retry_conflicts:
-                raise _OutlinedConflict(error, frozenset(inlined), any_levels) from error
+                raise after from error
+            if after.inlined is None:
+                raise
+            inlined, any_levels = set(after.inlined), after.any_levels
         except StateBudgetError:
             if outline is not None:
                 raise
@@ -402,6 +397,31 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
                                     calls_required, context, resume=outlined_conflict)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
+
+
+def _after_conflict(error: GrammarConflictError, compiler: _CallingCompiler, inlined: set[str], any_levels: int
+                    ) -> _OutlinedConflict:
+    """Where the try after `compiler`'s L(1) conflict `error` goes on: the conflicting outlined members inlined too,
+    a conflicting free-form value written out one level past the deepest declared member (or, past
+    `MAX_ANY_LEVELS`, bounded); inlined None where no conflicting part can move."""
+    keys = {key for key, name in compiler.names.items() if name in error.nonterminals}
+    movable = keys & (compiler.outlined | {ANY_VALUE})
+    if not movable:
+        return _OutlinedConflict(error, None, any_levels)
+    if ANY_VALUE in movable:
+        needed = compiler.deepest + 1 if any_levels else 1
+        any_levels = needed if any_levels < needed <= MAX_ANY_LEVELS else MAX_ANY_LEVELS + 1
+    return _OutlinedConflict(error, frozenset(inlined | (movable - {ANY_VALUE})), any_levels)
+
+
+def _first_outlined_pushdown(compiler: _CallingCompiler, main: ir.Node, bodies: dict[str, ir.Node],
+                             whitespace: Whitespace | None, max_states: int, max_depth: int) -> PushdownGrammar:
+    """`_pushdown` of the outlined grammar's first try (`_outlined_at_once`), its L(1) conflict raised as the
+    `_OutlinedConflict` that try would raise, so that a later outlined grammar resumes after it."""
+    try:
+        return _pushdown(compiler, main, bodies, whitespace, max_states, max_depth)
+    except GrammarConflictError as error:
+        raise _after_conflict(error, compiler, set(), 0) from error
 
 
 def _outlined_at_once(schema: dict, calls: dict[str, ir.Node], whitespace: Whitespace | None, zero_fractions: bool,
@@ -433,16 +453,13 @@ def _outlined_try(attempt: Callable[[], PushdownGrammar | ir.Node]
                   ) -> tuple[PushdownGrammar | ir.Node | None, CompileError | None, _OutlinedConflict | None]:
     """The outlined grammar `attempt` builds, tried before the plain one: (it, None, None), or None and its error
     for the plain grammar to stand in, or None and the L(1) conflict it met (which the plain grammar resolves its
-    own way: an `_OutlinedConflict` says where a later outlined try would resume, a bare one does not); a compile
-    past its time limit is raised."""
+    own way; the conflict says where a later outlined try resumes); a compile past its time limit is raised."""
     try:
         return attempt(), None, None
     except CompileTimeError:
         raise
     except _OutlinedConflict as conflict:
         return None, None, conflict
-    except GrammarConflictError:
-        return None, None, None
     except CompileError as error:
         return None, error, None
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.constraint import compile as compile_constraint
-from stdsl.compiler.json_schema import recursive
+from stdsl.compiler.json_schema import outline_size, recursive
 from stdsl.compiler.json_schema.json_tokens import JsonTokens
 from stdsl.compiler.json_schema.outline_size import OUTLINE_FROM, outline_pays
 from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form, compile_recursive
@@ -174,6 +174,22 @@ def test_a_conflicted_outline_is_resolved_when_the_plain_grammar_passes_the_budg
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The outlined grammar's retries start after the conflict its first try met: that try is not compiled again
     (it was, before: 6, 1, 6, 4 definitions), and the grammar is the one an outlined compile resolves to."""
+    calls = _plain_refused_at_the_budget(monkeypatch)
+    compiled = compile_free_form(CONFLICTED, outline=None)
+    assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
+    assert calls == [calls[0], 1, calls[-1]] and calls[0] > calls[-1] > 1
+    outlined = compile_free_form(CONFLICTED, outline=True)
+    assert isinstance(outlined, PushdownConstraint) and compiled.grammar.names == outlined.grammar.names
+
+
+def test_a_conflicted_outline_lowered_at_once_is_resolved_after_its_first_try(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a schema whose outlined bodies are lowered first (`_outlined_at_once`, here for any member
+    count): the conflict of that first try is where the later outlined grammar resumes (6, 1, 4 definitions; it
+    was 6, 1, 6, 4), and the grammar is the one an outlined compile resolves to.  (Its plain bodies measured on
+    the outlined ones count 23,285, below `OUTLINE_FROM`, which is lowered to take that road.)"""
+    monkeypatch.setattr(recursive, "MANY_MEMBERS_FROM", 1)
+    monkeypatch.setattr(outline_size, "OUTLINE_FROM", 20_000)
     calls = _plain_refused_at_the_budget(monkeypatch)
     compiled = compile_free_form(CONFLICTED, outline=None)
     assert isinstance(compiled, PushdownConstraint) and len(compiled.grammar.names) > 2
