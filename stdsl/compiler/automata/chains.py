@@ -46,12 +46,16 @@ LAYOUT_TRIES = 3
 @dataclass
 class _Found:
     """The chains a walk laid out: `chains[key]` is the index of its piece in `pieces`, `sources[index]` the chain
-    (a repetition or an embedded automaton); chains in `excluded` stay in the skeleton."""
+    (a repetition or an embedded automaton); chains in `excluded` stay in the skeleton.  `built` holds every piece
+    built so far by its key (None where there is none), kept from one layout try to the next: a try that leaves
+    one chain in the skeleton would build all the others again (three tries over `o9787`'s arrays of long strings
+    built its chains three times, 0.1 s)."""
 
     chains: dict[ir.Node, int]
     pieces: list[Automaton]
     sources: list[ir.Node]
     excluded: set[ir.Node]
+    built: dict[ir.Node, Automaton | None]
 
     def add(self, key: ir.Node, source: ir.Node, piece: Automaton) -> int:
         index = self.chains[key] = len(self.pieces)
@@ -72,12 +76,13 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
     if longest < CHAIN_FROM and largest < EMBEDDED_FROM:
         return None
     excluded: set[ir.Node] = set()
+    built: dict[ir.Node, Automaton | None] = {}
     for _ in range(LAYOUT_TRIES):
         chains: dict[ir.Node, int] = {}
         pieces: list[Automaton] = []
         sources: list[ir.Node] = []
-        skeleton_node = _with_placeholders(node, alphabet, max_states, chain, _Found(chains, pieces, sources, excluded),
-                                           {})
+        skeleton_node = _with_placeholders(node, alphabet, max_states, chain,
+                                           _Found(chains, pieces, sources, excluded, built), {})
         if not pieces:
             return None
         skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
@@ -117,7 +122,7 @@ def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: Cha
     if isinstance(node, (ir.Repeat, ir.Embedded)):
         piece = found.chains.get(node)
         if piece is None and node not in found.excluded:
-            built = chain(node, max_states) if _long(node) else None
+            built = _built(node, lambda: chain(node, max_states), found) if _long(node) else None
             if built is not None and not _reads_on(built):
                 piece = found.add(node, node, built)
         if piece is not None:
@@ -139,6 +144,20 @@ def _with_placeholders(node: ir.Node, alphabet: int, max_states: int, chain: Cha
         object.__setattr__(node, "_chain_free", True)
     memo[id(node)] = (node, result)
     return result
+
+
+def _built(key: ir.Node, build: Callable[[], Automaton | None], found: _Found) -> Automaton | None:
+    """The piece `build` makes for `key`, built once over the layout tries (`found.built`)."""
+    if key not in found.built:
+        found.built[key] = build()
+    return found.built[key]
+
+
+def _closed(item: ir.Repeat | ir.Embedded, after: ir.ByteSet, max_states: int, chain: ChainBuilder, found: _Found
+            ) -> Automaton | None:
+    """The chain `item` followed by the byte set `after` as one piece (`_then_byte`), or None."""
+    built = _built(item, lambda: chain(item, max_states), found)
+    return None if built is None else _then_byte(built, after.ranges)
 
 
 def _chain_free(node: ir.Node) -> bool:
@@ -183,8 +202,7 @@ def _fused(items: tuple[ir.Node, ...], alphabet: int, max_states: int, chain: Ch
             key = ir.Seq((item, after))
             piece = found.chains.get(key)
             if piece is None:
-                built = chain(item, max_states)
-                closed = None if built is None else _then_byte(built, after.ranges)
+                closed = _built(key, lambda: _closed(item, after, max_states, chain, found), found)
                 if closed is not None:
                     piece = found.add(key, item, closed)
             if piece is not None:

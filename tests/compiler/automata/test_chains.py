@@ -99,6 +99,30 @@ def test_a_chain_copied_under_a_counted_repeat_is_left_to_the_subset_constructio
 
 
 @settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(2, 9), min_size=2, max_size=3), copies=st.integers(2, 4),
+       after=st.sampled_from(["", ",", "z"]))
+def test_a_layout_try_that_leaves_a_chain_in_the_skeleton_builds_no_chain_again(
+        lengths: list[int], copies: int, after: str) -> None:
+    """Past the layout bound the next try leaves the chain with the most copies in the skeleton and lays the others
+    out again from the chains the first try built: over three tries (all past a bound of 0, so the subset
+    construction decides, as before) each chain is built once."""
+    strings = ",".join(f'"[a-c]{{0,{n}}}"' for n in lengths)
+    node = parse_regex(f'\\[(?:{strings}){{1,{copies}}}\\]{after}')
+    built: list[ir.Node] = []
+
+    def counting(part: ir.Repeat | ir.Embedded, max_states: int) -> object:
+        built.append(part)
+        return build._chain(part, max_states)
+
+    chains.LAYOUT_PER_BUDGET_STATE = 0.0  # type: ignore[assignment]
+    try:
+        got = chains.chained_dfa(node, 100_000, 256, counting)  # type: ignore[arg-type]
+    finally:
+        chains.LAYOUT_PER_BUDGET_STATE = 4
+    assert got is None and len(built) == len(set(built))
+
+
+@settings(max_examples=40, deadline=None)
 @given(lengths=st.lists(st.integers(2, 40), min_size=2, max_size=3), low=st.integers(0, 2),
        after=st.sampled_from(["", "a", "(?:z|a)b", "[a-c]*"]))
 def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[int], low: int, after: str) -> None:
