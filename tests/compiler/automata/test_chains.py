@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
+from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata import build, chains, subset_substitution
 from stdsl.compiler.automata.build import build_automaton, determinized
@@ -120,6 +121,19 @@ def test_a_layout_try_that_leaves_a_chain_in_the_skeleton_builds_no_chain_again(
     finally:
         chains.LAYOUT_PER_BUDGET_STATE = 4
     assert got is None and len(built) == len(set(built))
+
+
+def test_a_counted_chain_is_built_once_for_every_expression_that_holds_it() -> None:
+    """The DFA compiler's and a pushdown body's subset constructions over the same long string share its chain."""
+    caches.clear()
+    string = schema_to_ir({"type": "string", "maxLength": 300})
+    before = build._COUNTED.stats()
+    first = build_automaton(ir.seq(ir.literal('{"a":'), string, ir.literal("}")))
+    second = build_automaton(ir.seq(ir.literal("["), string, ir.literal("]")))
+    after = build._COUNTED.stats()
+    assert after.misses - before.misses == 1 and after.hits - before.hits >= 1
+    assert first.accepts(b'{"a":"' + b"x" * 300 + b'"}') and not first.accepts(b'{"a":"' + b"x" * 301 + b'"}')
+    assert second.accepts(b'[""]') and not second.accepts(b'["' + b"x" * 301 + b'"]')
 
 
 @settings(max_examples=40, deadline=None)
