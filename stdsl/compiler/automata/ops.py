@@ -88,16 +88,19 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     """The minimal automaton of L(a) ∩ L(b) (product construction over reachable pairs, on their common classes).
 
     Pairs are expanded a breadth-first level at a time with numpy.  Raises StateBudgetError when more
-    than `max_states` pairs are reachable.
+    than `max_states` pairs are reachable.  The tables are read at their stored width and, under a budget, the
+    product's rows kept as int32: a fresh or forked process pays a page fault for each 4 KB it first writes, and
+    the int64 copies were 13,000 of a refused intersection's 23,000 faults (MaskBench o21053: its intersection
+    0.22-0.24 s of CPU, 0.16-0.18 s without them).
     """
     byte_class, column_a, column_b = common_classes(a, b)
-    ta = a.class_transitions.astype(np.int64)[:, column_a]
-    tb = b.class_transitions.astype(np.int64)[:, column_b]
-    width = max(b.num_states, 1)
+    ta, tb = a.class_transitions[:, column_a], b.class_transitions[:, column_b]
+    width = np.int64(max(b.num_states, 1))
     level = np.zeros(1, dtype=np.int64)
     levels: list[np.ndarray] = []
-    numbering = _PairNumbering(a.num_states * width)
+    numbering = _PairNumbering(a.num_states * int(width))
     rows: list[np.ndarray] = []
+    row_type = np.int32 if max_states is not None and max_states < np.iinfo(np.int32).max else np.int64
     while len(level):
         check_deadline("intersection")
         levels.append(level)
@@ -108,7 +111,7 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
         ids, level = numbering.number(fresh)
         if max_states is not None and numbering.count > max_states:
             raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
-        row = np.full(targets.shape, -1, dtype=np.int64)
+        row = np.full(targets.shape, -1, dtype=row_type)
         row[live] = ids[inverse.reshape(-1)]
         rows.append(row)
     keys = np.concatenate(levels)

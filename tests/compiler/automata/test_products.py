@@ -266,3 +266,19 @@ def test_pairs_numbered_in_two_sorted_runs_as_in_order_met(levels: list[set[int]
         assert new.tolist() == unmet
         assert ids.tolist() == [oracle[pair] for pair in sorted(level)]
     assert numbering.count == len(oracle)
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes)
+def test_product_rows_kept_narrow_under_a_budget_give_the_same_automaton(left: str, right: str) -> None:
+    """Under a budget the product's rows are kept as int32, without one as int64: the same tables bit for bit."""
+    a, b = compile_regex(left), compile_regex(right)
+    outcomes = []
+    for budget in (None, 1 << 20):
+        try:
+            product = intersect(a, b, budget)
+        except EmptyLanguageError as error:
+            outcomes.append(str(error))
+            continue
+        outcomes.append((product.byte_class.tolist(), product.class_transitions.tolist(), product.accepting.tolist()))
+    assert outcomes[0] == outcomes[1]
