@@ -270,8 +270,8 @@ def test_pairs_numbered_in_two_sorted_runs_as_in_order_met(levels: list[set[int]
 
 @settings(max_examples=60, deadline=None)
 @given(regexes, regexes)
-def test_product_rows_kept_narrow_under_a_budget_give_the_same_automaton(left: str, right: str) -> None:
-    """Under a budget the product's rows are kept as int32, without one as int64: the same tables bit for bit."""
+def test_product_moves_kept_narrow_under_a_budget_give_the_same_automaton(left: str, right: str) -> None:
+    """Under a budget the product's live moves are kept as int32, without one as int64: the same tables bit for bit."""
     a, b = compile_regex(left), compile_regex(right)
     outcomes = []
     for budget in (None, 1 << 20):
