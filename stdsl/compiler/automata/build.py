@@ -105,7 +105,7 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
     if isinstance(node, ir.Repeat):
         built = counted_automaton(node, max_states)
         if built is not None:
-            return Automaton.from_classes(*shrink(built[0], built[1]), built[2])
+            return Automaton.from_classes(*shrink(built[0], built[1], all_reachable=True, all_live=True), built[2])
     dfa = determinized(node, max_states)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                               in_bfs_order=dfa.in_bfs_order)

@@ -248,3 +248,37 @@ def test_pairs_numbered_in_sorted_arrays_as_in_the_dense_array(left: str, right:
                 continue
         outcomes.append((product.byte_class.tolist(), product.class_transitions.tolist(), product.accepting.tolist()))
     assert outcomes[0] == outcomes[1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sets(st.integers(1, 400), max_size=60), max_size=30))
+def test_pairs_numbered_in_two_sorted_runs_as_in_order_met(levels: list[set[int]]) -> None:
+    """The sparse numbering (an older and a recent sorted run, joined now and then) numbers each pair as a dict
+    filled in order met does: pairs met before keep their number, a level's new pairs follow in ascending order."""
+    numbering = ops._PairNumbering(1 << 40)
+    oracle = {0: 0}
+    for level in levels:
+        fresh = np.array(sorted(level), dtype=np.int64)
+        ids, new = numbering.number(fresh)
+        unmet = [pair for pair in sorted(level) if pair not in oracle]
+        for pair in unmet:
+            oracle[pair] = len(oracle)
+        assert new.tolist() == unmet
+        assert ids.tolist() == [oracle[pair] for pair in sorted(level)]
+    assert numbering.count == len(oracle)
+
+
+@settings(max_examples=60, deadline=None)
+@given(regexes, regexes)
+def test_product_moves_kept_narrow_under_a_budget_give_the_same_automaton(left: str, right: str) -> None:
+    """Under a budget the product's live moves are kept as int32, without one as int64: the same tables bit for bit."""
+    a, b = compile_regex(left), compile_regex(right)
+    outcomes = []
+    for budget in (None, 1 << 20):
+        try:
+            product = intersect(a, b, budget)
+        except EmptyLanguageError as error:
+            outcomes.append(str(error))
+            continue
+        outcomes.append((product.byte_class.tolist(), product.class_transitions.tolist(), product.accepting.tolist()))
+    assert outcomes[0] == outcomes[1]
