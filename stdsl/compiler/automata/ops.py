@@ -113,7 +113,9 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
         rows.append(row)
     keys = np.concatenate(levels)
     accepting = a.accepting[keys // width] & b.accepting[keys % width]
-    table, accepting = minimize(np.vstack(rows), accepting, all_reachable=True)
+    table = np.vstack(rows)
+    check_deadline("intersection")
+    table, accepting = minimize(table, accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, byte_class)
 
 
