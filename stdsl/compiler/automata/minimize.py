@@ -19,7 +19,7 @@ from stdsl.errors import EmptyLanguageError
 SORTED_CELLS = 1 << 21
 """Table cells `successor_lists` sorts between two deadline checks (a few milliseconds)."""
 SPLITTER_STATES = 4096
-"""Splitter states Hopcroft refinement handles between two deadline checks (a few tens of milliseconds)."""
+"""States Hopcroft refinement handles between two deadline checks (a few milliseconds); a round counts 64 more."""
 RENAMED_CELLS = 1 << 20
 """Table cells `renamed_rows` renames between two deadline checks (a few milliseconds)."""
 
@@ -216,7 +216,7 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     spent = 0
     while waiting:
         splitter = waiting.pop()
-        spent += len(members[splitter])
+        spent += len(members[splitter]) + 64
         if spent > SPLITTER_STATES:
             check_deadline("minimization")
             spent = 0
@@ -229,7 +229,9 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
                 source = entry_source[entry]
                 symbols_of[source] = symbols_of.get(source, 0) | entry_symbols[entry]
         touched: dict[int, dict[int, list[int]]] = {}
-        for source, symbols in symbols_of.items():
+        for count, (source, symbols) in enumerate(symbols_of.items(), 1):
+            if count % SPLITTER_STATES == 0:
+                check_deadline("minimization")
             old = block_of[source]
             if len(members[old]) > 1:
                 touched.setdefault(old, {}).setdefault(symbols, []).append(source)
@@ -250,6 +252,10 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
                     waiting.append(old)
                     in_waiting[old] = True
             for index, part in enumerate(parts):
+                spent += len(part)
+                if spent > SPLITTER_STATES:
+                    check_deadline("minimization")
+                    spent = 0
                 new = len(members)
                 members[old].difference_update(part)
                 members.append(set(part))
@@ -325,7 +331,10 @@ def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: b
     """`trim`, states renumbered in `bfs_order`: `minimize`'s table whenever the DFA given is already minimal (a
     minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart.
     `in_bfs_order` says the table is numbered so already (a subset construction's): the trim keeps that order
-    (a kept state's first visitor is kept too), so nothing is renumbered."""
+    (a kept state's first visitor is kept too), so nothing is renumbered.  A table known reachable, live and so
+    numbered is returned as given (its dtype too): copying a large one to int64 took 0.1 s on a loaded machine."""
+    if all_reachable and all_live and in_bfs_order:
+        return trim(np.asarray(table), np.asarray(accepting, dtype=bool), True, True)
     table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
                             all_live)
     return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
