@@ -89,10 +89,11 @@ class Context:
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
     draft_neutral: set[int] = field(default_factory=set)
-    one_of: dict[int, tuple[list, int, frozenset[str], Any, int]] = field(default_factory=dict)
+    one_of: dict[int, tuple[list, int, frozenset[str], Any, int, str]] = field(default_factory=dict)
     """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id: the list (held, so that
-    its id is not reused), the depth and the references entered where it was read, the schema it gave, and how
-    many levels below that depth the reading called `entering` (`reach`)."""
+    its id is not reused), the depth and the references entered where it was read, the schema it gave (or the
+    SchemaError it raised), how many levels below that depth the reading called `entering` (`reach`), and the
+    path it was read at."""
     enum_keys: dict[int, tuple[list, frozenset[str]]] = field(default_factory=dict)
     """`enum` lists' member keys (`json_key`), by the list's id (the list held): an enum's members are each checked
     against the schema that holds it, once per member."""
