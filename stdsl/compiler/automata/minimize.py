@@ -181,6 +181,7 @@ def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]
     cut = np.ones(len(keys), dtype=bool)
     cut[1:] = keys[1:] != keys[:-1]
     starts = np.flatnonzero(cut)
+    check_deadline("minimization")
     masks = [0] * len(starts)
     if len(starts):
         for word in range((width + 63) // 64):
@@ -274,6 +275,7 @@ def bfs_order(table: np.ndarray, start: int = 0) -> np.ndarray:
     live = np.flatnonzero(flat >= 0)
     pairs = (live // width) * (num_states + 1) + flat[live]
     _, first = np.unique(pairs, return_index=True)
+    check_deadline("minimization")
     first_live = np.sort(live[first])
     indptr = np.zeros(num_states + 1, dtype=np.int64)
     np.cumsum(np.bincount(first_live // width, minlength=num_states), out=indptr[1:])

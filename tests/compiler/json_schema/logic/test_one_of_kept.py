@@ -105,7 +105,8 @@ def test_a_refusal_is_kept_for_the_path_it_names(monkeypatch: pytest.MonkeyPatch
     root = document_context(schema)
     computed = _counting(monkeypatch)
     messages = []
-    for path, ctx in (("#/x", root), ("#/x", _at_depth(root, 30)), ("#/y", root), ("#/y", _at_depth(root, MAX_NESTING))):
+    readings = [("#/x", root), ("#/x", _at_depth(root, 30)), ("#/y", root), ("#/y", _at_depth(root, MAX_NESTING))]
+    for path, ctx in readings:
         with pytest.raises(SchemaError) as refused:
             keywords.one_of_as_any_of(parts, path, ctx)
         messages.append(str(refused.value))
