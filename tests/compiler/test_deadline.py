@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+import stdsl.caches
+from stdsl.compiler import deadline
+from stdsl.compiler.automata import minimize
+from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.constraint import Regex, compile
 from stdsl.compiler.deadline import check_deadline, compile_deadline
-from stdsl.errors import CompileError, CompileTimeError
+from stdsl.compiler.regex.parser import parse_regex
+from stdsl.errors import CompileError, CompileTimeError, StateBudgetError
 from tests.compiler.fuzz.time_limit import collector_seconds
+
+MASKBENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
 
 SLOW = "(a|b)*a(a|b){16}"
 
@@ -54,3 +67,78 @@ def test_the_limit_is_honoured_within_ten_percent(pattern: str, stage: str, limi
     with collector_seconds() as collecting, pytest.raises(CompileTimeError, match=stage):
         compile(Regex(pattern), max_seconds=limit, max_states=10**8)
     assert time.perf_counter() - start - collecting[0] < 1.1 * limit + 0.05
+
+
+def _refused_after(limit: float, work: Callable[[], object], collector_counted: bool = False) -> float:
+    """Seconds until `work`, run under a `limit` second compile limit, was refused (the smaller of wall and thread
+    CPU time, as `tests/compiler/fuzz/time_limit.py` counts them: a loaded machine slows the wall clock only).
+    The collector's time is left out, or with `collector_counted` counted with every object made before frozen
+    (`gc.freeze`), so that it only walks what `work` makes: a collection the work's own garbage brings is its time."""
+    if collector_counted:
+        gc.collect()
+        gc.freeze()
+    try:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        with collector_seconds() as collecting, pytest.raises(CompileTimeError):
+            with compile_deadline(limit):
+                work()
+        elapsed = min(time.perf_counter() - wall, time.thread_time() - cpu)
+    finally:
+        if collector_counted:
+            gc.unfreeze()
+    return elapsed if collector_counted else elapsed - collecting[0]
+
+
+def test_listing_a_large_nfas_moves_checks_the_limit() -> None:
+    """The first wide level of a subset construction lists every NFA state's class moves (`_ClassMoves.class_moves`):
+    0.4 s for these 300,000 states in one stretch before it was checked a chunk at a time, most of it collecting the
+    million tuples it made (the listing now makes none)."""
+    nfa = build_nfa(parse_regex("[ab]*a(?:[ab]{1000}){300}"))
+    assert _refused_after(0.05, lambda: determinize(nfa, 10**8), collector_counted=True) < 0.05 * 1.1 + 0.05
+
+
+def test_hopcroft_refinement_checks_the_limit_within_a_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refinement round over a large splitter (the first ones hold half the states) checks the limit as it goes:
+    the limit was checked every 64 rounds, and one round over 150,000 states took 0.3 s.  The moves into each
+    state are listed before the limit starts, so that only the rounds run under it."""
+    states = 150_000
+    rng = np.random.default_rng(0)
+    table = np.stack([np.arange(1, states + 1) % states, rng.integers(0, states, states),
+                      rng.integers(0, states, states), np.arange(states) * 7 % states], axis=1)
+    accepting = rng.random(states) < 0.5
+    entering = minimize.entering_symbols(table)
+    monkeypatch.setattr(minimize, "entering_symbols", lambda _: entering)
+    assert _refused_after(0.05, lambda: minimize.nerode_blocks(table, accepting)) < 0.05 * 1.1 + 0.05
+
+
+DEADLINE_GAP_FILES = ["Snowplow---sp_261_Normalized.json", "MCPspec---ServerResult.json", "Github_ultra---o21135.json"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DEADLINE_GAP_FILES)
+def test_maskbench_compiles_check_the_limit_at_least_every_tenth_of_a_second(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MaskBench schemas whose compiles had the longest stretches without a deadline check (subset construction's
+    move listing, a pushdown body's table, Hopcroft refinement and renumbering of a large product: 0.24-0.45 s of
+    CPU each): no stretch between two checks is longer than 0.15 s of thread CPU time, the collector's left out."""
+    schema = json.loads((MASKBENCH / name).read_text())["schema"]
+    checked: list[float] = []
+
+    class TimedClock:
+        """`time` as the deadline module reads it: every check's time noted (thread CPU, the collector's left out)."""
+
+        @staticmethod
+        def perf_counter() -> float:
+            checked.append(time.thread_time() - collecting[0])
+            return time.perf_counter()
+
+    monkeypatch.setattr(deadline, "time", TimedClock)
+    stdsl.caches.clear()
+    with collector_seconds() as collecting:
+        try:
+            compile(schema, max_states=100_000, max_seconds=60, strict=False)
+        except StateBudgetError:
+            pass
+        checked.append(time.thread_time() - collecting[0])
+    longest = max(b - a for a, b in zip(checked, checked[1:]))
+    assert longest < 0.15, f"{longest:.3f} s of CPU between two deadline checks"

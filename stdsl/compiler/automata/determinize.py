@@ -32,6 +32,8 @@ WIDE_LEVEL_MEMBERS = 384
 above (four runs each), and 0.61 on a regex of 6,670 states: a level of a few hundred members costs numpy more
 than Python."""
 LEVEL_CHUNK = 2048
+MOVES_CHUNK = 1 << 15
+"""NFA states whose class moves are gathered between two deadline checks (about 50 ms)."""
 RELEASE_SECONDS_PER_MEMBER = 40e-9
 """About how long freeing a refused subset construction takes per member of its states (measured 37 ns): the
 deadline checks count it, so a refusal returns within the limit."""
@@ -222,15 +224,29 @@ class _ClassMoves:
 
     @cached_property
     def class_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every (state, class) move as CSR arrays `(indptr, classes, targets)`, and a 64-bit salt per state."""
-        moves = [(state, set_index, target) for state, out in enumerate(self.nfa.edges) if out
-                 for set_index, target in out]
-        sources, sets, targets = (np.array(column, dtype=np.int64) for column in zip(*moves)) if moves else \
-            (np.zeros(0, dtype=np.int64) for _ in range(3))
-        classes, counts = self.expand(sets)
-        indptr = np.zeros(self.nfa.num_states + 1, dtype=np.int64)
-        np.cumsum(np.bincount(np.repeat(sources, counts), minlength=self.nfa.num_states), out=indptr[1:])
-        return indptr, classes, np.repeat(targets, counts), _mix(np.arange(self.nfa.num_states + 1, dtype=np.uint64))
+        """Every (state, class) move as CSR arrays `(indptr, classes, targets)`, and a 64-bit salt per state.
+        Gathered `MOVES_CHUNK` states at a time, checking the deadline between (an NFA of 600,000 states took a
+        second at once)."""
+        edges, num_states = self.nfa.edges, self.nfa.num_states
+        per_state = np.zeros(num_states, dtype=np.int64)
+        class_parts, target_parts = [], []
+        for lo in range(0, num_states, MOVES_CHUNK):
+            check_deadline("determinization")
+            out = edges[lo:lo + MOVES_CHUNK]
+            sizes = np.fromiter(map(len, out), dtype=np.int64, count=len(out))
+            pairs = np.array(list(chain.from_iterable(out)), dtype=np.int64).reshape(-1, 2)
+            classes, counts = self.expand(pairs[:, 0])
+            per_state[lo:lo + len(out)] = np.bincount(np.repeat(np.arange(len(out)), sizes), weights=counts,
+                                                      minlength=len(out))
+            class_parts.append(classes)
+            target_parts.append(np.repeat(pairs[:, 1], counts))
+        indptr = np.zeros(num_states + 1, dtype=np.int64)
+        np.cumsum(per_state, out=indptr[1:])
+        classes = np.concatenate(class_parts) if class_parts else np.zeros(0, dtype=np.int64)
+        check_deadline("determinization")
+        targets = np.concatenate(target_parts) if target_parts else np.zeros(0, dtype=np.int64)
+        check_deadline("determinization")
+        return indptr, classes, targets, _mix(np.arange(num_states + 1, dtype=np.uint64))
 
     def pairs(self, state: int) -> list[tuple[int, int]]:
         """(class, target) moves of one NFA state, for the narrow-level path."""
@@ -417,5 +433,6 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
     table[np.repeat(sources, counts), classes] = np.repeat(targets, counts)
     for lo, rows in wide:
         table[lo:lo + len(rows)] = rows
+    check_deadline("determinization", subsets.releasing)
     accepting = np.array([nfa.accept in state for state in subsets.states], dtype=bool)
     return ClassDFA(table, accepting, byte_class, in_bfs_order=subsets.bfs_order)

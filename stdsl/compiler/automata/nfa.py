@@ -180,6 +180,7 @@ def _extent(node: ir.Node) -> tuple[int, int, int, bool]:
     cached = node.__dict__.get("_extent")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
+    check_deadline("sizing the expression")
     total = longest = largest = count = 0
     live = True
     seen: set[int] = set()
@@ -290,6 +291,7 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     last_column = np.append(first_column[1:], width) - 1
     segments = len(first_column)
     flat = np.ascontiguousarray(table[:, first_column]).reshape(-1)
+    check_deadline("listing an automaton's moves")
     boundary = np.ones(flat.size, dtype=bool)
     boundary[1:] = flat[1:] != flat[:-1]
     boundary[::segments] = True
@@ -301,6 +303,7 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     states = starts // segments
     keys = states * (int(targets.max(initial=0)) + 1) + targets
     order = np.argsort(keys, kind="stable")
+    check_deadline("listing an automaton's moves")
     run_first, run_last = starts[order] % segments, ends[order] % segments
     cut = np.ones(len(order), dtype=bool)
     cut[1:] = keys[order][1:] != keys[order][:-1]
@@ -308,7 +311,9 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     group_bounds = np.append(group_start, len(order))
     group_order = np.argsort(states[order][group_start] * segments + run_first[group_start], kind="stable")
     masks = _segment_masks(run_first, run_last, group_start, segments)[group_order]
+    check_deadline("listing an automaton's moves")
     _, by_key = np.unique(masks, axis=0, return_inverse=True)
+    check_deadline("listing an automaton's moves")
     by_key = by_key.reshape(-1)
     first_met = np.full(int(by_key.max(initial=-1)) + 1, len(by_key), dtype=np.int64)
     np.minimum.at(first_met, by_key, np.arange(len(by_key)))

@@ -122,6 +122,7 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     accepting = a.accepting[keys // width] & b.accepting[keys % width]
     table = np.full((len(keys), classes), -1, dtype=np.int64)
     table.reshape(-1)[np.concatenate(cells)] = np.concatenate(moves)
+    check_deadline("intersection")
     table, accepting = minimize(table, accepting, all_reachable=True)
     return Automaton.from_classes(table, accepting, byte_class)
 

@@ -89,9 +89,11 @@ class Context:
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
     draft_neutral: set[int] = field(default_factory=set)
-    one_of: dict[int, tuple[list, int, frozenset[str], Any]] = field(default_factory=dict)
+    one_of: dict[int, tuple[list, int, frozenset[str], Any, int, str]] = field(default_factory=dict)
     """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id: the list (held, so that
-    its id is not reused), the depth and the references entered where it was read, and the schema it gave."""
+    its id is not reused), the depth and the references entered where it was read, the schema it gave (or the
+    SchemaError it raised), how many levels below that depth the reading called `entering` (`reach`), and the
+    path it was read at."""
     enum_keys: dict[int, tuple[list, frozenset[str]]] = field(default_factory=dict)
     """`enum` lists' member keys (`json_key`), by the list's id (the list held): an enum's members are each checked
     against the schema that holds it, once per member."""
@@ -101,14 +103,20 @@ class Context:
     warned: set[str] = field(default_factory=set)
     """The places (JSON pointers) of ignored keywords already warned of (`check_keywords`): one warning per place,
     though a schema under a `not` is read both flattened and raw (`logic.satisfies`), once per enum member."""
+    reach: list[int] = field(default_factory=lambda: [0])
+    """The greatest depth `entering` was called at since `logic.keywords.one_of_as_any_of` last reset it (one cell
+    shared by every context of the document): how near `MAX_NESTING` a kept `oneOf` reading went, so that it can
+    serve a deeper reading that would not reach it either."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
+        if self.depth > self.reach[0]:
+            self.reach[0] = self.depth
         if self.depth >= MAX_NESTING:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
-                       self.enum_keys, self.string_matchers, self.warned)
+                       self.enum_keys, self.string_matchers, self.warned, self.reach)
 
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""

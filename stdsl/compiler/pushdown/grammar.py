@@ -232,6 +232,7 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         dfa = determinized(body, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                                              in_bfs_order=dfa.in_bfs_order)
+        check_deadline("a pushdown definition's table")
         found = (table.astype(np.int32), np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:

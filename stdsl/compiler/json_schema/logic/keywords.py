@@ -18,7 +18,7 @@ from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
 from stdsl.compiler.json_schema.logic.disjoint import disjoint
 from stdsl.compiler.json_schema.logic.negation import difference
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
-from stdsl.compiler.json_schema.resolve import Context, Schema, flatten, resolve_ref
+from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
@@ -67,13 +67,34 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
     outline it and again as the nonterminal's body, and the disjointness proofs were most of a `oneOf`-heavy
     schema's lowering.  A list read at some depth with some references entered reads the same at a depth no
     greater with no other references (those can only refuse, past `MAX_NESTING` or on a cycle), so that is
-    what a kept reading serves.
+    what a kept reading serves; and so does it at a greater depth where the reading, shifted down, would still
+    not reach `MAX_NESTING` with the same references (the depth is read nowhere else): an outlined grammar's body
+    reads a list nearer the root than the plain grammar's lowering does.  A kept reading used counts in `reach` as
+    the reading it stands for (as the limit, where that is not known).  A refusal is kept too, and raised again
+    where the same reading would meet it: at the same path (its message names it), with the same references, the
+    limit out of reach.
     """
     known = ctx.one_of.get(id(parts))
-    if known is not None and known[0] is parts and ctx.depth <= known[1] and known[2].issuperset(ctx.refs):
-        return known[3]
-    result = _one_of_as_any_of(parts, path, ctx)
-    ctx.one_of[id(parts)] = (parts, ctx.depth, frozenset(ctx.refs), result)
+    if known is not None and known[0] is parts and known[2].issuperset(ctx.refs):
+        same = known[2] == frozenset(ctx.refs) and known[1] + known[4] < MAX_NESTING
+        if isinstance(known[3], SchemaError):
+            if same and known[5] == path and ctx.depth + known[4] < MAX_NESTING:
+                raise known[3]
+        elif ctx.depth <= known[1] or (same and ctx.depth + known[4] < MAX_NESTING):
+            ctx.reach[0] = max(ctx.reach[0], ctx.depth + known[4] if same else MAX_NESTING)
+            return known[3]
+    reach = ctx.reach
+    outer, reach[0] = reach[0], ctx.depth
+    result: Schema | SchemaError
+    try:
+        result = _one_of_as_any_of(parts, path, ctx)
+    except SchemaError as refusal:
+        result = refusal
+    finally:
+        below, reach[0] = reach[0] - ctx.depth, max(outer, reach[0])
+    ctx.one_of[id(parts)] = (parts, ctx.depth, frozenset(ctx.refs), result, below, path)
+    if isinstance(result, SchemaError):
+        raise result
     return result
 
 
