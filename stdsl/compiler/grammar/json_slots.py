@@ -297,8 +297,9 @@ def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
     """A piece's expression with its local slots' values put in (a piece of literal bytes and slots in a row, as a
     tool call is, item by item: `_replaced` would walk each byte of the head)."""
     by_id = {id(_local_leaf(index)): value for index, value in enumerate(values)}
-    flat = isinstance(local, ir.Seq) and not any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in local.items)
-    item = ir.seq(*(by_id.get(id(part), part) for part in local.items)) if flat else _replaced(local, by_id)
+    parts = local.items if isinstance(local, ir.Seq) else ()
+    flat = bool(parts) and not any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in parts)
+    item = ir.seq(*(by_id.get(id(part), part) for part in parts)) if flat else _replaced(local, by_id)
     assert isinstance(item, ir.Seq)
     return item
 
