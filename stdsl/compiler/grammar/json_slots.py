@@ -182,9 +182,11 @@ def frame_of(main: ir.Node, leaves: SlotLeaves, specials: tuple[str, ...]) -> Fr
     pieces = []
     for item in alternative.items:
         check_deadline("lowering a grammar's frame")
-        slots = [leaves.by_leaf[id(node)] for node in ir.distinct_nodes(item) if id(node) in leaves.by_leaf]
+        flat = _flat_items(item)
+        nodes = ir.distinct_nodes(item) if flat is None else reversed(flat)
+        slots = [leaves.by_leaf[id(node)] for node in nodes if id(node) in leaves.by_leaf]
         local = {id(leaves.leaves[slot]): _local_leaf(index) for index, slot in enumerate(slots)}
-        pieces.append((_replaced(item, local), tuple(slots)))
+        pieces.append((_put_in(item, local), tuple(slots)))
     return Frame(skeleton, tuple(pieces), len(leaves.leaves), specials, _shared_tail(main, alternative, pieces))
 
 
@@ -294,14 +296,25 @@ def _value(schema: object) -> SlotValue | None:
 
 
 def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
-    """A piece's expression with its local slots' values put in (a piece of literal bytes and slots in a row, as a
-    tool call is, item by item: `_replaced` would walk each byte of the head)."""
-    by_id = {id(_local_leaf(index)): value for index, value in enumerate(values)}
-    parts = local.items if isinstance(local, ir.Seq) else ()
-    flat = bool(parts) and not any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in parts)
-    item = ir.seq(*(by_id.get(id(part), part) for part in parts)) if flat else _replaced(local, by_id)
+    """A piece's expression with its local slots' values put in."""
+    item = _put_in(local, {id(_local_leaf(index)): value for index, value in enumerate(values)})
     assert isinstance(item, ir.Seq)
     return item
+
+
+def _flat_items(node: ir.Node) -> tuple[ir.Node, ...] | None:
+    """The items of a sequence none of whose items holds others (bytes and leaves in a row: a tool call's piece),
+    else None.  `ir.distinct_nodes` of such a sequence is it and then its items, last to first."""
+    if not isinstance(node, ir.Seq) or any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in node.items):
+        return None
+    return node.items
+
+
+def _put_in(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:
+    """`_replaced`, item by item where `node` is flat (`_flat_items`): walking a piece would visit each byte of its
+    head."""
+    flat = _flat_items(node)
+    return _replaced(node, by_id) if flat is None else ir.seq(*(by_id.get(id(part), part) for part in flat))
 
 
 def _replaced(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:
