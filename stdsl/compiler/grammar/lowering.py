@@ -21,7 +21,6 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.collector_pause import collector_paused
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.grammar import syntax_tree as st
@@ -122,8 +121,7 @@ def lower_grammar(grammar: Grammar, *, max_states: int = DEFAULT_MAX_STATES,
 
 def _from_frame(grammar: Grammar, max_states: int, specials: dict[str, None] | None) -> Automaton | None:
     """A Lark grammar with many `%json` values compiled from its frame, kept per frame text (`json_slots`), or
-    None where it has too few, or its frame does not compile that way (the caller lowers it whole).  The garbage
-    collector is paused meanwhile (`collector_pause`: a tenth of a million short-lived objects at 128 tools)."""
+    None where it has too few, or its frame does not compile that way (the caller lowers it whole)."""
     syntax = detect_syntax(grammar.text) if grammar.syntax == "auto" else grammar.syntax
     if (syntax != "lark" or grammar.text.count("%json") < MIN_PIECES or len(grammar.text) > MAX_GRAMMAR_CHARS
             or _LONE_SURROGATE.search(grammar.text)):
@@ -132,11 +130,10 @@ def _from_frame(grammar: Grammar, max_states: int, specials: dict[str, None] | N
     if slotted is None or len(slotted.schemas) < MIN_PIECES:
         return None
     key = (slotted.frame, grammar.start, grammar.special_tokens, specials is None, max_states)
-    with collector_paused():
-        frame: Frame | None = _FRAMES.get((), partial(_frame, grammar, slotted, max_states, specials is None), key)
-        if frame is None:
-            return None
-        compiled = compile_frame(frame, slotted, max_states)
+    frame: Frame | None = _FRAMES.get((), partial(_frame, grammar, slotted, max_states, specials is None), key)
+    if frame is None:
+        return None
+    compiled = compile_frame(frame, slotted, max_states)
     if compiled is not None and specials is not None:
         specials.update(dict.fromkeys(frame.specials))
     return compiled
