@@ -257,8 +257,12 @@ def without_tail(item: ir.Seq, tail: bytes) -> ir.Seq:
 
 def reads_on_after_accepting(pieces: Sequence[Automaton]) -> bool:
     """Whether a piece moves on out of an accepting state (a number value that may take more digits): such pieces
-    followed by their tail in the skeleton are not laid out as blocks (`block_substitution`), so they keep it."""
-    return any(bool((piece.accepting & (piece.sole_target != -1)).any()) for piece in pieces)
+    followed by their tail in the skeleton are not laid out as blocks (`block_substitution`), so they keep it.  Read
+    on all pieces side by side (a list with one tool changed asks it of every piece again)."""
+    if not pieces:
+        return False
+    accepting = np.concatenate([piece.accepting for piece in pieces])
+    return bool((accepting & (np.concatenate([piece.sole_target for piece in pieces]) != -1)).any())
 
 
 def rewritten(node: ir.Node, replacement: Callable[[ir.Node], ir.Node | None]) -> ir.Node:
