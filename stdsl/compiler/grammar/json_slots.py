@@ -196,7 +196,9 @@ _VALUE_GAP = JsonTokens(JSON_WHITESPACE).ws
 
 def _shared_tail(main: ir.Node, alternative: ir.Alt, pieces: list[tuple[ir.Node, tuple[int, ...]]]
                  ) -> SharedTail | None:
-    """The frame's pieces without their shared tail, where they have one and each ends with a slot before it."""
+    """The frame's pieces without their shared tail, where they have one and each ends with a slot before it that
+    stands nowhere else in the piece (a rule read twice in a piece puts one slot's leaf in both places: only the
+    last may go in without its trailing whitespace)."""
     tail = shared_tail(alternative.items)
     if not tail:
         return None
@@ -205,8 +207,9 @@ def _shared_tail(main: ir.Node, alternative: ir.Alt, pieces: list[tuple[ir.Node,
     for local, _ in pieces:
         assert isinstance(local, ir.Seq)
         piece = without_tail(local, tail)
-        index = leaves.get(id(piece.items[-1]))
-        if index is None:
+        end = piece.items[-1]
+        index = leaves.get(id(end))
+        if index is None or any(node is end for part in piece.items[:-1] for node in ir.distinct_nodes(part)):
             return None
         kept.append(piece)
         last.append(index)

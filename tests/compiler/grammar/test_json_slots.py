@@ -155,6 +155,20 @@ def test_a_tail_the_pieces_share_is_laid_out_once() -> None:
     assert compiled.num_states <= each.num_states - (len(SCHEMA_LIST) - 1) * len(b"}</tool_call>")
 
 
+def test_a_slot_read_twice_in_a_piece_keeps_the_tail_in_the_piece() -> None:
+    """A rule holding a `%json` read twice in each piece puts one slot's leaf in both places: its value may not lose
+    its trailing whitespace before the tail in one place only, so the pieces keep their tail."""
+    rules = []
+    for index in range(9):
+        schema = {"type": "object", "properties": {"x": {"type": "integer", "maximum": index}}, "required": ["x"],
+                  "additionalProperties": False}
+        rules += [f'c{index}: "<h{index}>" a{index} "," a{index} "</c>"', f"a{index}: %json {json.dumps(schema)}"]
+    text = "\n".join(["start: call+", "call: " + " | ".join(f"c{index}" for index in range(9)), *rules])
+    compiled, framed = _framed(text)
+    assert framed and difference(_whole(text), compiled) is None
+    assert accepts(compiled, b'<h3>{"x": 2}\t,{"x":1} </c>')
+
+
 def test_pieces_that_read_on_after_accepting_keep_their_tail() -> None:
     """Integer values may take another digit where they could end: with the tail in the skeleton the pieces would not
     lay out as blocks, so they keep it, and the reply is laid out as blocks still."""
