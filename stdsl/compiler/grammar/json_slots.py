@@ -209,7 +209,8 @@ def _shared_tail(main: ir.Node, alternative: ir.Alt, pieces: list[tuple[ir.Node,
         piece = without_tail(local, tail)
         end = piece.items[-1]
         index = leaves.get(id(end))
-        if index is None or any(node is end for part in piece.items[:-1] for node in ir.distinct_nodes(part)):
+        before = piece.items[:-1] if _flat_items(piece) is not None else ir.distinct_nodes(ir.seq(*piece.items[:-1]))
+        if index is None or any(node is end for node in before):
             return None
         kept.append(piece)
         last.append(index)
