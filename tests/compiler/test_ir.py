@@ -105,3 +105,17 @@ def test_equal_nodes_built_apart_compare_in_linear_time() -> None:
     assert tower(60, 1) == tower(60, 1)
     assert tower(60, 1) != tower(60, 2)
     assert ir.alt(tower(60, 1), tower(60, 1), tower(60, 2)) == ir.Alt((tower(60, 1), tower(60, 2)))
+
+
+NODES = st.sampled_from([ir.literal("ab"), ir.byte_set([(0, 9)]), ir.EMPTY, ir.star(ir.literal("x")),
+                         ir.alt(ir.literal("a"), ir.literal("b")), ir.Embedded(None, None)])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(NODES, max_size=4), st.lists(NODES, max_size=4), st.booleans())
+def test_the_empty_language_absorbs_a_sequence_wherever_it_stands(before: list[ir.Node], after: list[ir.Node],
+                                                                   fresh: bool) -> None:
+    nothing = ir.Alt(()) if fresh else ir.NOTHING
+    assert ir.seq(*before, nothing, *after) == ir.NOTHING
+    assert ir.seq(*before, ir.seq(ir.literal("c"), nothing), *after) == ir.NOTHING
+    assert ir.seq(*before, *after) != ir.NOTHING

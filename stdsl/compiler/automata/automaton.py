@@ -96,16 +96,44 @@ class ByteClassTable(ABC):
         return columns_taken(self.class_transitions, self.byte_class, "expanding byte classes")
 
 
+class BlockKey:
+    """A block's rows and byte classes (read-only arrays) as the key of tables derived from it: equal keys, equal
+    blocks.  Hashed from the arrays' bytes when first asked, compared by the arrays: most replies never ask (budget
+    tables do), and a SHA-256 digest of every block cost more than its layout (issue 36).  In memory only."""
+
+    __slots__ = ("table", "byte_class", "_hash")
+
+    def __init__(self, table: np.ndarray, byte_class: np.ndarray) -> None:
+        self.table, self.byte_class = table, byte_class
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((self.table.shape, self.table.dtype.str, self.table.tobytes(),
+                               self.byte_class.dtype.str, self.byte_class.tobytes()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockKey):
+            return NotImplemented
+        return self is other or (hash(self) == hash(other) and _same_array(self.table, other.table)
+                                 and _same_array(self.byte_class, other.byte_class))
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
 @dataclass(frozen=True)
 class BlockSpan:
     """States `start`..`start + size - 1` of a reply laid out from cached calls (`block_substitution`): one call's
     block, whose moves stay inside it but for those into `back` (the front state its call returns to), named by `key`
-    (a digest of its rows) so that tables derived from a block are computed once per block, not per reply."""
+    (its rows) so that tables derived from a block are computed once per block, not per reply."""
 
     start: int
     size: int
     back: int
-    key: bytes
+    key: BlockKey
 
 
 class Automaton(ByteClassTable):

@@ -16,14 +16,13 @@ language.
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from stdsl import caches
-from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockSpan
+from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockKey, BlockSpan
 from stdsl.compiler.automata.piece_shapes import NotBlockShaped, PieceShape, piece_shapes
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
@@ -272,9 +271,8 @@ class _Block:
     byte_class: np.ndarray
     head_states: np.ndarray
     """The block's number of each head state (-1 where dropped)."""
-    key: bytes
-    """A digest of `table` and `byte_class` (SHA-256, which hashes a block's rows 3x faster than BLAKE2b here):
-    equal keys, equal blocks (what `BlockSpan.key` carries)."""
+    key: BlockKey
+    """`table` and `byte_class` as a key: equal keys, equal blocks (what `BlockSpan.key` carries)."""
     split: dict[bytes, _Rows] = field(default_factory=dict, compare=False)
     """The rows over the last reply's classes (given by their first bytes), split (`split_rows`)."""
 
@@ -317,10 +315,9 @@ def _block(piece: Automaton, shape: PieceShape, dropped: int) -> _Block:
         first = np.unique(merged, return_index=True)[1]
         table = np.ascontiguousarray(rows[:, first], dtype=np.int32)
         byte_class = merged[shape.byte_class]
-        digest = hashlib.sha256(np.asarray(table.shape, dtype=np.int64).tobytes())
-        digest.update(table.tobytes())
-        digest.update(byte_class.astype(np.int64).tobytes())
-        return _Block(table, byte_class, number[shape.head_states], digest.digest()[:16])
+        table.setflags(write=False)
+        byte_class.setflags(write=False)
+        return _Block(table, byte_class, number[shape.head_states], BlockKey(table, byte_class))
 
     return _BLOCKS.get((piece,), build, (dropped,))
 

@@ -82,7 +82,7 @@ def shapes_of(pieces: Sequence[Automaton]) -> list[PieceShape]:
     head_bytes, head_states, lengths = _forced_heads(forced, target, first_byte[owner, sole_class], offsets)
     expected = np.ones(len(head_states), dtype=np.int64)
     expected[0] = 0
-    along = ((indegree[head_states] == expected[:, None]) & ~_entered_by_branches(pieces, offsets, len(owner))[
+    along = ((indegree[head_states] == expected[:, None]) & ~_entered_by_branches(pieces)[
         head_states] & (np.arange(len(head_states))[:, None] < lengths))
     entered = np.cumprod(along, axis=0).sum(axis=0).tolist()
     shapes = []
@@ -95,13 +95,16 @@ def shapes_of(pieces: Sequence[Automaton]) -> list[PieceShape]:
     return shapes
 
 
-def _entered_by_branches(pieces: Sequence[Automaton], offsets: np.ndarray, states: int) -> np.ndarray:
-    """Per state of the pieces side by side, whether a piece's whole (branching) row moves into it."""
-    entered = np.zeros(states + 1, dtype=bool)
-    cells = np.array([piece.branch_rows.size for piece in pieces], dtype=np.int64)
-    targets = np.concatenate([piece.branch_rows.reshape(-1) for piece in pieces]).astype(np.int32)
-    entered[np.where(targets >= 0, targets + np.repeat(offsets, cells).astype(np.int32), -1)] = True
-    return entered[:states]
+def _entered_by_branches(pieces: Sequence[Automaton]) -> np.ndarray:
+    """Per state of the pieces side by side, whether a piece's whole (branching) row moves into it: marked per piece
+    on its own states and one more (where its dead moves, -1, land), then joined (offsetting every cell of the
+    stacked rows cost twice as much)."""
+    parts = []
+    for piece in pieces:
+        local = np.zeros(piece.num_states + 1, dtype=bool)
+        local[piece.branch_rows.reshape(-1)] = True
+        parts.append(local[:-1])
+    return np.concatenate(parts)
 
 
 WALKED_APART_UP_TO = 8

@@ -6,9 +6,11 @@ inlined whole it costs about 30 ms at 128 tools before its one new piece.  Here 
 kept per frame text (by `lowering`): its rules inlined, its alternative of pieces found, each piece an expression
 with slot leaves (`frame_of`).  A grammar with that frame only looks up each schema's value (`slot_value`, per
 schema text) and each piece's DFA (kept per piece expression over local slots and the values in them) and
-assembles them (`compile_frame`).  A slot stands for exactly its schema's values, so the result accepts what the
-grammar lowered whole accepts; where anything differs from the plain case (a schema that is refused, recursive or
-empty, a slot outside the pieces, a frame that does not read back as written) the caller lowers the grammar whole.
+assembles them (`compile_frame`); the closing text every piece ends with (a tool call's `}</tool_call>`) is laid
+out once, in the skeleton after the placeholder (`SharedTail`).  A slot stands for exactly its schema's values, so
+the result accepts what the grammar lowered whole accepts; where anything differs from the plain case (a schema that
+is refused, recursive or empty, a slot outside the pieces, a frame that does not read back as written) the caller
+lowers the grammar whole.
 """
 
 from __future__ import annotations
@@ -31,12 +33,17 @@ from stdsl.compiler.grammar.piece_alternatives import (
     assembled,
     kept_piece,
     largest_piece_alternative,
+    reads_on_after_accepting,
     rewritten,
+    shared_tail,
     with_placeholder,
+    without_tail,
 )
+from stdsl.compiler.json_schema.json_tokens import JsonTokens
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.embedding import holds_grammar
+from stdsl.compiler.pushdown.piece_assembly import PLACEHOLDER_NODE
 from stdsl.errors import CompileError, CompileTimeError, StateBudgetError
 
 SLOT_KEY = "$stdsl_slot"
@@ -139,14 +146,28 @@ class SlotLeaves:
 
 
 @dataclass(frozen=True)
+class SharedTail:
+    """A frame's pieces without the closing text they all end with (a tool call's `}` and `</tool_call>`), each
+    ending with a slot: that text, after the whitespace a `%json` value ends with, stands once in the skeleton
+    behind the placeholder instead of in every piece's subset construction and block."""
+
+    skeleton: ir.Node
+    pieces: tuple[ir.Node, ...]
+    last: tuple[int, ...]
+    """Per piece, the local index of its last slot, whose value goes in without its trailing whitespace."""
+
+
+@dataclass(frozen=True)
 class Frame:
     """A lowered frame: the skeleton around its alternative of pieces, each piece's expression over local slot
-    leaves with the slots it reads, the slot count and the special tokens the frame uses."""
+    leaves with the slots it reads, the slot count, the special tokens the frame uses and the pieces without their
+    shared tail (None: they share none, or one does not end with a slot before it)."""
 
     skeleton: ir.Node
     pieces: tuple[tuple[ir.Node, tuple[int, ...]], ...]
     slots: int
     specials: tuple[str, ...]
+    shared: SharedTail | None
 
 
 def frame_of(main: ir.Node, leaves: SlotLeaves, specials: tuple[str, ...]) -> Frame | None:
@@ -161,40 +182,107 @@ def frame_of(main: ir.Node, leaves: SlotLeaves, specials: tuple[str, ...]) -> Fr
     pieces = []
     for item in alternative.items:
         check_deadline("lowering a grammar's frame")
-        slots = [leaves.by_leaf[id(node)] for node in ir.distinct_nodes(item) if id(node) in leaves.by_leaf]
+        flat = _flat_items(item)
+        nodes = ir.distinct_nodes(item) if flat is None else reversed(flat)
+        slots = [leaves.by_leaf[id(node)] for node in nodes if id(node) in leaves.by_leaf]
         local = {id(leaves.leaves[slot]): _local_leaf(index) for index, slot in enumerate(slots)}
-        pieces.append((_replaced(item, local), tuple(slots)))
-    return Frame(skeleton, tuple(pieces), len(leaves.leaves), specials)
+        pieces.append((_put_in(item, local), tuple(slots)))
+    return Frame(skeleton, tuple(pieces), len(leaves.leaves), specials, _shared_tail(main, alternative, pieces))
+
+
+_VALUE_GAP = JsonTokens(JSON_WHITESPACE).ws
+"""The whitespace a `%json` value's IR ends with (`schema_to_ir` puts it around the value)."""
+
+
+def _shared_tail(main: ir.Node, alternative: ir.Alt, pieces: list[tuple[ir.Node, tuple[int, ...]]]
+                 ) -> SharedTail | None:
+    """The frame's pieces without their shared tail, where they have one and each ends with a slot before it that
+    stands nowhere else in the piece (a rule read twice in a piece puts one slot's leaf in both places: only the
+    last may go in without its trailing whitespace)."""
+    tail = shared_tail(alternative.items)
+    if not tail:
+        return None
+    leaves = {id(leaf): index for index, leaf in enumerate(_LOCAL_LEAVES)}
+    kept, last = [], []
+    for local, _ in pieces:
+        assert isinstance(local, ir.Seq)
+        piece = without_tail(local, tail)
+        end = piece.items[-1]
+        index = leaves.get(id(end))
+        before = piece.items[:-1] if _flat_items(piece) is not None else ir.distinct_nodes(ir.seq(*piece.items[:-1]))
+        if index is None or any(node is end for node in before):
+            return None
+        kept.append(piece)
+        last.append(index)
+    skeleton = with_placeholder(main, alternative, ir.seq(PLACEHOLDER_NODE, _VALUE_GAP, ir.literal(tail)))
+    return SharedTail(skeleton, tuple(kept), tuple(last))
 
 
 def compile_frame(frame: Frame, slotted: SlottedText, max_states: int) -> Automaton | None:
     """The DFA of the frame with `slotted`'s schemas in its slots, or None where the grammar must be lowered whole (a
-    schema refused, recursive or empty, a piece that matches nothing, a result past `max_states`)."""
+    schema refused, recursive or empty, a piece that matches nothing, a result past `max_states`).  The pieces go
+    in without their shared tail where each ends in a value whose trailing whitespace can move out with it and none
+    reads on after accepting (`block_substitution` lays such pieces out as blocks); else whole."""
     values = []
     for text, schema in zip(slotted.schemas, slotted.values):
         value = slot_value(text, schema)
         if value is None:
             return None
         values.append(value)
-    pieces = []
+    if frame.shared is not None:
+        pieces = _shortened(frame, frame.shared, values, max_states)
+        if pieces is not None and not reads_on_after_accepting(pieces):
+            return assembled(pieces, frame.shared.skeleton, max_states)
+    whole = []
     for local, slots in frame.pieces:
         check_deadline("compiling grammar pieces")
-        held = tuple(values[slot] for slot in slots)
-        piece = kept_piece((local, held), partial(_instantiated, local, held), max_states)
+        piece = _piece(local, tuple(values[slot].whole for slot in slots), max_states)
+        if piece is None:
+            return None
+        whole.append(piece)
+    return assembled(whole, frame.skeleton, max_states)
+
+
+def _shortened(frame: Frame, shared: SharedTail, values: list[SlotValue], max_states: int) -> list[Automaton] | None:
+    """The DFAs of the pieces without their shared tail, the last slot's value without its trailing whitespace;
+    None where a value does not end with it or a piece matches nothing."""
+    pieces = []
+    for (_, slots), local, last in zip(frame.pieces, shared.pieces, shared.last):
+        check_deadline("compiling grammar pieces")
+        held = [values[slot].whole for slot in slots]
+        bare = values[slots[last]].bare
+        if bare is None:
+            return None
+        held[last] = bare
+        piece = _piece(local, tuple(held), max_states)
         if piece is None:
             return None
         pieces.append(piece)
-    return assembled(pieces, frame.skeleton, max_states)
+    return pieces
 
 
-def slot_value(text: str, schema: object) -> ir.Node | None:
+def _piece(local: ir.Node, held: tuple[ir.Node, ...], max_states: int) -> Automaton | None:
+    """A piece's DFA with `held` in its local slots, kept per piece expression and values."""
+    return kept_piece((local, held), partial(_instantiated, local, held), max_states)
+
+
+@dataclass(frozen=True)
+class SlotValue:
+    """A `%json` schema's values as IR (`whole`), and the same without the whitespace it ends with (`bare`; None
+    where it does not end with `_VALUE_GAP`): kept together, so a piece keyed by either holds the same objects."""
+
+    whole: ir.Node
+    bare: ir.Node | None
+
+
+def slot_value(text: str, schema: object) -> SlotValue | None:
     """The values of the `%json` schema `text` (read: `schema`) as a non-recursive schema's IR, kept per text, or
     None where the grammar must be lowered whole to refuse or embed it."""
-    found: ir.Node | None = _SLOT_VALUES.get((), partial(_value, schema), (text,))
+    found: SlotValue | None = _SLOT_VALUES.get((), partial(_value, schema), (text,))
     return found
 
 
-def _value(schema: object) -> ir.Node | None:
+def _value(schema: object) -> SlotValue | None:
     if not isinstance(schema, (dict, bool)) or (isinstance(schema, dict) and is_recursive_schema(schema)):
         return None
     try:
@@ -203,14 +291,34 @@ def _value(schema: object) -> ir.Node | None:
         raise
     except CompileError:
         return None
-    return None if node == ir.NOTHING or holds_grammar(node) else node
+    if node == ir.NOTHING or holds_grammar(node):
+        return None
+    bare = None
+    if isinstance(node, ir.Seq) and len(node.items) >= 2 and node.items[-1] == _VALUE_GAP:
+        bare = ir.seq(*node.items[:-1])
+    return SlotValue(node, bare)
 
 
 def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
     """A piece's expression with its local slots' values put in."""
-    item = _replaced(local, {id(_local_leaf(index)): value for index, value in enumerate(values)})
+    item = _put_in(local, {id(_local_leaf(index)): value for index, value in enumerate(values)})
     assert isinstance(item, ir.Seq)
     return item
+
+
+def _flat_items(node: ir.Node) -> tuple[ir.Node, ...] | None:
+    """The items of a sequence none of whose items holds others (bytes and leaves in a row: a tool call's piece),
+    else None.  `ir.distinct_nodes` of such a sequence is it and then its items, last to first."""
+    if not isinstance(node, ir.Seq) or any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in node.items):
+        return None
+    return node.items
+
+
+def _put_in(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:
+    """`_replaced`, item by item where `node` is flat (`_flat_items`): walking a piece would visit each byte of its
+    head."""
+    flat = _flat_items(node)
+    return _replaced(node, by_id) if flat is None else ir.seq(*(by_id.get(id(part), part) for part in flat))
 
 
 def _replaced(node: ir.Node, by_id: Mapping[int, ir.Node]) -> ir.Node:

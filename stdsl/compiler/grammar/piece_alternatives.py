@@ -221,10 +221,48 @@ def _chained_rows(head: bytes, table: np.ndarray, accepting: np.ndarray, classes
                                np.concatenate([np.zeros(length, dtype=bool), accepting]))
 
 
-def with_placeholder(node: ir.Node, alternative: ir.Alt) -> ir.Node:
-    """`node` with every occurrence of `alternative` replaced by `PLACEHOLDER_NODE` (the skeleton)."""
-    return rewritten(node, lambda current: PLACEHOLDER_NODE if current is alternative or (
+def with_placeholder(node: ir.Node, alternative: ir.Alt, stand_in: ir.Node = PLACEHOLDER_NODE) -> ir.Node:
+    """`node` with every occurrence of `alternative` replaced by `stand_in` (the skeleton; `PLACEHOLDER_NODE`, or
+    it followed by the pieces' shared tail)."""
+    return rewritten(node, lambda current: stand_in if current is alternative or (
         isinstance(current, ir.Alt) and current == alternative) else None)
+
+
+def shared_tail(items: Sequence[ir.Node]) -> bytes:
+    """The literal bytes every piece ends with (the last items that are one byte each, alike in all): a tool
+    call's closing text.  A piece keeps what comes before them, its head and at least one item that is not a byte
+    (each piece's head stops at such an item, so the tail never reaches into it)."""
+    tail: bytes | None = None
+    for item in items:
+        assert isinstance(item, ir.Seq)
+        own = _head(item.items[::-1])[::-1]
+        if tail is None:
+            tail = own
+        else:
+            while not own.endswith(tail):
+                tail = tail[1:]
+        if not tail:
+            return b""
+    return tail or b""
+
+
+def without_tail(item: ir.Seq, tail: bytes) -> ir.Seq:
+    """A piece without its last `len(tail)` items (the shared tail, `shared_tail`)."""
+    if not tail:
+        return item
+    kept = ir.seq(*item.items[:-len(tail)])
+    assert isinstance(kept, ir.Seq)
+    return kept
+
+
+def reads_on_after_accepting(pieces: Sequence[Automaton]) -> bool:
+    """Whether a piece moves on out of an accepting state (a number value that may take more digits): such pieces
+    followed by their tail in the skeleton are not laid out as blocks (`block_substitution`), so they keep it.  Read
+    on all pieces side by side (a list with one tool changed asks it of every piece again)."""
+    if not pieces:
+        return False
+    accepting = np.concatenate([piece.accepting for piece in pieces])
+    return bool((accepting & (np.concatenate([piece.sole_target for piece in pieces]) != -1)).any())
 
 
 def rewritten(node: ir.Node, replacement: Callable[[ir.Node], ir.Node | None]) -> ir.Node:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata import block_substitution
-from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.automaton import Automaton, BlockKey
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import shrink
@@ -92,6 +92,26 @@ def test_a_kept_front_is_reused_only_where_the_heads_fit_it() -> None:
     assert difference(general_substitute(skeleton, accepting, [renamed]), rebuilt) is None
 
 
+def test_block_keys_are_equal_exactly_where_the_blocks_are() -> None:
+    """A block laid out again (another list, the piece built afresh) has an equal key, hashed alike; a changed piece's
+    block has a key equal to no other (keys name tables derived per block: `control.budget.block_bound`)."""
+    skeleton, accepting = _skeleton(ir.seq(ir.star(ir.ByteSet(((ord("a"), ord("c")),))), CALL))
+
+    def calls(second: ir.Node) -> list[Automaton]:
+        return [build_automaton(ir.seq(ir.literal(f"<{name}="), body, ir.literal(".")))
+                for name, body in (("ab", ir.literal("1")), ("b", second))]
+
+    first = block_substitution.block_substitute(skeleton, accepting, [calls(ir.literal("1"))]).blocks
+    again = block_substitution.block_substitute(skeleton, accepting, [calls(ir.literal("1"))]).blocks
+    changed = block_substitution.block_substitute(skeleton, accepting, [calls(ir.plus(ir.literal("2")))]).blocks
+    assert first[0].key is not again[0].key and [span.key for span in first] == [span.key for span in again]
+    assert [hash(span.key) for span in first] == [hash(span.key) for span in again]
+    assert first[0].key == changed[0].key and first[1].key != changed[1].key and first[0].key != first[1].key
+    assert {span.key: span.size for span in first}[again[1].key] == first[1].size
+    same_bytes = BlockKey(first[1].key.table.astype(np.int64), first[1].key.byte_class)
+    assert same_bytes != first[1].key
+
+
 @pytest.mark.parametrize("text", [b"<", b"<a", b"<ab=1", b"ca<b=1.", b"<ab=1."])
 def test_a_reply_cut_inside_a_head_is_read_the_same_both_ways(text: bytes) -> None:
     skeleton, accepting = _skeleton(ir.seq(ir.star(ir.ByteSet(((ord("a"), ord("c")),))), CALL))
@@ -118,7 +138,8 @@ def test_block_rows_split_together_equal_each_block_split_alone(data: Any, count
         table = np.array(data.draw(st.lists(cells, min_size=states * width, max_size=states * width)),
                          dtype=np.int32).reshape(states, width)
         byte_class = np.array(data.draw(st.lists(st.integers(0, width - 1), min_size=256, max_size=256)))
-        blocks.append(block_substitution._Block(table, byte_class, np.zeros(1, dtype=np.int32), b""))
+        blocks.append(block_substitution._Block(table, byte_class, np.zeros(1, dtype=np.int32),
+                                                BlockKey(table, byte_class)))
     representative = np.unique(np.stack([block.byte_class for block in blocks], axis=1), axis=0,
                                return_index=True)[1]
     listed = [*blocks, blocks[0]]

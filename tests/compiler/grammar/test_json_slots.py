@@ -110,6 +110,75 @@ def test_a_grammar_from_its_frame_accepts_what_the_whole_grammar_accepts(text: s
     assert_agree_on_walks(whole_changed, compiled_changed, rng)
 
 
+SHARED_TAILS = st.sampled_from(['"</c>"', '"}" "\\n" "</c>"', '">"', '"." /[;]/', '";" close'])
+
+
+@st.composite
+def json_pieces_sharing_a_tail(draw: Any) -> str:
+    """A Lark grammar whose 8 to 11 pieces all end with one tail (literal in most, a choice in one), most with a
+    `%json` value right before it (some values read on after they could end: integers), some with more after it."""
+    heads = draw(st.lists(HEADS, min_size=8, max_size=11, unique=True))
+    tail = draw(SHARED_TAILS)
+    rules, calls = [], []
+    for index, head in enumerate(heads):
+        after = draw(st.sampled_from(["", "", "", '"+" %json {"type": "boolean"}', "/[0-9]?/"]))
+        rules.append(f"c{index}: {json.dumps(head)} %json {json.dumps(draw(SCHEMAS))} {after} {tail}")
+        calls.append(f"c{index}")
+    rules += ["call: " + " | ".join(calls), 'close: "." | ";"']
+    return "\n".join([draw(SKELETONS), *rules])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_pieces_sharing_a_tail(), SCHEMAS, st.integers(0, 2**32 - 1))
+def test_pieces_sharing_a_tail_accept_what_the_whole_grammar_accepts(text: str, other: dict[str, Any], seed: int
+                                                                    ) -> None:
+    """The shared tail stands once in the skeleton, after the placeholder and a value's trailing whitespace (or,
+    where a piece reads on after accepting, stays in each piece): the language is the whole grammar's."""
+    rng = np.random.default_rng(seed)
+    for grammar in (text, _with_schema(text, json_slots.slotted_text(text).schemas[0], other)):  # type: ignore[union-attr]
+        compiled, _ = _framed(grammar)
+        whole = _whole(grammar)
+        assert difference(whole, compiled) is None
+        assert_agree_on_walks(whole, compiled, rng)
+
+
+def test_a_tail_the_pieces_share_is_laid_out_once() -> None:
+    """Tool calls ending alike (`}</tool_call>`) are laid out without it, the tail once after them: fewer states,
+    the same language, still laid out as blocks."""
+    text = _tools_grammar(SCHEMA_LIST)
+    caches.clear()
+    compiled, framed = _framed(text)
+    caches.clear()
+    with patch.object(json_slots, "_shared_tail", lambda *args: None):
+        each, _ = _framed(text)
+    assert framed and difference(each, compiled) is None and compiled.blocks
+    assert compiled.num_states <= each.num_states - (len(SCHEMA_LIST) - 1) * len(b"}</tool_call>")
+
+
+def test_a_slot_read_twice_in_a_piece_keeps_the_tail_in_the_piece() -> None:
+    """A rule holding a `%json` read twice in each piece puts one slot's leaf in both places: its value may not lose
+    its trailing whitespace before the tail in one place only, so the pieces keep their tail."""
+    rules = []
+    for index in range(9):
+        schema = {"type": "object", "properties": {"x": {"type": "integer", "maximum": index}}, "required": ["x"],
+                  "additionalProperties": False}
+        rules += [f'c{index}: "<h{index}>" a{index} "," a{index} "</c>"', f"a{index}: %json {json.dumps(schema)}"]
+    text = "\n".join(["start: call+", "call: " + " | ".join(f"c{index}" for index in range(9)), *rules])
+    compiled, framed = _framed(text)
+    assert framed and difference(_whole(text), compiled) is None
+    assert accepts(compiled, b'<h3>{"x": 2}\t,{"x":1} </c>')
+
+
+def test_pieces_that_read_on_after_accepting_keep_their_tail() -> None:
+    """Integer values may take another digit where they could end: with the tail in the skeleton the pieces would not
+    lay out as blocks, so they keep it, and the reply is laid out as blocks still."""
+    schemas = [{"type": "integer", "minimum": index} for index in range(9)]
+    text = _tools_grammar(schemas)
+    compiled, framed = _framed(text)
+    assert framed and compiled.blocks and difference(_whole(text), compiled) is None
+    assert accepts(compiled, b'<tool_call>{"name": "tool_3", "arguments": 31}</tool_call>')
+
+
 def _tools_grammar(schemas: list[dict[str, Any]], tail: str = '"}</tool_call>"', ignore: str = "") -> str:
     """A Hermes reply grammar with one `%json` per tool, as llguidance users write it."""
     rules = [f'call{i}: "<tool_call>{{\\"name\\": \\"tool_{i}\\", \\"arguments\\": " %json {json.dumps(schema)} '
