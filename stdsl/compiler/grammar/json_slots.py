@@ -231,7 +231,7 @@ def compile_frame(frame: Frame, slotted: SlottedText, max_states: int) -> Automa
         values.append(value)
     if frame.shared is not None:
         pieces = _shortened(frame, frame.shared, values, max_states)
-        if pieces is not None and not reads_on_after_accepting(pieces):
+        if pieces is not None:
             return assembled(pieces, frame.shared.skeleton, max_states)
     whole = []
     for local, slots in frame.pieces:
@@ -245,7 +245,8 @@ def compile_frame(frame: Frame, slotted: SlottedText, max_states: int) -> Automa
 
 def _shortened(frame: Frame, shared: SharedTail, values: list[SlotValue], max_states: int) -> list[Automaton] | None:
     """The DFAs of the pieces without their shared tail, the last slot's value without its trailing whitespace;
-    None where a value does not end with it or a piece matches nothing."""
+    None where a value does not end with it, a piece matches nothing or one reads on after accepting (checked as
+    each is built: a grammar with one integer value among many compiles the pieces before it twice, not all)."""
     pieces = []
     for (_, slots), local, last in zip(frame.pieces, shared.pieces, shared.last):
         check_deadline("compiling grammar pieces")
@@ -255,7 +256,7 @@ def _shortened(frame: Frame, shared: SharedTail, values: list[SlotValue], max_st
             return None
         held[last] = bare
         piece = _piece(local, tuple(held), max_states)
-        if piece is None:
+        if piece is None or reads_on_after_accepting((piece,)):
             return None
         pieces.append(piece)
     return pieces

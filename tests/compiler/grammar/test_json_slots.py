@@ -179,6 +179,17 @@ def test_pieces_that_read_on_after_accepting_keep_their_tail() -> None:
     assert accepts(compiled, b'<tool_call>{"name": "tool_3", "arguments": 31}</tool_call>')
 
 
+def test_one_value_that_reads_on_stops_the_shortened_pieces_where_it_stands() -> None:
+    """A grammar whose first piece ends in an integer keeps every tail without building the other pieces short
+    first: one piece is built short, then the nine whole (not nine short and nine whole)."""
+    caches.clear()
+    text = _tools_grammar([{"type": "integer", "minimum": 0}, *SCHEMA_LIST[1:]])
+    compiled, (_, _, hits, misses) = _compiled_counting(text)
+    assert (hits, misses) == (0, 1 + len(SCHEMA_LIST))
+    assert difference(_whole(text), compiled) is None
+    assert accepts(compiled, b'<tool_call>{"name": "tool_0", "arguments": 31}</tool_call>')
+
+
 def _tools_grammar(schemas: list[dict[str, Any]], tail: str = '"}</tool_call>"', ignore: str = "") -> str:
     """A Hermes reply grammar with one `%json` per tool, as llguidance users write it."""
     rules = [f'call{i}: "<tool_call>{{\\"name\\": \\"tool_{i}\\", \\"arguments\\": " %json {json.dumps(schema)} '
