@@ -1,0 +1,48 @@
+"""The prompt cache's byte bound holds its resident memory, not only its keys and values: a small model's entries
+cost more in bookkeeping (the key's Python ints, the trie, MLX's record of each array) than in KV, and the server's
+soak grew by hundreds of MB while the cache reported a fraction of it."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import random
+
+import mlx.core as mx
+import psutil
+import pytest
+
+from stdsl.runtime.batch.prompt_cache import PromptCache
+
+BOUND = 24 << 20
+
+
+def _release() -> None:
+    """Give freed memory back to the system, so resident memory counts only what is held."""
+    gc.collect()
+    mx.clear_cache()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _resident() -> int:
+    _release()
+    return int(psutil.Process().memory_info().rss)
+
+
+@pytest.mark.skipif(not psutil.LINUX, reason="malloc_trim is glibc's")
+def test_a_prompt_cache_stays_within_its_bound_in_resident_memory() -> None:
+    """Conversations of a 2-layer, hidden-64 model (the soak's tiny model: 512 bytes of KV a position) sharing a
+    30-token system prompt, each with 5 to 20 tokens of its own, stored until the cache evicts: the resident memory
+    grows by at most the bound (and a margin for the allocator), and the cache reports what it holds."""
+    rng = random.Random(0)
+    system = [rng.randrange(300, 49_000) for _ in range(30)]
+    layers = [(mx.random.normal((1, 2, 60, 16)), mx.random.normal((1, 2, 60, 16))) for _ in range(2)]
+    mx.eval(layers)
+    cache = PromptCache(max_bytes=BOUND)
+    before = _resident()
+    for _ in range(6_000):
+        cache.store(system + [rng.randrange(300, 49_000) for _ in range(rng.randrange(5, 21))], layers)
+    grown = _resident() - before
+    assert cache.evictions > 0 and cache.nbytes <= BOUND
+    assert grown <= 1.2 * BOUND, f"{grown / 2**20:.1f} MB resident for a {BOUND >> 20} MB bound"
+    assert grown >= 0.6 * cache.nbytes, f"{grown / 2**20:.1f} MB resident, {cache.nbytes / 2**20:.1f} MB reported"
