@@ -31,10 +31,11 @@ class Engine:
     """Steps many requests on one model together; `submit` returns a `RowHandle` at once.
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of
-    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state; a row whose constraint
-    takes more than `max_control_seconds` of CPU in mask and advance work in all fails with GenerationError (a row
-    over its share of a step's control work rests meanwhile: `core.py`). A model whose layers the engine cannot batch
-    exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
+    `prefill_chunk` tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state and its entries'
+    bookkeeping; a row whose constraint takes more than `max_control_seconds` of CPU in mask and advance work in all
+    fails with GenerationError (a row over its share of a step's control work rests meanwhile: `core.py`). A model
+    whose layers the engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any
+    request.
     """
 
     def __init__(self, model: Any, *, max_rows: int = 8, prefill_chunk: int = DEFAULT_PREFILL_CHUNK,

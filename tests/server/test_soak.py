@@ -1,8 +1,9 @@
 """Soak (`-m slow`): STDSL_SOAK_SECONDS (default 1200) of mixed concurrent clients against one server: schemas, tools,
 streams, text completions, clients that disconnect and streams cancelled early.  Every request that is not abandoned
 gets a 200 that obeys its constraint (no request lost), every abandoned row is freed, and the resident memory after
-warm-up grows by at most STDSL_SOAK_RSS_GROWTH_MB (default 150) beside the prompt cache's own growth (bounded by the
-engine's `prompt_cache_bytes`, 256 MB, and filling with the clients' distinct prompts)."""
+warm-up grows by at most STDSL_SOAK_RSS_GROWTH_MB (default 150) beside the prompt cache's own growth (its KV and its
+entries' bookkeeping, bounded by the engine's `prompt_cache_bytes`, 256 MB, and filling with the clients' distinct
+prompts)."""
 from __future__ import annotations
 
 import json

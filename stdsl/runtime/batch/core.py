@@ -70,8 +70,8 @@ class BatchCore:
     `insert` and `step`; `remove` and the read-only `busy`/`metrics` are safe from any thread).
 
     `max_rows` rows decode at once (others wait in order); prompts are prefilled in chunks of `prefill_chunk`
-    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state; a row whose constraint takes
-    more than `max_control_seconds` of CPU in mask and advance work in all fails. A model whose layers the
+    tokens; the prompt cache keeps at most `prompt_cache_bytes` of KV state and bookkeeping; a row whose constraint
+    takes more than `max_control_seconds` of CPU in mask and advance work in all fails. A model whose layers the
     engine cannot batch exactly (`row_caches`) is refused here (UnsupportedModelError), before any request.
     """
 

@@ -12,6 +12,12 @@ conversation after the shared system prompt) keeps only the positions past the l
 segment of its own, and refers to the earlier entries' segments for the rest. A segment lives while an entry
 uses it, so the byte bound counts each position once however many conversations share it.
 
+The bound counts what an entry costs beside its states: its key (a tuple of Python ints, also the trie's labels), its
+trie node and LRU slot, and MLX's own record of each stored array, a few kB an entry. With a small model these
+outweigh the keys and values (a 2-layer, hidden-64 model holds 512 bytes of KV a position: an entry of 20 new
+positions holds 10 kB of KV and about 8 kB beside them), so a bound on the states alone let the resident memory grow to
+several times `max_bytes`.
+
 A model with recurrent layers (`exact=True`) also keeps each entry's recurrent states, which hold exactly the
 entry's sequence and cannot be cut: a query then reuses the longest stored sequence that is a whole prefix of it
 (the end of an earlier prompt or reply), never part of one.
@@ -30,6 +36,14 @@ from stdsl import caches
 from stdsl.runtime.row_caches.attention import LayerKV
 from stdsl.runtime.row_caches.layers import LeafRow
 from stdsl.runtime.row_caches.recurrent import RecurrentState
+
+ARRAY_BYTES = 640
+"""MLX's record of one stored array beside its data (about 620 bytes an array on the CPU backend, measured)."""
+TOKEN_BYTES = 128
+"""An entry's key, a position: a tuple slot and an int object, in the key and in the trie's labels (about 125 bytes
+a position of resident memory, measured over thousands of entries)."""
+ENTRY_BYTES = 1024
+"""An entry's own objects: its trie node and child slot, its LRU slot, its chain and segment records."""
 
 
 @dataclass
@@ -67,7 +81,10 @@ class CacheHit:
 class PromptCache:
     """Stored KV states by token sequence, bounded by `max_bytes` (0 disables the cache); safe between threads (the
     engine's, and a caller's `stdsl.caches.clear()`). `exact`: reuse only whole stored sequences (recurrent
-    models)."""
+    models).
+
+    Bytes (`nbytes`, `max_bytes`) are what the entries hold: their states and their bookkeeping (`entry_bytes`).
+    """
 
     def __init__(self, max_bytes: int = 256 << 20, exact: bool = False) -> None:
         self.max_bytes = max_bytes
@@ -156,7 +173,8 @@ class PromptCache:
         states = [leaf for leaf in leaves if isinstance(leaf, RecurrentState)]
         per_position = sum(int(k.nbytes + v.nbytes) / max(k.shape[2], 1) for k, v in layers)
         state_bytes = sum(state.nbytes for state in states)
-        if (not key or per_position * len(key) + state_bytes > self.max_bytes or self.max_bytes == 0
+        least = per_position * len(key) + state_bytes + entry_bytes(key) + 2 * ARRAY_BYTES * len(layers)
+        if (not key or least > self.max_bytes or self.max_bytes == 0
                 or any(state.length != len(key) for state in states)):
             return
         with self._lock:
@@ -174,7 +192,7 @@ class PromptCache:
                 kept = [(mx.contiguous(k[..., start : len(key), :]), mx.contiguous(v[..., start : len(key), :]))
                         for k, v in layers]
                 mx.eval(*[a for pair in kept for a in pair])
-                size = sum(int(k.nbytes + v.nbytes) for k, v in kept)
+                size = sum(int(k.nbytes + v.nbytes) + 2 * ARRAY_BYTES for k, v in kept)
                 chain += ((_Segment(start, kept, size), len(key)),)
             self._store(key, chain)
 
@@ -184,6 +202,7 @@ class PromptCache:
                 self.nbytes += segment.nbytes
             segment.users += 1
         self._entries[key] = chain
+        self.nbytes += entry_bytes(key)
         self._insert(key)
         while self.nbytes > self.max_bytes and self._entries:  # the new entry too, if its shared segments outgrow it
             oldest = next(iter(self._entries))
@@ -230,7 +249,7 @@ class PromptCache:
             segment.users -= 1
             if segment.users == 0:
                 self.nbytes -= segment.nbytes
-        self.nbytes -= sum(state.nbytes for state in self._states.pop(key, ()))
+        self.nbytes -= sum(state.nbytes for state in self._states.pop(key, ())) + entry_bytes(key)
         path: list[_Node] = [self._root]
         node, depth = self._root, 0
         while depth < len(key):
@@ -248,6 +267,11 @@ class PromptCache:
             break_here = child.entry is not None or len(child.children) > 1
             if break_here:
                 break
+
+
+def entry_bytes(key: tuple[int, ...]) -> int:
+    """What an entry for `key` holds beside its states and arrays: its key and its own objects."""
+    return ENTRY_BYTES + TOKEN_BYTES * len(key)
 
 
 def _cut(chain: Chain, length: int) -> Chain:

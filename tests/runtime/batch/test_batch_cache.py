@@ -15,7 +15,7 @@ from mlx_lm.models.llama import Model as LlamaModel
 from mlx_lm.models.llama import ModelArgs
 
 from stdsl.runtime.batch.forward import forward_rows, make_row_caches
-from stdsl.runtime.batch.prompt_cache import PromptCache
+from stdsl.runtime.batch.prompt_cache import ARRAY_BYTES, PromptCache, entry_bytes
 from stdsl.runtime.row_caches.recurrent import RecurrentState
 
 VOCAB = 97
@@ -86,7 +86,7 @@ def test_prompt_cache_finds_the_longest_common_prefix(stored, query) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(stored=sequences, budget=st.integers(8, 40))
+@given(stored=sequences, budget=st.integers(8, 12_000))
 def test_prompt_cache_stays_under_its_byte_bound(stored, budget) -> None:
     cache = PromptCache(max_bytes=budget)
     for sequence in stored:
@@ -149,25 +149,28 @@ def test_rows_leaving_and_joining_reuse_slots_and_decode_as_alone(net, schedule)
 
 
 def test_a_sequence_extending_a_stored_one_keeps_only_its_new_positions() -> None:
-    """The next turn of a conversation shares the earlier turn's positions: bytes grow by the new positions only,
-    and both sequences still read back their own keys."""
+    """The next turn of a conversation shares the earlier turn's positions: bytes grow by the new positions only
+    (with their arrays' and the entry's own bookkeeping), and both sequences still read back their own keys."""
     cache = PromptCache(max_bytes=1 << 20)
 
     def kv(tokens: list[int]) -> list:
         array = mx.array(np.array(tokens, dtype=np.float32).reshape(1, 1, -1, 1))
         return [(array, array)]
 
+    def held(positions: int, segments: int, *keys: tuple[int, ...]) -> int:
+        return positions * 8 + segments * 2 * ARRAY_BYTES + sum(entry_bytes(key) for key in keys)
+
     cache.store([1, 2, 3], kv([1, 2, 3]))
-    assert cache.nbytes == 3 * 8
+    assert cache.nbytes == held(3, 1, (1, 2, 3))
     cache.store([1, 2, 3, 4, 5], kv([1, 2, 3, 4, 5]))
     cache.store([1, 2, 9], kv([1, 2, 9]))
-    assert cache.nbytes == (3 + 2 + 1) * 8 and len(cache) == 3
+    assert cache.nbytes == held(3 + 2 + 1, 3, (1, 2, 3), (1, 2, 3, 4, 5), (1, 2, 9)) and len(cache) == 3
     for query in ([1, 2, 3, 4, 5, 6], [1, 2, 9, 9], [1, 2, 3]):
         hit = cache.lookup(query)
         assert hit is not None
         assert np.asarray(hit.layers[0][0]).reshape(-1)[: hit.length].tolist() == query[: hit.length]
     cache.discard([1, 2, 3])
-    assert cache.nbytes == (3 + 2 + 1) * 8  # its positions are still used by the other two
+    assert cache.nbytes == held(3 + 2 + 1, 3, (1, 2, 3, 4, 5), (1, 2, 9))  # its positions are still used
     cache.discard([1, 2, 3, 4, 5])
     cache.discard([1, 2, 9])
     assert cache.nbytes == 0
@@ -200,6 +203,6 @@ def test_a_recurrent_state_of_another_length_is_not_stored() -> None:
     cache.store([1, 2, 3], [RecurrentState((mx.zeros((1, 2)),), 2)])
     assert len(cache) == 0 and cache.nbytes == 0
     cache.store([1, 2], [RecurrentState((mx.zeros((1, 2)),), 2)])
-    assert len(cache) == 1 and cache.nbytes == 8
+    assert len(cache) == 1 and cache.nbytes == 8 + entry_bytes((1, 2))
     cache.discard([1, 2])
     assert cache.nbytes == 0
