@@ -6,7 +6,6 @@ import gc
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +20,7 @@ from stdsl.compiler.deadline import check_deadline, compile_deadline
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import CompileError, CompileTimeError, StateBudgetError
 from tests.compiler.fuzz.time_limit import collector_seconds
-
-MASKBENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
+from tests.data_files import MASKBENCH, MASKBENCH_ABSENT
 
 SLOW = "(a|b)*a(a|b){16}"
 
@@ -115,6 +113,7 @@ DEADLINE_GAP_FILES = ["Snowplow---sp_261_Normalized.json", "MCPspec---ServerResu
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason=MASKBENCH_ABSENT)
 @pytest.mark.parametrize("name", DEADLINE_GAP_FILES)
 def test_maskbench_compiles_check_the_limit_at_least_every_tenth_of_a_second(
         name: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,6 @@ place reads anew), and the kept reading is what a fresh one gives.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -24,6 +23,7 @@ from stdsl.compiler.json_schema.logic import keywords
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context
 from stdsl.errors import SchemaError
+from tests.data_files import MASKBENCH, MASKBENCH_ABSENT
 
 SHAPES = [
     {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
@@ -126,13 +126,14 @@ CONFIG_REFUSAL = (
 """MaskBench `JsonSchemaStore---config.json`'s refusal, as main gave it before its lists were read once."""
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason=MASKBENCH_ABSENT)
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_large_refused_schema_reads_each_list_once(monkeypatch: pytest.MonkeyPatch, strict: bool) -> None:
     """MaskBench's config.json (3,333 members) lowers its outlined bodies first and is refused there, then again in
     the plain lowering, which read four of its `oneOf` lists anew one level deeper (0.12 s of its 0.41 s): each list
     is now read once, and the refusal is main's."""
-    path = Path(__file__).resolve().parents[4] / ".." / "shared" / "jsonschemabench" / "maskbench-sample"
-    schema = json.loads((path / "JsonSchemaStore---config.json").read_text())["schema"]
+    schema = json.loads((MASKBENCH / "JsonSchemaStore---config.json").read_text())["schema"]
     computed = _counting(monkeypatch)
     with pytest.raises(SchemaError) as refused:
         compile_constraint(schema, strict=strict)
