@@ -22,12 +22,13 @@ from stdsl.runtime.engine import Engine
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"},
     "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 6},
-    "bio": {"type": "string", "minLength": 60, "maxLength": 80}},
+    "bio": {"type": "string", "minLength": 150, "maxLength": 170}},
     "required": ["name", "age", "tags", "bio"]}
-NORMAL_TOKENS = 160
-"""The normal row writes a bio of 60+ characters, so it samples about 20 tokens: over the 9 it sampled without one,
-the two hostile rows' one-time `CONTROL_GRACE` (20 ms each, for a grammar's first masks) alone was 1.4x of a 10 ms
-step, and a faster engine step read as a stretch."""
+NORMAL_TOKENS = 320
+"""The normal row writes a bio of 150+ characters, so it samples enough tokens that the two hostile rows' one-time
+`CONTROL_GRACE` (20 ms each, for a grammar's first masks) is a small part of its time: over the 9 tokens it sampled
+without a bio the grace alone was 1.4x of a 10 ms step, and with a 60-character bio (about 20 tokens) it was most of
+a 1.5x ratio once the tiny model's step fell to 6.4 ms (base and main alike measured 1.52-1.55x)."""
 
 
 def hostile_grammar(words: int, seed: int) -> stdsl.Constraint:
@@ -61,8 +62,9 @@ def test_a_hostile_grammar_does_not_stretch_a_normal_rows_steps(tiny_model) -> N
         beside_normal.append(normal_step_seconds(tiny_model, normal))
         beside_hostile.append(normal_step_seconds(tiny_model, hostile_grammar(3000, trial)))
     # Other processes share this machine: the least disturbed trial of each kind is compared.
+    # Quiet, 2026-12-06: 1.15-1.21 with rests, 1.48-1.49 with shares and grace lifted (no row ever rests).
     ratio = min(beside_hostile) / min(beside_normal)
-    assert ratio <= 1.5, (beside_normal, beside_hostile)
+    assert ratio <= 1.35, (beside_normal, beside_hostile)
 
 
 def test_a_resting_row_and_its_companion_decode_as_alone(tiny_model) -> None:
