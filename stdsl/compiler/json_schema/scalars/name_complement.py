@@ -1,0 +1,172 @@
+"""The key of an undeclared member, `"` aside: canonical spellings of the strings other than some printable-ASCII
+names, as one minimal embedded DFA written out directly (`strings.string_not_in`'s usual case).
+
+The same language as the name trie `strings._outside` lowers to (a trie node: leave it with any other character,
+then any characters; or follow a child; or end where no name ends), without the IR, its NFA fragment and the walks
+over them: an open object's key complement was about half of what an open Kubernetes definition costs to compile.
+The table is the minimal DFA: the trie's nodes merged where the names below them are the same (as the NFA builder
+merged the trie's equal sub-expressions), one rest state for a string past the trie, and the partial states of a
+character beyond ASCII or an escape (`string_units.canonical_beyond_ascii`'s), shared by every trie node.  Its
+moves are handed to the NFA builder as the trie's IR gives them (each child byte a byte set of its own, the other
+printable bytes one set per node, the rest as the units' automaton groups them), so the subset construction sees
+the same byte classes and builds the same body DFA.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.chains import EMBEDDED_FROM
+from stdsl.compiler.automata.nfa import known_edges, known_trim
+from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
+
+Ranges = tuple[tuple[int, int], ...]
+Moves = list[tuple[Ranges, int]]
+
+PLAIN = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
+"""The printable ASCII bytes a JSON string holds raw (all but `"` and `\\`)."""
+PLAIN_BYTES = frozenset(b for lo, hi in PLAIN for b in range(lo, hi + 1))
+_SINGLE = tuple(((byte, byte),) for byte in range(256))
+
+
+def plain_names(names: tuple[str, ...]) -> bool:
+    """Whether every character of `names` is a `PLAIN` byte (the usual key; the case `name_complement` builds)."""
+    return all(ord(ch) in PLAIN_BYTES for name in names for ch in name)
+
+
+def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
+    """The canonical spellings of strings other than `names` (sorted, distinct, `plain_names`), between the quotes,
+    as a trim minimal embedded DFA with its moves known; None when it would have `EMBEDDED_FROM` states or more
+    (the chain layout would then take it whole, which the trie's IR never met)."""
+    children, final = _trie(names)
+    merged, order = _merged(children, final) if names else ([0] * len(children), [0])
+    count = len(order) if names else 0
+    rest, (partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
+    total = count + 1 + len(partial_moves)
+    if total >= EMBEDDED_FROM:
+        return None
+    table = np.empty((total, 256), dtype=np.int32)
+    table[:rest + 1] = np.where(lead_row >= 0, lead_row + rest, -1)
+    table[rest + 1:] = np.where(partial_table >= 0, partial_table + rest, -1)
+    accepting = np.zeros(total, dtype=bool)
+    accepting[:rest + 1] = True
+    accepting[rest + 1:] = partial_accepting
+    numbers: dict[Ranges, int] = {}
+    symbol_sets: list[Ranges] = []
+    moves: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+
+    def set_number(ranges: Ranges) -> int:
+        number = numbers.get(ranges)
+        if number is None:
+            number = numbers[ranges] = len(symbol_sets)
+            symbol_sets.append(ranges)
+        return number
+
+    lead = [(set_number(ranges), target + rest) for ranges, target in lead_moves]
+    sources: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for state, original in enumerate(order[:count]):
+        out = children[original]
+        bytes_out = sorted(out)
+        reached = [merged[out[byte]] for byte in bytes_out]
+        sources += [state] * len(bytes_out)
+        columns += bytes_out
+        targets += reached
+        others = _without(bytes_out)
+        moves[state] = [*([(set_number(others), rest)] if others else []), *lead,
+                        *((set_number(_SINGLE[byte]), target) for byte, target in zip(bytes_out, reached))]
+    table[sources, columns] = targets
+    accepting[:count] = [not final[original] for original in order[:count]]
+    moves[rest] = [(set_number(PLAIN), rest), *lead]
+    for state, partial in enumerate(partial_moves, rest + 1):
+        moves[state] = [(set_number(ranges), target + rest) for ranges, target in partial]
+    node = known_trim(ir.Embedded(table, accepting))
+    return known_edges(node, (symbol_sets, moves))
+
+
+def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
+    """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root)."""
+    children: list[dict[int, int]] = [{}]
+    final = [False]
+    for name in names:
+        state = 0
+        for byte in name.encode():
+            child = children[state].get(byte)
+            if child is None:
+                child = children[state][byte] = len(children)
+                children.append({})
+                final.append(False)
+            state = child
+        final[state] = True
+    return children, final
+
+
+def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int], list[int]]:
+    """The trie's nodes merged where the names below them are the same (children come after their parent, so one
+    pass from the last node up sees every child first): each node's state, and per state one node it stands for,
+    the root's state 0."""
+    canonical: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    merged = [0] * len(children)
+    for node in range(len(children) - 1, -1, -1):
+        signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
+        merged[node] = canonical.setdefault(signature, len(canonical))
+    renumber = {merged[0]: 0}
+    order = [0]
+    for node in range(1, len(children)):
+        if merged[node] not in renumber:
+            renumber[merged[node]] = len(order)
+            order.append(node)
+    return [renumber[state] for state in merged], order
+
+
+def _without(taken: list[int]) -> Ranges:
+    """`PLAIN` less the bytes `taken` (sorted), as ranges."""
+    if not taken:
+        return PLAIN
+    out = []
+    for lo, hi in PLAIN:
+        for byte in taken:
+            if lo <= byte <= hi:
+                if lo < byte:
+                    out.append((lo, byte - 1))
+                lo = byte + 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _units() -> tuple[list[Moves], np.ndarray, np.ndarray, Moves, np.ndarray]:
+    """The units' automaton (`canonical_beyond_ascii`: its start 0, its accepting state 1, nothing after it) laid
+    out after a rest state at 0, which stands for both its start and its accepting state: the partial states'
+    moves (symbol ranges, target) and rows from 1 on, their accepting flags, and the start's moves and row with
+    the `PLAIN` bytes added to the rest state, every target counted from the rest state."""
+    units = canonical_beyond_ascii()
+    table = np.asarray(units.transitions)
+    renumbered = np.concatenate([[0, 0], np.arange(1, len(table) - 1)]).astype(np.int32)
+    shifted = np.where(table >= 0, renumbered[np.maximum(table, 0)], -1).astype(np.int32)
+    lead_row = shifted[0].copy()
+    for lo, hi in PLAIN:
+        lead_row[lo:hi + 1] = 0
+    moves = [_grouped(row) for row in table.tolist()]
+    partial_moves = [[(ranges, int(renumbered[target])) for ranges, target in out] for out in moves[2:]]
+    lead_moves = [(ranges, int(renumbered[target])) for ranges, target in moves[0]]
+    assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
+    return partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves, lead_row
+
+
+def _grouped(row: list[int]) -> Moves:
+    """A table row's moves, one per target (its runs of bytes as ranges), targets in the order of their first byte:
+    how the NFA builder groups an embedded automaton's moves."""
+    runs: dict[int, list[tuple[int, int]]] = {}
+    start = 0
+    for byte in range(1, 257):
+        if byte == 256 or row[byte] != row[start]:
+            if row[start] >= 0:
+                runs.setdefault(row[start], []).append((start, byte - 1))
+            start = byte
+    return [(tuple(ranges), target) for target, ranges in runs.items()]
