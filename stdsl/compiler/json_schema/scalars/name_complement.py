@@ -21,6 +21,7 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
 from stdsl.compiler.automata.nfa import known_edges, known_trim
+from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
 
 Ranges = tuple[tuple[int, int], ...]
@@ -92,7 +93,9 @@ def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
     """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root)."""
     children: list[dict[int, int]] = [{}]
     final = [False]
-    for name in names:
+    for count, name in enumerate(names):
+        if count & 4095 == 4095:
+            check_deadline("building a name trie")
         state = 0
         for byte in name.encode():
             child = children[state].get(byte)
@@ -112,6 +115,8 @@ def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int
     canonical: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
     merged = [0] * len(children)
     for node in range(len(children) - 1, -1, -1):
+        if node & 16383 == 0:
+            check_deadline("merging a name trie")
         signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
         merged[node] = canonical.setdefault(signature, len(canonical))
     renumber = {merged[0]: 0}
