@@ -45,7 +45,7 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     children, final = _trie(names)
     merged, order = _merged(children, final) if names else ([0] * len(children), [0])
     count = len(order) if names else 0
-    rest, (partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
+    rest, (partial_sets, partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
     total = count + 1 + len(partial_moves)
     if total >= EMBEDDED_FROM:
         return None
@@ -55,36 +55,41 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     accepting = np.zeros(total, dtype=bool)
     accepting[:rest + 1] = True
     accepting[rest + 1:] = partial_accepting
-    numbers: dict[Ranges, int] = {}
-    symbol_sets: list[Ranges] = []
+    symbol_sets: list[Ranges] = [PLAIN]
     moves: list[list[tuple[int, int]]] = [[] for _ in range(total)]
-
-    def set_number(ranges: Ranges) -> int:
-        number = numbers.get(ranges)
-        if number is None:
-            number = numbers[ranges] = len(symbol_sets)
-            symbol_sets.append(ranges)
-        return number
-
-    lead = [(set_number(ranges), target + rest) for ranges, target in lead_moves]
+    lead = [(len(symbol_sets) + index, target + rest) for index, (_, target) in enumerate(lead_moves)]
+    symbol_sets += [ranges for ranges, _ in lead_moves]
+    single: dict[int, int] = {}
+    others: dict[tuple[int, ...], int] = {(): 0}
     sources: list[int] = []
     columns: list[int] = []
     targets: list[int] = []
     for state, original in enumerate(order[:count]):
         out = children[original]
-        bytes_out = sorted(out)
+        bytes_out = tuple(sorted(out))
         reached = [merged[out[byte]] for byte in bytes_out]
         sources += [state] * len(bytes_out)
         columns += bytes_out
         targets += reached
-        others = _without(bytes_out)
-        moves[state] = [*([(set_number(others), rest)] if others else []), *lead,
-                        *((set_number(_SINGLE[byte]), target) for byte, target in zip(bytes_out, reached))]
+        number = others.get(bytes_out)
+        if number is None:
+            ranges = _without(bytes_out)
+            number = others[bytes_out] = len(symbol_sets) if ranges else -1
+            if ranges:
+                symbol_sets.append(ranges)
+        for byte in bytes_out:
+            if byte not in single:
+                single[byte] = len(symbol_sets)
+                symbol_sets.append(_SINGLE[byte])
+        moves[state] = ([(number, rest)] if number >= 0 else []) + lead + [
+            (single[byte], target) for byte, target in zip(bytes_out, reached)]
     table[sources, columns] = targets
     accepting[:count] = [not final[original] for original in order[:count]]
-    moves[rest] = [(set_number(PLAIN), rest), *lead]
+    moves[rest] = [(0, rest), *lead]
+    partial_base = len(symbol_sets)
+    symbol_sets += partial_sets
     for state, partial in enumerate(partial_moves, rest + 1):
-        moves[state] = [(set_number(ranges), target + rest) for ranges, target in partial]
+        moves[state] = [(partial_base + index, target + rest) for index, target in partial]
     node = known_trim(ir.Embedded(table, accepting))
     return known_edges(node, (symbol_sets, moves))
 
@@ -128,7 +133,7 @@ def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int
     return [renumber[state] for state in merged], order
 
 
-def _without(taken: list[int]) -> Ranges:
+def _without(taken: tuple[int, ...]) -> Ranges:
     """`PLAIN` less the bytes `taken` (sorted), as ranges."""
     if not taken:
         return PLAIN
@@ -145,11 +150,12 @@ def _without(taken: list[int]) -> Ranges:
 
 
 @lru_cache(maxsize=1)
-def _units() -> tuple[list[Moves], np.ndarray, np.ndarray, Moves, np.ndarray]:
+def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.ndarray, Moves, np.ndarray]:
     """The units' automaton (`canonical_beyond_ascii`: its start 0, its accepting state 1, nothing after it) laid
-    out after a rest state at 0, which stands for both its start and its accepting state: the partial states'
-    moves (symbol ranges, target) and rows from 1 on, their accepting flags, and the start's moves and row with
-    the `PLAIN` bytes added to the rest state, every target counted from the rest state."""
+    out after a rest state at 0, which stands for both its start and its accepting state: the partial states' symbol
+    sets, their moves (the set's place among them, target) and rows from 1 on, their accepting flags, and the
+    start's moves (symbol ranges, target) and row with the `PLAIN` bytes added to the rest state, every target
+    counted from the rest state."""
     units = canonical_beyond_ascii()
     table = np.asarray(units.transitions)
     renumbered = np.concatenate([[0, 0], np.arange(1, len(table) - 1)]).astype(np.int32)
@@ -158,10 +164,13 @@ def _units() -> tuple[list[Moves], np.ndarray, np.ndarray, Moves, np.ndarray]:
     for lo, hi in PLAIN:
         lead_row[lo:hi + 1] = 0
     moves = [_grouped(row) for row in table.tolist()]
-    partial_moves = [[(ranges, int(renumbered[target])) for ranges, target in out] for out in moves[2:]]
+    sets: dict[Ranges, int] = {}
+    partial_moves = [[(sets.setdefault(ranges, len(sets)), int(renumbered[target])) for ranges, target in out]
+                     for out in moves[2:]]
     lead_moves = [(ranges, int(renumbered[target])) for ranges, target in moves[0]]
     assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
-    return partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves, lead_row
+    return (list(sets), partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves,
+            lead_row)
 
 
 def _grouped(row: list[int]) -> Moves:
