@@ -60,13 +60,15 @@ def _body_dfa(schema: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return table, accepting, dfa.byte_class
 
 
-values = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"enum": ["x", 1]}, {"type": "boolean"}, False])
+values = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"enum": ["x", 1]}, {"type": "boolean"}, False,
+                         {"type": "object", "properties": {"a": {"type": "string"}, "b~": {"type": "integer"}}}])
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.text(alphabet=PLAIN_CHARS + "é\"", max_size=4), values, max_size=5),
        st.sampled_from([True, {"type": "integer"}]), st.booleans())
-def test_an_open_object_body_is_built_the_same(properties: dict, extra: object, required: bool) -> None:
+def test_an_open_object_body_keeps_its_language_and_minimal_table(properties: dict, extra: object,
+                                                                  required: bool) -> None:
     schema = {"type": "object", "properties": properties, "additionalProperties": extra,
               "required": [name for name, value in properties.items() if value is not False][:1] if required else []}
     strings._string_not_in.cache_clear()
