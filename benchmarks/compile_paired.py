@@ -16,6 +16,7 @@ kept pushdown bodies, leaf caches) are already filled.
 
     python benchmarks/compile_paired.py /tmp/before --every 10 --out benchmarks/results/compile_paired
     python benchmarks/compile_paired.py /tmp/before --every 10 --forked --out benchmarks/results/compile_paired_forked
+    python benchmarks/compile_paired.py /tmp/before --every 1 --match Kubernetes--- --forked --out /tmp/kubernetes
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--offset", type=int, default=0, help="the files taken are files[offset::every]")
+    parser.add_argument("--match", default="", help="only files whose name contains this (e.g. Kubernetes---)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--forked", action="store_true",
                         help="each compile the first in a child forked from a worker that compiled nothing")
@@ -112,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compile_paired"))
     args = parser.parse_args(argv)
     strict = args.strict or not (args.forked or args.open)
-    files = sorted(Path(args.folder).resolve().glob("*.json"))[args.offset::args.every]
+    files = sorted(path for path in Path(args.folder).resolve().glob("*.json") if args.match in path.name)
+    files = files[args.offset::args.every]
     sides = {"before": worker(args.before, args.forked, strict), "after": worker(args.after, args.forked, strict)}
     rows: dict[str, dict[str, list]] = {}
     for index, path in enumerate(files):

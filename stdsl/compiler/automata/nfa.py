@@ -159,6 +159,13 @@ def known_trim(node: ir.Embedded) -> ir.Embedded:
     return node
 
 
+def known_edges(node: ir.Embedded, edges: DfaMoves) -> ir.Embedded:
+    """`node` with its moves (in `_dfa_edges`'s form) kept on it by the code that wrote its table, so that the NFA
+    builder need not read them off the table; that code chooses the byte sets (as the IR it stands for gave them)."""
+    object.__setattr__(node, "_edges", edges)
+    return node
+
+
 def _trim_embedded(node: ir.Embedded) -> bool:
     """Whether every state of an embedded automaton reachable from its start leads to acceptance: known for the
     leaf of a trim `Automaton` (`build.embedded_leaf`), else searched for a small one (and kept on the node)."""

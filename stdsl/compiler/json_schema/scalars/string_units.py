@@ -147,12 +147,12 @@ def _canonical_unit_except(holes: tuple[int, ...]) -> Node:
     hole set: an alternation of byte strings would be one trie per trie node of a name set, nothing shared."""
     skipped = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF), *((h, h) for h in holes)]
     if all(0x20 <= h <= 0x7F and h not in JSON_ESCAPED for h in holes):
-        return ir.alt(ir.byte_set(_subtract(((0x20, 0x7F),), sorted(skipped))), _canonical_beyond_ascii())
+        return ir.alt(ir.byte_set(_subtract(((0x20, 0x7F),), sorted(skipped))), canonical_beyond_ascii())
     return ir.alt(ir.codepoints(_subtract(ALL_CHARS, sorted(skipped))), *_json_escapes(holes))
 
 
 @lru_cache(maxsize=1)
-def _canonical_beyond_ascii() -> Node:
+def canonical_beyond_ascii() -> ir.Embedded:
     """The canonical units other than raw printable ASCII (raw UTF-8 of U+0080 and above, the escapes), as one
     embedded automaton: its table (states 0-9 for UTF-8 and the backslash, then the escape trie) is written out
     here, 0.05 ms, where `build_automaton` took 1-2 ms of the first open object's compile in every process

@@ -20,6 +20,7 @@ from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
+from stdsl.compiler.json_schema.scalars.name_complement import name_complement, plain_names
 from stdsl.compiler.json_schema.scalars.string_units import (
     FORBIDDEN_RAW,
     canonical_unit_except,
@@ -60,7 +61,8 @@ def string_not_in(names: Iterable[str]) -> Node:
     Built as a trie over characters: at each trie node the next character either leaves the trie (then
     anything may follow) or follows a child; the string may end unless the node is a name.  Only the
     canonical spelling is read, so each trie node is one state (with every spelling, each also held the
-    partial escapes that could still spell a child: about six times the states).
+    partial escapes that could still spell a child: about six times the states).  Printable ASCII names (the
+    usual keys) get that trie's minimal DFA written out directly (`name_complement`).
     Kept per name set: a large schema asks again for every object declaring the same names.
     """
     return _string_not_in(tuple(sorted(set(names))))
@@ -75,7 +77,8 @@ def _any_rest() -> Node:
 @lru_cache(maxsize=1024)
 def _string_not_in(names: tuple[str, ...]) -> Node:
     """`string_not_in` of a sorted tuple of distinct names."""
-    return ir.seq(QUOTE, _outside(char_trie(names)), QUOTE)
+    written = name_complement(names) if plain_names(names) else None
+    return ir.seq(QUOTE, _outside(char_trie(names)) if written is None else written, QUOTE)
 
 
 def _outside(trie: dict) -> Node:

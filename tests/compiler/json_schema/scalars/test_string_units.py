@@ -13,10 +13,10 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.minimize import trim
 from stdsl.compiler.json_schema.scalars.string_units import (
-    _canonical_beyond_ascii,
     _hex4,
     _json_escapes,
     ascii_escapes,
+    canonical_beyond_ascii,
     canonical_unit_except,
 )
 
@@ -35,8 +35,8 @@ def test_ascii_escapes_equal_the_four_digit_ranges(values: set[int]) -> None:
 
 
 def test_the_written_out_table_beyond_ascii_is_the_raw_utf8_and_the_escapes() -> None:
-    """The table `_canonical_beyond_ascii` writes by hand against the same language built from IR."""
-    written = _canonical_beyond_ascii()
+    """The table `canonical_beyond_ascii` writes by hand against the same language built from IR."""
+    written = canonical_beyond_ascii()
     assert isinstance(written, ir.Embedded)
     raw = ir.codepoints([(0x80, 0xD7FF), (0xE000, ir.MAX_UNICODE)])
     assert _same_automaton(written, ir.alt(raw, *_json_escapes(())))

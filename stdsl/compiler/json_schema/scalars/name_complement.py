@@ -1,0 +1,192 @@
+"""The key of an undeclared member, `"` aside: canonical spellings of the strings other than some printable-ASCII
+names, as one minimal embedded DFA written out directly (`strings.string_not_in`'s usual case).
+
+The same language as the name trie `strings._outside` lowers to (a trie node: leave it with any other character,
+then any characters; or follow a child; or end where no name ends), without the IR, its NFA fragment and the walks
+over them, which were about a sixth of a large open Kubernetes schema's compile (kb_233: 0.30 -> 0.25 s).
+The table is the minimal DFA: the trie's nodes merged where the names below them are the same (as the NFA builder
+merged the trie's equal sub-expressions), one rest state for a string past the trie, and the partial states of a
+character beyond ASCII or an escape (`string_units.canonical_beyond_ascii`'s), shared by every trie node.  Its
+moves are handed to the NFA builder as the trie's IR gives them (each child byte a byte set of its own, the other
+printable bytes one set per node, the rest as the units' automaton groups them), so the subset construction sees
+the same byte classes and builds a body DFA of the same language, nearly always the same table: where the trie's
+IR made a node and the rest of a string share NFA states, its subset construction could merge two equivalent states
+that this one keeps apart, or the other way (1 of 864 body DFAs of every 10th MaskBench file; their minimal tables
+are equal (its test), and so are the masks, `benchmarks/complement_masks.py`).  The
+smaller NFA also counts smaller where the outline choice sizes a grammar's bodies (`outline_size`): 3 of those
+files, 18 of the 212 Kubernetes ones, are now built as the plain grammar (median 0.67 of their time, three 5-15%
+slower, all under 0.14 s: `benchmarks/results/compile_paired_kube66_kubernetes.md`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.chains import EMBEDDED_FROM
+from stdsl.compiler.automata.nfa import known_edges, known_trim
+from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
+
+Ranges = tuple[tuple[int, int], ...]
+Moves = list[tuple[Ranges, int]]
+
+PLAIN = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
+"""The printable ASCII bytes a JSON string holds raw (all but `"` and `\\`)."""
+PLAIN_BYTES = frozenset(b for lo, hi in PLAIN for b in range(lo, hi + 1))
+_SINGLE = tuple(((byte, byte),) for byte in range(256))
+
+
+def plain_names(names: tuple[str, ...]) -> bool:
+    """Whether every character of `names` is a `PLAIN` byte (the usual key; the case `name_complement` builds)."""
+    return all(ord(ch) in PLAIN_BYTES for name in names for ch in name)
+
+
+def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
+    """The canonical spellings of strings other than `names` (sorted, distinct, `plain_names`), between the quotes,
+    as a trim minimal embedded DFA with its moves known; None when it would have `EMBEDDED_FROM` states or more
+    (the chain layout would then take it whole, which the trie's IR never met)."""
+    children, final = _trie(names)
+    merged, order = _merged(children, final) if names else ([0] * len(children), [0])
+    count = len(order) if names else 0
+    rest, (partial_sets, partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
+    total = count + 1 + len(partial_moves)
+    if total >= EMBEDDED_FROM:
+        return None
+    table = np.empty((total, 256), dtype=np.int32)
+    table[:rest + 1] = np.where(lead_row >= 0, lead_row + rest, -1)
+    table[rest + 1:] = np.where(partial_table >= 0, partial_table + rest, -1)
+    accepting = np.zeros(total, dtype=bool)
+    accepting[:rest + 1] = True
+    accepting[rest + 1:] = partial_accepting
+    symbol_sets: list[Ranges] = [PLAIN]
+    moves: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+    lead = [(len(symbol_sets) + index, target + rest) for index, (_, target) in enumerate(lead_moves)]
+    symbol_sets += [ranges for ranges, _ in lead_moves]
+    single: dict[int, int] = {}
+    others: dict[tuple[int, ...], int] = {(): 0}
+    sources: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for state, original in enumerate(order[:count]):
+        out = children[original]
+        bytes_out = tuple(sorted(out))
+        reached = [merged[out[byte]] for byte in bytes_out]
+        sources += [state] * len(bytes_out)
+        columns += bytes_out
+        targets += reached
+        number = others.get(bytes_out)
+        if number is None:
+            ranges = _without(bytes_out)
+            number = others[bytes_out] = len(symbol_sets) if ranges else -1
+            if ranges:
+                symbol_sets.append(ranges)
+        for byte in bytes_out:
+            if byte not in single:
+                single[byte] = len(symbol_sets)
+                symbol_sets.append(_SINGLE[byte])
+        moves[state] = ([(number, rest)] if number >= 0 else []) + lead + [
+            (single[byte], target) for byte, target in zip(bytes_out, reached)]
+    table[sources, columns] = targets
+    accepting[:count] = [not final[original] for original in order[:count]]
+    moves[rest] = [(0, rest), *lead]
+    partial_base = len(symbol_sets)
+    symbol_sets += partial_sets
+    for state, partial in enumerate(partial_moves, rest + 1):
+        moves[state] = [(partial_base + index, target + rest) for index, target in partial]
+    node = known_trim(ir.Embedded(table, accepting))
+    return known_edges(node, (symbol_sets, moves))
+
+
+def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
+    """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root)."""
+    children: list[dict[int, int]] = [{}]
+    final = [False]
+    for count, name in enumerate(names):
+        if count & 4095 == 4095:
+            check_deadline("building a name trie")
+        state = 0
+        for byte in name.encode():
+            child = children[state].get(byte)
+            if child is None:
+                child = children[state][byte] = len(children)
+                children.append({})
+                final.append(False)
+            state = child
+        final[state] = True
+    return children, final
+
+
+def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int], list[int]]:
+    """The trie's nodes merged where the names below them are the same (children come after their parent, so one
+    pass from the last node up sees every child first): each node's state, and per state one node it stands for,
+    the root's state 0."""
+    canonical: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    merged = [0] * len(children)
+    for node in range(len(children) - 1, -1, -1):
+        if node & 16383 == 0:
+            check_deadline("merging a name trie")
+        signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
+        merged[node] = canonical.setdefault(signature, len(canonical))
+    renumber = {merged[0]: 0}
+    order = [0]
+    for node in range(1, len(children)):
+        if merged[node] not in renumber:
+            renumber[merged[node]] = len(order)
+            order.append(node)
+    return [renumber[state] for state in merged], order
+
+
+def _without(taken: tuple[int, ...]) -> Ranges:
+    """`PLAIN` less the bytes `taken` (sorted), as ranges."""
+    if not taken:
+        return PLAIN
+    out = []
+    for lo, hi in PLAIN:
+        for byte in taken:
+            if lo <= byte <= hi:
+                if lo < byte:
+                    out.append((lo, byte - 1))
+                lo = byte + 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.ndarray, Moves, np.ndarray]:
+    """The units' automaton (`canonical_beyond_ascii`: its start 0, its accepting state 1, nothing after it) laid
+    out after a rest state at 0, which stands for both its start and its accepting state: the partial states' symbol
+    sets, their moves (the set's place among them, target) and rows from 1 on, their accepting flags, and the
+    start's moves (symbol ranges, target) and row with the `PLAIN` bytes added to the rest state, every target
+    counted from the rest state."""
+    units = canonical_beyond_ascii()
+    table = np.asarray(units.transitions)
+    renumbered = np.concatenate([[0, 0], np.arange(1, len(table) - 1)]).astype(np.int32)
+    shifted = np.where(table >= 0, renumbered[np.maximum(table, 0)], -1).astype(np.int32)
+    lead_row = shifted[0].copy()
+    for lo, hi in PLAIN:
+        lead_row[lo:hi + 1] = 0
+    moves = [_grouped(row) for row in table.tolist()]
+    sets: dict[Ranges, int] = {}
+    partial_moves = [[(sets.setdefault(ranges, len(sets)), int(renumbered[target])) for ranges, target in out]
+                     for out in moves[2:]]
+    lead_moves = [(ranges, int(renumbered[target])) for ranges, target in moves[0]]
+    assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
+    return (list(sets), partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves,
+            lead_row)
+
+
+def _grouped(row: list[int]) -> Moves:
+    """A table row's moves, one per target (its runs of bytes as ranges), targets in the order of their first byte:
+    how the NFA builder groups an embedded automaton's moves."""
+    runs: dict[int, list[tuple[int, int]]] = {}
+    start = 0
+    for byte in range(1, 257):
+        if byte == 256 or row[byte] != row[start]:
+            if row[start] >= 0:
+                runs.setdefault(row[start], []).append((start, byte - 1))
+            start = byte
+    return [(tuple(ranges), target) for target, ranges in runs.items()]
