@@ -181,10 +181,11 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     call_return: list[np.ndarray] = []
     for index, ((table, symbol_class, _), off) in enumerate(zip(bodies, offsets[:-1].tolist())):
         columns = symbol_class[first_byte]
+        shifted = np.append(np.arange(off, off + len(table), dtype=own_classes.dtype), -1)
         for lo in range(0, len(table), LAYOUT_ROWS):
             check_deadline("laying out the pushdown")
             own = table[lo:lo + LAYOUT_ROWS][:, columns]
-            own_classes[off + lo:off + lo + len(own)] = np.where(own >= 0, own + off, -1)
+            np.take(shifted, own, mode="wrap", out=own_classes[off + lo:off + lo + len(own)])
         owner[off:off + len(table)] = index
         calls = table[:, symbol_class[CALL_BASE:]]
         states, called = np.nonzero(calls >= 0)
