@@ -181,11 +181,13 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     call_return: list[np.ndarray] = []
     for index, ((table, symbol_class, _), off) in enumerate(zip(bodies, offsets[:-1].tolist())):
         columns = symbol_class[first_byte]
-        shifted = np.append(np.arange(off, off + len(table), dtype=own_classes.dtype), -1)
         for lo in range(0, len(table), LAYOUT_ROWS):
             check_deadline("laying out the pushdown")
             own = table[lo:lo + LAYOUT_ROWS][:, columns]
-            np.take(shifted, own, mode="wrap", out=own_classes[off + lo:off + lo + len(own)])
+            block = own_classes[off + lo:off + lo + len(own)]
+            np.greater_equal(own, 0, out=block)
+            block *= off
+            block += own  # a move shifted by the body's offset, -1 (dead) kept: no temporary beside `own`
         owner[off:off + len(table)] = index
         calls = table[:, symbol_class[CALL_BASE:]]
         states, called = np.nonzero(calls >= 0)
