@@ -25,35 +25,38 @@ from stdsl.compiler.deadline import check_deadline
 INT16_MAX_STATES = 32767
 TAKEN_CELLS = 1 << 20
 """Table cells copied between two deadline checks where a large table is expanded or transposed (milliseconds)."""
+COMPARED_CELLS = 1 << 17
+"""Table cells whose columns `canonical_classes` compares at a time: a block small enough (0.5-1 MB) to come from
+the allocator's heap and the cache rather than fresh pages, large enough that its Python step per column is cheap."""
 
 
 def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The same 256-column table as `(class_table, byte_class)` with one class per distinct column.
 
     Returns `(classes, byte_class)` where classes are numbered by their first byte, so that the
-    result depends only on the expanded table.  Columns are compared by their bytes (exact).
+    result depends only on the expanded table; `classes` is `class_table` itself where its columns are distinct,
+    all used and so numbered already (a large table is not copied only to be read).  Columns are compared by their
+    bytes (exact), a block of rows at a time: two columns equal on every block are equal, and no transposed copy
+    of a large table is made (its fresh pages cost more than the comparison).
     """
     byte_class = np.asarray(byte_class)
-    if class_table.size <= TAKEN_CELLS:
-        columns = np.ascontiguousarray(class_table.T)
-    else:
-        columns = np.empty(class_table.shape[::-1], dtype=class_table.dtype)
-        step = TAKEN_CELLS // class_table.shape[1]
-        for lo in range(0, len(class_table), step):
-            check_deadline("merging equal byte classes")
-            columns[:, lo:lo + step] = class_table[lo:lo + step].T
     used, first_byte = np.unique(byte_class, return_index=True)
-    class_of_key: dict[bytes, int] = {}
+    ordered = used[np.argsort(first_byte)]
+    labels = [0] * len(ordered)
+    step = max(1, COMPARED_CELLS // max(1, len(ordered)))
+    for lo in range(0, len(class_table), step):
+        check_deadline("merging equal byte classes")
+        columns = class_table[lo:lo + step].T[ordered]
+        keys: dict[tuple[int, bytes], int] = {}
+        labels = [keys.setdefault((label, column.tobytes()), len(keys)) for label, column in zip(labels, columns)]
     chosen: list[int] = []
     label_of_column = np.zeros(int(used[-1]) + 1, dtype=np.uint8)
-    for column in used[np.argsort(first_byte)].tolist():
-        check_deadline("merging equal byte classes")
-        key = columns[column].tobytes()
-        label = class_of_key.get(key)
-        if label is None:
-            label = class_of_key[key] = len(chosen)
+    for column, label in zip(ordered.tolist(), labels):
+        if label == len(chosen):
             chosen.append(column)
         label_of_column[column] = label
+    if chosen == list(range(class_table.shape[1])):
+        return class_table, label_of_column[byte_class]
     return columns_taken(class_table, chosen, "merging equal byte classes"), label_of_column[byte_class]
 
 

@@ -52,21 +52,26 @@ def counted_table(body: Automaton, low: int, high: int | None,
     skipped = 0 if (table == 0).any() else 1  # the start has no copy in an item when no move enters it
     kept = size - skipped
     index = np.arange(layers)
-    following = np.minimum(index + 1, layers - 1) if high is None else index + 1
-    jumps = accepting[skipped:, None] & start_live[None, :]
+    dtype = np.int32 if 1 + layers * kept < 2**31 else np.int64
     inner = table[skipped:] >= 0
-    counted = np.empty((1 + layers * kept, table.shape[1]), dtype=np.int64)
+    jumps = accepting[skipped:, None] & start_live[None, :]
+    within = 1 - skipped + table[skipped:]
+    ahead = 1 - skipped + kept + table[0]
+    first = np.where(inner, within, np.where(jumps, ahead, -1)).astype(dtype)
+    """Item 0's rows: its own moves, and an accepting state's moves into item 1; item i's are these plus i * kept."""
+    last = np.where(inner, within, np.where(jumps, ahead - kept, -1) if high is None else -1).astype(np.int64)
+    """The last item's rows before their shift: a bounded repetition ends there, an unbounded one reads on in it."""
+    counted = np.empty((1 + layers * kept, table.shape[1]), dtype=dtype)
     counted[0] = np.where(start_live, 1 + table[0] - skipped, -1)
-    rows = counted[1:]
+    items = counted[1:].reshape(layers, kept, table.shape[1])
+    live = np.greater_equal(first, 0).astype(dtype)
     step = max(1, LAYER_ROWS // size)
-    for lo in range(0, layers, step):
+    for lo in range(0, layers - 1, step):
         check_deadline("counted repetition")
-        at, ahead_of = index[lo:lo + step], following[lo:lo + step]
-        within = 1 - skipped + at[:, None, None] * kept + table[None, skipped:, :]
-        ahead = 1 - skipped + ahead_of[:, None, None] * kept + table[0][None, None, :]
-        ahead_open = jumps[None, :, :] & (ahead_of < layers)[:, None, None]
-        rows[lo * kept:(lo + len(at)) * kept] = np.where(inner[None], within,
-                                                         np.where(ahead_open, ahead, -1)).reshape(-1, table.shape[1])
+        block = items[lo:min(lo + step, layers - 1)]
+        np.multiply(live[None], (np.arange(lo, lo + len(block), dtype=dtype) * kept)[:, None, None], out=block)
+        block += first
+    items[layers - 1] = np.where(last >= 0, last + (layers - 1) * kept, -1)
     check_deadline("counted repetition")
     accepts = np.concatenate([[low == 0], (accepting[None, skipped:] & (index + 1 >= low)[:, None]).reshape(-1)])
     return counted, accepts, np.asarray(body.byte_class)

@@ -211,31 +211,66 @@ class _Substitution:
         return start, remap
 
     def classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The trim DFA: (class table, accepting, class per symbol), start 0."""
+        """The trim DFA: (class table, accepting, class per symbol), start 0.  Its reachable states are found over
+        the pieces' regions (`_reached`) and each kept row is written once, from its piece's table renumbered
+        (`_trimmed`): no table of every copy is laid out, remapped, stacked and trimmed, four fresh tables whose page
+        faults (huge pages compacted for numpy) cost more than their moves (o9870's three long strings, issue 36)."""
         if self.max_states is None:
             self.table = self._laid_out()
         start, remap = self._composites()
-        reached = None
-        if self.max_states is not None and self.size + len(self.members) > self.max_states:
-            reached = self._reached(start, remap)
-            if reached is None:
-                raise TooManyStates(f"more than {self.max_states:,} states")
-        table = self._laid_out() if self.table is None else self.table
-        for lo in range(0, len(table), CHUNK_ROWS):
-            check_deadline("substituting the calls")
-            block = table[lo:lo + CHUNK_ROWS]
-            live = block >= 0
-            block[live] = remap[block[live]]
-        composites = np.stack(self.rows) if self.rows else np.zeros((0, table.shape[1]), dtype=np.int32)
-        keep = _reachable(table, start, composites) if reached is None else reached
-        full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
-                                  for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
+        bounded = self.max_states is not None and self.size + len(self.members) > self.max_states
+        reached = self._reached(start, remap, self.max_states if bounded else None)
+        if reached is None:
+            raise TooManyStates(f"more than {self.max_states:,} states")
+        return self._trimmed(start, remap, reached)
+
+    def _trimmed(self, start: int, remap: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The states in `keep` (reachable from `start`), renumbered with `start` first (state 0), each row its
+        NFA row (the skeleton's, a copy's piece's, a composite's) read through the new numbers.  Each can reach
+        acceptance when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the
+        skeleton."""
         accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
         for index, members in enumerate(self.members):
             if index & 4095 == 0:
                 check_deadline("substituting the calls")
             accepting[self.size + index] = self.accepting[members].any()
-        return _trimmed(full, accepting, start, self.byte_class, keep)
+        if not accepting[keep].any():
+            raise EmptyLanguageError("the substituted automaton accepts nothing")
+        keep[start] = False
+        kept = np.concatenate(([start], np.flatnonzero(keep)))
+        number = np.full(len(keep) + 1, -1, dtype=np.int32)
+        number[kept] = np.arange(len(kept), dtype=np.int32)
+        renamed = np.append(number[remap], np.int32(-1))
+        """Each NFA state's new number (its composite's where it is not direct), then the dead state's."""
+        out = np.empty((len(kept), self.own.shape[1]), dtype=np.int32)
+        edges = np.concatenate(([0], self.copy_first, [self.size, len(keep)]))
+        cuts = np.searchsorted(kept[1:], edges) + 1
+        self._rows_renamed(int(np.searchsorted(edges, start, side="right")) - 1, kept[:1], renamed, number, out[:1])
+        for segment, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist())):
+            if lo < hi:
+                self._rows_renamed(segment, kept[lo:hi], renamed, number, out[lo:hi])
+        return out, accepting[kept], self.byte_class
+
+    def _rows_renamed(self, segment: int, states: np.ndarray, renamed: np.ndarray, number: np.ndarray,
+                      out: np.ndarray) -> None:
+        """Write the renumbered rows of `states` (sorted, all in `segment`: 0 the skeleton, then each copy, then the
+        composites) into `out`, a few hundred KB at a time with a deadline check between: a laid-out chain's table
+        can hold millions of moves.  A copy's rows are read from its piece's table, whole where every state of the
+        copy is kept."""
+        if segment == 0:
+            table, lookup, first = self.own, renamed, 0
+        elif segment <= len(self.copies):
+            table, first, _ = self.copies[segment - 1]
+            lookup = np.append(renamed[first:first + len(table)], np.int32(-1))
+        else:
+            table, lookup, first = np.stack(self.rows), number, self.size
+        local = states - first
+        whole = len(local) == len(table)
+        step = max(1, GATHER_CELLS // max(1, table.shape[1]))
+        for lo in range(0, len(local), step):
+            check_deadline("trimming the substituted automaton")
+            rows = table[lo:lo + step] if whole else table[local[lo:lo + step]]
+            np.take(lookup, rows, mode="wrap", out=out[lo:lo + step])
 
     def _laid_out(self) -> np.ndarray:
         """The NFA's table: the skeleton's rows, then each copy's (its piece's moves shifted to the copy)."""
@@ -245,9 +280,9 @@ class _Substitution:
             blocks.append(np.where(table >= 0, table + first, -1).astype(np.int32))
         return stacked(blocks, "substituting the calls")
 
-    def _reached(self, start: int, remap: np.ndarray) -> np.ndarray | None:
+    def _reached(self, start: int, remap: np.ndarray, limit: int | None = None) -> np.ndarray | None:
         """The states `classes` keeps (those reachable from `start`: a bool mask over the NFA states, then the
-        composites), or None once more than `max_states` are found, searched without laying out the copies: a
+        composites), or None once more than `limit` are found, searched without laying out the copies: a
         direct state of a copy moves only to direct states of its copy and to the composites of its piece's ends,
         so the direct states reached from those a copy is entered by are its piece's `_region` (searched once per
         piece and entering states however many copies share them), and the search is one over regions, the
@@ -258,7 +293,7 @@ class _Substitution:
         seen[start] = True
         count = 1
         frontier = np.array([start], dtype=np.int64)
-        limit = self.max_states if self.max_states is not None else len(seen)
+        limit = len(seen) if limit is None else limit
         while len(frontier):
             check_deadline("counting the substituted automaton")
             if count > limit:
@@ -358,22 +393,11 @@ def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarra
     return np.hstack([table, dead]), classes
 
 
-def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: np.ndarray, keep: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The states reachable from `start` (`keep`), renumbered with `start` first (state 0).  Each can reach
-    acceptance when the skeleton and the pieces are trim: a piece's state reaches its end, which returns to the
-    skeleton."""
-    if not accepting[keep].any():
-        raise EmptyLanguageError("the substituted automaton accepts nothing")
-    keep[start] = False
-    kept = np.concatenate(([start], np.flatnonzero(keep)))
-    number = np.full(len(table) + 1, -1, dtype=np.int32)
-    number[kept] = np.arange(len(kept), dtype=np.int32)
-    return rows_renumbered(table, kept, number, "trimming the substituted automaton"), accepting[kept], byte_class
-
-
 CHUNK_ROWS = 1 << 16
-"""Rows of a large table rewritten between two deadline checks (a few milliseconds of numpy work each)."""
+"""Rows of a large table copied between two deadline checks (a few milliseconds of numpy work each)."""
+GATHER_CELLS = 1 << 16
+"""Cells of the trimmed table written between two deadline checks: the rows gathered for them (256 KB) stay in the
+allocator's heap and the cache instead of a fresh mapping each time."""
 
 
 def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
@@ -390,50 +414,6 @@ def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
     return out
 
 
-def rows_renumbered(table: np.ndarray, rows: np.ndarray, number: np.ndarray, stage: str) -> np.ndarray:
-    """`number[table[rows]]` (`number[-1]` for a dead move), `CHUNK_ROWS` rows at a time with a deadline check
-    between: a laid-out chain's table can hold millions of moves."""
-    out = np.empty((len(rows), table.shape[1]), dtype=number.dtype)
-    for lo in range(0, len(rows), CHUNK_ROWS):
-        check_deadline(stage)
-        out[lo:lo + CHUNK_ROWS] = number[table[rows[lo:lo + CHUNK_ROWS]]]
-    return out
-
-
 NARROW_CELLS = 160
 """A breadth-first level whose rows hold fewer cells than this is expanded in Python, row by row: a long chain has
 one or two states a level for thousands of levels, and a level's numpy calls cost more than its few rows."""
-
-
-def _reachable(table: np.ndarray, start: int, more: np.ndarray) -> np.ndarray:
-    """The states reachable from `start` (a bool mask) in `table` with the rows `more` after its own (the table they
-    would stack into, not stacked), a breadth-first level at a time: one numpy step for a wide level, row by row in
-    Python for a narrow one."""
-    size = len(table)
-    narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
-    marks = bytearray(size + len(more))
-    seen = np.frombuffer(marks, dtype=bool)
-    marks[start] = 1
-    frontier: list[int] | np.ndarray = [start]
-    levels = 0
-    while len(frontier):
-        if levels & 63 == 0:
-            check_deadline("trimming the substituted automaton")
-        levels += 1
-        if len(frontier) < narrow:
-            following: list[int] = []
-            for state in list(frontier):
-                for target in (table[state] if state < size else more[state - size]).tolist():
-                    if target >= 0 and not marks[target]:
-                        marks[target] = 1
-                        following.append(target)
-            frontier = following
-            continue
-        at = np.asarray(frontier, dtype=np.int64)
-        own = at < size
-        reached = table[at].reshape(-1) if own.all() else np.concatenate(
-            [table[at[own]].reshape(-1), more[at[~own] - size].reshape(-1)])
-        reached = reached[reached >= 0]
-        frontier = distinct_values(reached[~seen[reached]])
-        seen[frontier] = True
-    return seen.copy()

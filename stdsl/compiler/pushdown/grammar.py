@@ -184,7 +184,10 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
         for lo in range(0, len(table), LAYOUT_ROWS):
             check_deadline("laying out the pushdown")
             own = table[lo:lo + LAYOUT_ROWS][:, columns]
-            own_classes[off + lo:off + lo + len(own)] = np.where(own >= 0, own + off, -1)
+            block = own_classes[off + lo:off + lo + len(own)]
+            np.greater_equal(own, 0, out=block)
+            block *= off
+            block += own  # a move shifted by the body's offset, -1 (dead) kept: no temporary beside `own`
         owner[off:off + len(table)] = index
         calls = table[:, symbol_class[CALL_BASE:]]
         states, called = np.nonzero(calls >= 0)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler.automata import automaton as automaton_module
 from stdsl.compiler.automata.automaton import Automaton, canonical_classes
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
@@ -160,11 +161,17 @@ def test_whole_suite_class_tables_equal_the_256_column_tables() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(class_tables())
+@given(class_tables(), st.sampled_from([1, 5, 1 << 17]))
 def test_canonical_classes_keep_the_table_with_one_class_per_distinct_column_by_first_byte(
-        case: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        case: tuple[np.ndarray, np.ndarray, np.ndarray], cells: int) -> None:
+    """Columns compared a block of rows at a time (one row, a few, the whole table) merge exactly the equal ones."""
     table, _, byte_class = case
-    classes, canonical = canonical_classes(table, byte_class)
+    kept = automaton_module.COMPARED_CELLS
+    automaton_module.COMPARED_CELLS = cells
+    try:
+        classes, canonical = canonical_classes(table, byte_class)
+    finally:
+        automaton_module.COMPARED_CELLS = kept
     assert classes[:, canonical].tolist() == table[:, byte_class].tolist()
     columns = [tuple(column) for column in classes.T.tolist()]
     assert len(set(columns)) == len(columns) == int(canonical.max()) + 1

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata import build, chains, subset_substitution
+from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
 from stdsl.compiler.automata.minimize import minimize, trim
@@ -164,29 +165,6 @@ def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[in
     assert np.array_equal(table, found.table) and np.array_equal(final, found.accepting)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 60).flatmap(lambda size: st.tuples(
-    st.lists(st.lists(st.integers(-3, size - 1), min_size=3, max_size=3), min_size=size, max_size=size),
-    st.integers(0, size - 1), st.integers(0, size), st.sampled_from([0, 6, 10_000]))))
-def test_the_reachable_states_of_a_split_table_are_those_of_a_plain_search(case: tuple) -> None:
-    """`_reachable` over a table and the rows after it, a level at a time in numpy, in Python, or mixed."""
-    rows, start, cut, cells = case
-    table = np.maximum(np.array(rows, dtype=np.int32), -1)
-    seen, stack = {start}, [start]
-    while stack:
-        for target in table[stack.pop()].tolist():
-            if target >= 0 and target not in seen:
-                seen.add(target)
-                stack.append(target)
-    kept = subset_substitution.NARROW_CELLS
-    subset_substitution.NARROW_CELLS = cells
-    try:
-        found = subset_substitution._reachable(table[:cut], start, table[cut:])
-    finally:
-        subset_substitution.NARROW_CELLS = kept
-    assert np.flatnonzero(found).tolist() == sorted(seen)
-
-
 PIECE_PATTERNS = ["[a-c]{0,6}", "(?:ab|a)+", "x[a-c]*y", "[a-c]{2,5}z", "(?:ab)*", "[^a]{1,3}", "a", "[a-c]{3}"]
 
 
@@ -228,3 +206,56 @@ def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: 
         subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size - 1)
     within = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size)
     assert all(np.array_equal(got, expected) for got, expected in zip(within, found))
+
+
+def _old_path(skeleton: np.ndarray, accepting: list[bool], pieces: list[list[Automaton]]) -> tuple[np.ndarray, ...]:
+    """The substitution's DFA the way it was built before issue 36's o9870: every copy laid out in one table, its
+    moves remapped to the composites, the composites' rows stacked after it, the states reachable from the start
+    found by a plain search and the table trimmed to them (start first, then in order)."""
+    substitution = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
+    start, remap = substitution._composites()
+    table = substitution._laid_out()
+    live = table >= 0
+    table[live] = remap[table[live]]
+    full = np.concatenate([table] + ([np.stack(substitution.rows)] if substitution.rows else []))
+    final = np.concatenate([substitution.accepting, [bool(substitution.accepting[members].any())
+                                                     for members in substitution.members]]).astype(bool)
+    seen, stack = {start}, [start]
+    while stack:
+        for target in full[stack.pop()].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    kept = [start] + sorted(seen - {start})
+    number = np.full(len(full) + 1, -1, dtype=np.int32)
+    number[kept] = np.arange(len(kept), dtype=np.int32)
+    return number[full[kept]], final[kept], substitution.byte_class
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
+    _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
+                                min_size=count, max_size=count))),
+       st.sampled_from([1, 3, 1 << 16]))
+def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple, cells: int) -> None:
+    """The trimmed table written row by row from the pieces' tables (`_trimmed`, a few rows or many between
+    deadline checks) is the one the old path built from a table of every copy, with and without a state budget."""
+    node, patterns = case
+    symbols = 256 + len(patterns)
+    try:
+        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
+    except StateBudgetError:
+        reject()
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    expected = _old_path(skeleton, accepting, pieces)
+    kept = subset_substitution.GATHER_CELLS
+    subset_substitution.GATHER_CELLS = cells
+    try:
+        unbounded = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
+        bounded = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, len(expected[1]))
+    finally:
+        subset_substitution.GATHER_CELLS = kept
+    for found in (unbounded, bounded):
+        assert all(got.dtype == want.dtype and np.array_equal(got, want) for got, want in zip(found, expected))

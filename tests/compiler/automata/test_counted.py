@@ -11,7 +11,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata import build
+from stdsl.compiler.automata import build, counted
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.counted import counted_table
@@ -166,3 +166,60 @@ def test_a_length_bound_beside_a_pattern_is_built_from_one_character(monkeypatch
     for length, valid in ((1, False), (2, True), (300, True), (301, False)):
         assert automaton.accepts(b'{"name":"' + "é".encode() * length + b'"}') == valid, length
     assert not automaton.accepts(b'{"name":"' + b"ab1" + b'"}')
+
+
+def _counted_table_before(body: Automaton, low: int, high: int | None, max_states: int
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`counted_table` as it was before o9787's compile (issue 36): every item's rows from `np.where` over int64
+    temporaries; the oracle of its table."""
+    table = np.asarray(body.class_transitions, dtype=np.int64)
+    accepting = np.asarray(body.accepting, dtype=bool)
+    start_live = table[0] >= 0
+    if accepting[0]:
+        if start_live.any():
+            return None
+        low = 0
+    if (high is None or high > 1) and (table[accepting][:, start_live] >= 0).any():
+        return None
+    layers = max(low - 1, 0) + 1 if high is None else high
+    size = table.shape[0]
+    if 1 + layers * size > max_states:
+        return None
+    skipped = 0 if (table == 0).any() else 1  # the start has no copy in an item when no move enters it
+    kept = size - skipped
+    index = np.arange(layers)
+    following = np.minimum(index + 1, layers - 1) if high is None else index + 1
+    jumps = accepting[skipped:, None] & start_live[None, :]
+    inner = table[skipped:] >= 0
+    counted = np.empty((1 + layers * kept, table.shape[1]), dtype=np.int64)
+    counted[0] = np.where(start_live, 1 + table[0] - skipped, -1)
+    rows = counted[1:]
+    step = max(1, (1 << 16) // size)
+    for lo in range(0, layers, step):
+        at, ahead_of = index[lo:lo + step], following[lo:lo + step]
+        within = 1 - skipped + at[:, None, None] * kept + table[None, skipped:, :]
+        ahead = 1 - skipped + ahead_of[:, None, None] * kept + table[0][None, None, :]
+        ahead_open = jumps[None, :, :] & (ahead_of < layers)[:, None, None]
+        rows[lo * kept:(lo + len(at)) * kept] = np.where(inner[None], within,
+                                                         np.where(ahead_open, ahead, -1)).reshape(-1, table.shape[1])
+    accepts = np.concatenate([[low == 0], (accepting[None, skipped:] & (index + 1 >= low)[:, None]).reshape(-1)])
+    return counted, accepts, np.asarray(body.byte_class)
+
+
+@settings(max_examples=80, deadline=None)
+@given(body=st.sampled_from(["a", "ab|a", "[a-c]d?x", "é|ab", "xy|x|zz", "\\w\\w", "a*b", "(?:ba)*c", "(?:ab)+c|d"]),
+       low=st.integers(0, 12), extra=st.integers(0, 12), unbounded=st.booleans(), rows=st.sampled_from([1, 7, 1 << 16]))
+def test_counted_table_is_the_table_built_before(body: str, low: int, extra: int, unbounded: bool, rows: int) -> None:
+    """Items written as the first item's rows shifted (a few items or all between deadline checks) give the table
+    the int64 `np.where` layout gave, move for move (its dtype aside)."""
+    high = None if unbounded else max(low + extra, 1)
+    automaton = build_automaton(parse_regex(body))
+    kept = counted.LAYER_ROWS
+    counted.LAYER_ROWS = rows
+    try:
+        built = counted_table(automaton, low, high, 100_000)
+    finally:
+        counted.LAYER_ROWS = kept
+    expected = _counted_table_before(automaton, low, high, 100_000)
+    assert built is not None and expected is not None
+    assert all(np.array_equal(got, want) for got, want in zip(built, expected))
