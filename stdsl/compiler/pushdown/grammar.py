@@ -291,8 +291,9 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
 
     def visit(n: int, path: tuple[int, ...]) -> np.ndarray:
         if n in path:
-            cycle = " -> ".join(grammar.names[m] for m in path[path.index(n):] + (n,))
-            raise CompileError(f"left recursion: {cycle} can call itself before reading a byte")
+            cycle = " -> ".join(f"'{grammar.names[m]}'" for m in path[path.index(n):] + (n,))
+            raise DefinitionError(f"left recursion: {cycle} can call itself before reading a byte",
+                                  grammar.names[n])
         if not done[n]:
             start = int(grammar.starts[n])
             first[n] = grammar.own_classes[start] >= 0

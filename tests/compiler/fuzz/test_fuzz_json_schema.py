@@ -14,7 +14,7 @@ import warnings
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from stdsl.compiler.constraint import Constraint, compile
 from stdsl.compiler.deadline import check_deadline
@@ -57,6 +57,7 @@ def check_schema(schema: Any) -> None:
 
 @FAST
 @given(schema_inputs())
+@example({"anyOf": [{"$ref": "#"}, {"minimum": 2}]})
 def test_json_schema_fuzz(schema: Any) -> None:
     check_schema(schema)
 

@@ -133,7 +133,7 @@ def test_callee_that_may_continue_with_its_follow_is_refused() -> None:
 
 
 def test_left_recursion_and_empty_definitions_are_refused() -> None:
-    _refused(ir.alt(ir.seq(call_symbol(0), ir.literal("x")), ir.literal("y")), "left recursion: A -> A")
+    _refused(ir.alt(ir.seq(call_symbol(0), ir.literal("x")), ir.literal("y")), "left recursion: 'A' -> 'A'")
     _refused(ir.optional(ir.seq(ir.literal("x"), call_symbol(0))), "'A' matches the empty string")
     _refused(ir.seq(ir.literal("x"), call_symbol(0)), "'A' has no finite expansion")
 
