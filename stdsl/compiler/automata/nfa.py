@@ -526,7 +526,14 @@ class _Builder:
         return base
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
-        """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
+        """`item{min,max}`: the optional copies nested back to front, then the required ones before them (a byte
+        set a few times, `_few_bytes`)."""
+        if type(node.item) is ir.ByteSet and node.max is not None and node.max - node.min <= 3 and node.min <= 3:
+            return self._few_bytes(node.item.ranges, node.min, node.max, exit_state)
+        return self.repeated(node, exit_state)
+
+    def repeated(self, node: ir.Repeat, exit_state: int) -> int:
+        """`repeat` step by step (`iterate`)."""
         if node.max is None:
             loop = self.new_state()
             self.add_eps(loop, exit_state)
@@ -542,6 +549,18 @@ class _Builder:
 
             after = self.iterate(optional, exit_state, node.max - node.min)
         return self.iterate(lambda after: self.entry(node.item, after), after, node.min)
+
+    def _few_bytes(self, ranges: Ranges, low: int, high: int, exit_state: int) -> int:
+        """`repeat` of one byte set at most 3 times optionally and 3 times required (JSON's whitespace between
+        tokens): the same states in the same order, without `iterate`'s steps (its copying starts at the fourth)."""
+        after = exit_state
+        for _ in range(high - low):
+            state = self.new_state()
+            self.eps[state] = [exit_state, self.byte_entry(ranges, after)]
+            after = state
+        for _ in range(low):
+            after = self.byte_entry(ranges, after)
+        return after
 
     def iterate(self, step: Callable[[int], int], after: int, count: int) -> int:
         """`after = step(after)`, `count` times; once three steps in a row built the same states shifted, copy the rest.
