@@ -138,6 +138,22 @@ def test_byte_classes_are_the_coarsest_partition(sets: list[tuple[tuple[int, int
         assert classes == sorted(members)
 
 
+single_bytes = st.integers(0, 299).map(lambda b: ((b, b),))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(single_bytes, st.lists(symbol_ranges, min_size=1, max_size=4).map(tuple)), min_size=1,
+                max_size=80))
+def test_few_sets_get_the_classes_numpy_gives(sets: list[tuple[tuple[int, int], ...]]) -> None:
+    """`_few_byte_classes` (plain Python, for a few sets) is `byte_classes`' numpy path, class for class."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(determinize_module, "FEW_BYTE_SETS", 0)
+        byte_class, set_classes = byte_classes(sets, alphabet=300)
+    few_class, few_set_classes = determinize_module._few_byte_classes(sets, 300)
+    assert few_class.tolist() == byte_class.tolist()
+    assert few_set_classes == set_classes
+
+
 def test_embedded_and_alternation_keep_the_language() -> None:
     inner = ir.alt(ir.literal("ab"), ir.literal("ac"), ir.literal("b"))
     nfa = build_nfa(ir.seq(ir.star(inner), ir.literal("x")))
