@@ -366,6 +366,27 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
                         reached = single_ids[target]
                         targets.append(reached if reached >= 0 else single_state(target))
                     continue
+            single_moves: list[tuple[int, int, int]] = []
+            covered = 0
+            for member in members:
+                out = edges[member]
+                if len(out) > 1:
+                    break
+                if out:
+                    set_index, target = out[0]
+                    if covered & masks[set_index]:
+                        break
+                    covered |= masks[set_index]
+                    if masks[set_index]:
+                        single_moves.append((first[set_index], set_index, target))
+            else:
+                single_moves.sort()
+                for _, set_index, target in single_moves:
+                    sources.append(state)
+                    sets.append(set_index)
+                    reached = single_ids[target]
+                    targets.append(reached if reached >= 0 else single_state(target))
+                continue
             by_set: dict[int, list[int]] = {}
             for member in members:
                 for set_index, target in edges[member]:
