@@ -430,8 +430,9 @@ class _Builder:
             byte_memo = self.byte_memo
             for item in reversed(node.items):
                 if type(item) is ir.ByteSet:
-                    found = byte_memo.get((item.ranges, exit_state))
-                    exit_state = self.byte_entry(item.ranges, exit_state) if found is None else found
+                    byte_key = (item.ranges, exit_state)
+                    found = byte_memo.get(byte_key)
+                    exit_state = self._byte_state(byte_key) if found is None else found
                 else:
                     exit_state = self.entry(item, exit_state)
             return exit_state
@@ -450,8 +451,11 @@ class _Builder:
         move, written out: literals make most of an object's states."""
         key = (ranges, exit_state)
         found = self.byte_memo.get(key)
-        if found is not None:
-            return found
+        return self._byte_state(key) if found is None else found
+
+    def _byte_state(self, key: tuple[Ranges, int]) -> int:
+        """`byte_entry`'s new state for `key` (its ranges and exit), not in the memo yet."""
+        ranges, exit_state = key
         index = self.set_index.get(ranges)
         if index is None:
             index = self.set_index[ranges] = len(self.nfa.byte_sets)
