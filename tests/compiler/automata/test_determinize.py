@@ -12,6 +12,7 @@ from stdsl.compiler.automata import determinize as determinize_module
 from stdsl.compiler.automata.determinize import byte_classes, determinize
 from stdsl.compiler.automata.minimize import minimize, renumber_bfs
 from stdsl.compiler.automata.nfa import NFA, build_nfa
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
@@ -175,11 +176,14 @@ OBJECT_SCHEMAS = st.recursive(
     max_leaves=8)
 
 
-@settings(max_examples=25, deadline=None)
-@given(OBJECT_SCHEMAS)
-def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict) -> None:
+@settings(max_examples=40, deadline=None)
+@given(OBJECT_SCHEMAS, st.sampled_from([None, Whitespace()]))
+def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict, whitespace: Whitespace | None
+                                                                  ) -> None:
     """Objects are mostly chains of one-member states (keys, punctuation), which the per-state expansion takes
-    without grouping their moves by byte set: the table must be the numpy expansion's, state for state."""
-    narrow, wide = _both_paths(build_nfa(schema_to_ir(schema)), pytest.MonkeyPatch())
+    without grouping their moves by byte set, and with whitespace between tokens states of a token and a space
+    (each member one move, taken without grouping too): the table must be the numpy expansion's, state for
+    state."""
+    narrow, wide = _both_paths(build_nfa(schema_to_ir(schema, whitespace=whitespace)), pytest.MonkeyPatch())
     assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
     _assert_numbered_breadth_first(narrow)
