@@ -426,13 +426,25 @@ class _Builder:
         return index
 
     def entry(self, node: ir.Node, exit_state: int) -> int:
+        """The state that reads `node` and then goes to `exit_state` (built once per node and exit); a sequence's
+        new byte states are `_byte_state`'s, written out (literals are most of an object's states)."""
         if type(node) is ir.Seq:
-            byte_memo = self.byte_memo
+            byte_memo, set_index, eps, edges = self.byte_memo, self.set_index, self.eps, self.edges
             for item in reversed(node.items):
                 if type(item) is ir.ByteSet:
                     byte_key = (item.ranges, exit_state)
                     found = byte_memo.get(byte_key)
-                    exit_state = self._byte_state(byte_key) if found is None else found
+                    if found is not None:
+                        exit_state = found
+                        continue
+                    index = set_index.get(item.ranges)
+                    found = len(eps)
+                    if index is None or found & 255 == 0 or found >= self.max_states:
+                        exit_state = self._byte_state(byte_key)
+                        continue
+                    eps.append(NO_MOVES)
+                    edges.append([(index, exit_state)])
+                    byte_memo[byte_key] = exit_state = found
                 else:
                     exit_state = self.entry(item, exit_state)
             return exit_state
