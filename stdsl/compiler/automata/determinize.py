@@ -37,10 +37,11 @@ WIDE_LEVEL_MEMBERS = 384
 above (four runs each), and 0.61 on a regex of 6,670 states: a level of a few hundred members costs numpy more
 than Python."""
 LEVEL_CHUNK = 2048
-NARROW_MEMBERS_PER_CHECK = 1024
-"""Members of the states found between two deadline checks in narrow levels (checked at a level's start): a few
-levels' worth at most.  A literal's chain is a level per byte of a member or two, and a check per level was 5,000
-checks in the subset constructions of a 128-tool grammar's pieces."""
+NARROW_MEMBERS_PER_CHECK = WIDE_LEVEL_MEMBERS
+"""Members of the states found between two deadline checks in narrow levels (checked at a level's start): with the
+level then begun, at most twice what one narrow level may hold, which a check per level bounded before.  A
+literal's chain is a level per byte of a member or two, and a check per level was 5,000 checks in the subset
+constructions of a 128-tool grammar's pieces."""
 MOVES_CHUNK = 1 << 15
 """NFA states whose class moves are gathered between two deadline checks (about 50 ms)."""
 RELEASE_SECONDS_PER_MEMBER = 40e-9
