@@ -26,12 +26,22 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
+FEW_BYTE_SETS = 64
+FEW_WIDE_SETS = 16
+"""An NFA with at most `FEW_BYTE_SETS` byte sets, at most this many of them more than one byte, has its classes
+found in plain Python (`_few_byte_classes`, whose work grows with the runs each set spans): 44 us against numpy's
+58 at a `%json` piece's 40 sets (10 wide); at 64 sets that are all wide numpy took 0.17 ms, Python 0.44."""
 WIDE_LEVEL_MEMBERS = 384
 """A level of fewer states and members than this is expanded in plain Python: over the subset constructions of every
 10th MaskBench file, 384 took 0.79-0.88 of the time 48 took on those below 1,000 states and 0.74-0.91 on the 46
 above (four runs each), and 0.61 on a regex of 6,670 states: a level of a few hundred members costs numpy more
 than Python."""
 LEVEL_CHUNK = 2048
+NARROW_MEMBERS_PER_CHECK = WIDE_LEVEL_MEMBERS
+"""Members of the states found between two deadline checks in narrow levels (checked at a level's start): with the
+level then begun, at most twice what one narrow level may hold, which a check per level bounded before.  A
+literal's chain is a level per byte of a member or two, and a check per level was 5,000 checks in the subset
+constructions of a 128-tool grammar's pieces."""
 MOVES_CHUNK = 1 << 15
 """NFA states whose class moves are gathered between two deadline checks (about 50 ms)."""
 RELEASE_SECONDS_PER_MEMBER = 40e-9
@@ -82,6 +92,9 @@ def byte_classes(
     """
     if not byte_sets:
         return np.zeros(alphabet, dtype=np.int64), []
+    if len(byte_sets) <= FEW_BYTE_SETS and sum(
+            len(ranges) != 1 or ranges[0][0] != ranges[0][1] for ranges in byte_sets) <= FEW_WIDE_SETS:
+        return _few_byte_classes(byte_sets, alphabet)
     membership = np.zeros((len(byte_sets), alphabet), dtype=bool)
     for index, ranges in enumerate(byte_sets):
         for lo, hi in ranges:
@@ -109,6 +122,39 @@ def byte_classes(
         set_classes.append(flat[start:start + count])
         start += count
     return classes, set_classes
+
+
+def _few_byte_classes(byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int
+                      ) -> tuple[np.ndarray, list[list[int]]]:
+    """`byte_classes` of a few sets in plain Python: the runs between the sets' bounds, each run's sets as the bits
+    of an int (a piece of a `%json` grammar has about 40 sets, most of them one byte: numpy's fixed costs were a
+    sixth of its subset construction)."""
+    bounds = {0, alphabet}
+    for ranges in byte_sets:
+        for lo, hi in ranges:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    starts = sorted(bounds)
+    run_of = {start: run for run, start in enumerate(starts)}
+    signatures = [0] * (len(starts) - 1)
+    set_runs: list[range | list[int]] = []
+    bit = 1
+    for ranges in byte_sets:
+        runs: range | list[int]
+        if len(ranges) == 1:
+            runs = range(run_of[ranges[0][0]], run_of[ranges[0][1] + 1])
+        else:
+            runs = [run for lo, hi in ranges for run in range(run_of[lo], run_of[hi + 1])]
+        for run in runs:
+            signatures[run] |= bit
+        set_runs.append(runs)
+        bit <<= 1
+    class_ids: dict[int, int] = {}
+    run_classes = [class_ids.setdefault(signature, len(class_ids)) for signature in signatures]
+    set_classes = [[run_classes[runs[0]]] if len(runs) == 1 else sorted({run_classes[run] for run in runs})
+                   for runs in set_runs]
+    sizes = [stop - start for start, stop in zip(starts, starts[1:])]
+    return np.repeat(np.array(run_classes, dtype=np.int64), sizes), set_classes
 
 
 def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozenset[int]:
@@ -175,8 +221,18 @@ class _Subsets:
         return number
 
     def single_state(self, target: int) -> int:
-        """`state_of((target,))` where that kernel is not known yet."""
-        found = self._numbered(self.memo[target] or _closure(self.nfa, target, self.memo))
+        """`state_of((target,))` where that kernel is not known yet (`_numbered` written out for a new state: most
+        of an object's states are one literal byte's)."""
+        closed = self.memo[target] or _closure(self.nfa, target, self.memo)
+        found = self.state_ids.get(closed)
+        if found is None:
+            found = len(self.states)
+            if found >= self.max_states or found & 255 == 0:
+                found = self._numbered(closed)
+            else:
+                self.state_ids[closed] = found
+                self.states.append(closed)
+                self.members += len(closed)
         self.single_ids[target] = found
         return found
 
@@ -203,7 +259,8 @@ class _ClassMoves:
         self.nfa = nfa
         self.set_classes = set_classes
         self.num_classes = num_classes
-        self.set_masks = [sum(1 << cls for cls in classes) for classes in set_classes]
+        self.set_masks = [1 << classes[0] if len(classes) == 1 else sum(1 << cls for cls in classes)
+                          for classes in set_classes]
         self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
         self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
 
@@ -288,11 +345,14 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
     masks, first = moves.set_masks, moves.set_first
     single_ids, single_state, state_of = subsets.single_ids, subsets.single_state, subsets.state_of
     sources, sets, targets = found_sets
+    checked = -NARROW_MEMBERS_PER_CHECK
     while True:
         hi = len(states)
         if lo == hi or hi - lo >= WIDE_LEVEL_MEMBERS or subsets.members - before >= WIDE_LEVEL_MEMBERS:
             return lo, before
-        check_deadline("determinization", subsets.releasing)
+        if subsets.members - checked >= NARROW_MEMBERS_PER_CHECK:
+            check_deadline("determinization", subsets.releasing)
+            checked = subsets.members
         before = subsets.members
         for state in range(lo, hi):
             members = states[state]
@@ -307,6 +367,27 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
                         reached = single_ids[target]
                         targets.append(reached if reached >= 0 else single_state(target))
                     continue
+            single_moves: list[tuple[int, int, int]] = []
+            covered = 0
+            for member in members:
+                out = edges[member]
+                if len(out) > 1:
+                    break
+                if out:
+                    set_index, target = out[0]
+                    if covered & masks[set_index]:
+                        break
+                    covered |= masks[set_index]
+                    if masks[set_index]:
+                        single_moves.append((first[set_index], set_index, target))
+            else:
+                single_moves.sort()
+                for _, set_index, target in single_moves:
+                    sources.append(state)
+                    sets.append(set_index)
+                    reached = single_ids[target]
+                    targets.append(reached if reached >= 0 else single_state(target))
+                continue
             by_set: dict[int, list[int]] = {}
             for member in members:
                 for set_index, target in edges[member]:
@@ -427,7 +508,8 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
         wide.append((lo, _wide_level(subsets, moves, lo, hi)))
         lo = hi
     table = np.full((len(subsets.states), num_classes), -1, dtype=np.int32)
-    table[narrow[0], narrow[1]] = narrow[2]
+    if narrow[0]:
+        table[narrow[0], narrow[1]] = narrow[2]
     sources, sets, targets = (np.array(column, dtype=np.int64) for column in narrow_sets)
     classes, counts = moves.expand(sets)
     table[np.repeat(sources, counts), classes] = np.repeat(targets, counts)

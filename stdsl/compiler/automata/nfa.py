@@ -433,12 +433,25 @@ class _Builder:
         return index
 
     def entry(self, node: ir.Node, exit_state: int) -> int:
+        """The state that reads `node` and then goes to `exit_state` (built once per node and exit); a sequence's
+        new byte states are `_byte_state`'s, written out (literals are most of an object's states)."""
         if type(node) is ir.Seq:
-            byte_memo = self.byte_memo
+            byte_memo, set_index, eps, edges = self.byte_memo, self.set_index, self.eps, self.edges
             for item in reversed(node.items):
                 if type(item) is ir.ByteSet:
-                    found = byte_memo.get((item.ranges, exit_state))
-                    exit_state = self.byte_entry(item.ranges, exit_state) if found is None else found
+                    byte_key = (item.ranges, exit_state)
+                    found = byte_memo.get(byte_key)
+                    if found is not None:
+                        exit_state = found
+                        continue
+                    index = set_index.get(item.ranges)
+                    found = len(eps)
+                    if index is None or found & 255 == 0 or found >= self.max_states:
+                        exit_state = self._byte_state(byte_key)
+                        continue
+                    eps.append(NO_MOVES)
+                    edges.append([(index, exit_state)])
+                    byte_memo[byte_key] = exit_state = found
                 else:
                     exit_state = self.entry(item, exit_state)
             return exit_state
@@ -457,8 +470,11 @@ class _Builder:
         move, written out: literals make most of an object's states."""
         key = (ranges, exit_state)
         found = self.byte_memo.get(key)
-        if found is not None:
-            return found
+        return self._byte_state(key) if found is None else found
+
+    def _byte_state(self, key: tuple[Ranges, int]) -> int:
+        """`byte_entry`'s new state for `key` (its ranges and exit), not in the memo yet."""
+        ranges, exit_state = key
         index = self.set_index.get(ranges)
         if index is None:
             index = self.set_index[ranges] = len(self.nfa.byte_sets)
@@ -533,7 +549,14 @@ class _Builder:
         return base
 
     def repeat(self, node: ir.Repeat, exit_state: int) -> int:
-        """`item{min,max}`: the optional copies nested back to front, then the required ones before them."""
+        """`item{min,max}`: the optional copies nested back to front, then the required ones before them (a byte
+        set a few times, `_few_bytes`)."""
+        if type(node.item) is ir.ByteSet and node.max is not None and node.max - node.min <= 3 and node.min <= 3:
+            return self._few_bytes(node.item.ranges, node.min, node.max, exit_state)
+        return self.repeated(node, exit_state)
+
+    def repeated(self, node: ir.Repeat, exit_state: int) -> int:
+        """`repeat` step by step (`iterate`)."""
         if node.max is None:
             loop = self.new_state()
             self.add_eps(loop, exit_state)
@@ -549,6 +572,18 @@ class _Builder:
 
             after = self.iterate(optional, exit_state, node.max - node.min)
         return self.iterate(lambda after: self.entry(node.item, after), after, node.min)
+
+    def _few_bytes(self, ranges: Ranges, low: int, high: int, exit_state: int) -> int:
+        """`repeat` of one byte set at most 3 times optionally and 3 times required (JSON's whitespace between
+        tokens): the same states in the same order, without `iterate`'s steps (its copying starts at the fourth)."""
+        after = exit_state
+        for _ in range(high - low):
+            state = self.new_state()
+            self.eps[state] = [exit_state, self.byte_entry(ranges, after)]
+            after = state
+        for _ in range(low):
+            after = self.byte_entry(ranges, after)
+        return after
 
     def iterate(self, step: Callable[[int], int], after: int, count: int) -> int:
         """`after = step(after)`, `count` times; once three steps in a row built the same states shifted, copy the rest.

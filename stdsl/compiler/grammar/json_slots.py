@@ -307,10 +307,14 @@ def _instantiated(local: ir.Node, values: tuple[ir.Node, ...]) -> ir.Seq:
     return item
 
 
+_HOLDING = frozenset((ir.Seq, ir.Alt, ir.Repeat))
+"""The node types that hold others (none has subclasses)."""
+
+
 def _flat_items(node: ir.Node) -> tuple[ir.Node, ...] | None:
     """The items of a sequence none of whose items holds others (bytes and leaves in a row: a tool call's piece),
     else None.  `ir.distinct_nodes` of such a sequence is it and then its items, last to first."""
-    if not isinstance(node, ir.Seq) or any(isinstance(part, (ir.Seq, ir.Alt, ir.Repeat)) for part in node.items):
+    if type(node) is not ir.Seq or not _HOLDING.isdisjoint(map(type, node.items)):
         return None
     return node.items
 

@@ -409,15 +409,17 @@ _HEX_WIDTHS = {"x": 2, "u": 4, "U": 8}
 
 def unescape(body: str, error: Callable[[str, int], GrammarError]) -> str:
     """A Lark string literal's text (between its quotes) as Lark reads it: `\\n \\t \\r \\f \\\\ \\"`, `\\xHH`,
-    `\\uXXXX`, `\\UXXXXXXXX`; any other backslash stands for itself. `error(message, offset)` makes the error."""
+    `\\uXXXX`, `\\UXXXXXXXX`; any other backslash stands for itself. `error(message, offset)` makes the error.
+    The text between escapes is copied whole (a tool call's literal is mostly plain text)."""
     out: list[str] = []
     index = 0
     while index < len(body):
-        char = body[index]
-        if char != "\\" or index + 1 >= len(body):
-            out.append(char)
-            index += 1
-            continue
+        slash = body.find("\\", index, len(body) - 1)
+        if slash < 0:
+            out.append(body[index:])
+            break
+        out.append(body[index:slash])
+        index = slash
         code = body[index + 1]
         if code in _ESCAPES:
             out.append(_ESCAPES[code])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import GrammarError
@@ -31,10 +31,10 @@ OPENING = {"(": ")", "[": "]"}
 DEADLINE_CHECK_TOKENS = 4096
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One token: its kind (a group name of `_TOKEN`, or `JSON` / `BLOCK`), its text, where it starts and ends
-    (offsets into the whole source), and for `JSON` the decoded value, for `BLOCK` the tokens inside the braces."""
+    (offsets into the whole source), and for `JSON` the decoded value, for `BLOCK` the tokens inside the braces.
+    A named tuple: a frozen dataclass took 1.3 us to make against 0.35, and a 128-tool grammar has 2,300 tokens."""
 
     kind: str
     text: str

@@ -39,6 +39,9 @@ class RuleUses:
         """`plain`: nodes known to use no rule (`RuleTable.plain`), never walked."""
         self._keep: list[ir.Node] = list(plain)
         self._memo: dict[int, frozenset[int]] = {id(node): frozenset() for node in self._keep}
+        self.known = self._memo.get
+        """The uses found so far by node id (`known(id(node), default)`): those of every node under one asked, read
+        without a call of this object (a rule's body of literal bytes has a node per byte)."""
 
     def __call__(self, node: ir.Node) -> frozenset[int]:
         """The rules `node` uses, children first on an explicit stack (bodies inline chains hundreds deep)."""
@@ -79,6 +82,7 @@ class RuleUses:
 def substitute(node: ir.Node, replace: Callable[[int], ir.Node | None], uses: RuleUses) -> ir.Node:
     """`node` with each use of rule i replaced by `replace(i)` (None: kept)."""
     memo: dict[int, ir.Node] = {}
+    known = uses.known
 
     def walk(current: ir.Node) -> ir.Node:
         if not uses(current):
@@ -93,9 +97,9 @@ def substitute(node: ir.Node, replace: Callable[[int], ir.Node | None], uses: Ru
         elif isinstance(current, ir.Repeat):
             result = ir.repeat(walk(current.item), current.min, current.max)
         elif isinstance(current, ir.Seq):
-            result = ir.seq(*(walk(item) for item in current.items))
+            result = ir.seq(*(walk(item) if known(id(item), True) else item for item in current.items))
         elif isinstance(current, ir.Alt):
-            result = ir.alt(*(walk(item) for item in current.items))
+            result = ir.alt(*(walk(item) if known(id(item), True) else item for item in current.items))
         else:
             result = current
         memo[id(current)] = result
@@ -266,9 +270,11 @@ def _matches_something(node: ir.Node, productive: set[int], uses: RuleUses, matc
     elif isinstance(node, ir.Repeat):
         result = node.min == 0 or _matches_something(node.item, productive, uses, matching, memo)
     elif isinstance(node, ir.Seq):
-        result = all(_matches_something(item, productive, uses, matching, memo) for item in node.items)
+        result = all(id(item) in matching or _matches_something(item, productive, uses, matching, memo)
+                     for item in node.items)
     elif isinstance(node, ir.Alt):
-        result = any(_matches_something(item, productive, uses, matching, memo) for item in node.items)
+        result = any(id(item) in matching or _matches_something(item, productive, uses, matching, memo)
+                     for item in node.items)
     else:
         result = True
     if result:

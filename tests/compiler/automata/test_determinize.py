@@ -12,6 +12,7 @@ from stdsl.compiler.automata import determinize as determinize_module
 from stdsl.compiler.automata.determinize import byte_classes, determinize
 from stdsl.compiler.automata.minimize import minimize, renumber_bfs
 from stdsl.compiler.automata.nfa import NFA, build_nfa
+from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
@@ -138,6 +139,22 @@ def test_byte_classes_are_the_coarsest_partition(sets: list[tuple[tuple[int, int
         assert classes == sorted(members)
 
 
+single_bytes = st.integers(0, 299).map(lambda b: ((b, b),))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(single_bytes, st.lists(symbol_ranges, min_size=1, max_size=4).map(tuple)), min_size=1,
+                max_size=80))
+def test_few_sets_get_the_classes_numpy_gives(sets: list[tuple[tuple[int, int], ...]]) -> None:
+    """`_few_byte_classes` (plain Python, for a few sets) is `byte_classes`' numpy path, class for class."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(determinize_module, "FEW_BYTE_SETS", 0)
+        byte_class, set_classes = byte_classes(sets, alphabet=300)
+    few_class, few_set_classes = determinize_module._few_byte_classes(sets, 300)
+    assert few_class.tolist() == byte_class.tolist()
+    assert few_set_classes == set_classes
+
+
 def test_embedded_and_alternation_keep_the_language() -> None:
     inner = ir.alt(ir.literal("ab"), ir.literal("ac"), ir.literal("b"))
     nfa = build_nfa(ir.seq(ir.star(inner), ir.literal("x")))
@@ -159,11 +176,14 @@ OBJECT_SCHEMAS = st.recursive(
     max_leaves=8)
 
 
-@settings(max_examples=25, deadline=None)
-@given(OBJECT_SCHEMAS)
-def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict) -> None:
+@settings(max_examples=40, deadline=None)
+@given(OBJECT_SCHEMAS, st.sampled_from([None, Whitespace()]))
+def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict, whitespace: Whitespace | None
+                                                                  ) -> None:
     """Objects are mostly chains of one-member states (keys, punctuation), which the per-state expansion takes
-    without grouping their moves by byte set: the table must be the numpy expansion's, state for state."""
-    narrow, wide = _both_paths(build_nfa(schema_to_ir(schema)), pytest.MonkeyPatch())
+    without grouping their moves by byte set, and with whitespace between tokens states of a token and a space
+    (each member one move, taken without grouping too): the table must be the numpy expansion's, state for
+    state."""
+    narrow, wide = _both_paths(build_nfa(schema_to_ir(schema, whitespace=whitespace)), pytest.MonkeyPatch())
     assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
     _assert_numbered_breadth_first(narrow)

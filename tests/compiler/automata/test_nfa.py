@@ -217,3 +217,31 @@ def test_dfa_edges_agree_with_reading_each_cell(read: Any, data: st.DataObject) 
     assert list(dict.fromkeys(met)) == list(range(len(symbol_sets)))
     assert [[(symbol_sets[number], target) for number, target in out] for out in moves] == \
         _moves_cell_by_cell(table)
+
+
+_SMALL_SETS = st.sampled_from([ir.byte_set([(9, 10), (13, 13), (32, 32)]), ir.literal("a"), ir.byte_set([(48, 57)])])
+
+
+@st.composite
+def _with_few_byte_repeats(draw: st.DrawFn, depth: int = 3) -> ir.Node:
+    """Expressions of literals and byte sets repeated 0-4 times (JSON's whitespace shape), in sequences and
+    alternatives that share continuations."""
+    if depth == 0 or draw(st.booleans()):
+        low = draw(st.integers(0, 4))
+        return ir.seq(ir.repeat(draw(_SMALL_SETS), low, low + draw(st.integers(0, 4))), draw(_SMALL_SETS))
+    parts = draw(st.lists(_with_few_byte_repeats(depth - 1), min_size=1, max_size=4))
+    return ir.alt(*parts) if draw(st.booleans()) else ir.seq(*parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_with_few_byte_repeats(), st.lists(st.sampled_from(["optional", "star", "plus"]), max_size=2))
+def test_few_byte_repeats_are_the_stepwise_nfa(node: ir.Node, wraps: list[str]) -> None:
+    """`_few_bytes` builds the very NFA (states, order, moves) that `iterate`'s steps build."""
+    for wrap in wraps:
+        node = getattr(ir, wrap)(node)
+    fast = build_nfa(node)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nfa_module._Builder, "repeat", nfa_module._Builder.repeated)
+        stepwise = build_nfa(node)
+    assert _moves(fast) == _moves(stepwise)
+    assert fast.byte_sets == stepwise.byte_sets

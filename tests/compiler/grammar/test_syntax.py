@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 import stdsl
 from stdsl import Grammar
 from stdsl.compiler.grammar import syntax_tree as st
 from stdsl.compiler.grammar.gbnf_syntax import parse_gbnf
-from stdsl.compiler.grammar.lark_syntax import parse_lark
+from stdsl.compiler.grammar.lark_syntax import parse_lark, unescape
 from stdsl.compiler.grammar.lowering import detect_syntax
 from stdsl.errors import GrammarError
 
@@ -139,3 +141,45 @@ def test_start_override_and_errors_name_the_source() -> None:
     assert constraint.accepts("y") and not constraint.accepts("x")
     with pytest.raises(GrammarError, match=r"^<grammar>:1:1: .*start rule 'zz'"):
         stdsl.compile(Grammar('a: "x"', "lark", start="zz"))
+
+
+def _unescaped_char_by_char(body: str) -> str | tuple[str, int]:
+    """Lark's string escapes read one character at a time (the oracle): the text, or the error's (message, offset)."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", '"': '"', "\\": "\\"}
+    widths = {"x": 2, "u": 4, "U": 8}
+    out, index = [], 0
+    while index < len(body):
+        if body[index] != "\\" or index + 1 >= len(body):
+            out.append(body[index])
+            index += 1
+        elif body[index + 1] in escapes:
+            out.append(escapes[body[index + 1]])
+            index += 2
+        elif body[index + 1] in widths:
+            digits = body[index + 2:index + 2 + widths[body[index + 1]]]
+            if len(digits) != widths[body[index + 1]] or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                return "bad escape", index
+            if int(digits, 16) > 0x10FFFF or 0xD800 <= int(digits, 16) <= 0xDFFF:
+                return "not a Unicode scalar value", index
+            out.append(chr(int(digits, 16)))
+            index += 2 + len(digits)
+        else:
+            out.append("\\")
+            index += 1
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.text(hs.sampled_from(["\\", "n", "x", "u", "U", "q", "0", "4", "f", "F", "D", "8", '"', "é", "a"]),
+               max_size=16))
+def test_string_escapes_read_as_one_character_at_a_time(body: str) -> None:
+    def error(message: str, offset: int) -> GrammarError:
+        return GrammarError(message, "g.lark", 1, offset)
+
+    expected = _unescaped_char_by_char(body)
+    if isinstance(expected, tuple):
+        with pytest.raises(GrammarError) as caught:
+            unescape(body, error)
+        assert expected[0] in str(caught.value) and caught.value.column == expected[1]
+    else:
+        assert unescape(body, error) == expected

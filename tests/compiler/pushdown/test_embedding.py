@@ -23,6 +23,7 @@ from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import (
     compile_embedding,
     grammar_leaf,
+    holds_grammar,
     without_literals_in,
 )
 from stdsl.compiler.pushdown.grammar import GrammarConflictError
@@ -152,3 +153,21 @@ def test_a_conflict_at_the_join_names_the_embedded_part() -> None:
 def test_an_embedded_grammar_is_not_an_automaton() -> None:
     with pytest.raises(stdsl.errors.CompileError, match="custom is a recursive grammar"):
         build_automaton(ir.seq(ir.literal("a"), _parens_leaf()))
+
+
+@st.composite
+def _hosts(draw: st.DrawFn, depth: int = 3) -> ir.Node:
+    """Expressions of literals, byte sets and (sometimes) the parentheses grammar's leaf, shared subtrees included."""
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from([ir.literal("ab"), ir.byte_set([(48, 57)]), ir.literal("x"), _parens_leaf()]))
+    parts = draw(st.lists(_hosts(depth - 1), min_size=1, max_size=3))
+    shape = draw(st.sampled_from(["seq", "alt", "repeat"]))
+    if shape == "repeat":
+        return ir.repeat(ir.seq(*parts), 0, draw(st.sampled_from([1, 3, None])))
+    return ir.alt(*parts) if shape == "alt" else ir.seq(*parts, *parts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_hosts())
+def test_holds_grammar_finds_a_leaf_wherever_a_walk_of_every_node_does(node: ir.Node) -> None:
+    assert holds_grammar(node) == any(isinstance(part, ir.EmbeddedGrammar) for part in ir.distinct_nodes(node))
