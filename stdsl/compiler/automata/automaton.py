@@ -20,11 +20,10 @@ from functools import cached_property
 import numpy as np
 
 from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
+from stdsl.compiler.automata.table_blocks import BLOCK_CELLS, block_rows, converted, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 
 INT16_MAX_STATES = 32767
-TAKEN_CELLS = 1 << 20
-"""Table cells copied between two deadline checks where a large table is expanded or transposed (milliseconds)."""
 
 
 def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,11 +33,11 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     result depends only on the expanded table.  Columns are compared by their bytes (exact).
     """
     byte_class = np.asarray(byte_class)
-    if class_table.size <= TAKEN_CELLS:
+    if class_table.size <= BLOCK_CELLS:
         columns = np.ascontiguousarray(class_table.T)
     else:
         columns = np.empty(class_table.shape[::-1], dtype=class_table.dtype)
-        step = TAKEN_CELLS // class_table.shape[1]
+        step = block_rows(class_table.shape[1])
         for lo in range(0, len(class_table), step):
             check_deadline("merging equal byte classes")
             columns[:, lo:lo + step] = class_table[lo:lo + step].T
@@ -60,14 +59,7 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
 def columns_taken(table: np.ndarray, columns: np.ndarray | list[int], stage: str) -> np.ndarray:
     """`table[:, columns]`, a block of rows at a time with a deadline check between blocks: a product's 126,000
     states expanded to 256 bytes took 0.15 s at once on a loaded machine."""
-    if len(table) * len(columns) <= TAKEN_CELLS:
-        return table[:, columns]
-    out = np.empty((len(table), len(columns)), dtype=table.dtype)
-    step = max(1, TAKEN_CELLS // len(columns))
-    for lo in range(0, len(table), step):
-        check_deadline(stage)
-        out[lo:lo + step] = table[lo:lo + step, columns]
-    return out
+    return in_row_blocks(len(table), len(columns), table.dtype, lambda lo, hi: table[lo:hi, columns], stage)
 
 
 class ByteClassTable(ABC):
@@ -210,7 +202,7 @@ class Automaton(ByteClassTable):
             raise ValueError(f"accepting must have shape ({num_states},), got {accept.shape}")
         classes, canonical_byte_class = canonical_classes(table, byte_class)
         dtype = np.int16 if num_states <= INT16_MAX_STATES else np.int32
-        self._keep_rows(np.asarray(classes, dtype=dtype))
+        self._keep_rows(converted(classes, dtype, "storing the automaton"))
         self.byte_class: np.ndarray = canonical_byte_class
         self.accepting: np.ndarray = np.array(accept, dtype=bool)
         for array in (self.branch_rows, self.sole_class, self.sole_target, self.byte_class, self.accepting):
@@ -220,6 +212,7 @@ class Automaton(ByteClassTable):
         """Split the dense class table into whole rows (two or more live classes) and sole transitions."""
         live = classes >= 0
         live_classes = np.count_nonzero(live, axis=1)
+        check_deadline("storing the automaton")
         branching = live_classes >= 2
         self.branch_rows: np.ndarray = np.ascontiguousarray(classes[branching])
         sole = np.flatnonzero(live_classes == 1)

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import distinct_values
+from stdsl.compiler.automata.automaton import Automaton, columns_taken
+from stdsl.compiler.automata.minimize import distinct_values, renamed_rows
+from stdsl.compiler.automata.table_blocks import block_rows
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -70,7 +71,7 @@ class _Substitution:
         index = 0
         for column, alternatives in enumerate(pieces):
             edges = skeleton[:, symbols + column]
-            tables = [table[:, classes[representative]] for table, classes in
+            tables = [_piece_table(table, classes[representative]) for table, classes in
                       (next(pieces_read) for _ in alternatives)]
             for target in distinct_values(edges[edges >= 0]).tolist():
                 starts = self.entries[(column, target)] = []
@@ -221,15 +222,16 @@ class _Substitution:
             if reached is None:
                 raise TooManyStates(f"more than {self.max_states:,} states")
         table = self._laid_out() if self.table is None else self.table
-        for lo in range(0, len(table), CHUNK_ROWS):
+        step = block_rows(table.shape[1])
+        for lo in range(0, len(table), step):
             check_deadline("substituting the calls")
-            block = table[lo:lo + CHUNK_ROWS]
+            block = table[lo:lo + step]
             live = block >= 0
             block[live] = remap[block[live]]
         composites = np.stack(self.rows) if self.rows else np.zeros((0, table.shape[1]), dtype=np.int32)
         keep = _reachable(table, start, composites) if reached is None else reached
-        full = stacked([table] + [np.stack(self.rows[lo:lo + CHUNK_ROWS])
-                                  for lo in range(0, len(self.rows), CHUNK_ROWS)], "substituting the calls")
+        full = stacked([table] + [np.stack(self.rows[lo:lo + step])
+                                  for lo in range(0, len(self.rows), step)], "substituting the calls")
         accepting = np.concatenate([self.accepting, np.zeros(len(self.members), dtype=bool)])
         for index, members in enumerate(self.members):
             if index & 4095 == 0:
@@ -347,9 +349,17 @@ def _column_classes(rows: np.ndarray) -> np.ndarray:
     return np.array([ids.setdefault(row.tobytes(), len(ids)) for row in rows], dtype=np.int64)
 
 
+def _piece_table(table: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """A piece's table over the substitution's classes (`columns_taken`), after a deadline check: a skeleton with
+    thousands of placeholders took 0.2 s of takes (MaskBench o6237, loaded machine)."""
+    check_deadline("substituting the calls")
+    return columns_taken(table, columns, "substituting the calls")
+
+
 def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarray]:
     """A piece's class table and the class of each of `symbols` symbols: the symbols past the bytes (call symbols)
-    get one more class, dead in every state."""
+    get one more class, dead in every state (after a deadline check: one per piece)."""
+    check_deadline("substituting the calls")
     table = piece.class_transitions.astype(np.int32)
     if symbols == 256:
         return table, np.asarray(piece.byte_class)
@@ -369,34 +379,21 @@ def _trimmed(table: np.ndarray, accepting: np.ndarray, start: int, byte_class: n
     kept = np.concatenate(([start], np.flatnonzero(keep)))
     number = np.full(len(table) + 1, -1, dtype=np.int32)
     number[kept] = np.arange(len(kept), dtype=np.int32)
-    return rows_renumbered(table, kept, number, "trimming the substituted automaton"), accepting[kept], byte_class
-
-
-CHUNK_ROWS = 1 << 16
-"""Rows of a large table rewritten between two deadline checks (a few milliseconds of numpy work each)."""
+    return renamed_rows(number, table, kept, "trimming the substituted automaton"), accepting[kept], byte_class
 
 
 def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
-    """`np.concatenate(blocks)` (tables of one width), copied `CHUNK_ROWS` rows at a time with a deadline check
-    between."""
+    """`np.concatenate(blocks)` (tables of one width), copied a block of rows at a time (`block_rows`) with a
+    deadline check between."""
     out = np.empty((sum(len(block) for block in blocks), blocks[0].shape[1]), dtype=np.result_type(*blocks))
+    step = block_rows(out.shape[1])
     at = 0
     for block in blocks:
-        for lo in range(0, len(block), CHUNK_ROWS):
+        for lo in range(0, len(block), step):
             check_deadline(stage)
-            part = block[lo:lo + CHUNK_ROWS]
+            part = block[lo:lo + step]
             out[at:at + len(part)] = part
             at += len(part)
-    return out
-
-
-def rows_renumbered(table: np.ndarray, rows: np.ndarray, number: np.ndarray, stage: str) -> np.ndarray:
-    """`number[table[rows]]` (`number[-1]` for a dead move), `CHUNK_ROWS` rows at a time with a deadline check
-    between: a laid-out chain's table can hold millions of moves."""
-    out = np.empty((len(rows), table.shape[1]), dtype=number.dtype)
-    for lo in range(0, len(rows), CHUNK_ROWS):
-        check_deadline(stage)
-        out[lo:lo + CHUNK_ROWS] = number[table[rows[lo:lo + CHUNK_ROWS]]]
     return out
 
 
