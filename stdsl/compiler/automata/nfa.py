@@ -496,10 +496,18 @@ class _Builder:
         if id(node) not in self.embedded_edges:
             symbol_sets, moves = _embedded_edges(node)
             index = [self.byte_set_index(ranges) for ranges in symbol_sets]
-            self.embedded_edges[id(node)] = [[(index[number], target) for number, target in out] for out in moves]
+            numbered: list[list[tuple[int, int]]] = []
+            for lo in range(0, len(moves), EDGE_CHUNK):
+                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+                numbered += [[(index[number], target) for number, target in out] for out in moves[lo:lo + EDGE_CHUNK]]
+            self.embedded_edges[id(node)] = numbered
         base = self.new_block(len(node.accepting))
-        nfa.edges[base:] = [[(index, base + target) for index, target in out] if out else NO_MOVES
-                            for out in self.embedded_edges[id(node)]]
+        embedded = self.embedded_edges[id(node)]
+        for lo in range(0, len(embedded), EDGE_CHUNK):
+            if lo:
+                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+            nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [[(index, base + target) for index, target in out]
+                                                           if out else NO_MOVES for out in embedded[lo:lo + EDGE_CHUNK]]
         for q in np.flatnonzero(node.accepting).tolist():
             self.add_eps(base + q, exit_state)
         return base
