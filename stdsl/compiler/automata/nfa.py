@@ -315,7 +315,9 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     cut[1:] = keys[order][1:] != keys[order][:-1]
     group_start = np.flatnonzero(cut)
     group_bounds = np.append(group_start, len(order))
+    check_deadline("listing an automaton's moves")
     group_order = np.argsort(states[order][group_start] * segments + run_first[group_start], kind="stable")
+    check_deadline("listing an automaton's moves")
     masks = _segment_masks(run_first, run_last, group_start, segments)[group_order]
     check_deadline("listing an automaton's moves")
     by_key = equal_row_keys(masks, "listing an automaton's moves")
