@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Union
+from typing import Any
 
 from stdsl.compiler.deadline import check_deadline
 
@@ -173,7 +173,7 @@ class EmbeddedGrammar:
     nullable: bool
 
 
-Node = Union[ByteSet, Seq, Alt, Repeat, Embedded, EmbeddedGrammar]
+Node = ByteSet | Seq | Alt | Repeat | Embedded | EmbeddedGrammar
 
 EMPTY: Node = Seq(())
 NOTHING: Node = Alt(())

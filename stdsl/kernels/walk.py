@@ -445,7 +445,8 @@ def check_walk_kernel(path: str | None = None, seed: int = 0) -> None:
         if not np.array_equal(got, expected):
             bad = np.argwhere(got != expected)[0]
             raise StdslError(
-                f"walk kernel ({path}, {num_states} states): row {bad[0]} token {bad[1]} gives {got[tuple(bad)]}, table {expected[tuple(bad)]}"
+                f"walk kernel ({path}, {num_states} states): row {bad[0]} token {bad[1]} gives "
+                f"{got[tuple(bad)]}, table {expected[tuple(bad)]}"
             )
         want_mask = (
             (expected >= 0) & (vocab.walk_lengths[None, :] >= cover[states][:, None])

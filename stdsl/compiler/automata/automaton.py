@@ -20,11 +20,10 @@ from functools import cached_property
 import numpy as np
 
 from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
+from stdsl.compiler.automata.table_blocks import converted, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 
 INT16_MAX_STATES = 32767
-TAKEN_CELLS = 1 << 20
-"""Table cells copied between two deadline checks where a large table is expanded or transposed (milliseconds)."""
 COMPARED_CELLS = 1 << 17
 """Table cells whose columns `canonical_classes` compares at a time: a block small enough (0.5-1 MB) to come from
 the allocator's heap and the cache rather than fresh pages, large enough that its Python step per column is cheap."""
@@ -63,14 +62,7 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
 def columns_taken(table: np.ndarray, columns: np.ndarray | list[int], stage: str) -> np.ndarray:
     """`table[:, columns]`, a block of rows at a time with a deadline check between blocks: a product's 126,000
     states expanded to 256 bytes took 0.15 s at once on a loaded machine."""
-    if len(table) * len(columns) <= TAKEN_CELLS:
-        return table[:, columns]
-    out = np.empty((len(table), len(columns)), dtype=table.dtype)
-    step = max(1, TAKEN_CELLS // len(columns))
-    for lo in range(0, len(table), step):
-        check_deadline(stage)
-        out[lo:lo + step] = table[lo:lo + step, columns]
-    return out
+    return in_row_blocks(len(table), len(columns), table.dtype, lambda lo, hi: table[lo:hi, columns], stage)
 
 
 class ByteClassTable(ABC):
@@ -213,7 +205,7 @@ class Automaton(ByteClassTable):
             raise ValueError(f"accepting must have shape ({num_states},), got {accept.shape}")
         classes, canonical_byte_class = canonical_classes(table, byte_class)
         dtype = np.int16 if num_states <= INT16_MAX_STATES else np.int32
-        self._keep_rows(np.asarray(classes, dtype=dtype))
+        self._keep_rows(converted(classes, dtype, "storing the automaton"))
         self.byte_class: np.ndarray = canonical_byte_class
         self.accepting: np.ndarray = np.array(accept, dtype=bool)
         for array in (self.branch_rows, self.sole_class, self.sole_target, self.byte_class, self.accepting):
@@ -223,6 +215,7 @@ class Automaton(ByteClassTable):
         """Split the dense class table into whole rows (two or more live classes) and sole transitions."""
         live = classes >= 0
         live_classes = np.count_nonzero(live, axis=1)
+        check_deadline("storing the automaton")
         branching = live_classes >= 2
         self.branch_rows: np.ndarray = np.ascontiguousarray(classes[branching])
         sole = np.flatnonzero(live_classes == 1)

@@ -22,6 +22,7 @@ from itertools import chain
 import numpy as np
 
 from stdsl.compiler.automata.nfa import NFA
+from stdsl.compiler.automata.table_blocks import concatenated, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
@@ -299,9 +300,8 @@ class _ClassMoves:
             target_parts.append(np.repeat(pairs[:, 1], counts))
         indptr = np.zeros(num_states + 1, dtype=np.int64)
         np.cumsum(per_state, out=indptr[1:])
-        classes = np.concatenate(class_parts) if class_parts else np.zeros(0, dtype=np.int64)
-        check_deadline("determinization")
-        targets = np.concatenate(target_parts) if target_parts else np.zeros(0, dtype=np.int64)
+        classes = concatenated(class_parts, "determinization") if class_parts else np.zeros(0, dtype=np.int64)
+        targets = concatenated(target_parts, "determinization") if target_parts else np.zeros(0, dtype=np.int64)
         check_deadline("determinization")
         return indptr, classes, targets, _mix(np.arange(num_states + 1, dtype=np.uint64))
 
@@ -507,13 +507,15 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
         before = subsets.members if hi == len(subsets.states) else before + sum(map(len, subsets.states[lo:hi]))
         wide.append((lo, _wide_level(subsets, moves, lo, hi)))
         lo = hi
-    table = np.full((len(subsets.states), num_classes), -1, dtype=np.int32)
+    table = dead_table((len(subsets.states), num_classes), np.int32, "determinization", subsets.releasing)
     if narrow[0]:
         table[narrow[0], narrow[1]] = narrow[2]
+    check_deadline("determinization", subsets.releasing)
     sources, sets, targets = (np.array(column, dtype=np.int64) for column in narrow_sets)
     classes, counts = moves.expand(sets)
     table[np.repeat(sources, counts), classes] = np.repeat(targets, counts)
     for lo, rows in wide:
+        check_deadline("determinization", subsets.releasing)
         table[lo:lo + len(rows)] = rows
     check_deadline("determinization", subsets.releasing)
     accepting = np.array([nfa.accept in state for state in subsets.states], dtype=bool)

@@ -13,15 +13,12 @@ from collections import deque
 
 import numpy as np
 
+from stdsl.compiler.automata.table_blocks import BLOCK_CELLS, block_rows, concatenated, converted, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
-SORTED_CELLS = 1 << 21
-"""Table cells `successor_lists` sorts between two deadline checks (a few milliseconds)."""
 SPLITTER_STATES = 4096
 """States Hopcroft refinement handles between two deadline checks (a few milliseconds); a round counts 64 more."""
-RENAMED_CELLS = 1 << 20
-"""Table cells `renamed_rows` renames between two deadline checks (a few milliseconds)."""
 
 
 def distinct_values(values: np.ndarray) -> np.ndarray:
@@ -34,8 +31,9 @@ def distinct_values(values: np.ndarray) -> np.ndarray:
 
 
 def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct successors of each state as CSR arrays `(indptr, indices)` (dead -1 left out)."""
-    step = max(1, SORTED_CELLS // max(1, table.shape[1]))
+    """Distinct successors of each state as CSR arrays `(indptr, indices)` (dead -1 left out), sorted a block of
+    rows at a time (`block_rows`) with a deadline check between."""
+    step = block_rows(table.shape[1])
     counts, successors = [], []
     for lo in range(0, len(table), step):
         if lo:
@@ -55,7 +53,9 @@ def predecessor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct predecessors of each state as CSR arrays `(indptr, indices)`."""
     indptr, targets = successor_lists(table)
     sources = np.repeat(np.arange(len(table), dtype=np.int64), np.diff(indptr))
+    check_deadline("listing successors")
     order = np.argsort(targets, kind="stable")
+    check_deadline("listing successors")
     counts = np.bincount(targets, minlength=len(table))
     reverse_indptr = np.zeros(len(table) + 1, dtype=np.int64)
     np.cumsum(counts, out=reverse_indptr[1:])
@@ -156,43 +156,58 @@ def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, 
 
 
 def renamed_rows(new_id: np.ndarray, table: np.ndarray, rows: np.ndarray, stage: str) -> np.ndarray:
-    """`new_id[table[rows]]`, a block of rows at a time with a deadline check between blocks: a product of
-    140,000 states by 44 classes took 0.2 s at once on a loaded machine."""
-    if len(rows) * table.shape[1] <= RENAMED_CELLS:
-        return new_id[table[rows]]
-    out = np.empty((len(rows), table.shape[1]), dtype=new_id.dtype)
-    step = max(1, RENAMED_CELLS // table.shape[1])
-    for lo in range(0, len(rows), step):
-        check_deadline(stage)
-        out[lo:lo + step] = new_id[table[rows[lo:lo + step]]]
-    return out
+    """`new_id[table[rows]]` (`new_id[-1]` for a dead move), a block of rows at a time with a deadline check between
+    blocks: a product of 140,000 states by 44 classes took 0.2 s at once on a loaded machine."""
+    return in_row_blocks(len(rows), table.shape[1], new_id.dtype, lambda lo, hi: new_id[table[rows[lo:hi]]], stage)
 
 
 def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]]:
     """The moves into each state grouped by source: for target t, entries bounds[t]..bounds[t+1]-1 give a source
-    and, as a bit mask (a Python int), every symbol on which it moves to t."""
+    and, as a bit mask (a Python int), every symbol on which it moves to t.  The moves are listed and their masks
+    built `BLOCK_CELLS` at a time with a deadline check between; one sort orders them all (a sort split into
+    blocks and merged was slower)."""
     num_states, width = table.shape
-    sources, symbols = np.nonzero(table >= 0)
+    key_parts, symbol_parts = [], []
+    for lo in range(0, num_states, block_rows(width)):
+        check_deadline("minimization")
+        block = table[lo:lo + block_rows(width)]
+        rows, columns = np.nonzero(block >= 0)
+        key_parts.append(block[rows, columns].astype(np.int64) * num_states + (rows + lo))
+        symbol_parts.append(columns)
+    keys = concatenated(key_parts, "minimization") if key_parts else np.zeros(0, dtype=np.int64)
+    symbols = concatenated(symbol_parts, "minimization") if symbol_parts else np.zeros(0, dtype=np.int64)
     check_deadline("minimization")
-    keys = table[sources, symbols].astype(np.int64) * num_states + sources
     order = np.argsort(keys, kind="stable")
+    pair_parts: list[np.ndarray] = []
+    masks: list[int] = []
+    lo = 0
+    while lo < len(order):
+        check_deadline("minimization")
+        hi = min(lo + BLOCK_CELLS, len(order))
+        while hi < len(order) and keys[order[hi]] == keys[order[hi - 1]]:
+            hi += 1
+        block_keys, block_symbols = keys[order[lo:hi]], symbols[order[lo:hi]].astype(np.uint64)
+        cut = np.ones(len(block_keys), dtype=bool)
+        cut[1:] = block_keys[1:] != block_keys[:-1]
+        starts = np.flatnonzero(cut)
+        masks += _symbol_masks(block_symbols, starts, width)
+        pair_parts.append(block_keys[starts])
+        lo = hi
+    pairs = np.concatenate(pair_parts) if pair_parts else np.zeros(0, dtype=np.int64)
     check_deadline("minimization")
-    keys, symbols = keys[order], symbols[order].astype(np.uint64)
-    cut = np.ones(len(keys), dtype=bool)
-    cut[1:] = keys[1:] != keys[:-1]
-    starts = np.flatnonzero(cut)
-    check_deadline("minimization")
-    masks = [0] * len(starts)
-    if len(starts):
-        for word in range((width + 63) // 64):
-            in_word = (symbols >> np.uint64(6)) == np.uint64(word)
-            bits = np.where(in_word, np.left_shift(np.uint64(1), symbols & np.uint64(63)), np.uint64(0))
-            words = np.bitwise_or.reduceat(bits, starts).tolist()
-            masks = words if word == 0 else [mask | (high << (64 * word)) for mask, high in zip(masks, words)]
-            check_deadline("minimization")
-    pairs = keys[starts]
     bounds = np.searchsorted(pairs, np.arange(num_states + 1, dtype=np.int64) * num_states).tolist()
     return bounds, (pairs % num_states).tolist(), masks
+
+
+def _symbol_masks(symbols: np.ndarray, starts: np.ndarray, width: int) -> list[int]:
+    """Per run of `symbols` (uint64; runs begin at `starts`), the bit mask of its symbols as a Python int."""
+    masks: list[int] = []
+    for word in range((width + 63) // 64):
+        in_word = (symbols >> np.uint64(6)) == np.uint64(word)
+        bits = np.where(in_word, np.left_shift(np.uint64(1), symbols & np.uint64(63)), np.uint64(0))
+        words = np.bitwise_or.reduceat(bits, starts).tolist()
+        masks = words if word == 0 else [mask | (high << (64 * word)) for mask, high in zip(masks, words)]
+    return masks
 
 
 def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -272,11 +287,15 @@ def bfs_order(table: np.ndarray, start: int = 0) -> np.ndarray:
     """States in breadth-first order from `start`, visiting each row's symbols in increasing order."""
     num_states, width = table.shape
     flat = table.reshape(-1)
-    live = np.flatnonzero(flat >= 0)
-    pairs = (live // width) * (num_states + 1) + flat[live]
-    _, first = np.unique(pairs, return_index=True)
+    first_parts = []
+    for lo in range(0, num_states, block_rows(width)):
+        check_deadline("minimization")
+        block = flat[lo * width:(lo + block_rows(width)) * width]
+        live = np.flatnonzero(block >= 0)
+        _, first = np.unique((live // width) * (num_states + 1) + block[live], return_index=True)
+        first_parts.append(np.sort(live[first]) + lo * width)
+    first_live = np.concatenate(first_parts) if first_parts else np.zeros(0, dtype=np.int64)
     check_deadline("minimization")
-    first_live = np.sort(live[first])
     indptr = np.zeros(num_states + 1, dtype=np.int64)
     np.cumsum(np.bincount(first_live // width, minlength=num_states), out=indptr[1:])
     starts, targets = indptr.tolist(), flat[first_live].tolist()
@@ -313,8 +332,8 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
     (most subset constructions are), its quotient and renumbering being itself.
     Raises `EmptyLanguageError` when the language is empty.
     """
-    table, accepting = trim(np.asarray(table, dtype=np.int64), np.asarray(accepting, dtype=bool), all_reachable,
-                            all_live)
+    table, accepting = trim(converted(np.asarray(table), np.int64, "minimization"), np.asarray(accepting, dtype=bool),
+                            all_reachable, all_live)
     check_deadline("minimization")
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
@@ -338,7 +357,8 @@ def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: b
     known reachable and live is renumbered from the table as given (only read)."""
     if all_reachable and all_live and in_bfs_order:
         return trim(np.asarray(table), np.asarray(accepting, dtype=bool), True, True)
-    given = np.asarray(table) if all_reachable and all_live else np.asarray(table, dtype=np.int64)
+    given = (np.asarray(table) if all_reachable and all_live
+             else converted(np.asarray(table), np.int64, "trimming the automaton"))
     table, accepting = trim(given, np.asarray(accepting, dtype=bool), all_reachable, all_live)
     return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.minimize import predecessor_lists, reachable, successor_lists
+from stdsl.compiler.automata.table_blocks import block_rows, equal_row_keys, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, StateBudgetError
 
@@ -292,12 +293,17 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     `EDGE_CHUNK` states between two deadline checks (a string-length product of 120k states took 1.4 s read row by
     row)."""
     count, width = table.shape
-    column_cut = np.ones(width, dtype=bool)
-    column_cut[1:] = (table[:, 1:] != table[:, :-1]).any(axis=0)
+    column_cut = np.zeros(width, dtype=bool)
+    column_cut[:1] = True
+    for lo in range(0, count, block_rows(width)):
+        check_deadline("listing an automaton's moves")
+        block = table[lo:lo + block_rows(width)]
+        column_cut[1:] |= (block[:, 1:] != block[:, :-1]).any(axis=0)
     first_column = np.flatnonzero(column_cut)
     last_column = np.append(first_column[1:], width) - 1
     segments = len(first_column)
-    flat = np.ascontiguousarray(table[:, first_column]).reshape(-1)
+    flat = in_row_blocks(count, segments, table.dtype, lambda lo, hi: table[lo:hi, first_column],
+                         "listing an automaton's moves").reshape(-1)
     check_deadline("listing an automaton's moves")
     boundary = np.ones(flat.size, dtype=bool)
     boundary[1:] = flat[1:] != flat[:-1]
@@ -316,12 +322,13 @@ def _moves_by_runs(table: np.ndarray) -> DfaMoves:
     cut[1:] = keys[order][1:] != keys[order][:-1]
     group_start = np.flatnonzero(cut)
     group_bounds = np.append(group_start, len(order))
+    check_deadline("listing an automaton's moves")
     group_order = np.argsort(states[order][group_start] * segments + run_first[group_start], kind="stable")
+    check_deadline("listing an automaton's moves")
     masks = _segment_masks(run_first, run_last, group_start, segments)[group_order]
     check_deadline("listing an automaton's moves")
-    _, by_key = np.unique(masks, axis=0, return_inverse=True)
+    by_key = equal_row_keys(masks, "listing an automaton's moves")
     check_deadline("listing an automaton's moves")
-    by_key = by_key.reshape(-1)
     first_met = np.full(int(by_key.max(initial=-1)) + 1, len(by_key), dtype=np.int64)
     np.minimum.at(first_met, by_key, np.arange(len(by_key)))
     rank = np.empty(len(first_met), dtype=np.int64)
@@ -514,10 +521,18 @@ class _Builder:
         if id(node) not in self.embedded_edges:
             symbol_sets, moves = _embedded_edges(node)
             index = [self.byte_set_index(ranges) for ranges in symbol_sets]
-            self.embedded_edges[id(node)] = [[(index[number], target) for number, target in out] for out in moves]
+            numbered: list[list[tuple[int, int]]] = []
+            for lo in range(0, len(moves), EDGE_CHUNK):
+                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+                numbered += [[(index[number], target) for number, target in out] for out in moves[lo:lo + EDGE_CHUNK]]
+            self.embedded_edges[id(node)] = numbered
         base = self.new_block(len(node.accepting))
-        nfa.edges[base:] = [[(index, base + target) for index, target in out] if out else NO_MOVES
-                            for out in self.embedded_edges[id(node)]]
+        embedded = self.embedded_edges[id(node)]
+        for lo in range(0, len(embedded), EDGE_CHUNK):
+            if lo:
+                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+            nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [[(index, base + target) for index, target in out]
+                                                           if out else NO_MOVES for out in embedded[lo:lo + EDGE_CHUNK]]
         for q in np.flatnonzero(node.accepting).tolist():
             self.add_eps(base + q, exit_state)
         return base

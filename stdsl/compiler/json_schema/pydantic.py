@@ -58,7 +58,8 @@ class ValidatedJsonSchema(GenerateJsonSchema):
 
     def model_schema(self, schema: Any) -> Any:
         out = super().model_schema(schema)
-        if schema["cls"].model_config.get("extra") in (None, "ignore") and out.get("type") == "object" and "additionalProperties" not in out:
+        ignores_extra = schema["cls"].model_config.get("extra") in (None, "ignore")
+        if ignores_extra and out.get("type") == "object" and "additionalProperties" not in out:
             out["additionalProperties"] = False
         return out
 

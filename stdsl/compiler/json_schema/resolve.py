@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import unquote
 
 from stdsl.errors import SchemaError
@@ -73,6 +73,23 @@ class Flattener(Protocol):
                  negations: list[Negation] | None = None) -> tuple[Schema, Context, str]: ...
 
 
+class OneOfReading(NamedTuple):
+    """A `oneOf` list read exactly (`logic.keywords.one_of_as_any_of`), as `Context.one_of` keeps it."""
+
+    parts: list
+    """The list (held, so that its id is not reused)."""
+    depth: int
+    """The depth it was read at."""
+    refs: frozenset[str]
+    """The references entered where it was read."""
+    result: Any
+    """The schema it gave, or the SchemaError it raised."""
+    below: int
+    """How many levels below `depth` the reading called `entering` (`Context.reach`)."""
+    path: str
+    """The path it was read at."""
+
+
 @dataclass
 class Context:
     """The document being compiled, how to flatten its schemas, and the `$ref` targets entered on the
@@ -89,11 +106,8 @@ class Context:
     depth: int = 0
     anchors: dict[str, tuple[Any, str]] = field(default_factory=dict)
     draft_neutral: set[int] = field(default_factory=set)
-    one_of: dict[int, tuple[list, int, frozenset[str], Any, int, str]] = field(default_factory=dict)
-    """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id: the list (held, so that
-    its id is not reused), the depth and the references entered where it was read, the schema it gave (or the
-    SchemaError it raised), how many levels below that depth the reading called `entering` (`reach`), and the
-    path it was read at."""
+    one_of: dict[int, OneOfReading] = field(default_factory=dict)
+    """`oneOf` lists read exactly (`logic.keywords.one_of_as_any_of`), by the list's id."""
     enum_keys: dict[int, tuple[list, frozenset[str]]] = field(default_factory=dict)
     """`enum` lists' member keys (`json_key`), by the list's id (the list held): an enum's members are each checked
     against the schema that holds it, once per member."""

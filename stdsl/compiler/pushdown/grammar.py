@@ -20,6 +20,7 @@ from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.minimize import distinct_values, trim_in_bfs_order
+from stdsl.compiler.automata.table_blocks import dead_table, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.errors import CompileError, EmptyLanguageError
@@ -27,6 +28,8 @@ from stdsl.errors import CompileError, EmptyLanguageError
 CALL_BASE = 256
 MAX_DEPTH = 64
 MAIN = "<root>"
+CALLS_CHECKED = 2048
+"""Call edges `_call_of_class` checks between two deadline checks (a few milliseconds)."""
 
 
 class DefinitionError(CompileError):
@@ -236,7 +239,9 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                                              in_bfs_order=dfa.in_bfs_order)
         check_deadline("a pushdown definition's table")
-        found = (table.astype(np.int32), np.asarray(dfa.byte_class, dtype=np.intp), accepting)
+        narrowed = in_row_blocks(len(table), table.shape[1], np.dtype(np.int32),
+                                 lambda lo, hi: table[lo:hi].astype(np.int32), "a pushdown definition's table")
+        found = (narrowed, np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False
@@ -314,10 +319,12 @@ def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:
 
 def _call_of_class(grammar: PushdownGrammar) -> np.ndarray:
     """call_of_class (Q, classes) after checking L(1) condition 1: call firsts disjoint from own bytes and each
-    other."""
+    other.  The deadline is checked every `CALLS_CHECKED` calls (MaskBench o69209's 1 s of CPU in one stretch)."""
     own = grammar.own_classes
-    table = np.full(own.shape, -1, dtype=np.int16 if len(grammar.call_state) < 2**15 else np.int32)
+    table = dead_table(own.shape, np.int16 if len(grammar.call_state) < 2**15 else np.int32, "the pushdown call table")
     for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
+        if edge % CALLS_CHECKED == CALLS_CHECKED - 1:
+            check_deadline("the pushdown call table")
         first = grammar.first_classes[callee]
         clash_own = first & (own[q] >= 0)
         clash_call = first & (table[q] >= 0)

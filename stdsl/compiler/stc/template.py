@@ -79,11 +79,13 @@ def split_template(text: str, start: Pos) -> list[tuple[str, str, Pos]]:
             i = end + 2
             continue
         if ch == "}":
-            raise ProgramError("unmatched '}' in the output template (write \\} for a literal brace)", start.source, line, col)
+            raise ProgramError("unmatched '}' in the output template (write \\} for a literal brace)",
+                               start.source, line, col)
         if ch == "{":
             end = _matching_brace(text, i)
             if end < 0:
-                raise ProgramError("unclosed '{' in the output template (write \\{ for a literal brace)", start.source, line, col)
+                raise ProgramError("unclosed '{' in the output template (write \\{ for a literal brace)",
+                                   start.source, line, col)
             if buf:
                 pieces.append(("literal", "".join(buf), buf_pos))
                 buf = []
@@ -135,7 +137,8 @@ class Template:
             decl = parse_hole(body, pos.source, pos.line, pos.column)
             if decl.name in names:
                 first = names[decl.name]
-                raise decl.pos.error(f"field {decl.name} appears twice (first at line {first.line}, column {first.column})")
+                raise decl.pos.error(
+                    f"field {decl.name} appears twice (first at line {first.line}, column {first.column})")
             names[decl.name] = decl.pos
             kind = resolve(decl.type)
             if nesting_depth(kind) > MAX_NESTING:

@@ -18,7 +18,7 @@ from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
 from stdsl.compiler.json_schema.logic.disjoint import disjoint
 from stdsl.compiler.json_schema.logic.negation import difference
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
-from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, Schema, flatten, resolve_ref
+from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, OneOfReading, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
@@ -75,14 +75,14 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
     limit out of reach.
     """
     known = ctx.one_of.get(id(parts))
-    if known is not None and known[0] is parts and known[2].issuperset(ctx.refs):
-        same = known[2] == frozenset(ctx.refs) and known[1] + known[4] < MAX_NESTING
-        if isinstance(known[3], SchemaError):
-            if same and known[5] == path and ctx.depth + known[4] < MAX_NESTING:
-                raise known[3]
-        elif ctx.depth <= known[1] or (same and ctx.depth + known[4] < MAX_NESTING):
-            ctx.reach[0] = max(ctx.reach[0], ctx.depth + known[4] if same else MAX_NESTING)
-            return known[3]
+    if known is not None and known.parts is parts and known.refs.issuperset(ctx.refs):
+        same = known.refs == frozenset(ctx.refs) and known.depth + known.below < MAX_NESTING
+        if isinstance(known.result, SchemaError):
+            if same and known.path == path and ctx.depth + known.below < MAX_NESTING:
+                raise known.result
+        elif ctx.depth <= known.depth or (same and ctx.depth + known.below < MAX_NESTING):
+            ctx.reach[0] = max(ctx.reach[0], ctx.depth + known.below if same else MAX_NESTING)
+            return known.result
     reach = ctx.reach
     outer, reach[0] = reach[0], ctx.depth
     result: Schema | SchemaError
@@ -92,7 +92,7 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
         result = refusal
     finally:
         below, reach[0] = reach[0] - ctx.depth, max(outer, reach[0])
-    ctx.one_of[id(parts)] = (parts, ctx.depth, frozenset(ctx.refs), result, below, path)
+    ctx.one_of[id(parts)] = OneOfReading(parts, ctx.depth, frozenset(ctx.refs), result, below, path)
     if isinstance(result, SchemaError):
         raise result
     return result
