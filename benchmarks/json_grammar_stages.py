@@ -46,6 +46,7 @@ STAGES = [
     ("stdsl.compiler.automata.build", "build_nfa", "NFAs of the subset constructions"),
     ("stdsl.compiler.grammar.piece_alternatives", "determinized", "pieces: subset construction"),
     ("stdsl.compiler.grammar.piece_alternatives", "_behind_head", "pieces: head chain"),
+    ("stdsl.compiler.grammar.piece_alternatives", "_behind_heads", "pieces: head chain"),
     ("stdsl.compiler.grammar.piece_alternatives", "holds_grammar", "pieces: recursive-grammar walk"),
     ("stdsl.compiler.grammar.json_slots", "holds_grammar", "slot values: recursive-grammar walk"),
     ("stdsl.compiler.grammar.piece_alternatives", "assemble", "assemble the pieces (block substitution)"),

@@ -31,9 +31,9 @@ from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.grammar.expressions import JSON_WHITESPACE
 from stdsl.compiler.grammar.piece_alternatives import (
     assembled,
+    kept_closed_pieces,
     kept_piece,
     largest_piece_alternative,
-    reads_on_after_accepting,
     rewritten,
     shared_tail,
     with_placeholder,
@@ -247,19 +247,16 @@ def _shortened(frame: Frame, shared: SharedTail, values: list[SlotValue], max_st
     """The DFAs of the pieces without their shared tail, the last slot's value without its trailing whitespace;
     None where a value does not end with it, a piece matches nothing or one reads on after accepting (checked as
     each is built: a grammar with one integer value among many compiles the pieces before it twice, not all)."""
-    pieces = []
+    keys, items = [], []
     for (_, slots), local, last in zip(frame.pieces, shared.pieces, shared.last):
-        check_deadline("compiling grammar pieces")
         held = [values[slot].whole for slot in slots]
         bare = values[slots[last]].bare
         if bare is None:
             return None
         held[last] = bare
-        piece = _piece(local, tuple(held), max_states)
-        if piece is None or reads_on_after_accepting((piece,)):
-            return None
-        pieces.append(piece)
-    return pieces
+        keys.append((local, tuple(held)))
+        items.append(partial(_instantiated, local, tuple(held)))
+    return kept_closed_pieces(keys, items, max_states)
 
 
 def _piece(local: ir.Node, held: tuple[ir.Node, ...], max_states: int) -> Automaton | None:

@@ -143,15 +143,8 @@ def piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
 
 def _piece_automaton(item: ir.Seq, max_states: int) -> Automaton | None:
     """`piece_automaton` of a piece that embeds no recursive grammar."""
-    head = _head(item.items)
-    try:
-        with frames_cleared_on_refusal():
-            dfa = determinized(ir.seq(*item.items[len(head):]), max_states)
-            table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True,
-                                                 all_live=dfa.all_live, in_bfs_order=dfa.in_bfs_order)
-    except EmptyLanguageError:
-        return None
-    return _behind_head(head, np.asarray(table), np.asarray(accepting, dtype=bool), dfa.byte_class)
+    parts = _trim_after_head(item, max_states)
+    return None if parts is None else _behind_head(*parts)
 
 
 def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_class: np.ndarray) -> Automaton:
@@ -177,6 +170,166 @@ def _behind_head(head: bytes, table: np.ndarray, accepting: np.ndarray, byte_cla
     chained[length:] = np.where(wide >= 0, wide + length, -1)
     chained[np.arange(length), classes[list(head)]] = np.arange(1, length + 1)
     return Automaton.from_classes(chained, np.concatenate([np.zeros(length, dtype=bool), accepting]), classes)
+
+
+def kept_closed_pieces(keys: Sequence[tuple[Hashable, ...]], items: Sequence[Callable[[], ir.Seq]], max_states: int
+                       ) -> list[Automaton] | None:
+    """Each piece's DFA (`piece_automaton`) kept under its key (as `kept_piece`), the new pieces' head chains built
+    together (`_behind_heads`); None where a piece matches nothing or reads on after accepting (checked as each is
+    determinized, before any head chain is built)."""
+    found: list[Automaton | None] = []
+    new: list[tuple[int, tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]] = []
+    for index, (key, item) in enumerate(zip(keys, items)):
+        check_deadline("compiling grammar pieces")
+        hit = _PIECES.find((), (*key, max_states))
+        if hit is not None:
+            if hit[0] is None or reads_on_after_accepting((hit[0],)):
+                return None
+            found.append(hit[0])
+            continue
+        parts = _trim_after_head(item(), max_states)
+        if parts is None:
+            _PIECES.put((), None, (*key, max_states))
+            return None
+        _, table, accepting, _ = parts
+        if bool((accepting & (table >= 0).any(axis=1)).any()):
+            _PIECES.put((), _behind_head(*parts), (*key, max_states))
+            return None
+        found.append(None)
+        new.append((index, parts))
+    for (index, _), piece in zip(new, _behind_heads([parts for _, parts in new])):
+        _PIECES.put((), piece, (*keys[index], max_states))
+        found[index] = piece
+    return [piece for piece in found if piece is not None]
+
+
+def _trim_after_head(item: ir.Seq, max_states: int) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A piece's head and the trim DFA of what follows it (table over classes, accepting, byte classes); None
+    where that matches nothing."""
+    head = _head(item.items)
+    try:
+        with frames_cleared_on_refusal():
+            dfa = determinized(ir.seq(*item.items[len(head):]), max_states)
+            table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True,
+                                                 all_live=dfa.all_live, in_bfs_order=dfa.in_bfs_order)
+    except EmptyLanguageError:
+        return None
+    return head, np.asarray(table), np.asarray(accepting, dtype=bool), dfa.byte_class
+
+
+CHAINED_APART_UP_TO = 4
+"""Up to this many new pieces (a list with a tool or two changed), each head chain is built on its own
+(`_behind_head`), which there costs less than the stacking."""
+
+_PAIR = 257 * 257
+"""More than any DFA class and head byte pair `_behind_heads` numbers (class * 257 + byte or 256)."""
+
+
+def _behind_heads(parts: Sequence[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]) -> list[Automaton]:
+    """`_behind_head` of each piece (head, trim table, accepting, byte classes), read on the pieces side by side
+    (their classes refined together, their live cells in one array, their stored rows laid out in one array and
+    sliced) so that each step is one numpy operation for all of them: one at a time, a cold list of a hundred tools
+    spent most of this in numpy's per-operation cost (issue 36).  A piece whose used columns are not told apart
+    (or with no head) takes `_behind_head`'s general path."""
+    if len(parts) <= CHAINED_APART_UP_TO:
+        return [_behind_head(*part) for part in parts]
+    count = len(parts)
+    lengths = np.array([len(head) for head, *_ in parts], dtype=np.int64)
+    sizes = np.array([len(table) for _, table, _, _ in parts], dtype=np.int64)
+    width = max(table.shape[1] for _, table, _, _ in parts)
+    pieces = np.arange(count, dtype=np.int64)
+    head_piece = np.repeat(pieces, lengths)
+    head_bytes = np.frombuffer(b"".join(head for head, *_ in parts), dtype=np.uint8).astype(np.int64)
+    own = np.full((count, 256), 256, dtype=np.int64)
+    own[head_piece, head_bytes] = head_bytes
+    byte_class = np.stack([classes for *_, classes in parts]).astype(np.int64)
+    keys = (pieces[:, None] * _PAIR + byte_class * 257 + own).reshape(-1)
+    _, first, refined = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    class_piece = first[order] // 256
+    class_count = np.bincount(class_piece, minlength=count)
+    class_start = np.cumsum(class_count) - class_count
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - class_start[class_piece]
+    classes = rank[refined.reshape(-1)].reshape(count, 256)
+    source = byte_class.reshape(-1)[first[order]]
+    local_class = rank[order]
+    offsets = np.cumsum(sizes) - sizes
+    widths = np.array([table.shape[1] for _, table, _, _ in parts], dtype=np.int64)
+    spans = sizes * widths
+    cell_offsets = np.cumsum(spans) - spans
+    flat = np.concatenate([table.reshape(-1) for _, table, _, _ in parts])
+    live = np.flatnonzero(flat >= 0)
+    cell_piece = np.searchsorted(cell_offsets, live, side="right") - 1
+    local_row, column = np.divmod(live - cell_offsets[cell_piece], widths[cell_piece])
+    row = offsets[cell_piece] + local_row
+    cell = cell_piece * width + column
+    target = flat[live].astype(np.int64)
+    used = class_piece * width + source
+    distinct = _distinct_stacked_columns(local_row, cell, target, used, count, width)
+    distinct &= lengths > 0
+    states = int(sizes.sum())
+    class_moves = np.bincount(used, minlength=count * width)[cell]
+    moves = np.bincount(row, weights=class_moves, minlength=states)
+    alone = np.zeros(count * width, dtype=np.int64)
+    alone[used] = local_class
+    sole_cell = (moves[row] == 1) & (class_moves == 1)
+    sole = row[sole_cell]
+    sole_class = np.zeros(states, dtype=np.int64)
+    sole_target = np.full(states, -1, dtype=np.int64)
+    sole_class[sole] = alone[cell[sole_cell]]
+    sole_target[sole] = target[sole_cell] + lengths[cell_piece[sole_cell]]
+    branching = np.flatnonzero(moves >= 2)
+    branch_piece = np.searchsorted(offsets, branching, side="right") - 1
+    branch_count = np.bincount(branch_piece, minlength=count)
+    branch_start = np.cumsum(branch_count) - branch_count
+    sole_target[branching] = -2 - (np.arange(len(branching)) - branch_start[branch_piece])
+    branch_rows = branching - offsets[branch_piece]
+    owner = np.repeat(pieces, sizes)
+    begin = offsets + np.cumsum(lengths) - lengths
+    chain_at = begin[head_piece] + np.arange(len(head_piece)) - (begin - offsets)[head_piece]
+    rows_at = begin[owner] + lengths[owner] + np.arange(states) - offsets[owner]
+    all_class = np.zeros(states + len(head_piece), dtype=np.int64)
+    all_target = np.empty(states + len(head_piece), dtype=np.int64)
+    all_accepting = np.zeros(states + len(head_piece), dtype=bool)
+    all_class[chain_at] = classes[head_piece, head_bytes]
+    all_target[chain_at] = chain_at - begin[head_piece] + 1
+    all_class[rows_at] = sole_class
+    all_target[rows_at] = sole_target
+    all_accepting[rows_at] = np.concatenate([accepting for _, _, accepting, _ in parts])
+    ends = (begin + lengths + sizes).tolist()
+    chained = []
+    for index, ((head, table, accepting, dfa_classes), is_distinct) in enumerate(zip(parts, distinct.tolist())):
+        if not is_distinct:
+            chained.append(_behind_head(head, table, accepting, dfa_classes))
+            continue
+        states_of = slice(int(begin[index]), ends[index])
+        columns = source[class_start[index]:class_start[index] + class_count[index]]
+        wide = table[np.ix_(branch_rows[branch_start[index]:branch_start[index] + branch_count[index]], columns)]
+        chained.append(Automaton.from_rows(all_class[states_of], all_target[states_of],
+                                           np.where(wide >= 0, wide + len(head), -1), classes[index],
+                                           all_accepting[states_of]))
+    return chained
+
+
+def _distinct_stacked_columns(row: np.ndarray, cell: np.ndarray, target: np.ndarray, used: np.ndarray, count: int,
+                              width: int) -> np.ndarray:
+    """Per piece, `_distinct_columns` of its used columns (`used`: piece * width + column, per class), read on the
+    live cells (`row` within its piece, `cell` as piece * width + column, `target`): a column's weighted sum of
+    targets plus one, which differs from `_distinct_columns`'s by the same amount (wrapping) in every column of a
+    piece, so tells the same columns apart."""
+    with np.errstate(over="ignore"):
+        weighted = ((row + 1).astype(np.uint64) * _GOLDEN).view(np.int64) * (target + 1)
+    digests = np.zeros(count * width, dtype=np.int64)
+    np.add.at(digests, cell, weighted)
+    columns = np.unique(used)
+    piece = columns // width
+    digest = digests[columns]
+    order = np.lexsort((digest, piece))
+    piece, digest = piece[order], digest[order]
+    fresh = np.ones(len(piece), dtype=bool)
+    fresh[1:] = (piece[1:] != piece[:-1]) | (digest[1:] != digest[:-1])
+    return np.bincount(piece[fresh], minlength=count) == np.bincount(piece, minlength=count)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

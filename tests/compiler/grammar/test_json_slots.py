@@ -292,3 +292,28 @@ def test_special_tokens_of_a_kept_frame_are_reported_and_refused_as_when_lowered
         assert isinstance(lower_grammar(grammar, specials=used), Automaton) and used == {"<|im_end|>": None}
     with pytest.raises(GrammarError, match=re.escape("special token <|im_end|> can only stand")):
         lower_grammar(grammar)
+
+
+def _stored(automaton: Automaton) -> list[np.ndarray]:
+    return [automaton.branch_rows, automaton.sole_class, automaton.sole_target, automaton.byte_class,
+            automaton.accepting]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(SCHEMAS, min_size=8, max_size=11), st.sampled_from(['"}</tool_call>"', '"}" "</tool_call>"?']),
+       st.integers(0, 10))
+def test_head_chains_built_together_give_the_tables_built_one_at_a_time(schemas: list[dict[str, Any]], tail: str,
+                                                                        held: int) -> None:
+    """A reply grammar whose new pieces' head chains are built side by side (`_behind_heads`, some pieces already
+    held) compiles to the same arrays as with every chain built on its own (the old construction)."""
+    text = _tools_grammar(schemas, tail)
+    caches.clear()
+    with patch.object(piece_alternatives, "CHAINED_APART_UP_TO", 10**9):
+        alone = lower_grammar(Grammar(text, "lark"))
+    caches.clear()
+    lower_grammar(Grammar(_tools_grammar(schemas[:held], tail), "lark"))
+    together = lower_grammar(Grammar(text, "lark"))
+    assert isinstance(alone, Automaton) and isinstance(together, Automaton)
+    for mine, theirs in zip(_stored(together), _stored(alone)):
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
+    assert together.blocks == alone.blocks

@@ -159,3 +159,16 @@ def test_a_piece_behind_its_head_is_stored_as_the_general_path_stores_it(case: A
     for name in ("sole_class", "sole_target", "branch_rows", "byte_class", "accepting"):
         assert np.array_equal(getattr(built, name), getattr(reference, name)), name
         assert getattr(built, name).dtype == getattr(reference, name).dtype, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(headed_tables(), min_size=piece_alternatives.CHAINED_APART_UP_TO + 1, max_size=9))
+def test_pieces_behind_their_heads_built_together_are_stored_as_each_alone(cases: Any) -> None:
+    """The head chains of many new pieces built side by side equal each built on its own, and the general path's."""
+    together = piece_alternatives._behind_heads(cases)
+    assert len(together) == len(cases)
+    for built, case in zip(together, cases):
+        for reference in (piece_alternatives._behind_head(*case), _chained_reference(*case)):
+            for name in ("sole_class", "sole_target", "branch_rows", "byte_class", "accepting"):
+                assert np.array_equal(getattr(built, name), getattr(reference, name)), name
+                assert getattr(built, name).dtype == getattr(reference, name).dtype, name
