@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
 from stdsl.compiler.automata.minimize import distinct_values
-from stdsl.compiler.automata.table_blocks import block_rows
+from stdsl.compiler.automata.table_blocks import stacked
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -405,21 +405,6 @@ def _over_symbols(piece: Automaton, symbols: int) -> tuple[np.ndarray, np.ndarra
 GATHER_CELLS = 1 << 16
 """Cells of the trimmed table written between two deadline checks: the rows gathered for them (256 KB) stay in the
 allocator's heap and the cache instead of a fresh mapping each time."""
-
-
-def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
-    """`np.concatenate(blocks)` (tables of one width), copied a block of rows at a time (`block_rows`) with a
-    deadline check between."""
-    out = np.empty((sum(len(block) for block in blocks), blocks[0].shape[1]), dtype=np.result_type(*blocks))
-    step = block_rows(out.shape[1])
-    at = 0
-    for block in blocks:
-        for lo in range(0, len(block), step):
-            check_deadline(stage)
-            part = block[lo:lo + step]
-            out[at:at + len(part)] = part
-            at += len(part)
-    return out
 
 
 NARROW_CELLS = 160

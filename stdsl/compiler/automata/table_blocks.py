@@ -9,7 +9,7 @@ and the deadline, so every automata module can use it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -72,6 +72,21 @@ def concatenated(parts: list[np.ndarray], stage: str) -> np.ndarray:
             piece = part[lo:lo + BLOCK_CELLS]
             out[at:at + len(piece)] = piece
             at += len(piece)
+    return out
+
+
+def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
+    """`np.concatenate(blocks)` (tables of one width), copied a block of rows at a time (`block_rows`) with a
+    deadline check between, as `concatenated` copies one-dimensional parts."""
+    out = np.empty((sum(len(block) for block in blocks), blocks[0].shape[1]), dtype=np.result_type(*blocks))
+    step = block_rows(out.shape[1])
+    at = 0
+    for block in blocks:
+        for lo in range(0, len(block), step):
+            check_deadline(stage)
+            part = block[lo:lo + step]
+            out[at:at + len(part)] = part
+            at += len(part)
     return out
 
 

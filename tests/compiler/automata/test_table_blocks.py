@@ -10,7 +10,14 @@ from hypothesis.extra.numpy import arrays
 
 from stdsl.compiler.automata import table_blocks
 from stdsl.compiler.automata.minimize import renamed_rows
-from stdsl.compiler.automata.table_blocks import concatenated, converted, dead_table, equal_row_keys, in_row_blocks
+from stdsl.compiler.automata.table_blocks import (
+    concatenated,
+    converted,
+    dead_table,
+    equal_row_keys,
+    in_row_blocks,
+    stacked,
+)
 
 TABLES = st.tuples(st.integers(0, 40), st.integers(0, 6)).flatmap(
     lambda shape: arrays(np.int64, shape, elements=st.integers(-1, max(shape[0] - 1, 0))))
@@ -43,6 +50,17 @@ def test_blocked_renames_takes_and_conversions_match_numpy(table: np.ndarray, da
 @given(parts=st.lists(arrays(np.int64, st.integers(0, 12)), min_size=1, max_size=5))
 def test_blocked_concatenation_matches_numpy(parts: list[np.ndarray]) -> None:
     assert np.array_equal(concatenated(parts, "t"), np.concatenate(parts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda width: st.lists(
+    st.sampled_from([np.int32, np.int64]).flatmap(lambda dtype: arrays(dtype, st.tuples(st.integers(0, 9),
+                                                                                         st.just(width)))),
+    min_size=1, max_size=5)))
+def test_blocked_stacking_matches_numpy(blocks: list[np.ndarray]) -> None:
+    got = stacked(blocks, "t")
+    expected = np.concatenate(blocks)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
 
 
 @settings(max_examples=100, deadline=None)
