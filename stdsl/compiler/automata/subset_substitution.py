@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
 from stdsl.compiler.automata.minimize import distinct_values
-from stdsl.compiler.automata.table_blocks import stacked
+from stdsl.compiler.automata.table_blocks import concatenated
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -279,7 +279,7 @@ class _Substitution:
         for table, first, _ in self.copies:
             check_deadline("substituting the calls")
             blocks.append(np.where(table >= 0, table + first, -1).astype(np.int32))
-        return stacked(blocks, "substituting the calls")
+        return concatenated(blocks, "substituting the calls")
 
     def _reached(self, start: int, remap: np.ndarray, limit: int | None = None) -> np.ndarray | None:
         """The states `classes` keeps (those reachable from `start`: a bool mask over the NFA states, then the

@@ -61,32 +61,20 @@ def converted(table: np.ndarray, dtype: type[np.integer], stage: str) -> np.ndar
                          stage)
 
 
-def concatenated(parts: list[np.ndarray], stage: str) -> np.ndarray:
-    """`np.concatenate(parts)` (one-dimensional parts of one dtype, at least one), copied `BLOCK_CELLS` at a time
-    with a deadline check between: MaskBench o15711's NFA class moves took 0.26 s at once on a loaded machine."""
-    out = np.empty(sum(len(part) for part in parts), dtype=parts[0].dtype)
+def concatenated(parts: Sequence[np.ndarray], stage: str) -> np.ndarray:
+    """`np.concatenate(parts)` (at least one part; one-dimensional, or tables of one width), copied about
+    `BLOCK_CELLS` cells at a time with a deadline check between: MaskBench o15711's NFA class moves took 0.26 s at
+    once on a loaded machine."""
+    width = int(np.prod(parts[0].shape[1:]))
+    out = np.empty((sum(len(part) for part in parts),) + parts[0].shape[1:], dtype=np.result_type(*parts))
+    step = block_rows(width)
     at = 0
     for part in parts:
-        for lo in range(0, len(part), BLOCK_CELLS):
+        for lo in range(0, len(part), step):
             check_deadline(stage)
-            piece = part[lo:lo + BLOCK_CELLS]
+            piece = part[lo:lo + step]
             out[at:at + len(piece)] = piece
             at += len(piece)
-    return out
-
-
-def stacked(blocks: Sequence[np.ndarray], stage: str) -> np.ndarray:
-    """`np.concatenate(blocks)` (tables of one width), copied a block of rows at a time (`block_rows`) with a
-    deadline check between, as `concatenated` copies one-dimensional parts."""
-    out = np.empty((sum(len(block) for block in blocks), blocks[0].shape[1]), dtype=np.result_type(*blocks))
-    step = block_rows(out.shape[1])
-    at = 0
-    for block in blocks:
-        for lo in range(0, len(block), step):
-            check_deadline(stage)
-            part = block[lo:lo + step]
-            out[at:at + len(part)] = part
-            at += len(part)
     return out
 
 

@@ -16,7 +16,6 @@ from stdsl.compiler.automata.table_blocks import (
     dead_table,
     equal_row_keys,
     in_row_blocks,
-    stacked,
 )
 
 TABLES = st.tuples(st.integers(0, 40), st.integers(0, 6)).flatmap(
@@ -57,8 +56,8 @@ def test_blocked_concatenation_matches_numpy(parts: list[np.ndarray]) -> None:
     st.sampled_from([np.int32, np.int64]).flatmap(lambda dtype: arrays(dtype, st.tuples(st.integers(0, 9),
                                                                                          st.just(width)))),
     min_size=1, max_size=5)))
-def test_blocked_stacking_matches_numpy(blocks: list[np.ndarray]) -> None:
-    got = stacked(blocks, "t")
+def test_blocked_concatenation_of_tables_matches_numpy(blocks: list[np.ndarray]) -> None:
+    got = concatenated(blocks, "t")
     expected = np.concatenate(blocks)
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
 
