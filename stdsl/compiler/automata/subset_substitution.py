@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
+from stdsl.compiler.automata.entered_regions import entered_region, moved_into_past_start
 from stdsl.compiler.automata.minimize import distinct_values
 from stdsl.compiler.automata.table_blocks import concatenated
 from stdsl.compiler.deadline import check_deadline
@@ -90,6 +91,8 @@ class _Substitution:
         the reachable states are found within it."""
         self.regions: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
         """`_region` per piece and states entered: a piece whose copies are entered alike is searched once."""
+        self.moved_into: dict[int, np.ndarray | None] = {}
+        """`moved_into_past_start` per piece, found on its first region."""
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
@@ -336,6 +339,14 @@ class _Substitution:
         if found is not None:
             return found
         accepting = self.piece_accepting[piece]
+        if piece not in self.moved_into:
+            self.moved_into[piece] = moved_into_past_start(table, accepting)
+        moved_into = self.moved_into[piece]
+        if moved_into is not None:
+            whole = entered_region(table, accepting, moved_into, states)
+            if whole is not None:
+                self.regions[key] = whole
+                return whole
         ending = accepting.tolist()
         narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
         marks = bytearray(len(table))
