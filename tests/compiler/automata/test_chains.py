@@ -259,3 +259,21 @@ def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple
         subset_substitution.GATHER_CELLS = kept
     for found in (unbounded, bounded):
         assert all(got.dtype == want.dtype and np.array_equal(got, want) for got, want in zip(found, expected))
+
+
+def test_a_chain_closed_by_its_quote_is_one_piece_in_every_expression_that_holds_it() -> None:
+    string = schema_to_ir({"type": "string", "maxLength": 70})
+    first = ir.seq(ir.literal('{"a":'), string, ir.literal("}"))
+    second = ir.seq(ir.literal('["'), string, ir.literal("]"))
+    pieces: list[list[Automaton]] = []
+    original = chains.substituted_classes
+
+    def recording(skeleton, accepting, found, *rest):  # type: ignore[no-untyped-def]
+        pieces.append([piece for column in found for piece in column])
+        return original(skeleton, accepting, found, *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chains, "substituted_classes", recording)
+        _same(first)
+        _same(second)
+    assert pieces[0][0] is pieces[1][0]
