@@ -24,6 +24,7 @@ from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, de
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import all_live, build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
+from stdsl.compiler.automata.table_on_read import TableOnRead
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError, StateBudgetError, StdslError
@@ -68,7 +69,7 @@ def embedded_leaf(automaton: Automaton, minimal: bool = False) -> ir.Embedded:
         _MINIMAL.add(automaton)
 
     def leaf() -> ir.Embedded:
-        node = ir.Embedded(automaton.transitions, automaton.accepting)
+        node = ir.Embedded(TableOnRead(automaton), automaton.accepting)
         if automaton in _MINIMAL:
             _LEAVES.put((node,), automaton)
             object.__setattr__(node, "_trim", True)
