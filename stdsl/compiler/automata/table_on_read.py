@@ -18,7 +18,7 @@ from stdsl.compiler.automata.automaton import Automaton
 
 class TableOnRead:
     """`automaton.transitions`, expanded (once) on the first read of anything but its shape, its length or its
-    bytes held; numpy reads it as that array (`np.asarray`), and every other attribute is the array's."""
+    bytes held; numpy reads it as that array (`np.asarray`), and every other public attribute is the array's."""
 
     __slots__ = ("shape", "_automaton", "_table")
 
@@ -55,4 +55,6 @@ class TableOnRead:
         return self.expanded()[index]
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)  # pickle and copy look up protocol names: this object's own, not the array's
         return getattr(self.expanded(), name)

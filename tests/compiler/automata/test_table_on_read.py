@@ -35,3 +35,13 @@ def test_an_embedded_leaf_builds_back_to_its_automaton_without_expanding() -> No
     assert isinstance(leaf.transitions, TableOnRead)
     assert build_automaton(leaf) is automaton
     assert leaf.transitions._table is None
+
+
+def test_a_leaf_with_its_table_on_read_pickles_and_copies() -> None:
+    import copy
+    import pickle
+
+    automaton = build_automaton(parse_regex("[0-9]{2,6}"))
+    leaf = embedded_leaf(automaton, minimal=True)
+    for again in (pickle.loads(pickle.dumps(leaf)), copy.deepcopy(leaf), copy.copy(leaf)):
+        assert np.array_equal(np.asarray(again.transitions), automaton.transitions)
