@@ -20,7 +20,7 @@ from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.minimize import distinct_values, trim_in_bfs_order
-from stdsl.compiler.automata.table_blocks import dead_table, in_row_blocks
+from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.errors import CompileError, EmptyLanguageError
@@ -237,10 +237,9 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     else:
         dfa = determinized(body, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
-                                             in_bfs_order=dfa.in_bfs_order)
+                                             in_bfs_order=dfa.in_bfs_order, dtype=np.int32)
         check_deadline("a pushdown definition's table")
-        narrowed = in_row_blocks(len(table), table.shape[1], np.dtype(np.int32),
-                                 lambda lo, hi: table[lo:hi].astype(np.int32), "a pushdown definition's table")
+        narrowed = converted(table, np.int32, "a pushdown definition's table")
         found = (narrowed, np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:

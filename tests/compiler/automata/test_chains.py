@@ -259,3 +259,18 @@ def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple
         subset_substitution.GATHER_CELLS = kept
     for found in (unbounded, bounded):
         assert all(got.dtype == want.dtype and np.array_equal(got, want) for got, want in zip(found, expected))
+
+
+def test_a_string_closed_by_its_quote_is_one_piece_for_every_expression_that_holds_it() -> None:
+    """Two expressions holding the same long string then its closing quote lay out one closed piece (kept per chain
+    and byte set), so the second substitution finds its region kept; each still gives the subset construction's
+    DFA."""
+    caches.clear()
+    string = schema_to_ir({"type": "string", "maxLength": 12})
+    before = chains._CLOSED.stats()
+    first = ir.seq(ir.literal('{"a":'), string, ir.literal("}"))
+    second = ir.seq(ir.literal("["), string, ir.literal(",1]"))
+    _same(first)
+    _same(second)
+    after = chains._CLOSED.stats()
+    assert after.misses - before.misses == 1 and after.hits - before.hits >= 1
