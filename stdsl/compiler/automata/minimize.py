@@ -51,13 +51,18 @@ def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def predecessor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct predecessors of each state as CSR arrays `(indptr, indices)`."""
-    indptr, targets = successor_lists(table)
-    sources = np.repeat(np.arange(len(table), dtype=np.int64), np.diff(indptr))
+    return reversed_lists(*successor_lists(table))
+
+
+def reversed_lists(indptr: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR lists `(indptr, targets)` of each state's successors turned into each state's predecessors."""
+    states = len(indptr) - 1
+    sources = np.repeat(np.arange(states, dtype=np.int64), np.diff(indptr))
     check_deadline("listing successors")
     order = np.argsort(targets, kind="stable")
     check_deadline("listing successors")
-    counts = np.bincount(targets, minlength=len(table))
-    reverse_indptr = np.zeros(len(table) + 1, dtype=np.int64)
+    counts = np.bincount(targets, minlength=states)
+    reverse_indptr = np.zeros(states + 1, dtype=np.int64)
     np.cumsum(counts, out=reverse_indptr[1:])
     return reverse_indptr, sources[order]
 

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists
+from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reversed_lists
 from stdsl.compiler.deadline import check_deadline
 
 UNREACHABLE = np.iinfo(np.int64).max // 4
@@ -46,16 +46,19 @@ per state, and a round's numpy calls cost more than its few moves (Github_hard--
 class CompletionGraph:
     """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
     caller to its return state costs the callee's own completion (given per call).  `moves` is some of the grammar's
-    own moves over byte classes (only which state moves to which matters); None: all of them."""
+    own moves over byte classes (only which state moves to which matters); None: all of them, whose successor lists
+    (`minimize.successor_lists` of `own_classes`) are `successors` where the grammar has them already."""
 
-    def __init__(self, grammar: GrammarMoves, moves: np.ndarray | None = None) -> None:
+    def __init__(self, grammar: GrammarMoves, moves: np.ndarray | None = None,
+                 successors: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         num = grammar.num_states
         self.num_states = num
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
         self.returns = grammar.call_return.astype(np.int64)
-        self.before = predecessor_lists(grammar.own_classes if moves is None else moves)
+        self.before = (reversed_lists(*successors) if moves is None and successors is not None
+                       else predecessor_lists(grammar.own_classes if moves is None else moves))
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
         self._lists: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None

@@ -19,7 +19,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import distinct_values, trim_in_bfs_order
+from stdsl.compiler.automata.minimize import distinct_values, successor_lists, trim_in_bfs_order
 from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
@@ -107,9 +107,10 @@ class PushdownGrammar:
         self.follow = follow[:, self.byte_class]
         _check_follow(self, follow)
         check_deadline("the pushdown completion graph")
-        self.has_successor: np.ndarray = np.asarray((own_classes >= 0).any(axis=1))
+        successors = successor_lists(own_classes)
+        self.has_successor: np.ndarray = np.diff(successors[0]) > 0
         self.has_successor[call_state] = True
-        graph = CompletionGraph(self)
+        graph = CompletionGraph(self, successors=successors)
         self.bn_within = _completions_within_depth(self, graph)
         self.bn = _shortest_completions(self, graph)
         if self.bn_within[-1][starts[0]] >= UNREACHABLE:

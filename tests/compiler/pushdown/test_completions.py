@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import predecessor_lists, successor_lists
 from stdsl.compiler.pushdown import completion_graph
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.grammar import (
@@ -167,3 +168,19 @@ def _nested_grammar() -> PushdownGrammar:
     a_body = ir.alt(ir.literal("a" * 10), ir.seq(ir.literal("("), call_symbol(1), ir.literal(")")))
     b_body = ir.alt(ir.literal("b"), ir.seq(ir.literal("["), call_symbol(0), ir.literal("]")))
     return compile_pushdown(ir.seq(ir.literal("x"), call_symbol(0)), [Definition("A", a_body), Definition("B", b_body)])
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars())
+def test_the_grammar_reads_its_successors_once_for_the_graph_and_its_live_states(grammar: PushdownGrammar | None
+                                                                                 ) -> None:
+    """The successor lists the grammar lists once give the completion graph the predecessors a search of its table
+    gives, and `has_successor` is a live own move or a call, as read off the table."""
+    if grammar is None:
+        return
+    expected = (grammar.own_classes >= 0).any(axis=1)
+    expected[grammar.call_state] = True
+    assert grammar.has_successor.dtype == bool and np.array_equal(grammar.has_successor, expected)
+    given_lists = CompletionGraph(grammar, successors=successor_lists(grammar.own_classes)).before
+    searched = predecessor_lists(grammar.own_classes)
+    assert all(np.array_equal(got, want) for got, want in zip(given_lists, searched))
