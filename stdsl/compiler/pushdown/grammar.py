@@ -178,20 +178,12 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     byte_class, first_byte = common_byte_classes([symbol_class[:CALL_BASE] for _, symbol_class, _ in bodies])
     offsets = np.cumsum([0] + [len(table) for table, _, _ in bodies])
     total = int(offsets[-1])
-    own_classes = np.empty((total, len(first_byte)), dtype=np.int16 if total < 2**15 else np.int32)
+    own_classes = laid_out_moves(bodies, first_byte)
     owner = np.zeros(total, dtype=np.int32)
     call_state: list[np.ndarray] = []
     call_callee: list[np.ndarray] = []
     call_return: list[np.ndarray] = []
     for index, ((table, symbol_class, _), off) in enumerate(zip(bodies, offsets[:-1].tolist())):
-        columns = symbol_class[first_byte]
-        for lo in range(0, len(table), LAYOUT_ROWS):
-            check_deadline("laying out the pushdown")
-            own = table[lo:lo + LAYOUT_ROWS][:, columns]
-            block = own_classes[off + lo:off + lo + len(own)]
-            np.greater_equal(own, 0, out=block)
-            block *= off
-            block += own  # a move shifted by the body's offset, -1 (dead) kept: no temporary beside `own`
         owner[off:off + len(table)] = index
         calls = table[:, symbol_class[CALL_BASE:]]
         states, called = np.nonzero(calls >= 0)
@@ -205,6 +197,26 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
                               max_depth)
     grammar.fragment = (main, tuple(definitions))
     return grammar
+
+
+def laid_out_moves(bodies: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], first_byte: np.ndarray) -> np.ndarray:
+    """The own moves of `bodies` (in `_body_dfa`'s form) one after another in one state space, over the common
+    classes whose first bytes are `first_byte`: each move shifted by its body's offset, the dead move kept (-1);
+    int16 where the states fit.  A block of rows is shifted over its body's own classes, then spread over the
+    common ones (fewer cells written than shifting it over the common classes)."""
+    total = sum(len(table) for table, _, _ in bodies)
+    own_classes = np.empty((total, len(first_byte)), dtype=np.int16 if total < 2**15 else np.int32)
+    off = 0
+    for table, symbol_class, _ in bodies:
+        columns = symbol_class[first_byte]
+        shifted = np.append(np.arange(off, off + len(table), dtype=own_classes.dtype), own_classes.dtype.type(-1))
+        for lo in range(0, len(table), LAYOUT_ROWS):
+            check_deadline("laying out the pushdown")
+            rows = table[lo:lo + LAYOUT_ROWS]
+            moved = np.take(shifted, rows, mode="wrap")
+            np.take(moved, columns, axis=1, out=own_classes[off + lo:off + lo + len(rows)])
+        off += len(table)
+    return own_classes
 
 
 LAYOUT_ROWS = 8192
