@@ -312,8 +312,8 @@ class _Substitution:
             for done, copy in enumerate(distinct_values(copy_of).tolist()):
                 if done & 255 == 255:
                     check_deadline("counting the substituted automaton")
-                table, first, piece = self.copies[copy]
-                inside, ends = self._region(piece, table, entered[copy_of == copy] - first)
+                _, first, piece = self.copies[copy]
+                inside, ends = piece_region(self.flat[piece], entered[copy_of == copy] - first)
                 inside = inside + first
                 fresh = inside[~seen[inside]]
                 seen[fresh] = True
@@ -325,11 +325,6 @@ class _Substitution:
             count += len(frontier)
         return None if count > limit else seen
 
-    def _region(self, piece: int, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`piece_region` of `flat[piece]` (over `table`, its table over this substitution's classes) entered at
-        `states`."""
-        return piece_region(self.flat[piece], table, states)
-
 
 _REGIONS = caches.kind("regions of substituted pieces")
 """`piece_region` per piece (by identity) and states entered: a piece whose copies are entered alike is searched
@@ -337,11 +332,13 @@ once, and so is a long chain met again in another substitution (the pushdown bod
 plain try's root body that held them all: MaskBench sp_371 searched its 20,000-state chain four times)."""
 
 
-def piece_region(piece: Automaton, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The states of `piece` (its moves read from `table`, over any classes) reached from its non-accepting
-    `states` (sorted) through non-accepting states, and the accepting ones reached (the ends, where a copy returns
-    to the skeleton), kept per piece and `states`: which states are reached does not depend on the classes."""
-    return _REGIONS.get((piece,), lambda: _searched_region(piece.accepting, table, states), (states.tobytes(),))
+def piece_region(piece: Automaton, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The states of `piece` reached from its non-accepting `states` (sorted) through non-accepting states, and the
+    accepting ones reached (the ends, where a copy returns to the skeleton), kept per piece and `states`.  Searched
+    over the piece's own classes: which states are reached does not depend on the classes, and a row of a long
+    string's own classes is a third as wide as one of a substitution's (sp_371: 25 against 81)."""
+    return _REGIONS.get((piece,), lambda: _searched_region(piece.accepting, piece.class_transitions, states),
+                        (states.tobytes(),))
 
 
 def _searched_region(accepting: np.ndarray, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
