@@ -179,24 +179,33 @@ def _skeletons(placeholders: int) -> st.SearchStrategy[ir.Node]:
         inner.map(ir.star), inner.map(ir.optional)), max_leaves=8)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
+SUBSTITUTIONS = st.integers(1, 3).flatmap(lambda count: st.tuples(
     _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
-                                min_size=count, max_size=count))))
+                                min_size=count, max_size=count)))
+"""A skeleton over placeholder symbols and, for each symbol, one or two piece patterns read in its place."""
+
+
+def _substitution(case: tuple) -> tuple[np.ndarray, list[bool], list[list[Automaton]]]:
+    """The skeleton's minimal table over bytes and placeholders, its accepting states, and the pieces' automata
+    (a skeleton past 10,000 DFA states is rejected)."""
+    node, patterns = case
+    try:
+        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, 256 + len(patterns))
+    except StateBudgetError:
+        reject()
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+    return skeleton, accepting, [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+
+
+@settings(max_examples=150, deadline=None)
+@given(SUBSTITUTIONS)
 def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: tuple) -> None:
     """Past its budget the substitution finds the reachable states over its pieces' regions (`_reached`),
     not over a table of every copy: on skeletons whose pieces are read in sequence, in parallel (alternatives, a
     piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it finds as many
     states as the DFA it returns, refuses a budget one short of it, and returns that same DFA within it."""
-    node, patterns = case
-    symbols = 256 + len(patterns)
-    try:
-        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
-    except StateBudgetError:
-        reject()
-    table, accepting = minimize(dfa.table, dfa.accepting)
-    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
-    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    skeleton, accepting, pieces = _substitution(case)
     found = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
     size = len(found[1])
     counting = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
@@ -233,22 +242,11 @@ def _old_path(skeleton: np.ndarray, accepting: list[bool], pieces: list[list[Aut
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
-    _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
-                                min_size=count, max_size=count))),
-       st.sampled_from([1, 3, 1 << 16]))
+@given(SUBSTITUTIONS, st.sampled_from([1, 3, 1 << 16]))
 def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple, cells: int) -> None:
     """The trimmed table written row by row from the pieces' tables (`_trimmed`, a few rows or many between
     deadline checks) is the one the old path built from a table of every copy, with and without a state budget."""
-    node, patterns = case
-    symbols = 256 + len(patterns)
-    try:
-        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
-    except StateBudgetError:
-        reject()
-    table, accepting = minimize(dfa.table, dfa.accepting)
-    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
-    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    skeleton, accepting, pieces = _substitution(case)
     expected = _old_path(skeleton, accepting, pieces)
     kept = subset_substitution.GATHER_CELLS
     subset_substitution.GATHER_CELLS = cells
