@@ -156,15 +156,17 @@ def _built(key: ir.Node, build: Callable[[], Automaton | None], found: _Found) -
 
 def _closed(item: ir.Repeat | ir.Embedded, after: ir.ByteSet, max_states: int, chain: ChainBuilder, found: _Found
             ) -> Automaton | None:
-    """The chain `item` followed by the byte set `after` as one piece (`_then_byte`), or None."""
+    """The chain `item` followed by the byte set `after` as one piece (`_then_byte`), or None; one piece per chain
+    (by identity) and byte set, so that the substitution's searches kept per piece serve the next expression holding
+    the same string (`subset_substitution.piece_region`)."""
     built = _built(item, lambda: chain(item, max_states), found)
-    return None if built is None else _CLOSED.get((built,), lambda: _then_byte(built, after.ranges), after.ranges)
+    if built is None:
+        return None
+    return _CLOSED.get((built,), lambda: _then_byte(built, after.ranges), (after.ranges,))
 
 
-_CLOSED = caches.kind("chains closed by a byte")
-"""`_then_byte` per chain (by identity, the chain builder keeps them) and closing bytes: a long string's chain closed
-by its quote is the same piece in the DFA try and in every pushdown body that holds the string (`o9787` closed its
-four strings of 1,000 characters 19 times, 0.05 s)."""
+_CLOSED = caches.kind("long chains closed by a byte")
+"""`_then_byte` per chain (by identity) and byte ranges (`_closed`)."""
 
 
 def _chain_free(node: ir.Node) -> bool:

@@ -51,13 +51,18 @@ def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def predecessor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct predecessors of each state as CSR arrays `(indptr, indices)`."""
-    indptr, targets = successor_lists(table)
-    sources = np.repeat(np.arange(len(table), dtype=np.int64), np.diff(indptr))
+    return reversed_lists(*successor_lists(table))
+
+
+def reversed_lists(indptr: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR lists `(indptr, targets)` of each state's successors turned into each state's predecessors."""
+    states = len(indptr) - 1
+    sources = np.repeat(np.arange(states, dtype=np.int64), np.diff(indptr))
     check_deadline("listing successors")
     order = np.argsort(targets, kind="stable")
     check_deadline("listing successors")
-    counts = np.bincount(targets, minlength=len(table))
-    reverse_indptr = np.zeros(len(table) + 1, dtype=np.int64)
+    counts = np.bincount(targets, minlength=states)
+    reverse_indptr = np.zeros(states + 1, dtype=np.int64)
     np.cumsum(counts, out=reverse_indptr[1:])
     return reverse_indptr, sources[order]
 
@@ -315,10 +320,12 @@ def bfs_order(table: np.ndarray, start: int = 0) -> np.ndarray:
     return np.array(order, dtype=np.int64)
 
 
-def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Renumber states in `bfs_order` from `start`, which becomes 0 (unreachable states are dropped)."""
+def renumber_bfs(table: np.ndarray, accepting: np.ndarray, start: int = 0,
+                 dtype: type[np.integer] = np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber states in `bfs_order` from `start`, which becomes 0 (unreachable states are dropped); the table
+    written in `dtype`."""
     order = bfs_order(table, start)
-    new_id = np.full(len(table) + 1, -1, dtype=np.int64)
+    new_id = np.full(len(table) + 1, -1, dtype=dtype)
     new_id[order] = np.arange(len(order))
     return renamed_rows(new_id, table, order, "minimization"), accepting[order]
 
@@ -348,19 +355,20 @@ def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fal
 
 
 def trim_in_bfs_order(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False,
-                      in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                      in_bfs_order: bool = False, dtype: type[np.integer] = np.int64) -> tuple[np.ndarray, np.ndarray]:
     """`trim`, states renumbered in `bfs_order`: `minimize`'s table whenever the DFA given is already minimal (a
     minimal DFA's BFS numbering is unique), else the same language with some equivalent states kept apart.
     `in_bfs_order` says the table is numbered so already (a subset construction's): the trim keeps that order
     (a kept state's first visitor is kept too), so nothing is renumbered.  A table known reachable, live and so
     numbered is returned as given (its dtype too): copying a large one to int64 took 0.1 s on a loaded machine; one
-    known reachable and live is renumbered from the table as given (only read)."""
+    known reachable and live is renumbered from the table as given (only read), into a table of `dtype` (a pushdown
+    body's int32: a laid-out chain's table was written in int64 only to be copied to int32)."""
     if all_reachable and all_live and in_bfs_order:
         return trim(np.asarray(table), np.asarray(accepting, dtype=bool), True, True)
     given = (np.asarray(table) if all_reachable and all_live
              else converted(np.asarray(table), np.int64, "trimming the automaton"))
     table, accepting = trim(given, np.asarray(accepting, dtype=bool), all_reachable, all_live)
-    return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
+    return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting, dtype=dtype)
 
 
 MINIMIZE_UP_TO = 8_000

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from stdsl import caches
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
 from stdsl.compiler.automata.entered_regions import entered_region, moved_into_past_start
 from stdsl.compiler.automata.minimize import distinct_values
@@ -63,7 +64,7 @@ class _Substitution:
         self.copies: list[tuple[np.ndarray, int, int]] = []
         """Each piece's copy: (its piece's table over the classes, the copy's first state, the piece's index in
         `flat`), by first state."""
-        self.piece_accepting = [piece.accepting for piece in flat]
+        self.flat = flat
         self.entries: dict[tuple[int, int], list[int]] = {}
         """The start of each piece's copy per (placeholder column, target)."""
         ends: list[np.ndarray] = []
@@ -89,10 +90,6 @@ class _Substitution:
         self.table: np.ndarray | None = None
         """The NFA's table with every copy laid out (`_laid_out`): at once without a state budget, else only once
         the reachable states are found within it."""
-        self.regions: dict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = {}
-        """`_region` per piece and states entered: a piece whose copies are entered alike is searched once."""
-        self.moved_into: dict[int, np.ndarray | None] = {}
-        """`moved_into_past_start` per piece, found on its first region."""
         self.size = size
         self.accepting = np.zeros(size, dtype=bool)
         self.accepting[:len(skeleton)] = accepting
@@ -316,8 +313,8 @@ class _Substitution:
             for done, copy in enumerate(distinct_values(copy_of).tolist()):
                 if done & 255 == 255:
                     check_deadline("counting the substituted automaton")
-                table, first, piece = self.copies[copy]
-                inside, ends = self._region(piece, table, entered[copy_of == copy] - first)
+                _, first, piece = self.copies[copy]
+                inside, ends = piece_region(self.flat[piece], entered[copy_of == copy] - first)
                 inside = inside + first
                 fresh = inside[~seen[inside]]
                 seen[fresh] = True
@@ -329,58 +326,73 @@ class _Substitution:
             count += len(frontier)
         return None if count > limit else seen
 
-    def _region(self, piece: int, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The states of `flat[piece]` (over `table`) reached from its non-accepting `states` (sorted) through
-        non-accepting states, and the accepting ones reached (the ends, where a copy returns to the skeleton): a
-        breadth-first level at a time, in numpy for a wide level and state by state in Python for a narrow one (a
-        long chain has a state or two a level)."""
-        key = (piece, states.tobytes())
-        found = self.regions.get(key)
-        if found is not None:
-            return found
-        accepting = self.piece_accepting[piece]
-        if piece not in self.moved_into:
-            self.moved_into[piece] = moved_into_past_start(table, accepting)
-        moved_into = self.moved_into[piece]
-        if moved_into is not None:
-            whole = entered_region(table, accepting, moved_into, states)
-            if whole is not None:
-                self.regions[key] = whole
-                return whole
-        ending = accepting.tolist()
-        narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
-        marks = bytearray(len(table))
-        seen = np.frombuffer(marks, dtype=bool)
-        seen[states] = True
-        inside: list[int] = states.tolist()
-        ends: list[int] = []
-        frontier: list[int] | np.ndarray = list(inside)
-        levels = 0
-        while len(frontier):
-            if levels & 63 == 0:
-                check_deadline("counting the substituted automaton")
-            levels += 1
-            if len(frontier) < narrow:
-                following: list[int] = []
-                for state in list(frontier):
-                    for target in table[state].tolist():
-                        if target >= 0 and not marks[target]:
-                            marks[target] = 1
-                            (ends if ending[target] else following).append(target)
-                inside.extend(following)
-                frontier = following
-                continue
-            moved = table[np.asarray(frontier, dtype=np.int64)].reshape(-1)
-            moved = distinct_values(moved[moved >= 0].astype(np.int64))
-            moved = moved[~seen[moved]]
-            seen[moved] = True
-            closing = accepting[moved]
-            ends.extend(moved[closing].tolist())
-            opened = moved[~closing]
-            inside.extend(opened.tolist())
-            frontier = opened
-        found = self.regions[key] = (np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64))
-        return found
+
+_REGIONS = caches.kind("regions of substituted pieces")
+"""`piece_region` per piece (by identity) and states entered: a piece whose copies are entered alike is searched
+once, and so is a long chain met again in another substitution (the pushdown bodies that hold one string each, a
+plain try's root body that held them all: MaskBench sp_371 searched its 20,000-state chain four times)."""
+
+
+def piece_region(piece: Automaton, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The states of `piece` reached from its non-accepting `states` (sorted) through non-accepting states, and the
+    accepting ones reached (the ends, where a copy returns to the skeleton), kept per piece and `states`.  Searched
+    over the piece's own classes: which states are reached does not depend on the classes, and a row of a long
+    string's own classes is a quarter as wide as one of a substitution's (sp_371: 22 against 81)."""
+    return _REGIONS.get((piece,), lambda: _region(piece.accepting, piece.class_transitions, states),
+                        (states.tobytes(),))
+
+
+def _region(accepting: np.ndarray, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`piece_region`, read from the piece's shape where it proves every state past the start reached
+    (`entered_regions`: a long string entered at its first character), else searched."""
+    moved_into = moved_into_past_start(table, accepting)
+    whole = None if moved_into is None else entered_region(table, accepting, moved_into, states)
+    if whole is None:
+        return _searched_region(accepting, table, states)
+    for array in whole:
+        array.setflags(write=False)
+    return whole
+
+
+def _searched_region(accepting: np.ndarray, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`piece_region`, searched: a breadth-first level at a time, in numpy for a wide level and state by state in
+    Python for a narrow one (a long chain has a state or two a level).  Both arrays are read-only (kept)."""
+    ending = accepting.tolist()
+    narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
+    marks = bytearray(len(table))
+    seen = np.frombuffer(marks, dtype=bool)
+    seen[states] = True
+    inside: list[int] = states.tolist()
+    ends: list[int] = []
+    frontier: list[int] | np.ndarray = list(inside)
+    levels = 0
+    while len(frontier):
+        if levels & 63 == 0:
+            check_deadline("counting the substituted automaton")
+        levels += 1
+        if len(frontier) < narrow:
+            following: list[int] = []
+            for state in list(frontier):
+                for target in table[state].tolist():
+                    if target >= 0 and not marks[target]:
+                        marks[target] = 1
+                        (ends if ending[target] else following).append(target)
+            inside.extend(following)
+            frontier = following
+            continue
+        moved = table[np.asarray(frontier, dtype=np.int64)].reshape(-1)
+        moved = distinct_values(moved[moved >= 0].astype(np.int64))
+        moved = moved[~seen[moved]]
+        seen[moved] = True
+        closing = accepting[moved]
+        ends.extend(moved[closing].tolist())
+        opened = moved[~closing]
+        inside.extend(opened.tolist())
+        frontier = opened
+    found = np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64)
+    for array in found:
+        array.setflags(write=False)
+    return found
 
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:

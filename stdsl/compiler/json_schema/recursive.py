@@ -138,6 +138,7 @@ class _CallingCompiler(_Compiler):
         self.context = context or document_context(root)
         self.extra: dict[str, tuple[Schema, str]] = {}
         self.names = {target: target for target in calls}
+        self._taken_names = set(self.names.values())
         self.outline, self.inlined, self.any_levels = outline, inlined, any_levels
         self.nesting = self.deepest = 0
         self._memos = {0: self._lowered}
@@ -206,9 +207,10 @@ class _CallingCompiler(_Compiler):
                                   "definitions or outlined members)", path)
             self.calls[key] = call_symbol(len(self.calls))
             self.extra[key] = (schema, path)
-            taken = set(self.names.values())
+            taken = self._taken_names
             self.names[key] = next(n for n in (name, *(f"{name} ({i})" for i in range(2, len(taken) + 3)))
                                    if n not in taken)
+            taken.add(self.names[key])
         return self.calls[key]
 
     def _any_value(self, depth: int) -> ir.Node:

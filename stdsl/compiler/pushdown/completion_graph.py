@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists
+from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reversed_lists
 from stdsl.compiler.deadline import check_deadline
 
 UNREACHABLE = np.iinfo(np.int64).max // 4
@@ -46,16 +46,19 @@ per state, and a round's numpy calls cost more than its few moves (Github_hard--
 class CompletionGraph:
     """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
     caller to its return state costs the callee's own completion (given per call).  `moves` is some of the grammar's
-    own moves over byte classes (only which state moves to which matters); None: all of them."""
+    own moves over byte classes (only which state moves to which matters); None: all of them, whose successor lists
+    (`minimize.successor_lists` of `own_classes`) are `successors` where the grammar has them already."""
 
-    def __init__(self, grammar: GrammarMoves, moves: np.ndarray | None = None) -> None:
+    def __init__(self, grammar: GrammarMoves, moves: np.ndarray | None = None,
+                 successors: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         num = grammar.num_states
         self.num_states = num
         self.accepting = np.flatnonzero(grammar.accepting)
         self.callee_starts = grammar.starts[grammar.call_callee].astype(np.int64)
         self.callers = grammar.call_state.astype(np.int64)
         self.returns = grammar.call_return.astype(np.int64)
-        self.before = predecessor_lists(grammar.own_classes if moves is None else moves)
+        self.before = (reversed_lists(*successors) if moves is None and successors is not None
+                       else predecessor_lists(grammar.own_classes if moves is None else moves))
         self.calls_returning = _grouped(grammar.call_return.astype(np.int64),
                                         np.arange(len(grammar.call_state), dtype=np.int64), num)
         self._lists: tuple[list[int], list[int], list[int], list[int], list[int]] | None = None
@@ -64,11 +67,14 @@ class CompletionGraph:
         """Per state, the fewest bytes to an accepting state, a call edge e costing `call_cost[e]` (UNREACHABLE:
         not taken): Dijkstra from the accepting states along the reversed moves (a breadth-first search where no
         call can be taken).  `after` is a search already made
-        (its distances and call costs): where no call costs more now, its distances are still reachable, so a small
-        graph's search goes on from them through the calls that became cheaper (a level of `bn_within` from the one
-        before it, which usually differs in a few states)."""
+        (its distances and call costs): where no call costs more now, its distances are still reachable, so the
+        search goes on from them through the calls that became cheaper (a level of `bn_within` from the one before
+        it, which usually differs in a few states: 27 of sp_371's 100,000).  A large graph's search goes on only
+        from a search that took some call: the first level with calls differs from the one without in many (10,000
+        of sp_371's), which a whole search settles faster."""
         if self.num_states >= SMALL_GRAPH_STATES:
-            return self._shortest_bucketed(call_cost)
+            going_on = after is not None and bool((call_cost <= after[1]).all() and (after[1] < UNREACHABLE).any())
+            return self._shortest_bucketed(call_cost, after if going_on else None)
         if not (call_cost < UNREACHABLE).any():
             return self._byte_distances()
         if after is None or not (call_cost <= after[1]).all():
@@ -137,13 +143,23 @@ class CompletionGraph:
                     heapq.heappush(heap, (through, caller))
         return np.array(dist, dtype=np.int64)
 
-    def _shortest_bucketed(self, call_cost: np.ndarray) -> np.ndarray:
-        """`shortest` with one bucket per distance, each settled as one numpy step (Dial's algorithm)."""
-        dist = np.full(self.num_states, UNREACHABLE, dtype=np.int64)
+    def _shortest_bucketed(self, call_cost: np.ndarray, after: tuple[np.ndarray, np.ndarray] | None = None
+                           ) -> np.ndarray:
+        """`shortest` with one bucket per distance, each settled as one numpy step (Dial's algorithm); from the
+        accepting states, or going on from a search `after` whose call costs are nowhere lower (`shortest`), from
+        the callers the cheaper calls bring closer.  Going on that turns narrow starts afresh instead: a long chain
+        of closer states (sp_371: 10,000 along its strings) is settled faster by a whole search than by the heap."""
         settled = np.zeros(self.num_states, dtype=bool)
-        dist[self.accepting] = 0
-        buckets: dict[int, list[np.ndarray]] = {0: [self.accepting]}
-        pending = [0]
+        buckets: dict[int, list[np.ndarray]] = {}
+        pending: list[int] = []
+        if after is None:
+            dist = np.full(self.num_states, UNREACHABLE, dtype=np.int64)
+            dist[self.accepting] = 0
+            _push(buckets, pending, 0, self.accepting)
+        else:
+            dist = after[0].copy()
+            cheaper = np.flatnonzero(call_cost < after[1])
+            self._relax_calls(dist, buckets, pending, cheaper, dist[self.returns[cheaper]], call_cost)
         rounds = settled_count = 0
         while pending:
             rounds += 1
@@ -155,6 +171,8 @@ class CompletionGraph:
             if not frontier.size:
                 continue
             if rounds >= NARROW_ROUNDS and settled_count < rounds * NARROW_FRONTIER:
+                if after is not None:
+                    return self._shortest_bucketed(call_cost)
                 waiting = [(level, state) for state in frontier.tolist()]
                 waiting += [(at, state) for at, parts in buckets.items() for part in parts for state in part.tolist()]
                 return self._shortest_listed(call_cost, dist.tolist(), waiting)
@@ -167,14 +185,20 @@ class CompletionGraph:
                 _push(buckets, pending, level + 1, before)
             edges = csr_gather(*self.calls_returning, frontier)
             if edges.size:
-                costs = np.minimum(level + call_cost[edges], UNREACHABLE)
-                callers = self.callers[edges]
-                better = costs < dist[callers]
-                callers, costs = callers[better], costs[better]
-                np.minimum.at(dist, callers, costs)
-                for cost in distinct_values(costs).tolist():
-                    _push(buckets, pending, cost, callers[costs == cost])
+                self._relax_calls(dist, buckets, pending, edges, np.full(len(edges), level, dtype=np.int64), call_cost)
         return dist
+
+    def _relax_calls(self, dist: np.ndarray, buckets: dict[int, list[np.ndarray]], pending: list[int],
+                     edges: np.ndarray, returned: np.ndarray, call_cost: np.ndarray) -> None:
+        """Lower each caller of `edges` to its return state's distance (`returned`, per edge) plus the call's cost
+        where that is shorter (and reachable), into the bucket of its new distance."""
+        costs = np.minimum(returned + call_cost[edges], UNREACHABLE)
+        callers = self.callers[edges]
+        better = costs < dist[callers]
+        callers, costs = callers[better], costs[better]
+        np.minimum.at(dist, callers, costs)
+        for cost in distinct_values(costs).tolist():
+            _push(buckets, pending, cost, callers[costs == cost])
 
 
 def _push(buckets: dict[int, list[np.ndarray]], pending: list[int], level: int, states: np.ndarray) -> None:

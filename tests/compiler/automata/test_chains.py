@@ -179,24 +179,33 @@ def _skeletons(placeholders: int) -> st.SearchStrategy[ir.Node]:
         inner.map(ir.star), inner.map(ir.optional)), max_leaves=8)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
+SUBSTITUTIONS = st.integers(1, 3).flatmap(lambda count: st.tuples(
     _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
-                                min_size=count, max_size=count))))
+                                min_size=count, max_size=count)))
+"""A skeleton over placeholder symbols and, for each symbol, one or two piece patterns read in its place."""
+
+
+def _substitution(case: tuple) -> tuple[np.ndarray, list[bool], list[list[Automaton]]]:
+    """The skeleton's minimal table over bytes and placeholders, its accepting states, and the pieces' automata
+    (a skeleton past 10,000 DFA states is rejected)."""
+    node, patterns = case
+    try:
+        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, 256 + len(patterns))
+    except StateBudgetError:
+        reject()
+    table, accepting = minimize(dfa.table, dfa.accepting)
+    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
+    return skeleton, accepting, [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+
+
+@settings(max_examples=150, deadline=None)
+@given(SUBSTITUTIONS)
 def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: tuple) -> None:
     """Past its budget the substitution finds the reachable states over its pieces' regions (`_reached`),
     not over a table of every copy: on skeletons whose pieces are read in sequence, in parallel (alternatives, a
     piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it finds as many
     states as the DFA it returns, refuses a budget one short of it, and returns that same DFA within it."""
-    node, patterns = case
-    symbols = 256 + len(patterns)
-    try:
-        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
-    except StateBudgetError:
-        reject()
-    table, accepting = minimize(dfa.table, dfa.accepting)
-    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
-    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    skeleton, accepting, pieces = _substitution(case)
     found = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
     size = len(found[1])
     counting = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
@@ -233,22 +242,11 @@ def _old_path(skeleton: np.ndarray, accepting: list[bool], pieces: list[list[Aut
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda count: st.tuples(
-    _skeletons(count), st.lists(st.lists(st.sampled_from(PIECE_PATTERNS), min_size=1, max_size=2),
-                                min_size=count, max_size=count))),
-       st.sampled_from([1, 3, 1 << 16]))
+@given(SUBSTITUTIONS, st.sampled_from([1, 3, 1 << 16]))
 def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple, cells: int) -> None:
     """The trimmed table written row by row from the pieces' tables (`_trimmed`, a few rows or many between
     deadline checks) is the one the old path built from a table of every copy, with and without a state budget."""
-    node, patterns = case
-    symbols = 256 + len(patterns)
-    try:
-        dfa = determinize(build_nfa(ir.seq(node, ir.literal(";"))), 10_000, symbols)
-    except StateBudgetError:
-        reject()
-    table, accepting = minimize(dfa.table, dfa.accepting)
-    skeleton = np.asarray(table, dtype=np.int32)[:, dfa.byte_class]
-    pieces = [[build_automaton(parse_regex(pattern)) for pattern in column] for column in patterns]
+    skeleton, accepting, pieces = _substitution(case)
     expected = _old_path(skeleton, accepting, pieces)
     kept = subset_substitution.GATHER_CELLS
     subset_substitution.GATHER_CELLS = cells
@@ -261,19 +259,53 @@ def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple
         assert all(got.dtype == want.dtype and np.array_equal(got, want) for got, want in zip(found, expected))
 
 
-def test_a_chain_closed_by_its_quote_is_one_piece_in_every_expression_that_holds_it() -> None:
-    string = schema_to_ir({"type": "string", "maxLength": 70})
+@settings(max_examples=100, deadline=None)
+@given(SUBSTITUTIONS, st.data())
+def test_a_substitution_served_from_kept_regions_writes_the_cold_table(case: tuple, data: st.DataObject) -> None:
+    """Regions are kept per piece across substitutions (`subset_substitution.piece_region`): a second skeleton
+    substituting the same pieces, whose regions the first kept, gives the table, accepting mask and classes it gives
+    with nothing kept, and refuses a budget one short of it alike."""
+    other = data.draw(_skeletons(len(case[1])))
+    caches.clear()
+    second, second_accepting, _ = _substitution((other, case[1]))
+    first, first_accepting, pieces = _substitution(case)
+    cold = subset_substitution.substituted_classes(second, second_accepting, pieces, 256)
+    caches.clear()
+    subset_substitution.substituted_classes(first, first_accepting, pieces, 256)
+    warm = subset_substitution.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]))
+    assert all(np.array_equal(got, expected) for got, expected in zip(warm, cold))
+    with pytest.raises(subset_substitution.TooManyStates):
+        subset_substitution.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]) - 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(PIECE_PATTERNS), st.data())
+def test_a_kept_region_is_the_one_a_search_over_every_byte_finds(pattern: str, data: st.DataObject) -> None:
+    """A piece's region, searched over its own classes and kept, holds the states a search over its 256-column
+    table finds from the same entering states, and is what the next request for it gets."""
+    caches.clear()
+    piece = build_automaton(parse_regex(pattern))
+    candidates = np.flatnonzero(~piece.accepting).tolist()
+    if not candidates:
+        reject()
+    states = np.array(sorted(data.draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=3, unique=True))))
+    kept = subset_substitution.piece_region(piece, states)
+    assert subset_substitution.piece_region(piece, states) is kept
+    bytes_table = np.asarray(piece.class_transitions, dtype=np.int32)[:, np.asarray(piece.byte_class)]
+    inside, ends = subset_substitution._searched_region(piece.accepting, bytes_table, states)
+    assert (set(kept[0].tolist()), set(kept[1].tolist())) == (set(inside.tolist()), set(ends.tolist()))
+
+
+def test_a_string_closed_by_its_quote_is_one_piece_for_every_expression_that_holds_it() -> None:
+    """Two expressions holding the same long string then its closing quote lay out one closed piece (kept per chain
+    and byte set), so the second substitution finds its region kept; each still gives the subset construction's
+    DFA."""
+    caches.clear()
+    string = schema_to_ir({"type": "string", "maxLength": 12})
+    before = chains._CLOSED.stats()
     first = ir.seq(ir.literal('{"a":'), string, ir.literal("}"))
-    second = ir.seq(ir.literal('["'), string, ir.literal("]"))
-    pieces: list[list[Automaton]] = []
-    original = chains.substituted_classes
-
-    def recording(skeleton, accepting, found, *rest):  # type: ignore[no-untyped-def]
-        pieces.append([piece for column in found for piece in column])
-        return original(skeleton, accepting, found, *rest)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(chains, "substituted_classes", recording)
-        _same(first)
-        _same(second)
-    assert pieces[0][0] is pieces[1][0]
+    second = ir.seq(ir.literal("["), string, ir.literal(",1]"))
+    _same(first)
+    _same(second)
+    after = chains._CLOSED.stats()
+    assert after.misses - before.misses == 1 and after.hits - before.hits >= 1

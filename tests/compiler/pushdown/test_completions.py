@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.minimize import predecessor_lists, successor_lists
 from stdsl.compiler.pushdown import completion_graph
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
-from stdsl.compiler.pushdown.grammar import PushdownGrammar
+from stdsl.compiler.pushdown.grammar import (
+    Definition,
+    PushdownGrammar,
+    call_symbol,
+    compile_pushdown,
+)
 from tests.compiler.pushdown.random_grammars import grammars as random_grammars
 
 
@@ -110,3 +117,70 @@ def test_a_level_continued_from_the_one_before_is_a_whole_search(grammar: Pushdo
         cost = level[graph.callee_starts]
         assert graph.shortest(cost, before).tolist() == graph._shortest_listed(cost).tolist()
         before = (graph._shortest_listed(cost), cost)
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars(), st.integers(1, 4), st.integers(1, 3))
+def test_a_bucketed_level_continued_from_the_one_before_is_a_whole_search(
+        grammar: PushdownGrammar | None, rounds: int, frontier: int) -> None:
+    """A large grammar's bucketed search goes on from the level before it too (from the callers of the calls that
+    became cheaper), handing a narrow search over to the heap or not: every level is the full heap search's."""
+    if grammar is None:
+        return
+    graph = CompletionGraph(grammar)
+    none = np.full(len(graph.callers), UNREACHABLE, dtype=np.int64)
+    kept = completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER
+    completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER = rounds, frontier
+    try:
+        before = (graph._shortest_listed(none), none)
+        for level in grammar.bn_within:
+            cost = level[graph.callee_starts]
+            expected = graph._shortest_listed(cost).tolist()
+            if (cost <= before[1]).all():
+                assert graph._shortest_bucketed(cost, before).tolist() == expected
+            assert graph._shortest_bucketed(cost).tolist() == expected
+            before = (np.array(expected, dtype=np.int64), cost)
+    finally:
+        completion_graph.NARROW_ROUNDS, completion_graph.NARROW_FRONTIER = kept
+
+
+def test_a_large_grammar_goes_on_from_a_level_that_took_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `SMALL_GRAPH_STATES` a level is searched on from the level before it where that one took some call (and
+    no call costs more now); the level after the one without calls is searched whole.  Either way the levels are
+    those a small graph's searches give."""
+    expected_levels = _nested_grammar().bn_within.tolist()
+    going_on: list[bool] = []
+    original = CompletionGraph._shortest_bucketed
+
+    def recorded(self: CompletionGraph, cost: np.ndarray, after: object = None) -> np.ndarray:
+        going_on.append(after is not None)
+        return original(self, cost, after)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(completion_graph, "SMALL_GRAPH_STATES", 0)
+    monkeypatch.setattr(CompletionGraph, "_shortest_bucketed", recorded)
+    grammar = _nested_grammar()
+    assert grammar.bn_within.tolist() == expected_levels and len(expected_levels) >= 3
+    assert going_on[:2] == [False, False] and any(going_on[2:])
+
+
+def _nested_grammar() -> PushdownGrammar:
+    """A grammar whose completions shorten over three levels: A is ten a's or (B), B is b or [A]."""
+    a_body = ir.alt(ir.literal("a" * 10), ir.seq(ir.literal("("), call_symbol(1), ir.literal(")")))
+    b_body = ir.alt(ir.literal("b"), ir.seq(ir.literal("["), call_symbol(0), ir.literal("]")))
+    return compile_pushdown(ir.seq(ir.literal("x"), call_symbol(0)), [Definition("A", a_body), Definition("B", b_body)])
+
+
+@settings(max_examples=100, deadline=None)
+@given(grammars())
+def test_the_grammar_reads_its_successors_once_for_the_graph_and_its_live_states(grammar: PushdownGrammar | None
+                                                                                 ) -> None:
+    """The successor lists the grammar lists once give the completion graph the predecessors a search of its table
+    gives, and `has_successor` is a live own move or a call, as read off the table."""
+    if grammar is None:
+        return
+    expected = (grammar.own_classes >= 0).any(axis=1)
+    expected[grammar.call_state] = True
+    assert grammar.has_successor.dtype == bool and np.array_equal(grammar.has_successor, expected)
+    given_lists = CompletionGraph(grammar, successors=successor_lists(grammar.own_classes)).before
+    searched = predecessor_lists(grammar.own_classes)
+    assert all(np.array_equal(got, want) for got, want in zip(given_lists, searched))
