@@ -344,19 +344,19 @@ def piece_region(piece: Automaton, states: np.ndarray) -> tuple[np.ndarray, np.n
 
 def _region(accepting: np.ndarray, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`piece_region`, read from the piece's shape where it proves every state past the start reached
-    (`entered_regions`: a long string entered at its first character), else searched."""
+    (`entered_regions`: a long string entered at its first character), else searched; both arrays read-only (kept)."""
     moved_into = moved_into_past_start(table, accepting)
-    whole = None if moved_into is None else entered_region(table, accepting, moved_into, states)
-    if whole is None:
-        return _searched_region(accepting, table, states)
-    for array in whole:
+    found = None if moved_into is None else entered_region(table, accepting, moved_into, states)
+    if found is None:
+        found = _searched_region(accepting, table, states)
+    for array in found:
         array.setflags(write=False)
-    return whole
+    return found
 
 
 def _searched_region(accepting: np.ndarray, table: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`piece_region`, searched: a breadth-first level at a time, in numpy for a wide level and state by state in
-    Python for a narrow one (a long chain has a state or two a level).  Both arrays are read-only (kept)."""
+    Python for a narrow one (a long chain has a state or two a level)."""
     ending = accepting.tolist()
     narrow = max(1, NARROW_CELLS // max(1, table.shape[1]))
     marks = bytearray(len(table))
@@ -389,10 +389,7 @@ def _searched_region(accepting: np.ndarray, table: np.ndarray, states: np.ndarra
         opened = moved[~closing]
         inside.extend(opened.tolist())
         frontier = opened
-    found = np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64)
-    for array in found:
-        array.setflags(write=False)
-    return found
+    return np.array(inside, dtype=np.int64), np.array(ends, dtype=np.int64)
 
 
 def _skeleton_classes(table: np.ndarray) -> np.ndarray:
