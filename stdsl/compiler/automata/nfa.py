@@ -167,6 +167,19 @@ def known_edges(node: ir.Embedded, edges: DfaMoves) -> ir.Embedded:
     return node
 
 
+def known_minimal(node: ir.Embedded, byte_labels: np.ndarray) -> ir.Embedded:
+    """`node`, recorded by the code that wrote its table as minimal (every state reachable from its start) and as
+    moving alike on bytes with equal `byte_labels`, so that a layout of its copies (`pushdown.quoted_keys`) need
+    neither search it nor compare its columns."""
+    object.__setattr__(node, "_minimal_labels", byte_labels)
+    return node
+
+
+def minimal_labels(node: ir.Embedded) -> np.ndarray | None:
+    """The byte labels `known_minimal` recorded on `node`, or None."""
+    return node.__dict__.get("_minimal_labels")
+
+
 def _trim_embedded(node: ir.Embedded) -> bool:
     """Whether every state of an embedded automaton reachable from its start leads to acceptance: known for the
     leaf of a trim `Automaton` (`build.embedded_leaf`), else searched for a small one (and kept on the node)."""

@@ -23,6 +23,7 @@ from stdsl.compiler.automata.minimize import distinct_values, successor_lists, t
 from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
+from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256
@@ -260,6 +261,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         table[:, :dead] = over_bytes.class_transitions
         symbol_class = np.concatenate([over_bytes.byte_class, np.full(alphabet - CALL_BASE, dead)]).astype(np.intp)
         found = (table, symbol_class, np.array(over_bytes.accepting, dtype=bool))
+    elif (keyed := keyed_body_dfa(body, max_states, alphabet, CALL_BASE)) is not None:
+        found = keyed
     else:
         dfa = determinized(body, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,

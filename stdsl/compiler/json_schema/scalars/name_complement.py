@@ -26,7 +26,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
-from stdsl.compiler.automata.nfa import known_edges, known_trim
+from stdsl.compiler.automata.nfa import known_edges, known_minimal, known_trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
 
@@ -96,7 +96,9 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     symbol_sets += partial_sets
     for state, partial in enumerate(partial_moves, rest + 1):
         moves[state] = [(partial_base + index, target + rest) for index, target in partial]
-    node = known_trim(ir.Embedded(table, accepting))
+    labels = _unit_labels().copy()
+    labels[list(single)] = 256 + np.array(list(single), dtype=np.int64)
+    node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
     return known_edges(node, (symbol_sets, moves))
 
 
@@ -177,6 +179,18 @@ def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.
     assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
     return (list(sets), partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves,
             lead_row)
+
+
+@lru_cache(maxsize=1)
+def _unit_labels() -> np.ndarray:
+    """A label per byte, equal for bytes that every name complement's rest and partial states and its trie states'
+    moves beside their children (`PLAIN`, the units' lead and partial sets) take alike; a complement's own child
+    bytes are then each labelled apart."""
+    partial_sets, _, _, _, lead_moves, _ = _units()
+    sets = [PLAIN, *(ranges for ranges, _ in lead_moves), *partial_sets]
+    signature = [tuple(any(lo <= byte <= hi for lo, hi in ranges) for ranges in sets) for byte in range(256)]
+    seen: dict[tuple[bool, ...], int] = {}
+    return np.array([seen.setdefault(row, len(seen)) for row in signature], dtype=np.int64)
 
 
 def _grouped(row: list[int]) -> Moves:

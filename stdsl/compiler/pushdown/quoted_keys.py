@@ -1,0 +1,374 @@
+"""A body DFA whose quoted keys are laid out as tries with numpy, not met one by one in the subset construction.
+
+An open object's body reads, after `{` or `,`, one of the declared keys still allowed (each a quoted literal) or an
+undeclared one (a quote, the embedded DFA of the names outside the declared ones, a quote).  The subset construction
+meets every (place in the member order) x (node of the keys' trie) pair as a state of its own, a few microseconds of
+Python each: about 12,000 of a large Kubernetes schema's 31,000 body states.  Here every quoted literal of plain
+bytes and every quoted embedded DFA becomes one placeholder symbol, the much smaller skeleton is determinized as
+before, and each skeleton state that moves on placeholders gets the trie of its keys (the embedded DFA's moves
+wherever the string has left the trie) built for all such states at once.
+
+The result accepts the same language as the subset construction over the body: the placeholders' texts are quoted
+strings without a quote inside, so at one state they form a prefix code; a state that also moves on the quote byte
+itself, two embedded DFAs at one state, or a literal key that an embedded DFA beside it also accepts, sends the body
+back to the subset construction (`None`).  The table is trimmed, not minimized (as the subset construction's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stdsl.compiler import ir
+from stdsl.compiler.automata.build import determinized
+from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.nfa import minimal_labels
+from stdsl.compiler.deadline import check_deadline
+
+QUOTE = 0x22
+BACKSLASH = 0x5C
+COLON = 0x3A
+_QUOTE_SET = ir.literal(b'"')
+_COLON_SET = ir.literal(b":")
+
+KEYLESS = "_keyless"
+"""Marks (in a node's `__dict__`, as `ir` keeps its hash) a part found to hold no quoted key: a later body holding
+the same part (a free-form string's or number's expression is in most bodies) skips its walk."""
+
+Key = bytes | ir.Embedded
+"""A placeholder's text: a quoted literal's bytes between the quotes, or the embedded DFA between them."""
+
+
+def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`body`'s trim DFA in `_body_dfa`'s form (its table over classes, each of the `alphabet` symbols' class, its
+    accepting mask) with its quoted keys laid out as tries, or None where the body has no such key or its keys do
+    not form a prefix code at some state (the caller runs the subset construction)."""
+    keys: dict[Key, int] = {}
+    skeleton = _skeleton(body, keys, alphabet, {})
+    if not keys:
+        return None
+    dfa = determinized(skeleton, max_states, alphabet + len(keys))
+    table = np.asarray(dfa.table)
+    key_class = np.asarray(dfa.byte_class)[alphabet:alphabet + len(keys)]
+    if len(distinct_values(key_class)) != len(keys):
+        return None
+    moves = table[:, key_class]
+    rows = np.flatnonzero((moves >= 0).any(axis=1))
+    if (table[rows, dfa.byte_class[QUOTE]] >= 0).any():
+        return None
+    check_deadline("laying out quoted keys")
+    return _laid_out(table, np.asarray(dfa.accepting, dtype=bool), np.asarray(dfa.byte_class[:alphabet]), list(keys),
+                     rows, moves[rows], max_states, call_base, dfa.all_live)
+
+
+def _skeleton(node: ir.Node, keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]) -> ir.Node:
+    """`node` with each quoted key (`_quoted`) inside a sequence replaced by a placeholder symbol (`alphabet` + its
+    number in `keys`); a part without keys is returned as it is, and shared parts stay shared (`memo`, by id)."""
+    found = memo.get(id(node))
+    if found is not None:
+        return found
+    if KEYLESS in node.__dict__:
+        return node
+    result = node
+    if isinstance(node, ir.Seq):
+        if "_literal" not in node.__dict__:
+            items = _sequence_keys(node.items, keys, alphabet, memo)
+            if items is not None:
+                result = ir.Seq(tuple(items))
+    elif isinstance(node, ir.Alt):
+        items = [_skeleton(item, keys, alphabet, memo) for item in node.items]
+        if any(new is not old for new, old in zip(items, node.items)):
+            result = ir.Alt(tuple(items))
+    elif isinstance(node, ir.Repeat):
+        item = _skeleton(node.item, keys, alphabet, memo)
+        if item is not node.item:
+            result = ir.Repeat(item, node.min, node.max)
+    if result is node and not isinstance(node, (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar)):
+        node.__dict__[KEYLESS] = True
+    memo[id(node)] = result
+    return result
+
+
+def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]
+                   ) -> list[ir.Node] | None:
+    """A sequence's items with its quoted keys replaced by placeholders and its other items by their skeletons, or
+    None where nothing changed."""
+    out: list[ir.Node] = []
+    changed = False
+    index, count = 0, len(items)
+    while index < count:
+        item = items[index]
+        if item is _QUOTE_SET:
+            key, end = _quoted(items, index + 1)
+            if key is not None:
+                symbol = alphabet + keys.setdefault(key, len(keys))
+                out.append(ir.ByteSet(((symbol, symbol),)))
+                index = end + 1
+                changed = True
+                continue
+        elif not isinstance(item, ir.ByteSet):
+            new = _skeleton(item, keys, alphabet, memo)
+            changed = changed or new is not item
+            item = new
+        out.append(item)
+        index += 1
+    return out if changed else None
+
+
+def _quoted(items: tuple[ir.Node, ...], start: int) -> tuple[Key | None, int]:
+    """The key from `items[start]` up to a closing quote (plain single bytes, or one embedded DFA over bytes that
+    never reads a quote) and the closing quote's index, or (None, start)."""
+    if start < len(items) and isinstance(items[start], ir.Embedded):
+        embedded = items[start]
+        assert isinstance(embedded, ir.Embedded)
+        transitions = np.asarray(embedded.transitions)
+        if (start + 2 < len(items) and items[start + 1] is _QUOTE_SET and items[start + 2] is _COLON_SET
+                and transitions.shape[1:] == (256,)
+                and not (transitions[np.asarray(embedded.accepting, dtype=bool), QUOTE] >= 0).any()):
+            return embedded, start + 1
+        return None, start
+    text = bytearray()
+    for index in range(start, len(items)):
+        item = items[index]
+        if item is _QUOTE_SET:
+            return (bytes(text), index) if index + 1 < len(items) and items[index + 1] is _COLON_SET else (None, start)
+        if not isinstance(item, ir.ByteSet) or len(item.ranges) != 1:
+            return None, start
+        lo, hi = item.ranges[0]
+        if lo != hi or lo > 255:
+            return None, start
+        if lo == QUOTE or lo == BACKSLASH or lo < 0x20:
+            return None, start
+        text.append(lo)
+    return None, start
+
+
+def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray, keys: list[Key],
+              rows: np.ndarray, moves: np.ndarray, max_states: int, call_base: int, all_live: bool
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The skeleton (`table` over its classes; `moves[i]` the placeholders' moves from state `rows[i]`) with the
+    trie of its keys after the opening quote of each of those states, trim; None where the keys there are no prefix
+    code.  States: the skeleton's, the trie nodes (one per keyed state and node, where a node leads to a key allowed
+    there; nodes below which one key is allowed are shared by the keyed states with the same key, return and
+    embedded DFA), then a copy of each embedded DFA per state it returns to (where a string has left the trie)."""
+    literal = [index for index, key in enumerate(keys) if isinstance(key, bytes)]
+    embedded = [index for index, key in enumerate(keys) if not isinstance(key, bytes)]
+    nodes_of = [key for key in keys if isinstance(key, ir.Embedded)]
+    automata = [(np.asarray(node.transitions), np.asarray(node.accepting, dtype=bool)) for node in nodes_of]
+    reads = moves[:, embedded] >= 0
+    if (reads.sum(axis=1) > 1).any():
+        return None
+    emb_of = np.where(reads.any(axis=1), np.argmax(np.hstack([reads, np.ones((len(rows), 1), dtype=bool)]), axis=1),
+                      -1)
+    emb_target = moves[:, embedded].max(axis=1, initial=-1)
+    targets = moves[:, literal]
+    allowed = targets >= 0
+    trie = _Trie([key for key in keys if isinstance(key, bytes)])
+    nodes = len(trie.parent)
+    emb_state = (np.stack([trie.walked(transitions) for transitions, _ in automata]) if automata
+                 else np.zeros((0, nodes), np.int64))
+    for number, (transitions, emb_accepting) in enumerate(automata):
+        # a literal that an embedded DFA beside it accepts, or reads on into a quote, is no prefix code
+        along = emb_state[number]
+        if (transitions[along[along >= 0], QUOTE] >= 0).any():
+            return None
+        at_end = along[trie.end_node]
+        accepted = (at_end >= 0) & emb_accepting[np.maximum(at_end, 0)]
+        if (allowed[emb_of == number][:, accepted]).any():
+            return None
+    byte_class = _refined(symbol_class[:256], [_column_labels(node) for node in nodes_of], trie.byte[1:])
+    byte_columns = int(byte_class.max()) + 1
+    first_byte = np.full(byte_columns, 256, dtype=np.int64)
+    np.minimum.at(first_byte, byte_class, np.arange(256))
+    call_classes = distinct_values(symbol_class[call_base:])
+    column_source = np.concatenate([symbol_class[first_byte], call_classes]).astype(np.intp)
+    final_class = np.concatenate([byte_class, byte_columns + np.searchsorted(call_classes, symbol_class[call_base:])])
+    quote = int(byte_class[QUOTE])
+    skeleton_states = len(table)
+    # the trie nodes' states, keyed state by keyed state
+    counts = allowed.astype(np.int64) @ trie.below.T
+    live = counts > 0
+    live[:, 0] = True
+    pair_row, pair_node = np.nonzero(live)
+    pair_emb = emb_of[pair_row]
+    route_state = np.where(pair_emb >= 0, emb_state[np.maximum(pair_emb, 0), pair_node] if automata else -1, -1)
+    pair_state = skeleton_states + _shared(pair_row, pair_node, counts, allowed, targets, trie.below, route_state,
+                                           pair_emb, emb_target, skeleton_states)
+    pair_states = int(pair_state.max(initial=skeleton_states - 1)) + 1 - skeleton_states
+    pair_id = np.full(live.shape, -1, dtype=np.int64)
+    pair_id[pair_row, pair_node] = pair_state
+    copies = sorted({(int(e), int(t)) for e, t in zip(emb_of, emb_target) if e >= 0})
+    copy_base: dict[tuple[int, int], int] = {}
+    total = skeleton_states + pair_states
+    for pair in copies:
+        copy_base[pair] = total
+        total += len(automata[pair[0]][0])
+    if total > max_states:
+        return None
+    check_deadline("laying out quoted keys")
+    out = np.full((total, len(column_source)), -1, dtype=np.int64)
+    out[:skeleton_states] = table[:, column_source]
+    out[rows, quote] = pair_id[:, 0]
+    for (number, target), base in copy_base.items():
+        transitions, emb_accepting = automata[number]
+        block = transitions[:, first_byte]
+        out[base:base + len(block), :byte_columns] = np.where(block >= 0, block + base, -1)
+        out[base + np.flatnonzero(emb_accepting), quote] = target
+        reading = np.flatnonzero((pair_emb == number) & (emb_target[pair_row] == target) & (route_state >= 0))
+        from_state = route_state[reading]
+        ids = pair_state[reading]
+        block_rows = block[from_state]
+        out[ids, :byte_columns] = np.where(block_rows >= 0, block_rows + base, -1)
+        out[ids[emb_accepting[from_state]], quote] = target
+    child_row, child_index = np.nonzero(live[:, 1:])
+    child = child_index + 1
+    out[pair_id[child_row, trie.parent[child]], byte_class[trie.byte[child]]] = pair_id[child_row, child]
+    ending = np.flatnonzero(trie.end_key[pair_node] >= 0)
+    key_target = targets[pair_row[ending], trie.end_key[pair_node[ending]]]
+    taken = key_target >= 0
+    out[pair_state[ending[taken]], quote] = key_target[taken]
+    final_accepting = np.zeros(total, dtype=bool)
+    final_accepting[:skeleton_states] = accepting
+    check_deadline("trimming quoted keys")
+    if not all_live:
+        trimmed, trimmed_accepting = trim_in_bfs_order(out, final_accepting, dtype=np.int32)
+        return trimmed, final_class.astype(np.intp), trimmed_accepting
+    no_literal = ~allowed.any(axis=1)
+    alone = {(int(e), int(t)) for e, t in zip(emb_of[no_literal], emb_target[no_literal]) if e >= 0}
+    keep = _copies_reached(out, skeleton_states, pair_states, copy_base, nodes_of, alone)
+    if keep is not None:
+        renumbered = np.append(np.cumsum(keep) - 1, -1)
+        out = renumbered[out[keep]]
+        final_accepting = final_accepting[keep]
+    return out.astype(np.int32), final_class.astype(np.intp), final_accepting
+
+
+def _shared(pair_row: np.ndarray, pair_node: np.ndarray, counts: np.ndarray, allowed: np.ndarray,
+            targets: np.ndarray, below: np.ndarray, route_state: np.ndarray, pair_emb: np.ndarray,
+            emb_target: np.ndarray, skeleton_states: int) -> np.ndarray:
+    """Each trie pair's state number from 0: pairs whose node leads to one allowed key share a state with the other
+    such pairs of the same node, key, return, and embedded DFA with its return (where it is still alive there): what
+    they read from there on is the same.  Other pairs keep a state each."""
+    lone = counts[pair_row, pair_node] == 1
+    key = np.where(lone, ((allowed * np.arange(1, allowed.shape[1] + 1)) @ below.T)[pair_row, pair_node] - 1, 0)
+    target = np.where(lone, targets[pair_row, key], 0) if targets.shape[1] else np.zeros(len(key), np.int64)
+    alive = route_state >= 0
+    route = np.where(alive, (pair_emb + 1) * (skeleton_states + 1) + emb_target[pair_row] + 1, 0)
+    spans = [below.shape[0], below.shape[1], skeleton_states + 1, int(route.max(initial=0)) + 1]
+    code = -1 - np.arange(len(pair_row), dtype=np.int64)
+    if float(np.prod(np.array(spans, dtype=np.float64))) < 2.0 ** 62:
+        packed = ((pair_node * spans[1] + key) * spans[2] + target) * spans[3] + route
+        code = np.where(lone, packed, code)
+    rank = np.searchsorted(distinct_values(code), code)
+    first = np.full(len(code), len(code), dtype=np.int64)
+    np.minimum.at(first, rank, np.arange(len(code)))
+    representative = first[rank]
+    is_first = representative == np.arange(len(code))
+    number = np.cumsum(is_first) - 1
+    return number[representative]
+
+
+def _copies_reached(out: np.ndarray, skeleton_states: int, pair_states: int, copy_base: dict[tuple[int, int], int],
+                    automata: list[ir.Embedded], alone: set[tuple[int, int]]) -> np.ndarray | None:
+    """Which states to keep: all but the embedded DFAs' copied states that no trie state leads into; None where every
+    state is kept.  A copy that some keyed state reads alone (no literal key allowed there: its trie is the root,
+    whose row is the embedded DFA's start row) holds every state but the start (unless moved back into), as each
+    state of the embedded DFA is reached from its start; others are searched."""
+    if not copy_base:
+        return None
+    entered = out[skeleton_states:skeleton_states + pair_states].reshape(-1)
+    entered = entered[entered >= skeleton_states + pair_states]
+    keep = np.ones(len(out), dtype=bool)
+    for (number, target), base in copy_base.items():
+        transitions = np.asarray(automata[number].transitions)
+        size = len(transitions)
+        seen = np.zeros(size, dtype=bool)
+        seen[entered[(entered >= base) & (entered < base + size)] - base] = True
+        if (number, target) in alone and _all_reachable(automata[number]):
+            keep[base] = seen[0] or bool((transitions == 0).any())
+        else:
+            keep[base:base + size] = reachable(*successor_lists(transitions), np.flatnonzero(seen))
+    return None if keep.all() else keep
+
+
+def _all_reachable(node: ir.Embedded) -> bool:
+    """Whether every state of an embedded DFA is reachable from its start: known for a minimal one
+    (`known_minimal`), else searched once and kept on the node."""
+    if minimal_labels(node) is not None:
+        return True
+    known = node.__dict__.get("_all_reachable")
+    if known is None:
+        known = bool(reachable(*successor_lists(np.asarray(node.transitions)), np.array([0])).all())
+        object.__setattr__(node, "_all_reachable", known)
+    return bool(known)
+
+
+class _Trie:
+    """The literal keys' trie: node 0 the root (after the opening quote), each later node's parent, byte and the key
+    ending there (-1 if none), each key's end node, and `below[node, key]` where the key passes the node."""
+
+    def __init__(self, texts: list[bytes]) -> None:
+        parent, byte, end_key = [-1], [-1], [-1]
+        children: list[dict[int, int]] = [{}]
+        below_rows: list[int] = []
+        below_keys: list[int] = []
+        end_node: list[int] = []
+        for number, text in enumerate(texts):
+            node = 0
+            below_rows.append(0)
+            for value in text:
+                child = children[node].get(value)
+                if child is None:
+                    child = children[node][value] = len(parent)
+                    parent.append(node)
+                    byte.append(value)
+                    end_key.append(-1)
+                    children.append({})
+                node = child
+                below_rows.append(node)
+            below_keys += [number] * (len(text) + 1)
+            end_key[node] = number
+            end_node.append(node)
+        self.parent, self.byte, self.end_key = np.array(parent), np.array(byte), np.array(end_key)
+        self.end_node = np.array(end_node, dtype=np.int64)
+        self.below = np.zeros((len(parent), len(texts)), dtype=np.int64)
+        self.below[below_rows, below_keys] = 1
+
+    def walked(self, transitions: np.ndarray) -> np.ndarray:
+        """A DFA's state at each node, read from its start (-1 once it has rejected); parents come before children."""
+        states = np.full(len(self.parent), -1, dtype=np.int64)
+        states[0] = 0
+        parent, byte = self.parent.tolist(), self.byte.tolist()
+        for node in range(1, len(parent)):
+            above = states[parent[node]]
+            states[node] = transitions[above, byte[node]] if above >= 0 else -1
+        return states
+
+
+def _refined(skeleton_class: np.ndarray, labelled: list[np.ndarray], literal_bytes: np.ndarray) -> np.ndarray:
+    """The coarsest classes of the 256 bytes that split the skeleton's classes, every embedded DFA's distinct
+    columns, and each of `literal_bytes` and the quote from every other byte; numbered by first byte."""
+    key = np.asarray(skeleton_class, dtype=np.int64)
+    key = np.searchsorted(distinct_values(key), key)
+    alone = np.zeros(256, dtype=np.int64)
+    alone[literal_bytes] = literal_bytes + 1
+    alone[QUOTE] = QUOTE + 1
+    for labels in [alone, *labelled]:
+        key = key * (int(labels.max()) + 1) + labels
+        key = np.searchsorted(distinct_values(key), key)
+    first = np.full(int(key.max()) + 1, 256, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(256))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[key]
+
+
+def _column_labels(node: ir.Embedded) -> np.ndarray:
+    """A label per byte, equal only for bytes that an embedded DFA moves alike on: as its writer recorded them
+    (`known_minimal`), else by its columns' bytes."""
+    known = minimal_labels(node)
+    if known is not None:
+        return known
+    columns = np.ascontiguousarray(np.asarray(node.transitions, dtype=np.int64).T)
+    seen: dict[bytes, int] = {}
+    return np.array([seen.setdefault(columns[b].tobytes(), len(seen)) for b in range(256)], dtype=np.int64)
