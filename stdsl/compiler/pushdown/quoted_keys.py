@@ -19,10 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.build import determinized
+from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
-from stdsl.compiler.automata.nfa import minimal_labels
+from stdsl.compiler.automata.nfa import known_minimal, minimal_labels
 from stdsl.compiler.deadline import check_deadline
+from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 QUOTE = 0x22
 BACKSLASH = 0x5C
@@ -33,6 +34,13 @@ _COLON_SET = ir.literal(b":")
 KEYLESS = "_keyless"
 """Marks (in a node's `__dict__`, as `ir` keeps its hash) a part found to hold no quoted key: a later body holding
 the same part (a free-form string's or number's expression is in most bodies) skips its walk."""
+
+QUOTED_TEXT = "_quoted_text"
+"""Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or False where it has none (`_quoted_text`)."""
+MOVED_INTO_START = "_moved_into_start"
+"""Keeps (in a node's `__dict__`) whether an embedded DFA moves back to its start (`_moved_into_start`)."""
+QUOTED_TEXT_STATES = 256
+"""A quoted text's DFA of more states is left to the subset construction."""
 
 Key = bytes | ir.Embedded
 """A placeholder's text: a quoted literal's bytes between the quotes, or the embedded DFA between them."""
@@ -100,6 +108,8 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
         item = items[index]
         if item is _QUOTE_SET:
             key, end = _quoted(items, index + 1)
+            if key is None and index + 2 < count and items[index + 2] is _QUOTE_SET:
+                key, end = _quoted_text(items[index + 1]), index + 2
             if key is not None:
                 symbol = alphabet + keys.setdefault(key, len(keys))
                 out.append(ir.ByteSet(((symbol, symbol),)))
@@ -113,6 +123,30 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
         out.append(item)
         index += 1
     return out if changed else None
+
+
+def _quoted_text(node: ir.Node) -> ir.Embedded | None:
+    """The minimal DFA of a string's text between two quotes (a free-form string value) as an embedded automaton
+    known minimal, kept on the node; None for a single byte set, an expression over call symbols, or one whose DFA
+    reads a quote where it may end (no prefix code)."""
+    if isinstance(node, (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar)):
+        return None
+    known = node.__dict__.get(QUOTED_TEXT)
+    if known is None:
+        known = False
+        if not any(isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
+                   or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
+                   for part in ir.distinct_nodes(node)):
+            try:
+                automaton = build_automaton(node, QUOTED_TEXT_STATES)
+            except (StateBudgetError, EmptyLanguageError):
+                automaton = None
+            if automaton is not None and not (automaton.transitions[automaton.accepting, QUOTE] >= 0).any():
+                embedded = ir.Embedded(np.ascontiguousarray(automaton.transitions, dtype=np.int32),
+                                       np.array(automaton.accepting, dtype=bool))
+                known = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
+        node.__dict__[QUOTED_TEXT] = known
+    return known or None
 
 
 def _quoted(items: tuple[ir.Node, ...], start: int) -> tuple[Key | None, int]:
@@ -165,8 +199,13 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     allowed = targets >= 0
     trie = _Trie([key for key in keys if isinstance(key, bytes)])
     nodes = len(trie.parent)
-    emb_state = (np.stack([trie.walked(transitions) for transitions, _ in automata]) if automata
-                 else np.zeros((0, nodes), np.int64))
+    # each embedded DFA's state along the trie, where a keyed state reads it beside literal keys (else the root's)
+    beside = [bool(allowed[emb_of == number].any()) for number in range(len(automata))]
+    emb_state = np.full((len(automata), nodes), -1, dtype=np.int64)
+    emb_state[:, 0] = 0
+    for number, (transitions, _) in enumerate(automata):
+        if beside[number]:
+            emb_state[number] = trie.walked(transitions)
     for number, (transitions, emb_accepting) in enumerate(automata):
         # a literal that an embedded DFA beside it accepts, or reads on into a quote, is no prefix code
         along = emb_state[number]
@@ -198,28 +237,37 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     pair_id = np.full(live.shape, -1, dtype=np.int64)
     pair_id[pair_row, pair_node] = pair_state
     copies = sorted({(int(e), int(t)) for e, t in zip(emb_of, emb_target) if e >= 0})
-    copy_base: dict[tuple[int, int], int] = {}
-    total = skeleton_states + pair_states
-    for pair in copies:
-        copy_base[pair] = total
-        total += len(automata[pair[0]][0])
+    copy_of = {pair: index for index, pair in enumerate(copies)}
+    sizes = np.array([len(automata[number][0]) for number, _ in copies], dtype=np.int64)
+    copy_start = skeleton_states + pair_states
+    bases = copy_start + np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    total = copy_start + int(sizes.sum())
     if total > max_states:
         return None
     check_deadline("laying out quoted keys")
     out = np.full((total, len(column_source)), -1, dtype=np.int64)
     out[:skeleton_states] = table[:, column_source]
     out[rows, quote] = pair_id[:, 0]
-    for (number, target), base in copy_base.items():
-        transitions, emb_accepting = automata[number]
-        block = transitions[:, first_byte]
-        out[base:base + len(block), :byte_columns] = np.where(block >= 0, block + base, -1)
-        out[base + np.flatnonzero(emb_accepting), quote] = target
-        reading = np.flatnonzero((pair_emb == number) & (emb_target[pair_row] == target) & (route_state >= 0))
-        from_state = route_state[reading]
+    if copies:
+        # the copies: each embedded DFA's rows over the final classes, its accepting states closing on the quote
+        over_final = {number: transitions[:, first_byte] for number, (transitions, _) in enumerate(automata)}
+        blocks = np.concatenate([over_final[number] for number, _ in copies])
+        closing = np.concatenate([automata[number][1] for number, _ in copies])
+        copy_target = np.array([target for _, target in copies], dtype=np.int64)
+        local_start = bases - copy_start
+        shift = np.repeat(bases, sizes)
+        out[copy_start:, :byte_columns] = np.where(blocks >= 0, blocks + shift[:, None], -1)
+        out[copy_start + np.flatnonzero(closing), quote] = np.repeat(copy_target, sizes)[closing]
+        # a trie state reads on as its embedded DFA's state there, in its keyed state's copy
+        row_copy = np.array([copy_of.get((int(e), int(t)), -1) for e, t in zip(emb_of, emb_target)], dtype=np.int64)
+        reading = np.flatnonzero(route_state >= 0)
+        copy = row_copy[pair_row[reading]]
+        source = local_start[copy] + route_state[reading]
         ids = pair_state[reading]
-        block_rows = block[from_state]
-        out[ids, :byte_columns] = np.where(block_rows >= 0, block_rows + base, -1)
-        out[ids[emb_accepting[from_state]], quote] = target
+        read_rows = blocks[source]
+        out[ids, :byte_columns] = np.where(read_rows >= 0, read_rows + bases[copy][:, None], -1)
+        ends_there = closing[source]
+        out[ids[ends_there], quote] = copy_target[copy[ends_there]]
     child_row, child_index = np.nonzero(live[:, 1:])
     child = child_index + 1
     out[pair_id[child_row, trie.parent[child]], byte_class[trie.byte[child]]] = pair_id[child_row, child]
@@ -235,7 +283,7 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
         return trimmed, final_class.astype(np.intp), trimmed_accepting
     no_literal = ~allowed.any(axis=1)
     alone = {(int(e), int(t)) for e, t in zip(emb_of[no_literal], emb_target[no_literal]) if e >= 0}
-    keep = _copies_reached(out, skeleton_states, pair_states, copy_base, nodes_of, alone)
+    keep = _copies_reached(out, copy_start, copies, bases, nodes_of, alone)
     if keep is not None:
         renumbered = np.append(np.cumsum(keep) - 1, -1)
         out = renumbered[out[keep]]
@@ -268,27 +316,35 @@ def _shared(pair_row: np.ndarray, pair_node: np.ndarray, counts: np.ndarray, all
     return number[representative]
 
 
-def _copies_reached(out: np.ndarray, skeleton_states: int, pair_states: int, copy_base: dict[tuple[int, int], int],
+def _copies_reached(out: np.ndarray, copy_start: int, copies: list[tuple[int, int]], bases: np.ndarray,
                     automata: list[ir.Embedded], alone: set[tuple[int, int]]) -> np.ndarray | None:
     """Which states to keep: all but the embedded DFAs' copied states that no trie state leads into; None where every
     state is kept.  A copy that some keyed state reads alone (no literal key allowed there: its trie is the root,
     whose row is the embedded DFA's start row) holds every state but the start (unless moved back into), as each
     state of the embedded DFA is reached from its start; others are searched."""
-    if not copy_base:
+    if not copies:
         return None
-    entered = out[skeleton_states:skeleton_states + pair_states].reshape(-1)
-    entered = entered[entered >= skeleton_states + pair_states]
+    entered = out[:copy_start].reshape(-1)
+    seen = np.zeros(len(out) - copy_start, dtype=bool)
+    seen[entered[entered >= copy_start] - copy_start] = True
     keep = np.ones(len(out), dtype=bool)
-    for (number, target), base in copy_base.items():
+    for (number, target), base in zip(copies, bases.tolist()):
         transitions = np.asarray(automata[number].transitions)
-        size = len(transitions)
-        seen = np.zeros(size, dtype=bool)
-        seen[entered[(entered >= base) & (entered < base + size)] - base] = True
+        local = seen[base - copy_start:base - copy_start + len(transitions)]
         if (number, target) in alone and _all_reachable(automata[number]):
-            keep[base] = seen[0] or bool((transitions == 0).any())
+            keep[base] = local[0] or _moved_into_start(automata[number])
         else:
-            keep[base:base + size] = reachable(*successor_lists(transitions), np.flatnonzero(seen))
+            keep[base:base + len(transitions)] = reachable(*successor_lists(transitions), np.flatnonzero(local))
     return None if keep.all() else keep
+
+
+def _moved_into_start(node: ir.Embedded) -> bool:
+    """Whether some move of an embedded DFA leads back to its start (kept on the node)."""
+    known = node.__dict__.get(MOVED_INTO_START)
+    if known is None:
+        known = bool((np.asarray(node.transitions) == 0).any())
+        node.__dict__[MOVED_INTO_START] = known
+    return bool(known)
 
 
 def _all_reachable(node: ir.Embedded) -> bool:
@@ -305,34 +361,47 @@ def _all_reachable(node: ir.Embedded) -> bool:
 
 class _Trie:
     """The literal keys' trie: node 0 the root (after the opening quote), each later node's parent, byte and the key
-    ending there (-1 if none), each key's end node, and `below[node, key]` where the key passes the node."""
+    ending there (-1 if none), each key's end node, and `below[node, key]` where the key passes the node.  Built
+    with numpy from the keys in sorted order: a key's bytes past its common prefix with the key before it are new
+    nodes, numbered depth by depth (a parent before its children)."""
 
     def __init__(self, texts: list[bytes]) -> None:
-        parent, byte, end_key = [-1], [-1], [-1]
-        children: list[dict[int, int]] = [{}]
-        below_rows: list[int] = []
-        below_keys: list[int] = []
-        end_node: list[int] = []
-        for number, text in enumerate(texts):
-            node = 0
-            below_rows.append(0)
-            for value in text:
-                child = children[node].get(value)
-                if child is None:
-                    child = children[node][value] = len(parent)
-                    parent.append(node)
-                    byte.append(value)
-                    end_key.append(-1)
-                    children.append({})
-                node = child
-                below_rows.append(node)
-            below_keys += [number] * (len(text) + 1)
-            end_key[node] = number
-            end_node.append(node)
-        self.parent, self.byte, self.end_key = np.array(parent), np.array(byte), np.array(end_key)
-        self.end_node = np.array(end_node, dtype=np.int64)
-        self.below = np.zeros((len(parent), len(texts)), dtype=np.int64)
-        self.below[below_rows, below_keys] = 1
+        count = len(texts)
+        order = sorted(range(count), key=texts.__getitem__)
+        lengths = np.array([len(texts[key]) for key in order], dtype=np.int64)
+        width = int(lengths.max(initial=0))
+        grid = np.zeros((count, width + 1), dtype=np.int64)
+        for row, key in enumerate(order):
+            grid[row, :len(texts[key])] = np.frombuffer(texts[key], dtype=np.uint8)
+        depth = np.arange(width + 1)
+        inside = depth[None, :] < lengths[:, None]
+        common = np.zeros(count, dtype=np.int64)
+        if count > 1:
+            differs = (grid[1:] != grid[:-1]) | (depth[None, :] >= np.minimum(lengths[1:], lengths[:-1])[:, None])
+            common[1:] = np.argmax(differs, axis=1)
+        fresh = inside & (depth[None, :] >= common[:, None])
+        fresh_t = fresh.T
+        number = np.zeros(fresh_t.shape, dtype=np.int64)
+        number[fresh_t] = 1 + np.arange(int(fresh_t.sum()))
+        owner = np.maximum.accumulate(np.where(fresh, np.arange(count)[:, None], -1), axis=0)
+        node_of = np.where(inside, number.T[np.maximum(owner, 0), depth[None, :]], 0)
+        nodes = int(fresh.sum()) + 1
+        parent = np.full(nodes, -1, dtype=np.int64)
+        byte = np.full(nodes, -1, dtype=np.int64)
+        rows, columns = np.nonzero(fresh)
+        made = node_of[rows, columns]
+        parent[made] = np.where(columns > 0, node_of[rows, np.maximum(columns - 1, 0)], 0)
+        byte[made] = grid[rows, columns]
+        keys = np.array(order, dtype=np.int64)
+        self.end_node = np.zeros(count, dtype=np.int64)
+        self.end_node[keys] = np.where(lengths > 0, node_of[np.arange(count), np.maximum(lengths - 1, 0)], 0)
+        self.end_key = np.full(nodes, -1, dtype=np.int64)
+        self.end_key[self.end_node] = np.arange(count)
+        self.parent, self.byte = parent, byte
+        self.below = np.zeros((nodes, count), dtype=np.int64)
+        self.below[0] = 1
+        key_rows, key_depths = np.nonzero(inside)
+        self.below[node_of[key_rows, key_depths], keys[key_rows]] = 1
 
     def walked(self, transitions: np.ndarray) -> np.ndarray:
         """A DFA's state at each node, read from its start (-1 once it has rejected); parents come before children."""
@@ -346,21 +415,23 @@ class _Trie:
 
 
 def _refined(skeleton_class: np.ndarray, labelled: list[np.ndarray], literal_bytes: np.ndarray) -> np.ndarray:
-    """The coarsest classes of the 256 bytes that split the skeleton's classes, every embedded DFA's distinct
-    columns, and each of `literal_bytes` and the quote from every other byte; numbered by first byte."""
-    key = np.asarray(skeleton_class, dtype=np.int64)
-    key = np.searchsorted(distinct_values(key), key)
+    """The coarsest classes of the 256 bytes that split the skeleton's classes, every embedded DFA's labels, and
+    each of `literal_bytes` and the quote from every other byte; numbered by first byte."""
     alone = np.zeros(256, dtype=np.int64)
     alone[literal_bytes] = literal_bytes + 1
     alone[QUOTE] = QUOTE + 1
-    for labels in [alone, *labelled]:
-        key = key * (int(labels.max()) + 1) + labels
-        key = np.searchsorted(distinct_values(key), key)
-    first = np.full(int(key.max()) + 1, 256, dtype=np.int64)
-    np.minimum.at(first, key, np.arange(256))
+    labels = np.stack([np.asarray(skeleton_class, dtype=np.int64), alone, *labelled])
+    order = np.lexsort(labels[::-1])
+    ordered = labels[:, order]
+    starts = np.ones(256, dtype=bool)
+    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+    group = np.empty(256, dtype=np.int64)
+    group[order] = np.cumsum(starts) - 1
+    first = np.full(int(group.max()) + 1, 256, dtype=np.int64)
+    np.minimum.at(first, group, np.arange(256))
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first)] = np.arange(len(first))
-    return rank[key]
+    return rank[group]
 
 
 def _column_labels(node: ir.Embedded) -> np.ndarray:
