@@ -36,7 +36,7 @@ KEYLESS = "_keyless"
 the same part (a free-form string's or number's expression is in most bodies) skips its walk."""
 
 QUOTED_TEXT = "_quoted_text"
-"""Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or False where it has none (`_quoted_text`)."""
+"""Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`_quoted_text`)."""
 MOVED_INTO_START = "_moved_into_start"
 """Keeps (in a node's `__dict__`) whether an embedded DFA moves back to its start (`_moved_into_start`)."""
 QUOTED_TEXT_STATES = 256
@@ -131,22 +131,22 @@ def _quoted_text(node: ir.Node) -> ir.Embedded | None:
     reads a quote where it may end (no prefix code)."""
     if isinstance(node, (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar)):
         return None
-    known = node.__dict__.get(QUOTED_TEXT)
-    if known is None:
-        known = False
-        if not any(isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
-                   or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
-                   for part in ir.distinct_nodes(node)):
-            try:
-                automaton = build_automaton(node, QUOTED_TEXT_STATES)
-            except (StateBudgetError, EmptyLanguageError):
-                automaton = None
-            if automaton is not None and not (automaton.transitions[automaton.accepting, QUOTE] >= 0).any():
-                embedded = ir.Embedded(np.ascontiguousarray(automaton.transitions, dtype=np.int32),
-                                       np.array(automaton.accepting, dtype=bool))
-                known = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
-        node.__dict__[QUOTED_TEXT] = known
-    return known or None
+    if QUOTED_TEXT in node.__dict__:
+        return node.__dict__[QUOTED_TEXT]  # type: ignore[no-any-return]
+    found: ir.Embedded | None = None
+    if not any(isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
+               or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
+               for part in ir.distinct_nodes(node)):
+        try:
+            automaton = build_automaton(node, QUOTED_TEXT_STATES)
+        except (StateBudgetError, EmptyLanguageError):
+            automaton = None
+        if automaton is not None and not (automaton.transitions[automaton.accepting, QUOTE] >= 0).any():
+            embedded = ir.Embedded(np.ascontiguousarray(automaton.transitions, dtype=np.int32),
+                                   np.array(automaton.accepting, dtype=bool))
+            found = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
+    node.__dict__[QUOTED_TEXT] = found
+    return found
 
 
 def _quoted(items: tuple[ir.Node, ...], start: int) -> tuple[Key | None, int]:
