@@ -51,7 +51,7 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     children, final = _trie(names)
     merged, order = _merged(children, final) if names else ([0] * len(children), [0])
     count = len(order) if names else 0
-    rest, (partial_sets, partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
+    rest, (_, partial_moves, partial_table, partial_accepting, _, lead_row) = count, _units()
     total = count + 1 + len(partial_moves)
     if total >= EMBEDDED_FROM:
         return None
@@ -61,22 +61,40 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     accepting = np.zeros(total, dtype=bool)
     accepting[:rest + 1] = True
     accepting[rest + 1:] = partial_accepting
+    sources: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for state, original in enumerate(order[:count]):
+        out = children[original]
+        bytes_out = sorted(out)
+        sources += [state] * len(bytes_out)
+        columns += bytes_out
+        targets += [merged[out[byte]] for byte in bytes_out]
+    table[sources, columns] = targets
+    accepting[:count] = [not final[original] for original in order[:count]]
+    labels = _unit_labels().copy()
+    child_bytes = np.array(sorted(set(columns)), dtype=np.int64)
+    labels[child_bytes] = 256 + child_bytes
+    node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
+    return known_edges(node, lambda: _moves(children, merged, order[:count], total))
+
+
+def _moves(children: list[dict[int, int]], merged: list[int], order: list[int], total: int
+           ) -> tuple[list[Ranges], list[list[tuple[int, int]]]]:
+    """`name_complement`'s moves as the trie's IR gives them (each child byte a byte set of its own, the other
+    printable bytes one set per node, the rest as the units' automaton groups them), for the NFA builder: only a
+    body that is not laid out by `pushdown.quoted_keys` reads them, so they are written on first read."""
+    rest, (partial_sets, partial_moves, _, _, lead_moves, _) = len(order), _units()
     symbol_sets: list[Ranges] = [PLAIN]
     moves: list[list[tuple[int, int]]] = [[] for _ in range(total)]
     lead = [(len(symbol_sets) + index, target + rest) for index, (_, target) in enumerate(lead_moves)]
     symbol_sets += [ranges for ranges, _ in lead_moves]
     single: dict[int, int] = {}
     others: dict[tuple[int, ...], int] = {(): 0}
-    sources: list[int] = []
-    columns: list[int] = []
-    targets: list[int] = []
-    for state, original in enumerate(order[:count]):
+    for state, original in enumerate(order):
         out = children[original]
         bytes_out = tuple(sorted(out))
         reached = [merged[out[byte]] for byte in bytes_out]
-        sources += [state] * len(bytes_out)
-        columns += bytes_out
-        targets += reached
         number = others.get(bytes_out)
         if number is None:
             ranges = _without(bytes_out)
@@ -89,17 +107,12 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
                 symbol_sets.append(_SINGLE[byte])
         moves[state] = ([(number, rest)] if number >= 0 else []) + lead + [
             (single[byte], target) for byte, target in zip(bytes_out, reached)]
-    table[sources, columns] = targets
-    accepting[:count] = [not final[original] for original in order[:count]]
     moves[rest] = [(0, rest), *lead]
     partial_base = len(symbol_sets)
     symbol_sets += partial_sets
     for state, partial in enumerate(partial_moves, rest + 1):
         moves[state] = [(partial_base + index, target + rest) for index, target in partial]
-    labels = _unit_labels().copy()
-    labels[list(single)] = 256 + np.array(list(single), dtype=np.int64)
-    node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
-    return known_edges(node, (symbol_sets, moves))
+    return symbol_sets, moves
 
 
 def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
