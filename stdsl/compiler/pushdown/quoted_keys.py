@@ -183,8 +183,8 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     """The skeleton (`table` over its classes; `moves[i]` the placeholders' moves from state `rows[i]`) with the
     trie of its keys after the opening quote of each of those states, trim; None where the keys there are no prefix
     code.  States: the skeleton's, the trie nodes (one per keyed state and node, where a node leads to a key allowed
-    there; nodes below which one key is allowed are shared by the keyed states with the same key, return and
-    embedded DFA), then a copy of each embedded DFA per state it returns to (where a string has left the trie)."""
+    there, shared where what is read from there on is the same: `_shared`), then a copy of each embedded DFA per
+    state it returns to (where a string has left the trie)."""
     literal = [index for index, key in enumerate(keys) if isinstance(key, bytes)]
     embedded = [index for index, key in enumerate(keys) if not isinstance(key, bytes)]
     nodes_of = [key for key in keys if isinstance(key, ir.Embedded)]
@@ -231,8 +231,8 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     pair_row, pair_node = np.nonzero(live)
     pair_emb = emb_of[pair_row]
     route_state = np.where(pair_emb >= 0, emb_state[np.maximum(pair_emb, 0), pair_node] if automata else -1, -1)
-    pair_state = skeleton_states + _shared(pair_row, pair_node, counts, allowed, targets, trie.below, route_state,
-                                           pair_emb, emb_target, skeleton_states)
+    pair_state = skeleton_states + _shared(pair_row, pair_node, targets, trie.below, route_state, pair_emb, emb_target,
+                                           skeleton_states)
     pair_states = int(pair_state.max(initial=skeleton_states - 1)) + 1 - skeleton_states
     pair_id = np.full(live.shape, -1, dtype=np.int64)
     pair_id[pair_row, pair_node] = pair_state
@@ -291,27 +291,26 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     return out.astype(np.int32), final_class.astype(np.intp), final_accepting
 
 
-def _shared(pair_row: np.ndarray, pair_node: np.ndarray, counts: np.ndarray, allowed: np.ndarray,
-            targets: np.ndarray, below: np.ndarray, route_state: np.ndarray, pair_emb: np.ndarray,
-            emb_target: np.ndarray, skeleton_states: int) -> np.ndarray:
-    """Each trie pair's state number from 0: pairs whose node leads to one allowed key share a state with the other
-    such pairs of the same node, key, return, and embedded DFA with its return (where it is still alive there): what
-    they read from there on is the same.  Other pairs keep a state each."""
-    lone = counts[pair_row, pair_node] == 1
-    key = np.where(lone, ((allowed * np.arange(1, allowed.shape[1] + 1)) @ below.T)[pair_row, pair_node] - 1, 0)
-    target = np.where(lone, targets[pair_row, key], 0) if targets.shape[1] else np.zeros(len(key), np.int64)
-    alive = route_state >= 0
-    route = np.where(alive, (pair_emb + 1) * (skeleton_states + 1) + emb_target[pair_row] + 1, 0)
-    spans = [below.shape[0], below.shape[1], skeleton_states + 1, int(route.max(initial=0)) + 1]
-    code = -1 - np.arange(len(pair_row), dtype=np.int64)
-    if float(np.prod(np.array(spans, dtype=np.float64))) < 2.0 ** 62:
-        packed = ((pair_node * spans[1] + key) * spans[2] + target) * spans[3] + route
-        code = np.where(lone, packed, code)
-    rank = np.searchsorted(distinct_values(code), code)
-    first = np.full(len(code), len(code), dtype=np.int64)
-    np.minimum.at(first, rank, np.arange(len(code)))
-    representative = first[rank]
-    is_first = representative == np.arange(len(code))
+def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, below: np.ndarray,
+            route_state: np.ndarray, pair_emb: np.ndarray, emb_target: np.ndarray, skeleton_states: int
+            ) -> np.ndarray:
+    """Each trie pair's state number from 0: pairs of one node whose keys below it return to the same states (a key
+    not allowed counts as returning nowhere) and whose embedded DFA, where it is still alive there, is the same with
+    the same return share a state: what they read from there on is the same.  Candidates are grouped by a weighted
+    sum of those returns and then compared key by key; a pair unlike its group's first keeps a state of its own."""
+    route = np.where(route_state >= 0, (pair_emb + 1) * (skeleton_states + 1) + emb_target[pair_row] + 1, 0)
+    weights = np.random.default_rng(len(targets[0]) if len(targets) else 0).random(targets.shape[1]) + 1.0
+    summed = (((targets + 2) * weights) @ below.T)[pair_row, pair_node]
+    order = np.lexsort((summed, route, pair_node))
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = ((pair_node[order][1:] != pair_node[order][:-1]) | (route[order][1:] != route[order][:-1])
+                  | (summed[order][1:] != summed[order][:-1]))
+    first = order[np.flatnonzero(starts)][np.cumsum(starts) - 1]
+    representative = np.empty(len(order), dtype=np.int64)
+    representative[order] = first
+    unlike = ((targets[pair_row] != targets[pair_row[representative]]) & (below[pair_node] > 0)).any(axis=1)
+    representative[unlike] = np.flatnonzero(unlike)
+    is_first = representative == np.arange(len(order))
     number = np.cumsum(is_first) - 1
     return number[representative]
 
