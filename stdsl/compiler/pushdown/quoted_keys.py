@@ -39,6 +39,8 @@ QUOTED_TEXT = "_quoted_text"
 """Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`_quoted_text`)."""
 MOVED_INTO_START = "_moved_into_start"
 """Keeps (in a node's `__dict__`) whether an embedded DFA moves back to its start (`_moved_into_start`)."""
+GOLDEN = 0.6180339887498949
+"""Spreads the weights of `_shared`'s sums (the fractional parts of its multiples are far apart)."""
 QUOTED_TEXT_STATES = 256
 """A quoted text's DFA of more states is left to the subset construction."""
 
@@ -299,7 +301,7 @@ def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, be
     the same return share a state: what they read from there on is the same.  Candidates are grouped by a weighted
     sum of those returns and then compared key by key; a pair unlike its group's first keeps a state of its own."""
     route = np.where(route_state >= 0, (pair_emb + 1) * (skeleton_states + 1) + emb_target[pair_row] + 1, 0)
-    weights = np.random.default_rng(len(targets[0]) if len(targets) else 0).random(targets.shape[1]) + 1.0
+    weights = 1.0 + np.modf(np.arange(1, targets.shape[1] + 1) * GOLDEN)[0]
     summed = (((targets + 2) * weights) @ below.T)[pair_row, pair_node]
     order = np.lexsort((summed, route, pair_node))
     starts = np.ones(len(order), dtype=bool)
