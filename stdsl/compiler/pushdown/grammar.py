@@ -250,7 +250,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
     trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
     object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
-    10th MaskBench file minimized)."""
+    10th MaskBench file minimized).  Where its quoted keys and strings can be laid out as tries and copies
+    (`quoted_keys`) only the rest of it goes through the subset construction."""
     kept = _BODY_DFAS.find((), (body, alphabet))
     if kept is not None and len(kept[0][2]) <= max_states:
         return kept[0]
