@@ -44,8 +44,9 @@ QUOTED_TEXT = "_quoted_text"
 """Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`_quoted_text`)."""
 MOVED_INTO_START = "_moved_into_start"
 """Keeps (in a node's `__dict__`) whether an embedded DFA moves back to its start (`_moved_into_start`)."""
-GOLDEN = 0.6180339887498949
-"""Spreads the weights of `_shared`'s sums (the fractional parts of its multiples are far apart)."""
+SPREAD = 0x9E3779B97F4A7C15 - (1 << 64)
+"""Spreads the weights of `_shared`'s sums: odd multiples of 2^64 / golden ratio, summed in wrapping int64 (numpy's
+own loop: a float product's first call in a process starts BLAS, 30 ms)."""
 QUOTED_TEXT_STATES = 256
 """A quoted text's DFA of more states is left to the subset construction."""
 
@@ -206,13 +207,15 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     allowed = targets >= 0
     trie = _Trie([key for key in keys if isinstance(key, bytes)])
     nodes = len(trie.parent)
-    # each embedded DFA's state along the trie, where a keyed state reads it beside literal keys (else the root's)
-    beside = [bool(allowed[emb_of == number].any()) for number in range(len(automata))]
+    live = trie.summed(allowed.astype(np.int64)) > 0
+    live[:, 0] = True
+    # each embedded DFA's state at the trie nodes live where it is read (-1 elsewhere)
     emb_state = np.full((len(automata), nodes), -1, dtype=np.int64)
     emb_state[:, 0] = 0
     for number, (transitions, _) in enumerate(automata):
-        if beside[number]:
-            emb_state[number] = trie.walked(transitions)
+        needed = np.flatnonzero(live[emb_of == number].any(axis=0))
+        if len(needed) > 1:
+            emb_state[number] = trie.walked(transitions, needed)
     for number, (transitions, emb_accepting) in enumerate(automata):
         # a literal that an embedded DFA beside it accepts, or reads on into a quote, is no prefix code
         along = emb_state[number]
@@ -232,13 +235,10 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     quote = int(byte_class[QUOTE])
     skeleton_states = len(table)
     # the trie nodes' states, keyed state by keyed state
-    counts = allowed.astype(np.int64) @ trie.below.T
-    live = counts > 0
-    live[:, 0] = True
     pair_row, pair_node = np.nonzero(live)
     pair_emb = emb_of[pair_row]
     route_state = np.where(pair_emb >= 0, emb_state[np.maximum(pair_emb, 0), pair_node] if automata else -1, -1)
-    pair_state = skeleton_states + _shared(pair_row, pair_node, targets, trie.below, route_state, pair_emb, emb_target,
+    pair_state = skeleton_states + _shared(pair_row, pair_node, targets, trie, route_state, pair_emb, emb_target,
                                            skeleton_states)
     pair_states = int(pair_state.max(initial=skeleton_states - 1)) + 1 - skeleton_states
     pair_id = np.full(live.shape, -1, dtype=np.int64)
@@ -298,16 +298,17 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     return out.astype(np.int32), final_class.astype(np.intp), final_accepting
 
 
-def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, below: np.ndarray,
+def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, trie: _Trie,
             route_state: np.ndarray, pair_emb: np.ndarray, emb_target: np.ndarray, skeleton_states: int
             ) -> np.ndarray:
     """Each trie pair's state number from 0: pairs of one node whose keys below it return to the same states (a key
     not allowed counts as returning nowhere) and whose embedded DFA, where it is still alive there, is the same with
     the same return share a state: what they read from there on is the same.  Candidates are grouped by a weighted
-    sum of those returns and then compared key by key; a pair unlike its group's first keeps a state of its own."""
+    sum of those returns (wrapping) and then compared key by key; a pair unlike its group's first keeps a state of its
+    own."""
     route = np.where(route_state >= 0, (pair_emb + 1) * (skeleton_states + 1) + emb_target[pair_row] + 1, 0)
-    weights = 1.0 + np.modf(np.arange(1, targets.shape[1] + 1) * GOLDEN)[0]
-    summed = (((targets + 2) * weights) @ below.T)[pair_row, pair_node]
+    weights = (np.arange(1, targets.shape[1] + 1, dtype=np.int64) * SPREAD) | 1
+    summed = trie.summed((targets + 2) * weights, pair_row, pair_node)
     order = np.lexsort((summed, route, pair_node))
     starts = np.ones(len(order), dtype=bool)
     starts[1:] = ((pair_node[order][1:] != pair_node[order][:-1]) | (route[order][1:] != route[order][:-1])
@@ -315,8 +316,10 @@ def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, be
     first = order[np.flatnonzero(starts)][np.cumsum(starts) - 1]
     representative = np.empty(len(order), dtype=np.int64)
     representative[order] = first
-    unlike = ((targets[pair_row] != targets[pair_row[representative]]) & (below[pair_node] > 0)).any(axis=1)
-    representative[unlike] = np.flatnonzero(unlike)
+    merged = np.flatnonzero(representative != np.arange(len(order)))
+    differs = (targets[pair_row[merged]] != targets[pair_row[representative[merged]]]).astype(np.int64)
+    unlike = merged[trie.summed(differs, np.arange(len(merged)), pair_node[merged]) != 0]
+    representative[unlike] = unlike
     is_first = representative == np.arange(len(order))
     number = np.cumsum(is_first) - 1
     return number[representative]
@@ -367,7 +370,7 @@ def _all_reachable(node: ir.Embedded) -> bool:
 
 class _Trie:
     """The literal keys' trie: node 0 the root (after the opening quote), each later node's parent, byte and the key
-    ending there (-1 if none), each key's end node, and `below[node, key]` where the key passes the node.  Built
+    ending there (-1 if none), each key's end node, and the range of keys (in sorted order) that pass a node.  Built
     with numpy from the keys in sorted order: a key's bytes past its common prefix with the key before it are new
     nodes, numbered depth by depth (a parent before its children)."""
 
@@ -403,18 +406,33 @@ class _Trie:
         self.end_node[keys] = np.where(lengths > 0, node_of[np.arange(count), np.maximum(lengths - 1, 0)], 0)
         self.end_key = np.full(nodes, -1, dtype=np.int64)
         self.end_key[self.end_node] = np.arange(count)
-        self.parent, self.byte = parent, byte
-        self.below = np.zeros((nodes, count), dtype=np.int64)
-        self.below[0] = 1
+        self.parent, self.byte, self.order = parent, byte, keys
+        self.low = np.zeros(nodes, dtype=np.int64)
+        self.high = np.full(nodes, count, dtype=np.int64)
         key_rows, key_depths = np.nonzero(inside)
-        self.below[node_of[key_rows, key_depths], keys[key_rows]] = 1
+        passed = node_of[key_rows, key_depths]
+        self.low[passed] = count
+        self.high[passed] = 0
+        np.minimum.at(self.low, passed, key_rows)
+        np.maximum.at(self.high, passed, key_rows + 1)
 
-    def walked(self, transitions: np.ndarray) -> np.ndarray:
-        """A DFA's state at each node, read from its start (-1 once it has rejected); parents come before children."""
+    def summed(self, values: np.ndarray, rows: np.ndarray | None = None, nodes: np.ndarray | None = None
+               ) -> np.ndarray:
+        """Per row of `values` (one column per key) and trie node, the sum over the keys that pass the node (a range
+        of the keys in sorted order); only at the (row, node) pairs given, if given.  Sums wrap (int64)."""
+        running = np.zeros((len(values), len(self.order) + 1), dtype=np.int64)
+        np.cumsum(values[:, self.order], axis=1, out=running[:, 1:])
+        if rows is None or nodes is None:
+            return running[:, self.high] - running[:, self.low]
+        return running[rows, self.high[nodes]] - running[rows, self.low[nodes]]
+
+    def walked(self, transitions: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """A DFA's state at each of `nodes` (ascending, each with its parent: the root first), read from its start
+        (-1 once it has rejected, and at the nodes not given)."""
         states = np.full(len(self.parent), -1, dtype=np.int64)
         states[0] = 0
         parent, byte = self.parent.tolist(), self.byte.tolist()
-        for node in range(1, len(parent)):
+        for node in nodes[1:].tolist():
             above = states[parent[node]]
             states[node] = transitions[above, byte[node]] if above >= 0 else -1
         return states
