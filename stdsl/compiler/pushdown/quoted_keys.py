@@ -47,11 +47,16 @@ MOVED_INTO_START = "_moved_into_start"
 SPREAD = 0x9E3779B97F4A7C15 - (1 << 64)
 """Spreads the weights of `_shared`'s sums: odd multiples of 2^64 / golden ratio, summed in wrapping int64 (numpy's
 own loop: a float product's first call in a process starts BLAS, 30 ms)."""
+KEYED_FROM = 8
+"""A body with fewer literal keys is left to the subset construction: its keys' states are few, and the layout's
+fixed cost (a skeleton, a second determinization, some fifty numpy calls) would outweigh them (small Kubernetes
+schemas compiled 1.2x slower)."""
 QUOTED_TEXT_STATES = 256
 """A quoted text's DFA of more states is left to the subset construction."""
 
-Key = bytes | ir.Embedded
-"""A placeholder's text: a quoted literal's bytes between the quotes, or the embedded DFA between them."""
+Key = bytes | ir.Node
+"""A placeholder's text: a quoted literal's bytes between the quotes, the embedded DFA between them, or the
+expression between them (a free-form string's text: its DFA is built once the body is found worth laying out)."""
 
 
 def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
@@ -61,7 +66,10 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
     not form a prefix code at some state (the caller runs the subset construction)."""
     keys: dict[Key, int] = {}
     skeleton = _skeleton(body, keys, alphabet, {})
-    if not keys:
+    if sum(isinstance(key, bytes) for key in keys) < KEYED_FROM:
+        return None
+    texts = [_quoted_text(key) if not isinstance(key, (bytes, ir.Embedded)) else key for key in keys]
+    if any(text is None for text in texts):
         return None
     dfa = determinized(skeleton, max_states, alphabet + len(keys))
     table = np.asarray(dfa.table)
@@ -73,8 +81,8 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
     if (table[rows, dfa.byte_class[QUOTE]] >= 0).any():
         return None
     check_deadline("laying out quoted keys")
-    return _laid_out(table, np.asarray(dfa.accepting, dtype=bool), np.asarray(dfa.byte_class[:alphabet]), list(keys),
-                     rows, moves[rows], max_states, call_base, dfa.all_live)
+    return _laid_out(table, np.asarray(dfa.accepting, dtype=bool), np.asarray(dfa.byte_class[:alphabet]),
+                     texts, rows, moves[rows], max_states, call_base, dfa.all_live)  # type: ignore[arg-type]
 
 
 def _skeleton(node: ir.Node, keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]) -> ir.Node:
@@ -116,8 +124,9 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
         item = items[index]
         if item is _QUOTE_SET:
             key, end = _quoted(items, index + 1)
-            if key is None and index + 2 < count and items[index + 2] is _QUOTE_SET:
-                key, end = _quoted_text(items[index + 1]), index + 2
+            if (key is None and index + 2 < count and items[index + 2] is _QUOTE_SET
+                    and not isinstance(items[index + 1], (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar))):
+                key, end = items[index + 1], index + 2
             if key is not None:
                 symbol = alphabet + keys.setdefault(key, len(keys))
                 out.append(ir.ByteSet(((symbol, symbol),)))
@@ -135,10 +144,8 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
 
 def _quoted_text(node: ir.Node) -> ir.Embedded | None:
     """The minimal DFA of a string's text between two quotes (a free-form string value) as an embedded automaton
-    known minimal, kept on the node; None for a single byte set, an expression over call symbols, or one whose DFA
-    reads a quote where it may end (no prefix code)."""
-    if isinstance(node, (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar)):
-        return None
+    known minimal, kept on the node; None for an expression over call symbols, with more than `QUOTED_TEXT_STATES`
+    states, or whose DFA reads a quote where it may end (no prefix code)."""
     if QUOTED_TEXT in node.__dict__:
         return node.__dict__[QUOTED_TEXT]  # type: ignore[no-any-return]
     found: ir.Embedded | None = None

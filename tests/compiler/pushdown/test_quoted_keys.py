@@ -6,6 +6,7 @@ code (those are handed back: None)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from stdsl.compiler.automata.build import determinized
 from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
 from stdsl.compiler.json_schema.scalars.strings import string_literal, string_not_in
 from stdsl.compiler.pushdown import grammar as grammar_module
+from stdsl.compiler.pushdown import quoted_keys
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
 from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
 
@@ -23,6 +25,12 @@ NAMES = ["a", "b", "ab", "ba", "abc", "", "b\u00e9", "a b", "c"]
 QUOTE, COLON, COMMA = ir.literal('"'), ir.literal(":"), ir.literal(",")
 VALUES = [call_symbol(0), call_symbol(1), ir.literal("1"), string_literal("a"), string_literal("ab"),
           ir.seq(QUOTE, ir.star(ir.byte_set([(0x61, 0x63)])), QUOTE)]
+
+
+@pytest.fixture(autouse=True)
+def every_body_laid_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small bodies are laid out too (the compiler leaves bodies with few keys to the subset construction)."""
+    monkeypatch.setattr(quoted_keys, "KEYED_FROM", 0)
 
 
 def _object(members: list[tuple[str, bool, ir.Node]], extra: ir.Node) -> ir.Node:

@@ -74,7 +74,7 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     accepting[:count] = [not final[original] for original in order[:count]]
     labels = _unit_labels().copy()
     child_bytes = np.array(sorted(set(columns)), dtype=np.int64)
-    labels[child_bytes] = 256 + child_bytes
+    labels[child_bytes] = -1 - child_bytes
     node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
     return known_edges(node, lambda: _moves(children, merged, order[:count], total))
 
@@ -197,13 +197,16 @@ def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.
 @lru_cache(maxsize=1)
 def _unit_labels() -> np.ndarray:
     """A label per byte, equal for bytes that every name complement's rest and partial states and its trie states'
-    moves beside their children (`PLAIN`, the units' lead and partial sets) take alike; a complement's own child
-    bytes are then each labelled apart."""
+    moves beside their children (`PLAIN`, the units' lead and partial sets) take alike: the bit set of the sets a
+    byte is in.  A complement's own child bytes are then each labelled apart (negative labels)."""
     partial_sets, _, _, _, lead_moves, _ = _units()
     sets = [PLAIN, *(ranges for ranges, _ in lead_moves), *partial_sets]
-    signature = [tuple(any(lo <= byte <= hi for lo, hi in ranges) for ranges in sets) for byte in range(256)]
-    seen: dict[tuple[bool, ...], int] = {}
-    return np.array([seen.setdefault(row, len(seen)) for row in signature], dtype=np.int64)
+    assert len(sets) < 63, "a byte's sets fit one int64"
+    labels = np.zeros(256, dtype=np.int64)
+    for bit, ranges in enumerate(sets):
+        for lo, hi in ranges:
+            labels[lo:hi + 1] |= 1 << bit
+    return labels
 
 
 def _grouped(row: list[int]) -> Moves:
