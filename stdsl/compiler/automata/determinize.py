@@ -298,7 +298,8 @@ class _ClassMoves:
     def class_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every (state, class) move as CSR arrays `(indptr, classes, targets)`, and a 64-bit salt per state.
         Gathered `MOVES_CHUNK` states at a time, checking the deadline between (an NFA of 600,000 states took a
-        second at once)."""
+        second at once); the (set, target) pairs are read as a flat run of ints (an array of the pair tuples took
+        twice as long)."""
         edges, num_states = self.nfa.edges, self.nfa.num_states
         per_state = np.zeros(num_states, dtype=np.int64)
         class_parts, target_parts = [], []
@@ -306,7 +307,8 @@ class _ClassMoves:
             check_deadline("determinization")
             out = edges[lo:lo + MOVES_CHUNK]
             sizes = np.fromiter(map(len, out), dtype=np.int64, count=len(out))
-            pairs = np.array(list(chain.from_iterable(out)), dtype=np.int64).reshape(-1, 2)
+            pairs = np.fromiter(chain.from_iterable(chain.from_iterable(out)), dtype=np.int64,
+                                count=2 * int(sizes.sum())).reshape(-1, 2)
             classes, counts = self.expand(pairs[:, 0])
             per_state[lo:lo + len(out)] = np.bincount(np.repeat(np.arange(len(out)), sizes), weights=counts,
                                                       minlength=len(out))
