@@ -10,6 +10,7 @@ visiting symbols in increasing order, so equal languages give identical tables.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -239,28 +240,32 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
             check_deadline("minimization")
             spent = 0
         in_waiting[splitter] = False
+        touched: dict[int, dict[int, list[int]]] = {}
         if len(members[splitter]) == 1:
             (target,) = members[splitter]
-            symbols_of = dict(zip(entry_source[bounds[target]:bounds[target + 1]],
-                                  entry_symbols[bounds[target]:bounds[target + 1]]))
+            moves_in: Iterable[tuple[int, int]] = zip(entry_source[bounds[target]:bounds[target + 1]],
+                                                      entry_symbols[bounds[target]:bounds[target + 1]])
         else:
-            symbols_of = {}
+            symbols_of: dict[int, int] = {}
             for count, target in enumerate(members[splitter], 1):
                 if count % SPLITTER_STATES == 0:
                     check_deadline("minimization")
                 for entry in range(bounds[target], bounds[target + 1]):
                     source = entry_source[entry]
                     symbols_of[source] = symbols_of.get(source, 0) | entry_symbols[entry]
-        touched: dict[int, dict[int, list[int]]] = {}
-        for count, (source, symbols) in enumerate(symbols_of.items(), 1):
+            moves_in = symbols_of.items()
+        for count, (source, symbols) in enumerate(moves_in, 1):
             if count % SPLITTER_STATES == 0:
                 check_deadline("minimization")
             old = block_of[source]
             if len(members[old]) > 1:
-                touched.setdefault(old, {}).setdefault(symbols, []).append(source)
+                if old in touched:
+                    touched[old].setdefault(symbols, []).append(source)
+                else:
+                    touched[old] = {symbols: [source]}
         for old, groups in touched.items():
             parts = list(groups.values())
-            remainder = len(members[old]) - sum(map(len, parts))
+            remainder = len(members[old]) - (len(parts[0]) if len(parts) == 1 else sum(map(len, parts)))
             if remainder == 0:
                 if len(parts) == 1:
                     continue
@@ -269,18 +274,19 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
                 remainder = len(largest)
             resting = -1
             if not in_waiting[old]:
-                biggest = max(range(len(parts)), key=lambda index: len(parts[index]))
+                biggest = 0 if len(parts) == 1 else max(range(len(parts)), key=lambda index: len(parts[index]))
                 if len(parts[biggest]) > remainder:
                     resting = biggest
                     waiting.append(old)
                     in_waiting[old] = True
+            kept = members[old]
             for index, part in enumerate(parts):
                 spent += len(part)
                 if spent > SPLITTER_STATES:
                     check_deadline("minimization")
                     spent = 0
                 new = len(members)
-                members[old].difference_update(part)
+                kept.difference_update(part)
                 members.append(set(part))
                 for state in part:
                     block_of[state] = new
