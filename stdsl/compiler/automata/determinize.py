@@ -277,7 +277,6 @@ class _ClassMoves:
         self.set_masks = [1 << classes[0] if len(classes) == 1 else sum(1 << cls for cls in classes)
                           for classes in set_classes]
         self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
-        self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
 
     @cached_property
     def set_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -320,16 +319,6 @@ class _ClassMoves:
         targets = concatenated(target_parts, "determinization") if target_parts else np.zeros(0, dtype=np.int64)
         check_deadline("determinization")
         return indptr, classes, targets, _mix(np.arange(num_states + 1, dtype=np.uint64))
-
-    def pairs(self, state: int) -> list[tuple[int, int]]:
-        """(class, target) moves of one NFA state, for the narrow-level path."""
-        cached = self.lists[state]
-        if cached is None:
-            set_classes = self.set_classes
-            cached = [(cls, target) for set_index, target in self.nfa.edges[state] for cls in set_classes[set_index]]
-            self.lists[state] = cached
-        return cached
-
 
 def _mix(values: np.ndarray) -> np.ndarray:
     """SplitMix64 of each value: a well-spread 64-bit salt per NFA state for hashing kernels (no numpy.random)."""
@@ -434,16 +423,38 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
 
 def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
                found: list[list[int]]) -> None:
-    """The moves of one state class by class, appended to `found` as (state, class, target) columns."""
+    """The moves of one state class by class, appended to `found` as (state, class, target) columns.
+
+    The members' targets are gathered per byte set, and a class's kernel is that of the sets holding it, made once
+    per distinct group of sets: a JSON string's character sets span dozens of classes, which each member's moves
+    were expanded to one by one (tmlanguage's bodies: 417 such states)."""
     sources, classes, targets = found
-    by_class: dict[int, set[int]] = {}
+    edges, set_classes = subsets.nfa.edges, moves.set_classes
+    by_set: dict[int, list[int]] = {}
     for member in members:
-        for cls, target in moves.pairs(member):
-            by_class.setdefault(cls, set()).add(target)
-    for cls in sorted(by_class):
+        for set_index, target in edges[member]:
+            if set_index in by_set:
+                by_set[set_index].append(target)
+            else:
+                by_set[set_index] = [target]
+    sets_of: dict[int, list[int]] = {}
+    for set_index in by_set:
+        for cls in set_classes[set_index]:
+            if cls in sets_of:
+                sets_of[cls].append(set_index)
+            else:
+                sets_of[cls] = [set_index]
+    reached: dict[tuple[int, ...], int] = {}
+    for cls in sorted(sets_of):
+        holding = tuple(sets_of[cls])
+        number = reached.get(holding)
+        if number is None:
+            kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
+                by_set[set_index] for set_index in holding))
+            number = reached[holding] = subsets.state_of(tuple(sorted(kernel)))
         sources.append(state)
         classes.append(cls)
-        targets.append(subsets.state_of(tuple(sorted(by_class[cls]))))
+        targets.append(number)
 
 
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:
