@@ -194,6 +194,7 @@ class _Subsets:
         self.nfa = nfa
         self.max_states = max_states
         self.memo: list[frozenset[int] | None] = [None] * nfa.num_states
+        self.unions: dict[tuple[int, ...], frozenset[int]] = {}
         start = _closure(nfa, nfa.start, self.memo)
         self.states: list[frozenset[int]] = [start]
         self.members = len(start)
@@ -224,16 +225,26 @@ class _Subsets:
     def _closed(self, kernel: tuple[int, ...]) -> frozenset[int]:
         """The union of the closures of `kernel`'s targets.  A target without epsilon moves is its own closure (if
         important) and is added as it is: a frozenset of one per such target was most of the closures made (22,301
-        for tmlanguage's largest body, whose DFA has 1,733 states), and the collections they set off."""
-        memo, nfa = self.memo, self.nfa
+        for tmlanguage's largest body, whose DFA has 1,733 states), and the collections they set off.  The union of
+        the other targets' closures is kept per tuple of them: they recur (that body's 1,634 kernels hold 138
+        tuples, whose closures are two thirds of the members)."""
+        nfa = self.nfa
         eps, edges, accept = nfa.eps, nfa.edges, nfa.accept
-        closed: set[int] = set()
+        plain: list[int] = []
+        searched: list[int] = []
         for target in kernel:
             if eps[target]:
-                closed.update(memo[target] or _closure(nfa, target, memo))
+                searched.append(target)
             elif edges[target] or target == accept:
-                closed.add(target)
-        return frozenset(closed)
+                plain.append(target)
+        if not searched:
+            return frozenset(plain)
+        key = tuple(searched)
+        union = self.unions.get(key)
+        if union is None:
+            memo = self.memo
+            union = self.unions[key] = frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in searched])
+        return union.union(plain) if plain else union
 
     def single_state(self, target: int) -> int:
         """`state_of((target,))` where that kernel is not known yet (`_numbered` written out for a new state: most
