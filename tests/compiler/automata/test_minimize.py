@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import (
+    bfs_order,
     distinct_values,
     entering_symbols,
     minimize,
@@ -217,3 +218,19 @@ def test_entering_symbols_lists_every_move_into_each_state(dfa: tuple[np.ndarray
     for target in range(len(table)):
         listed = list(zip(sources[bounds[target]:bounds[target + 1]], masks[bounds[target]:bounds[target + 1]]))
         assert listed == sorted(expected.get(target, {}).items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_tables(), st.integers(0, 9))
+def test_bfs_order_is_a_search_visiting_each_row_by_symbol(dfa: tuple[np.ndarray, np.ndarray], start: int) -> None:
+    """Against a queue over the table, each row's symbols in increasing order (rows of few targets over many
+    symbols repeat a target in runs, which the search takes once)."""
+    table, _ = dfa
+    start %= len(table)
+    order, seen = [start], {start}
+    for state in order:
+        for target in table[state].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                order.append(target)
+    assert bfs_order(table, start).tolist() == order
