@@ -471,8 +471,9 @@ def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: froze
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:
     """Rows of states lo..hi-1 at once: gather all class moves, cut them into kernels, number each distinct kernel.
 
-    A move is sorted as one int64, (state, class) times the NFA's states plus its target (at most 2,048 states by
-    65,536 classes by 2^31 NFA states, within 2^63): a lexsort of the two columns was a sixth of the level."""
+    A move is sorted as one int64, (state, class) times the NFA's states plus its target (`LEVEL_CHUNK` states by
+    the classes by `MAX_NFA_STATES`: within 2^63 below 2^31 classes): a lexsort of the two columns was a sixth of
+    the level."""
     level = subsets.states[lo:hi]
     sizes = np.fromiter((len(s) for s in level), dtype=np.int64, count=hi - lo)
     members = np.fromiter(chain.from_iterable(level), dtype=np.int64, count=int(sizes.sum()))
