@@ -26,7 +26,7 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
-from stdsl.compiler.automata.nfa import known_minimal, minimal_labels
+from stdsl.compiler.automata.nfa import estimated_states, known_minimal, minimal_labels
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
@@ -52,6 +52,8 @@ KEYED_FROM = 3
 fixed cost (a skeleton, a second determinization, some fifty numpy calls) outweighs them.  Over every 5th Kubernetes
 file, forked, summed CPU: 3.07 s all by the subset construction, 2.82 / 2.81 / 2.70 s from 2 / 3 / 4 keys (and
 3.58 / 3.52 / 3.60 / 3.66 s from 0 / 3 / 5 / 8 keys against 4.10 s, on a busier host)."""
+QUOTED_TEXT_NFA = 512
+"""A quoted text whose NFA would have more states (`nfa.estimated_states`) is left to the subset construction."""
 QUOTED_TEXT_STATES = 256
 """A quoted text's DFA of more states is left to the subset construction."""
 
@@ -145,14 +147,16 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
 
 def _quoted_text(node: ir.Node) -> ir.Embedded | None:
     """The minimal DFA of a string's text between two quotes (a free-form string value) as an embedded automaton
-    known minimal, kept on the node; None for an expression over call symbols, with more than `QUOTED_TEXT_STATES`
-    states, or whose DFA reads a quote where it may end (no prefix code)."""
+    known minimal, kept on the node; None for an expression over call symbols, with more than `QUOTED_TEXT_NFA` NFA
+    states (a long counted string: refusing its DFA only once built was 0.12 s of sp_371's compile) or
+    `QUOTED_TEXT_STATES` DFA states, or whose DFA reads a quote where it may end (no prefix code)."""
     if QUOTED_TEXT in node.__dict__:
         return node.__dict__[QUOTED_TEXT]  # type: ignore[no-any-return]
     found: ir.Embedded | None = None
-    if not any(isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
-               or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
-               for part in ir.distinct_nodes(node)):
+    if estimated_states(node) <= QUOTED_TEXT_NFA and not any(
+            isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
+            or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
+            for part in ir.distinct_nodes(node)):
         try:
             automaton = build_automaton(node, QUOTED_TEXT_STATES)
         except (StateBudgetError, EmptyLanguageError):
