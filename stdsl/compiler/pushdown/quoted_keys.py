@@ -47,6 +47,11 @@ MOVED_INTO_START = "_moved_into_start"
 SPREAD = 0x9E3779B97F4A7C15 - (1 << 64)
 """Spreads the weights of `_shared`'s sums: odd multiples of 2^64 / golden ratio, summed in wrapping int64 (numpy's
 own loop: a float product's first call in a process starts BLAS, 30 ms)."""
+AMBIGUOUS = b"\x00ambiguous"
+"""Set in a body's keys by `_skeleton` where an alternation holds two quoted strings other than literal keys (a
+value that is one of two string types or an enum beside a string): some state would then read a quote or two
+embedded DFAs, and the layout would give up only after determinizing the skeleton (o51165: 40 ms).  No key has
+this text (a key's bytes hold no NUL)."""
 KEYED_FROM = 3
 """A body with fewer literal keys is left to the subset construction: its keys' states are few, and the layout's
 fixed cost (a skeleton, a second determinization, some fifty numpy calls) outweighs them.  Over every 5th Kubernetes
@@ -69,7 +74,7 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
     not form a prefix code at some state (the caller runs the subset construction)."""
     keys: dict[Key, int] = {}
     skeleton = _skeleton(body, keys, alphabet, {})
-    if sum(isinstance(key, bytes) for key in keys) < KEYED_FROM:
+    if keys.pop(AMBIGUOUS, None) is not None or sum(isinstance(key, bytes) for key in keys) < KEYED_FROM:
         return None
     texts = [_quoted_text(key) if not isinstance(key, (bytes, ir.Embedded)) else key for key in keys]
     if any(text is None for text in texts):
@@ -103,6 +108,8 @@ def _skeleton(node: ir.Node, keys: dict[Key, int], alphabet: int, memo: dict[int
             if items is not None:
                 result = ir.Seq(tuple(items))
     elif isinstance(node, ir.Alt):
+        if sum(_opens_quoted_text(item) for item in node.items) > 1:
+            keys[AMBIGUOUS] = -1
         items = [_skeleton(item, keys, alphabet, memo) for item in node.items]
         if any(new is not old for new, old in zip(items, node.items)):
             result = ir.Alt(tuple(items))
@@ -114,6 +121,16 @@ def _skeleton(node: ir.Node, keys: dict[Key, int], alphabet: int, memo: dict[int
         node.__dict__[KEYLESS] = True
     memo[id(node)] = result
     return result
+
+
+def _opens_quoted_text(node: ir.Node) -> bool:
+    """Whether `node` starts with a quoted string other than a literal key (a quoted literal or text: a value)."""
+    literal = node.__dict__.get("_literal")
+    if literal is not None:
+        return bool(literal[0] == QUOTE)
+    if not isinstance(node, ir.Seq) or not node.items or node.items[0] is not _QUOTE_SET:
+        return False
+    return not isinstance(_quoted(node.items, 1)[0], bytes)
 
 
 def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]
