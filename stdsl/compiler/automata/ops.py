@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.minimize import distinct_values, minimize, trim
-from stdsl.compiler.automata.product_bound import BOUND_FROM_SHARE, BOUND_GROWTH, reaches_more_than
+from stdsl.compiler.automata.product_bound import BOUND_GROWTH, first_bound_at, reaches_more_than
 from stdsl.compiler.automata.table_blocks import BLOCK_CELLS, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
@@ -109,7 +109,7 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
     first_cell = 0
     narrow = max_states is not None and (max_states + 1) * max(classes, 1) < np.iinfo(np.int32).max
     index_type = np.int32 if narrow else np.int64
-    bound_at = (max_states or 0) // BOUND_FROM_SHARE
+    bound_at = first_bound_at(max_states or 0)
     while len(level):
         check_deadline("intersection")
         levels.append(level)

@@ -15,7 +15,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata import ops
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, compile_regex
-from stdsl.compiler.automata.product_bound import reaches_more_than, walk_lengths
+from stdsl.compiler.automata.product_bound import reaches_more_than
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 PATTERNS = ["[a-c]*", "(?:a+ )*a*", "(?:[a-z]+ ){0,5}[a-z]+", "(?:ab|c)*d?", "[^ ]*", "(?:a|é)*", "x(?:[0-9]{2})*",
@@ -87,18 +87,3 @@ def test_a_long_length_bound_is_refused_early() -> None:
     met = reachable_pairs(left, right)[:2000]
     keys = np.array([mine * width + theirs for mine, theirs in met], dtype=np.int64)
     assert reaches_more_than(left, right, width, keys, 60_000)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(-1, 11), min_size=1, max_size=12))
-def test_walk_lengths_count_live_moves(moves: list[int]) -> None:
-    successor = np.array([m if m < len(moves) else -1 for m in moves], dtype=np.int64)
-    found = walk_lengths(successor)
-    for state in range(len(moves)):
-        visited, current, steps = {state}, state, 0
-        while successor[current] >= 0 and int(successor[current]) not in visited:
-            current = int(successor[current])
-            visited.add(current)
-            steps += 1
-        expected = steps if successor[current] < 0 else -1
-        assert found[state] == expected
