@@ -69,6 +69,7 @@ STAGES = ("schema compile", "raw-value intersection", "call layout", "guarded ca
 def _instrument(clock: StageClock) -> None:
     """Wrap each stage's entry point where its callers look it up."""
     import stdsl.compiler.constraint_spec as constraint_spec
+    import stdsl.compiler.pushdown.piece_assembly as piece_assembly
     import stdsl.compiler.tools.formats.gemma as gemma
     import stdsl.compiler.tools.formats.pythonic as pythonic
     import stdsl.compiler.tools.formats.raw_values as raw_values
@@ -77,11 +78,12 @@ def _instrument(clock: StageClock) -> None:
     constraint_spec._embeddable_schema = clock.wrap("schema compile", constraint_spec._embeddable_schema)
     for module in (raw_values, gemma, pythonic):
         module.intersection = clock.wrap("raw-value intersection", raw_values.intersection)
-    for name in ("concatenation", "build_automaton", "call_layout", "call_layouts"):
+    for name in ("build_automaton", "call_layout", "call_layouts", "piece_from_parts"):
         setattr(reply_automaton, name, clock.wrap("call layout", getattr(reply_automaton, name)))
     for name in ("determinize", "shrink", "build_nfa"):
-        setattr(reply_automaton, name, clock.wrap("reply skeleton", getattr(reply_automaton, name)))
-    reply_automaton.substitute = clock.wrap("substitution", reply_automaton.substitute)
+        setattr(piece_assembly, name, clock.wrap("reply skeleton", getattr(piece_assembly, name)))
+    for name in ("substitute", "general_substitute"):
+        setattr(piece_assembly, name, clock.wrap("substitution", getattr(piece_assembly, name)))
     reply_automaton.guarded_calls = clock.wrap("guarded calls", reply_automaton.guarded_calls)
 
 

@@ -8,9 +8,10 @@ step are cheap, and the subset construction over them costs about what it costs 
 
 from __future__ import annotations
 
+import math
 import traceback
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -111,6 +112,36 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                               in_bfs_order=dfa.in_bfs_order)
     return Automaton.from_classes(table, accepting, dfa.byte_class)
+
+
+def product_operands(parts: Sequence[ir.Node], max_states: int) -> list[Automaton]:
+    """Automata of `parts` for a product that is minimized whatever its operands (`ops.intersect`): a counted
+    repetition as `counted_automaton` lays it out, trim but not minimized, where there are two parts or more and the
+    operands' sizes multiplied stay within `max_states`; else each part as `build_automaton` builds it.
+
+    The minimal product of a language is one table (start 0, BFS order), so a product of unminimized operands is
+    identical to one of minimal operands; its pairs are at most the sizes multiplied, so within that bound neither
+    product is refused.  Minimizing a string's length bound before intersecting it with the string's pattern was
+    most of that intersection (MaskBench o82829: three bounds of 2,921 to 5,101 states, 0.11 s of Hopcroft
+    refinement for products of 256 to 847 states)."""
+    if len(parts) < 2:
+        return [build_automaton(part, max_states) for part in parts]
+    laid_out = [_laid_out(part, max_states) for part in parts]
+    if math.prod(automaton.num_states for automaton, _ in laid_out) > max_states:
+        return [automaton if minimal else build_automaton(part, max_states)
+                for part, (automaton, minimal) in zip(parts, laid_out)]
+    return [automaton for automaton, _ in laid_out]
+
+
+def _laid_out(node: ir.Node, max_states: int) -> tuple[Automaton, bool]:
+    """A trim automaton of `node` and whether it is `build_automaton`'s (minimal): a counted repetition's laid-out
+    table is not."""
+    if isinstance(node, ir.Repeat):
+        with frames_cleared_on_refusal():
+            built = counted_automaton(node, max_states)
+        if built is not None:
+            return Automaton.from_classes(*built), False
+    return build_automaton(node, max_states), True
 
 
 def determinized(node: ir.Node, max_states: int, alphabet: int = 256) -> ClassDFA:

@@ -21,6 +21,7 @@ from itertools import chain
 
 import numpy as np
 
+from stdsl.compiler.automata.minimize import distinct_values
 from stdsl.compiler.automata.nfa import NFA
 from stdsl.compiler.automata.table_blocks import concatenated, dead_table
 from stdsl.compiler.deadline import check_deadline
@@ -193,6 +194,7 @@ class _Subsets:
         self.nfa = nfa
         self.max_states = max_states
         self.memo: list[frozenset[int] | None] = [None] * nfa.num_states
+        self.unions: dict[tuple[int, ...], frozenset[int]] = {}
         start = _closure(nfa, nfa.start, self.memo)
         self.states: list[frozenset[int]] = [start]
         self.members = len(start)
@@ -216,10 +218,33 @@ class _Subsets:
         found = self.kernel_ids.get(kernel)
         if found is not None:
             return found
-        memo, nfa = self.memo, self.nfa
-        number = self._numbered(frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in kernel]))
+        number = self._numbered(self._closed(kernel))
         self.kernel_ids[kernel] = number
         return number
+
+    def _closed(self, kernel: tuple[int, ...]) -> frozenset[int]:
+        """The union of the closures of `kernel`'s targets.  A target without epsilon moves is its own closure (if
+        important) and is added as it is: a frozenset of one per such target was most of the closures made (22,301
+        for tmlanguage's largest body, whose DFA has 1,733 states), and the collections they set off.  The union of
+        the other targets' closures is kept per tuple of them: they recur (that body's 1,634 kernels hold 138
+        tuples, whose closures are two thirds of the members)."""
+        nfa = self.nfa
+        eps, edges, accept = nfa.eps, nfa.edges, nfa.accept
+        plain: list[int] = []
+        searched: list[int] = []
+        for target in kernel:
+            if eps[target]:
+                searched.append(target)
+            elif edges[target] or target == accept:
+                plain.append(target)
+        if not searched:
+            return frozenset(plain)
+        key = tuple(searched)
+        union = self.unions.get(key)
+        if union is None:
+            memo = self.memo
+            union = self.unions[key] = frozenset().union(*[memo[t] or _closure(nfa, t, memo) for t in searched])
+        return union.union(plain) if plain else union
 
     def single_state(self, target: int) -> int:
         """`state_of((target,))` where that kernel is not known yet (`_numbered` written out for a new state: most
@@ -263,7 +288,6 @@ class _ClassMoves:
         self.set_masks = [1 << classes[0] if len(classes) == 1 else sum(1 << cls for cls in classes)
                           for classes in set_classes]
         self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
-        self.lists: list[list[tuple[int, int]] | None] = [None] * nfa.num_states
 
     @cached_property
     def set_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -284,7 +308,8 @@ class _ClassMoves:
     def class_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every (state, class) move as CSR arrays `(indptr, classes, targets)`, and a 64-bit salt per state.
         Gathered `MOVES_CHUNK` states at a time, checking the deadline between (an NFA of 600,000 states took a
-        second at once)."""
+        second at once); the (set, target) pairs are read as a flat run of ints (an array of the pair tuples took
+        twice as long)."""
         edges, num_states = self.nfa.edges, self.nfa.num_states
         per_state = np.zeros(num_states, dtype=np.int64)
         class_parts, target_parts = [], []
@@ -292,7 +317,8 @@ class _ClassMoves:
             check_deadline("determinization")
             out = edges[lo:lo + MOVES_CHUNK]
             sizes = np.fromiter(map(len, out), dtype=np.int64, count=len(out))
-            pairs = np.array(list(chain.from_iterable(out)), dtype=np.int64).reshape(-1, 2)
+            pairs = np.fromiter(chain.from_iterable(chain.from_iterable(out)), dtype=np.int64,
+                                count=2 * int(sizes.sum())).reshape(-1, 2)
             classes, counts = self.expand(pairs[:, 0])
             per_state[lo:lo + len(out)] = np.bincount(np.repeat(np.arange(len(out)), sizes), weights=counts,
                                                       minlength=len(out))
@@ -304,16 +330,6 @@ class _ClassMoves:
         targets = concatenated(target_parts, "determinization") if target_parts else np.zeros(0, dtype=np.int64)
         check_deadline("determinization")
         return indptr, classes, targets, _mix(np.arange(num_states + 1, dtype=np.uint64))
-
-    def pairs(self, state: int) -> list[tuple[int, int]]:
-        """(class, target) moves of one NFA state, for the narrow-level path."""
-        cached = self.lists[state]
-        if cached is None:
-            set_classes = self.set_classes
-            cached = [(cls, target) for set_index, target in self.nfa.edges[state] for cls in set_classes[set_index]]
-            self.lists[state] = cached
-        return cached
-
 
 def _mix(values: np.ndarray) -> np.ndarray:
     """SplitMix64 of each value: a well-spread 64-bit salt per NFA state for hashing kernels (no numpy.random)."""
@@ -418,20 +434,46 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
 
 def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
                found: list[list[int]]) -> None:
-    """The moves of one state class by class, appended to `found` as (state, class, target) columns."""
+    """The moves of one state class by class, appended to `found` as (state, class, target) columns.
+
+    The members' targets are gathered per byte set, and a class's kernel is that of the sets holding it, made once
+    per distinct group of sets: a JSON string's character sets span dozens of classes, which each member's moves
+    were expanded to one by one (tmlanguage's bodies: 417 such states)."""
     sources, classes, targets = found
-    by_class: dict[int, set[int]] = {}
+    edges, set_classes = subsets.nfa.edges, moves.set_classes
+    by_set: dict[int, list[int]] = {}
     for member in members:
-        for cls, target in moves.pairs(member):
-            by_class.setdefault(cls, set()).add(target)
-    for cls in sorted(by_class):
+        for set_index, target in edges[member]:
+            if set_index in by_set:
+                by_set[set_index].append(target)
+            else:
+                by_set[set_index] = [target]
+    sets_of: dict[int, list[int]] = {}
+    for set_index in by_set:
+        for cls in set_classes[set_index]:
+            if cls in sets_of:
+                sets_of[cls].append(set_index)
+            else:
+                sets_of[cls] = [set_index]
+    reached: dict[tuple[int, ...], int] = {}
+    for cls in sorted(sets_of):
+        holding = tuple(sets_of[cls])
+        number = reached.get(holding)
+        if number is None:
+            kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
+                by_set[set_index] for set_index in holding))
+            number = reached[holding] = subsets.state_of(tuple(sorted(kernel)))
         sources.append(state)
         classes.append(cls)
-        targets.append(subsets.state_of(tuple(sorted(by_class[cls]))))
+        targets.append(number)
 
 
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:
-    """Rows of states lo..hi-1 at once: gather all class moves, cut them into kernels, number each distinct kernel."""
+    """Rows of states lo..hi-1 at once: gather all class moves, cut them into kernels, number each distinct kernel.
+
+    A move is sorted as one int64, (state, class) times the NFA's states plus its target (`LEVEL_CHUNK` states by
+    the classes by `MAX_NFA_STATES`: within 2^63 below 2^31 classes): a lexsort of the two columns was a sixth of
+    the level."""
     level = subsets.states[lo:hi]
     sizes = np.fromiter((len(s) for s in level), dtype=np.int64, count=hi - lo)
     members = np.fromiter(chain.from_iterable(level), dtype=np.int64, count=int(sizes.sum()))
@@ -441,12 +483,9 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     lengths = indptr[members + 1] - starts
     index = np.repeat(starts, lengths) + _positions_within(lengths)
     keys = np.repeat(owners, lengths) * moves.num_classes + move_classes[index]
-    targets = move_targets[index]
-    order = np.lexsort((targets, keys))
-    keys, targets = keys[order], targets[order]
-    fresh = np.ones(len(keys), dtype=bool)
-    fresh[1:] = (keys[1:] != keys[:-1]) | (targets[1:] != targets[:-1])
-    keys, targets = keys[fresh], targets[fresh]
+    width = subsets.nfa.num_states
+    moves_sorted = distinct_values(keys * width + move_targets[index])
+    keys, targets = moves_sorted // width, moves_sorted % width
     rows = np.full((hi - lo, moves.num_classes), -1, dtype=np.int64)
     if not len(keys):
         return rows
@@ -461,28 +500,35 @@ def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.n
     other = np.repeat(seg_start[representative], seg_len) + _positions_within(seg_len)
     equal = targets[np.minimum(other, len(targets) - 1)] == targets
     same &= np.logical_and.reduceat(equal, seg_start)
-    target_list = targets.tolist()
-    starts_list, lengths_list, first_list = seg_start.tolist(), seg_len.tolist(), first.tolist()
+    kernel_targets, kernel_bounds = _segments(targets, seg_start[first], seg_len[first])
     known = subsets.kernel_ids.get
-    kernel_states = [0] * len(first_list)
+    kernel_states = [0] * len(first)
     for done, kernel in enumerate(np.argsort(first).tolist()):
         if done & 1023 == 1023:
             check_deadline("determinization", subsets.releasing)
-        segment = first_list[kernel]
-        start = starts_list[segment]
-        moves_to = tuple(target_list[start:start + lengths_list[segment]])
+        moves_to = tuple(kernel_targets[kernel_bounds[kernel]:kernel_bounds[kernel + 1]])
         found = known(moves_to)
         kernel_states[kernel] = subsets.state_of(moves_to) if found is None else found
     seg_state = np.array(kernel_states, dtype=np.int64)[inverse.reshape(-1)]
-    colliding = np.flatnonzero(~same).tolist()
-    if colliding:
+    colliding = np.flatnonzero(~same)
+    if len(colliding):
         subsets.bfs_order = False
-    for segment in colliding:
-        start = starts_list[segment]
-        seg_state[segment] = subsets.state_of(tuple(target_list[start:start + lengths_list[segment]]))
+        colliding_targets, colliding_bounds = _segments(targets, seg_start[colliding], seg_len[colliding])
+        for number, segment in enumerate(colliding.tolist()):
+            moves_to = tuple(colliding_targets[colliding_bounds[number]:colliding_bounds[number + 1]])
+            seg_state[segment] = subsets.state_of(moves_to)
     seg_keys = keys[seg_start]
     rows[seg_keys // moves.num_classes, seg_keys % moves.num_classes] = seg_state
     return rows
+
+
+def _segments(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[list[int], list[int]]:
+    """The segments `values[start:start + length]` concatenated as a list, with their bounds in it (segment i is
+    `bounds[i]:bounds[i + 1]`): a level's distinct kernels are a few percent of its segments (tmlanguage's largest
+    body: 2,728 of 74,685), so only theirs are made Python ints."""
+    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    return values[np.repeat(starts, lengths) + _positions_within(lengths)].tolist(), bounds.tolist()
 
 
 def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 256) -> ClassDFA:

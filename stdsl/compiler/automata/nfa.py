@@ -419,18 +419,6 @@ class _Builder:
         else:
             self.eps[state] = [target]
 
-    def add_edge(self, state: int, ranges: Ranges, target: int) -> None:
-        """A move from `state` to `target` on any byte of `ranges`."""
-        index = self.set_index.get(ranges)
-        if index is None:
-            index = self.set_index[ranges] = len(self.nfa.byte_sets)
-            self.nfa.byte_sets.append(ranges)
-        moves = self.edges[state]
-        if isinstance(moves, list):
-            moves.append((index, target))
-        else:
-            self.edges[state] = [(index, target)]
-
     def byte_set_index(self, ranges: Ranges) -> int:
         """The index of `ranges` in the NFA's byte sets, added if new."""
         index = self.set_index.get(ranges)

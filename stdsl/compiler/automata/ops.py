@@ -115,15 +115,14 @@ def intersect(a: Automaton, b: Automaton, max_states: int | None = None) -> Auto
         levels.append(level)
         na, nb = ta[level // width].reshape(-1), tb[level % width].reshape(-1)
         live = np.flatnonzero((na >= 0) & (nb >= 0))
-        fresh, inverse = np.unique(na[live] * width + nb[live], return_inverse=True)
-        ids, level = numbering.number(fresh)
+        ids, level = numbering.numbered_moves(na[live] * width + nb[live])
         if max_states is not None and numbering.count > min(bound_at, max_states):
             if numbering.count > max_states or reaches_more_than(ta, tb, int(width), np.concatenate([*levels, level]),
                                                                  max_states):
                 raise StateBudgetError(f"the intersection needs more than {max_states:,} product states")
             bound_at *= BOUND_GROWTH
         cells.append((live + first_cell).astype(index_type))
-        moves.append(ids[inverse.reshape(-1)].astype(index_type))
+        moves.append(ids.astype(index_type))
         first_cell += len(na)
     keys = np.concatenate(levels)
     accepting = a.accepting[keys // width] & b.accepting[keys % width]
@@ -155,14 +154,15 @@ sorted arrays: 4M pairs is 32 MB of int64, filled in a few milliseconds."""
 
 
 class _PairNumbering:
-    """Numbers for the product pairs a breadth-first search meets, in the order it meets them: a level's new pairs
-    in ascending order after every pair met before (pair 0, both starts, is number 0).  A level is numbered with
-    numpy calls, in a dense array of the `pairs` possible or, for a large product, by a search in the sorted pairs
-    met so far; a Python loop per pair took a third of a refused string intersection's time (MaskBench o21053:
-    200,000 pairs, 1.4 million pairs met again).  The sorted pairs are two runs, the older and the recent ones:
-    a level's new pairs go into the recent run, which joins the older one once it holds half as many, so most
-    levels copy the recent run and not every pair met (inserting into one run, a fresh array per level, was 0.06 s
-    of o21053's 0.33 s in a fresh process, 0.04 s this way: the page faults of the fresh arrays were most of it)."""
+    """Numbers for the product pairs a breadth-first search meets, a level's new pairs after every pair met before
+    (pair 0, both starts, is number 0; within a level in ascending order where the pairs are sorted).  A level is
+    numbered with numpy calls, in a dense array of the `pairs` possible or, for a large product, by a search in the
+    sorted pairs met so far; a Python loop per pair took a third of a refused string intersection's time
+    (MaskBench o21053: 200,000 pairs, 1.4 million pairs met again).  The sorted pairs are two runs, the older and
+    the recent ones: a level's new pairs go into the recent run, which joins the older one once it holds half as
+    many, so most levels copy the recent run and not every pair met (inserting into one run, a fresh array per
+    level, was 0.06 s of o21053's 0.33 s in a fresh process, 0.04 s this way: the page faults of the fresh arrays
+    were most of it)."""
 
     def __init__(self, pairs: int) -> None:
         self.count = 1
@@ -175,17 +175,28 @@ class _PairNumbering:
             self.dense = dead_table((max(pairs, 1), 1), np.int64, "intersection").reshape(-1)
             self.dense[0] = 0
 
+    def numbered_moves(self, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The number of the pair of each of a level's `moves` (pairs repeat; new ones numbered now) and the new
+        pairs.  In the dense array a level's new pairs are found without sorting the moves (mark each unmet pair
+        with a move's index: one move per pair keeps its mark), numbered in no particular order: the product is
+        minimized, whose table does not depend on it (a sort per level was a fifth of o82829's intersections, a
+        level per byte of a 255-character string)."""
+        dense = self.dense
+        if dense is None:
+            fresh, inverse = np.unique(moves, return_inverse=True)
+            ids, new = self.number(fresh)
+            return ids[inverse.reshape(-1)], new
+        unmet = moves[dense[moves] < 0]
+        marks = np.arange(len(unmet), dtype=np.int64)
+        dense[unmet] = marks
+        new = unmet[dense[unmet] == marks]
+        dense[new] = np.arange(self.count, self.count + len(new), dtype=np.int64)
+        self.count += len(new)
+        return dense[moves], new
+
     def number(self, fresh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The numbers of the sorted distinct pairs `fresh` (new ones numbered now) and the new pairs, in order."""
-        if self.dense is not None:
-            ids = self.dense[fresh]
-            unmet = ids < 0
-            new = fresh[unmet]
-            numbers = np.arange(self.count, self.count + len(new), dtype=np.int64)
-            ids[unmet] = numbers
-            self.count += len(new)
-            self.dense[new] = numbers
-            return ids, new
+        """The numbers of the sorted distinct pairs `fresh` (new ones numbered now) and the new pairs, in order,
+        from the sorted pairs met so far."""
         older, older_ids = _found_in(self.keys, self.numbers, fresh)
         at = np.searchsorted(self.recent_keys, fresh)
         recent, recent_ids = _found_in(self.recent_keys, self.recent_numbers, fresh, at)

@@ -41,8 +41,9 @@ def first_bound_at(limit: int) -> int:
 
 def reaches_more_than(left: np.ndarray, right: np.ndarray, width: int, met: np.ndarray, limit: int) -> bool:
     """Whether the product of two class tables over common classes (`left`, `right`: rows are states, -1 dead)
-    reaches more than `limit` pairs, proven from the distinct pairs `met` so far (numbered `l * width + r`, in the
-    order met).  False means "not proven", never "within the limit"."""
+    reaches more than `limit` pairs, proven from the distinct pairs `met` so far (numbered `l * width + r`, level by
+    level as met: a left state's first pair is one of its earliest, whose walk is longest where a walk counts).
+    False means "not proven", never "within the limit"."""
     lefts, rights = met // width, met % width
     states, first, position = np.unique(lefts, return_index=True, return_inverse=True)
     kept = left[states] == states[:, None]

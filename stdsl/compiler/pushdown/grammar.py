@@ -221,9 +221,9 @@ def laid_out_moves(bodies: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], 
 def call_moves(table: np.ndarray, call_classes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A body's call moves as `np.nonzero(table[:, call_classes] >= 0)` orders them: (state, callee index, return
     state), state by state.  Only the states with a call move are read through every call symbol: most symbols share
-    one class no state moves on, and reading all states through all of a large grammar's symbols (189 nonterminals
-    of a Kubernetes schema, every state of its 129 bodies) was 13 of its layout's 21 ms; now 4 (the classes read are
-    marked in a mask: `np.unique`'s first call in a fresh process imports `numpy.ma`, 12 ms)."""
+    one class no state moves on, so a large grammar's full gather is mostly cells that cannot move (measured in
+    `benchmarks/results/kubernetes_profile_kube71.md`).  The classes read are marked in a mask rather than
+    deduplicated with `np.unique`, whose first call in a fresh process imports `numpy.ma`."""
     read = np.zeros(table.shape[1], dtype=bool)
     read[call_classes] = True
     calling = np.flatnonzero((table[:, read] >= 0).any(axis=1))

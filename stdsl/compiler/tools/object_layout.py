@@ -147,7 +147,7 @@ def _laid_out(keys: list[bytes], values: list[Automaton], required: list[bool], 
     """Trie state -> layout state: the kept trie states first (the start's root is state 0); every other root
     stands for the accepting states of the value before it, a merged state for the one it was merged into."""
     number[kept] = np.arange(len(kept))
-    number = number[same]
+    state_of = number[same].tolist()
     for index, value in enumerate(values):
         offsets[index] = len(kept) + size
         size += value.num_states
@@ -163,38 +163,34 @@ def _laid_out(keys: list[bytes], values: list[Automaton], required: list[bool], 
         table[offsets[index]:offsets[index] + value.num_states] = np.where(block >= 0, block + offsets[index], -1)
 
     def target(code: int) -> int:
-        return int(number[code]) if code >= 0 else (end if code == -1 else offsets[-2 - code])
+        return state_of[code] if code >= 0 else (end if code == -1 else offsets[-2 - code])
 
     for junction, root in enumerate(roots):
         sources = np.zeros(1, dtype=np.int64) if junction == 0 else (np.flatnonzero(values[junction - 1].accepting)
                                                                      + offsets[junction - 1])
-        for state in range(root, roots[junction + 1] if junction + 1 < len(roots) else len(rows)):
-            row = rows[state]
-            if state != root and same[state] != state:
-                continue
-            columns = joint[list(row)]
-            targets = [target(code) for code in row.values()]
-            if state != root:
-                table[number[state], columns] = targets
-                continue
-            moved = table[np.ix_(sources, columns)]
-            if bool((moved >= 0).any()):
-                return None
-            table[np.ix_(sources, columns)] = targets
+        columns = joint[list(rows[root])][np.newaxis, :]
+        if bool((table[sources[:, np.newaxis], columns] >= 0).any()):
+            return None
+        table[sources[:, np.newaxis], columns] = [target(code) for code in rows[root].values()]
+    cells = [(state_of[state], byte, target(code))  # every kept trie state but the start's root, in one write
+             for state in kept[1:] for byte, code in rows[state].items()]
+    if cells:
+        at, on, to = zip(*cells)
+        table[list(at), joint[list(on)]] = to
     accepting = np.zeros(total, dtype=bool)
     accepting[end] = True
     return Automaton.from_classes(table, accepting, joint)
 
 
-def _shared_suffixes(rows: list[dict[int, int]], roots: set[int]) -> np.ndarray:
+def _shared_suffixes(rows: list[dict[int, int]], roots: set[int]) -> list[int]:
     """Each trie state's representative: non-root states with the same moves (to the same representatives, values
     or the end) merged, from the leaves up (a state's children come after it), so the junctions' tails into the same
     key share their states."""
-    same = np.arange(len(rows))
+    same = list(range(len(rows)))
     seen: dict[tuple[tuple[int, int], ...], int] = {}
     for state in range(len(rows) - 1, 0, -1):
         if state in roots:
             continue
-        moves = tuple(sorted((byte, int(same[code]) if code >= 0 else code) for byte, code in rows[state].items()))
+        moves = tuple(sorted((byte, same[code] if code >= 0 else code) for byte, code in rows[state].items()))
         same[state] = seen.setdefault(moves, state)
     return same

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import distinct_values, minimize, renumber_bfs, trim, trim_in_bfs_order
+from stdsl.compiler.automata.minimize import (
+    bfs_order,
+    distinct_values,
+    entering_symbols,
+    minimize,
+    renumber_bfs,
+    trim,
+    trim_in_bfs_order,
+)
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError
@@ -193,3 +201,36 @@ def test_distinct_values_equals_numpy_unique(values: list[int], rows: int) -> No
     found = distinct_values(array)
     assert found.dtype == array.dtype
     assert found.tolist() == np.unique(array).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_tables())
+def test_entering_symbols_lists_every_move_into_each_state(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    """Against a walk over every cell: per target, its sources in increasing order, each with the bit mask of the
+    symbols that move it there (widths past 64 symbols span several words)."""
+    table, _ = dfa
+    expected: dict[int, dict[int, int]] = {}
+    for source, symbol in zip(*np.nonzero(table >= 0)):
+        into = expected.setdefault(int(table[source, symbol]), {})
+        into[int(source)] = into.get(int(source), 0) | 1 << int(symbol)
+    bounds, sources, masks = entering_symbols(table)
+    assert len(bounds) == len(table) + 1
+    for target in range(len(table)):
+        listed = list(zip(sources[bounds[target]:bounds[target + 1]], masks[bounds[target]:bounds[target + 1]]))
+        assert listed == sorted(expected.get(target, {}).items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_tables(), st.integers(0, 9))
+def test_bfs_order_is_a_search_visiting_each_row_by_symbol(dfa: tuple[np.ndarray, np.ndarray], start: int) -> None:
+    """Against a queue over the table, each row's symbols in increasing order (rows of few targets over many
+    symbols repeat a target in runs, which the search takes once)."""
+    table, _ = dfa
+    start %= len(table)
+    order, seen = [start], {start}
+    for state in order:
+        for target in table[state].tolist():
+            if target >= 0 and target not in seen:
+                seen.add(target)
+                order.append(target)
+    assert bfs_order(table, start).tolist() == order

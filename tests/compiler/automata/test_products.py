@@ -268,6 +268,25 @@ def test_pairs_numbered_in_two_sorted_runs_as_in_order_met(levels: list[set[int]
     assert numbering.count == len(oracle)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 400), max_size=80), max_size=30))
+def test_moves_numbered_in_the_dense_array_number_each_pair_once(levels: list[list[int]]) -> None:
+    """A level's moves (pairs repeating) numbered in the dense array: a pair met before keeps its number, each new
+    pair gets one of the next numbers (in no particular order) and every move of it reads that number."""
+    numbering = ops._PairNumbering(401)
+    known = {0: 0}
+    for level in levels:
+        moves = np.array(level, dtype=np.int64)
+        ids, new = numbering.numbered_moves(moves)
+        unmet = {pair for pair in level if pair not in known}
+        assert sorted(new.tolist()) == sorted(unmet)
+        numbers = dict(zip(new.tolist(), numbering.dense[new].tolist()))
+        assert sorted(numbers.values()) == list(range(len(known), len(known) + len(unmet)))
+        known.update(numbers)
+        assert ids.tolist() == [known[pair] for pair in level]
+    assert numbering.count == len(known)
+
+
 @settings(max_examples=60, deadline=None)
 @given(regexes, regexes)
 def test_product_moves_kept_narrow_under_a_budget_give_the_same_automaton(left: str, right: str) -> None:

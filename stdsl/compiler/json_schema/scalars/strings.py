@@ -16,7 +16,7 @@ from json.encoder import encode_basestring
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata.build import build_automaton, embedded_leaf
+from stdsl.compiler.automata.build import embedded_leaf, product_operands
 from stdsl.compiler.automata.ops import intersect
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.scalars.formats import format_body, unsupported_format_message
@@ -260,7 +260,7 @@ def _intersection(parts: list[Node], path: str) -> Node:
 def _intersected(parts: list[Node]) -> Node | _Refused:
     """`_intersection` built: each language's automaton, then their product (or why it passed the budget)."""
     try:
-        automata = [build_automaton(part, MAX_PRODUCT_STATES) for part in parts]
+        automata = product_operands(parts, MAX_PRODUCT_STATES)
         product = automata[0]
         for other in automata[1:]:
             product = intersect(product, other, MAX_PRODUCT_STATES)
