@@ -25,6 +25,7 @@ from stdsl.compiler.json_schema.outline_size import (
     outline_pays,
     plain_size_reaches,
 )
+from stdsl.compiler.json_schema.refusal_probe import KeyClassShapes, may_refuse_late, refused_early
 from stdsl.compiler.json_schema.resolve import SUPPORTED, Context, Schema, flatten, resolve_ref
 from stdsl.compiler.json_schema.to_ir import ANY_VALUE_DEPTH, _Compiler
 from stdsl.compiler.pushdown.grammar import (
@@ -368,10 +369,18 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             lambda: _first_outlined_pushdown(*at_once, whitespace, max_states, max_depth))
         if grammar is not None:
             return grammar
+
+    def lowering_compiler() -> _CallingCompiler:
+        """This try's compiler (its members inlined and free-form levels as the tries so far left them)."""
+        return _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=outline is True,
+                                inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
+                                strict=strict, context=context)
+
+    if resume is None and may_refuse_late(schema):
+        refused_early(lambda shapes: recursive_schema_to_ir(schema, calls, compiler=_probing(lowering_compiler(),
+                                                                                             shapes)))
     for _ in range(tries):
-        compiler = _CallingCompiler(JsonTokens(whitespace), calls, schema, outline=outline is True,
-                                    inlined=frozenset(inlined), any_levels=any_levels, zero_fractions=zero_fractions,
-                                    strict=strict, context=context)
+        compiler = lowering_compiler()
         try:
             main, bodies = recursive_schema_to_ir(schema, calls, compiler=compiler)
             if calls_required and not bodies:
@@ -399,6 +408,12 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
                                     calls_required, context, resume=outlined_conflict)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
+
+
+def _probing(compiler: _CallingCompiler, shapes: KeyClassShapes) -> _CallingCompiler:
+    """`compiler` made a probe's (`refusal_probe`): its undeclared-key classes are `shapes`'."""
+    compiler.key_shapes = shapes
+    return compiler
 
 
 def _after_conflict(error: GrammarConflictError, compiler: _CallingCompiler, inlined: set[str], any_levels: int

@@ -96,7 +96,7 @@ class Context:
     current path (for cycles).
 
     `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords), `one_of`, `enum_keys`,
-    `string_matchers` and `warned` are caches shared by every context of one document.
+    `string_matchers`, `warned` and `approximated` are caches shared by every context of one document.
     `flatten.document_context(root)` makes the first one.
     """
 
@@ -121,6 +121,10 @@ class Context:
     """The greatest depth `entering` was called at since `logic.keywords.one_of_as_any_of` last reset it (one cell
     shared by every context of the document): how near `MAX_NESTING` a kept `oneOf` reading went, so that it can
     serve a deeper reading that would not reach it either."""
+    approximated: dict[int, tuple[Any, bool]] = field(default_factory=dict)
+    """Whether a schema part holds an `INEXACT` mark at any depth (`logic.disjoint.approximated`), by the part's id
+    (the part held): a `oneOf`'s disjointness proofs ask it of every pair of branches and again of their members,
+    each ask a walk of the whole part (a third of o84330's `oneOf` readings)."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
@@ -130,7 +134,7 @@ class Context:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
-                       self.enum_keys, self.string_matchers, self.warned, self.reach)
+                       self.enum_keys, self.string_matchers, self.warned, self.reach, self.approximated)
 
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""

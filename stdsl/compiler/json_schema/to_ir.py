@@ -50,6 +50,7 @@ from stdsl.compiler.json_schema.flatten import document_context
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.member_counts import counted_object
 from stdsl.compiler.json_schema.presence import allowed_patterns, dependent_members
+from stdsl.compiler.json_schema.refusal_probe import KeyClassShapes, ProbeGivenUp
 from stdsl.compiler.json_schema.resolve import (
     Context,
     Schema,
@@ -113,6 +114,8 @@ class _Compiler:
         self.string = json_string()
         self._any = lru_cache(maxsize=None)(self._any_value)
         self._lowered: dict[int, tuple[Schema, Node]] = {}
+        self.key_shapes: KeyClassShapes | None = None
+        """Set on a probe's compiler (`refusal_probe`): undeclared-key classes with stand-in key nodes."""
 
     @property
     def any_depth(self) -> int:
@@ -171,6 +174,8 @@ class _Compiler:
         The NFA builder shares a sub-node wherever it has one continuation; the items of an
         array with `minItems`/`maxItems` have one per count, and the minimized DFA is the cheaper copy.
         """
+        if self.key_shapes is not None and self.key_shapes.made:
+            raise ProbeGivenUp("a node's size is asked for where its key nodes may be stand-ins")
         if estimated_states(node) <= EMBED_ABOVE_STATES:
             return node
         from stdsl.compiler.automata.build import build_automaton, embedded_leaf, subset_automaton
@@ -358,7 +363,8 @@ class _Compiler:
         body = names_body(names_flat, f"{path}/propertyNames") if isinstance(names_flat, dict) else None
         with_unmatched = extra_schema is not False
         members = []
-        for key, matched in key_classes(patterns, declared, body, with_unmatched, f"{path}/patternProperties"):
+        classes = key_classes if self.key_shapes is None else self.key_shapes.key_classes
+        for key, matched in classes(patterns, declared, body, with_unmatched, f"{path}/patternProperties"):
             schema = {"allOf": [patterns[p] for p in matched]} if matched else extra_schema
             members.append(ir.seq(key, t.colon, self.member(schema, f"{path}/patternProperties", ctx)))
         return ir.alt(*members)

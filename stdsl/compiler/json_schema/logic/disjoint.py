@@ -38,11 +38,22 @@ def same_schema(a: Schema, b: Schema) -> bool:
     return a is b or json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def approximated(node: Any) -> bool:
-    """Whether a schema holds, at any depth, a part marked `_inexact` (an under-approximation of its meaning)."""
+def approximated(node: Any, known: dict[int, tuple[Any, bool]] | None = None) -> bool:
+    """Whether a schema holds, at any depth, a part marked `_inexact` (an under-approximation of its meaning); with
+    `known` (`Context.approximated`), each dict or list is walked once and its answer kept there."""
+    if not isinstance(node, (dict, list)):
+        return False
+    if known is not None:
+        found = known.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
     if isinstance(node, dict):
-        return node.get(INEXACT) is True or any(approximated(v) for k, v in node.items() if k != "enum")
-    return isinstance(node, list) and any(approximated(v) for v in node)
+        answer = node.get(INEXACT) is True or any(approximated(v, known) for k, v in node.items() if k != "enum")
+    else:
+        answer = any(approximated(v, known) for v in node)
+    if known is not None:
+        known[id(node)] = (node, answer)
+    return answer
 
 
 def relaxed(node: Any) -> Any:
@@ -71,7 +82,7 @@ def disjoint(a: Schema, b: Schema, ctx: Context, depth: int = 0) -> bool:
 
     It recurses into members, items and `anyOf` branches, so every call checks the compile time limit."""
     check_deadline("proving schemas disjoint (oneOf)")
-    if approximated(a) or approximated(b):
+    if approximated(a, ctx.approximated) or approximated(b, ctx.approximated):
         a, b = relaxed(a), relaxed(b)
     if a is False or b is False:
         return True

@@ -84,7 +84,7 @@ def difference(mine: Schema, other: Schema, ctx: Context, path: str, strict: boo
         return mine
     if other is True or other == {}:
         return False
-    if approximated(other):
+    if approximated(other, ctx.approximated):
         raise SchemaError("cannot negate a schema that was already approximated (a negated integer type or a "
                           "length above 1000)", path)
     mine = {} if mine is True else mine

@@ -104,7 +104,8 @@ def name_matches(matcher: Automaton, name: str, where: str = "#/patternPropertie
     return matcher.accepts(encoded)
 
 
-def _names(names: list[str]) -> Automaton:
+def names_automaton(names: list[str]) -> Automaton:
+    """The automaton of exactly the given names (the empty language for none)."""
     if not names:
         return _empty()
     return build_automaton(ir.alt(*(ir.literal(n) for n in names)))
@@ -129,9 +130,7 @@ def key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None,
 
 def _key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None, with_unmatched: bool,
                  where: str) -> list[tuple[ir.Node, list[str]]]:
-    if len(patterns) > MAX_PATTERNS:
-        raise SchemaError(f"more than {MAX_PATTERNS} patternProperties are not supported "
-                          "(the key classes grow as 2^n)", where)
+    refuse_many_patterns(patterns, where)
     universe = plain_names()
     if names_body is not None:
         try:
@@ -139,7 +138,7 @@ def _key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None
         except EmptyLanguageError:
             return []
     try:
-        universe = complement_within(universe, _names(declared))
+        universe = complement_within(universe, names_automaton(declared))
     except EmptyLanguageError:
         return []
     matchers = {p: pattern_matcher(p, f"{where}/{p}") for p in patterns}
@@ -158,6 +157,13 @@ def _key_classes(patterns: dict, declared: list[str], names_body: ir.Node | None
             key = ir.seq(QUOTE, ir.Embedded(language.transitions, language.accepting), QUOTE)
             out.append((key, [p for p, inside in zip(matchers, choice) if inside]))
     return out
+
+
+def refuse_many_patterns(patterns: dict, where: str) -> None:
+    """Refuse more than `MAX_PATTERNS` patternProperties on one object, naming `where`."""
+    if len(patterns) > MAX_PATTERNS:
+        raise SchemaError(f"more than {MAX_PATTERNS} patternProperties are not supported "
+                          "(the key classes grow as 2^n)", where)
 
 
 def names_body(schema: dict, where: str) -> ir.Node | None:
