@@ -8,6 +8,9 @@ and agree on whether the output may end there.  Their tables may differ (a schem
 the outlined grammar, a body DFA may keep or merge a state the other merges or keeps); their masks may not.
 
     python benchmarks/complement_masks.py --every 10 --out benchmarks/results/complement_masks_kube66
+
+With `--compare quoted-keys` the two compiles are instead a body's subset construction over its whole NFA (as
+before `pushdown.quoted_keys`) and its quoted keys laid out as tries (kube75).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 import stdsl.caches
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.json_schema.scalars import strings
+from stdsl.compiler.pushdown import grammar
 from stdsl.errors import StdslError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,20 +36,24 @@ WEIGHTS[[ord(c) for c in 'abcdefghijklmnopqrstuvwxyzACDIKNPSTV{}[],:"']] = 30.0
 rest, so that walks spell prefixes of declared keys as well as undeclared ones."""
 
 
-def compiled(schema: dict, written: bool) -> object:
-    """The schema's constraint (or its error's type name) with the complement written out or from the trie."""
+def compiled(schema: dict, written: bool, compare: str = "complement") -> object:
+    """The schema's constraint (or its error's type name) with the complement written out or from the trie (with
+    `compare` "quoted-keys": with the keys laid out as tries or by the subset construction)."""
     stdsl.caches.clear()
     strings._string_not_in.cache_clear()
-    original = strings.name_complement
-    if not written:
+    original, keyed = strings.name_complement, grammar.keyed_body_dfa
+    if not written and compare == "complement":
         strings.name_complement = lambda names: None  # type: ignore[assignment]
+    if not written and compare == "quoted-keys":
+        grammar.keyed_body_dfa = lambda *args: None  # type: ignore[assignment]
     try:
         return compile_constraint(schema, max_states=100_000, max_seconds=60, strict=False)
     except StdslError as error:
         return type(error).__name__
     finally:
-        strings.name_complement = original
+        strings.name_complement, grammar.keyed_body_dfa = original, keyed
         strings._string_not_in.cache_clear()
+        stdsl.caches.clear()
 
 
 def allowed(machine: object, config: int) -> list[int]:
@@ -81,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--walks", type=int, default=20)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--compare", choices=["complement", "quoted-keys"], default="complement")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "complement_masks"))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     for path in files:
         schema = json.loads(path.read_text())["schema"]
-        first, second = compiled(schema, False), compiled(schema, True)
+        first, second = compiled(schema, False, args.compare), compiled(schema, True, args.compare)
         if isinstance(first, str) or isinstance(second, str):
             rows[path.name] = {"outcomes": [str(first) if isinstance(first, str) else "ok",
                                             str(second) if isinstance(second, str) else "ok"]}
@@ -111,12 +120,14 @@ def main(argv: list[str] | None = None) -> int:
                                  if "states" in row and row["states"][0] != row["states"][1]},
               "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
-    lines = ["# Byte masks with the key complement from the name trie and written out\n",
+    title = ("the key complement from the name trie and written out" if args.compare == "complement"
+             else "body DFAs by the subset construction and with quoted keys laid out as tries")
+    lines = [f"# Byte masks with {title}\n",
              f"Command: `{result['command']}`\n",
              f"{result['schemas']} schemas; {result['walked']} pushdown constraints walked ({result['steps']:,} steps "
              f"compared); outcomes changed: {result['outcome_changed'] or 'none'}; masks differ: "
              f"{result['mask_differs'] or 'none'}.\n",
-             "Constraints whose states changed (trie / written):\n"]
+             "Constraints whose states changed (first / second):\n"]
     lines += [f"- `{name}` {before:,} / {after:,}" for name, (before, after) in result["states_changed"].items()]
     Path(args.out).with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

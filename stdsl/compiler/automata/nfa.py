@@ -160,11 +160,25 @@ def known_trim(node: ir.Embedded) -> ir.Embedded:
     return node
 
 
-def known_edges(node: ir.Embedded, edges: DfaMoves) -> ir.Embedded:
+def known_edges(node: ir.Embedded, edges: DfaMoves | Callable[[], DfaMoves]) -> ir.Embedded:
     """`node` with its moves (in `_dfa_edges`'s form) kept on it by the code that wrote its table, so that the NFA
-    builder need not read them off the table; that code chooses the byte sets (as the IR it stands for gave them)."""
+    builder need not read them off the table; that code chooses the byte sets (as the IR it stands for gave them).
+    Given as a function, they are written when the NFA builder first reads them."""
     object.__setattr__(node, "_edges", edges)
     return node
+
+
+def known_minimal(node: ir.Embedded, byte_labels: np.ndarray) -> ir.Embedded:
+    """`node`, recorded by the code that wrote its table as minimal (every state reachable from its start) and as
+    moving alike on bytes with equal `byte_labels`, so that a layout of its copies (`pushdown.quoted_keys`) need
+    neither search it nor compare its columns."""
+    object.__setattr__(node, "_minimal_labels", byte_labels)
+    return node
+
+
+def minimal_labels(node: ir.Embedded) -> np.ndarray | None:
+    """The byte labels `known_minimal` recorded on `node`, or None."""
+    return node.__dict__.get("_minimal_labels")
 
 
 def _trim_embedded(node: ir.Embedded) -> bool:
@@ -249,6 +263,9 @@ DfaMoves = tuple[list[Ranges], list[list[tuple[int, int]]]]
 def _embedded_edges(node: ir.Embedded) -> DfaMoves:
     """`_dfa_edges` of an embedded automaton, kept on the node when it is small (nodes are immutable)."""
     known = node.__dict__.get("_edges")
+    if callable(known):
+        known = known()
+        object.__setattr__(node, "_edges", known)
     if known is not None:
         return known  # type: ignore[no-any-return]
     edges = _dfa_edges(node.transitions)

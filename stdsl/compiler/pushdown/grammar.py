@@ -23,6 +23,7 @@ from stdsl.compiler.automata.minimize import distinct_values, successor_lists, t
 from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
+from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256
@@ -249,7 +250,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
     trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
     object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
-    10th MaskBench file minimized)."""
+    10th MaskBench file minimized).  Where its quoted keys and strings can be laid out as tries and copies
+    (`quoted_keys`) only the rest of it goes through the subset construction."""
     kept = _BODY_DFAS.find((), (body, alphabet))
     if kept is not None and len(kept[0][2]) <= max_states:
         return kept[0]
@@ -260,6 +262,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
         table[:, :dead] = over_bytes.class_transitions
         symbol_class = np.concatenate([over_bytes.byte_class, np.full(alphabet - CALL_BASE, dead)]).astype(np.intp)
         found = (table, symbol_class, np.array(over_bytes.accepting, dtype=bool))
+    elif (keyed := keyed_body_dfa(body, max_states, alphabet, CALL_BASE)) is not None:
+        found = keyed
     else:
         dfa = determinized(body, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,

@@ -26,7 +26,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
-from stdsl.compiler.automata.nfa import known_edges, known_trim
+from stdsl.compiler.automata.nfa import known_edges, known_minimal, known_trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
 
@@ -51,7 +51,7 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     children, final = _trie(names)
     merged, order = _merged(children, final) if names else ([0] * len(children), [0])
     count = len(order) if names else 0
-    rest, (partial_sets, partial_moves, partial_table, partial_accepting, lead_moves, lead_row) = count, _units()
+    rest, (_, partial_moves, partial_table, partial_accepting, _, lead_row) = count, _units()
     total = count + 1 + len(partial_moves)
     if total >= EMBEDDED_FROM:
         return None
@@ -61,22 +61,40 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     accepting = np.zeros(total, dtype=bool)
     accepting[:rest + 1] = True
     accepting[rest + 1:] = partial_accepting
+    sources: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for state, original in enumerate(order[:count]):
+        out = children[original]
+        bytes_out = sorted(out)
+        sources += [state] * len(bytes_out)
+        columns += bytes_out
+        targets += [merged[out[byte]] for byte in bytes_out]
+    table[sources, columns] = targets
+    accepting[:count] = [not final[original] for original in order[:count]]
+    labels = _unit_labels().copy()
+    child_bytes = np.array(sorted(set(columns)), dtype=np.int64)
+    labels[child_bytes] = -1 - child_bytes
+    node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
+    return known_edges(node, lambda: _moves(children, merged, order[:count], total))
+
+
+def _moves(children: list[dict[int, int]], merged: list[int], order: list[int], total: int
+           ) -> tuple[list[Ranges], list[list[tuple[int, int]]]]:
+    """`name_complement`'s moves as the trie's IR gives them (each child byte a byte set of its own, the other
+    printable bytes one set per node, the rest as the units' automaton groups them), for the NFA builder: only a
+    body that is not laid out by `pushdown.quoted_keys` reads them, so they are written on first read."""
+    rest, (partial_sets, partial_moves, _, _, lead_moves, _) = len(order), _units()
     symbol_sets: list[Ranges] = [PLAIN]
     moves: list[list[tuple[int, int]]] = [[] for _ in range(total)]
     lead = [(len(symbol_sets) + index, target + rest) for index, (_, target) in enumerate(lead_moves)]
     symbol_sets += [ranges for ranges, _ in lead_moves]
     single: dict[int, int] = {}
     others: dict[tuple[int, ...], int] = {(): 0}
-    sources: list[int] = []
-    columns: list[int] = []
-    targets: list[int] = []
-    for state, original in enumerate(order[:count]):
+    for state, original in enumerate(order):
         out = children[original]
         bytes_out = tuple(sorted(out))
         reached = [merged[out[byte]] for byte in bytes_out]
-        sources += [state] * len(bytes_out)
-        columns += bytes_out
-        targets += reached
         number = others.get(bytes_out)
         if number is None:
             ranges = _without(bytes_out)
@@ -89,15 +107,12 @@ def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
                 symbol_sets.append(_SINGLE[byte])
         moves[state] = ([(number, rest)] if number >= 0 else []) + lead + [
             (single[byte], target) for byte, target in zip(bytes_out, reached)]
-    table[sources, columns] = targets
-    accepting[:count] = [not final[original] for original in order[:count]]
     moves[rest] = [(0, rest), *lead]
     partial_base = len(symbol_sets)
     symbol_sets += partial_sets
     for state, partial in enumerate(partial_moves, rest + 1):
         moves[state] = [(partial_base + index, target + rest) for index, target in partial]
-    node = known_trim(ir.Embedded(table, accepting))
-    return known_edges(node, (symbol_sets, moves))
+    return symbol_sets, moves
 
 
 def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
@@ -177,6 +192,21 @@ def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.
     assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
     return (list(sets), partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves,
             lead_row)
+
+
+@lru_cache(maxsize=1)
+def _unit_labels() -> np.ndarray:
+    """A label per byte, equal for bytes that every name complement's rest and partial states and its trie states'
+    moves beside their children (`PLAIN`, the units' lead and partial sets) take alike: the bit set of the sets a
+    byte is in.  A complement's own child bytes are then each labelled apart (negative labels)."""
+    partial_sets, _, _, _, lead_moves, _ = _units()
+    sets = [PLAIN, *(ranges for ranges, _ in lead_moves), *partial_sets]
+    assert len(sets) < 63, "a byte's sets fit one int64"
+    labels = np.zeros(256, dtype=np.int64)
+    for bit, ranges in enumerate(sets):
+        for lo, hi in ranges:
+            labels[lo:hi + 1] |= 1 << bit
+    return labels
 
 
 def _grouped(row: list[int]) -> Moves:
