@@ -52,11 +52,12 @@ AMBIGUOUS = b"\x00ambiguous"
 value that is one of two string types or an enum beside a string): some state would then read a quote or two
 embedded DFAs, and the layout would give up only after determinizing the skeleton (o51165: 40 ms).  No key has
 this text (a key's bytes hold no NUL)."""
-KEYED_FROM = 3
+KEYED_FROM = 8
 """A body with fewer literal keys is left to the subset construction: its keys' states are few, and the layout's
-fixed cost (a skeleton, a second determinization, some fifty numpy calls) outweighs them.  Over every 5th Kubernetes
-file, forked, summed CPU: 3.07 s all by the subset construction, 2.82 / 2.81 / 2.70 s from 2 / 3 / 4 keys (and
-3.58 / 3.52 / 3.60 / 3.66 s from 0 / 3 / 5 / 8 keys against 4.10 s, on a busier host)."""
+fixed cost (a skeleton, a second determinization, its texts' DFAs, some fifty numpy calls) outweighs them.  Over
+every 5th Kubernetes file, forked, summed CPU: 3.58 / 3.52 / 3.60 / 3.66 s from 0 / 3 / 5 / 8 keys against 4.10 s
+all by the subset construction; but from 3 keys, small schemas' bodies (2-12 ms compiles: MaskBench o31276, JME_41,
+o39500) took 1.3-2x their subset construction's time warm, and from 8 as long as it."""
 QUOTED_TEXT_NFA = 512
 """A quoted text whose NFA would have more states (`nfa.estimated_states`) is left to the subset construction."""
 QUOTED_TEXT_STATES = 256
@@ -75,6 +76,8 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
     keys: dict[Key, int] = {}
     skeleton = _skeleton(body, keys, alphabet, {})
     if keys.pop(AMBIGUOUS, None) is not None or sum(isinstance(key, bytes) for key in keys) < KEYED_FROM:
+        return None
+    if not all(_may_be_quoted_text(key) for key in keys if not isinstance(key, (bytes, ir.Embedded))):
         return None
     texts = [_quoted_text(key) if not isinstance(key, (bytes, ir.Embedded)) else key for key in keys]
     if any(text is None for text in texts):
@@ -170,10 +173,7 @@ def _quoted_text(node: ir.Node) -> ir.Embedded | None:
     if QUOTED_TEXT in node.__dict__:
         return node.__dict__[QUOTED_TEXT]  # type: ignore[no-any-return]
     found: ir.Embedded | None = None
-    if estimated_states(node) <= QUOTED_TEXT_NFA and not any(
-            isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
-            or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
-            for part in ir.distinct_nodes(node)):
+    if _may_be_quoted_text(node):
         try:
             automaton = build_automaton(node, QUOTED_TEXT_STATES)
         except (StateBudgetError, EmptyLanguageError):
@@ -184,6 +184,16 @@ def _quoted_text(node: ir.Node) -> ir.Embedded | None:
             found = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
     node.__dict__[QUOTED_TEXT] = found
     return found
+
+
+def _may_be_quoted_text(node: ir.Node) -> bool:
+    """What `_quoted_text` checks before it builds a DFA: an expression over bytes of at most `QUOTED_TEXT_NFA` NFA
+    states.  A body is given up on before any of its texts' DFAs is built where one of them fails this (o39500:
+    four DFAs built, 4.6 ms, before a fifth was found too long)."""
+    return estimated_states(node) <= QUOTED_TEXT_NFA and not any(
+        isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
+        or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
+        for part in ir.distinct_nodes(node))
 
 
 def _quoted(items: tuple[ir.Node, ...], start: int) -> tuple[Key | None, int]:
