@@ -92,7 +92,9 @@ def test_an_open_object_splits_at_its_required_members_and_ends_with_one_tail_bl
 
 @pytest.mark.parametrize("name", EXTRACTION)
 def test_an_open_schema_keeps_the_closed_schemas_blocks(name) -> None:
-    """The keys of required members still start blocks; the undeclared tail is in the last block."""
+    """The keys of required members still start blocks; the undeclared tail is in the last block.  Where the open
+    object's keys are laid out as tries (`pushdown.quoted_keys`, from 8 keys), a string value's opening quote is a
+    forced byte of its key's block too."""
     closed = load_task(name)["schema"]
     schema, _ = open_task(name)
     dfa_blocks = block_plan(compile_constraint(closed).automaton)
@@ -100,7 +102,9 @@ def test_an_open_schema_keeps_the_closed_schemas_blocks(name) -> None:
     assert len(dfa_blocks) >= 2
     assert len(open_blocks) >= len(dfa_blocks)
     for closed_block, open_block in zip(dfa_blocks, open_blocks):  # an open object's "}" is no longer forced
-        assert open_block.literal and closed_block.literal.endswith(open_block.literal)
+        literal = open_block.literal
+        assert literal and (closed_block.literal.endswith(literal)
+                            or literal.endswith(b':"') and closed_block.literal.endswith(literal[:-1])), literal
     assert open_blocks[-1].exit == END
 
 
