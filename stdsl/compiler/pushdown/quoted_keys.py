@@ -166,29 +166,28 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
 
 
 def _quoted_text(node: ir.Node) -> ir.Embedded | None:
-    """The minimal DFA of a string's text between two quotes (a free-form string value) as an embedded automaton
-    known minimal, kept on the node; None for an expression over call symbols, with more than `QUOTED_TEXT_NFA` NFA
-    states (a long counted string: refusing its DFA only once built was 0.12 s of sp_371's compile) or
-    `QUOTED_TEXT_STATES` DFA states, or whose DFA reads a quote where it may end (no prefix code)."""
+    """The minimal DFA of a string's text between two quotes (a free-form string value) that `_may_be_quoted_text`
+    admits, as an embedded automaton known minimal, kept on the node; None where its DFA has more than
+    `QUOTED_TEXT_STATES` states or reads a quote where it may end (no prefix code)."""
     if QUOTED_TEXT in node.__dict__:
         return node.__dict__[QUOTED_TEXT]  # type: ignore[no-any-return]
     found: ir.Embedded | None = None
-    if _may_be_quoted_text(node):
-        try:
-            automaton = build_automaton(node, QUOTED_TEXT_STATES)
-        except (StateBudgetError, EmptyLanguageError):
-            automaton = None
-        if automaton is not None and not (automaton.transitions[automaton.accepting, QUOTE] >= 0).any():
-            embedded = ir.Embedded(np.ascontiguousarray(automaton.transitions, dtype=np.int32),
-                                   np.array(automaton.accepting, dtype=bool))
-            found = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
+    try:
+        automaton = build_automaton(node, QUOTED_TEXT_STATES)
+    except (StateBudgetError, EmptyLanguageError):
+        automaton = None
+    if automaton is not None and not (automaton.transitions[automaton.accepting, QUOTE] >= 0).any():
+        embedded = ir.Embedded(np.ascontiguousarray(automaton.transitions, dtype=np.int32),
+                               np.array(automaton.accepting, dtype=bool))
+        found = known_minimal(embedded, np.asarray(automaton.byte_class, dtype=np.int64))
     node.__dict__[QUOTED_TEXT] = found
     return found
 
 
 def _may_be_quoted_text(node: ir.Node) -> bool:
-    """What `_quoted_text` checks before it builds a DFA: an expression over bytes of at most `QUOTED_TEXT_NFA` NFA
-    states.  A body is given up on before any of its texts' DFAs is built where one of them fails this (o39500:
+    """Whether a string's text may be laid out before its DFA is built: an expression over bytes of at most
+    `QUOTED_TEXT_NFA` NFA states (a long counted string: refusing its DFA only once built was 0.12 s of sp_371's
+    compile).  A body is given up on before any of its texts' DFAs is built where one of them fails this (o39500:
     four DFAs built, 4.6 ms, before a fifth was found too long)."""
     return estimated_states(node) <= QUOTED_TEXT_NFA and not any(
         isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
