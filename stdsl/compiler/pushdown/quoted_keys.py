@@ -28,17 +28,8 @@ from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
 from stdsl.compiler.automata.nfa import estimated_states, known_minimal, minimal_labels
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.pushdown.literal_keys import KEYLESS, QUOTE, QUOTE_SET, Key, key_at, literal_keys, quoted_key
 from stdsl.errors import EmptyLanguageError, StateBudgetError
-
-QUOTE = 0x22
-BACKSLASH = 0x5C
-COLON = 0x3A
-_QUOTE_SET = ir.literal(b'"')
-_COLON_SET = ir.literal(b":")
-
-KEYLESS = "_keyless"
-"""Marks (in a node's `__dict__`, as `ir` keeps its hash) a part found to hold no quoted key: a later body holding
-the same part (a free-form string's or number's expression is in most bodies) skips its walk."""
 
 QUOTED_TEXT = "_quoted_text"
 """Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`_quoted_text`)."""
@@ -63,19 +54,17 @@ QUOTED_TEXT_NFA = 512
 QUOTED_TEXT_STATES = 256
 """A quoted text's DFA of more states is left to the subset construction."""
 
-Key = bytes | ir.Node
-"""A placeholder's text: a quoted literal's bytes between the quotes, the embedded DFA between them, or the
-expression between them (a free-form string's text: its DFA is built once the body is found worth laying out)."""
-
 
 def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """`body`'s trim DFA in `_body_dfa`'s form (its table over classes, each of the `alphabet` symbols' class, its
     accepting mask) with its quoted keys laid out as tries, or None where the body has no such key or its keys do
     not form a prefix code at some state (the caller runs the subset construction)."""
+    if len(literal_keys(body)) < KEYED_FROM:
+        return None
     keys: dict[Key, int] = {}
     skeleton = _skeleton(body, keys, alphabet, {})
-    if keys.pop(AMBIGUOUS, None) is not None or sum(isinstance(key, bytes) for key in keys) < KEYED_FROM:
+    if keys.pop(AMBIGUOUS, None) is not None:
         return None
     if not all(_may_be_quoted_text(key) for key in keys if not isinstance(key, (bytes, ir.Embedded))):
         return None
@@ -97,7 +86,7 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
 
 
 def _skeleton(node: ir.Node, keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]) -> ir.Node:
-    """`node` with each quoted key (`_quoted`) inside a sequence replaced by a placeholder symbol (`alphabet` + its
+    """`node` with each quoted key (`quoted_key`) inside a sequence replaced by a placeholder symbol (`alphabet` + its
     number in `keys`); a part without keys is returned as it is, and shared parts stay shared (`memo`, by id)."""
     found = memo.get(id(node))
     if found is not None:
@@ -131,9 +120,9 @@ def _opens_quoted_text(node: ir.Node) -> bool:
     literal = node.__dict__.get("_literal")
     if literal is not None:
         return bool(literal[0] == QUOTE)
-    if not isinstance(node, ir.Seq) or not node.items or node.items[0] is not _QUOTE_SET:
+    if not isinstance(node, ir.Seq) or not node.items or node.items[0] is not QUOTE_SET:
         return False
-    return not isinstance(_quoted(node.items, 1)[0], bytes)
+    return not isinstance(quoted_key(node.items, 1)[0], bytes)
 
 
 def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: int, memo: dict[int, ir.Node]
@@ -145,11 +134,8 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
     index, count = 0, len(items)
     while index < count:
         item = items[index]
-        if item is _QUOTE_SET:
-            key, end = _quoted(items, index + 1)
-            if (key is None and index + 2 < count and items[index + 2] is _QUOTE_SET
-                    and not isinstance(items[index + 1], (ir.ByteSet, ir.Embedded, ir.EmbeddedGrammar))):
-                key, end = items[index + 1], index + 2
+        if item is QUOTE_SET:
+            key, end = key_at(items, index)
             if key is not None:
                 symbol = alphabet + keys.setdefault(key, len(keys))
                 out.append(ir.ByteSet(((symbol, symbol),)))
@@ -193,34 +179,6 @@ def _may_be_quoted_text(node: ir.Node) -> bool:
         isinstance(part, ir.EmbeddedGrammar) or (isinstance(part, ir.ByteSet) and part.ranges[-1][1] > 255)
         or (isinstance(part, ir.Embedded) and np.shape(part.transitions)[1:] != (256,))
         for part in ir.distinct_nodes(node))
-
-
-def _quoted(items: tuple[ir.Node, ...], start: int) -> tuple[Key | None, int]:
-    """The key from `items[start]` up to a closing quote (plain single bytes, or one embedded DFA over bytes that
-    never reads a quote) and the closing quote's index, or (None, start)."""
-    if start < len(items) and isinstance(items[start], ir.Embedded):
-        embedded = items[start]
-        assert isinstance(embedded, ir.Embedded)
-        transitions = np.asarray(embedded.transitions)
-        if (start + 2 < len(items) and items[start + 1] is _QUOTE_SET and items[start + 2] is _COLON_SET
-                and transitions.shape[1:] == (256,)
-                and not (transitions[np.asarray(embedded.accepting, dtype=bool), QUOTE] >= 0).any()):
-            return embedded, start + 1
-        return None, start
-    text = bytearray()
-    for index in range(start, len(items)):
-        item = items[index]
-        if item is _QUOTE_SET:
-            return (bytes(text), index) if index + 1 < len(items) and items[index + 1] is _COLON_SET else (None, start)
-        if not isinstance(item, ir.ByteSet) or len(item.ranges) != 1:
-            return None, start
-        lo, hi = item.ranges[0]
-        if lo != hi or lo > 255:
-            return None, start
-        if lo == QUOTE or lo == BACKSLASH or lo < 0x20:
-            return None, start
-        text.append(lo)
-    return None, start
 
 
 def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray, keys: list[Key],
