@@ -248,7 +248,7 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     if total > max_states:
         return None
     check_deadline("laying out quoted keys")
-    out = np.full((total, len(column_source)), -1, dtype=np.int64)
+    out = np.full((total, len(column_source)), -1, dtype=np.int32)
     out[:skeleton_states] = table[:, column_source]
     out[rows, quote] = pair_id[:, 0]
     if copies:
@@ -263,7 +263,9 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
         out[copy_start + np.flatnonzero(closing), quote] = np.repeat(copy_target, sizes)[closing]
         # a trie state reads on as its embedded DFA's state there, in its keyed state's copy
         row_copy = np.array([copy_of.get((int(e), int(t)), -1) for e, t in zip(emb_of, emb_target)], dtype=np.int64)
-        reading = np.flatnonzero(route_state >= 0)
+        one_pair = np.empty(pair_states, dtype=np.int64)
+        one_pair[pair_state - skeleton_states] = np.arange(len(pair_state))
+        reading = one_pair[route_state[one_pair] >= 0]
         copy = row_copy[pair_row[reading]]
         source = local_start[copy] + route_state[reading]
         ids = pair_state[reading]
@@ -288,10 +290,10 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
     alone = {(int(e), int(t)) for e, t in zip(emb_of[no_literal], emb_target[no_literal]) if e >= 0}
     keep = _copies_reached(out, copy_start, copies, bases, nodes_of, alone)
     if keep is not None:
-        renumbered = np.append(np.cumsum(keep) - 1, -1)
+        renumbered = np.append(np.cumsum(keep, dtype=np.int32) - 1, np.int32(-1))
         out = renumbered[out[keep]]
         final_accepting = final_accepting[keep]
-    return out.astype(np.int32), final_class.astype(np.intp), final_accepting
+    return out, final_class.astype(np.intp), final_accepting
 
 
 def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, trie: _Trie,
@@ -313,8 +315,10 @@ def _shared(pair_row: np.ndarray, pair_node: np.ndarray, targets: np.ndarray, tr
     representative = np.empty(len(order), dtype=np.int64)
     representative[order] = first
     merged = np.flatnonzero(representative != np.arange(len(order)))
-    differs = (targets[pair_row[merged]] != targets[pair_row[representative[merged]]]).astype(np.int64)
-    unlike = merged[trie.summed(differs, np.arange(len(merged)), pair_node[merged]) != 0]
+    rows_compared = pair_row[merged] * len(targets) + pair_row[representative[merged]]
+    compared = distinct_values(rows_compared)
+    differs = (targets[compared // len(targets)] != targets[compared % len(targets)]).astype(np.int64)
+    unlike = merged[trie.summed(differs, np.searchsorted(compared, rows_compared), pair_node[merged]) != 0]
     representative[unlike] = unlike
     is_first = representative == np.arange(len(order))
     number = np.cumsum(is_first) - 1
