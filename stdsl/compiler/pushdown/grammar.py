@@ -348,12 +348,29 @@ def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:
 
 def _call_of_class(grammar: PushdownGrammar) -> np.ndarray:
     """call_of_class (Q, classes) after checking L(1) condition 1: call firsts disjoint from own bytes and each
-    other.  The deadline is checked every `CALLS_CHECKED` calls (MaskBench o69209's 1 s of CPU in one stretch)."""
+    other.  The edges are written `CALLS_CHECKED` at a time with a deadline check between (MaskBench o69209's 1 s
+    of CPU in one stretch); where some edge clashes, `_first_call_clash` finds the first one to name."""
     own = grammar.own_classes
     table = dead_table(own.shape, np.int16 if len(grammar.call_state) < 2**15 else np.int32, "the pushdown call table")
-    for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
-        if edge % CALLS_CHECKED == CALLS_CHECKED - 1:
+    for lo in range(0, len(grammar.call_state), CALLS_CHECKED):
+        if lo:
             check_deadline("the pushdown call table")
+        edge, column = np.nonzero(grammar.first_classes[grammar.call_callee[lo:lo + CALLS_CHECKED]])
+        state = grammar.call_state[lo:lo + CALLS_CHECKED][edge]
+        cells = state.astype(np.int64) * own.shape[1] + column
+        if ((own[state, column] >= 0).any() or (table[state, column] >= 0).any()
+                or len(distinct_values(cells)) < len(cells)):
+            _first_call_clash(grammar)
+        table[state, column] = edge + lo
+    return table
+
+
+def _first_call_clash(grammar: PushdownGrammar) -> None:
+    """Raises for the first call edge (in edge order) whose callee's first bytes the state reads itself or by an
+    earlier call."""
+    own = grammar.own_classes
+    table = np.full(own.shape, -1, dtype=np.int64)
+    for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
         first = grammar.first_classes[callee]
         clash_own = first & (own[q] >= 0)
         clash_call = first & (table[q] >= 0)
@@ -369,51 +386,56 @@ def _call_of_class(grammar: PushdownGrammar) -> np.ndarray:
             raise GrammarConflictError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both "
                                        f"start with byte {byte!r} ({chr(byte)!r})", [callee_name, other])
         table[q, first] = edge
-    return table
+    raise AssertionError("a call clash found over all edges at once was not found edge by edge")
 
 
-def _own_live(grammar: PushdownGrammar, state: int) -> np.ndarray:
-    """Byte classes `state` reads itself or by a call (bool (classes,)), without returning."""
-    return (grammar.own_classes[state] >= 0) | (grammar.call_of_class[state] >= 0)
+def _own_live(grammar: PushdownGrammar, states: np.ndarray) -> np.ndarray:
+    """Byte classes each of `states` reads itself or by a call (bool (len(states), classes)), without returning."""
+    return (grammar.own_classes[states] >= 0) | (grammar.call_of_class[states] >= 0)
 
 
 def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:
     """follow(N) per nonterminal over byte classes: classes that may come right after N returns (least fixed
-    point)."""
-    count = len(grammar.names)
-    follow = np.zeros((count, grammar.own_classes.shape[1]), dtype=bool)
-    live_at_return = [_own_live(grammar, int(r)) for r in grammar.call_return]
-    changed = True
-    while changed:
-        changed = False
-        for edge, callee in enumerate(grammar.call_callee.tolist()):
-            ret = int(grammar.call_return[edge])
-            after = live_at_return[edge]
-            if grammar.accepting[ret]:
-                after = after | follow[grammar.owner[ret]]
-            merged = follow[callee] | after
-            if not np.array_equal(merged, follow[callee]):
-                follow[callee] = merged
-                changed = True
-    return follow
+    point), all call edges at a time: a callee's follow gains what its return states read, and where a return
+    state accepts, the follow of the nonterminal it is in."""
+    follow = np.zeros((len(grammar.names), grammar.own_classes.shape[1]), dtype=bool)
+    if not len(grammar.call_callee):
+        return follow
+    order = np.argsort(grammar.call_callee, kind="stable")
+    callee = grammar.call_callee[order]
+    group = np.flatnonzero(np.diff(callee, prepend=-1))
+    returns = grammar.call_return[order]
+    live_at_return = _own_live(grammar, returns)
+    ending = np.flatnonzero(grammar.accepting[returns])
+    ending_owner = grammar.owner[returns[ending]]
+    while True:
+        check_deadline("the pushdown follow sets")
+        after = live_at_return.copy()
+        after[ending] |= follow[ending_owner]
+        merged = follow.copy()
+        merged[callee[group]] |= np.logical_or.reduceat(after, group, axis=0)
+        if np.array_equal(merged, follow):
+            return follow
+        follow = merged
 
 
 def _check_follow(grammar: PushdownGrammar, follow: np.ndarray) -> None:
     """L(1) condition 2: an accepting state of a called nonterminal with successors reads nothing of its follow set
     (`follow`, over byte classes)."""
-    called = set(grammar.call_callee.tolist())
-    for q in np.flatnonzero(grammar.accepting).tolist():
-        n = int(grammar.owner[q])
-        if n not in called:
-            continue
-        clash = _own_live(grammar, q) & follow[n]
-        if clash.any():
-            byte = _first_byte(grammar, clash)
-            callers = sorted({grammar.names[grammar.owner[s]] for s, c in
-                              zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
-            raise GrammarConflictError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte "
-                                       f"{byte!r} ({chr(byte)!r}), which may also follow it in {', '.join(callers)}",
-                                       [grammar.names[n]])
+    called = np.zeros(len(grammar.names), dtype=bool)
+    called[grammar.call_callee] = True
+    ends = np.flatnonzero(grammar.accepting)
+    ends = ends[called[grammar.owner[ends]]]
+    clashes = _own_live(grammar, ends) & follow[grammar.owner[ends]]
+    clashing = np.flatnonzero(clashes.any(axis=1))
+    if len(clashing):
+        n = int(grammar.owner[ends[clashing[0]]])
+        byte = _first_byte(grammar, clashes[clashing[0]])
+        callers = sorted({grammar.names[grammar.owner[s]] for s, c in
+                          zip(grammar.call_state.tolist(), grammar.call_callee.tolist()) if c == n})
+        raise GrammarConflictError(f"not L(1): '{grammar.names[n]}' may end and still continue with byte "
+                                   f"{byte!r} ({chr(byte)!r}), which may also follow it in {', '.join(callers)}",
+                                   [grammar.names[n]])
 
 
 def _shortest_completions(grammar: PushdownGrammar, graph: CompletionGraph) -> np.ndarray:
