@@ -148,7 +148,8 @@ class CompletionGraph:
         """`shortest` with one bucket per distance, each settled as one numpy step (Dial's algorithm); from the
         accepting states, or going on from a search `after` whose call costs are nowhere lower (`shortest`), from
         the callers the cheaper calls bring closer.  Going on that turns narrow starts afresh instead: a long chain
-        of closer states (sp_371: 10,000 along its strings) is settled faster by a whole search than by the heap."""
+        of closer states (sp_371: 10,000 along its strings) is settled faster by a whole search than by the heap.
+        Where no call can be taken (every cost UNREACHABLE: `bn_within`'s first level) no call edge is read."""
         settled = np.zeros(self.num_states, dtype=bool)
         buckets: dict[int, list[np.ndarray]] = {}
         pending: list[int] = []
@@ -161,6 +162,7 @@ class CompletionGraph:
             cheaper = np.flatnonzero(call_cost < after[1])
             self._relax_calls(dist, buckets, pending, cheaper, dist[self.returns[cheaper]], call_cost)
         rounds = settled_count = 0
+        calls_taken = bool((call_cost < UNREACHABLE).any())
         while pending:
             rounds += 1
             if rounds & 255 == 0:
@@ -183,7 +185,7 @@ class CompletionGraph:
             if before.size:
                 dist[before] = level + 1
                 _push(buckets, pending, level + 1, before)
-            edges = csr_gather(*self.calls_returning, frontier)
+            edges = csr_gather(*self.calls_returning, frontier) if calls_taken else frontier[:0]
             if edges.size:
                 self._relax_calls(dist, buckets, pending, edges, np.full(len(edges), level, dtype=np.int64), call_cost)
         return dist
