@@ -380,10 +380,9 @@ class _Trie:
         lengths = np.array([len(texts[key]) for key in order], dtype=np.int64)
         width = int(lengths.max(initial=0))
         grid = np.zeros((count, width + 1), dtype=np.int64)
-        for row, key in enumerate(order):
-            grid[row, :len(texts[key])] = np.frombuffer(texts[key], dtype=np.uint8)
         depth = np.arange(width + 1)
         inside = depth[None, :] < lengths[:, None]
+        grid[inside] = np.frombuffer(b"".join([texts[key] for key in order]), dtype=np.uint8)
         common = np.zeros(count, dtype=np.int64)
         if count > 1:
             differs = (grid[1:] != grid[:-1]) | (depth[None, :] >= np.minimum(lengths[1:], lengths[:-1])[:, None])
