@@ -261,7 +261,8 @@ def _laid_out(table: np.ndarray, accepting: np.ndarray, symbol_class: np.ndarray
         shift = np.repeat(bases, sizes)
         out[copy_start:, :byte_columns] = np.where(blocks >= 0, blocks + shift[:, None], -1)
         out[copy_start + np.flatnonzero(closing), quote] = np.repeat(copy_target, sizes)[closing]
-        # a trie state reads on as its embedded DFA's state there, in its keyed state's copy
+        # a trie state reads on as its embedded DFA's state there, in its keyed state's copy (written from one of
+        # the pairs sharing the state: they read alike)
         row_copy = np.array([copy_of.get((int(e), int(t)), -1) for e, t in zip(emb_of, emb_target)], dtype=np.int64)
         one_pair = np.empty(pair_states, dtype=np.int64)
         one_pair[pair_state - skeleton_states] = np.arange(len(pair_state))
