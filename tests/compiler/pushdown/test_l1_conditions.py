@@ -4,6 +4,8 @@ whose calls may clash (a call may follow any leaf, and leaves may start as calls
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -91,7 +93,7 @@ def test_l1_checks_at_once_match_the_edge_loops(monkeypatch_grammar: list[str],
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_grammar() -> object:
+def monkeypatch_grammar() -> Iterator[list[str]]:
     """Wraps the call table and follow checks so that each run compares them with the loops (a module-scoped
     patch: hypothesis runs the examples inside one test call)."""
     notes: list[str] = []
