@@ -186,6 +186,9 @@ def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozens
     return result
 
 
+NO_MEMBERS: frozenset[int] = frozenset()
+
+
 class _Subsets:
     """The growing DFA: its states (closed sets of NFA states), their numbers, and the kernel memo (a kernel of one
     target, most of them, in a list by that target rather than a dict by tuple)."""
@@ -248,8 +251,16 @@ class _Subsets:
 
     def single_state(self, target: int) -> int:
         """`state_of((target,))` where that kernel is not known yet (`_numbered` written out for a new state: most
-        of an object's states are one literal byte's)."""
-        closed = self.memo[target] or _closure(self.nfa, target, self.memo)
+        of an object's states are one literal byte's).  A target without epsilon moves is its own closure, made here
+        without a call or a memo entry: it is reached as a kernel of one once, and only closures with epsilon moves
+        are read from the memo again (`_closed`)."""
+        nfa = self.nfa
+        if nfa.eps[target]:
+            closed = self.memo[target] or _closure(nfa, target, self.memo)
+        elif nfa.edges[target] or target == nfa.accept:
+            closed = frozenset((target,))
+        else:
+            closed = NO_MEMBERS
         found = self.state_ids.get(closed)
         if found is None:
             found = len(self.states)
