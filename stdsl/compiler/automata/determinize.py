@@ -451,9 +451,11 @@ def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: froze
 
     The members' targets are gathered per byte set, and a class's kernel is that of the sets holding it, made once
     per distinct group of sets: a JSON string's character sets span dozens of classes, which each member's moves
-    were expanded to one by one (tmlanguage's bodies: 417 such states)."""
+    were expanded to one by one (tmlanguage's bodies: 417 such states).  The groups are found by splitting the
+    classes' masks by each set's (a few blocks per set), where listing every set's classes cost a dict entry per
+    class and set; they are numbered in order of their smallest class, the order the classes reach them."""
     sources, classes, targets = found
-    edges, set_classes = subsets.nfa.edges, moves.set_classes
+    edges, masks = subsets.nfa.edges, moves.set_masks
     by_set: dict[int, list[int]] = {}
     for member in members:
         for set_index, target in edges[member]:
@@ -461,24 +463,32 @@ def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: froze
                 by_set[set_index].append(target)
             else:
                 by_set[set_index] = [target]
-    sets_of: dict[int, list[int]] = {}
+    blocks: list[tuple[int, list[int]]] = []
     for set_index in by_set:
-        for cls in set_classes[set_index]:
-            if cls in sets_of:
-                sets_of[cls].append(set_index)
+        mask = rest = masks[set_index]
+        refined: list[tuple[int, list[int]]] = []
+        for block, holding in blocks:
+            inside = block & mask
+            if inside:
+                rest ^= inside
+                if inside != block:
+                    refined.append((block ^ inside, holding))
+                refined.append((inside, [*holding, set_index]))
             else:
-                sets_of[cls] = [set_index]
-    reached: dict[tuple[int, ...], int] = {}
-    for cls in sorted(sets_of):
-        holding = tuple(sets_of[cls])
-        number = reached.get(holding)
-        if number is None:
-            kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
-                by_set[set_index] for set_index in holding))
-            number = reached[holding] = subsets.state_of(tuple(sorted(kernel)))
-        sources.append(state)
-        classes.append(cls)
-        targets.append(number)
+                refined.append((block, holding))
+        if rest:
+            refined.append((rest, [set_index]))
+        blocks = refined
+    for block, holding in sorted(blocks, key=lambda entry: entry[0] & -entry[0]):
+        kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
+            by_set[set_index] for set_index in holding))
+        number = subsets.state_of(tuple(sorted(kernel)))
+        while block:
+            lowest = block & -block
+            sources.append(state)
+            classes.append(lowest.bit_length() - 1)
+            targets.append(number)
+            block ^= lowest
 
 
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:
