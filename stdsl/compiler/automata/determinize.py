@@ -186,6 +186,9 @@ def _closure(nfa: NFA, state: int, memo: list[frozenset[int] | None]) -> frozens
     return result
 
 
+NO_MEMBERS: frozenset[int] = frozenset()
+
+
 class _Subsets:
     """The growing DFA: its states (closed sets of NFA states), their numbers, and the kernel memo (a kernel of one
     target, most of them, in a list by that target rather than a dict by tuple)."""
@@ -248,8 +251,16 @@ class _Subsets:
 
     def single_state(self, target: int) -> int:
         """`state_of((target,))` where that kernel is not known yet (`_numbered` written out for a new state: most
-        of an object's states are one literal byte's)."""
-        closed = self.memo[target] or _closure(self.nfa, target, self.memo)
+        of an object's states are one literal byte's).  A target without epsilon moves is its own closure, made here
+        without a call or a memo entry: it is reached as a kernel of one once, and only closures with epsilon moves
+        are read from the memo again (`_closed`)."""
+        nfa = self.nfa
+        if nfa.eps[target]:
+            closed = self.memo[target] or _closure(nfa, target, self.memo)
+        elif nfa.edges[target] or target == nfa.accept:
+            closed = frozenset((target,))
+        else:
+            closed = NO_MEMBERS
         found = self.state_ids.get(closed)
         if found is None:
             found = len(self.states)
@@ -353,13 +364,14 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
     before `lo`): a narrow level holds a few states, so a table block of its own would cost more than them.
     Returns where the next level starts and the members before it (the caller expands a wide level, or is done).
 
-    When a state's byte sets are disjoint (as in a string's loop) each set is one move, appended to `found_sets`
-    as (state, set, target) columns; otherwise each class is, to `found`.  A state of one NFA state with one move
-    (a key's or a literal's next byte: most states of an object) is that move, taken without grouping."""
+    When a state's byte sets are disjoint or equal (as in a string's loop) each set is one move, appended to
+    `found_sets` as (state, set, target) columns (`_by_set`); otherwise each class is, to `found`.  A state of one
+    NFA state with one move (a key's or a literal's next byte: most states of an object) is that move, taken
+    without grouping."""
     states = subsets.states
     edges = subsets.nfa.edges
-    masks, first = moves.set_masks, moves.set_first
-    single_ids, single_state, state_of = subsets.single_ids, subsets.single_state, subsets.state_of
+    masks = moves.set_masks
+    single_ids, single_state = subsets.single_ids, subsets.single_state
     sources, sets, targets = found_sets
     checked = -NARROW_MEMBERS_PER_CHECK
     while True:
@@ -383,53 +395,54 @@ def _narrow_levels(subsets: _Subsets, moves: _ClassMoves, lo: int, before: int, 
                         reached = single_ids[target]
                         targets.append(reached if reached >= 0 else single_state(target))
                     continue
-            single_moves: list[tuple[int, int, int]] = []
-            covered = 0
-            for member in members:
-                out = edges[member]
-                if len(out) > 1:
-                    break
-                if out:
-                    set_index, target = out[0]
-                    if covered & masks[set_index]:
-                        break
-                    covered |= masks[set_index]
-                    if masks[set_index]:
-                        single_moves.append((first[set_index], set_index, target))
-            else:
-                single_moves.sort()
-                for _, set_index, target in single_moves:
-                    sources.append(state)
-                    sets.append(set_index)
-                    reached = single_ids[target]
-                    targets.append(reached if reached >= 0 else single_state(target))
-                continue
-            by_set: dict[int, list[int]] = {}
-            for member in members:
-                for set_index, target in edges[member]:
-                    if set_index in by_set:
-                        by_set[set_index].append(target)
-                    else:
-                        by_set[set_index] = [target]
-            covered = 0
-            for set_index in by_set:
-                if covered & masks[set_index]:
-                    _classwise(subsets, moves, state, members, found)
-                    break
-                covered |= masks[set_index]
-            else:
-                for set_index in sorted(by_set, key=first.__getitem__) if len(by_set) > 1 else by_set:
-                    if not masks[set_index]:
-                        continue
-                    reached_by = by_set[set_index]
-                    sources.append(state)
-                    sets.append(set_index)
-                    if len(reached_by) == 1:
-                        reached = single_ids[reached_by[0]]
-                        targets.append(reached if reached >= 0 else single_state(reached_by[0]))
-                    else:
-                        targets.append(state_of(tuple(sorted(set(reached_by)))))
+            if not _by_set(subsets, moves, state, members, found_sets):
+                _classwise(subsets, moves, state, members, found)
         lo = hi
+
+
+def _by_set(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
+            found_sets: list[list[int]]) -> bool:
+    """The moves of one state a byte set at a time, appended to `found_sets` in order of each set's first class,
+    where the members' sets are disjoint or equal (a set met twice moves to the union of its targets); False
+    (nothing appended) where two different sets overlap.  One pass over the members' edges: a JSON string's loop
+    is a state of 8 members and 10 disjoint sets, which a dict of sets and a sort by a key function took longer
+    over."""
+    masks, first = moves.set_masks, moves.set_first
+    met: list[tuple[int, int, int]] = []
+    shared: dict[int, list[int]] | None = None
+    covered = 0
+    edges = subsets.nfa.edges
+    for member in members:
+        for set_index, target in edges[member]:
+            mask = masks[set_index]
+            if covered & mask:
+                if shared is None:
+                    shared = {}
+                if set_index in shared:
+                    shared[set_index].append(target)
+                    continue
+                for _, met_set, met_target in met:
+                    if met_set == set_index:
+                        shared[set_index] = [met_target, target]
+                        break
+                else:
+                    return False
+                continue
+            if mask:
+                covered |= mask
+                met.append((first[set_index], set_index, target))
+    met.sort()
+    sources, sets, targets = found_sets
+    single_ids, single_state = subsets.single_ids, subsets.single_state
+    for _, set_index, target in met:
+        sources.append(state)
+        sets.append(set_index)
+        if shared is not None and set_index in shared:
+            targets.append(subsets.state_of(tuple(sorted(set(shared[set_index])))))
+        else:
+            reached = single_ids[target]
+            targets.append(reached if reached >= 0 else single_state(target))
+    return True
 
 
 def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: frozenset[int],
@@ -438,9 +451,11 @@ def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: froze
 
     The members' targets are gathered per byte set, and a class's kernel is that of the sets holding it, made once
     per distinct group of sets: a JSON string's character sets span dozens of classes, which each member's moves
-    were expanded to one by one (tmlanguage's bodies: 417 such states)."""
+    were expanded to one by one (tmlanguage's bodies: 417 such states).  The groups are found by splitting the
+    classes' masks by each set's (a few blocks per set), where listing every set's classes cost a dict entry per
+    class and set; they are numbered in order of their smallest class, the order the classes reach them."""
     sources, classes, targets = found
-    edges, set_classes = subsets.nfa.edges, moves.set_classes
+    edges, masks = subsets.nfa.edges, moves.set_masks
     by_set: dict[int, list[int]] = {}
     for member in members:
         for set_index, target in edges[member]:
@@ -448,24 +463,32 @@ def _classwise(subsets: _Subsets, moves: _ClassMoves, state: int, members: froze
                 by_set[set_index].append(target)
             else:
                 by_set[set_index] = [target]
-    sets_of: dict[int, list[int]] = {}
+    blocks: list[tuple[int, list[int]]] = []
     for set_index in by_set:
-        for cls in set_classes[set_index]:
-            if cls in sets_of:
-                sets_of[cls].append(set_index)
+        mask = rest = masks[set_index]
+        refined: list[tuple[int, list[int]]] = []
+        for block, holding in blocks:
+            inside = block & mask
+            if inside:
+                rest ^= inside
+                if inside != block:
+                    refined.append((block ^ inside, holding))
+                refined.append((inside, [*holding, set_index]))
             else:
-                sets_of[cls] = [set_index]
-    reached: dict[tuple[int, ...], int] = {}
-    for cls in sorted(sets_of):
-        holding = tuple(sets_of[cls])
-        number = reached.get(holding)
-        if number is None:
-            kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
-                by_set[set_index] for set_index in holding))
-            number = reached[holding] = subsets.state_of(tuple(sorted(kernel)))
-        sources.append(state)
-        classes.append(cls)
-        targets.append(number)
+                refined.append((block, holding))
+        if rest:
+            refined.append((rest, [set_index]))
+        blocks = refined
+    for block, holding in sorted(blocks, key=lambda entry: entry[0] & -entry[0]):
+        kernel = set(by_set[holding[0]]) if len(holding) == 1 else set(chain.from_iterable(
+            by_set[set_index] for set_index in holding))
+        number = subsets.state_of(tuple(sorted(kernel)))
+        while block:
+            lowest = block & -block
+            sources.append(state)
+            classes.append(lowest.bit_length() - 1)
+            targets.append(number)
+            block ^= lowest
 
 
 def _wide_level(subsets: _Subsets, moves: _ClassMoves, lo: int, hi: int) -> np.ndarray:

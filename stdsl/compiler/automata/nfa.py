@@ -414,7 +414,8 @@ class _Builder:
         self.templates: dict[int, _TrieTemplate | None] = {}
         self.memo: dict[tuple[ir.Node, int], int] = {}
         self.byte_memo: dict[tuple[Ranges, int], int] = {}
-        self.embedded_edges: dict[int, list[list[tuple[int, int]]]] = {}
+        self.embedded_edges: dict[int, tuple[list[int], list[list[tuple[int, int]]]] | list[list[tuple[int, int]]]] = {}
+        """Per embedded automaton copied: its set numbers and moves after one copy, its moves numbered after two."""
         self.trie_moves: dict[int, list[list[tuple[int, int]]]] = {}
 
     def new_state(self) -> int:
@@ -521,23 +522,39 @@ class _Builder:
         return self.repeat(node, exit_state)
 
     def embedded(self, node: ir.Embedded, exit_state: int) -> int:
-        """Copy an already-compiled DFA in: one NFA state per DFA state, one byte edge per distinct target."""
+        """Copy an already-compiled DFA in: one NFA state per DFA state, one byte edge per distinct target.  The
+        first copy numbers its symbol sets as it goes (most automata are copied once: the complement of an open
+        object's names); a second copy keeps them numbered for the rest."""
         nfa = self.nfa
-        if id(node) not in self.embedded_edges:
+        known = self.embedded_edges.get(id(node))
+        base = -1
+        if known is None:
             symbol_sets, moves = _embedded_edges(node)
             index = [self.byte_set_index(ranges) for ranges in symbol_sets]
+            self.embedded_edges[id(node)] = (index, moves)
+            base = self.new_block(len(node.accepting))
+            for lo in range(0, len(moves), EDGE_CHUNK):
+                if lo:
+                    check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+                nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [
+                    [(index[number], base + target) for number, target in out] if out else NO_MOVES
+                    for out in moves[lo:lo + EDGE_CHUNK]]
+        elif isinstance(known, tuple):
+            index, moves = known
             numbered: list[list[tuple[int, int]]] = []
             for lo in range(0, len(moves), EDGE_CHUNK):
                 check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
                 numbered += [[(index[number], target) for number, target in out] for out in moves[lo:lo + EDGE_CHUNK]]
-            self.embedded_edges[id(node)] = numbered
-        base = self.new_block(len(node.accepting))
-        embedded = self.embedded_edges[id(node)]
-        for lo in range(0, len(embedded), EDGE_CHUNK):
-            if lo:
-                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
-            nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [[(index, base + target) for index, target in out]
-                                                           if out else NO_MOVES for out in embedded[lo:lo + EDGE_CHUNK]]
+            known = self.embedded_edges[id(node)] = numbered
+        if base < 0:
+            assert isinstance(known, list)
+            base = self.new_block(len(node.accepting))
+            for lo in range(0, len(known), EDGE_CHUNK):
+                if lo:
+                    check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+                nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [
+                    [(index, base + target) for index, target in out] if out else NO_MOVES
+                    for out in known[lo:lo + EDGE_CHUNK]]
         for q in np.flatnonzero(node.accepting).tolist():
             self.add_eps(base + q, exit_state)
         return base

@@ -15,7 +15,7 @@ from stdsl.compiler.automata.nfa import NFA, build_nfa
 from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
-from stdsl.errors import StateBudgetError
+from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "\\w", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[0-9a-f]"]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
@@ -187,3 +187,47 @@ def test_the_per_state_expansion_of_objects_equals_the_numpy_one(schema: dict, w
     narrow, wide = _both_paths(build_nfa(schema_to_ir(schema, whitespace=whitespace)), pytest.MonkeyPatch())
     assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
     _assert_numbered_breadth_first(narrow)
+
+
+@st.composite
+def random_nfas(draw: st.DrawFn) -> NFA:
+    """Small NFAs over a few overlapping, equal-bounded byte sets: states whose members share a set (their targets
+    merge), hold overlapping sets (grouped class by class) or disjoint ones, with epsilon moves and dead states."""
+    count = draw(st.integers(2, 10))
+    sets = draw(st.lists(st.lists(st.tuples(st.integers(97, 104), st.integers(0, 3)).map(
+        lambda t: (t[0], min(t[0] + t[1], 104))), min_size=0, max_size=2).map(
+        lambda ranges: tuple(sorted(set(ranges)))), min_size=1, max_size=6, unique=True))
+    state = st.integers(0, count - 1)
+    edges = draw(st.lists(st.lists(st.tuples(st.integers(0, len(sets) - 1), state), max_size=3), min_size=count,
+                          max_size=count))
+    eps = draw(st.lists(st.lists(state, max_size=2), min_size=count, max_size=count))
+    return NFA(eps=list(eps), edges=list(edges), byte_sets=[_disjoint(ranges) for ranges in sets],
+               start=draw(state), accept=draw(state))
+
+
+def _disjoint(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """`ranges` merged into sorted disjoint ones (as a `ByteSet` holds them)."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_nfas())
+def test_per_state_moves_of_random_nfas_equal_the_numpy_ones_and_the_reference(nfa: NFA) -> None:
+    """The per-state expansion's groupings (members' sets disjoint, equal and merged, or overlapping and split into
+    groups of classes) number and move exactly as the numpy expansion does, and keep the reference's language."""
+    narrow, wide = _both_paths(nfa, pytest.MonkeyPatch())
+    assert np.array_equal(narrow.table, wide.table) and np.array_equal(narrow.accepting, wide.accepting)
+    _assert_numbered_breadth_first(narrow)
+    try:
+        expected = _minimal_byte_table(*reference_determinize(nfa))
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            _minimal_byte_table(narrow.byte_table(), narrow.accepting)
+        return
+    assert _minimal_byte_table(narrow.byte_table(), narrow.accepting) == expected

@@ -245,3 +245,21 @@ def test_few_byte_repeats_are_the_stepwise_nfa(node: ir.Node, wraps: list[str]) 
         stepwise = build_nfa(node)
     assert _moves(fast) == _moves(stepwise)
     assert fast.byte_sets == stepwise.byte_sets
+
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["ab|c", "[a-c]x*", "(?:é|ü)+", "\\d{1,3}", "[^a]b?"]), st.integers(1, 4))
+def test_embedded_copies_are_the_automaton_shifted(pattern: str, copies: int) -> None:
+    """Every copy of an embedded automaton (the first numbering its sets as it goes, the second numbering them for
+    the rest, later ones reusing those) holds the automaton's moves shifted to its block, over the same sets."""
+    automaton = build_automaton(parse_regex(pattern))
+    leaf = ir.Embedded(automaton.transitions, automaton.accepting)
+    nfa = build_nfa(ir.Seq((leaf,) * copies))
+    symbol_sets, moves = nfa_module._dfa_edges(np.asarray(automaton.transitions))
+    assert nfa.num_states == 1 + copies * len(moves)
+    for copy in range(copies):
+        base = 1 + copy * len(moves)
+        for state, out in enumerate(moves):
+            assert [(nfa.byte_sets[index], target - base) for index, target in nfa.edges[base + state]] == \
+                [(symbol_sets[number], target) for number, target in out]
