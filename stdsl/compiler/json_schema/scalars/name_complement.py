@@ -35,13 +35,13 @@ Moves = list[tuple[Ranges, int]]
 
 PLAIN = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
 """The printable ASCII bytes a JSON string holds raw (all but `"` and `\\`)."""
-PLAIN_BYTES = frozenset(b for lo, hi in PLAIN for b in range(lo, hi + 1))
+PLAIN_CHARACTERS = frozenset(chr(byte) for lo, hi in PLAIN for byte in range(lo, hi + 1))
 _SINGLE = tuple(((byte, byte),) for byte in range(256))
 
 
 def plain_names(names: tuple[str, ...]) -> bool:
     """Whether every character of `names` is a `PLAIN` byte (the usual key; the case `name_complement` builds)."""
-    return all(ord(ch) in PLAIN_BYTES for name in names for ch in name)
+    return PLAIN_CHARACTERS.issuperset("".join(names))
 
 
 def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
@@ -116,42 +116,53 @@ def _moves(children: list[dict[int, int]], merged: list[int], order: list[int], 
 
 
 def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
-    """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root)."""
+    """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root).
+
+    The names are sorted, so each one leaves the previous one's path where they part and only adds nodes past it
+    (no lookups along the shared prefix), and every node's children come in byte order (`_merged` reads them so)."""
     children: list[dict[int, int]] = [{}]
     final = [False]
+    path = [0]
+    previous = b""
     for count, name in enumerate(names):
         if count & 4095 == 4095:
             check_deadline("building a name trie")
-        state = 0
-        for byte in name.encode():
-            child = children[state].get(byte)
-            if child is None:
-                child = children[state][byte] = len(children)
-                children.append({})
-                final.append(False)
+        data = name.encode()
+        shared, limit = 0, min(len(data), len(previous))
+        while shared < limit and data[shared] == previous[shared]:
+            shared += 1
+        del path[shared + 1:]
+        state = path[shared]
+        for byte in data[shared:]:
+            child = children[state][byte] = len(children)
+            children.append({})
+            final.append(False)
+            path.append(child)
             state = child
         final[state] = True
+        previous = data
     return children, final
 
 
 def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int], list[int]]:
     """The trie's nodes merged where the names below them are the same (children come after their parent, so one
-    pass from the last node up sees every child first): each node's state, and per state one node it stands for,
-    the root's state 0."""
-    canonical: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    pass from the last node up sees every child first; a node's children are in byte order, `_trie`'s): each node's
+    state, and per state one node it stands for, the root's state 0."""
+    canonical: dict[tuple[bool, tuple[int, ...], tuple[int, ...]], int] = {}
     merged = [0] * len(children)
+    first_node: dict[int, int] = {}
+    number = merged.__getitem__
     for node in range(len(children) - 1, -1, -1):
         if node & 16383 == 0:
             check_deadline("merging a name trie")
-        signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
-        merged[node] = canonical.setdefault(signature, len(canonical))
-    renumber = {merged[0]: 0}
-    order = [0]
-    for node in range(1, len(children)):
-        if merged[node] not in renumber:
-            renumber[merged[node]] = len(order)
-            order.append(node)
-    return [renumber[state] for state in merged], order
+        out = children[node]
+        state = merged[node] = canonical.setdefault((final[node], tuple(out), tuple(map(number, out.values()))),
+                                                    len(canonical))
+        first_node[state] = node
+    renumber = dict.fromkeys(merged, 0)
+    for rank, state in enumerate(renumber):
+        renumber[state] = rank
+    return [renumber[state] for state in merged], [first_node[state] for state in dict.fromkeys(merged)]
 
 
 def _without(taken: tuple[int, ...]) -> Ranges:
