@@ -88,9 +88,13 @@ ALL_PLAIN = "".join(chr(byte) for lo, hi in PLAIN for byte in range(lo, hi + 1))
 @given(st.lists(st.text(alphabet=PLAIN_CHARS, max_size=6), max_size=12).map(lambda names: tuple(sorted(set(names)))),
        st.text(alphabet=ALL_PLAIN + "\"\\\né", max_size=4))
 def test_the_trie_and_its_merge_are_those_built_node_by_node(names: tuple[str, ...], other: str) -> None:
-    assert _trie(names) == _trie_by_lookups(names)
+    children, final, parents, entered_by = _trie(names)
+    assert (children, final) == _trie_by_lookups(names)
+    assert [(parent, byte) for parent, byte in zip(parents, entered_by)] == sorted(
+        ((parent, byte) for parent, out in enumerate(children) for byte in out),
+        key=lambda edge: children[edge[0]][edge[1]])
     if names:
-        assert _merged(*_trie(names)) == _merged_by_sorted_children(*_trie_by_lookups(names))
+        assert _merged(children, final) == _merged_by_sorted_children(*_trie_by_lookups(names))
     assert plain_names((*names, other)) == all(ch in ALL_PLAIN for ch in other)
 
 
