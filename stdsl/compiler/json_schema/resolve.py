@@ -125,10 +125,10 @@ class Context:
     """Whether a schema part holds an `INEXACT` mark at any depth (`logic.disjoint.approximated`), by the part's id
     (the part held): a `oneOf`'s disjointness proofs ask it of every pair of branches and again of their members,
     each ask a walk of the whole part (a third of o84330's `oneOf` readings)."""
-    flattened: dict[tuple[int, str, tuple[str, ...], int], Flattened] = field(default_factory=dict)
-    """Schemas flattened (`flatten`), by the schema's id, path, references entered and depth: the
-    checks that read a schema (`conforms`, a `oneOf`'s disjointness proofs, a member's outline check) and a second
-    lowering of the document flatten the same schema again."""
+    flattened: dict[tuple[int, str], list[Flattened]] = field(default_factory=dict)
+    """Schemas flattened (`flatten`), by the schema's id and path: the checks that read a schema (`conforms`, a
+    `oneOf`'s disjointness proofs, a member's outline check) and a second lowering of the document flatten the same
+    schema again."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
@@ -419,18 +419,39 @@ def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
 
 
 class Flattened(NamedTuple):
-    """One schema flattened at one path, with its references entered and depth (`Context.flattened`)."""
+    """One schema flattened at one path in one context (`Context.flattened`)."""
 
     schema: Schema
     """The schema object (held, so that its id is not reused)."""
     result: Schema
+    refs: tuple[str, ...]
+    """The references entered where it was flattened."""
+    depth: int
+    """The depth it was flattened at."""
     context: Context | None
     """The context returned, None where it is the one asked with."""
     path: str
     """The path returned."""
     below: int | None
-    """How many levels below the depth asked at the flattening called `entering` at most (`Context.reach`); None
-    where it called it at no depth."""
+    """How many levels below `depth` the flattening called `entering` at most (`Context.reach`); None where it called
+    it at no depth."""
+
+    def serves(self, ctx: Context) -> bool:
+        """Whether flattening in `ctx` gives this: no reference entered there that was not entered here (a reference
+        is read nowhere but where a cycle through it is refused), and no call of `entering` at or past `MAX_NESTING`
+        when the same calls are made from `ctx`'s depth (the depth is read nowhere else)."""
+        reaches = self.below is not None and ctx.depth + self.below >= MAX_NESTING
+        return not reaches and all(ref in self.refs for ref in ctx.refs)
+
+    def context_in(self, ctx: Context) -> Context:
+        """The context returned, for an ask in `ctx`: the references and levels the flattening entered (a `$ref`
+        followed) on top of `ctx`'s own."""
+        if self.context is None:
+            return ctx
+        if self.refs == ctx.refs and self.depth == ctx.depth:
+            return self.context
+        return replace(self.context, refs=ctx.refs + self.context.refs[len(self.refs):],
+                       depth=ctx.depth + self.context.depth - self.depth)
 
 
 def flatten(schema: Schema, path: str, ctx: Context,
@@ -439,29 +460,37 @@ def flatten(schema: Schema, path: str, ctx: Context,
 
     Done by the context's flattener (`flatten.flatten_schema`): the logic keywords flatten their own
     branches, so they reach it through the context rather than importing the module that imports them.
-    Kept in the document's context per schema object, path, references entered and depth (what flattening reads of
-    the context; its other caches only save work): the checks that read a member (`conforms`, a `oneOf`'s
-    disjointness proofs, an outline check) and each lowering of the document flatten it again.  Each ask gets a
-    fresh copy of the top level, as flattening makes one each time, and the deepest level the flattening entered
-    counts again in `Context.reach`.  Refusals, and asks that collect `negations`, are not kept.
+    Kept in the document's context per schema object and path: the checks that read a member (`conforms`, a
+    `oneOf`'s disjointness proofs, an outline check) and each lowering of the document flatten it again, from other
+    depths and with other references entered.  A kept flattening serves a context where it would be the same
+    (`Flattened.serves`); each ask gets a fresh copy of the top level, as flattening makes one each time, and the
+    deepest level the flattening entered counts again in `Context.reach`.  Refusals, and asks that collect
+    `negations`, are not kept.
     """
     if negations is not None or not isinstance(schema, dict):
         return ctx.flattener(schema, path, ctx, negations)
-    key = (id(schema), path, ctx.refs, ctx.depth)
+    key = (id(schema), path)
     reach = ctx.reach
-    known = ctx.flattened.get(key)
-    if known is None or known.schema is not schema:
+    kept = ctx.flattened.get(key)
+    if kept is not None and kept[0].schema is not schema:
+        kept = None
+    known = next((entry for entry in kept if entry.serves(ctx)), None) if kept is not None else None
+    if known is None:
         outer, reach[0] = reach[0], -1
         try:
             result, result_ctx, result_path = ctx.flattener(schema, path, ctx)
         finally:
             entered, reach[0] = reach[0], max(outer, reach[0])
-        known = ctx.flattened[key] = Flattened(schema, result, None if result_ctx is ctx else result_ctx, result_path,
-                                               None if entered < 0 else entered - ctx.depth)
+        known = Flattened(schema, result, ctx.refs, ctx.depth, None if result_ctx is ctx else result_ctx, result_path,
+                          None if entered < 0 else entered - ctx.depth)
+        if kept is None:
+            ctx.flattened[key] = [known]
+        else:
+            kept.append(known)
     elif known.below is not None and ctx.depth + known.below > reach[0]:
         reach[0] = ctx.depth + known.below
     result = known.result
-    return (dict(result) if isinstance(result, dict) else result), known.context or ctx, known.path
+    return (dict(result) if isinstance(result, dict) else result), known.context_in(ctx), known.path
 
 
 def older_drafts(schema: dict, path: str) -> dict:

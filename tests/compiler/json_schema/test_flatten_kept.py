@@ -1,19 +1,22 @@
-"""A schema flattened once per schema object, path, references entered and depth (`resolve.flatten`): every ask,
-first or kept, gives what `flatten_schema` gives (schema, path, the context's references and depth) or the same
-refusal, a fresh top level each time, and counts in `Context.reach` the deepest level the flattening entered: no
-more than `flatten_schema` counts, which may count a kept `oneOf` reading as reaching `MAX_NESTING` (a bound,
-not the level), and no less than the flattening entered (the first one, of the same schema in the same context)."""
+"""A schema flattened once per schema object and path, and kept for asks where it is the same (`resolve.flatten`:
+references entered there a subset, the nesting limit out of reach from there): every ask, first or kept, gives
+what a fresh flattening gives (schema, path, the context's references and depth) or the same refusal, a fresh top
+level each time, and, where it gives a schema, counts in `Context.reach` no less than the deepest level a fresh
+flattening enters (more where a kept `oneOf` reading, or a flattening kept from one, counts a bound: such a kept
+reading then serves fewer asks).  After a refusal the count may be less, as it was before flattenings were kept: a
+kept `oneOf` refusal raised again counts no level."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.json_schema.flatten import document_context, flatten_schema
-from stdsl.compiler.json_schema.resolve import Context, Flattened, flatten
+from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, flatten
 from stdsl.errors import SchemaError
 
 PARTS: list[Any] = [
@@ -73,10 +76,10 @@ def _subschemas(node: Any, out: list[tuple[Any, str]], path: str = "#") -> None:
                 _subschemas(value, out, f"{path}/{key}")
 
 
-class _Forgetful(dict[tuple[int, str, tuple[str, ...], int], Flattened]):
-    """A `Context.flattened` that keeps nothing: each flattening runs as it did before any was kept."""
+class _Forgetful(dict[Any, Any]):
+    """A `Context.flattened` or `Context.one_of` that keeps nothing: each flattening or `oneOf` reading runs anew."""
 
-    def __setitem__(self, key: tuple[int, str, tuple[str, ...], int], value: Flattened) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         pass
 
 
@@ -90,22 +93,47 @@ def _outcome(flattener: Any, schema: Any, path: str, ctx: Context) -> tuple[Any,
 
 
 @settings(max_examples=150, deadline=None)
-@given(documents(), st.integers(0, 3))
-def test_a_kept_flattening_is_a_fresh_one(document: dict, levels: int) -> None:
-    kept, fresh = document_context(document), Context(document, flatten_schema, flattened=_Forgetful())
+@given(documents(), st.integers(0, 3), st.permutations(range(4)))
+def test_a_kept_flattening_is_a_fresh_one(document: dict, levels: int, order: list[int]) -> None:
+    kept, fresh = document_context(document), Context(document, flatten_schema, one_of=_Forgetful(),
+                                                      flattened=_Forgetful())
     for _ in range(levels):
         kept, fresh = kept.entering(), fresh.entering()
+    contexts = [(kept, fresh), (kept.entering("#/$defs/leaf"), fresh.entering("#/$defs/leaf")),
+                (kept.entering("#/$defs/leaf").entering("#/$defs/combined"),
+                 fresh.entering("#/$defs/leaf").entering("#/$defs/combined")),
+                (kept.entering().entering().entering(), fresh.entering().entering().entering())]
     parts: list[tuple[Any, str]] = []
     _subschemas(document, parts)
     for _ in range(2):
         for schema, path in parts:
-            for depth_kept, depth_fresh in ((kept, fresh), (kept.entering("#/$defs/leaf"),
-                                                            fresh.entering("#/$defs/leaf"))):
-                got = _outcome(flatten, schema, path, depth_kept)
-                expected = _outcome(flatten, schema, path, depth_fresh)
+            for ask in order:
+                in_kept, in_fresh = contexts[ask]
+                got = _outcome(flatten, schema, path, in_kept)
+                expected = _outcome(flatten, schema, path, in_fresh)
                 assert got[:-1] == expected[:-1]
-                assert got[-1] <= expected[-1]
-                depth_kept.reach[0] = depth_fresh.reach[0]
+                assert got[0] == "refused" or got[-1] >= expected[-1]
+                in_kept.reach[0] = in_fresh.reach[0]
+
+
+def test_a_flattening_with_more_references_entered_serves_one_with_fewer_but_not_past_the_nesting_limit() -> None:
+    document = {"$defs": {"leaf": {"type": "string"}, "via": {"$ref": "#/$defs/leaf"}},
+                "allOf": [{"$ref": "#/$defs/via"}], "maxLength": 3}
+    ctx = document_context(document)
+    deep = ctx.entering("#/$defs/other").entering()
+    flat, flat_ctx, flat_path = flatten(document["$defs"]["via"], "#/$defs/via", deep)
+    assert (flat, flat_ctx.refs, flat_ctx.depth, flat_path) == ({"type": "string"}, ("#/$defs/other", "#/$defs/leaf"),
+                                                                3, "#/$defs/leaf")
+    flat, flat_ctx, flat_path = flatten(document["$defs"]["via"], "#/$defs/via", ctx)
+    assert (flat, flat_ctx.refs, flat_ctx.depth) == ({"type": "string"}, ("#/$defs/leaf",), 1)
+    assert flat_path == "#/$defs/leaf"
+    assert len(ctx.flattened[(id(document["$defs"]["via"]), "#/$defs/via")]) == 1
+    flatten(document, "#", ctx)
+    near_limit = ctx
+    for _ in range(MAX_NESTING - 1):
+        near_limit = near_limit.entering()
+    with pytest.raises(SchemaError, match="nests deeper"):
+        flatten(document, "#", near_limit)
 
 
 def test_each_ask_gets_a_fresh_top_level_and_the_kept_one_is_not_changed() -> None:
