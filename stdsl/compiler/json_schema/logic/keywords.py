@@ -17,7 +17,15 @@ from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
 from stdsl.compiler.json_schema.logic.disjoint import disjoint, same_schema
 from stdsl.compiler.json_schema.logic.negation import difference
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
-from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, OneOfReading, Schema, flatten, resolve_ref
+from stdsl.compiler.json_schema.resolve import (
+    MAX_NESTING,
+    SUPPORTED,
+    Context,
+    OneOfReading,
+    Schema,
+    flatten,
+    resolve_ref,
+)
 from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
@@ -180,10 +188,9 @@ def check_draft_neutral(schema: Schema, ctx: Context, path: str) -> None:
 
 def _walk_neutral(schema: Any, ctx: Context, path: str, lacks: set[str], ref_overrides: bool, seen: set[str]) -> None:
     """Visit every subschema (following references once) for `check_draft_neutral`; remember the clean ones."""
-    from stdsl.compiler.json_schema.resolve import SUPPORTED
     if not isinstance(schema, dict) or id(schema) in ctx.draft_neutral:
         return
-    present = sorted(lacks & set(schema))
+    present = [] if lacks.isdisjoint(schema) else sorted(lacks.intersection(schema))
     if isinstance(schema.get("items"), list) and "items[]" in lacks:
         present.append("items (array form)")
     if present:
