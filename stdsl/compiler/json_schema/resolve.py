@@ -467,30 +467,32 @@ def flatten(schema: Schema, path: str, ctx: Context,
     deepest level the flattening entered counts again in `Context.reach`.  Refusals, and asks that collect
     `negations`, are not kept.
     """
-    if negations is not None or not isinstance(schema, dict):
+    if negations is not None or type(schema) is not dict:
         return ctx.flattener(schema, path, ctx, negations)
     key = (id(schema), path)
     reach = ctx.reach
     kept = ctx.flattened.get(key)
-    if kept is not None and kept[0].schema is not schema:
-        kept = None
-    known = next((entry for entry in kept if entry.serves(ctx)), None) if kept is not None else None
-    if known is None:
-        outer, reach[0] = reach[0], -1
-        try:
-            result, result_ctx, result_path = ctx.flattener(schema, path, ctx)
-        finally:
-            entered, reach[0] = reach[0], max(outer, reach[0])
-        known = Flattened(schema, result, ctx.refs, ctx.depth, None if result_ctx is ctx else result_ctx, result_path,
-                          None if entered < 0 else entered - ctx.depth)
-        if kept is None:
-            ctx.flattened[key] = [known]
-        else:
-            kept.append(known)
-    elif known.below is not None and ctx.depth + known.below > reach[0]:
-        reach[0] = ctx.depth + known.below
-    result = known.result
-    return (dict(result) if isinstance(result, dict) else result), known.context_in(ctx), known.path
+    if kept and kept[0].schema is schema:
+        for known in kept:
+            if known.serves(ctx):
+                if known.below is not None and ctx.depth + known.below > reach[0]:
+                    reach[0] = ctx.depth + known.below
+                result = known.result
+                return (dict(result) if type(result) is dict else result), known.context_in(ctx), known.path
+    else:
+        kept = ctx.flattened[key] = []
+    outer = reach[0]
+    reach[0] = -1
+    try:
+        result, result_ctx, result_path = ctx.flattener(schema, path, ctx)
+    finally:
+        entered = reach[0]
+        if outer > entered:
+            reach[0] = outer
+    fields = (schema, result, ctx.refs, ctx.depth, None if result_ctx is ctx else result_ctx, result_path,
+              None if entered < 0 else entered - ctx.depth)
+    kept.append(tuple.__new__(Flattened, fields))
+    return (dict(result) if type(result) is dict else result), result_ctx, result_path
 
 
 def older_drafts(schema: dict, path: str) -> dict:
