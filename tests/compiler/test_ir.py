@@ -119,3 +119,39 @@ def test_the_empty_language_absorbs_a_sequence_wherever_it_stands(before: list[i
     assert ir.seq(*before, nothing, *after) == ir.NOTHING
     assert ir.seq(*before, ir.seq(ir.literal("c"), nothing), *after) == ir.NOTHING
     assert ir.seq(*before, *after) != ir.NOTHING
+
+
+def _bytes_walked(node: ir.Node) -> bytes | None:
+    """`literal_bytes` read item by item (the oracle of its shortcuts)."""
+    parts = node.items if isinstance(node, ir.Seq) else (node,)
+    data = bytearray()
+    for part in parts:
+        if not isinstance(part, ir.ByteSet) or len(part.ranges) != 1 or part.ranges[0][0] != part.ranges[0][1]:
+            return None
+        if part.ranges[0][0] > 255:
+            return None
+        data.append(part.ranges[0][0])
+    return bytes(data)
+
+
+_ITEMS = st.one_of(
+    st.integers(0, 255).map(lambda b: ir.literal(bytes([b]))),
+    st.integers(0, 255).map(lambda b: ir.ByteSet(((b, b),))),
+    st.integers(256, 300).map(lambda s: ir.ByteSet(((s, s),))),
+    st.integers(0, 254).map(lambda b: ir.ByteSet(((b, b + 1),))),
+    st.just(ir.star(ir.literal("a"))),
+    st.just(ir.alt(ir.literal("a"), ir.literal("b"))),
+)
+"""Sequence items: the shared single-byte nodes, equal ones made apart, symbols past 255, wider sets, other nodes."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ITEMS, max_size=8))
+def test_literal_bytes_of_any_sequence_is_its_bytes_read_one_by_one(items: list[ir.Node]) -> None:
+    node = ir.Seq(tuple(items))
+    assert ir.literal_bytes(node) == _bytes_walked(node)
+    for item in items:
+        assert ir.literal_bytes(item) == _bytes_walked(item)
+    sequenced, data = ir.seq(*items), _bytes_walked(node)
+    if data is not None:
+        assert sequenced == ir.literal(data) and hash(sequenced) == hash(ir.literal(data))

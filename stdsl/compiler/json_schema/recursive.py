@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,7 @@ class _CallingCompiler(_Compiler):
         self._memos = {0: self._lowered}
         self._depth_below: dict[int, tuple[Schema, int]] = {}
         self.outlined: set[str] = set()
+        self._keys: dict[int, tuple[dict, str]] = {}
 
     def value(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
         """A call for a schema that mentions a recursive target at its top level, else the ordinary lowering."""
@@ -154,7 +156,7 @@ class _CallingCompiler(_Compiler):
                 _, target = resolve_ref(ref, ctx, f"{path}/$ref")
                 if target in self.calls:
                     return self.calls[target]
-            key = json.dumps(schema)
+            key = self._key(schema)
             return self._call(key, schema, path, _display_name(key))
         if not self._writes_out_any or not isinstance(schema, dict):
             return super().value(schema, path, ctx)
@@ -172,7 +174,7 @@ class _CallingCompiler(_Compiler):
     def member(self, schema: Schema, path: str, ctx: Context) -> ir.Node:
         """With `outline`, a call for a member value or item that may be a container; else the ordinary lowering."""
         if self.outline and isinstance(schema, dict) and not self._mentions_target(schema, ctx, path):
-            key = json.dumps(schema)
+            key = self._key(schema)
             if key not in self.inlined and _may_be_container(flatten(schema, path, ctx.entering())[0]):
                 self.outlined.add(key)
                 return self._call(key, schema, path, path)
@@ -187,6 +189,15 @@ class _CallingCompiler(_Compiler):
         finally:
             self.nesting -= 1
             self._lowered = outer
+
+    def _key(self, schema: dict) -> str:
+        """A schema's JSON text, the key of its nonterminal, written once per schema object (held, so that its id is
+        not reused): each member is asked for at its outline check, and a schema's text holds its members' texts
+        (writing each again at every level above was 3% of kb_233's lowering)."""
+        known = self._keys.get(id(schema))
+        if known is None or known[0] is not schema:
+            known = self._keys[id(schema)] = (schema, json.dumps(schema))
+        return known[1]
 
     @property
     def _writes_out_any(self) -> bool:
@@ -209,7 +220,7 @@ class _CallingCompiler(_Compiler):
             self.calls[key] = call_symbol(len(self.calls))
             self.extra[key] = (schema, path)
             taken = self._taken_names
-            self.names[key] = next(n for n in (name, *(f"{name} ({i})" for i in range(2, len(taken) + 3)))
+            self.names[key] = next(n for n in chain((name,), (f"{name} ({i})" for i in range(2, len(taken) + 3)))
                                    if n not in taken)
             taken.add(self.names[key])
         return self.calls[key]

@@ -96,7 +96,7 @@ class Context:
     current path (for cycles).
 
     `anchors`, `draft_neutral` (ids of subschemas found free of draft-dependent keywords), `one_of`, `enum_keys`,
-    `string_matchers`, `warned` and `approximated` are caches shared by every context of one document.
+    `string_matchers`, `warned`, `approximated` and `flattened` are caches shared by every context of one document.
     `flatten.document_context(root)` makes the first one.
     """
 
@@ -125,6 +125,10 @@ class Context:
     """Whether a schema part holds an `INEXACT` mark at any depth (`logic.disjoint.approximated`), by the part's id
     (the part held): a `oneOf`'s disjointness proofs ask it of every pair of branches and again of their members,
     each ask a walk of the whole part (a third of o84330's `oneOf` readings)."""
+    flattened: dict[tuple[int, str], list[Flattened]] = field(default_factory=dict)
+    """Schemas flattened (`flatten`), by the schema's id and path: the checks that read a schema (`conforms`, a
+    `oneOf`'s disjointness proofs, a member's outline check) and a second lowering of the document flatten the same
+    schema again."""
 
     def entering(self, ref_path: str | None = None) -> Context:
         """A child context one level deeper, with `ref_path` pushed when a reference is followed."""
@@ -134,7 +138,8 @@ class Context:
             raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels", ref_path or "#")
         refs = self.refs + (ref_path,) if ref_path else self.refs
         return Context(self.root, self.flattener, refs, self.depth + 1, self.anchors, self.draft_neutral, self.one_of,
-                       self.enum_keys, self.string_matchers, self.warned, self.reach, self.approximated)
+                       self.enum_keys, self.string_matchers, self.warned, self.reach, self.approximated,
+                       self.flattened)
 
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""
@@ -413,14 +418,81 @@ def resolve_ref(ref: str, ctx: Context, where: str) -> tuple[Any, str]:
     return node, ref if ref != "#" else "#"
 
 
+class Flattened(NamedTuple):
+    """One schema flattened at one path in one context (`Context.flattened`)."""
+
+    schema: Schema
+    """The schema object (held, so that its id is not reused)."""
+    result: Schema
+    refs: tuple[str, ...]
+    """The references entered where it was flattened."""
+    depth: int
+    """The depth it was flattened at."""
+    context: Context | None
+    """The context returned, None where it is the one asked with."""
+    path: str
+    """The path returned."""
+    below: int | None
+    """How many levels below `depth` the flattening called `entering` at most (`Context.reach`); None where it called
+    it at no depth."""
+
+    def serves(self, ctx: Context) -> bool:
+        """Whether flattening in `ctx` gives this: no reference entered there that was not entered here (a reference
+        is read nowhere but where a cycle through it is refused), and no call of `entering` at or past `MAX_NESTING`
+        when the same calls are made from `ctx`'s depth (the depth is read nowhere else)."""
+        reaches = self.below is not None and ctx.depth + self.below >= MAX_NESTING
+        return not reaches and all(ref in self.refs for ref in ctx.refs)
+
+    def context_in(self, ctx: Context) -> Context:
+        """The context returned, for an ask in `ctx`: the references and levels the flattening entered (a `$ref`
+        followed) on top of `ctx`'s own."""
+        if self.context is None:
+            return ctx
+        if self.refs == ctx.refs and self.depth == ctx.depth:
+            return self.context
+        return replace(self.context, refs=ctx.refs + self.context.refs[len(self.refs):],
+                       depth=ctx.depth + self.context.depth - self.depth)
+
+
 def flatten(schema: Schema, path: str, ctx: Context,
             negations: list[Negation] | None = None) -> tuple[Schema, Context, str]:
     """One schema with `$ref`, `allOf`, `const` and the logic keywords folded into plain keywords (exactly).
 
     Done by the context's flattener (`flatten.flatten_schema`): the logic keywords flatten their own
     branches, so they reach it through the context rather than importing the module that imports them.
+    Kept in the document's context per schema object and path: the checks that read a member (`conforms`, a
+    `oneOf`'s disjointness proofs, an outline check) and each lowering of the document flatten it again, from other
+    depths and with other references entered.  A kept flattening serves a context where it would be the same
+    (`Flattened.serves`); each ask gets a fresh copy of the top level, as flattening makes one each time, and the
+    deepest level the flattening entered counts again in `Context.reach`.  Refusals, and asks that collect
+    `negations`, are not kept.
     """
-    return ctx.flattener(schema, path, ctx, negations)
+    if negations is not None or type(schema) is not dict:
+        return ctx.flattener(schema, path, ctx, negations)
+    key = (id(schema), path)
+    reach = ctx.reach
+    kept = ctx.flattened.get(key)
+    if kept and kept[0].schema is schema:
+        for known in kept:
+            if known.serves(ctx):
+                if known.below is not None and ctx.depth + known.below > reach[0]:
+                    reach[0] = ctx.depth + known.below
+                result = known.result
+                return (dict(result) if type(result) is dict else result), known.context_in(ctx), known.path
+    else:
+        kept = ctx.flattened[key] = []
+    outer = reach[0]
+    reach[0] = -1
+    try:
+        result, result_ctx, result_path = ctx.flattener(schema, path, ctx)
+    finally:
+        entered = reach[0]
+        if outer > entered:
+            reach[0] = outer
+    fields = (schema, result, ctx.refs, ctx.depth, None if result_ctx is ctx else result_ctx, result_path,
+              None if entered < 0 else entered - ctx.depth)
+    kept.append(tuple.__new__(Flattened, fields))
+    return (dict(result) if type(result) is dict else result), result_ctx, result_path
 
 
 def older_drafts(schema: dict, path: str) -> dict:

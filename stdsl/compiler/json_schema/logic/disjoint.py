@@ -34,8 +34,35 @@ LANGUAGE_STATES = 20_000
 
 
 def same_schema(a: Schema, b: Schema) -> bool:
-    """Whether two flattened schemas are written identically (then they accept the same instances)."""
-    return a is b or json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    """Whether two flattened schemas are written identically (then they accept the same instances).  Two that a walk
+    finds written apart are told without writing them (most asks: a `oneOf`'s branches differ, and writing both
+    out at each of their differences was a sixth of o84330's lowering)."""
+    if a is b:
+        return True
+    if _written_apart(a, b):
+        return False
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+"""The types of values `json.dumps` writes apart exactly when they differ (a float may not: NaN)."""
+_WRITTEN_APART_TYPES = _PLAIN_TYPES | {dict, list}
+"""Types whose values `json.dumps` writes apart from those of each other type here (`1`, `true`, `"1"`, `{`, `[`)."""
+
+
+def _written_apart(a: Any, b: Any) -> bool:
+    """Whether `json.dumps(.., sort_keys=True)` surely writes `a` and `b` differently (False: not known), at the first
+    place found: objects with other (string) keys, arrays of other lengths, plain values of another type or value."""
+    kind = type(a)
+    if kind is not type(b):
+        return kind in _WRITTEN_APART_TYPES and type(b) in _WRITTEN_APART_TYPES
+    if kind is dict:
+        if a.keys() != b.keys():
+            return all(type(key) is str for key in a) and all(type(key) is str for key in b)
+        return any(_written_apart(value, b[key]) for key, value in a.items())
+    if kind is list:
+        return len(a) != len(b) or any(_written_apart(x, y) for x, y in zip(a, b))
+    return kind in _PLAIN_TYPES and a != b
 
 
 def approximated(node: Any, known: dict[int, tuple[Any, bool]] | None = None) -> bool:

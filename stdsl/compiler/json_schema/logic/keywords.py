@@ -11,14 +11,21 @@ depends on the draft.  `resolve.flatten` calls them.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, typed, union
-from stdsl.compiler.json_schema.logic.disjoint import disjoint
+from stdsl.compiler.json_schema.logic.disjoint import disjoint, same_schema
 from stdsl.compiler.json_schema.logic.negation import difference
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
-from stdsl.compiler.json_schema.resolve import MAX_NESTING, Context, OneOfReading, Schema, flatten, resolve_ref
+from stdsl.compiler.json_schema.resolve import (
+    MAX_NESTING,
+    SUPPORTED,
+    Context,
+    OneOfReading,
+    Schema,
+    flatten,
+    resolve_ref,
+)
 from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
@@ -143,9 +150,8 @@ def _optional_discriminator(branches: list[Schema], ctx: Context) -> list[Schema
     for name in objects[0]["properties"]:
         if not all(name in b["properties"] for b in objects):
             continue
-        rests = {json.dumps({**b, "properties": {k: v for k, v in b["properties"].items() if k != name}},
-                            sort_keys=True, default=str) for b in objects}
-        if len(rests) != 1:
+        rests = [{**b, "properties": {k: v for k, v in b["properties"].items() if k != name}} for b in objects]
+        if not all(same_schema(rests[0], rest) for rest in rests[1:]):
             continue
         values = [flatten(b["properties"][name], "#", ctx)[0] for b in objects]
         if all(disjoint(values[i], values[j], ctx)
@@ -182,10 +188,9 @@ def check_draft_neutral(schema: Schema, ctx: Context, path: str) -> None:
 
 def _walk_neutral(schema: Any, ctx: Context, path: str, lacks: set[str], ref_overrides: bool, seen: set[str]) -> None:
     """Visit every subschema (following references once) for `check_draft_neutral`; remember the clean ones."""
-    from stdsl.compiler.json_schema.resolve import SUPPORTED
     if not isinstance(schema, dict) or id(schema) in ctx.draft_neutral:
         return
-    present = sorted(lacks & set(schema))
+    present = [] if lacks.isdisjoint(schema) else sorted(lacks.intersection(schema))
     if isinstance(schema.get("items"), list) and "items[]" in lacks:
         present.append("items (array form)")
     if present:

@@ -35,45 +35,39 @@ Moves = list[tuple[Ranges, int]]
 
 PLAIN = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
 """The printable ASCII bytes a JSON string holds raw (all but `"` and `\\`)."""
-PLAIN_BYTES = frozenset(b for lo, hi in PLAIN for b in range(lo, hi + 1))
+PLAIN_CHARACTERS = frozenset(chr(byte) for lo, hi in PLAIN for byte in range(lo, hi + 1))
 _SINGLE = tuple(((byte, byte),) for byte in range(256))
 
 
 def plain_names(names: tuple[str, ...]) -> bool:
     """Whether every character of `names` is a `PLAIN` byte (the usual key; the case `name_complement` builds)."""
-    return all(ord(ch) in PLAIN_BYTES for name in names for ch in name)
+    return PLAIN_CHARACTERS.issuperset("".join(names))
 
 
 def name_complement(names: tuple[str, ...]) -> ir.Embedded | None:
     """The canonical spellings of strings other than `names` (sorted, distinct, `plain_names`), between the quotes,
     as a trim minimal embedded DFA with its moves known; None when it would have `EMBEDDED_FROM` states or more
     (the chain layout would then take it whole, which the trie's IR never met)."""
-    children, final = _trie(names)
+    children, final, parents, entered_by = _trie(names)
     merged, order = _merged(children, final) if names else ([0] * len(children), [0])
     count = len(order) if names else 0
     rest, (_, partial_moves, partial_table, partial_accepting, _, lead_row) = count, _units()
     total = count + 1 + len(partial_moves)
     if total >= EMBEDDED_FROM:
         return None
+    lead_live, partial_live = _live()
     table = np.empty((total, 256), dtype=np.int32)
-    table[:rest + 1] = np.where(lead_row >= 0, lead_row + rest, -1)
-    table[rest + 1:] = np.where(partial_table >= 0, partial_table + rest, -1)
+    table[:rest + 1] = lead_row + rest * lead_live
+    table[rest + 1:] = partial_table + rest * partial_live
     accepting = np.zeros(total, dtype=bool)
     accepting[:rest + 1] = True
     accepting[rest + 1:] = partial_accepting
-    sources: list[int] = []
-    columns: list[int] = []
-    targets: list[int] = []
-    for state, original in enumerate(order[:count]):
-        out = children[original]
-        bytes_out = sorted(out)
-        sources += [state] * len(bytes_out)
-        columns += bytes_out
-        targets += [merged[out[byte]] for byte in bytes_out]
-    table[sources, columns] = targets
-    accepting[:count] = [not final[original] for original in order[:count]]
+    if count:
+        state = np.array(merged, dtype=np.int64)
+        table[state[parents], entered_by] = state[1:]
+        accepting[:count] = np.logical_not(np.array(final, dtype=bool)[order])
     labels = _unit_labels().copy()
-    child_bytes = np.array(sorted(set(columns)), dtype=np.int64)
+    child_bytes = np.array(sorted(set(entered_by)), dtype=np.int64)
     labels[child_bytes] = -1 - child_bytes
     node = known_minimal(known_trim(ir.Embedded(table, accepting)), labels)
     return known_edges(node, lambda: _moves(children, merged, order[:count], total))
@@ -115,43 +109,59 @@ def _moves(children: list[dict[int, int]], merged: list[int], order: list[int], 
     return symbol_sets, moves
 
 
-def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
-    """The names' bytes as a trie: each node's children by byte, and whether a name ends there (node 0 the root)."""
+def _trie(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool], list[int], list[int]]:
+    """The names' bytes as a trie: each node's children by byte, whether a name ends there (node 0 the root), and
+    per node past the root its parent and the byte that enters it (node i's at i - 1: its table entry).
+
+    The names are sorted, so each one leaves the previous one's path where they part and only adds nodes past it
+    (no lookups along the shared prefix), and every node's children come in byte order (`_merged` reads them so)."""
     children: list[dict[int, int]] = [{}]
     final = [False]
+    parents: list[int] = []
+    entered_by: list[int] = []
+    path = [0]
+    previous = b""
     for count, name in enumerate(names):
         if count & 4095 == 4095:
             check_deadline("building a name trie")
-        state = 0
-        for byte in name.encode():
-            child = children[state].get(byte)
-            if child is None:
-                child = children[state][byte] = len(children)
-                children.append({})
-                final.append(False)
+        data = name.encode()
+        shared, limit = 0, min(len(data), len(previous))
+        while shared < limit and data[shared] == previous[shared]:
+            shared += 1
+        del path[shared + 1:]
+        state = path[shared]
+        for byte in data[shared:]:
+            child = children[state][byte] = len(children)
+            children.append({})
+            final.append(False)
+            parents.append(state)
+            entered_by.append(byte)
+            path.append(child)
             state = child
         final[state] = True
-    return children, final
+        previous = data
+    return children, final, parents, entered_by
 
 
 def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int], list[int]]:
     """The trie's nodes merged where the names below them are the same (children come after their parent, so one
-    pass from the last node up sees every child first): each node's state, and per state one node it stands for,
-    the root's state 0."""
-    canonical: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    pass from the last node up sees every child first; a node's children are in byte order, `_trie`'s): each node's
+    state, and per state one node it stands for, the root's state 0."""
+    canonical: dict[tuple[bool, tuple[int, ...], tuple[int, ...]], int] = {}
     merged = [0] * len(children)
+    first_node: dict[int, int] = {}
+    number = merged.__getitem__
     for node in range(len(children) - 1, -1, -1):
         if node & 16383 == 0:
             check_deadline("merging a name trie")
-        signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
-        merged[node] = canonical.setdefault(signature, len(canonical))
-    renumber = {merged[0]: 0}
-    order = [0]
-    for node in range(1, len(children)):
-        if merged[node] not in renumber:
-            renumber[merged[node]] = len(order)
-            order.append(node)
-    return [renumber[state] for state in merged], order
+        out = children[node]
+        state = merged[node] = canonical.setdefault((final[node], tuple(out), tuple(map(number, out.values()))),
+                                                    len(canonical))
+        first_node[state] = node
+    renumber = dict.fromkeys(merged, 0)
+    for rank, state in enumerate(renumber):
+        renumber[state] = rank
+    return [renumber[state] for state in merged], [first_node[state] for state in dict.fromkeys(merged)]
 
 
 def _without(taken: tuple[int, ...]) -> Ranges:
@@ -192,6 +202,14 @@ def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.
     assert all(target >= 2 for _, target in moves[0]), "no unit beyond printable ASCII is one byte"
     return (list(sets), partial_moves, shifted[2:], np.array(units.accepting, dtype=np.bool_)[2:], lead_moves,
             lead_row)
+
+
+@lru_cache(maxsize=1)
+def _live() -> tuple[np.ndarray, np.ndarray]:
+    """Where `_units`' start row and partial rows move (1) or are dead (0): such a row plus `rest` times this is the
+    row with its targets counted from `rest` and its dead entries still -1."""
+    *_, partial_table, _, _, lead_row = _units()
+    return (lead_row >= 0).astype(np.int32), (partial_table >= 0).astype(np.int32)
 
 
 @lru_cache(maxsize=1)

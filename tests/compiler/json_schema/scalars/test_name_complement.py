@@ -16,7 +16,7 @@ from stdsl.compiler.automata.chains import EMBEDDED_FROM
 from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
 from stdsl.compiler.automata.nfa import _embedded_edges, minimal_labels
 from stdsl.compiler.json_schema.scalars import strings
-from stdsl.compiler.json_schema.scalars.name_complement import name_complement, plain_names
+from stdsl.compiler.json_schema.scalars.name_complement import PLAIN, _merged, _trie, name_complement, plain_names
 from stdsl.compiler.json_schema.scalars.string_units import char_trie
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from tests.compiler.language_difference import difference
@@ -46,6 +46,56 @@ def test_the_written_dfa_is_the_trie_language_minimal(names: tuple[str, ...]) ->
                 assert (from_moves[state, lo:hi + 1] == -1).all()
                 from_moves[state, lo:hi + 1] = target
     assert (from_moves == table).all()
+
+
+def _trie_by_lookups(names: tuple[str, ...]) -> tuple[list[dict[int, int]], list[bool]]:
+    """The names' trie built name by name from the root (the oracle of `_trie`'s walk from the previous name)."""
+    children: list[dict[int, int]] = [{}]
+    final = [False]
+    for name in names:
+        state = 0
+        for byte in name.encode():
+            child = children[state].get(byte)
+            if child is None:
+                child = children[state][byte] = len(children)
+                children.append({})
+                final.append(False)
+            state = child
+        final[state] = True
+    return children, final
+
+
+def _merged_by_sorted_children(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int], list[int]]:
+    """`_merged` with each node's children sorted by byte and the states renumbered in one walk (its oracle)."""
+    canonical: dict[tuple, int] = {}
+    merged = [0] * len(children)
+    for node in range(len(children) - 1, -1, -1):
+        signature = (final[node], tuple((byte, merged[child]) for byte, child in sorted(children[node].items())))
+        merged[node] = canonical.setdefault(signature, len(canonical))
+    renumber = {merged[0]: 0}
+    order = [0]
+    for node in range(1, len(children)):
+        if merged[node] not in renumber:
+            renumber[merged[node]] = len(order)
+            order.append(node)
+    return [renumber[state] for state in merged], order
+
+
+ALL_PLAIN = "".join(chr(byte) for lo, hi in PLAIN for byte in range(lo, hi + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=PLAIN_CHARS, max_size=6), max_size=12).map(lambda names: tuple(sorted(set(names)))),
+       st.text(alphabet=ALL_PLAIN + "\"\\\né", max_size=4))
+def test_the_trie_and_its_merge_are_those_built_node_by_node(names: tuple[str, ...], other: str) -> None:
+    children, final, parents, entered_by = _trie(names)
+    assert (children, final) == _trie_by_lookups(names)
+    assert [(parent, byte) for parent, byte in zip(parents, entered_by)] == sorted(
+        ((parent, byte) for parent, out in enumerate(children) for byte in out),
+        key=lambda edge: children[edge[0]][edge[1]])
+    if names:
+        assert _merged(children, final) == _merged_by_sorted_children(*_trie_by_lookups(names))
+    assert plain_names((*names, other)) == all(ch in ALL_PLAIN for ch in other)
 
 
 def test_names_beyond_printable_ascii_and_large_sets_keep_the_trie() -> None:
