@@ -47,6 +47,7 @@ from stdsl.compiler.json_schema.logic.pattern_complement import pattern_compleme
 from stdsl.compiler.json_schema.logic.satisfies import satisfies
 from stdsl.compiler.json_schema.resolve import (
     INEXACT,
+    MAX_NESTING,
     SPEC_FORMATS,
     Context,
     Schema,
@@ -94,15 +95,17 @@ def difference(mine: Schema, other: Schema, ctx: Context, path: str, strict: boo
         return {**mine, "enum": [v for v in mine["enum"] if not satisfies(v, other, ctx, path)]}
     if "anyOf" in mine:
         rest = {k: v for k, v in mine.items() if k != "anyOf"}
-        return union([difference(merge(rest, flatten(branch, f"{path}/anyOf/{i}", ctx.entering())[0], path), other,
-                                 ctx, path, strict) for i, branch in enumerate(mine["anyOf"])])
+        inner = _entered(ctx, f"{path}/anyOf")
+        return union([difference(merge(rest, flatten(branch, f"{path}/anyOf/{i}", inner)[0], path), other,
+                                 inner, path, strict) for i, branch in enumerate(mine["anyOf"])])
     if disjoint(mine, other, ctx):
         return mine
     if "anyOf" in other:
         rest = {k: v for k, v in other.items() if k != "anyOf"}
         every: Schema = mine
+        inner = _entered(ctx, f"{path}/anyOf")
         for i, branch in enumerate(other["anyOf"]):
-            every = difference(every, flatten(branch, f"{path}/anyOf/{i}", ctx.entering())[0], ctx, path, strict)
+            every = difference(every, flatten(branch, f"{path}/anyOf/{i}", inner)[0], inner, path, strict)
         return union([difference(mine, rest, ctx, path, strict), every])
     own = possible_kinds(mine)
     if "enum" in other:
@@ -115,6 +118,16 @@ def difference(mine: Schema, other: Schema, ctx: Context, path: str, strict: boo
         if key not in ("type", INEXACT):
             parts.extend(_keyword_failures(key, value, mine, other, shared, ctx, f"{path}/{key}", strict))
     return union(parts)
+
+
+def _entered(ctx: Context, path: str) -> Context:
+    """`ctx` one level deeper for a difference's `anyOf` branches, so that a branch that is the schema again (a
+    reference cycle through `anyOf`: `X = {"anyOf": [{"$ref": X}]}`) is refused at the nesting limit, at `path`,
+    instead of recursing until Python's stack runs out."""
+    if ctx.depth >= MAX_NESTING:
+        raise SchemaError(f"schema nests deeper than {MAX_NESTING} levels (a difference of schemas that reference "
+                          "themselves through anyOf)", path)
+    return ctx.entering()
 
 
 def _restrict(mine: dict, kinds: frozenset[str], strict: bool, path: str) -> Schema:

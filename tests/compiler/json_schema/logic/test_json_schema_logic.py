@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.ir import to_pattern
 from stdsl.compiler.json_schema.logic.complement import string_complement_pattern
 from stdsl.compiler.json_schema.logic.disjoint import string_subset
@@ -194,6 +195,24 @@ def test_negation_without_exact_form_is_refused() -> None:
         schema_to_ir({"type": "integer", "not": {"multipleOf": 3}})
     with pytest.raises(SchemaError, match="oneOf"):
         schema_to_ir({"oneOf": [{"type": "number"}, {"type": "integer"}]})
+
+
+
+SELF_ANY_OF = {"X": {"anyOf": [{"$ref": "#/$defs/X"}]}, "Y": {"anyOf": [{"$ref": "#/$defs/Y"}, {"type": "string"}]}}
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"$ref": "#/$defs/X"}, {"type": "integer"}], "$defs": SELF_ANY_OF},
+    {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/X"}], "$defs": SELF_ANY_OF},
+    {"oneOf": [{"$ref": "#/$defs/Y"}, {"type": "string"}], "$defs": SELF_ANY_OF},
+    {"type": "string", "not": {"$ref": "#/$defs/Y"}, "$defs": SELF_ANY_OF},
+])
+def test_a_difference_through_a_self_referencing_any_of_is_refused(schema: dict) -> None:
+    """A schema that is its own `anyOf` branch, subtracted for `oneOf` or `not`, is refused with a SchemaError
+    naming where (the difference recursed until Python's stack ran out)."""
+    for strict in (True, False):
+        with pytest.raises(SchemaError, match=r"at schema path #"):
+            compile_constraint(schema, strict=strict)
 
 
 FIXED_SAMPLES = [
