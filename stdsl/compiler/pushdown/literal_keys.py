@@ -9,6 +9,8 @@ decides alike.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from stdsl.compiler import ir
@@ -100,17 +102,26 @@ def _sequence_literal_keys(items: tuple[ir.Node, ...]) -> frozenset[bytes]:
     """The literal keys of a sequence's items, read as `quoted_keys._sequence_keys` reads them."""
     own: list[bytes] = []
     parts: list[frozenset[bytes]] = []
+    for key, item in sequence_parts(items):
+        if key is not None:
+            if isinstance(key, bytes):
+                own.append(key)
+        elif not isinstance(item, ir.ByteSet):
+            parts.append(literal_keys(item))
+    return NO_KEYS.union(own, *parts)
+
+
+def sequence_parts(items: tuple[ir.Node, ...]) -> Iterator[tuple[Key | None, ir.Node]]:
+    """A sequence's items as the keyed layout reads them: (key, its opening quote) for each quoted key (`key_at`: the
+    items from that quote to the closing one) and (None, item) for every other item."""
     index, count = 0, len(items)
     while index < count:
         item = items[index]
         if item is QUOTE_SET:
             key, end = key_at(items, index)
             if key is not None:
-                if isinstance(key, bytes):
-                    own.append(key)
+                yield key, item
                 index = end + 1
                 continue
-        elif not isinstance(item, ir.ByteSet):
-            parts.append(literal_keys(item))
+        yield None, item
         index += 1
-    return NO_KEYS.union(own, *parts)

@@ -28,7 +28,15 @@ from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
 from stdsl.compiler.automata.nfa import estimated_states, known_minimal, minimal_labels
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.pushdown.literal_keys import KEYLESS, QUOTE, QUOTE_SET, Key, key_at, literal_keys, quoted_key
+from stdsl.compiler.pushdown.literal_keys import (
+    KEYLESS,
+    QUOTE,
+    QUOTE_SET,
+    Key,
+    literal_keys,
+    quoted_key,
+    sequence_parts,
+)
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 QUOTED_TEXT = "_quoted_text"
@@ -131,23 +139,17 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
     None where nothing changed."""
     out: list[ir.Node] = []
     changed = False
-    index, count = 0, len(items)
-    while index < count:
-        item = items[index]
-        if item is QUOTE_SET:
-            key, end = key_at(items, index)
-            if key is not None:
-                symbol = alphabet + keys.setdefault(key, len(keys))
-                out.append(ir.ByteSet(((symbol, symbol),)))
-                index = end + 1
-                changed = True
-                continue
+    for key, item in sequence_parts(items):
+        if key is not None:
+            symbol = alphabet + keys.setdefault(key, len(keys))
+            out.append(ir.ByteSet(((symbol, symbol),)))
+            changed = True
         elif not isinstance(item, ir.ByteSet):
             new = _skeleton(item, keys, alphabet, memo)
             changed = changed or new is not item
-            item = new
-        out.append(item)
-        index += 1
+            out.append(new)
+        else:
+            out.append(item)
     return out if changed else None
 
 
