@@ -527,18 +527,9 @@ class _Builder:
         object's names); a second copy keeps them numbered for the rest."""
         nfa = self.nfa
         known = self.embedded_edges.get(id(node))
-        base = -1
         if known is None:
             symbol_sets, moves = _embedded_edges(node)
-            index = [self.byte_set_index(ranges) for ranges in symbol_sets]
-            self.embedded_edges[id(node)] = (index, moves)
-            base = self.new_block(len(node.accepting))
-            for lo in range(0, len(moves), EDGE_CHUNK):
-                if lo:
-                    check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
-                nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [
-                    [(index[number], base + target) for number, target in out] if out else NO_MOVES
-                    for out in moves[lo:lo + EDGE_CHUNK]]
+            known = self.embedded_edges[id(node)] = ([self.byte_set_index(ranges) for ranges in symbol_sets], moves)
         elif isinstance(known, tuple):
             index, moves = known
             numbered: list[list[tuple[int, int]]] = []
@@ -546,15 +537,18 @@ class _Builder:
                 check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
                 numbered += [[(index[number], target) for number, target in out] for out in moves[lo:lo + EDGE_CHUNK]]
             known = self.embedded_edges[id(node)] = numbered
-        if base < 0:
-            assert isinstance(known, list)
-            base = self.new_block(len(node.accepting))
-            for lo in range(0, len(known), EDGE_CHUNK):
-                if lo:
-                    check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
-                nfa.edges[base + lo:base + lo + EDGE_CHUNK] = [
-                    [(index, base + target) for index, target in out] if out else NO_MOVES
-                    for out in known[lo:lo + EDGE_CHUNK]]
+        base = self.new_block(len(node.accepting))
+        for lo in range(0, len(node.accepting), EDGE_CHUNK):
+            if lo:
+                check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
+            if isinstance(known, tuple):
+                index, moves = known
+                rows = [[(index[number], base + target) for number, target in out] if out else NO_MOVES
+                        for out in moves[lo:lo + EDGE_CHUNK]]
+            else:
+                rows = [[(set_index, base + target) for set_index, target in out] if out else NO_MOVES
+                        for out in known[lo:lo + EDGE_CHUNK]]
+            nfa.edges[base + lo:base + lo + EDGE_CHUNK] = rows
         for q in np.flatnonzero(node.accepting).tolist():
             self.add_eps(base + q, exit_state)
         return base

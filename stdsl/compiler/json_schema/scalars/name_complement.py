@@ -161,7 +161,7 @@ def _merged(children: list[dict[int, int]], final: list[bool]) -> tuple[list[int
     renumber = dict.fromkeys(merged, 0)
     for rank, state in enumerate(renumber):
         renumber[state] = rank
-    return [renumber[state] for state in merged], [first_node[state] for state in dict.fromkeys(merged)]
+    return [renumber[state] for state in merged], [first_node[state] for state in renumber]
 
 
 def _without(taken: tuple[int, ...]) -> Ranges:
