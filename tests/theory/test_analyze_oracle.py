@@ -236,14 +236,16 @@ def _least_cpu_seconds(run: Any, repeats: int = 3) -> float:
     return min(times)
 
 
-def test_analyze_costs_at_most_four_compiles() -> None:
-    """A loose guard (the claim, 2x, is measured by benchmarks/analyze_speed.py): compile plus the analysis and
-    its report, against compile alone, in CPU seconds, best of three, on the largest example schema."""
+def test_analyze_costs_at_most_six_compiles() -> None:
+    """A loose guard against a blowup (the analysis once took 83 s here; the claim, 2x in a fresh process, is
+    measured by benchmarks/analyze_speed.py): compile plus the analysis and its report, against compile alone, in
+    CPU seconds, best of three, on the largest example schema. The bound was 4x when this compile took 0.15 s;
+    the compiler's later speedups (0.07 s) moved the ratio to about 4 with the analysis unchanged."""
     schema = json.loads((ROOT / "examples" / "person.schema.json").read_text())
     compile_constraint(schema)  # imports and tables built once per process
     compiled = _least_cpu_seconds(lambda: compile_constraint(schema))
     analyzed = _least_cpu_seconds(lambda: render_analysis(analyze_automaton(compile_constraint(schema).automaton)))
-    assert analyzed <= 4 * compiled, (analyzed, compiled)
+    assert analyzed <= 6 * compiled, (analyzed, compiled)
 
 
 def test_counts_past_python_decimal_limit_are_shown_and_kept() -> None:

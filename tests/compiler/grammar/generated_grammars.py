@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from math import prod
 
 from hypothesis import strategies as st
 
@@ -392,6 +393,34 @@ def _lark(expr: Expr, char_level: bool, ws: str | None) -> str:
     if char_level and ws:
         return f"({token} {ws}*)"
     return token
+
+
+def lark_alternatives(expr: Expr, char_level: bool) -> int:
+    """How many alternatives Lark's EBNF-to-BNF step writes for expr inside one rule: a sequence multiplies its
+    items', `?`/`[ ]` add the empty one, `~ n..m` is each count spelled out; `*`/`+` and references get rules of
+    their own. In the char-level twin, common terminals and patterns are spelled inline."""
+    if isinstance(expr, (Seq, Alt)):
+        counts = [lark_alternatives(i, char_level) for i in expr.items]
+        return prod(counts) if isinstance(expr, Seq) else sum(counts)
+    if isinstance(expr, Rep):
+        inner = lark_alternatives(expr.item, char_level)
+        if expr.style in ("*", "+"):
+            return 1
+        if expr.style in ("?", "[]"):
+            return inner + 1
+        return sum(inner**k for k in range(expr.low, (expr.high or expr.low) + 1))
+    if char_level and isinstance(expr, (Pattern, Common)):
+        return lark_alternatives(expr.item if isinstance(expr, Pattern) else expr.equivalent, True)
+    return 1
+
+
+def lark_expansion(grammar: GrammarTree) -> int:
+    """The most alternatives Lark writes for one rule of the grammar's Lark text or its char-level twin (where
+    terminals are rules too): Lark's
+    grammar loader compares them pairwise, so a few thousand take it minutes (a rule of SIGNED_NUMBER ~ 2 spelled
+    out char by char is about 27,000)."""
+    in_rules = [lark_alternatives(body, char_level) for body in grammar.rules.values() for char_level in (False, True)]
+    return max(in_rules + [lark_alternatives(body, True) for body in grammar.terminals.values()])
 
 
 def lark_text(grammar: GrammarTree) -> str:
