@@ -66,7 +66,15 @@ class Front:
             for shape, head, entry in zip(column, read, deepest):
                 if shape.head[:len(head)] != head or len(shape.head) < len(head) or shape.entered_along_head < entry:
                     return False
+                if _ends_at(shape, entry):
+                    return False
         return True
+
+
+def _ends_at(shape: PieceShape, position: int) -> bool:
+    """Whether the piece's text ends at this head position (a literal piece read whole): its block has no state to
+    enter there, as a piece's accepting states are its copy's return."""
+    return position == len(shape.head) and not shape.not_accepting[shape.head_states[position]]
 
 
 class _FrontBuilder:
@@ -118,6 +126,8 @@ class _FrontBuilder:
             slot, position, shape = self._decode(members[0])
             if position > shape.entered_along_head:
                 raise NotBlockShaped("a piece is alone only past the head states it may drop")
+            if _ends_at(shape, position):
+                raise NotBlockShaped("a piece is alone only where its text ends")
             copy, index = self.slots[slot]
             column = self.copies[copy][0]
             self.deepest[column][index] = max(self.deepest[column][index], position)
