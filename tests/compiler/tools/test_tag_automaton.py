@@ -82,6 +82,18 @@ def test_assembled_tags_accept_exactly_the_whole_structural_tag(tag_format: dict
     assert_agree_on_walks(whole, assembled, np.random.default_rng(seed))
 
 
+def test_two_literal_tags_with_one_begin_keep_both_ends() -> None:
+    """The first tag is alone after `<ff=ok<`, the second after `<ff=ok\n`, where its text ends (hypothesis found
+    the assembled reply refusing `<ff=ok\n`)."""
+    tags = [{"type": "tag", "begin": "<ff=", "content": {"type": "const_string", "value": "ok"}, "end": end}
+            for end in ("</f>", "\n")]
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f"], "tags": tags}}
+    compiled = build_constraint({"kind": "structural_tag", "tag": tag}, 60)
+    assert isinstance(compiled, Constraint)
+    assert difference(build_automaton(structural_tag_ir(tag, _whole_embedder)), compiled.automaton) is None
+    assert compiled.accepts("x<ff=ok\ny<ff=ok</f>")
+
+
 def _tool_tags(schemas: list[dict[str, Any]]) -> dict[str, Any]:
     """XGrammar's Qwen 3 tool-calling structural tag for tools with these parameter schemas."""
     return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
