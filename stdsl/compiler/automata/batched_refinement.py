@@ -90,14 +90,17 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
         entries = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
         moved = block_hash[np.repeat(block[targets], lengths)] * weights[entries]
         source = sources[entries]
+        check_deadline("minimization")
         order = np.argsort(source)
         source, moved = source[order], moved[order]
+        check_deadline("minimization")
         first = np.ones(total, dtype=bool)
         first[1:] = source[1:] != source[:-1]
         heads = np.flatnonzero(first)
         touched, signature = source[heads], np.add.reduceat(moved, heads)
         old = block[touched]
         order = np.lexsort((signature, old))
+        check_deadline("minimization")
         touched, signature, old = touched[order], signature[order], old[order]
         new_group = np.ones(len(touched), dtype=bool)
         new_group[1:] = (old[1:] != old[:-1]) | (signature[1:] != signature[:-1])
@@ -111,6 +114,7 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
         remainder = size[split_block] - np.add.reduceat(group_size, block_starts)
         groups_of_block = np.diff(np.append(block_starts, len(group_starts)))
         splits = groups_of_block + (remainder > 0) > 1
+        check_deadline("minimization")
         if not splits.any():
             waiting = np.zeros(0, dtype=np.int64)
             continue
