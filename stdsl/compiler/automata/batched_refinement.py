@@ -129,9 +129,7 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
         largest = np.maximum(np.maximum.reduceat(group_size, block_starts), remainder)
         rest_is_largest = (remainder > 0) & (remainder >= largest)
         is_largest = (group_size == largest[block_of_group]) & ~rest_is_largest[block_of_group]
-        first_largest = is_largest & (np.cumsum(is_largest) - np.repeat(np.cumsum(is_largest)[block_starts]
-                                                                         - is_largest[block_starts],
-                                                                         groups_of_block) == 1)
+        first_largest = _first_of_each_run(is_largest, block_starts, groups_of_block)
         block[touched] = np.repeat(ids, group_size)
         size[ids[renamed]] = group_size[renamed]
         kept = splits & (remainder == 0)
@@ -140,6 +138,13 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
         waiting = np.concatenate([ids[splits_group & ~first_largest],
                                   split_block[splits & (remainder > 0) & ~rest_is_largest]])
     return block, waiting.tolist()
+
+
+def _first_of_each_run(flags: np.ndarray, run_starts: np.ndarray, run_lengths: np.ndarray) -> np.ndarray:
+    """`flags` with only the first set one of each run (runs: `run_lengths` items from each of `run_starts`) kept."""
+    seen = np.cumsum(flags)
+    before_run = seen[run_starts] - flags[run_starts]
+    return flags & (seen - np.repeat(before_run, run_lengths) == 1)
 
 
 def _odd_multipliers(generator: np.random.Generator, count: int) -> np.ndarray:
