@@ -9,7 +9,6 @@ visiting symbols in increasing order, so equal languages give identical tables.
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Iterable
 
@@ -377,20 +376,21 @@ MEMO_CELLS = 1 << 18
 """Tables of up to this many cells are minimized once per content (`_MINIMAL`): allany12's build minimized 304 of
 its 318 tables and intersected 110 of its 126 products again, a third of its compile."""
 _MINIMAL = caches.kind("minimal DFAs", max_bytes=64 << 20)
-"""`minimize`'s result per table (shape, dtype, digest of its bytes), accepting states and flags."""
+"""`minimize`'s result per table (shape, dtype and bytes: a digest would import hashlib, 3 ms of a cold compile),
+accepting states and flags; each value holds its key's table bytes too, so that they count against the bound."""
 
 
 def minimize(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, all_live: bool = False,
              in_bfs_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`minimized`, kept per content for a table of up to `MEMO_CELLS` cells; the arrays returned are the
     caller's own."""
-    table, accepting = np.ascontiguousarray(table), np.asarray(accepting, dtype=bool)
+    table, accepting = np.asarray(table), np.asarray(accepting, dtype=bool)
     if table.size > MEMO_CELLS:
         return minimized(table, accepting, all_reachable, all_live, in_bfs_order)
-    key = (table.shape, table.dtype.str, hashlib.blake2b(table.data, digest_size=16).digest(), accepting.tobytes(),
-           all_reachable, all_live, in_bfs_order)
-    small, small_accepting = _MINIMAL.get((), lambda: tuple(np.array(part) for part in minimized(
-        table, accepting, all_reachable, all_live, in_bfs_order)), key)
+    content = table.tobytes()
+    key = (table.shape, table.dtype.str, content, accepting.tobytes(), all_reachable, all_live, in_bfs_order)
+    small, small_accepting, _ = _MINIMAL.get((), lambda: (*(np.array(part) for part in minimized(
+        table, accepting, all_reachable, all_live, in_bfs_order)), content), key)
     return small.copy(), small_accepting.copy()
 
 
