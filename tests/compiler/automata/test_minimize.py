@@ -14,6 +14,7 @@ from stdsl.compiler.automata.minimize import (
     distinct_values,
     entering_symbols,
     minimize,
+    minimized,
     renumber_bfs,
     trim,
     trim_in_bfs_order,
@@ -234,3 +235,21 @@ def test_bfs_order_is_a_search_visiting_each_row_by_symbol(dfa: tuple[np.ndarray
                 seen.add(target)
                 order.append(target)
     assert bfs_order(table, start).tolist() == order
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_tables())
+def test_a_kept_minimization_is_the_fresh_one_and_the_callers_own(dfa: tuple[np.ndarray, np.ndarray]) -> None:
+    """`minimize` keeps its result per table content: a second call returns equal arrays, unharmed by what the
+    first caller wrote into its copy, and equal to `minimized`'s."""
+    table, accepting = dfa
+    try:
+        fresh = minimized(table, accepting)
+    except EmptyLanguageError:
+        return
+    for _ in range(2):
+        small, small_accepting = minimize(table.copy(), accepting.copy())
+        assert np.array_equal(small, fresh[0]) and np.array_equal(small_accepting, fresh[1])
+        assert small.dtype == fresh[0].dtype
+        small[:] = -7
+        small_accepting[:] = ~small_accepting
