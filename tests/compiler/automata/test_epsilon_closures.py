@@ -43,12 +43,15 @@ def epsilon_graphs(draw: st.DrawFn) -> tuple[NFA, list[int]]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(epsilon_graphs())
-def test_closures_equal_a_search_from_each_state(graph: tuple[NFA, list[int]]) -> None:
+@given(epsilon_graphs(), st.sampled_from([0, 1, 2, 3, 64]))
+def test_closures_equal_a_search_from_each_state(graph: tuple[NFA, list[int]], searched_states: int) -> None:
+    """Plain searches, Tarjan's order from the first expansion on (0), and both mixed, asked in any order."""
     nfa, asked = graph
-    closures = EpsilonClosures(nfa)
-    for state in asked + list(range(nfa.num_states)):
-        assert closures.of(state) == searched_closure(nfa, state)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(epsilon_closures, "SEARCHED_STATES", searched_states)
+        closures = EpsilonClosures(nfa)
+        for state in asked + list(range(nfa.num_states)):
+            assert closures.of(state) == searched_closure(nfa, state)
 
 
 def _searched_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,13 +75,15 @@ regexes = st.recursive(
 
 
 @settings(max_examples=60, deadline=None)
-@given(regexes, st.sampled_from([0, 10**9]))
-def test_subset_construction_is_the_one_over_searched_closures(pattern: str, wide_members: int) -> None:
+@given(regexes, st.sampled_from([0, 10**9]), st.sampled_from([0, 2, 64]))
+def test_subset_construction_is_the_one_over_searched_closures(pattern: str, wide_members: int,
+                                                               searched_states: int) -> None:
     """The same table, accepting states and numbering as with a search per closure, on the numpy (wide) and the
-    per-state (narrow) expansions; nullable loops make epsilon cycles."""
+    per-state (narrow) expansions, closures found by Tarjan's order or not; nullable loops make epsilon cycles."""
     nfa = build_nfa(parse_regex(pattern))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(determinize_module, "WIDE_LEVEL_MEMBERS", wide_members)
+        patch.setattr(epsilon_closures, "SEARCHED_STATES", searched_states)
         found = determinize(nfa)
         _searched_only(patch)
         expected = determinize(nfa)
@@ -87,9 +92,9 @@ def test_subset_construction_is_the_one_over_searched_closures(pattern: str, wid
 
 
 @settings(max_examples=200, deadline=None)
-@given(epsilon_graphs(), st.integers(1, 6))
-def test_random_epsilon_graphs_determinize_as_over_searched_closures(graph: tuple[NFA, list[int]],
-                                                                     budget: int) -> None:
+@given(epsilon_graphs(), st.integers(1, 6), st.sampled_from([0, 1, 64]))
+def test_random_epsilon_graphs_determinize_as_over_searched_closures(graph: tuple[NFA, list[int]], budget: int,
+                                                                     searched_states: int) -> None:
     """Arbitrary epsilon graphs (cycles through the start, through accepting states) under a small budget: the same
     DFA, or the same refusal."""
     nfa, _ = graph
@@ -101,10 +106,24 @@ def test_random_epsilon_graphs_determinize_as_over_searched_closures(graph: tupl
             return None
         return dfa.table, dfa.accepting
 
-    found = built()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(epsilon_closures, "SEARCHED_STATES", searched_states)
+        found = built()
     with pytest.MonkeyPatch.context() as patch:
         _searched_only(patch)
         expected = built()
     assert (found is None) == (expected is None)
     if found is not None and expected is not None:
         assert np.array_equal(found[0], expected[0]) and np.array_equal(found[1], expected[1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(epsilon_graphs(), st.data())
+def test_a_kernels_closure_is_the_union_of_its_targets(graph: tuple[NFA, list[int]], data: st.DataObject) -> None:
+    """`_Subsets._closed`, whose kernels of targets that are their own closures are taken as they are, against the
+    union of searched closures (targets with epsilon moves, accepting or dead ones, and with byte edges mixed)."""
+    nfa, _ = graph
+    subsets = determinize_module._Subsets(nfa, 10**9)
+    for _ in range(3):
+        kernel = tuple(sorted(data.draw(st.sets(st.integers(0, nfa.num_states - 1), min_size=1))))
+        assert subsets._closed(kernel) == frozenset().union(*[searched_closure(nfa, t) for t in kernel])
