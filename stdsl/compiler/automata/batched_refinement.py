@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stdsl.compiler.automata.table_blocks import block_rows
+from stdsl.compiler.automata.table_blocks import block_rows, target_runs
 from stdsl.compiler.deadline import check_deadline
 
 THIN_ROUND_ENTRIES = 48
@@ -37,13 +37,7 @@ def entering_weights(table: np.ndarray, symbol_weight: np.ndarray) -> tuple[np.n
     for lo in range(0, num_states, block_rows(width)):
         check_deadline("minimization")
         block = table[lo:lo + block_rows(width)]
-        live = block >= 0
-        carried = np.zeros_like(live)
-        carried[:, 1:] = live[:, 1:] & (block[:, 1:] == block[:, :-1])
-        carried_next = np.zeros_like(live)
-        carried_next[:, :-1] = carried[:, 1:]
-        begins = np.flatnonzero(live & ~carried)
-        ends = np.flatnonzero(live & ~carried_next)
+        begins, ends = target_runs(block)
         key_parts.append(block.reshape(-1)[begins].astype(np.int64) * num_states + begins // width + lo)
         weight_parts.append(prefix[ends % width + 1] - prefix[begins % width])
     check_deadline("minimization")

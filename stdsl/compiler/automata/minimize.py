@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.batched_refinement import batched_rounds, is_congruence
-from stdsl.compiler.automata.table_blocks import block_rows, concatenated, converted, in_row_blocks
+from stdsl.compiler.automata.table_blocks import block_rows, concatenated, converted, in_row_blocks, target_runs
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -185,14 +185,7 @@ def entering_symbols(table: np.ndarray) -> tuple[list[int], list[int], list[int]
     for lo in range(0, num_states, block_rows(width)):
         check_deadline("minimization")
         block = table[lo:lo + block_rows(width)]
-        live = block >= 0
-        carried = np.zeros_like(live)
-        carried[:, 1:] = live[:, 1:] & (block[:, 1:] == block[:, :-1])
-        carried[:, ::64] = False
-        carried_next = np.zeros_like(live)
-        carried_next[:, :-1] = carried[:, 1:]
-        begins = np.flatnonzero(live & ~carried)
-        ends = np.flatnonzero(live & ~carried_next)
+        begins, ends = target_runs(block, 64)
         key_parts.append(block.reshape(-1)[begins].astype(np.int64) * num_states + begins // width + lo)
         first_parts.append(begins % width)
         last_parts.append(ends % width)

@@ -39,6 +39,19 @@ def in_row_blocks(rows: int, width: int, dtype: np.dtype, block: Callable[[int, 
     return out
 
 
+def target_runs(block: np.ndarray, word: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of a block of rows: adjacent live symbols moving to one target, cut where a `word` of symbols ends
+    (None: never), as the flat indices of each run's first and last cell."""
+    live = block >= 0
+    carried = np.zeros_like(live)
+    carried[:, 1:] = live[:, 1:] & (block[:, 1:] == block[:, :-1])
+    if word is not None:
+        carried[:, ::word] = False
+    carried_next = np.zeros_like(live)
+    carried_next[:, :-1] = carried[:, 1:]
+    return np.flatnonzero(live & ~carried), np.flatnonzero(live & ~carried_next)
+
+
 def dead_table(shape: tuple[int, int], dtype: type[np.integer], stage: str, releasing: float = 0.0) -> np.ndarray:
     """`np.full(shape, -1, dtype)`, filled a block of rows at a time with a deadline check between (`releasing` as
     for `check_deadline`): a fresh process pays a page fault for each 4 KB it first writes (MaskBench o69209's
