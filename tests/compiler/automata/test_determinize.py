@@ -16,15 +16,12 @@ from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import EmptyLanguageError, StateBudgetError
+from tests.compiler.generated_regexes import quantified_regexes
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "\\w", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[0-9a-f]"]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
 
-regexes = st.recursive(
-    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
-    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join),
-                            st.tuples(inner, st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}")),
-    max_leaves=8)
+regexes = quantified_regexes(PIECES, QUANTIFIERS, max_leaves=8)
 
 
 def reference_determinize(nfa: NFA) -> tuple[np.ndarray, np.ndarray]:

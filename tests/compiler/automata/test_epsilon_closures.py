@@ -15,6 +15,7 @@ from stdsl.compiler.automata.epsilon_closures import EpsilonClosures
 from stdsl.compiler.automata.nfa import NFA, build_nfa
 from stdsl.compiler.regex.parser import parse_regex
 from stdsl.errors import StateBudgetError
+from tests.compiler.generated_regexes import quantified_regexes
 
 
 def searched_closure(nfa: NFA, state: int) -> frozenset[int]:
@@ -67,11 +68,7 @@ def _searched_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 PIECES = ["a", "b", "ab", "[a-c]", "x?", "(?:ab|ac)", "(?:a?)*", "(?:a*|b?)+", "[0-9a-f]", "\\d", "é"]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
-regexes = st.recursive(
-    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
-    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join),
-                            st.tuples(inner, st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}")),
-    max_leaves=10)
+regexes = quantified_regexes(PIECES, QUANTIFIERS, max_leaves=10)
 
 
 @settings(max_examples=60, deadline=None)

@@ -22,13 +22,11 @@ from stdsl.compiler.automata.ops import (
     product_beside_start,
 )
 from stdsl.errors import EmptyLanguageError, StateBudgetError
+from tests.compiler.generated_regexes import quantified_regexes
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "[0-5]", ".", "é", "[é-ü]", "x?", "(?:ab|ac)", "[b-z]"]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}", "{1,2}"]
-regexes = st.recursive(
-    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
-    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join)),
-    max_leaves=5)
+regexes = quantified_regexes(PIECES, QUANTIFIERS, max_leaves=5, groups_quantified=False)
 TEXTS = st.lists(st.text(alphabet="abcxz059é", max_size=6), max_size=20)
 
 

@@ -17,14 +17,12 @@ from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.json_schema.scalars.keys import complement_within
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import EmptyLanguageError
+from tests.compiler.generated_regexes import quantified_regexes
 
 PIECES = ["a", "b", "ab", "[a-c]", "[^a]", "\\d", "é", "[é-ü]", "x?", "(?:ab|ac)", "[0-9a-f]", "."]
 QUANTIFIERS = ["", "*", "+", "?", "{2}", "{0,3}"]
 
-regexes = st.recursive(
-    st.tuples(st.sampled_from(PIECES), st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
-    lambda inner: st.one_of(st.tuples(inner, inner).map("".join), st.tuples(inner, inner).map("|".join)),
-    max_leaves=6)
+regexes = quantified_regexes(PIECES, QUANTIFIERS, max_leaves=6, groups_quantified=False)
 
 
 def byte_product_difference(universe: Automaton, excluded: Automaton) -> tuple[np.ndarray, np.ndarray]:
