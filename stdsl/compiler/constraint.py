@@ -18,6 +18,7 @@ from stdsl.caches import CacheKind
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, frames_cleared_on_refusal
+from stdsl.compiler.collector_pause import collector_paused
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.grammar import Grammar
 from stdsl.compiler.json_schema.json_tokens import Whitespace
@@ -164,7 +165,7 @@ def compile(
         return spec
     program_constraint = getattr(spec, "program_constraint", None)
     if callable(program_constraint):
-        with compile_deadline(max_seconds), frames_cleared_on_refusal():
+        with collector_paused(), compile_deadline(max_seconds), frames_cleared_on_refusal():
             compiled: Constraint | PushdownConstraint = program_constraint()
         return compiled
     return _compile_cached(spec, whitespace, max_states, max_seconds, False, strict)
@@ -212,7 +213,7 @@ def _compile_cached(spec: Any, whitespace: Whitespace | None, max_states: int, m
     key = _cache_key(spec, whitespace, max_states, bounded, strict, zero_fractions)
 
     def build() -> Constraint | PushdownConstraint:
-        with compile_deadline(max_seconds), frames_cleared_on_refusal():
+        with collector_paused(), compile_deadline(max_seconds), frames_cleared_on_refusal():
             return _compile(spec, whitespace, max_states, bounded, strict, zero_fractions)
 
     if key is None:

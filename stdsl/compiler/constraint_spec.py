@@ -29,6 +29,7 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, embedded_leaf
+from stdsl.compiler.collector_pause import collector_paused
 from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
@@ -339,7 +340,8 @@ def _reasoning(spec: Spec, deadline: _Deadline) -> ReasoningConstraint:
 
 def build_constraint(spec: Spec, max_seconds: float) -> Compiled:
     """Compile `spec` within `max_seconds` (CompileTimeError past it)."""
-    return build(spec, _Deadline(max_seconds))
+    with collector_paused():
+        return build(spec, _Deadline(max_seconds))
 
 
 T = TypeVar("T")
@@ -387,7 +389,8 @@ def _attempt(work: Callable[[Spec, float], T], spec: Spec, max_seconds: float) -
     """`work(spec, max_seconds)`, or (None, error class name, message) for a refusal: what crosses the process
     boundary from a worker."""
     try:
-        return work(spec, max_seconds), None, ""
+        with collector_paused():
+            return work(spec, max_seconds), None, ""
     except StdslError as error:
         return None, type(error).__name__, str(error)
     except RecursionError:
