@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The accelerator checks of issue 14, in one script for a GPU machine (never part of CI):
 #   1. the CUDA walk kernel against the token table      (mlx[cuda12]: stdsl.kernels.walk.check_walk_kernel("cuda"))
-#   2. the pushdown device vector against PushdownRows   (mlx[cuda12]: stdsl.kernels.pushdown_device.check_pushdown_device)
+#   2. the pushdown device vector against PushdownRows   (mlx[cuda12]: stdsl.kernels.pushdown.device.check_pushdown_device)
 #   3. the torch mask path on CUDA against the table      (torch CUDA: stdsl.kernels.torch_mask.check_torch_mask("cuda"))
 #   4. the decode tests with MLX's default device on the GPU (tests/runtime)
 #   5. the vLLM processor end to end on a GPU build of vLLM (tests/integrations/test_vllm.py, slow test included)
@@ -9,7 +9,7 @@
 #   7. pushdown masks on the decode path from the device vector (issue 27 item 4): with MLX's default device
 #      on the GPU, `auto` picks the device (so check 4 decodes under device masks too); device masks equal the
 #      host rows' on every configuration to depth 4 (budgets too), and decoding under device masks is
-#      token-identical to host masks (tests/kernels/test_pushdown_device_masks.py,
+#      token-identical to host masks (tests/kernels/pushdown/test_pushdown_device_masks.py,
 #      tests/runtime/test_pushdown_device_decode.py)
 # Each check that lacks its package is recorded as "skipped: <why>", never as passed.  The summary,
 # with the device named, goes to benchmarks/results/gpu_checks.json (and to $OUT when set).
@@ -55,17 +55,17 @@ print('walk kernel (cuda) equals the token table')"
   check pushdown_device_cuda 300 "$PYTHON" -c "
 import mlx.core as mx
 mx.set_default_device(mx.gpu)
-from stdsl.kernels.pushdown_device import check_pushdown_device
+from stdsl.kernels.pushdown.device import check_pushdown_device
 print('pushdown device vector: tokens checked', check_pushdown_device())"
   # shellcheck disable=SC2086  # DECODE_TESTS is a list of pytest paths
   check decode_tests_gpu "${DECODE_SECONDS:-600}" "$PYTHON" -m pytest ${DECODE_TESTS:-tests/runtime} -p no:cacheprovider
   check pushdown_masks_auto_cuda 120 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -c "
-from stdsl.kernels.pushdown_device_masks import mask_source
+from stdsl.kernels.pushdown.device_masks import mask_source
 from stdsl.kernels.walk import backend
 assert backend() == 'cuda' and mask_source() == 'device', (backend(), mask_source())
 print('pushdown masks on the decode path come from the device vector by default on', backend())"
   check pushdown_device_masks_cuda 600 env -u STDSL_PUSHDOWN_MASKS "$PYTHON" -m pytest -p no:cacheprovider \
-    tests/kernels/test_pushdown_device_masks.py tests/runtime/test_pushdown_device_decode.py
+    tests/kernels/pushdown/test_pushdown_device_masks.py tests/runtime/test_pushdown_device_decode.py
 else
   skip walk_kernel_cuda "mlx with the CUDA backend is not installed (pip install 'mlx[cuda12]')"
   skip pushdown_device_cuda "mlx with the CUDA backend is not installed"

@@ -30,7 +30,7 @@ import stdsl.caches  # noqa: E402
 from stdsl.compiler.json_schema.pushdown_constraint import compile_free_form  # noqa: E402
 from stdsl.compiler.pushdown.constraint import PushdownConstraint  # noqa: E402
 from stdsl.errors import StateBudgetError  # noqa: E402
-from stdsl.kernels.pushdown_rows import PushdownRows  # noqa: E402
+from stdsl.kernels.pushdown.rows import PushdownRows  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
 from tests.compiler.accepting_walks import random_accepted  # noqa: E402
 

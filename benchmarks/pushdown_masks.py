@@ -35,9 +35,9 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import stdsl  # noqa: E402,I001
 from stdsl.runtime.platform.blas import bind_blas  # noqa: E402
-from stdsl.kernels.pushdown_device import PushdownDevice  # noqa: E402
-from stdsl.kernels.pushdown_device_masks import DeviceMasks  # noqa: E402
-from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row  # noqa: E402
+from stdsl.kernels.pushdown.device import PushdownDevice  # noqa: E402
+from stdsl.kernels.pushdown.device_masks import DeviceMasks  # noqa: E402
+from stdsl.kernels.pushdown.rows import PushdownRows, pushdown_row  # noqa: E402
 from stdsl.kernels.token_mask import bitmask_words  # noqa: E402
 from stdsl.kernels.vocab_sources import qwen_tiktoken_encoding, qwen_vocabulary  # noqa: E402
 from stdsl.kernels.vocabulary import Vocabulary  # noqa: E402

@@ -151,7 +151,7 @@ def qwen_mask_costs(tasks: list[Task], with_llguidance: bool) -> list[dict[str, 
     import numpy as np
     from peers import load_qwen_vocab, make_peer
 
-    from stdsl.kernels.pushdown_rows import PushdownRows
+    from stdsl.kernels.pushdown.rows import PushdownRows
     from stdsl.kernels.vocab_sources import qwen_vocabulary
 
     qwen = load_qwen_vocab()

@@ -46,7 +46,7 @@ ROW_MASKS = 2
 
 
 class TokenRows(Protocol):
-    """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown_rows.PushdownRows`)."""
+    """The token rows a controller reads (`kernels.rows.RowCache` for a DFA, `kernels.pushdown.rows.PushdownRows`)."""
 
     def token_mask(self, state: int) -> TokenMask: ...
 

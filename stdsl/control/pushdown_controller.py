@@ -22,7 +22,7 @@ from stdsl.control.budget.pushdown_budget import PushdownBudget
 from stdsl.control.controller import ROW_MASKS, Configuration, Controller, Move, Narrowing
 from stdsl.control.split.planner import ForcedPlanner, Plan
 from stdsl.errors import BudgetError, GenerationError
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 
 

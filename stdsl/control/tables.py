@@ -27,8 +27,8 @@ from stdsl.control.pushdown_controller import PushdownController
 from stdsl.control.special_vocabulary import vocabulary_for
 from stdsl.control.split.planner import ForcedPlanner, PreTokenizingTokenizer
 from stdsl.errors import StdslError
-from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.context_rows import DEFAULT_MAX_BYTES
+from stdsl.kernels.pushdown.rows import PushdownRows
 from stdsl.kernels.rows import RowCache
 from stdsl.kernels.vocabulary import Vocabulary
 

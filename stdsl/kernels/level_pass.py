@@ -21,7 +21,7 @@ SMALL_LEVEL = 2048
 
 
 class WalkedLevel(Protocol):
-    """One depth of a token trie as the walk reads it (`vocabulary.TrieLevel`, `pushdown_context_rows.SubsetLevel`):
+    """One depth of a token trie as the walk reads it (`vocabulary.TrieLevel`, `pushdown.context_rows.SubsetLevel`):
     nodes ordered by parent, tokens ending here ordered by node."""
 
     @property

@@ -13,7 +13,7 @@ import stdsl
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.generation import Generation
-from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV
+from stdsl.kernels.pushdown.device_masks import MASK_SOURCE_ENV
 from stdsl.runtime.batch.device_masks import device_masks_of
 from stdsl.runtime.decode import generate
 from tests.runtime.test_pushdown_decode import FS_SCHEMA, load_tasks

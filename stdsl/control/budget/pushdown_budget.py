@@ -38,7 +38,7 @@ from stdsl.control.budget.automaton_budget import UNREACHABLE
 from stdsl.control.budget.live_token_length import longest_live_token
 from stdsl.control.budget.need_graphs import single_byte_tokens
 from stdsl.control.split.planner import ForcedPlanner
-from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
+from stdsl.kernels.pushdown.context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
 from stdsl.kernels.vocabulary import Vocabulary
 
 MAX_EXPANSIONS = 20_000

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from stdsl.caches import CacheKind
 from stdsl.control.controller import Controller
-from stdsl.kernels.pushdown_device_masks import DeviceMasks, device_fits, mask_source
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.device_masks import DeviceMasks, device_fits, mask_source
+from stdsl.kernels.pushdown.rows import PushdownRows
 
 _DEVICE_MASKS: CacheKind[DeviceMasks] = CacheKind("pushdown device masks")
 

@@ -13,8 +13,8 @@ import pytest
 
 import stdsl
 import stdsl.kernels.walk as walk
-from stdsl.kernels.pushdown_device import PushdownDevice
-from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks
+from stdsl.kernels.pushdown.device import PushdownDevice
+from stdsl.kernels.pushdown.device_masks import MASK_SOURCE_ENV, DeviceMasks
 from stdsl.runtime.runner import THREAD_NAME
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {"n": {"type": "integer"},

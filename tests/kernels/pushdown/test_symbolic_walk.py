@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.pushdown.machine import DEAD
 from stdsl.kernels import level_pass
-from stdsl.kernels import symbolic_walk as walk_module
-from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
-from stdsl.kernels.symbolic_walk import NEEDS_STACK, SymbolicStepper, symbolic_walk
+from stdsl.kernels.pushdown import symbolic_walk as walk_module
+from stdsl.kernels.pushdown.context_rows import ContextRows, subset_levels
+from stdsl.kernels.pushdown.symbolic_walk import NEEDS_STACK, SymbolicStepper, symbolic_walk
 from stdsl.kernels.vocabulary import Vocabulary
-from tests.kernels.test_pushdown_context_rows import MACHINES, assert_rows_equal, mixed_vocabulary, reachable
+from tests.kernels.pushdown.test_pushdown_context_rows import MACHINES, assert_rows_equal, mixed_vocabulary, reachable
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,14 @@ from stdsl.control.budget.automaton_budget import UNREACHABLE
 from stdsl.control.special_vocabulary import vocabulary_of
 from stdsl.control.tables import Tables
 from stdsl.errors import GenerationError, StdslError
-from stdsl.kernels.pushdown_device_masks import MASK_SOURCE_ENV, DeviceMasks, mask_source
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.device_masks import MASK_SOURCE_ENV, DeviceMasks, mask_source
+from stdsl.kernels.pushdown.rows import PushdownRows
 from stdsl.kernels.walk import backend
 from stdsl.model_files.tokenizer import Tokenizer
 from stdsl.runtime.batch.device_masks import place_masks
 from tests.control.budget import test_pushdown_budget
 from tests.control.budget.test_pushdown_budget import recursive_trees
-from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
+from tests.kernels.pushdown.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
+from stdsl.kernels.pushdown.rows import PushdownRows, pushdown_row
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 from tests.data_files import RECURSIVE

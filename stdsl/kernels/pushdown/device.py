@@ -23,8 +23,8 @@ import numpy as np
 
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
-from stdsl.kernels.pushdown_context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.context_rows import CONTEXT_SYMBOLS, ContextRows, SymbolicRow
+from stdsl.kernels.pushdown.rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 
 STACK_SLOTS = 64

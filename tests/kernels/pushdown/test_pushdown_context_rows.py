@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
-from stdsl.kernels import pushdown_context_rows as context_rows_module
-from stdsl.kernels.pushdown_context_rows import ContextRows, subset_levels
-from stdsl.kernels.pushdown_device import reachable_configurations
-from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
-from stdsl.kernels.symbolic_walk import grammar_classes
+from stdsl.kernels.pushdown import context_rows as context_rows_module
+from stdsl.kernels.pushdown.context_rows import ContextRows, subset_levels
+from stdsl.kernels.pushdown.device import reachable_configurations
+from stdsl.kernels.pushdown.rows import PushdownRows, pushdown_row
+from stdsl.kernels.pushdown.symbolic_walk import grammar_classes
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 from tests.data_files import RECURSIVE

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stdsl.errors import StdslError
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.rows import PushdownRows
 
 if TYPE_CHECKING:
-    from stdsl.kernels.pushdown_device import PushdownDevice
+    from stdsl.kernels.pushdown.device import PushdownDevice
 
 MASK_SOURCE_ENV = "STDSL_PUSHDOWN_MASKS"
 MASK_SOURCES = ("auto", "device", "host")
@@ -45,7 +45,7 @@ def mask_source(requested: str | None = None) -> str:
 
 def device_fits(rows: PushdownRows) -> bool:
     """Whether the machine's stack cap fits the device vector's slots (deeper caps stay on the host rows)."""
-    from stdsl.kernels.pushdown_device import STACK_SLOTS
+    from stdsl.kernels.pushdown.device import STACK_SLOTS
 
     return rows.machine.max_depth <= STACK_SLOTS
 
@@ -63,7 +63,7 @@ class DeviceMasks:
     """
 
     def __init__(self, rows: PushdownRows, max_masks: int = DEFAULT_MAX_MASKS) -> None:
-        from stdsl.kernels.pushdown_device import PushdownDevice
+        from stdsl.kernels.pushdown.device import PushdownDevice
 
         if max_masks < 1:
             raise StdslError(f"DeviceMasks: max_masks must be at least 1, got {max_masks}")

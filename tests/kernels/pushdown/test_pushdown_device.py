@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.pushdown.machine import DEAD
 from stdsl.errors import StdslError
-from stdsl.kernels.pushdown_device import (
+from stdsl.kernels.pushdown.device import (
     POINTER,
     STACK,
     SUM,
@@ -18,10 +18,10 @@ from stdsl.kernels.pushdown_device import (
     check_pushdown_device,
     compare_device,
 )
-from stdsl.kernels.pushdown_rows import PushdownRows
+from stdsl.kernels.pushdown.rows import PushdownRows
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import nested_lists
-from tests.kernels.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
+from tests.kernels.pushdown.test_pushdown_context_rows import MACHINES, mixed_vocabulary, reachable, recursive_tasks
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,11 @@ from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.packed_masks import PackedMask
-from stdsl.kernels.pushdown_rows import PushdownRows, pushdown_row
+from stdsl.kernels.pushdown.rows import PushdownRows, pushdown_row
 from stdsl.kernels.token_mask import bitmask_words
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.grammar.generated_grammars import grammar_trees, lark_text
-from tests.kernels.test_pushdown_context_rows import TREE, mixed_vocabulary
+from tests.kernels.pushdown.test_pushdown_context_rows import TREE, mixed_vocabulary
 
 LEAVES = [{"type": "integer"}, {"type": "string", "maxLength": 3}, {"enum": ["a", "bc", 7]}, {"type": "boolean"},
           {"type": "null"}, {"type": "string"}]

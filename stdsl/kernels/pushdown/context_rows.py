@@ -22,7 +22,7 @@ import numpy as np
 
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
-from stdsl.kernels.symbolic_walk import Outcome, SymbolicStepper, symbolic_walk
+from stdsl.kernels.pushdown.symbolic_walk import Outcome, SymbolicStepper, symbolic_walk
 from stdsl.kernels.vocabulary import Vocabulary
 
 DEAD_CODE, NEEDS_CODE = 0, 1

@@ -4,7 +4,7 @@
 configuration: a node's configuration is an interned id of the `PushdownMachine`, and each level
 steps only its distinct (configuration, byte) pairs, memoized across calls; it is the exact
 reference.  `PushdownRows`, what decoding uses, composes the same rows from symbolic rows
-(`pushdown_context_rows`), walked once per state and top of stack (Theorem 22), and memoizes each
+(`context_rows`), walked once per state and top of stack (Theorem 22), and memoizes each
 configuration's mask as a `TokenMask` in an LRU bounded in bytes, and its packed bitmask words in
 another (`PackedMasks`), so a configuration met again costs what a DFA state's cached mask costs.
 """
@@ -19,7 +19,7 @@ import numpy as np
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine
 from stdsl.errors import StdslError
 from stdsl.kernels.packed_masks import DEFAULT_MAX_PACKED_BYTES, PackedMasks
-from stdsl.kernels.pushdown_context_rows import DEFAULT_MAX_BYTES, ContextRows, ContextRowStats
+from stdsl.kernels.pushdown.context_rows import DEFAULT_MAX_BYTES, ContextRows, ContextRowStats
 from stdsl.kernels.token_mask import TokenMask
 from stdsl.kernels.vocabulary import Vocabulary
 
