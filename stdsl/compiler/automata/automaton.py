@@ -121,7 +121,7 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
 
 @dataclass(frozen=True)
 class BlockSpan:
-    """States `start`..`start + size - 1` of a reply laid out from cached calls (`block_substitution`): one call's
+    """States `start`..`start + size - 1` of a reply laid out from cached calls (`substitution.blocks`): one call's
     block, whose moves stay inside it but for those into `back` (the front state its call returns to), named by `key`
     (its rows) so that tables derived from a block are computed once per block, not per reply."""
 

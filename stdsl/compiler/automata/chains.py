@@ -5,7 +5,7 @@ subset construction over its Thompson NFA spends some microseconds of Python per
 such strings spends most of its compile there (issue 36's slow tail).  Here each long chain (a counted repetition
 of many copies whose body's end is deterministic, `counted.py`) is built directly as a DFA, the expression around
 it is determinized with one placeholder symbol in its place (a small skeleton), and the chain is put back by
-`subset_substitution.substituted_classes`, which lays the chain's states out in bulk and runs the subset
+`substitution.subsets.substituted_classes`, which lays the chain's states out in bulk and runs the subset
 construction only where the chain and the skeleton are both alive.  The result accepts the same language; the
 caller shrinks it as before, so up to `MINIMIZE_UP_TO` states it is the same minimal table.
 """
@@ -23,7 +23,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
 from stdsl.compiler.automata.minimize import distinct_values, shrink
 from stdsl.compiler.automata.nfa import build_nfa, longest_counts
-from stdsl.compiler.automata.subset_substitution import TooManyComposites, TooManyStates, substituted_classes
+from stdsl.compiler.automata.substitution.subsets import TooManyComposites, TooManyStates, substituted_classes
 
 CHAIN_FROM = 64
 """A counted repetition of at least this many copies (its maximum; bounded ones only) is a chain laid out whole."""
@@ -158,7 +158,7 @@ def _closed(item: ir.Repeat | ir.Embedded, after: ir.ByteSet, max_states: int, c
             ) -> Automaton | None:
     """The chain `item` followed by the byte set `after` as one piece (`_then_byte`), or None; one piece per chain
     (by identity) and byte set, so that the substitution's searches kept per piece serve the next expression holding
-    the same string (`subset_substitution.piece_region`)."""
+    the same string (`substitution.subsets.piece_region`)."""
     built = _built(item, lambda: chain(item, max_states), found)
     if built is None:
         return None

@@ -222,7 +222,7 @@ def compile_frame(frame: Frame, slotted: SlottedText, max_states: int) -> Automa
     """The DFA of the frame with `slotted`'s schemas in its slots, or None where the grammar must be lowered whole (a
     schema refused, recursive or empty, a piece that matches nothing, a result past `max_states`).  The pieces go
     in without their shared tail where each ends in a value whose trailing whitespace can move out with it and none
-    reads on after accepting (`block_substitution` lays such pieces out as blocks); else whole."""
+    reads on after accepting (`substitution.blocks` lays such pieces out as blocks); else whole."""
     values = []
     for text, schema in zip(slotted.schemas, slotted.values):
         value = slot_value(text, schema)

@@ -410,7 +410,7 @@ def without_tail(item: ir.Seq, tail: bytes) -> ir.Seq:
 
 def reads_on_after_accepting(pieces: Sequence[Automaton]) -> bool:
     """Whether a piece moves on out of an accepting state (a number value that may take more digits): such pieces
-    followed by their tail in the skeleton are not laid out as blocks (`block_substitution`), so they keep it.  Read
+    followed by their tail in the skeleton are not laid out as blocks (`substitution.blocks`), so they keep it.  Read
     on the pieces side by side."""
     if not pieces:
         return False

@@ -5,9 +5,9 @@ tag: literal text and a few leaves in a row) in a small expression (free text, s
 whole runs a subset construction over every state of every piece, again whenever one piece changes.  Here each
 piece is laid out from its parts by concatenation (`piece_from_parts`) and kept by its caller per piece
 expression; the skeleton (the expression with `PLACEHOLDER_NODE` where the alternative stands) is compiled small
-and kept per skeleton expression (`skeleton_table`); `automata.substitution.substitute` puts the pieces in its
-placeholder edges (`assemble`).  The result accepts exactly the language of the expression with the alternative in
-the placeholder's place; it is trim, not minimized.  An expression that embeds a recursive grammar
+and kept per skeleton expression (`skeleton_table`); `automata.substitution.placeholders.substitute` puts the
+pieces in its placeholder edges (`assemble`).  The result accepts exactly the language of the expression with the
+alternative in the placeholder's place; it is trim, not minimized.  An expression that embeds a recursive grammar
 (`embedding.holds_grammar`) is not assembled: it lowers whole, to a pushdown.
 """
 
@@ -25,7 +25,7 @@ from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
 from stdsl.compiler.automata.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
-from stdsl.compiler.automata.substitution import PLACEHOLDER, general_substitute, substitute
+from stdsl.compiler.automata.substitution.placeholders import PLACEHOLDER, general_substitute, substitute
 from stdsl.compiler.pushdown.embedding import holds_grammar
 
 _SKELETONS = caches.kind("reply skeletons")

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from stdsl import caches
 from stdsl.compiler import ir
-from stdsl.compiler.automata import build, chains, subset_substitution
+from stdsl.compiler.automata import build, chains
+from stdsl.compiler.automata.substitution import subsets
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
@@ -159,7 +160,7 @@ def test_the_substitution_refuses_past_its_state_budget_exactly(lengths: list[in
     assert found is not None
     skeleton, accepting, pieces, symbols, composites, _ = calls[-1]
     size = len(found.accepting)
-    with pytest.raises(subset_substitution.TooManyStates):
+    with pytest.raises(subsets.TooManyStates):
         original(skeleton, accepting, pieces, symbols, composites, size - 1)
     table, final, _ = original(skeleton, accepting, pieces, symbols, composites, size)
     assert np.array_equal(table, found.table) and np.array_equal(final, found.accepting)
@@ -206,14 +207,14 @@ def test_the_substitution_counts_its_states_without_laying_out_the_copies(case: 
     piece beside the skeleton's own bytes), repeated, empty or reading on past an accepting state, it finds as many
     states as the DFA it returns, refuses a budget one short of it, and returns that same DFA within it."""
     skeleton, accepting, pieces = _substitution(case)
-    found = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
+    found = subsets.substituted_classes(skeleton, accepting, pieces, 256)
     size = len(found[1])
-    counting = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
+    counting = subsets._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
     reached = counting._reached(*counting._composites())
     assert reached is not None and int(reached.sum()) == size
-    with pytest.raises(subset_substitution.TooManyStates):
-        subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size - 1)
-    within = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, size)
+    with pytest.raises(subsets.TooManyStates):
+        subsets.substituted_classes(skeleton, accepting, pieces, 256, None, size - 1)
+    within = subsets.substituted_classes(skeleton, accepting, pieces, 256, None, size)
     assert all(np.array_equal(got, expected) for got, expected in zip(within, found))
 
 
@@ -221,7 +222,7 @@ def _old_path(skeleton: np.ndarray, accepting: list[bool], pieces: list[list[Aut
     """The substitution's DFA the way it was built before issue 36's o9870: every copy laid out in one table, its
     moves remapped to the composites, the composites' rows stacked after it, the states reachable from the start
     found by a plain search and the table trimmed to them (start first, then in order)."""
-    substitution = subset_substitution._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
+    substitution = subsets._Substitution(skeleton, np.asarray(accepting, dtype=bool), pieces, 256)
     start, remap = substitution._composites()
     table = substitution._laid_out()
     live = table >= 0
@@ -248,13 +249,13 @@ def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple
     deadline checks) is the one the old path built from a table of every copy, with and without a state budget."""
     skeleton, accepting, pieces = _substitution(case)
     expected = _old_path(skeleton, accepting, pieces)
-    kept = subset_substitution.GATHER_CELLS
-    subset_substitution.GATHER_CELLS = cells
+    kept = subsets.GATHER_CELLS
+    subsets.GATHER_CELLS = cells
     try:
-        unbounded = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256)
-        bounded = subset_substitution.substituted_classes(skeleton, accepting, pieces, 256, None, len(expected[1]))
+        unbounded = subsets.substituted_classes(skeleton, accepting, pieces, 256)
+        bounded = subsets.substituted_classes(skeleton, accepting, pieces, 256, None, len(expected[1]))
     finally:
-        subset_substitution.GATHER_CELLS = kept
+        subsets.GATHER_CELLS = kept
     for found in (unbounded, bounded):
         assert all(got.dtype == want.dtype and np.array_equal(got, want) for got, want in zip(found, expected))
 
@@ -262,20 +263,20 @@ def test_the_substitution_writes_the_table_the_laid_out_path_trimmed(case: tuple
 @settings(max_examples=100, deadline=None)
 @given(SUBSTITUTIONS, st.data())
 def test_a_substitution_served_from_kept_regions_writes_the_cold_table(case: tuple, data: st.DataObject) -> None:
-    """Regions are kept per piece across substitutions (`subset_substitution.piece_region`): a second skeleton
+    """Regions are kept per piece across substitutions (`subsets.piece_region`): a second skeleton
     substituting the same pieces, whose regions the first kept, gives the table, accepting mask and classes it gives
     with nothing kept, and refuses a budget one short of it alike."""
     other = data.draw(_skeletons(len(case[1])))
     caches.clear()
     second, second_accepting, _ = _substitution((other, case[1]))
     first, first_accepting, pieces = _substitution(case)
-    cold = subset_substitution.substituted_classes(second, second_accepting, pieces, 256)
+    cold = subsets.substituted_classes(second, second_accepting, pieces, 256)
     caches.clear()
-    subset_substitution.substituted_classes(first, first_accepting, pieces, 256)
-    warm = subset_substitution.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]))
+    subsets.substituted_classes(first, first_accepting, pieces, 256)
+    warm = subsets.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]))
     assert all(np.array_equal(got, expected) for got, expected in zip(warm, cold))
-    with pytest.raises(subset_substitution.TooManyStates):
-        subset_substitution.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]) - 1)
+    with pytest.raises(subsets.TooManyStates):
+        subsets.substituted_classes(second, second_accepting, pieces, 256, None, len(cold[1]) - 1)
 
 
 @settings(max_examples=100, deadline=None)
@@ -289,10 +290,10 @@ def test_a_kept_region_is_the_one_a_search_over_every_byte_finds(pattern: str, d
     if not candidates:
         reject()
     states = np.array(sorted(data.draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=3, unique=True))))
-    kept = subset_substitution.piece_region(piece, states)
-    assert subset_substitution.piece_region(piece, states) is kept
+    kept = subsets.piece_region(piece, states)
+    assert subsets.piece_region(piece, states) is kept
     bytes_table = np.asarray(piece.class_transitions, dtype=np.int32)[:, np.asarray(piece.byte_class)]
-    inside, ends = subset_substitution._searched_region(piece.accepting, bytes_table, states)
+    inside, ends = subsets._searched_region(piece.accepting, bytes_table, states)
     assert (set(kept[0].tolist()), set(kept[1].tolist())) == (set(inside.tolist()), set(ends.tolist()))
 
 

@@ -121,15 +121,15 @@ def test_a_new_tool_of_known_parameter_types_intersects_no_new_value() -> None:
 def test_a_list_with_one_tool_changed_reuses_the_front_and_accepts_the_whole_grammar(name: str) -> None:
     """The calls' heads are determinized once per list of names: a list whose one tool's schema changed lays out
     the new call behind the kept front, and still accepts exactly the single-expression build."""
-    from stdsl.compiler.automata import block_substitution
+    from stdsl.compiler.automata.substitution import blocks
 
     tools = [ToolSpec(f"get_{i}", {"type": "object", "properties": {"a": {"type": "integer", "minimum": i}},
                                    "required": ["a"]}) for i in range(4)]
     _both(tools, name, "auto", True)
-    before = block_substitution._FRONTS.stats()
+    before = blocks._FRONTS.stats()
     changed = [*tools[:2], ToolSpec("get_2", {"type": "object", "properties": {"b": {"type": "string"}}}), tools[3]]
     whole, assembled = _both(changed, name, "auto", True)
-    after = block_substitution._FRONTS.stats()
+    after = blocks._FRONTS.stats()
     assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
     assert difference(whole, assembled) is None
 

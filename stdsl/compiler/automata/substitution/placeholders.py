@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.block_substitution import PLACEHOLDER, NotBlockShaped, block_substitute
-from stdsl.compiler.automata.subset_substitution import substituted_classes
+from stdsl.compiler.automata.substitution.blocks import PLACEHOLDER, NotBlockShaped, block_substitute
+from stdsl.compiler.automata.substitution.subsets import substituted_classes
 
 __all__ = ["PLACEHOLDER", "substitute", "general_substitute"]
 
@@ -26,7 +26,7 @@ def substitute(skeleton: np.ndarray, accepting: np.ndarray, pieces: Sequence[Seq
     """The DFA of `skeleton` (a trim (states, 256 + columns) table, start 0, -1 dead) with each edge on the
     placeholder symbol `PLACEHOLDER + j` from s to t replaced by any one text of `pieces[j]` (trim automata) read
     from s, ending in t.  Pieces shaped like tool calls (a forced head, no move out of an accepting state) are laid
-    out as blocks behind their heads' trie (`block_substitution`); others go through `general_substitute`."""
+    out as blocks behind their heads' trie (`blocks`); others go through `general_substitute`."""
     table, accepting = np.asarray(skeleton), np.asarray(accepting, dtype=bool)
     try:
         return block_substitute(table, accepting, pieces)

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata import piece_shapes
+from stdsl.compiler.automata.substitution import piece_shapes
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from tests.compiler.automata.test_block_substitution import bodies
+from tests.compiler.automata.substitution.test_block_substitution import bodies
 
 
 def _shape_one_at_a_time(piece: Automaton) -> piece_shapes.PieceShape:

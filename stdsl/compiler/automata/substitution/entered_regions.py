@@ -1,7 +1,7 @@
 """The states of a piece reached from the states its start moves to, found without a search where its shape proves
 them all: a long string's chain entered at its first character reaches every state but its start.
 
-`subset_substitution` searches each piece's region breadth first (a level at a time; a chain of 20,000 states has
+`subsets` searches each piece's region breadth first (a level at a time; a chain of 20,000 states has
 thousands of levels, 13 ms of `o9787`'s 0.5 s each, six times over).  A piece whose every state past the start has a
 move into it from a lower-numbered state (a table in breadth-first order has one) reaches each of them from the start
 by a path of falling numbers read backwards; when its accepting states have no move, every state on such a path but
@@ -33,7 +33,7 @@ def moved_into_past_start(table: np.ndarray, accepting: np.ndarray) -> np.ndarra
 
 def entered_region(table: np.ndarray, accepting: np.ndarray, moved_into: np.ndarray, states: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray] | None:
-    """`subset_substitution`'s region of a piece entered at `states` (sorted, distinct), given its
+    """`subsets`'s region of a piece entered at `states` (sorted, distinct), given its
     `moved_into_past_start`: the states reached from them through non-accepting states (`states` among them) and the
     accepting ones reached, as sorted arrays; None unless `states` holds every non-accepting successor of state 0
     and not 0 itself (a search decides then).  Every non-accepting state past 0 is reached, and so is each other

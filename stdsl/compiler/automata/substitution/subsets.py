@@ -3,9 +3,9 @@ where it can branch.
 
 A subset of one state without an ε-move (a state inside one piece) is that state itself, laid out in bulk with
 numpy, so Python only visits the subsets where several pieces, or a piece and the skeleton, are alive and the ends
-of pieces.  The reply grammars substitute tool calls this way (`substitution.py`), and the DFA compiler long
+of pieces.  The reply grammars substitute tool calls this way (`placeholders.py`), and the DFA compiler long
 string chains (`chains.py`); this module imports nothing beyond numpy and the automaton, so a cold compile that
-lays out a chain pays for no more (`substitution.py` imports hashlib for its kept fronts).
+lays out a chain pays for no more (`placeholders.py` imports hashlib for its kept fronts).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
-from stdsl.compiler.automata.entered_regions import entered_region, moved_into_past_start
 from stdsl.compiler.automata.minimize import distinct_values
+from stdsl.compiler.automata.substitution.entered_regions import entered_region, moved_into_past_start
 from stdsl.compiler.automata.table_blocks import concatenated
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError

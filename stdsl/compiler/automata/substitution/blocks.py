@@ -23,7 +23,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockKey, BlockSpan
-from stdsl.compiler.automata.piece_shapes import NotBlockShaped, PieceShape, piece_shapes
+from stdsl.compiler.automata.substitution.piece_shapes import NotBlockShaped, PieceShape, piece_shapes
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 

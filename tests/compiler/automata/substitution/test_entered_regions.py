@@ -7,11 +7,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata.entered_regions import entered_region, moved_into_past_start
+from stdsl.compiler.automata.substitution.entered_regions import entered_region, moved_into_past_start
 
 
 def _searched(table: np.ndarray, accepting: np.ndarray, states: np.ndarray) -> tuple[set[int], set[int]]:
-    """The region by search, as `subset_substitution._region` defines it: `states` and the non-accepting states
+    """The region by search, as `subsets._region` defines it: `states` and the non-accepting states
     reached through non-accepting ones inside, the accepting ones reached (not among `states`) at the ends."""
     inside = set(states.tolist())
     ends: set[int] = set()
