@@ -3,9 +3,9 @@ built on first use in a process; placed in each grammar at its own call symbol.
 
 Every schema with a free-form value (`{}`, `true`, an object's undeclared members) calls the same nonterminal,
 whose DFA (strings, numbers, containers calling it again) took a quarter of a typical schema's compile
-(issue 36, item 3). It is built over call symbol 0 (`canonical_body`) and moved to the grammar's symbol; a
-shipped table is used only when the body's `ir.structure_text` equals the one it was built from (shipped beside
-it), so a changed lowering is built afresh rather than read stale.
+(issue 36, item 3). It is built over call symbol 0 (`canonical_body`), kept over byte classes, and placed at the
+grammar's symbol; a shipped table is used only when the body's `ir.structure_text` equals the one it was built from
+(shipped in the same file), so a changed lowering is built afresh rather than read stale.
 `python -m stdsl.compiler.json_schema.any_value` rewrites it.
 """
 
@@ -148,7 +148,7 @@ def write_shipped(folder: Path = SHIPPED) -> list[str]:
     """Build the tables of `SHIPPED_WHITESPACE` and write them to `folder` (its old tables removed); their
     names."""
     folder.mkdir(exist_ok=True)
-    for old in folder.iterdir():
+    for old in folder.glob(f"*{SUFFIX}"):
         old.unlink()
     names = []
     for whitespace in SHIPPED_WHITESPACE:
