@@ -23,6 +23,7 @@ WHITESPACES = [None, Whitespace(), Whitespace(max_run=1, chars=" "), Whitespace(
 def fresh_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing built or read yet in this process, and no body DFA kept."""
     monkeypatch.setattr(any_value, "_BUILT", {})
+    monkeypatch.setattr(any_value, "_PLACED", {})
     caches.clear()
 
 
@@ -48,6 +49,19 @@ def test_the_placed_dfa_is_the_one_built_from_the_body(fresh_builds: None, white
     assert np.array_equal(accepting, expected_accepting)
 
 
+@pytest.mark.parametrize("whitespace", WHITESPACES)
+@pytest.mark.parametrize("index,extra", [(0, 0), (0, 3), (2, 0), (5, 7)])
+def test_the_placed_classes_are_those_of_the_placed_dfa(fresh_builds: None, whitespace: Whitespace | None,
+                                                        index: int, extra: int) -> None:
+    """Placed from the canonical classes, they are what `over_classes` makes of the placed table, array for
+    array and dtype for dtype."""
+    alphabet = CALL_BASE + index + 1 + extra
+    placed = any_value.any_value_classes(whitespace, index, alphabet)
+    expected = grammar_module.over_classes(*any_value.any_value_dfa(whitespace, index, alphabet))
+    for found, wanted in zip(placed, expected, strict=True):
+        assert found.dtype == wanted.dtype and np.array_equal(found, wanted)
+
+
 @pytest.mark.parametrize("whitespace", any_value.SHIPPED_WHITESPACE)
 def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespace | None) -> None:
     """A stale file would only be ignored (its structure text no longer matches), but then every process pays the
@@ -57,9 +71,8 @@ def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespa
     assert structure is not None
     shipped = any_value.shipped_dfa(whitespace, structure)
     assert shipped is not None, "run python -m stdsl.compiler.json_schema.any_value"
-    table, accepting = shipped
-    built_table, built_accepting = any_value._build(body)
-    assert np.array_equal(table, built_table) and np.array_equal(accepting, built_accepting)
+    for read, built in zip(shipped, any_value._build(body)):
+        assert read.dtype == built.dtype and np.array_equal(read, built)
 
 
 def test_a_missing_or_stale_file_is_built_instead(fresh_builds: None, monkeypatch: pytest.MonkeyPatch) -> None:
