@@ -24,6 +24,7 @@ from stdsl.compiler.automata.build import determinized
 from stdsl.compiler.automata.minimize import trim_in_bfs_order
 from stdsl.compiler.automata.table_blocks import converted
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.pushdown.subsumed_literals import quoted_union, without_subsumed_literals
 
 BodyDFA = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A body's trim DFA as `grammar._body_dfa` gives it: its table over classes, each symbol's class, its accepting
@@ -39,7 +40,10 @@ _SHAPES = caches.kind("pushdown body DFAs by shape", max_bytes=SHAPE_CACHE_BYTES
 """`subset_body_dfa` per shape: (its DFA with a dead class, the dead class, the subset states its construction met)."""
 
 
-ShapeParts = dict[int, "tuple[Hashable, tuple[int, ...]] | None"]
+Parts = tuple[Hashable, tuple[int, ...], bool]
+"""A node's structure with its calls left out, the calls it reads in order, and whether it holds a quoted union
+(`subsumed_literals.quoted_union`)."""
+ShapeParts = dict[int, "Parts | None"]
 """`_shape_parts` of the nodes met so far, by identity: kept by the caller for the bodies of one grammar (a part
 shared by several bodies is walked once) rather than on the nodes, whose attribute dictionaries would grow."""
 
@@ -47,17 +51,19 @@ shared by several bodies is walked once) rather than on the nodes, whose attribu
 def subset_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int,
                     parts: ShapeParts | None = None) -> BodyDFA:
     """`body`'s subset construction over `alphabet` symbols trimmed, in BFS order (`trim_in_bfs_order`), built once
-    per shape (`call_shape`, its walk kept in `parts`); a kept construction serves a smaller budget that its subset
-    states fitted in."""
+    per shape (`call_shape`, its walk kept in `parts`), of the body less its subsumed quoted literals
+    (`subsumed_literals`: the same language); a kept construction serves a smaller budget that its subset states
+    fitted in."""
     shape = call_shape(body, call_base, {} if parts is None else parts)
     if shape is None:
-        return subset_dfa(body, max_states, alphabet)[0]
-    canonical, calls = shape
+        return subset_dfa(without_subsumed_literals(body, {}), max_states, alphabet)[0]
+    canonical, calls, holds_union = shape
     kept = _SHAPES.find((), (canonical,))
     if kept is not None and kept[0][2] <= max_states:
         (table, symbol_class, accepting), dead, _ = kept[0]
         return table, _widened(symbol_class, dead, calls, alphabet, call_base), accepting
-    found, subsets = subset_dfa(body, max_states, alphabet)
+    built = without_subsumed_literals(body, {}) if holds_union else body
+    found, subsets = subset_dfa(built, max_states, alphabet)
     table, symbol_class, accepting = found
     if sum(int(array.nbytes) for array in found) <= SHAPE_CACHE_BYTES // 4:
         shape_class = np.concatenate([symbol_class[:call_base], symbol_class[list(calls)]])
@@ -76,40 +82,42 @@ def subset_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[BodyDFA, 
     return (narrowed, np.asarray(dfa.byte_class, dtype=np.intp), accepting), len(dfa.accepting)
 
 
-def call_shape(body: ir.Node, call_base: int, parts: ShapeParts) -> tuple[Hashable, tuple[int, ...]] | None:
+def call_shape(body: ir.Node, call_base: int, parts: ShapeParts) -> tuple[Hashable, tuple[int, ...], bool] | None:
     """A key equal for two bodies exactly where they are equal once their call symbols are renumbered `call_base` +
-    0, 1, ... in increasing order, and the call symbols `body` reads (sorted); None where it holds an embedded
-    automaton over more than the bytes or a recursive grammar, or reads more than `CALLS_AT_MOST` calls.  The key
-    is the body's structure with its calls left out (`_shape_parts`) and the rank of each call read, in order."""
+    0, 1, ... in increasing order, the call symbols `body` reads (sorted), and whether it holds a quoted union; None
+    where it holds an embedded automaton over more than the bytes or a recursive grammar, or reads more than
+    `CALLS_AT_MOST` calls.  The key is the body's structure with its calls left out (`_shape_parts`) and the rank
+    of each call read, in order."""
     found = _shape_parts(body, call_base, parts)
     if found is None:
         return None
-    structure, in_order = found
+    structure, in_order, holds_union = found
     calls = tuple(sorted(set(in_order)))
     rank = {symbol: number for number, symbol in enumerate(calls)}
-    return (structure, tuple(rank[symbol] for symbol in in_order)), calls
+    return (structure, tuple(rank[symbol] for symbol in in_order)), calls, holds_union
 
 
-def _shape_parts(node: ir.Node, call_base: int, parts: ShapeParts) -> tuple[Hashable, tuple[int, ...]] | None:
+def _shape_parts(node: ir.Node, call_base: int, parts: ShapeParts) -> Parts | None:
     """`node`'s structure with its call symbols left out (the node itself where it reads none; a byte set keeps
-    its bytes and how many call symbols it holds) and the call symbols it reads in the order a walk meets them
-    (repeated where a part is), kept in `parts`; None as `call_shape`."""
+    its bytes and how many call symbols it holds), the call symbols it reads in the order a walk meets them
+    (repeated where a part is), and whether it holds a quoted union, kept in `parts`; None as `call_shape`."""
     if id(node) in parts:
         return parts[id(node)]
-    found: tuple[Hashable, tuple[int, ...]] | None = (node, ())
+    found: Parts | None = (node, (), False)
     if isinstance(node, ir.ByteSet):
         calls = _byte_set_calls(node, call_base)
         if calls:
             found = (("B", tuple((lo, min(hi, call_base - 1)) for lo, hi in node.ranges if lo < call_base),
-                      len(calls)), calls)
+                      len(calls)), calls, False)
     elif isinstance(node, ir.Embedded):
-        found = (node, ()) if np.shape(node.transitions)[1:] == (256,) else None
+        found = (node, (), False) if np.shape(node.transitions)[1:] == (256,) else None
     elif isinstance(node, ir.EmbeddedGrammar):
         found = None
     elif "_literal" not in node.__dict__:
         children = (node.item,) if isinstance(node, ir.Repeat) else node.items
         structures: list[Hashable] = []
         in_order: list[int] = []
+        holds_union = isinstance(node, ir.Alt) and quoted_union(node)
         for child in children:
             if type(child) is ir.ByteSet and (not child.ranges or child.ranges[-1][1] < call_base):
                 structures.append(child)
@@ -120,10 +128,13 @@ def _shape_parts(node: ir.Node, call_base: int, parts: ShapeParts) -> tuple[Hash
                 break
             structures.append(under[0])
             in_order += under[1]
+            holds_union = holds_union or under[2]
         else:
             if in_order:
                 tag = (node.min, node.max) if isinstance(node, ir.Repeat) else type(node).__name__
-                found = ((tag, tuple(structures)), tuple(in_order))
+                found = ((tag, tuple(structures)), tuple(in_order), holds_union)
+            else:
+                found = (node, (), holds_union)
     parts[id(node)] = found
     return found
 
