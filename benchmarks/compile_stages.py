@@ -35,7 +35,6 @@ import stdsl.compiler.automata.chains as chains_module
 import stdsl.compiler.constraint as constraint_module
 import stdsl.compiler.json_schema.any_value as any_value_module
 import stdsl.compiler.json_schema.recursive as recursive_module
-import stdsl.compiler.pushdown.body_shapes as body_shapes_module
 import stdsl.compiler.pushdown.grammar as grammar_module
 from stdsl.errors import StdslError
 
@@ -73,7 +72,7 @@ def _instrument() -> None:
         module.determinize = _timed("subset DFA", module.determinize)
     build_module.chained_dfa = _timed("long chains", build_module.chained_dfa)
     build_module.shrink = _timed("minimize", build_module.shrink)
-    body_shapes_module.trim_in_bfs_order = _timed("minimize", body_shapes_module.trim_in_bfs_order)
+    grammar_module.trim_in_bfs_order = _timed("minimize", grammar_module.trim_in_bfs_order)
     constraint_module.schema_to_ir = _timed("schema to IR", constraint_module.schema_to_ir)
     recursive_module.recursive_schema_to_ir = _timed("schema to IR", recursive_module.recursive_schema_to_ir)
     any_value_module.canonical_dfa = _timed("free-form DFA", any_value_module.canonical_dfa)

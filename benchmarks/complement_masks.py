@@ -28,7 +28,7 @@ import numpy as np
 import stdsl.caches
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.json_schema.scalars import strings
-from stdsl.compiler.pushdown import body_shapes, grammar
+from stdsl.compiler.pushdown import grammar
 from stdsl.errors import StdslError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,9 +43,9 @@ def compiled(schema: dict, written: bool, compare: str = "complement") -> object
     `compare` "quoted-keys": with the keys laid out as tries or by the subset construction)."""
     stdsl.caches.clear()
     strings._string_not_in.cache_clear()
-    original, keyed, dropped = strings.name_complement, grammar.keyed_body_dfa, body_shapes.without_subsumed_literals
+    original, keyed, dropped = strings.name_complement, grammar.keyed_body_dfa, grammar.without_subsumed_literals
     if not written and compare == "subsumed-literals":
-        body_shapes.without_subsumed_literals = lambda node, memo: node  # type: ignore[assignment]
+        grammar.without_subsumed_literals = lambda node, memo: node  # type: ignore[assignment]
     if not written and compare == "complement":
         strings.name_complement = lambda names: None  # type: ignore[assignment]
     if not written and compare == "quoted-keys":
@@ -56,7 +56,7 @@ def compiled(schema: dict, written: bool, compare: str = "complement") -> object
         return type(error).__name__
     finally:
         strings.name_complement, grammar.keyed_body_dfa = original, keyed
-        body_shapes.without_subsumed_literals = dropped
+        grammar.without_subsumed_literals = dropped
         strings._string_not_in.cache_clear()
         stdsl.caches.clear()
 

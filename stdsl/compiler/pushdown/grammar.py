@@ -17,14 +17,14 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
-from stdsl.compiler.automata.build import subset_automaton
+from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import distinct_values, successor_lists
-from stdsl.compiler.automata.table_blocks import dead_table
+from stdsl.compiler.automata.minimize import distinct_values, successor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.pushdown.body_shapes import ShapeParts, subset_body_dfa
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
+from stdsl.compiler.pushdown.subsumed_literals import holds_quoted_union, without_subsumed_literals
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256
@@ -166,14 +166,14 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     alphabet = CALL_BASE + len(definitions)
     names = [MAIN] + [d.name for d in definitions]
     bodies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    parts: ShapeParts = {}
+    unions: dict[int, bool] = {}
     for name, body, built in zip(names, [main] + [d.body for d in definitions], [None] + [d.dfa for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
         if built is not None and len(built[1]) != alphabet:
             raise ValueError(f"definition '{name}' comes with a DFA over {len(built[1])} symbols, not {alphabet}")
         try:
             bodies.append(built if built is not None and len(built[2]) <= max_states
-                          else _body_dfa(body, max_states, alphabet, parts))
+                          else _body_dfa(body, max_states, alphabet, unions))
         except EmptyLanguageError as error:
             if name == MAIN:
                 raise
@@ -245,7 +245,7 @@ _BODY_DFAS = caches.kind("pushdown body DFAs", max_bytes=BODY_CACHE_BYTES)
 """`_body_dfa` per (body, alphabet), in the registry so that `stdsl.caches.clear()` empties it too."""
 
 
-def _body_dfa(body: ir.Node, max_states: int, alphabet: int, parts: ShapeParts | None = None
+def _body_dfa(body: ir.Node, max_states: int, alphabet: int, unions: dict[int, bool] | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A body's trim DFA over `alphabet` symbols (its table over classes, each symbol's class, its accepting mask),
     kept for the next grammar with the same body: the free-form value's nonterminal is the same in every schema that
@@ -253,10 +253,12 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int, parts: ShapeParts |
     the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
     trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
     object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
-    10th MaskBench file minimized); it is built once per shape (`body_shapes`: bodies alike but for the
-    definitions they call; `parts` keeps its walk over the bodies of one grammar).  Where its quoted keys and
-    strings can be laid out as tries and copies (`quoted_keys`) only the rest of it goes through the subset
-    construction."""
+    10th MaskBench file minimized); of the body less the quoted literals that a quoted text beside them reads
+    (`subsumed_literals`: the same language, found by a walk kept in `unions` over the bodies of one grammar).
+    Where its quoted keys and strings can be laid out as tries and copies (`quoted_keys`) only the rest of it goes
+    through the subset construction."""
+    if unions is None:
+        unions = {}
     kept = _BODY_DFAS.find((), (body, alphabet))
     if kept is not None and len(kept[0][2]) <= max_states:
         return kept[0]
@@ -270,7 +272,13 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int, parts: ShapeParts |
     elif (keyed := keyed_body_dfa(body, max_states, alphabet, CALL_BASE)) is not None:
         found = keyed
     else:
-        found = subset_body_dfa(body, max_states, alphabet, CALL_BASE, parts)
+        built = without_subsumed_literals(body, {}) if holds_quoted_union(body, unions) else body
+        dfa = determinized(built, max_states, alphabet)
+        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
+                                             in_bfs_order=dfa.in_bfs_order, dtype=np.int32)
+        check_deadline("a pushdown definition's table")
+        narrowed = converted(table, np.int32, "a pushdown definition's table")
+        found = (narrowed, np.asarray(dfa.byte_class, dtype=np.intp), accepting)
     if _held_bytes(found) <= BODY_CACHE_BYTES // 4:
         for array in found:
             array.flags.writeable = False

@@ -24,6 +24,22 @@ def quoted_union(node: ir.Alt) -> bool:
         _quoted_literal(item) is not None for item in node.items)
 
 
+def holds_quoted_union(node: ir.Node, memo: dict[int, bool]) -> bool:
+    """Whether some alternation under `node` is a `quoted_union`, kept in `memo` by identity (a part shared by
+    several bodies of a grammar is walked once)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    found = False
+    if isinstance(node, ir.Repeat):
+        found = holds_quoted_union(node.item, memo)
+    elif isinstance(node, (ir.Seq, ir.Alt)) and "_literal" not in node.__dict__:
+        found = (isinstance(node, ir.Alt) and quoted_union(node)) or any(
+            holds_quoted_union(item, memo) for item in node.items if type(item) is not ir.ByteSet)
+    memo[id(node)] = found
+    return found
+
+
 def without_subsumed_literals(node: ir.Node, memo: dict[int, ir.Node]) -> ir.Node:
     """`node` with every quoted literal of an alternation dropped where a quoted text of that alternation reads the
     literal's bytes between its quotes; parts without such alternations are returned as they are, shared parts stay

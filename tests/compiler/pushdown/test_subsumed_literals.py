@@ -1,6 +1,6 @@
 """Dropping the quoted literals that a quoted text beside them reads (`subsumed_literals`) leaves a body's language as
 it was (its minimal DFA is the same table), drops exactly the literals the text reads, and a body built through
-`body_shapes` with them dropped is that language too."""
+`grammar._body_dfa` with them dropped is that language too."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
-from stdsl.compiler.pushdown.body_shapes import subset_body_dfa
+from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
 from stdsl.compiler.pushdown.literal_keys import QUOTE_SET
-from stdsl.compiler.pushdown.subsumed_literals import quoted_union, without_subsumed_literals
+from stdsl.compiler.pushdown.subsumed_literals import holds_quoted_union, quoted_union, without_subsumed_literals
 
 ALPHABET = CALL_BASE + 2
 TEXTS = [ir.repeat(ir.byte_set([(0x61, 0x63)]), 0, None), ir.repeat(ir.literal("ab"), 1, 2),
@@ -66,6 +66,7 @@ def reads(text: ir.Node, literal: str) -> bool:
 @given(bodies())
 def test_dropping_subsumed_literals_keeps_the_language(body: ir.Node) -> None:
     simplified = without_subsumed_literals(body, {})
+    assert holds_quoted_union(body, {}) or simplified is body
     (left, left_accepting), (right, right_accepting) = minimal(body), minimal(simplified)
     assert np.array_equal(left, right) and np.array_equal(left_accepting, right_accepting)
 
@@ -94,7 +95,7 @@ def test_exactly_the_literals_a_text_beside_them_reads_are_dropped(union: ir.Nod
 @given(bodies())
 def test_a_body_built_with_its_literals_dropped_has_its_language(body: ir.Node) -> None:
     caches.clear()
-    table, symbol_class, accepting = subset_body_dfa(body, 100_000, ALPHABET, CALL_BASE)
+    table, symbol_class, accepting = grammar_module._body_dfa(body, 100_000, ALPHABET)
     got = minimize(table[:, symbol_class], accepting)
     expected = minimal(body)
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
