@@ -35,7 +35,8 @@ def holds_quoted_union(node: ir.Node, memo: dict[int, bool]) -> bool:
         found = holds_quoted_union(node.item, memo)
     elif isinstance(node, (ir.Seq, ir.Alt)) and "_literal" not in node.__dict__:
         found = (isinstance(node, ir.Alt) and quoted_union(node)) or any(
-            holds_quoted_union(item, memo) for item in node.items if type(item) is not ir.ByteSet)
+            holds_quoted_union(item, memo) for item in node.items
+            if type(item) is not ir.ByteSet and "_literal" not in item.__dict__)
     memo[id(node)] = found
     return found
 
