@@ -10,7 +10,9 @@ the outlined grammar, a body DFA may keep or merge a state the other merges or k
     python benchmarks/complement_masks.py --every 10 --out benchmarks/results/complement_masks_kube66
 
 With `--compare quoted-keys` the two compiles are instead a body's subset construction over its whole NFA (as
-before `pushdown.quoted_keys`) and its quoted keys laid out as tries (kube75).
+before `pushdown.quoted_keys`) and its quoted keys laid out as tries (kube75); with `--compare subsumed-literals` a
+body's subset construction with and without the quoted literals that a quoted text beside them reads
+(`pushdown.subsumed_literals`, bodies85).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def compiled(schema: dict, written: bool, compare: str = "complement") -> object
     `compare` "quoted-keys": with the keys laid out as tries or by the subset construction)."""
     stdsl.caches.clear()
     strings._string_not_in.cache_clear()
-    original, keyed = strings.name_complement, grammar.keyed_body_dfa
+    original, keyed, dropped = strings.name_complement, grammar.keyed_body_dfa, grammar.without_subsumed_literals
+    if not written and compare == "subsumed-literals":
+        grammar.without_subsumed_literals = lambda node, memo: node  # type: ignore[assignment]
     if not written and compare == "complement":
         strings.name_complement = lambda names: None  # type: ignore[assignment]
     if not written and compare == "quoted-keys":
@@ -52,6 +56,7 @@ def compiled(schema: dict, written: bool, compare: str = "complement") -> object
         return type(error).__name__
     finally:
         strings.name_complement, grammar.keyed_body_dfa = original, keyed
+        grammar.without_subsumed_literals = dropped
         strings._string_not_in.cache_clear()
         stdsl.caches.clear()
 
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--walks", type=int, default=20)
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--compare", choices=["complement", "quoted-keys"], default="complement")
+    parser.add_argument("--compare", choices=["complement", "quoted-keys", "subsumed-literals"], default="complement")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "complement_masks"))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -120,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
                                  if "states" in row and row["states"][0] != row["states"][1]},
               "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
-    title = ("the key complement from the name trie and written out" if args.compare == "complement"
-             else "body DFAs by the subset construction and with quoted keys laid out as tries")
+    title = {"complement": "the key complement from the name trie and written out",
+             "quoted-keys": "body DFAs by the subset construction and with quoted keys laid out as tries",
+             "subsumed-literals": "body DFAs with and without the quoted literals a quoted text beside them reads"
+             }[args.compare]
     lines = [f"# Byte masks with {title}\n",
              f"Command: `{result['command']}`\n",
              f"{result['schemas']} schemas; {result['walked']} pushdown constraints walked ({result['steps']:,} steps "

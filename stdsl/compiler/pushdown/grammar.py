@@ -24,6 +24,7 @@ from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
+from stdsl.compiler.pushdown.subsumed_literals import holds_quoted_union, without_subsumed_literals
 from stdsl.errors import CompileError, EmptyLanguageError
 
 CALL_BASE = 256
@@ -165,13 +166,14 @@ def compile_pushdown(main: ir.Node, definitions: Sequence[Definition], *, max_st
     alphabet = CALL_BASE + len(definitions)
     names = [MAIN] + [d.name for d in definitions]
     bodies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    unions: dict[int, bool] = {}
     for name, body, built in zip(names, [main] + [d.body for d in definitions], [None] + [d.dfa for d in definitions]):
         check_deadline(f"the pushdown definition '{name}'")
         if built is not None and len(built[1]) != alphabet:
             raise ValueError(f"definition '{name}' comes with a DFA over {len(built[1])} symbols, not {alphabet}")
         try:
             bodies.append(built if built is not None and len(built[2]) <= max_states
-                          else _body_dfa(body, max_states, alphabet))
+                          else _body_dfa(body, max_states, alphabet, unions))
         except EmptyLanguageError as error:
             if name == MAIN:
                 raise
@@ -243,15 +245,20 @@ _BODY_DFAS = caches.kind("pushdown body DFAs", max_bytes=BODY_CACHE_BYTES)
 """`_body_dfa` per (body, alphabet), in the registry so that `stdsl.caches.clear()` empties it too."""
 
 
-def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _body_dfa(body: ir.Node, max_states: int, alphabet: int, unions: dict[int, bool] | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A body's trim DFA over `alphabet` symbols (its table over classes, each symbol's class, its accepting mask),
     kept for the next grammar with the same body: the free-form value's nonterminal is the same in every schema that
     has one.  A body without calls is the automaton of its bytes (`subset_automaton`, which keeps it per expression:
     the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
     trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
     object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
-    10th MaskBench file minimized).  Where its quoted keys and strings can be laid out as tries and copies
-    (`quoted_keys`) only the rest of it goes through the subset construction."""
+    10th MaskBench file minimized); of the body less the quoted literals that a quoted text beside them reads
+    (`subsumed_literals`: the same language, found by a walk kept in `unions` over the bodies of one grammar).
+    Where its quoted keys and strings can be laid out as tries and copies (`quoted_keys`) only the rest of it goes
+    through the subset construction."""
+    if unions is None:
+        unions = {}
     kept = _BODY_DFAS.find((), (body, alphabet))
     if kept is not None and len(kept[0][2]) <= max_states:
         return kept[0]
@@ -265,7 +272,8 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int) -> tuple[np.ndarray
     elif (keyed := keyed_body_dfa(body, max_states, alphabet, CALL_BASE)) is not None:
         found = keyed
     else:
-        dfa = determinized(body, max_states, alphabet)
+        built = without_subsumed_literals(body, {}) if holds_quoted_union(body, unions) else body
+        dfa = determinized(built, max_states, alphabet)
         table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                                              in_bfs_order=dfa.in_bfs_order, dtype=np.int32)
         check_deadline("a pushdown definition's table")

@@ -40,7 +40,7 @@ from stdsl.compiler.pushdown.literal_keys import (
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 
 QUOTED_TEXT = "_quoted_text"
-"""Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`_quoted_text`)."""
+"""Keeps (in a node's `__dict__`) a quoted text's embedded DFA, or None where it has none (`quoted_text`)."""
 MOVED_INTO_START = "_moved_into_start"
 """Keeps (in a node's `__dict__`) whether an embedded DFA moves back to its start (`_moved_into_start`)."""
 SPREAD = 0x9E3779B97F4A7C15 - (1 << 64)
@@ -74,9 +74,9 @@ def keyed_body_dfa(body: ir.Node, max_states: int, alphabet: int, call_base: int
     skeleton = _skeleton(body, keys, alphabet, {})
     if keys.pop(AMBIGUOUS, None) is not None:
         return None
-    if not all(_may_be_quoted_text(key) for key in keys if not isinstance(key, (bytes, ir.Embedded))):
+    if not all(may_be_quoted_text(key) for key in keys if not isinstance(key, (bytes, ir.Embedded))):
         return None
-    texts = [_quoted_text(key) if not isinstance(key, (bytes, ir.Embedded)) else key for key in keys]
+    texts = [quoted_text(key) if not isinstance(key, (bytes, ir.Embedded)) else key for key in keys]
     if any(text is None for text in texts):
         return None
     dfa = determinized(skeleton, max_states, alphabet + len(keys))
@@ -153,8 +153,8 @@ def _sequence_keys(items: tuple[ir.Node, ...], keys: dict[Key, int], alphabet: i
     return out if changed else None
 
 
-def _quoted_text(node: ir.Node) -> ir.Embedded | None:
-    """The minimal DFA of a string's text between two quotes (a free-form string value) that `_may_be_quoted_text`
+def quoted_text(node: ir.Node) -> ir.Embedded | None:
+    """The minimal DFA of a string's text between two quotes (a free-form string value) that `may_be_quoted_text`
     admits, as an embedded automaton known minimal, kept on the node; None where its DFA has more than
     `QUOTED_TEXT_STATES` states or reads a quote where it may end (no prefix code)."""
     if QUOTED_TEXT in node.__dict__:
@@ -172,7 +172,7 @@ def _quoted_text(node: ir.Node) -> ir.Embedded | None:
     return found
 
 
-def _may_be_quoted_text(node: ir.Node) -> bool:
+def may_be_quoted_text(node: ir.Node) -> bool:
     """Whether a string's text may be laid out before its DFA is built: an expression over bytes of at most
     `QUOTED_TEXT_NFA` NFA states (a long counted string: refusing its DFA only once built was 0.12 s of sp_371's
     compile).  A body is given up on before any of its texts' DFAs is built where one of them fails this (o39500:
