@@ -26,7 +26,8 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
-from stdsl.compiler.automata.nfa import known_edges, known_minimal, known_trim
+from stdsl.compiler.automata.embedded_moves import known_edges, known_minimal
+from stdsl.compiler.automata.nfa import known_trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
 

@@ -13,8 +13,8 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
+from stdsl.compiler.automata.embedded_moves import embedded_edges, minimal_labels
 from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
-from stdsl.compiler.automata.nfa import _embedded_edges, minimal_labels
 from stdsl.compiler.json_schema.scalars import strings
 from stdsl.compiler.json_schema.scalars.name_complement import PLAIN, _merged, _trie, name_complement, plain_names
 from stdsl.compiler.json_schema.scalars.string_units import char_trie
@@ -38,7 +38,7 @@ def test_the_written_dfa_is_the_trie_language_minimal(names: tuple[str, ...]) ->
     assert labels is not None
     first_of_label = {label: byte for byte, label in reversed(list(enumerate(labels.tolist())))}
     assert (table == table[:, [first_of_label[label] for label in labels.tolist()]]).all()
-    symbol_sets, moves = _embedded_edges(written)
+    symbol_sets, moves = embedded_edges(written)
     from_moves = np.full_like(table, -1)
     for state, out in enumerate(moves):
         for number, target in out:
