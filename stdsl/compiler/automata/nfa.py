@@ -254,7 +254,7 @@ class _Builder:
         self.templates: dict[int, _TrieTemplate | None] = {}
         self.memo: dict[tuple[ir.Node, int], int] = {}
         self.byte_memo: dict[tuple[Ranges, int], int] = {}
-        self.embedded_edges: dict[int, tuple[list[int], list[list[tuple[int, int]]]] | list[list[tuple[int, int]]]] = {}
+        self.numbered_edges: dict[int, tuple[list[int], list[list[tuple[int, int]]]] | list[list[tuple[int, int]]]] = {}
         """Per embedded automaton copied: its set numbers and moves after one copy, its moves numbered after two."""
         self.trie_moves: dict[int, list[list[tuple[int, int]]]] = {}
 
@@ -366,17 +366,17 @@ class _Builder:
         first copy numbers its symbol sets as it goes (most automata are copied once: the complement of an open
         object's names); a second copy keeps them numbered for the rest."""
         nfa = self.nfa
-        known = self.embedded_edges.get(id(node))
+        known = self.numbered_edges.get(id(node))
         if known is None:
             symbol_sets, moves = embedded_edges(node)
-            known = self.embedded_edges[id(node)] = ([self.byte_set_index(ranges) for ranges in symbol_sets], moves)
+            known = self.numbered_edges[id(node)] = ([self.byte_set_index(ranges) for ranges in symbol_sets], moves)
         elif isinstance(known, tuple):
             index, moves = known
             numbered: list[list[tuple[int, int]]] = []
             for lo in range(0, len(moves), EDGE_CHUNK):
                 check_deadline("NFA construction", len(self.eps) * RELEASE_SECONDS_PER_STATE)
                 numbered += [[(index[number], target) for number, target in out] for out in moves[lo:lo + EDGE_CHUNK]]
-            known = self.embedded_edges[id(node)] = numbered
+            known = self.numbered_edges[id(node)] = numbered
         base = self.new_block(len(node.accepting))
         for lo in range(0, len(node.accepting), EDGE_CHUNK):
             if lo:
