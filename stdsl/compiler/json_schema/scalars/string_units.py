@@ -158,8 +158,13 @@ def canonical_beyond_ascii() -> ir.Embedded:
     here, 0.05 ms, where `build_automaton` took 1-2 ms of the first open object's compile in every process
     (`test_string_units` proves the two the same language, and the table trim)."""
     escapes = _json_escape_texts(())
-    table = np.full((10 + sum(map(len, escapes)), 256), -1, dtype=np.int32)
     accept, escape = 1, 2
+    state_of = {"\\": escape}
+    for text in escapes:
+        for end in range(2, len(text)):
+            state_of.setdefault(text[:end], 9 + len(state_of))
+    used = 9 + len(state_of)
+    table = np.full((used, 256), -1, dtype=np.int32)
     tail = (accept, 3, 4, 5)
     for lead, state, (lo, hi), tails in ((0xE0, 6, (0xA0, 0xBF), 1), (0xED, 7, (0x80, 0x9F), 1),
                                          (0xF0, 8, (0x90, 0xBF), 2), (0xF4, 9, (0x80, 0x8F), 2)):
@@ -170,17 +175,14 @@ def canonical_beyond_ascii() -> ir.Embedded:
     for tails in (1, 2, 3):
         table[tail[tails], 0x80:0xC0] = tail[tails - 1]
     table[0, ord("\\")] = escape
-    state_of = {"\\": escape}
+    for prefix, state in state_of.items():
+        if len(prefix) > 1:
+            table[state_of[prefix[:-1]], ord(prefix[-1])] = state
     for text in escapes:
-        for end in range(2, len(text)):
-            if text[:end] not in state_of:
-                state_of[text[:end]] = 9 + len(state_of)
-                table[state_of[text[:end - 1]], ord(text[end - 1])] = state_of[text[:end]]
         table[state_of[text[:-1]], ord(text[-1])] = accept
-    used = 9 + len(state_of)
     accepting = np.zeros(used, dtype=bool)
     accepting[accept] = True
-    return known_trim(ir.Embedded(table[:used].copy(), accepting))
+    return known_trim(ir.Embedded(table, accepting))
 
 
 def _json_escapes(holes: tuple[int, ...]) -> list[Node]:
