@@ -1,21 +1,24 @@
 """The MaskBench median band's forked first compile, two checkouts alternating: mean and median CPU ms and minor
 page faults per compile, and the per-compile CPU ratio second/first.
 
-The band is the 30 files around the p50 of a `/work/briefs/forked_all.py` result (every 10th file); each checkout
-has a worker that imported the compiler and compiled nothing and forks a child per compile (`strict=False`); the
-workers take turns file by file, and swap who goes first every round, so load falls on both alike.
+The band is the `--band` files around the p50 of the first checkout's forked compiles of every `--every`-th
+MaskBench file (one pass, picked before the rounds); each checkout has a worker that imported the compiler and
+compiled nothing and forks a child per compile (`strict=False`); the workers take turns file by file, and swap who
+goes first every round, so load falls on both alike.
 
-    python benchmarks/compile_band_paired.py /work/BASE /work/AFTER forked_all_result.json 8
+    python benchmarks/compile_band_paired.py /work/BASE --after /work/AFTER --rounds 8
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
-SAMPLE = "/work/shared/jsonschemabench/maskbench-sample/"
+REPO = Path(__file__).resolve().parents[1]
 WORKER = r"""
 import json, os, sys, time, resource
 sys.path.insert(0, sys.argv[1])
@@ -44,23 +47,39 @@ for line in sys.stdin:
 """
 
 
+def _compiled(worker: subprocess.Popen, path: Path) -> list[float]:
+    """One forked compile of `path` by `worker`: [CPU s, minor page faults]."""
+    stdin, stdout = worker.stdin, worker.stdout
+    assert stdin is not None and stdout is not None
+    stdin.write(f"{path}\n")
+    stdin.flush()
+    found: list[float] = json.loads(stdout.readline())
+    return found
+
+
 def main() -> None:
-    first, second, forked_all, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    by_time = sorted(json.load(open(forked_all)).items(), key=lambda item: item[1][0])
-    middle = len(by_time) // 2
-    files = [SAMPLE + name for name, _ in by_time[middle - 15:middle + 15]]
+    """Pick the band on the first checkout, then compile it `--rounds` times on both, alternating; print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("before", help="the first checkout (its stdsl/ folder's parent)")
+    parser.add_argument("--after", default=str(REPO))
+    parser.add_argument("--folder", default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
+    parser.add_argument("--every", type=int, default=10)
+    parser.add_argument("--band", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+    first, second = args.before, args.after
     workers = [subprocess.Popen([sys.executable, "-c", WORKER, checkout], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                for checkout in (first, second)]
+    sample = sorted(Path(args.folder).glob("*.json"))[::args.every]
+    by_time = sorted(sample, key=lambda path: _compiled(workers[0], path)[0])
+    middle = len(by_time) // 2
+    files = by_time[max(0, middle - args.band // 2):middle + (args.band + 1) // 2]
     results: list[list[list[float]]] = [[], []]
-    for round_number in range(rounds):
+    for round_number in range(args.rounds):
         for path in files:
             for side in ((0, 1) if round_number % 2 == 0 else (1, 0)):
-                stdin, stdout = workers[side].stdin, workers[side].stdout
-                assert stdin is not None and stdout is not None
-                stdin.write(path + "\n")
-                stdin.flush()
-                results[side].append(json.loads(stdout.readline()))
+                results[side].append(_compiled(workers[side], path))
     for checkout, rows in zip((first, second), results):
         cpu = [row[0] * 1e3 for row in rows]
         print(f"{checkout} mean {statistics.mean(cpu):.3f} ms median {statistics.median(cpu):.3f} ms "
