@@ -235,12 +235,13 @@ def alt(*items: Node) -> Node:
 
 
 def repeat(item: Node, lo: int, hi: int | None) -> Node:
-    """`item{lo,hi}`; `hi=None` is unbounded."""
+    """`item{lo,hi}`; `hi=None` is unbounded.  The empty string and the empty language are told by type and items
+    (as `seq` tells the latter): comparing to them hashed every item, a walk of its parts on first ask."""
     if lo < 0 or (hi is not None and hi < lo):
         raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
-    if hi == 0 or item == EMPTY:
+    if hi == 0 or (type(item) is Seq and item.__dict__.get("_items") == ()):
         return EMPTY
-    if item == NOTHING:
+    if type(item) is Alt and not item.items:
         return EMPTY if lo == 0 else NOTHING
     if lo == 1 and hi == 1:
         return item

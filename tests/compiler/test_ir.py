@@ -155,3 +155,27 @@ def test_literal_bytes_of_any_sequence_is_its_bytes_read_one_by_one(items: list[
     sequenced, data = ir.seq(*items), _bytes_walked(node)
     if data is not None:
         assert sequenced == ir.literal(data) and hash(sequenced) == hash(ir.literal(data))
+
+
+def _repeat_by_equality(item: ir.Node, lo: int, hi: int | None) -> ir.Node:
+    """`repeat` as it was written, by comparing the item to the empty string and the empty language (the oracle)."""
+    if hi == 0 or item == ir.EMPTY:
+        return ir.EMPTY
+    if item == ir.NOTHING:
+        return ir.EMPTY if lo == 0 else ir.NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return ir.Repeat(item, lo, hi)
+
+
+_REPEATED = st.one_of(_SHAPES.map(_fresh), NODES, st.sampled_from([
+    ir.Seq(()), ir.Alt(()), ir.seq(ir.EMPTY, ir.EMPTY), ir.alt(), ir.literal(b"ab"), ir.literal(b""),
+    ir.Seq((ir.EMPTY,)), ir.Alt((ir.NOTHING,)), ir.EmbeddedGrammar("g", ir.EMPTY, (), (), True)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_REPEATED, st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3)))
+def test_repeat_tells_the_empty_string_and_language_as_equality_does(item: ir.Node, lo: int, hi: int | None) -> None:
+    if hi is not None and hi < lo:
+        return
+    assert ir.repeat(item, lo, hi) == _repeat_by_equality(item, lo, hi)

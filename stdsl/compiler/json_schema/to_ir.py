@@ -227,14 +227,15 @@ class _Compiler:
         low, high = int(flat.get("minProperties", 0)), flat.get("maxProperties")
         closed = self.strict and closes_object(flat) and low <= len(members)
         extra = ir.NOTHING if closed else self._extra_members(flat, declared, names, path, ctx)
-        first, after, nullable = ir.NOTHING, ir.EMPTY, True
+        starts, after, nullable = [], ir.EMPTY, True
         for member, is_required in reversed(members):
             if is_required:
-                first, after = ir.seq(member, after), ir.seq(t.comma, member, after)
+                starts, after = [ir.seq(member, after)], ir.seq(t.comma, member, after)
                 nullable = False
             else:
-                first = ir.alt(ir.seq(member, after), first)
+                starts.append(ir.seq(member, after))
                 after = ir.seq(ir.optional(ir.seq(t.comma, member)), after)
+        first = ir.alt(*reversed(starts)) if starts else ir.NOTHING
         if high is not None and int(high) < low:
             return ir.NOTHING
         if high == 0 and not any(is_required for _, is_required in members):
