@@ -26,7 +26,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
-from stdsl.compiler.automata.embedded_moves import known_edges, known_minimal
+from stdsl.compiler.automata.embedded_moves import dfa_edges, known_edges, known_minimal
 from stdsl.compiler.automata.nfa import known_trim
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.scalars.string_units import canonical_beyond_ascii
@@ -195,7 +195,8 @@ def _units() -> tuple[list[Ranges], list[list[tuple[int, int]]], np.ndarray, np.
     lead_row = shifted[0].copy()
     for lo, hi in PLAIN:
         lead_row[lo:hi + 1] = 0
-    moves = _grouped(table)
+    symbol_sets, numbered = dfa_edges(table)
+    moves = [[(symbol_sets[number], target) for number, target in out] for out in numbered]
     sets: dict[Ranges, int] = {}
     partial_moves = [[(sets.setdefault(ranges, len(sets)), target - 1) for ranges, target in out] for out in moves[2:]]
     lead_moves = [(ranges, target - 1) for ranges, target in moves[0]]
@@ -225,20 +226,3 @@ def _unit_labels() -> np.ndarray:
         for lo, hi in ranges:
             labels[lo:hi + 1] |= 1 << bit
     return labels
-
-
-def _grouped(table: np.ndarray) -> list[Moves]:
-    """Each table row's moves, one per target (its runs of bytes as ranges), targets in the order of their first
-    byte: how the NFA builder groups an embedded automaton's moves.  The runs of all rows are found at once (a
-    Python step per byte cost a fresh process 0.3 ms)."""
-    rows, width = table.shape
-    starts = np.ones(table.shape, dtype=bool)
-    starts[:, 1:] = table[:, 1:] != table[:, :-1]
-    first = np.flatnonzero(starts)
-    last = np.append(first[1:], table.size) - 1
-    grouped: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(rows)]
-    for start, end, target in zip(first.tolist(), last.tolist(), table.reshape(-1)[first].tolist()):
-        if target >= 0:
-            row, lo = divmod(start, width)
-            grouped[row].setdefault(target, []).append((lo, end - row * width))
-    return [[(tuple(ranges), target) for target, ranges in runs.items()] for runs in grouped]

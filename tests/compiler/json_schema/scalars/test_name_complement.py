@@ -18,7 +18,6 @@ from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
 from stdsl.compiler.json_schema.scalars import strings
 from stdsl.compiler.json_schema.scalars.name_complement import (
     PLAIN,
-    _grouped,
     _merged,
     _trie,
     name_complement,
@@ -149,23 +148,3 @@ def test_an_open_object_body_keeps_its_language_and_minimal_table(properties: di
     assert difference(mine, theirs) is None, schema
     for left, right in zip(minimize(written[0], written[1]), minimize(from_trie[0], from_trie[1])):
         assert left.shape == right.shape and (left == right).all(), schema
-
-
-def _grouped_byte_by_byte(row: list[int]) -> list[tuple[tuple[tuple[int, int], ...], int]]:
-    """The oracle for `_grouped`: one row's runs found byte by byte, grouped per target in first-byte order."""
-    runs: dict[int, list[tuple[int, int]]] = {}
-    start = 0
-    for byte in range(1, len(row) + 1):
-        if byte == len(row) or row[byte] != row[start]:
-            if row[start] >= 0:
-                runs.setdefault(row[start], []).append((start, byte - 1))
-            start = byte
-    return [(tuple(ranges), target) for target, ranges in runs.items()]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda rows: st.lists(st.lists(st.integers(-1, 4), min_size=256, max_size=256),
-                                                       min_size=rows, max_size=rows)))
-def test_the_rows_grouped_at_once_are_those_grouped_byte_by_byte(rows: list[list[int]]) -> None:
-    table = np.array(rows, dtype=np.int32)
-    assert _grouped(table) == [_grouped_byte_by_byte(row) for row in rows]
