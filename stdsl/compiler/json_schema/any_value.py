@@ -112,20 +112,11 @@ def canonical_dfa(whitespace: Whitespace | None) -> ClassForm:
     return found
 
 
-def any_value_dfa(whitespace: Whitespace | None, call_index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
-    """The free-form body's DFA over `alphabet` symbols, its inner values calling definition `call_index`: what
-    `pushdown.grammar` builds from `_CallingCompiler.any_value_body()`, table for table."""
-    table, byte_class, accepting = canonical_dfa(whitespace)
-    placed = np.full((len(table), alphabet), -1, dtype=np.int32)
-    placed[:, :CALL_BASE] = table[:, byte_class]
-    placed[:, CALL_BASE + call_index] = table[:, -1]
-    return placed, accepting
-
-
 def any_value_classes(whitespace: Whitespace | None, call_index: int, alphabet: int) -> ClassForm:
-    """`over_classes(*any_value_dfa(...))`, as `pushdown.grammar.Definition.dfa` takes it, placed from the canonical
-    classes (the byte classes are the same at every placement; the call symbols are a class each, dead but the one
-    called), kept per placement."""
+    """The free-form body's DFA over `alphabet` symbols, its inner values calling definition `call_index`, over
+    classes as `pushdown.grammar.Definition.dfa` takes it: what `pushdown.grammar` builds from
+    `_CallingCompiler.any_value_body()`, placed from the canonical classes (the byte classes are the same at every
+    placement; the call symbols are a class each, dead but the one called), kept per placement."""
     key = (_key(whitespace), call_index, alphabet)
     found = _PLACED.get(key)
     if found is None:

@@ -27,6 +27,16 @@ def fresh_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     caches.clear()
 
 
+def _placed_dfa(whitespace: Whitespace | None, call_index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical DFA over `alphabet` symbols as a full table, its call symbol 0 moved to definition
+    `call_index`'s: the table `any_value_classes` stands for."""
+    table, byte_class, accepting = any_value.canonical_dfa(whitespace)
+    placed = np.full((len(table), alphabet), -1, dtype=np.int32)
+    placed[:, :CALL_BASE] = table[:, byte_class]
+    placed[:, CALL_BASE + call_index] = table[:, -1]
+    return placed, accepting
+
+
 def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.ndarray, np.ndarray]:
     """The body DFA `compile_pushdown` builds when the free-form nonterminal is definition `index`."""
     calls = {f"#/$defs/d{i}": call_symbol(i) for i in range(index)}
@@ -43,7 +53,7 @@ def _lazy(whitespace: Whitespace | None, index: int, alphabet: int) -> tuple[np.
 def test_the_placed_dfa_is_the_one_built_from_the_body(fresh_builds: None, whitespace: Whitespace | None,
                                                        index: int, extra: int) -> None:
     alphabet = CALL_BASE + index + 1 + extra
-    table, accepting = any_value.any_value_dfa(whitespace, index, alphabet)
+    table, accepting = _placed_dfa(whitespace, index, alphabet)
     expected_table, expected_accepting = _lazy(whitespace, index, alphabet)
     assert table.dtype == expected_table.dtype and np.array_equal(table, expected_table)
     assert np.array_equal(accepting, expected_accepting)
@@ -57,7 +67,7 @@ def test_the_placed_classes_are_those_of_the_placed_dfa(fresh_builds: None, whit
     array and dtype for dtype."""
     alphabet = CALL_BASE + index + 1 + extra
     placed = any_value.any_value_classes(whitespace, index, alphabet)
-    expected = grammar_module.over_classes(*any_value.any_value_dfa(whitespace, index, alphabet))
+    expected = grammar_module.over_classes(*_placed_dfa(whitespace, index, alphabet))
     for found, wanted in zip(placed, expected, strict=True):
         assert found.dtype == wanted.dtype and np.array_equal(found, wanted)
 
@@ -77,7 +87,7 @@ def test_the_shipped_tables_are_current(fresh_builds: None, whitespace: Whitespa
 
 def test_a_missing_or_stale_file_is_built_instead(fresh_builds: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(any_value, "SHIPPED", any_value.SHIPPED.with_name("absent"))
-    table, accepting = any_value.any_value_dfa(None, 1, CALL_BASE + 2)
+    table, accepting = _placed_dfa(None, 1, CALL_BASE + 2)
     expected_table, expected_accepting = _lazy(None, 1, CALL_BASE + 2)
     assert np.array_equal(table, expected_table) and np.array_equal(accepting, expected_accepting)
 
