@@ -60,8 +60,8 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
     all waiting splitters, until none waits or a round is thin; returns the partition and its waiting blocks."""
     num_states, width = table.shape
     generator = np.random.default_rng(_SEED)
-    bounds, sources, weights = entering_weights(table, _odd_multipliers(generator, width))
-    block_hash = _odd_multipliers(generator, num_states)
+    bounds, sources, weights = entering_weights(table, odd_multipliers(generator, width))
+    block_hash = odd_multipliers(generator, num_states)
     block = block.astype(np.int64)
     size = np.zeros(num_states, dtype=np.int64)
     count = int(block.max()) + 1
@@ -141,7 +141,7 @@ def _first_of_each_run(flags: np.ndarray, run_starts: np.ndarray, run_lengths: n
     return flags & (seen - np.repeat(before_run, run_lengths) == 1)
 
 
-def _odd_multipliers(generator: np.random.Generator, count: int) -> np.ndarray:
+def odd_multipliers(generator: np.random.Generator, count: int) -> np.ndarray:
     """`count` random odd 64-bit multipliers (odd: a product by one is invertible modulo 2**64)."""
     return np.asarray(generator.integers(0, 2**63, size=count, dtype=np.uint64)) * np.uint64(2) + np.uint64(1)
 

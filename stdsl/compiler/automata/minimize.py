@@ -16,6 +16,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.batched_refinement import batched_rounds, is_congruence
+from stdsl.compiler.automata.distinct_states import chain_like, distinct_by_language, heights
 from stdsl.compiler.automata.table_blocks import block_rows, concatenated, converted, in_row_blocks, target_runs
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
@@ -216,7 +217,9 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """Block number of each state of a trim DFA under Myhill–Nerode equivalence (Hopcroft refinement).
 
     Starts from {accepting, rejecting}; missing transitions go to an implicit dead block, the one block left out
-    of the initial worklist.  A DFA of `BATCHED_FROM` states or more is refined first by rounds of all waiting
+    of the initial worklist.  A DFA of `BATCHED_FROM` states or more is first tried for states its languages tell
+    apart one by one (`distinct_states`: then each is its own block, found without refinement), then refined by
+    rounds of all waiting
     splitters in numpy (`batched_refinement`: o1052's 43,111-state product split 170 blocks a round for 250
     rounds), then one splitter at a time (`refined_one_at_a_time`); a batched result that is not a congruence
     (a hash collision) is refined afresh one splitter at a time.  Block numbers differ between the two ways; the
@@ -225,11 +228,27 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     _, block = np.unique(accepting, return_inverse=True)
     block = block.reshape(-1)
     if len(table) >= BATCHED_FROM:
+        distinct = _told_apart(table, accepting)
+        if distinct is not None:
+            return distinct
         batched, waiting = batched_rounds(table, block)
         refined = refined_one_at_a_time(table, batched, waiting)
         if is_congruence(table, accepting, refined):
             return refined
     return refined_one_at_a_time(table, block, list(range(int(block.max()) + 1)))
+
+
+def _told_apart(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
+    """`distinct_states.distinct_by_language` of a trim DFA that is `chain_like` and has no cycle (its heights and
+    shortest words found here), else None."""
+    if not chain_like(table):
+        return None
+    indptr, successors = successor_lists(table)
+    reverse = reversed_lists(indptr, successors)
+    height = heights(indptr, *reverse)
+    if height is None:
+        return None
+    return distinct_by_language(table, accepting, height, bfs_distances(*reverse, np.flatnonzero(accepting)))
 
 
 def refined_one_at_a_time(table: np.ndarray, block: np.ndarray, waiting: list[int]) -> np.ndarray:
@@ -401,8 +420,8 @@ def minimized(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = Fa
     check_deadline("minimization")
     block = nerode_blocks(table, accepting)
     count = int(block.max()) + 1
-    if in_bfs_order and count == len(table):
-        return table, accepting
+    if count == len(table):
+        return (table, accepting) if in_bfs_order else renumber_bfs(table, accepting)
     representative = np.empty(count, dtype=np.int64)
     representative[block[::-1]] = np.arange(len(block))[::-1]
     with_dead = np.append(block, -1)
