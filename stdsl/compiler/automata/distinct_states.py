@@ -22,8 +22,8 @@ MOORE_ROUNDS = 2
 """Hashed Moore rounds after the heights: a bounded string's product is told apart by its heights and one round
 (its states alike in height differ in the pattern state they hold); more rounds rarely finish what these leave."""
 DISTINCT_SHARE = 0.25
-"""The share of states the heights and shortest words must already tell apart for the rounds to be tried: a table
-they leave mostly alike has equivalent states or needs many rounds (o1052's 43,111-state product: 1,736 values)."""
+"""The share of states the heights must already tell apart for the rounds to be tried (a bounded string's product:
+a third to two thirds): a table they leave mostly alike has equivalent states or needs many rounds."""
 CHAIN_RUNS = 3.0
 """Runs of moves (adjacent symbols into one state) a row at most, on average, for the heights to be searched: a long
 bounded string's product is a chain whose rows move on a class or two (2.1-2.8 runs); a product whose pattern
@@ -33,13 +33,12 @@ _SEED = 0x5EED_82
 """Seed of the round's hash multipliers: fixed, so that a compile does the same work every time."""
 
 
-def distinct_by_language(table: np.ndarray, accepting: np.ndarray, height: np.ndarray, shortest: np.ndarray
-                         ) -> np.ndarray | None:
+def distinct_by_language(table: np.ndarray, accepting: np.ndarray, height: np.ndarray) -> np.ndarray | None:
     """Each state's own block number (0..n-1) where the trim acyclic DFA `table`'s states are told apart one by one
-    by their `height`s (`heights`), `shortest` words' lengths, acceptance and `MOORE_ROUNDS` hashed rounds, which
-    proves it minimal; else None."""
+    by their `height`s (`heights`), acceptance and `MOORE_ROUNDS` hashed rounds, which proves it minimal; else
+    None."""
     num_states = len(table)
-    block, count = _numbered((height * (num_states + 1) + shortest) * 2 + accepting)
+    block, count = _numbered(height * 2 + accepting)
     if count < DISTINCT_SHARE * num_states:
         return None
     multipliers = odd_multipliers(np.random.default_rng(_SEED), table.shape[1] + 1)
@@ -97,9 +96,9 @@ def _round_signatures(table: np.ndarray, block: np.ndarray, multipliers: np.ndar
     """One Moore round hashed: each state's block and the blocks its symbols lead to (dead its own value), as a
     wrapping sum of odd multiples, a block of rows at a time with a deadline check between."""
     valued = np.append(block.astype(np.uint64) + np.uint64(1), np.uint64(0))
-    signature = valued[:-1] * multipliers[0]
     step = block_rows(table.shape[1])
     with np.errstate(over="ignore"):
+        signature = valued[:-1] * multipliers[0]
         for lo in range(0, len(table), step):
             check_deadline("minimization")
             signature[lo:lo + step] += (valued[table[lo:lo + step]] * multipliers[1:]).sum(axis=1, dtype=np.uint64)

@@ -239,8 +239,8 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 
 def _told_apart(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
-    """`distinct_states.distinct_by_language` of a trim DFA that is `chain_like` and has no cycle (its heights and
-    shortest words found here), else None."""
+    """`distinct_states.distinct_by_language` of a trim DFA that is `chain_like` and has no cycle (its heights found
+    here), else None."""
     if not chain_like(table):
         return None
     indptr, successors = successor_lists(table)
@@ -248,7 +248,7 @@ def _told_apart(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
     height = heights(indptr, *reverse)
     if height is None:
         return None
-    return distinct_by_language(table, accepting, height, bfs_distances(*reverse, np.flatnonzero(accepting)))
+    return distinct_by_language(table, accepting, height)
 
 
 def refined_one_at_a_time(table: np.ndarray, block: np.ndarray, waiting: list[int]) -> np.ndarray:

@@ -12,7 +12,6 @@ from stdsl.compiler.automata import distinct_states, minimize
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.distinct_states import distinct_by_language, heights
 from stdsl.compiler.automata.minimize import (
-    bfs_distances,
     minimized,
     nerode_blocks,
     refined_one_at_a_time,
@@ -86,9 +85,8 @@ def test_states_are_told_apart_only_where_none_is_equivalent(dfa: tuple[np.ndarr
     indptr, _, reverse_indptr, predecessors = _lists(table)
     height = heights(indptr, reverse_indptr, predecessors)
     assert height is not None
-    shortest = bfs_distances(reverse_indptr, predecessors, np.flatnonzero(accepting))
     with mock.patch.object(distinct_states, "DISTINCT_SHARE", share):
-        block = distinct_by_language(table, accepting, height, shortest)
+        block = distinct_by_language(table, accepting, height)
     equivalent = ~distinguishable_pairs(table, accepting)
     if block is not None:
         assert sorted(block.tolist()) == list(range(len(table)))
