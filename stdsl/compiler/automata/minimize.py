@@ -148,7 +148,8 @@ def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, 
 
     `all_reachable` says every state is known to be reachable from 0 (as in a subset construction's
     output), which skips that search; `all_live` that every state is known to reach acceptance (a chain layout's
-    output), which skips the other.  Raises `EmptyLanguageError` when no accepting state is reachable.
+    output), which skips the other.  A table found trim already is returned as given, not renumbered into a copy.
+    Raises `EmptyLanguageError` when no accepting state is reachable.
     """
     if all_live and all_reachable:
         if not accepting.any():
@@ -160,6 +161,8 @@ def trim(table: np.ndarray, accepting: np.ndarray, all_reachable: bool = False, 
     if not keep[0]:
         raise EmptyLanguageError("the constraint admits no string at all (empty language)")
     check_deadline("trimming the automaton")
+    if keep.all():
+        return table, accepting
     kept = np.flatnonzero(keep)
     new_id = np.full(len(table) + 1, -1, dtype=np.int64)
     new_id[kept] = np.arange(len(kept))
