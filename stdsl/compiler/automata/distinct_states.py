@@ -115,4 +115,3 @@ def _numbered(values: np.ndarray) -> tuple[np.ndarray, int]:
     block = np.empty(len(values), dtype=np.int64)
     block[order] = ranks
     return block, int(ranks[-1]) + 1 if len(values) else 0
-
