@@ -15,8 +15,14 @@ from collections.abc import Iterable
 import numpy as np
 
 from stdsl import caches
+from stdsl.compiler.automata.acyclic_partition import (
+    blocks_by_height,
+    chain_like,
+    distinct_by_language,
+    heights,
+    level_heights,
+)
 from stdsl.compiler.automata.batched_refinement import batched_rounds, is_congruence
-from stdsl.compiler.automata.distinct_states import chain_like, distinct_by_language, heights
 from stdsl.compiler.automata.table_blocks import block_rows, concatenated, converted, in_row_blocks, target_runs
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
@@ -220,19 +226,19 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """Block number of each state of a trim DFA under Myhill–Nerode equivalence (Hopcroft refinement).
 
     Starts from {accepting, rejecting}; missing transitions go to an implicit dead block, the one block left out
-    of the initial worklist.  A DFA of `BATCHED_FROM` states or more is first tried for states its languages tell
-    apart one by one (`distinct_states`: then each is its own block, found without refinement), then refined by
-    rounds of all waiting splitters in numpy (`batched_refinement`: o1052's 43,111-state product split 170 blocks a
-    round for 250 rounds), then one splitter at a time (`refined_one_at_a_time`); a batched result that is not a
+    of the initial worklist.  A DFA of `BATCHED_FROM` states or more without a cycle is first partitioned without
+    refinement where its shape allows (`acyclic_partition`); else it is refined by rounds of all waiting splitters
+    in numpy (`batched_refinement`: o1052's 43,111-state product split 170 blocks a round for 250 rounds), then one
+    splitter at a time (`refined_one_at_a_time`); a batched result that is not a
     congruence (a hash collision) is refined afresh one splitter at a time.  Block numbers differ between the ways;
     the partition is the same.
     """
     _, block = np.unique(accepting, return_inverse=True)
     block = block.reshape(-1)
     if len(table) >= BATCHED_FROM:
-        distinct = _told_apart(table, accepting)
-        if distinct is not None:
-            return distinct
+        acyclic = _acyclic_blocks(table, accepting)
+        if acyclic is not None:
+            return acyclic
         batched, waiting = batched_rounds(table, block)
         refined = refined_one_at_a_time(table, batched, waiting)
         if is_congruence(table, accepting, refined):
@@ -240,17 +246,24 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return refined_one_at_a_time(table, block, list(range(int(block.max()) + 1)))
 
 
-def _told_apart(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
-    """`distinct_states.distinct_by_language` of a trim DFA that is `chain_like` and has no cycle (its heights found
-    here), else None."""
-    if not chain_like(table):
+def _acyclic_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
+    """The Myhill-Nerode partition of a trim DFA without a cycle (`acyclic_partition`): a chain's states told apart
+    by their languages, else its states in blocks a height at a time where its heights are few (kept once checked
+    to be a congruence); None for a DFA with a cycle or neither shape (Hopcroft refinement then)."""
+    chain = chain_like(table)
+    if chain is None:
         return None
     indptr, successors = successor_lists(table)
     reverse = reversed_lists(indptr, successors)
-    height = heights(indptr, *reverse)
+    height = heights(indptr, *reverse) if chain else level_heights(indptr, *reverse)
     if height is None:
         return None
-    return distinct_by_language(table, accepting, height)
+    if chain:
+        distinct = distinct_by_language(table, accepting, height)
+        if distinct is not None:
+            return distinct
+    block = blocks_by_height(table, accepting, height)
+    return block if block is not None and is_congruence(table, accepting, block) else None
 
 
 def refined_one_at_a_time(table: np.ndarray, block: np.ndarray, waiting: list[int]) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""A trim acyclic DFA told minimal by its states' languages alone: only where no two states are equivalent."""
+"""A trim acyclic DFA partitioned without Hopcroft refinement: told minimal by its states' languages only where no two
+states are equivalent, and in blocks a height at a time exactly as Myhill-Nerode equivalence puts it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata import distinct_states, minimize
+from stdsl.compiler.automata import acyclic_partition, minimize
+from stdsl.compiler.automata.acyclic_partition import blocks_by_height, distinct_by_language, heights, level_heights
 from stdsl.compiler.automata.build import compile_regex
-from stdsl.compiler.automata.distinct_states import distinct_by_language, heights
 from stdsl.compiler.automata.minimize import (
     minimized,
     nerode_blocks,
@@ -71,10 +72,14 @@ def test_heights_are_the_longest_paths_and_a_cycle_has_none(dfa: tuple[np.ndarra
     table, _ = dfa
     indptr, _, reverse_indptr, predecessors = _lists(table)
     assert heights(indptr, reverse_indptr, predecessors).tolist() == _longest_paths(table)
+    with mock.patch.object(acyclic_partition, "STATES_PER_HEIGHT", 0):
+        assert level_heights(indptr, reverse_indptr, predecessors).tolist() == _longest_paths(table)
     looped = table.copy()
     looped[-1, 0] = 0
     indptr, _, reverse_indptr, predecessors = _lists(looped)
     assert heights(indptr, reverse_indptr, predecessors) is None
+    with mock.patch.object(acyclic_partition, "STATES_PER_HEIGHT", 0):
+        assert level_heights(indptr, reverse_indptr, predecessors) is None
 
 
 @settings(max_examples=400, deadline=None)
@@ -85,14 +90,49 @@ def test_states_are_told_apart_only_where_none_is_equivalent(dfa: tuple[np.ndarr
     indptr, _, reverse_indptr, predecessors = _lists(table)
     height = heights(indptr, reverse_indptr, predecessors)
     assert height is not None
-    with mock.patch.object(distinct_states, "DISTINCT_SHARE", share):
+    with mock.patch.object(acyclic_partition, "DISTINCT_SHARE", share):
         block = distinct_by_language(table, accepting, height)
     equivalent = ~distinguishable_pairs(table, accepting)
     if block is not None:
         assert sorted(block.tolist()) == list(range(len(table)))
         assert np.array_equal(equivalent, np.eye(len(table), dtype=bool))
-    with mock.patch.object(minimize, "BATCHED_FROM", 1), mock.patch.object(distinct_states, "DISTINCT_SHARE", share):
+    with mock.patch.object(minimize, "BATCHED_FROM", 1), mock.patch.object(acyclic_partition, "DISTINCT_SHARE", share):
         found = nerode_blocks(table, accepting)
+    assert np.array_equal(found[:, None] == found[None, :], equivalent)
+
+
+@settings(max_examples=400, deadline=None)
+@given(acyclic_tables(), st.sampled_from([0, 1, 3]))
+def test_blocks_by_height_are_the_myhill_nerode_partition(dfa: tuple[np.ndarray, np.ndarray], per_height: int
+                                                          ) -> None:
+    table, accepting = dfa
+    indptr, _, reverse_indptr, predecessors = _lists(table)
+    height = heights(indptr, reverse_indptr, predecessors)
+    equivalent = ~distinguishable_pairs(table, accepting)
+    with mock.patch.object(acyclic_partition, "STATES_PER_HEIGHT", per_height):
+        block = blocks_by_height(table, accepting, height)
+        with mock.patch.object(minimize, "BATCHED_FROM", 1), \
+                mock.patch.object(acyclic_partition, "CHAIN_RUNS", 0.0), \
+                mock.patch.object(minimize, "batched_rounds", side_effect=AssertionError("refined")):
+            found = nerode_blocks(table, accepting) if block is not None else None
+    if (int(height.max()) + 1) * per_height > len(table):
+        assert block is None
+        return
+    assert np.array_equal(block[:, None] == block[None, :], equivalent)
+    assert np.array_equal(found[:, None] == found[None, :], equivalent)
+
+
+def test_a_hash_collision_in_a_height_is_caught_by_the_congruence_check() -> None:
+    """States of one height joined by a colliding hash fail `is_congruence`, and refinement gives the partition."""
+    table = np.array([[1, 2], [3, -1], [-1, 3], [-1, -1]], dtype=np.int64)
+    accepting = np.array([False, False, False, True])
+    equivalent = ~distinguishable_pairs(table, accepting)
+    colliding = mock.patch.object(acyclic_partition, "_multipliers", lambda count: np.zeros(count, dtype=np.uint64))
+    with colliding, mock.patch.object(acyclic_partition, "STATES_PER_HEIGHT", 0), \
+            mock.patch.object(minimize, "BATCHED_FROM", 1):
+        joined = blocks_by_height(table, accepting, np.array([2, 1, 1, 0]))
+        found = nerode_blocks(table, accepting)
+    assert joined[1] == joined[2] and not equivalent[1, 2]
     assert np.array_equal(found[:, None] == found[None, :], equivalent)
 
 
