@@ -229,9 +229,8 @@ def nerode_blocks(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     of the initial worklist.  A DFA of `BATCHED_FROM` states or more without a cycle is first partitioned without
     refinement where its shape allows (`acyclic_partition`); else it is refined by rounds of all waiting splitters
     in numpy (`batched_refinement`: o1052's 43,111-state product split 170 blocks a round for 250 rounds), then one
-    splitter at a time (`refined_one_at_a_time`); a batched result that is not a
-    congruence (a hash collision) is refined afresh one splitter at a time.  Block numbers differ between the ways;
-    the partition is the same.
+    splitter at a time (`refined_one_at_a_time`); a batched result that is not a congruence (a hash collision) is
+    refined afresh one splitter at a time.  Block numbers differ between the ways; the partition is the same.
     """
     _, block = np.unique(accepting, return_inverse=True)
     block = block.reshape(-1)
