@@ -35,7 +35,7 @@ STAGES = (
     ("regex/", "regex parse"),
     ("automata/nfa.py", "NFA"),
     ("automata/determinize.py", "DFA (subset)"),
-    ("automata/minimize.py", "minimize"),
+    ("automata/minimization/", "minimize"),
     ("automata/strings.py", "string tries"),
     ("automata/automaton.py", "automaton tables"),
     ("automata/ops.py", "automaton ops"),

@@ -32,7 +32,7 @@ from random_tools import random_tools
 from tool_compile import LLGuidance, Stdsl
 from stdsl.compiler import ir
 from stdsl.compiler.automata import determinize, nfa
-from stdsl.compiler.automata.minimize import trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import trim_in_bfs_order
 from stdsl.compiler.grammar import piece_alternatives
 
 items = []

@@ -1,4 +1,4 @@
-"""Front ends → byte IR → trim DFAs, minimal up to 8,000 states (`automata.minimize.shrink`). Never imports MLX."""
+"""Front ends → byte IR → trim DFAs, minimal up to 8,000 states (`minimization.minimize.shrink`). Never imports MLX."""
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, compile_regex

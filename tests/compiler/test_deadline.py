@@ -13,8 +13,8 @@ import pytest
 
 import stdsl.caches
 from stdsl.compiler import deadline
-from stdsl.compiler.automata import minimize
 from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.minimization import minimize
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.constraint import Regex, compile
 from stdsl.compiler.deadline import check_deadline, compile_deadline

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists, single_visit, successor_lists
+from stdsl.compiler.automata.state_graph import bfs_distances, predecessor_lists, single_visit, successor_lists
 from stdsl.compiler.automata.table_blocks import converted, in_row_blocks
 from stdsl.compiler.deadline import check_deadline
 

@@ -22,7 +22,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.chains import chained_dfa
 from stdsl.compiler.automata.counted import counted_table
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, determinize
-from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import all_live, build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.automata.table_on_read import TableOnRead

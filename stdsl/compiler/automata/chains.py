@@ -21,8 +21,9 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
-from stdsl.compiler.automata.minimize import distinct_values, shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa, longest_counts
+from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.automata.substitution.subsets import TooManyComposites, TooManyStates, substituted_classes
 
 CHAIN_FROM = 64

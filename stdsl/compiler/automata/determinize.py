@@ -23,8 +23,8 @@ from operator import not_
 import numpy as np
 
 from stdsl.compiler.automata.epsilon_closures import EpsilonClosures
-from stdsl.compiler.automata.minimize import distinct_values
 from stdsl.compiler.automata.nfa import NFA
+from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.automata.table_blocks import concatenated, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError

@@ -20,7 +20,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.embedded_moves import EDGE_CHUNK, KEPT_EDGES_UP_TO, Ranges, embedded_edges
-from stdsl.compiler.automata.minimize import predecessor_lists, reachable, successor_lists
+from stdsl.compiler.automata.state_graph import predecessor_lists, reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import CompileError, StateBudgetError
 

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import distinct_values, minimize, trim
+from stdsl.compiler.automata.minimization.minimize import minimize, trim
 from stdsl.compiler.automata.product_bound import BOUND_GROWTH, first_bound_at, reaches_more_than
+from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.automata.table_blocks import BLOCK_CELLS, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError

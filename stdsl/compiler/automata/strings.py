@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.minimize import distinct_values
+from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.deadline import check_deadline
 
 

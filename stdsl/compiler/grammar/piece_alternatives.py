@@ -22,7 +22,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import determinized, frames_cleared_on_refusal
-from stdsl.compiler.automata.minimize import trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import trim_in_bfs_order
 from stdsl.compiler.automata.strings import literal_strings
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.embedding import holds_grammar

@@ -19,7 +19,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.to_ir import _Compiler

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reversed_lists
+from stdsl.compiler.automata.state_graph import csr_gather, distinct_values, predecessor_lists, reversed_lists
 from stdsl.compiler.deadline import check_deadline
 
 UNREACHABLE = np.iinfo(np.int64).max // 4
@@ -47,7 +47,7 @@ class CompletionGraph:
     """The moves of a grammar reversed, for shortest completions: a byte move costs 1, a call edge from its
     caller to its return state costs the callee's own completion (given per call).  `moves` is some of the grammar's
     own moves over byte classes (only which state moves to which matters); None: all of them, whose successor lists
-    (`minimize.successor_lists` of `own_classes`) are `successors` where the grammar has them already."""
+    (`state_graph.successor_lists` of `own_classes`) are `successors` where the grammar has them already."""
 
     def __init__(self, grammar: GrammarMoves, moves: np.ndarray | None = None,
                  successors: tuple[np.ndarray, np.ndarray] | None = None) -> None:

@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from stdsl.compiler.automata.automaton import _cut_states
-from stdsl.compiler.automata.minimize import single_visit, successor_lists
+from stdsl.compiler.automata.state_graph import single_visit, successor_lists
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
 
 

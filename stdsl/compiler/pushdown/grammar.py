@@ -19,7 +19,8 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimize import distinct_values, successor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import trim_in_bfs_order
+from stdsl.compiler.automata.state_graph import distinct_values, successor_lists
 from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph

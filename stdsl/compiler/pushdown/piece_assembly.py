@@ -22,7 +22,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution.placeholders import PLACEHOLDER, general_substitute, substitute

@@ -12,7 +12,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
-from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.pushdown.grammar import CALL_BASE, MAIN, PushdownGrammar, call_symbol, common_byte_classes
 

@@ -26,8 +26,9 @@ import numpy as np
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.embedded_moves import known_minimal, minimal_labels
-from stdsl.compiler.automata.minimize import distinct_values, reachable, successor_lists, trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import trim_in_bfs_order
 from stdsl.compiler.automata.nfa import estimated_states
+from stdsl.compiler.automata.state_graph import distinct_values, reachable, successor_lists
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.pushdown.literal_keys import (
     KEYLESS,

@@ -18,8 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import csr_gather, distinct_values, predecessor_lists, reachable, successor_lists
 from stdsl.compiler.automata.ops import joint_classes, product_beside_start
+from stdsl.compiler.automata.state_graph import (
+    csr_gather,
+    distinct_values,
+    predecessor_lists,
+    reachable,
+    successor_lists,
+)
 from stdsl.compiler.deadline import check_deadline
 
 QUEUED_UP_TO = 4096

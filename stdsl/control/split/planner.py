@@ -24,7 +24,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import bfs_distances, predecessor_lists
+from stdsl.compiler.automata.state_graph import bfs_distances, predecessor_lists
 from stdsl.compiler.byte_machine import ByteMachine
 from stdsl.compiler.special_tokens import SPECIAL_MARK, special_spans, visible_bytes
 from stdsl.control.split.boundary_cover import BoundaryCover, BoundaryCovers

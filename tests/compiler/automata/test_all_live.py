@@ -11,7 +11,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata import build as build_module
 from stdsl.compiler.automata.build import build_automaton, embedded_leaf
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import trim
+from stdsl.compiler.automata.minimization.minimize import trim
 from stdsl.compiler.automata.nfa import all_live, build_nfa
 from stdsl.errors import EmptyLanguageError
 

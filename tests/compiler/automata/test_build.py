@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton, compile_regex, subset_automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.strings import literal_strings
 from stdsl.errors import EmptyLanguageError, StateBudgetError
 

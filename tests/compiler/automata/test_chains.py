@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata import build, chains
-from stdsl.compiler.automata.substitution import subsets
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.determinize import ClassDFA, determinize
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimization.minimize import minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.substitution import subsets
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.pushdown.grammar import call_symbol
 from stdsl.compiler.regex.parser import parse_regex

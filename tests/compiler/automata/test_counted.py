@@ -16,7 +16,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.counted import counted_table
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import minimize, trim
+from stdsl.compiler.automata.minimization.minimize import minimize, trim
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex

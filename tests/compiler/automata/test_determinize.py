@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stdsl.compiler import ir
 from stdsl.compiler.automata import determinize as determinize_module
 from stdsl.compiler.automata.determinize import byte_classes, determinize
-from stdsl.compiler.automata.minimize import minimize, renumber_bfs
+from stdsl.compiler.automata.minimization.minimize import minimize, renumber_bfs
 from stdsl.compiler.automata.nfa import NFA, build_nfa
 from stdsl.compiler.json_schema.json_tokens import Whitespace
 from stdsl.compiler.json_schema.to_ir import schema_to_ir

@@ -15,7 +15,7 @@ from stdsl.compiler.automata import nfa as nfa_module
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.embedded_moves import dfa_edges
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa, estimated_states, longest_counts
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.compiler.regex.parser import parse_regex

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata import ops
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import compile_regex
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.ops import (
     common_classes,
     concatenation,

@@ -13,7 +13,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata import strings as strings_module
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.errors import StateBudgetError

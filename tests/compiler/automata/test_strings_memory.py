@@ -8,7 +8,7 @@ import numpy as np
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.strings import strings_dfa
 

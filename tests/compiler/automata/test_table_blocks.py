@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from stdsl.compiler.automata import table_blocks
-from stdsl.compiler.automata.minimize import renamed_rows
+from stdsl.compiler.automata.minimization.minimize import renamed_rows
 from stdsl.compiler.automata.table_blocks import (
     concatenated,
     converted,

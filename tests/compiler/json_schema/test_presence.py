@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.json_schema.order import dump_in_schema_order
 from stdsl.compiler.json_schema.presence import allowed_patterns, dependent_members
 from stdsl.compiler.json_schema.to_ir import MAX_DEPENDENT_PROPERTIES, schema_to_ir

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.minimize import predecessor_lists, successor_lists
+from stdsl.compiler.automata.state_graph import predecessor_lists, successor_lists
 from stdsl.compiler.pushdown import completion_graph
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.grammar import (

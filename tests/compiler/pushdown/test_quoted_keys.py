@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import determinized
-from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import minimize, trim_in_bfs_order
 from stdsl.compiler.json_schema.scalars.strings import string_literal, string_not_in
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown import quoted_keys

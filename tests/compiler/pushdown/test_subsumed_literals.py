@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol

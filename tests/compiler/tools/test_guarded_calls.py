@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, compile_regex
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.ops import concatenation, intersect
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools import guarded_calls as guarded

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stdsl import caches
 from stdsl.compiler import constraint_spec
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.constraint import compile_embeddable
 from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _Deadline
 from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace

@@ -16,7 +16,7 @@ import numpy as np
 
 from stdsl import caches
 from stdsl.compiler.automata.automaton import Automaton, columns_taken
-from stdsl.compiler.automata.minimize import distinct_values
+from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.automata.substitution.entered_regions import entered_region, moved_into_past_start
 from stdsl.compiler.automata.table_blocks import concatenated
 from stdsl.compiler.deadline import check_deadline

@@ -18,7 +18,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.automata.minimize import minimize
+from stdsl.compiler.automata.minimization.minimize import minimize
 from stdsl.compiler.automata.ops import common_classes, intersect
 from stdsl.compiler.json_schema.resolve import MORE_PATTERNS
 from stdsl.compiler.json_schema.scalars.strings import QUOTE, pattern_search, restrict_to_plain_text, string_body

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.substitution import blocks as block_substitution
 from stdsl.compiler.automata.automaton import Automaton, BlockKey
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import shrink
+from stdsl.compiler.automata.minimization.minimize import shrink
 from stdsl.compiler.automata.nfa import build_nfa
+from stdsl.compiler.automata.substitution import blocks as block_substitution
 from stdsl.compiler.automata.substitution.piece_shapes import NotBlockShaped, piece_shapes
 from stdsl.compiler.automata.substitution.placeholders import PLACEHOLDER, general_substitute, substitute
 from tests.compiler.accepting_walks import random_accepted

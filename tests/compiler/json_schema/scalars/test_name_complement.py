@@ -14,7 +14,7 @@ from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton, determinized
 from stdsl.compiler.automata.chains import EMBEDDED_FROM
 from stdsl.compiler.automata.embedded_moves import embedded_edges, minimal_labels
-from stdsl.compiler.automata.minimize import minimize, trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import minimize, trim_in_bfs_order
 from stdsl.compiler.json_schema.scalars import strings
 from stdsl.compiler.json_schema.scalars.name_complement import (
     PLAIN,

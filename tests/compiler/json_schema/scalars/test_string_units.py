@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.automata.minimize import trim
+from stdsl.compiler.automata.minimization.minimize import trim
 from stdsl.compiler.json_schema.scalars.string_units import (
     _hex4,
     _json_escapes,

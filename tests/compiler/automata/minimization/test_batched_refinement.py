@@ -8,11 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata import batched_refinement, minimize
-from stdsl.compiler.automata.batched_refinement import batched_rounds, entering_weights, is_congruence
-from stdsl.compiler.automata.minimize import nerode_blocks, refined_one_at_a_time, trim
+from stdsl.compiler.automata.minimization import batched_refinement, minimize
+from stdsl.compiler.automata.minimization.batched_refinement import batched_rounds, entering_weights, is_congruence
+from stdsl.compiler.automata.minimization.minimize import nerode_blocks, refined_one_at_a_time, trim
 from stdsl.errors import EmptyLanguageError
-from tests.compiler.automata.test_minimize import distinguishable_pairs
+from tests.compiler.automata.minimization.test_minimize import distinguishable_pairs
 
 
 @st.composite

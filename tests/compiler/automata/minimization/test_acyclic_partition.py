@@ -9,19 +9,18 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stdsl.compiler.automata import acyclic_partition, minimize
-from stdsl.compiler.automata.acyclic_partition import blocks_by_height, distinct_by_language, heights, level_heights
 from stdsl.compiler.automata.build import compile_regex
-from stdsl.compiler.automata.minimize import (
-    minimized,
-    nerode_blocks,
-    refined_one_at_a_time,
-    reversed_lists,
-    successor_lists,
-    trim,
+from stdsl.compiler.automata.minimization import acyclic_partition, minimize
+from stdsl.compiler.automata.minimization.acyclic_partition import (
+    blocks_by_height,
+    distinct_by_language,
+    heights,
+    level_heights,
 )
+from stdsl.compiler.automata.minimization.minimize import minimized, nerode_blocks, refined_one_at_a_time, trim
+from stdsl.compiler.automata.state_graph import reversed_lists, successor_lists
 from stdsl.errors import EmptyLanguageError
-from tests.compiler.automata.test_minimize import distinguishable_pairs
+from tests.compiler.automata.minimization.test_minimize import distinguishable_pairs
 
 
 @st.composite

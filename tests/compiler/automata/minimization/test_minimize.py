@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 
 from stdsl.compiler.automata.build import compile_regex
 from stdsl.compiler.automata.determinize import determinize
-from stdsl.compiler.automata.minimize import (
+from stdsl.compiler.automata.minimization.minimize import (
     bfs_order,
-    distinct_values,
     entering_symbols,
     minimize,
     minimized,
@@ -193,15 +192,6 @@ def test_trim_drops_unreachable_and_dead_end_states() -> None:
     assert trimmed_accepting.tolist() == [False, False, True]
     with pytest.raises(EmptyLanguageError):
         trim(table, np.zeros(5, dtype=bool))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(-5, 2**40), max_size=60), st.integers(1, 3))
-def test_distinct_values_equals_numpy_unique(values: list[int], rows: int) -> None:
-    array = np.array(values * rows, dtype=np.int64).reshape(rows, -1) if values else np.zeros(0, dtype=np.int64)
-    found = distinct_values(array)
-    assert found.dtype == array.dtype
-    assert found.tolist() == np.unique(array).tolist()
 
 
 @settings(max_examples=300, deadline=None)

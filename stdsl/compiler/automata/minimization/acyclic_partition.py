@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stdsl.compiler.automata.batched_refinement import odd_multipliers
+from stdsl.compiler.automata.minimization.batched_refinement import odd_multipliers
+from stdsl.compiler.automata.state_graph import csr_gather, distinct_values
 from stdsl.compiler.automata.table_blocks import block_rows
 from stdsl.compiler.deadline import check_deadline
 
@@ -142,15 +143,9 @@ def level_heights(indptr: np.ndarray, reverse_indptr: np.ndarray, predecessors: 
             return None
         check_deadline("minimization")
         height[frontier] = level
-        starts = reverse_indptr[frontier]
-        lengths = reverse_indptr[frontier + 1] - starts
-        sources = predecessors[np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-                               + np.arange(int(lengths.sum()))]
+        sources = csr_gather(reverse_indptr, predecessors, frontier)
         np.subtract.at(remaining, sources, 1)
-        ready = np.sort(sources[remaining[sources] == 0])
-        first = np.ones(len(ready), dtype=bool)
-        first[1:] = ready[1:] != ready[:-1]
-        frontier = ready[first]
+        frontier = distinct_values(sources[remaining[sources] == 0])
         level += 1
     return height if (height >= 0).all() else None
 
