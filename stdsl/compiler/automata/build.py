@@ -40,12 +40,21 @@ def frames_cleared_on_refusal() -> Iterator[None]:
     """Run the block; a refusal (StdslError) leaving it drops the locals of the frames it unwound.
 
     Those frames hold the half-built NFA or DFA, millions of small objects: a caller that keeps the
-    error (a test runner, a log) would keep them all alive, and the collector would walk them.
+    error (a test runner, a log) would keep them all alive, and the collector would walk them.  The errors it was
+    raised from or while handling are cleared too: a refusal met earlier and kept to raise again (a `oneOf` reading's)
+    holds frames that hold the document's caches, which hold it.
     """
     try:
         yield
     except StdslError as error:
-        traceback.clear_frames(error.__traceback__)
+        chained: list[BaseException | None] = [error]
+        seen: set[int] = set()
+        while chained:
+            found = chained.pop()
+            if found is not None and id(found) not in seen:
+                seen.add(id(found))
+                traceback.clear_frames(found.__traceback__)
+                chained += [found.__cause__, found.__context__]
         raise
 
 

@@ -32,33 +32,44 @@ def counted_object(members: list[tuple[Node, bool]], extra: Node, comma: Node, b
         raise SchemaError("'minProperties' that only two or more additional properties could reach is not "
                           "supported (their keys may repeat in the text)", f"{path}/minProperties")
     cap = high if high is not None else max(low, 1)
-    memo: dict[tuple[int, int], Node] = {}
+    counted = _CountedMembers(members, extra, comma, low, high, cap)
+    body = ir.seq(braces[0], counted.rest(0, 0), braces[1])
+    return ir.alt(body, empty) if low == 0 and not any(required for _, required in members) else body
 
-    def extras(written: int) -> Node:
+
+class _CountedMembers:
+    """`counted_object`'s members from a given one on, after a given count written, each built once.  A class, not
+    closures that call each other: those would be a reference cycle holding the nodes until the collector ran."""
+
+    def __init__(self, members: list[tuple[Node, bool]], extra: Node, comma: Node, low: int, high: int | None,
+                 cap: int) -> None:
+        self.members, self.extra, self.comma = members, extra, comma
+        self.low, self.high, self.cap = low, high, cap
+        self.memo: dict[tuple[int, int], Node] = {}
+
+    def extras(self, written: int) -> Node:
         """Undeclared members after `written` members, keeping the total in range."""
-        least = max(low - written, 0)
-        most = None if high is None else high - written
+        extra, comma = self.extra, self.comma
+        least = max(self.low - written, 0)
+        most = None if self.high is None else self.high - written
         if extra == ir.NOTHING or least > 1 or (most is not None and most < max(least, 1)):
             return ir.EMPTY if least == 0 and written > 0 else ir.NOTHING
         if written == 0:
             return ir.seq(extra, ir.repeat(ir.seq(comma, extra), 0, None if most is None else most - 1))
         return ir.repeat(ir.seq(comma, extra), least, most)
 
-    def rest(index: int, written: int) -> Node:
+    def rest(self, index: int, written: int) -> Node:
         """The members from `index` on after `written` members (capped where more no longer matters)."""
-        key = (index, min(written, cap))
-        if key in memo:
-            return memo[key]
-        if index == len(members):
-            node = extras(written)
+        key = (index, min(written, self.cap))
+        if key in self.memo:
+            return self.memo[key]
+        if index == len(self.members):
+            node = self.extras(written)
         else:
-            member, required = members[index]
-            separator = comma if written > 0 else ir.EMPTY
-            take = ir.seq(separator, member, rest(index + 1, written + 1)) \
-                if high is None or written < high else ir.NOTHING
-            node = take if required else ir.alt(take, rest(index + 1, written))
-        memo[key] = node
+            member, required = self.members[index]
+            separator = self.comma if written > 0 else ir.EMPTY
+            take = ir.seq(separator, member, self.rest(index + 1, written + 1)) \
+                if self.high is None or written < self.high else ir.NOTHING
+            node = take if required else ir.alt(take, self.rest(index + 1, written))
+        self.memo[key] = node
         return node
-
-    body = ir.seq(braces[0], rest(0, 0), braces[1])
-    return ir.alt(body, empty) if low == 0 and not any(required for _, required in members) else body

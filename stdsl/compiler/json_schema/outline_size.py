@@ -80,33 +80,35 @@ def _outline_size(bodies: Sequence[ir.Node], inlined: Mapping[int, ir.Node]) -> 
     """The count `outline_pays` compares with `OUTLINE_FROM`, walked up to there, with the calls of the symbols
     in `inlined` counted as their bodies (`plain_size_reaches`)."""
     sizes: dict[int, int] = {}
-
-    def size(node: ir.Node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 0
-        for count, part in enumerate(_parts(node, inlined), 1):
-            if isinstance(part, ir.Embedded):
-                total += 1 if len(part.accepting) >= EMBEDDED_FROM else len(part.accepting)
-            elif isinstance(part, ir.Repeat):
-                copies = 1 if part.max is not None and part.max >= CHAIN_FROM else (
-                    part.min + 1 if part.max is None else part.max)
-                total += 1 + max(copies, 1) * (1 + size(part.item))
-            else:
-                total += 1
-            if total >= OUTLINE_FROM:
-                break
-            if count & 16383 == 0:
-                check_deadline("sizing the pushdown bodies")
-        sizes[id(node)] = total
-        return total
-
     total = 0
     for body in bodies:
-        total += size(body)
+        total += _size(body, inlined, sizes)
         if total >= OUTLINE_FROM:
             break
+    return total
+
+
+def _size(node: ir.Node, inlined: Mapping[int, ir.Node], sizes: dict[int, int]) -> int:
+    """`node`'s count for `_outline_size` (walked up to `OUTLINE_FROM`), kept in `sizes` by node.  A module function,
+    not a closure that calls itself: that would be a reference cycle holding the bodies until the collector runs."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    total = 0
+    for count, part in enumerate(_parts(node, inlined), 1):
+        if isinstance(part, ir.Embedded):
+            total += 1 if len(part.accepting) >= EMBEDDED_FROM else len(part.accepting)
+        elif isinstance(part, ir.Repeat):
+            copies = 1 if part.max is not None and part.max >= CHAIN_FROM else (
+                part.min + 1 if part.max is None else part.max)
+            total += 1 + max(copies, 1) * (1 + _size(part.item, inlined, sizes))
+        else:
+            total += 1
+        if total >= OUTLINE_FROM:
+            break
+        if count & 16383 == 0:
+            check_deadline("sizing the pushdown bodies")
+    sizes[id(node)] = total
     return total
 
 

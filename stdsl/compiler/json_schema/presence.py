@@ -39,35 +39,44 @@ def dependent_members(members: Sequence[tuple[str, Node, bool]], involved: set[s
     pattern of all absent allowed)."""
     kinds = ["involved" if name in involved else "required" if is_required else "optional"
              for name, _, is_required in members]
-    memo: dict[tuple[bool, int, frozenset[Pattern]], Node] = {}
+    none_allowed = "required" not in kinds and tuple(False for _ in involved) in allowed
+    return _DependentChain(members, kinds, comma).chain(False, 0, allowed), none_allowed
 
+
+class _DependentChain:
+    """`dependent_members`' members from a given one on, under the patterns left, each built once.  A class, not
+    closures that call each other: those would be a reference cycle holding the nodes until the collector ran."""
+
+    def __init__(self, members: Sequence[tuple[str, Node, bool]], kinds: list[str], comma: Node) -> None:
+        self.members, self.kinds, self.comma = members, kinds, comma
+        self.memo: dict[tuple[bool, int, frozenset[Pattern]], Node] = {}
+
+    @staticmethod
     def split(patterns: frozenset[Pattern]) -> tuple[frozenset[Pattern], frozenset[Pattern]]:
         """The residual patterns once the next involved member is written, and once it is skipped."""
         return (frozenset(p[1:] for p in patterns if p[0]), frozenset(p[1:] for p in patterns if not p[0]))
 
-    def chain(written: bool, index: int, patterns: frozenset[Pattern]) -> Node:
+    def chain(self, written: bool, index: int, patterns: frozenset[Pattern]) -> Node:
         """The members from `index` on; after one was `written` each is preceded by a comma, else the first is not
         and one must come."""
         key = (written, index, patterns)
-        found = memo.get(key)
+        found = self.memo.get(key)
         if found is not None:
             return found
-        if index == len(members):
+        if index == len(self.members):
             node = ir.EMPTY if written else ir.NOTHING
         else:
-            member = members[index][1]
-            lead = ir.seq(comma, member) if written else member
-            kind = kinds[index]
+            member = self.members[index][1]
+            lead = ir.seq(self.comma, member) if written else member
+            kind = self.kinds[index]
             if kind == "required":
-                node = ir.seq(lead, chain(True, index + 1, patterns))
+                node = ir.seq(lead, self.chain(True, index + 1, patterns))
             elif kind == "optional":
-                node = ir.alt(ir.seq(lead, chain(True, index + 1, patterns)), chain(written, index + 1, patterns))
+                node = ir.alt(ir.seq(lead, self.chain(True, index + 1, patterns)),
+                              self.chain(written, index + 1, patterns))
             else:
-                present, absent = split(patterns)
-                node = ir.alt(ir.seq(lead, chain(True, index + 1, present)) if present else ir.NOTHING,
-                              chain(written, index + 1, absent) if absent else ir.NOTHING)
-        memo[key] = node
+                present, absent = self.split(patterns)
+                node = ir.alt(ir.seq(lead, self.chain(True, index + 1, present)) if present else ir.NOTHING,
+                              self.chain(written, index + 1, absent) if absent else ir.NOTHING)
+        self.memo[key] = node
         return node
-
-    none_allowed = "required" not in kinds and tuple(False for _ in involved) in allowed
-    return chain(False, 0, allowed), none_allowed

@@ -161,15 +161,18 @@ def pointer_token(name: str) -> str:
 
 def json_key(value: Any) -> str:
     """A key equal for JSON-equal values (1 == 1.0, true != 1, object key order ignored)."""
-    def norm(v: Any) -> Any:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            return [type(v).__name__, v]
-        if isinstance(v, (int, float)):
-            return ["num", str(Decimal(repr(v)).normalize()) if isinstance(v, float) else str(Decimal(v))]
-        if isinstance(v, list):
-            return ["arr", [norm(i) for i in v]]
-        return ["obj", sorted((k, norm(x)) for k, x in v.items())]
-    return json.dumps(norm(value), sort_keys=True)
+    return json.dumps(_normalized(value), sort_keys=True)
+
+
+def _normalized(v: Any) -> Any:
+    """`json_key`'s value: its kind beside it, numbers as normalized decimals, objects' members sorted."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return [type(v).__name__, v]
+    if isinstance(v, (int, float)):
+        return ["num", str(Decimal(repr(v)).normalize()) if isinstance(v, float) else str(Decimal(v))]
+    if isinstance(v, list):
+        return ["arr", [_normalized(i) for i in v]]
+    return ["obj", sorted((k, _normalized(x)) for k, x in v.items())]
 
 
 def kinds_of_value(value: Any) -> set[str]:
@@ -428,8 +431,10 @@ class Flattened(NamedTuple):
     """The references entered where it was flattened."""
     depth: int
     """The depth it was flattened at."""
-    context: Context | None
-    """The context returned, None where it is the one asked with."""
+    returned: tuple[tuple[str, ...], int] | None
+    """The references entered and the depth of the context returned, None where it is the one asked with: the
+    context itself is not held, since it holds the document's `flattened` cache that holds this (a reference cycle
+    only the collector frees: after a refusal at the time limit, 0.5 s of collection past the limit)."""
     path: str
     """The path returned."""
     below: int | None
@@ -446,12 +451,10 @@ class Flattened(NamedTuple):
     def context_in(self, ctx: Context) -> Context:
         """The context returned, for an ask in `ctx`: the references and levels the flattening entered (a `$ref`
         followed) on top of `ctx`'s own."""
-        if self.context is None:
+        if self.returned is None:
             return ctx
-        if self.refs == ctx.refs and self.depth == ctx.depth:
-            return self.context
-        return replace(self.context, refs=ctx.refs + self.context.refs[len(self.refs):],
-                       depth=ctx.depth + self.context.depth - self.depth)
+        refs, depth = self.returned
+        return replace(ctx, refs=ctx.refs + refs[len(self.refs):], depth=ctx.depth + depth - self.depth)
 
 
 def flatten(schema: Schema, path: str, ctx: Context,
@@ -489,8 +492,8 @@ def flatten(schema: Schema, path: str, ctx: Context,
         entered = reach[0]
         if outer > entered:
             reach[0] = outer
-    fields = (schema, result, ctx.refs, ctx.depth, None if result_ctx is ctx else result_ctx, result_path,
-              None if entered < 0 else entered - ctx.depth)
+    returned = None if result_ctx is ctx else (result_ctx.refs, result_ctx.depth)
+    fields = (schema, result, ctx.refs, ctx.depth, returned, result_path, None if entered < 0 else entered - ctx.depth)
     kept.append(tuple.__new__(Flattened, fields))
     return (dict(result) if type(result) is dict else result), result_ctx, result_path
 

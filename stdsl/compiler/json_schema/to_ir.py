@@ -38,7 +38,6 @@ keywords are annotations in JSON Schema and are ignored.
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import lru_cache
 from itertools import product
 from typing import Any
 
@@ -112,10 +111,19 @@ class _Compiler:
         self.zero_fractions = zero_fractions
         self.strict = strict
         self.string = json_string()
-        self._any = lru_cache(maxsize=None)(self._any_value)
+        self._any_by_depth: dict[int, Node] = {}
         self._lowered: dict[int, tuple[Schema, Node]] = {}
         self.key_shapes: KeyClassShapes | None = None
         """Set on a probe's compiler (`refusal_probe`): undeclared-key classes with stand-in key nodes."""
+
+    def _any(self, depth: int) -> Node:
+        """`_any_value(depth)`, built once per depth: a dictionary, not an `lru_cache` of the bound method, which
+        would be a reference cycle (compiler, cache, method) holding everything the compiler lowered until the
+        collector runs."""
+        known = self._any_by_depth.get(depth)
+        if known is None:
+            known = self._any_by_depth[depth] = self._any_value(depth)
+        return known
 
     @property
     def any_depth(self) -> int:

@@ -329,23 +329,26 @@ def _first_sets(grammar: PushdownGrammar) -> np.ndarray:
                                   "definition must read at least one byte", grammar.names[n])
     first = np.zeros((count, grammar.own_classes.shape[1]), dtype=bool)
     done = [False] * count
-
-    def visit(n: int, path: tuple[int, ...]) -> np.ndarray:
-        if n in path:
-            cycle = " -> ".join(f"'{grammar.names[m]}'" for m in path[path.index(n):] + (n,))
-            raise DefinitionError(f"left recursion: {cycle} can call itself before reading a byte",
-                                  grammar.names[n])
-        if not done[n]:
-            start = int(grammar.starts[n])
-            first[n] = grammar.own_classes[start] >= 0
-            for edge in _calls_at(grammar, start):
-                first[n] |= visit(int(grammar.call_callee[edge]), path + (n,))
-            done[n] = True
-        return first[n]
-
     for n in range(count):
-        visit(n, ())
+        _first_set(grammar, n, (), first, done)
     return first
+
+
+def _first_set(grammar: PushdownGrammar, n: int, path: tuple[int, ...], first: np.ndarray, done: list[bool]
+               ) -> np.ndarray:
+    """first(n), filled into `first` (and marked in `done`) with those of the nonterminals its start calls;
+    `path` the nonterminals being visited, so that left recursion is refused.  A module function, not a closure
+    that calls itself: that would be a reference cycle keeping the grammar until the collector runs."""
+    if n in path:
+        cycle = " -> ".join(f"'{grammar.names[m]}'" for m in path[path.index(n):] + (n,))
+        raise DefinitionError(f"left recursion: {cycle} can call itself before reading a byte", grammar.names[n])
+    if not done[n]:
+        start = int(grammar.starts[n])
+        first[n] = grammar.own_classes[start] >= 0
+        for edge in _calls_at(grammar, start):
+            first[n] |= _first_set(grammar, int(grammar.call_callee[edge]), path + (n,), first, done)
+        done[n] = True
+    return first[n]
 
 
 def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:

@@ -84,9 +84,26 @@ class PushdownMachine:
         self._state_classes: dict[int, list[int]] = {}
         self._last_forced: tuple[int, tuple[bytes, int]] = (DEAD, (b"", DEAD))
         self._settle(int(grammar.starts[0]), EMPTY_STACK)
-        self.accepting = _ByRow(self.config_accepts)
-        self.transitions = _ByRow(self.byte_row)
-        self.live_count = _ByRow(lambda c: int(np.count_nonzero(self.byte_row(c) >= 0)))
+
+    @property
+    def accepting(self) -> _ByRow:
+        """Whether each configuration accepts, indexed like an automaton's mask.  The views are made per access,
+        not kept: a view kept on the machine holds the machine's bound method, a reference cycle that would keep
+        the grammar's tables after the caches drop the machine, until the collector ran."""
+        return _ByRow(self.config_accepts)
+
+    @property
+    def transitions(self) -> _ByRow:
+        """Each configuration's byte row (256 successors, -1 dead)."""
+        return _ByRow(self.byte_row)
+
+    @property
+    def live_count(self) -> _ByRow:
+        """How many bytes each configuration can read."""
+        return _ByRow(self._live_bytes)
+
+    def _live_bytes(self, config: int) -> int:
+        return int(np.count_nonzero(self.byte_row(config) >= 0))
 
     # ------------------------------------------------------------------ interning
 

@@ -86,7 +86,7 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
         same = known.refs == frozenset(ctx.refs) and known.depth + known.below < MAX_NESTING
         if isinstance(known.result, SchemaError):
             if same and known.path == path and ctx.depth + known.below < MAX_NESTING:
-                raise known.result
+                raise _detached(known.result)
         elif ctx.depth <= known.depth or (same and ctx.depth + known.below < MAX_NESTING):
             ctx.reach[0] = max(ctx.reach[0], ctx.depth + known.below if same else MAX_NESTING)
             return known.result
@@ -96,13 +96,23 @@ def one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
     try:
         result = _one_of_as_any_of(parts, path, ctx)
     except SchemaError as refusal:
-        result = refusal
+        result = _detached(refusal)
     finally:
         below, reach[0] = reach[0] - ctx.depth, max(outer, reach[0])
     ctx.one_of[id(parts)] = OneOfReading(parts, ctx.depth, frozenset(ctx.refs), result, below, path)
     if isinstance(result, SchemaError):
-        raise result
+        raise _detached(result)
     return result
+
+
+def _detached(refusal: SchemaError) -> SchemaError:
+    """A copy of `refusal` without its traceback or the errors it was raised from: a refusal kept in the document's
+    context is raised as such a copy, since one holding its frames (which hold the context) would be a reference
+    cycle the collector alone frees."""
+    copy = type(refusal).__new__(type(refusal))
+    copy.__dict__.update(refusal.__dict__)
+    copy.args = refusal.args
+    return copy
 
 
 def _one_of_as_any_of(parts: list[Schema], path: str, ctx: Context) -> Schema:
