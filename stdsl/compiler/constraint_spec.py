@@ -127,17 +127,26 @@ ARGUMENTS_LOWERING = "embeddable json schema, integers within 20 digits"
 """Names `_arguments_ir`'s lowering in the keys of cached tool calls (`tools.reply_automaton`)."""
 
 
-def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
+def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> _ArgumentsLowering:
     """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
     embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
     whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`; an integer without
     a stated bound kept to 20 digits (`digit_limited`), so no family's parser fails on it or reads it changed.  A
     closed object of tool-schema shape is laid out from its members' values, each lowered (and kept) apart
     (`tools.object_layout`): the same language with no subset construction over the whole object."""
-    open_paths = [parameters_path(tool) for tool in open_tools]
+    return _ArgumentsLowering(deadline, [parameters_path(tool) for tool in open_tools])
 
-    def lower(schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
-        strict = not any(path == where or path.startswith(where + "/") for where in open_paths)
+
+class _ArgumentsLowering:
+    """`_arguments_ir`'s lowering, called with (schema, path, whitespace).  A class, not a closure that calls
+    itself: that would be a reference cycle the collector alone frees."""
+
+    def __init__(self, deadline: _Deadline, open_paths: list[str]) -> None:
+        self.deadline, self.open_paths = deadline, open_paths
+
+    def __call__(self, schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
+        strict = not any(path == where or path.startswith(where + "/") for where in self.open_paths)
+        deadline = self.deadline
 
         def whole() -> Compiled:
             try:
@@ -147,9 +156,7 @@ def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> Any:
                 raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
 
         return _schema_leaf(schema, path, whitespace, strict, ARGUMENTS_LOWERING,
-                            lambda value, where: lower(value, where, whitespace), whole)
-
-    return lower
+                            lambda value, where: self(value, where, whitespace), whole)
 
 
 TAG_SCHEMA_LOWERING = "embeddable json schema, integers without a fraction"

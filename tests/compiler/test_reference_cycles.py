@@ -19,7 +19,10 @@ import pytest
 
 import stdsl
 from stdsl.compiler.constraint import compile
+from stdsl.compiler.constraint_spec import build_constraint
+from stdsl.compiler.grammar import Grammar
 from stdsl.errors import CompileTimeError, SchemaError
+from tests.data_files import GRAMMARS
 
 OBJECT = {"type": "object", "properties": {"c": {"type": "integer"}, "d": {"type": "boolean"}}}
 SCHEMAS: dict[str, Any] = {
@@ -70,6 +73,24 @@ def _unreachable_after(build: Any) -> int:
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_a_compile_leaves_no_cycles(name: str, strict: bool, collector_off: None) -> None:
     assert _unreachable_after(lambda: compile(SCHEMAS[name], strict=strict)) == 0
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in GRAMMARS.iterdir()
+                                         if path.suffix in (".lark", ".gbnf", ".ebnf")))
+def test_a_grammars_compile_leaves_no_cycles(name: str, collector_off: None) -> None:
+    """Rule rewriting and bracketing walk the rules recursively (recursive rules are what brackets are for)."""
+    assert _unreachable_after(lambda: compile(Grammar.from_file(GRAMMARS / name))) == 0
+
+
+@pytest.mark.parametrize("tool_format", ["hermes", "qwen_xml", "harmony"])
+def test_a_tool_replys_compile_leaves_no_cycles(tool_format: str, collector_off: None) -> None:
+    tools = [{"name": "get_weather", "parameters": {"type": "object", "properties": {
+                 "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}},
+             {"name": "search", "parameters": {"type": "object", "properties": {
+                 "query": {"type": "string", "maxLength": 40}, "filters": OBJECT}}}]
+    spec = {"kind": "tools", "format": tool_format, "tools": tools, "choice": "auto", "parallel": True,
+            "content": None}
+    assert _unreachable_after(lambda: build_constraint(spec, 60)) == 0
 
 
 def test_a_refusal_kept_and_raised_again_leaves_no_cycles(collector_off: None) -> None:

@@ -18,12 +18,23 @@ from stdsl.compiler.grammar.rule_algebra import Nullable, RuleUses, rule_symbol
 def bracket_parts(body: ir.Node, cycle: frozenset[int], uses: RuleUses,
                   new_rule: Callable[[ir.Node], int]) -> ir.Node:
     """`body` with each bracketed part that uses a rule of `cycle` replaced by a use of `new_rule(part)`."""
-    empty = Nullable(set())
+    return _Bracketing(body, cycle, uses, new_rule).walk(body)
 
-    def boundary(item: ir.Node) -> bool:
-        return not uses(item) and not empty(item)
 
-    def walk(node: ir.Node) -> ir.Node:
+class _Bracketing:
+    """`bracket_parts`' walk of one body.  A class, not a closure that calls itself: that would be a reference cycle
+    holding the grammar's rules until the collector ran."""
+
+    def __init__(self, body: ir.Node, cycle: frozenset[int], uses: RuleUses,
+                 new_rule: Callable[[ir.Node], int]) -> None:
+        self.body, self.cycle, self.uses, self.new_rule = body, cycle, uses, new_rule
+        self.empty = Nullable(set())
+
+    def boundary(self, item: ir.Node) -> bool:
+        return not self.uses(item) and not self.empty(item)
+
+    def walk(self, node: ir.Node) -> ir.Node:
+        uses, cycle, walk = self.uses, self.cycle, self.walk
         if not (uses(node) & cycle):
             return node
         check_deadline("bracketing grammar rules")
@@ -44,16 +55,15 @@ def bracket_parts(body: ir.Node, cycle: frozenset[int], uses: RuleUses,
             end = index
             while end + 1 < len(items) and uses(items[end + 1]) & cycle:
                 end += 1
-            opening = next((k for k in range(len(out) - 1, -1, -1) if boundary(out[k])), None)
-            closing = next((k for k in range(end + 1, len(items)) if boundary(items[k])), None)
-            if opening is None or closing is None or (opening == 0 and closing == len(items) - 1 and node is body):
+            opening = next((k for k in range(len(out) - 1, -1, -1) if self.boundary(out[k])), None)
+            closing = next((k for k in range(end + 1, len(items)) if self.boundary(items[k])), None)
+            if opening is None or closing is None or (opening == 0 and closing == len(items) - 1
+                                                      and node is self.body):
                 out.extend(items[index:end + 1])
                 index = end + 1
                 continue
             part = ir.seq(*out[opening:], *items[index:closing + 1])
             del out[opening:]
-            out.append(rule_symbol(new_rule(part)))
+            out.append(rule_symbol(self.new_rule(part)))
             index = closing + 1
         return ir.seq(*out)
-
-    return walk(body)

@@ -81,31 +81,38 @@ class RuleUses:
 
 def substitute(node: ir.Node, replace: Callable[[int], ir.Node | None], uses: RuleUses) -> ir.Node:
     """`node` with each use of rule i replaced by `replace(i)` (None: kept)."""
-    memo: dict[int, ir.Node] = {}
-    known = uses.known
+    return _Substitution(replace, uses).walk(node)
 
-    def walk(current: ir.Node) -> ir.Node:
-        if not uses(current):
+
+class _Substitution:
+    """`substitute`'s walk, each node rewritten once.  A class, not a closure that calls itself: that would be a
+    reference cycle holding the rewritten nodes until the collector ran."""
+
+    def __init__(self, replace: Callable[[int], ir.Node | None], uses: RuleUses) -> None:
+        self.replace, self.uses = replace, uses
+        self.memo: dict[int, ir.Node] = {}
+
+    def walk(self, current: ir.Node) -> ir.Node:
+        if not self.uses(current):
             return current
-        done = memo.get(id(current))
+        done = self.memo.get(id(current))
         if done is not None:
             return done
         check_deadline("rewriting grammar rules")
+        known = self.uses.known
         if isinstance(current, ir.ByteSet):
             index = symbol_of(current)
-            result = current if index is None else (replace(index) or current)
+            result = current if index is None else (self.replace(index) or current)
         elif isinstance(current, ir.Repeat):
-            result = ir.repeat(walk(current.item), current.min, current.max)
+            result = ir.repeat(self.walk(current.item), current.min, current.max)
         elif isinstance(current, ir.Seq):
-            result = ir.seq(*(walk(item) if known(id(item), True) else item for item in current.items))
+            result = ir.seq(*(self.walk(item) if known(id(item), True) else item for item in current.items))
         elif isinstance(current, ir.Alt):
-            result = ir.alt(*(walk(item) if known(id(item), True) else item for item in current.items))
+            result = ir.alt(*(self.walk(item) if known(id(item), True) else item for item in current.items))
         else:
             result = current
-        memo[id(current)] = result
+        self.memo[id(current)] = result
         return result
-
-    return walk(node)
 
 
 def split_head(node: ir.Node, rule: int, uses: RuleUses) -> tuple[ir.Node, ir.Node]:
