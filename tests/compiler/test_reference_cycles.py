@@ -39,6 +39,10 @@ SCHEMAS: dict[str, Any] = {
     "references": {"$defs": {"o": OBJECT}, "type": "object",
                    "properties": {"x": {"$ref": "#/$defs/o"}, "y": {"type": "array", "items": {"$ref": "#/$defs/o"}}}},
     "many members (outlined first)": {"type": "object", "properties": {f"m{i}": OBJECT for i in range(40)}},
+    "an L(1) conflict tried again (kept to resume from)": {"type": "object", "anyOf": [
+        {"properties": {"lang": {"type": "string"}}},
+        {"properties": {"id": {"type": "object", "additionalProperties": False},
+                        "entry": {"type": "array", "items": {"properties": {"uri": {"type": "object"}}}}}}]},
 }
 ONE_OF_REFUSED = {"type": "object", "properties": {
     key: {"oneOf": [{"type": "object", "patternProperties": {"^a": {"type": "integer"}}},

@@ -13,6 +13,7 @@ import traceback
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +36,9 @@ COUNTED_DIRECT_FROM = 8
 from its body's automaton; fewer copies are cheaper to expand."""
 
 
+_Error = TypeVar("_Error", bound=BaseException)
+
+
 @contextmanager
 def frames_cleared_on_refusal() -> Iterator[None]:
     """Run the block; a refusal (StdslError) leaving it drops the locals of the frames it unwound.
@@ -47,15 +51,26 @@ def frames_cleared_on_refusal() -> Iterator[None]:
     try:
         yield
     except StdslError as error:
-        chained: list[BaseException | None] = [error]
-        seen: set[int] = set()
-        while chained:
-            found = chained.pop()
-            if found is not None and id(found) not in seen:
-                seen.add(id(found))
-                traceback.clear_frames(found.__traceback__)
-                chained += [found.__cause__, found.__context__]
+        frames_cleared(error)
         raise
+
+
+def frames_cleared(error: _Error, detach: bool = False) -> _Error:
+    """`error`, the locals of the finished frames its traceback holds dropped, and those of the errors it was raised
+    from or while handling; with `detach`, their tracebacks dropped too.  An error kept for later (a refusal to
+    raise again, an L(1) conflict to resume from) is detached: through its frames (and each frame's caller) it would
+    hold what they held, the frame that keeps it among them (a reference cycle only the collector frees)."""
+    chained: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while chained:
+        found = chained.pop()
+        if found is not None and id(found) not in seen:
+            seen.add(id(found))
+            traceback.clear_frames(found.__traceback__)
+            if detach:
+                found.__traceback__ = None
+            chained += [found.__cause__, found.__context__]
+    return error
 
 
 _LEAVES = caches.kind("embedded automata")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler import ir
+from stdsl.compiler.automata.build import frames_cleared
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_classes
@@ -407,12 +408,7 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
                     return grammar
             return _pushdown(compiler, main, bodies, whitespace, max_states, max_depth)
         except GrammarConflictError as error:
-            after = _after_conflict(error, compiler, inlined, any_levels)
-            if not retry_conflicts:
-                raise after from error
-            if after.inlined is None:
-                raise
-            inlined, any_levels = set(after.inlined), after.any_levels
+            inlined, any_levels = _next_try(error, compiler, inlined, any_levels, retry_conflicts)
         except StateBudgetError:
             if outline is not None:
                 raise
@@ -421,6 +417,19 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
             return _calling_grammar(schema, targets, whitespace, max_states, max_depth, True, zero_fractions, strict,
                                     calls_required, context, resume=outlined_conflict)
     raise CompileError(f"more than {MAX_CONFLICT_RETRIES} L(1) conflicts between outlined members")
+
+
+def _next_try(error: GrammarConflictError, compiler: _CallingCompiler, inlined: set[str], any_levels: int,
+              retry_conflicts: bool) -> tuple[set[str], int]:
+    """The members inlined and free-form levels of the try after `compiler`'s L(1) conflict `error`; raised as an
+    `_OutlinedConflict` where retries are not allowed, and as it is where no conflicting part can move.  A function of
+    its own: the conflict kept in the caller's frame would hold the error, whose traceback holds that frame."""
+    after = _after_conflict(error, compiler, inlined, any_levels)
+    if not retry_conflicts:
+        raise after from error
+    if after.inlined is None:
+        raise error
+    return set(after.inlined), after.any_levels
 
 
 def _probing(compiler: _CallingCompiler, shapes: KeyClassShapes) -> _CallingCompiler:
@@ -489,9 +498,9 @@ def _outlined_try(attempt: Callable[[], PushdownGrammar | ir.Node]
     except CompileTimeError:
         raise
     except _OutlinedConflict as conflict:
-        return None, None, conflict
+        return None, None, frames_cleared(conflict, detach=True)
     except CompileError as error:
-        return None, error, None
+        return None, frames_cleared(error, detach=True), None
 
 
 def _pushdown(compiler: _CallingCompiler, main: ir.Node, bodies: dict[str, ir.Node], whitespace: Whitespace | None,
