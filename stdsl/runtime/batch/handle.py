@@ -38,6 +38,11 @@ DoneCallback = Callable[["RowHandle"], object]
 """Called with the handle once it has finished, failed or been cancelled."""
 
 
+def _ended_already() -> None:
+    """A handle's cancel once its row has ended: nothing to free.  The engine's cancel is dropped then, since it
+    holds the row's submission, which holds the handle (a reference cycle keeping the row's controller and log)."""
+
+
 class RowHandle:
     """The caller's side of a submitted request: read its events (again and again, `for` or `async for`), wait
     for its result, be called back when it ends, or cancel it. Safe to use from any thread.
@@ -151,6 +156,7 @@ class RowHandle:
             if self._ended:
                 return
             self._result, self._error, self._ended = result, error, True
+            self._cancel = _ended_already
             wakers, self._wakers = self._wakers, []
             callbacks, self._callbacks = self._callbacks, []
             self._changed.notify_all()

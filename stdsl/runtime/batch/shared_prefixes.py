@@ -36,35 +36,37 @@ def plan_stems(queries: Sequence[Sequence[int]], hits: Sequence[int], token_cost
     """The stems worth prefilling for rows whose reusable tokens are `queries` (each row's sequence but its last
     token, which is always fed) and whose prompt-cache hits hold `hits` positions; parents before their children."""
     stems: list[Stem] = []
-
-    def split(members: list[int], depth: int, parent: int | None) -> None:
-        """Find stems among `members`, which share their first `depth` tokens (inside stem `parent`, if any)."""
-        groups: dict[int, list[int]] = {}
-        for i in members:
-            if len(queries[i]) > depth:
-                groups.setdefault(queries[i][depth], []).append(i)
-        outer = stems[parent].length if parent is not None else 0
-        for group in groups.values():
-            if len(group) < 2:
-                continue
-            length = _common_length(queries, group, depth)
-            riders = [i for i in group if hits[i] < length]
-            if len(riders) < 2:
-                split(group, length, parent)
-                continue
-            deepest = max(riders, key=lambda i: hits[i])
-            hit_of = deepest if hits[deepest] > outer else None
-            base = hits[deepest] if hit_of is not None else outer
-            saved = sum(length - max(hits[i], outer) for i in riders) - (length - base)
-            if saved * token_cost < 1:
-                split(group, length, parent)
-                continue
-            level = stems[parent].level + 1 if parent is not None else 0
-            stems.append(Stem(length, tuple(riders), parent if hit_of is None else None, hit_of, base, level))
-            split(riders, length, len(stems) - 1)
-
-    split(list(range(len(queries))), 0, None)
+    _split(queries, hits, token_cost, stems, list(range(len(queries))), 0, None)
     return stems
+
+
+def _split(queries: Sequence[Sequence[int]], hits: Sequence[int], token_cost: float, stems: list[Stem],
+           members: list[int], depth: int, parent: int | None) -> None:
+    """Find stems among `members`, which share their first `depth` tokens (inside stem `parent`, if any), appending
+    them to `stems`.  A module function, not a closure that calls itself (a reference cycle per plan)."""
+    groups: dict[int, list[int]] = {}
+    for i in members:
+        if len(queries[i]) > depth:
+            groups.setdefault(queries[i][depth], []).append(i)
+    outer = stems[parent].length if parent is not None else 0
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        length = _common_length(queries, group, depth)
+        riders = [i for i in group if hits[i] < length]
+        if len(riders) < 2:
+            _split(queries, hits, token_cost, stems, group, length, parent)
+            continue
+        deepest = max(riders, key=lambda i: hits[i])
+        hit_of = deepest if hits[deepest] > outer else None
+        base = hits[deepest] if hit_of is not None else outer
+        saved = sum(length - max(hits[i], outer) for i in riders) - (length - base)
+        if saved * token_cost < 1:
+            _split(queries, hits, token_cost, stems, group, length, parent)
+            continue
+        level = stems[parent].level + 1 if parent is not None else 0
+        stems.append(Stem(length, tuple(riders), parent if hit_of is None else None, hit_of, base, level))
+        _split(queries, hits, token_cost, stems, riders, length, len(stems) - 1)
 
 
 def deepest_stems(stems: Sequence[Stem], rows: int) -> list[int | None]:
