@@ -111,13 +111,22 @@ def _slow_schema() -> dict:
     return {"type": "object", "properties": {f"field_{i}": kinds[i % 3] for i in range(60)}, "minProperties": 1}
 
 
-@pytest.mark.parametrize("share", [0.05, 0.2, 0.5, 0.8])
+def _fastest_compile(schema: dict) -> float:
+    """The shortest of three compiles of `schema` (caches emptied before each; the process's memos kept)."""
+    times = []
+    for _ in range(3):
+        stdsl.caches.clear()
+        started = time.perf_counter()
+        compile(schema, strict=False)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@pytest.mark.parametrize("share", [0.05, 0.2, 0.5])
 def test_a_compile_stopped_at_its_time_limit_leaves_no_cycles(share: float, collector_off: None) -> None:
+    """Stopped at a share of its fastest time, so that it is stopped however fast the host runs it."""
     schema = _slow_schema()
-    stdsl.caches.clear()
-    started = time.perf_counter()
-    compile(schema, strict=False)
-    whole = time.perf_counter() - started
+    whole = _fastest_compile(schema)
 
     def stopped() -> None:
         with pytest.raises(CompileTimeError):
