@@ -1,7 +1,10 @@
-"""Shared fixtures: the real SmolLM2-135M model, its GGUF tokenizer, and a tiny random llama over it."""
+"""Shared fixtures: the real SmolLM2-135M model, its GGUF tokenizer, a tiny random llama over it, and the collector
+stopped (for the reference-cycle tests)."""
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,3 +92,14 @@ def tiny_model(smollm2_tokenizer):
     net.eval()
     mx.eval(net.parameters())
     return Model(net=net, tokenizer=smollm2_tokenizer, name="tiny-random-llama")
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The collector stopped for the test (garbage in reference cycles stays until asked for), restarted after it."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

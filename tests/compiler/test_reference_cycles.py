@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,17 +47,6 @@ ONE_OF_REFUSED = {"type": "object", "properties": {
     key: {"oneOf": [{"type": "object", "patternProperties": {"^a": {"type": "integer"}}},
                     {"type": "object", "properties": {"ab": {"type": "string"}}}]} for key in ("x", "y")}}
 """Two members reading one `oneOf` that is refused: the refusal is kept in the document's context and raised again."""
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    """The collector stopped for the test (garbage in cycles stays until asked for), restarted after it."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _unreachable_after(build: Any) -> int:

@@ -10,7 +10,6 @@ requests with the collector off and asks it for what is unreachable afterwards.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,17 +20,6 @@ CLOSED = {"type": "object", "properties": {"name": {"type": "string", "maxLength
                                            "city": {"type": "string", "maxLength": 12}},
           "required": ["name", "age", "city"]}
 OPEN = {"type": "object", "properties": {"name": {"type": "string"}}}
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    """The collector stopped for the test, restarted after it."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _unreachable_after(run: Any) -> int:
