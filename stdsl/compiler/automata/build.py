@@ -132,6 +132,8 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
         built = counted_automaton(node, max_states)
         if built is not None:
             return Automaton.from_classes(*shrink(built[0], built[1], all_reachable=True, all_live=True), built[2])
+    if _over_bytes(node):
+        return _kept_subsets(node, max_states)
     dfa = determinized(node, max_states)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
                               in_bfs_order=dfa.in_bfs_order)
@@ -214,7 +216,7 @@ def _counted_chain(node: ir.Repeat, max_states: int) -> Automaton | None:
 
 
 _SUBSETS = caches.kind("automata of expressions")
-"""`subset_automaton` per expression (by structure), with the subset states its construction needed: a schema the
+"""`_kept_subsets` per expression (by structure), with the subset states its construction needed: a schema the
 DFA compiler gave up on is compiled again as a pushdown, whose outlined bodies are often the very expressions the
 first pass built as array items."""
 
@@ -226,6 +228,13 @@ def subset_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Aut
     `max_states` subset states raises as before)."""
     if isinstance(node, (ir.Embedded, ir.Repeat)) or literal_strings(node) is not None or not _over_bytes(node):
         return None
+    return _kept_subsets(node, max_states)
+
+
+def _kept_subsets(node: ir.Node, max_states: int) -> Automaton:
+    """The subset construction of `node` (over bytes) trimmed and minimized, kept per expression: also a counted
+    repetition that `counted_automaton` does not lay out (`_build`), as the operand of a product that another
+    intersection built (allany12 determinized 24 operands 267 times)."""
     kept = _SUBSETS.find((), (node,))
     if kept is not None and kept[0][1] <= max_states:
         return kept[0][0]
