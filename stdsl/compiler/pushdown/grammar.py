@@ -19,7 +19,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.automata.minimization.minimize import trim_in_bfs_order
+from stdsl.compiler.automata.minimization.minimize import MINIMIZE_UP_TO, trim, trim_in_bfs_order
 from stdsl.compiler.automata.state_graph import distinct_values, successor_lists
 from stdsl.compiler.automata.table_blocks import converted, dead_table
 from stdsl.compiler.deadline import check_deadline
@@ -254,8 +254,11 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int, unions: dict[int, b
     the DFA compiler may have built it as an array item, minimal); one with calls is its subset construction
     trimmed, in BFS order (`trim_in_bfs_order`), not minimized: Hopcroft refinement was a quarter of a typical open
     object's compile, and the table is the minimal one whenever the construction was minimal (89% of the DFAs every
-    10th MaskBench file minimized); of the body less the quoted literals that a quoted text beside them reads
-    (`subsumed_literals`: the same language, found by a walk kept in `unions` over the bodies of one grammar).
+    10th MaskBench file minimized); past `MINIMIZE_UP_TO` states only trimmed, numbered as built, as `shrink` leaves a
+    byte automaton that large (renumbering a laid-out chain's table in BFS order, one Python step per state, was 15%
+    of o9771's compile; the BFS numbering of the table is the same either way); of the body less the quoted literals
+    that a quoted text beside them reads (`subsumed_literals`: the same language, found by a walk kept in `unions`
+    over the bodies of one grammar).
     Where its quoted keys and strings can be laid out as tries and copies (`quoted_keys`) only the rest of it goes
     through the subset construction."""
     if unions is None:
@@ -275,8 +278,11 @@ def _body_dfa(body: ir.Node, max_states: int, alphabet: int, unions: dict[int, b
     else:
         built = without_subsumed_literals(body, {}) if holds_quoted_union(body, unions) else body
         dfa = determinized(built, max_states, alphabet)
-        table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
-                                             in_bfs_order=dfa.in_bfs_order, dtype=np.int32)
+        if len(dfa.accepting) > MINIMIZE_UP_TO:
+            table, accepting = trim(np.asarray(dfa.table), np.asarray(dfa.accepting, dtype=bool), True, dfa.all_live)
+        else:
+            table, accepting = trim_in_bfs_order(dfa.table, dfa.accepting, all_reachable=True,
+                                                 all_live=dfa.all_live, in_bfs_order=dfa.in_bfs_order, dtype=np.int32)
         check_deadline("a pushdown definition's table")
         narrowed = converted(table, np.int32, "a pushdown definition's table")
         found = (narrowed, np.asarray(dfa.byte_class, dtype=np.intp), accepting)

@@ -1,5 +1,6 @@
 """A body DFA with calls, or past `MINIMIZE_UP_TO` states, is the trimmed subset construction: the same language as
-the minimal one (minimizing it gives the minimal table) and trim (every state still reaches acceptance); one kept
+the minimal one (minimizing it gives the minimal table) and trim (every state still reaches acceptance), numbered in
+BFS order up to that size and as built past it (its BFS numbering the smaller one's table); one kept
 or built another way (a body without calls) is still the subset construction's language, refused at the same
 budget, and `stdsl.caches.clear()` empties what is kept."""
 
@@ -14,7 +15,7 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimization import minimize as minimize_module
-from stdsl.compiler.automata.minimization.minimize import minimize, trim
+from stdsl.compiler.automata.minimization.minimize import minimize, renumber_bfs, trim
 from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.pushdown import grammar as grammar_module
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol
@@ -48,16 +49,64 @@ def test_a_large_body_keeps_its_trimmed_states_and_its_language(body: ir.Node) -
     built = body_dfa(body, 100_000)
     caches.clear()
     limit = minimize_module.MINIMIZE_UP_TO
-    minimize_module.MINIMIZE_UP_TO = 0
+    minimize_module.MINIMIZE_UP_TO = grammar_module.MINIMIZE_UP_TO = 0
     try:
         kept = body_dfa(body, 100_000)
     finally:
-        minimize_module.MINIMIZE_UP_TO = limit
+        minimize_module.MINIMIZE_UP_TO = grammar_module.MINIMIZE_UP_TO = limit
         caches.clear()
     assert len(kept[1]) >= len(built[1])
     assert len(trim(kept[0], kept[1])[1]) == len(kept[1])
     again, expected = minimize(kept[0], kept[1]), minimize(built[0], built[1])
     assert np.array_equal(again[0], expected[0]) and np.array_equal(again[1], expected[1])
+
+
+@settings(max_examples=120, deadline=None)
+@given(body_nodes())
+def test_a_body_past_the_minimized_size_is_numbered_as_built(body: ir.Node) -> None:
+    """Past `MINIMIZE_UP_TO` states a body is not renumbered in BFS order (a Python step per state: 15% of o9771's
+    compile), and renumbering it gives the table a smaller limit gives, over the same classes, in int32."""
+    caches.clear()
+    built = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    caches.clear()
+    limit = grammar_module.MINIMIZE_UP_TO
+    grammar_module.MINIMIZE_UP_TO = 0
+    try:
+        large = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    finally:
+        grammar_module.MINIMIZE_UP_TO = limit
+        caches.clear()
+    assert large[0].dtype == built[0].dtype == np.int32 and np.array_equal(large[1], built[1])
+    table, accepting = renumber_bfs(large[0], large[2], dtype=np.int32)
+    assert np.array_equal(table, built[0]) and np.array_equal(accepting, built[2])
+
+
+def test_a_laid_out_chain_past_the_minimized_size_is_not_renumbered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body holding a long counted chain is laid out (`chains.chained_dfa`), not in BFS order: past the limit its
+    table is the layout trimmed, with no BFS renumbering, and the limit's renumbered table is its BFS numbering."""
+    character = ir.alt(ir.byte_set([(0x61, 0x7A)]), ir.literal("\\n"))
+    ending = ir.alt(call_symbol(0), ir.literal("x"))
+    body = ir.seq(ir.literal('"'), ir.repeat(character, 0, 100), ir.literal('"'), ending)
+    renumbered: list[int] = []
+    renumber = minimize_module.renumber_bfs
+
+    def counted(table: np.ndarray, accepting: np.ndarray, start: int = 0,
+                dtype: type[np.integer] = np.int64) -> tuple[np.ndarray, np.ndarray]:
+        renumbered.append(len(table))
+        return renumber(table, accepting, start, dtype)
+
+    monkeypatch.setattr(minimize_module, "renumber_bfs", counted)
+    caches.clear()
+    small = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    assert renumbered == [len(small[2])]
+    caches.clear()
+    monkeypatch.setattr(grammar_module, "MINIMIZE_UP_TO", len(small[2]) - 1)
+    large = grammar_module._body_dfa(body, 100_000, ALPHABET)
+    caches.clear()
+    assert renumbered == [len(small[2])]
+    assert not np.array_equal(large[0], small[0])
+    table, accepting = renumber(large[0], large[2], dtype=np.int32)
+    assert np.array_equal(table, small[0]) and np.array_equal(accepting, small[2])
 
 
 def test_the_kept_body_dfas_are_emptied_with_every_other_cache() -> None:
