@@ -73,19 +73,14 @@ def blocks_by_height(table: np.ndarray, accepting: np.ndarray, height: np.ndarra
     valued = np.zeros(len(table) + 1, dtype=np.uint64)
     """Each state's block number plus one once its height is done (0 for the dead move, the last entry)."""
     multipliers = _multipliers(table.shape[1] + 1)
-    step = block_rows(table.shape[1])
     count = 0
-    with np.errstate(over="ignore"):
-        for lo, hi in zip(bounds, bounds[1:]):
-            states = order[lo:hi]
-            signature = accepting[states].astype(np.uint64) * multipliers[0]
-            for part in range(0, len(states), step):
-                check_deadline("minimization")
-                rows = table[states[part:part + step]]
-                signature[part:part + step] += (valued[rows] * multipliers[1:]).sum(axis=1, dtype=np.uint64)
-            block, found = _numbered(signature)
-            valued[states] = block.astype(np.uint64) + np.uint64(count + 1)
-            count += found
+    for lo, hi in zip(bounds, bounds[1:]):
+        states = order[lo:hi]
+        signature = _with_moves_hashed(accepting[states].astype(np.uint64) * multipliers[0], table, valued,
+                                       multipliers, states)
+        block, found = _numbered(signature)
+        valued[states] = block.astype(np.uint64) + np.uint64(count + 1)
+        count += found
     return (valued[:-1] - np.uint64(1)).astype(np.int64)
 
 
@@ -154,12 +149,22 @@ def _round_signatures(table: np.ndarray, block: np.ndarray, multipliers: np.ndar
     """One Moore round hashed: each state's block and the blocks its symbols lead to (dead its own value), as a
     wrapping sum of odd multiples, a block of rows at a time with a deadline check between."""
     valued = np.append(block.astype(np.uint64) + np.uint64(1), np.uint64(0))
-    step = block_rows(table.shape[1])
     with np.errstate(over="ignore"):
         signature = valued[:-1] * multipliers[0]
-        for lo in range(0, len(table), step):
+    return _with_moves_hashed(signature, table, valued, multipliers)
+
+
+def _with_moves_hashed(signature: np.ndarray, table: np.ndarray, valued: np.ndarray, multipliers: np.ndarray,
+                       states: np.ndarray | None = None) -> np.ndarray:
+    """`signature` (one entry per state of `states`, every row of `table` where None) plus the wrapping sum of
+    each state's move targets' values (`valued`, the dead move's last) times its symbols' multipliers (from the
+    second on), a block of rows at a time with a deadline check between."""
+    step = block_rows(table.shape[1])
+    with np.errstate(over="ignore"):
+        for lo in range(0, len(signature), step):
             check_deadline("minimization")
-            signature[lo:lo + step] += (valued[table[lo:lo + step]] * multipliers[1:]).sum(axis=1, dtype=np.uint64)
+            rows = table[lo:lo + step] if states is None else table[states[lo:lo + step]]
+            signature[lo:lo + step] += (valued[rows] * multipliers[1:]).sum(axis=1, dtype=np.uint64)
     return signature
 
 
