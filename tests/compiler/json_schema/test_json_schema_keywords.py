@@ -103,7 +103,7 @@ def test_object_keywords_match_jsonschema(index: int, instance: dict) -> None:
     {"type": "object", "properties": {"a": {}}, "maxProperties": 17},
     {"type": "object", "minProperties": 2},
     {"type": "integer", "multipleOf": 100003},
-    {"type": "object", "patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {}}},
+    {"type": "object", "patternProperties": {p: {"type": "string"} for p in "abcde"}},
     {"type": "object", "propertyNames": {"minimum": 3}},
 ])
 def test_unenforceable_forms_are_refused_with_a_path(schema: dict) -> None:
