@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from stdsl import caches
 from stdsl.compiler.ir import Node
 from stdsl.compiler.json_schema.scalars.multiple import multiple_of
 from stdsl.compiler.json_schema.scalars.numbers import NUMBER, decimal_in_range, integer_bounds, integer_in_range
@@ -36,10 +37,15 @@ def number_node(name: str, flat: dict, path: str) -> Node:
     multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
     if name == "integer":
         int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
-        node = integer_in_range(int_lo, int_hi)
+        node = _RANGES.get((), lambda: integer_in_range(int_lo, int_hi), ("integer", int_lo, int_hi))
         return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
-    if multiple is not None:
-        return multiple_of(decimal_in_range(lo, lo_x, hi, hi_x), multiple, False, f"{path}/multipleOf")
-    if lo is None and hi is None:
+    if lo is None and hi is None and multiple is None:
         return NUMBER
-    return decimal_in_range(lo, lo_x, hi, hi_x)
+    node = _RANGES.get((), lambda: decimal_in_range(lo, lo_x, hi, hi_x), ("number", str(lo), lo_x, str(hi), hi_x))
+    return node if multiple is None else multiple_of(node, multiple, False, f"{path}/multipleOf")
+
+
+_RANGES = caches.kind("number ranges")
+"""A number or integer range's IR per bounds (as written): one node for every schema with the same bounds, so that
+it is built once and `multiple_of`'s kept products find it by identity rather than by comparing two equal trees
+(MaskBench o46322 lowers 114 schemas of one range and multiple: 31 ms of its compile)."""

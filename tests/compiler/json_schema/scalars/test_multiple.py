@@ -1,18 +1,20 @@
 """`multipleOf` automata: exact against decimal arithmetic, and built once per range and modulus however often a
-number schema is lowered (`multiple._PRODUCTS`), each lowering still a node of its own."""
+number schema is lowered (`multiple._PRODUCTS`), each lowering still a node of its own; a range is built once per
+bounds (`number_schema._RANGES`)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stdsl.caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.json_schema.scalars import multiple
+from stdsl.compiler.json_schema.scalars import multiple, number_schema
 from stdsl.compiler.json_schema.scalars.number_schema import number_node
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 
@@ -56,3 +58,28 @@ def test_a_number_schema_merged_into_many_places_is_intersected_once() -> None:
     schema_to_ir(schema)
     after = multiple._PRODUCTS.stats()
     assert after.misses - before.misses == 1 and after.hits - before.hits == 11
+
+
+def test_a_range_met_in_many_places_is_built_once_and_found_by_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The range under a `multipleOf` is one node per bounds (`number_schema._RANGES`), so the kept product's key is
+    found without comparing two equal trees; bounds written alike but with other digits still give the same
+    language; `stdsl.caches.clear()` empties them."""
+    built: list[tuple] = []
+    decimal_in_range = number_schema.decimal_in_range
+
+    def counted(*bounds: object) -> ir.Node:
+        built.append(bounds)
+        return decimal_in_range(*bounds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(number_schema, "decimal_in_range", counted)
+    stdsl.caches.clear()
+    flat = {"multipleOf": 0.01, "minimum": -100000000.0, "maximum": 100000000.0}
+    nodes = [number_node("number", flat, f"#/{i}") for i in range(5)]
+    plain = [number_node("number", {"minimum": 0, "maximum": 99.99}, "#") for _ in range(2)]
+    assert len(built) == 2 and plain[0] is plain[1]
+    assert all(isinstance(node, ir.Embedded) for node in nodes) and len({id(node) for node in nodes}) == 5
+    other_digits = number_node("number", {"minimum": 0.0, "maximum": 99.990}, "#")
+    assert len(built) == 3
+    assert np.array_equal(build_automaton(other_digits).transitions, build_automaton(plain[0]).transitions)
+    stdsl.caches.clear()
+    assert number_node("number", {"minimum": 0, "maximum": 99.99}, "#") is not plain[0] and len(built) == 4
