@@ -37,15 +37,19 @@ def number_node(name: str, flat: dict, path: str) -> Node:
     multiple = Decimal(repr(flat["multipleOf"])) if "multipleOf" in flat else None
     if name == "integer":
         int_lo, int_hi = integer_bounds(lo, lo_x, hi, hi_x)
+        if multiple is None:
+            return integer_in_range(int_lo, int_hi)
         node = _RANGES.get((), lambda: integer_in_range(int_lo, int_hi), ("integer", int_lo, int_hi))
-        return node if multiple is None else multiple_of(node, multiple, True, f"{path}/multipleOf")
-    if lo is None and hi is None and multiple is None:
-        return NUMBER
+        return multiple_of(node, multiple, True, f"{path}/multipleOf")
+    if multiple is None:
+        return NUMBER if lo is None and hi is None else decimal_in_range(lo, lo_x, hi, hi_x)
     node = _RANGES.get((), lambda: decimal_in_range(lo, lo_x, hi, hi_x), ("number", str(lo), lo_x, str(hi), hi_x))
-    return node if multiple is None else multiple_of(node, multiple, False, f"{path}/multipleOf")
+    return multiple_of(node, multiple, False, f"{path}/multipleOf")
 
 
-_RANGES = caches.kind("number ranges")
-"""A number or integer range's IR per bounds (as written): one node for every schema with the same bounds, so that
-it is built once and `multiple_of`'s kept products find it by identity rather than by comparing two equal trees
-(MaskBench o46322 lowers 114 schemas of one range and multiple: 31 ms of its compile)."""
+_RANGES = caches.kind("multipleOf ranges")
+"""The range under a `multipleOf` per bounds (as written): built once, and `multiple_of`'s kept products find it by
+identity rather than by comparing two equal trees (MaskBench o46322 lowers 114 schemas of one range and multiple: 31
+ms of its compile).  Only there: the node returned is then `multiple_of`'s own, so the IR keeps one node per schema
+(a range shared by many members would count once in the outline's size estimate, `outline_size`, which counts
+distinct nodes, while the NFA still builds it once per place)."""
