@@ -18,7 +18,8 @@ FIELDS = ["model", "messages", "max_tokens", "max_completion_tokens", "temperatu
           "stream", "stream_options", "response_format", "tools", "tool_choice", "parallel_tool_calls",
           "guided_json", "guided_regex", "guided_choice", "structured_outputs", "program", "logprobs"]
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8)
 messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "tool", "bot"]),

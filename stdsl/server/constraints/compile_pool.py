@@ -348,7 +348,7 @@ class CompilePool:
                 raise WorkerLost("the compile worker did not start")
             worker.ready = True
         await asyncio.to_thread(worker.conn.send, (spec, seconds))
-        return await self._receive(worker, seconds + self.grace_seconds, f"compiling (limit {seconds:g} s)")
+        return await self._receive(worker, seconds + self.grace_seconds, f"compiling (limit {seconds:.3g} s)")
 
     async def _receive(self, worker: _Worker, timeout: float, doing: str) -> Any:
         """The worker's next message, read off the loop once it starts arriving, within `timeout` seconds."""
@@ -364,7 +364,7 @@ class CompilePool:
         try:
             await asyncio.wait_for(arrived, timeout)
         except TimeoutError:
-            raise CompileTimeError(f"the compile worker did not answer within {timeout:g} s ({doing}); it was "
+            raise CompileTimeError(f"the compile worker did not answer within {timeout:.3g} s ({doing}); it was "
                                    "stopped") from None
         finally:
             loop.remove_reader(fd)
