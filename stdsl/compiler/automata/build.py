@@ -132,12 +132,7 @@ def _build(node: ir.Node, max_states: int) -> Automaton:
         built = counted_automaton(node, max_states)
         if built is not None:
             return Automaton.from_classes(*shrink(built[0], built[1], all_reachable=True, all_live=True), built[2])
-    if _over_bytes(node):
-        return _kept_subsets(node, max_states)
-    dfa = determinized(node, max_states)
-    table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True, all_live=dfa.all_live,
-                              in_bfs_order=dfa.in_bfs_order)
-    return Automaton.from_classes(table, accepting, dfa.byte_class)
+    return _kept_subsets(node, max_states)
 
 
 def product_operands(parts: Sequence[ir.Node], max_states: int) -> list[Automaton]:
@@ -232,9 +227,10 @@ def subset_automaton(node: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> Aut
 
 
 def _kept_subsets(node: ir.Node, max_states: int) -> Automaton:
-    """The subset construction of `node` (over bytes) trimmed and minimized, kept per expression: also a counted
-    repetition that `counted_automaton` does not lay out (`_build`), as the operand of a product that another
-    intersection built (allany12 determinized 24 operands 267 times)."""
+    """The subset construction of `node` trimmed and minimized (`shrink`), kept per expression: `subset_automaton`'s,
+    and every `build_automaton` that comes to it (`_build`), a counted repetition `counted_automaton` does not lay
+    out too, so that the operand of a product another intersection built is served as it is (allany12 determinized
+    24 operands 267 times)."""
     kept = _SUBSETS.find((), (node,))
     if kept is not None and kept[0][1] <= max_states:
         return kept[0][0]

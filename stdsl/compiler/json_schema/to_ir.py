@@ -498,8 +498,9 @@ class _Compiler:
 EXTRA_MEMBER_KEYWORDS = ("additionalProperties", "patternProperties")
 UNCONSTRAINING_KEYWORDS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
                                      "readOnly", "writeOnly"})
-"""Keywords of a subschema that constrain nothing and that compiling it checks nothing of (annotations; `$schema`,
-`$id` and definitions are checked)."""
+"""Annotations that nothing reads: a subschema of these only is unconstrained.  The other annotations
+(`resolve.ANNOTATIONS`: `$schema`, `$id`, anchors, definitions...) may be checked or read by the compile, so a
+subschema holding one is lowered as written."""
 
 
 def telling_patterns(flat: dict) -> dict:
