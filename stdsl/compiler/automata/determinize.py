@@ -24,7 +24,7 @@ import numpy as np
 
 from stdsl.compiler.automata.epsilon_closures import EpsilonClosures
 from stdsl.compiler.automata.nfa import NFA
-from stdsl.compiler.automata.state_graph import distinct_values
+from stdsl.compiler.automata.state_graph import distinct_values, splitmix64
 from stdsl.compiler.automata.table_blocks import concatenated, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
@@ -331,16 +331,7 @@ class _ClassMoves:
         classes = concatenated(class_parts, "determinization") if class_parts else np.zeros(0, dtype=np.int64)
         targets = concatenated(target_parts, "determinization") if target_parts else np.zeros(0, dtype=np.int64)
         check_deadline("determinization")
-        return indptr, classes, targets, _mix(np.arange(num_states + 1, dtype=np.uint64))
-
-def _mix(values: np.ndarray) -> np.ndarray:
-    """SplitMix64 of each value: a well-spread 64-bit salt per NFA state for hashing kernels (no numpy.random)."""
-    with np.errstate(over="ignore"):
-        z = values + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
+        return indptr, classes, targets, splitmix64(np.arange(num_states + 1, dtype=np.uint64))
 
 def _positions_within(counts: np.ndarray) -> np.ndarray:
     """0..count-1 for each count, concatenated."""

@@ -1,6 +1,7 @@
 """A DFA table's states as a graph: distinct successor and predecessor lists (CSR arrays), breadth-first distances,
 reachability, and the states no run visits twice.  Trim, minimization, the pushdown's completion graph and the
-certified cuts all walk these lists."""
+certified cuts all walk these lists; the subset construction and minimization tell states apart by the fixed
+64-bit hashes made here."""
 
 from __future__ import annotations
 
@@ -19,6 +20,22 @@ def distinct_values(values: np.ndarray) -> np.ndarray:
     keep = np.ones(len(ordered), dtype=bool)
     keep[1:] = ordered[1:] != ordered[:-1]
     return ordered[keep]
+
+
+def splitmix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64 of each uint64 value (wrapping): well-spread fixed 64-bit hashes made with numpy's own loops, not
+    `numpy.random`, whose import (13-17 ms) a fresh process's first minimization of an acyclic DFA paid."""
+    with np.errstate(over="ignore"):
+        z = values + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def odd_multipliers(stream: int, count: int) -> np.ndarray:
+    """`count` fixed odd 64-bit multipliers of the given stream (odd: a product by one is invertible modulo 2**64),
+    the same in every process, so that a compile does the same work every time."""
+    return splitmix64(np.arange(count, dtype=np.uint64) + np.uint64(stream << 32)) | np.uint64(1)
 
 
 def successor_lists(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

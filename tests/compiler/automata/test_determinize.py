@@ -93,7 +93,7 @@ def test_colliding_kernel_hashes_are_told_apart(monkeypatch: pytest.MonkeyPatch)
     schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(12)}}
     nfa = build_nfa(schema_to_ir(schema))
     expected = _both_paths(nfa, monkeypatch)[1]
-    monkeypatch.setattr(determinize_module, "_mix", lambda values: np.zeros_like(values))
+    monkeypatch.setattr(determinize_module, "splitmix64", lambda values: np.zeros_like(values))
     colliding = _both_paths(nfa, monkeypatch)[1]
     assert _minimal_byte_table(colliding.table, colliding.accepting) == \
         _minimal_byte_table(expected.table, expected.accepting)

@@ -3,6 +3,8 @@ distances (queue and level by level), reachability and the states no run visits 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from unittest import mock
 
 import numpy as np
@@ -14,6 +16,7 @@ from stdsl.compiler.automata.state_graph import (
     bfs_distances,
     csr_gather,
     distinct_values,
+    odd_multipliers,
     predecessor_lists,
     reachable,
     reversed_lists,
@@ -110,3 +113,39 @@ def test_single_visit_keeps_the_cuts_no_run_reaches_twice(dfa: tuple[np.ndarray,
     found = single_visit(table, chosen)
     assert sorted(found) == [c for c in chosen if c not in on_a_cycle]
     assert [from_start[c] for c in found] == sorted(from_start[c] for c in found)
+
+
+def test_odd_multipliers_are_odd_distinct_fixed_and_differ_by_stream() -> None:
+    first = odd_multipliers(0x5EED_81, 4096)
+    assert first.dtype == np.uint64 and (first & np.uint64(1)).all()
+    assert len(distinct_values(first)) == 4096
+    assert np.array_equal(first[:100], odd_multipliers(0x5EED_81, 100))
+    assert not np.isin(odd_multipliers(0x5EED_83, 4096), first).any()
+
+
+MINIMIZED_WITHOUT_NUMPY_RANDOM = """
+import sys
+import numpy as np
+from stdsl.compiler.automata.minimization import acyclic_partition, batched_refinement, minimize
+reached = []
+for module in (acyclic_partition, batched_refinement):
+    def counted(stream, count, made=module.odd_multipliers, name=module.__name__):
+        reached.append(name)
+        return made(stream, count)
+    module.odd_multipliers = counted
+n = minimize.BATCHED_FROM
+cyclic = np.stack([(np.arange(n) + 1) % n, (2 * np.arange(n)) % n], axis=1)
+minimize.nerode_blocks(cyclic, np.arange(n) % 3 == 0)
+chain = np.full((n, 2), -1)
+chain[:-1, 0] = np.arange(1, n)
+chain[:-1:2, 1] = np.arange(1, n, 2)
+minimize.nerode_blocks(chain, np.arange(n) % 5 == 4)
+assert sorted(set(reached)) == [acyclic_partition.__name__, batched_refinement.__name__], reached
+assert "numpy.random" not in sys.modules
+"""
+
+
+def test_minimizing_hashes_states_without_importing_numpy_random() -> None:
+    """Batched refinement and the acyclic partition hash with fixed multipliers made by numpy's own loops: importing
+    `numpy.random` for them cost a fresh process's first such minimization 13-17 ms."""
+    subprocess.run([sys.executable, "-c", MINIMIZED_WITHOUT_NUMPY_RANDOM], check=True)

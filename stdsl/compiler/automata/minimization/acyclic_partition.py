@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stdsl.compiler.automata.minimization.batched_refinement import odd_multipliers
-from stdsl.compiler.automata.state_graph import csr_gather, distinct_values
+from stdsl.compiler.automata.state_graph import csr_gather, distinct_values, odd_multipliers
 from stdsl.compiler.automata.table_blocks import block_rows
 from stdsl.compiler.deadline import check_deadline
 
@@ -38,8 +37,8 @@ few heights, found a height at a time (`level_heights`)."""
 STATES_PER_HEIGHT = 16
 """States a height at least, on average, for `blocks_by_height` (a few numpy calls per height): a chain of
 thousands of heights of a few states each costs more so than Hopcroft's refinement."""
-_SEED = 0x5EED_82
-"""Seed of the hash multipliers: fixed, so that a compile does the same work every time."""
+_STREAM = 0x5EED_82
+"""Stream of the hash multipliers (`odd_multipliers`)."""
 
 
 def distinct_by_language(table: np.ndarray, accepting: np.ndarray, height: np.ndarray) -> np.ndarray | None:
@@ -182,4 +181,4 @@ def _numbered(values: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _multipliers(count: int) -> np.ndarray:
     """`count` fixed odd 64-bit hash multipliers."""
-    return odd_multipliers(np.random.default_rng(_SEED), count)
+    return odd_multipliers(_STREAM, count)

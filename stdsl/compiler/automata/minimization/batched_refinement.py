@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stdsl.compiler.automata.state_graph import odd_multipliers
 from stdsl.compiler.automata.table_blocks import block_rows, target_runs
 from stdsl.compiler.deadline import check_deadline
 
@@ -22,8 +23,8 @@ move are cheaper than a round's few dozen numpy calls (about 0.3 ms)."""
 STATES_PER_THIN_ROUND = 256
 """Thin rounds allowed per this many states before the rest goes to the one-splitter loop, whose setup (listing
 every state's entering moves, about 1.7 us a state) a short thin tail costs less than (o1052: 15 blocks left)."""
-_SEED = 0x5EED_81
-"""Seed of the hash multipliers: fixed, so that a compile does the same work every time."""
+_SYMBOL_STREAM, _BLOCK_STREAM = 0x5EED_81, 0x5EED_83
+"""Streams of the hash multipliers (`odd_multipliers`) of symbols and of blocks."""
 
 
 def entering_weights(table: np.ndarray, symbol_weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,9 +60,8 @@ def batched_rounds(table: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, li
     """Refine the partition `block` (numbered 0..count-1, every block waiting) of a trim DFA's states by rounds of
     all waiting splitters, until none waits or a round is thin; returns the partition and its waiting blocks."""
     num_states, width = table.shape
-    generator = np.random.default_rng(_SEED)
-    bounds, sources, weights = entering_weights(table, odd_multipliers(generator, width))
-    block_hash = odd_multipliers(generator, num_states)
+    bounds, sources, weights = entering_weights(table, odd_multipliers(_SYMBOL_STREAM, width))
+    block_hash = odd_multipliers(_BLOCK_STREAM, num_states)
     block = block.astype(np.int64)
     size = np.zeros(num_states, dtype=np.int64)
     count = int(block.max()) + 1
@@ -139,11 +139,6 @@ def _first_of_each_run(flags: np.ndarray, run_starts: np.ndarray, run_lengths: n
     seen = np.cumsum(flags)
     before_run = seen[run_starts] - flags[run_starts]
     return flags & (seen - np.repeat(before_run, run_lengths) == 1)
-
-
-def odd_multipliers(generator: np.random.Generator, count: int) -> np.ndarray:
-    """`count` random odd 64-bit multipliers (odd: a product by one is invertible modulo 2**64)."""
-    return np.asarray(generator.integers(0, 2**63, size=count, dtype=np.uint64)) * np.uint64(2) + np.uint64(1)
 
 
 def is_congruence(table: np.ndarray, accepting: np.ndarray, block: np.ndarray) -> bool:
