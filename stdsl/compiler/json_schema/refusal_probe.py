@@ -125,7 +125,10 @@ class _WitnessSearch:
     universe of undeclared keys, the declared names, each pattern's matcher) for a state accepted as the class asks."""
 
     def __init__(self, parts: list[Automaton]) -> None:
-        columns = np.unique(np.stack([part.byte_class for part in parts]), axis=1)
+        """The parts' tables over the classes of bytes that every part moves alike on (the distinct columns of their
+        byte classes, found with `return_index`: numpy's plain `unique` imports `numpy.ma` on its first call, 10 ms
+        a fresh process's compile would pay)."""
+        columns, _ = np.unique(np.stack([part.byte_class for part in parts]), axis=1, return_index=True)
         self.tables = [part.class_transitions[:, columns[i]].tolist() for i, part in enumerate(parts)]
         self.accepting = [part.accepting.tolist() for part in parts]
         self.classes = columns.shape[1]

@@ -3,6 +3,8 @@ compile that probes ends as one that does not (the same refusal and message, or 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from typing import Any
 from unittest.mock import patch
@@ -49,6 +51,21 @@ def test_probe_classes_are_the_key_classes(patterns: list[str], declared: list[s
     probed = outcome(lambda: [matched for _, matched in KeyClassShapes().key_classes(patterns_of, declared, body,
                                                                                       with_unmatched, where)])
     assert probed == real
+
+
+PROBED_WITHOUT_NUMPY_MA = """
+import sys
+from stdsl.compiler.json_schema.refusal_probe import KeyClassShapes
+classes = KeyClassShapes().key_classes({"^x": {}, "y$": {}}, ["xa"], None, True, "#/patternProperties")
+assert sorted(matched for _, matched in classes) == [[], ["^x"], ["^x", "y$"], ["y$"]], classes
+assert "numpy.ma" not in sys.modules
+"""
+
+
+def test_a_witness_search_does_not_import_numpy_ma() -> None:
+    """The probe's product of key automata takes their distinct byte-class columns without numpy's plain `unique`,
+    whose first call imports `numpy.ma` (10 ms of a fresh process's compile)."""
+    subprocess.run([sys.executable, "-c", PROBED_WITHOUT_NUMPY_MA], check=True)
 
 
 def objects(depth: int) -> st.SearchStrategy[dict]:
