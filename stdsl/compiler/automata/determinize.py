@@ -25,16 +25,12 @@ import numpy as np
 from stdsl.compiler.automata.epsilon_closures import EpsilonClosures
 from stdsl.compiler.automata.nfa import NFA
 from stdsl.compiler.automata.state_graph import distinct_values, splitmix64
+from stdsl.compiler.automata.symbol_classes import symbol_classes
 from stdsl.compiler.automata.table_blocks import concatenated, dead_table
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import StateBudgetError
 
 DEFAULT_MAX_STATES = 200_000
-FEW_BYTE_SETS = 64
-FEW_WIDE_SETS = 16
-"""An NFA with at most `FEW_BYTE_SETS` byte sets, at most this many of them more than one byte, has its classes
-found in plain Python (`_few_byte_classes`, whose work grows with the runs each set spans): 44 us against numpy's
-58 at a `%json` piece's 40 sets (10 wide); at 64 sets that are all wide numpy took 0.17 ms, Python 0.44."""
 WIDE_LEVEL_MEMBERS = 384
 """A level of fewer states and members than this is expanded in plain Python: over the subset constructions of every
 10th MaskBench file, 384 took 0.79-0.88 of the time 48 took on those below 1,000 states and 0.74-0.91 on the 46
@@ -81,84 +77,6 @@ class ClassDFA:
     def byte_table(self) -> np.ndarray:
         """The same transitions indexed by byte: shape (num_states, 256)."""
         return self.table[:, self.byte_class]
-
-
-def byte_classes(
-    byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int = 256
-) -> tuple[np.ndarray, list[list[int]]]:
-    """Partition the symbols 0..alphabet-1 (bytes, then any call symbols) into the coarsest classes no set splits.
-
-    Symbols are compared a run at a time (a run: consecutive symbols in the same sets), so the Python loop is over
-    the runs (a few dozen) rather than every symbol.
-
-    Returns the class of each symbol (numbered by smallest member) and, for each byte set,
-    the sorted list of classes it contains.
-    """
-    if not byte_sets:
-        return np.zeros(alphabet, dtype=np.int64), []
-    if len(byte_sets) <= FEW_BYTE_SETS and sum(
-            len(ranges) != 1 or ranges[0][0] != ranges[0][1] for ranges in byte_sets) <= FEW_WIDE_SETS:
-        return _few_byte_classes(byte_sets, alphabet)
-    membership = np.zeros((len(byte_sets), alphabet), dtype=bool)
-    for index, ranges in enumerate(byte_sets):
-        for lo, hi in ranges:
-            membership[index, lo:hi + 1] = True
-    changes = np.ones(alphabet, dtype=bool)
-    changes[1:] = (membership[:, 1:] != membership[:, :-1]).any(axis=0)
-    run_starts = np.flatnonzero(changes)
-    signatures = np.packbits(membership[:, run_starts], axis=0).T
-    class_ids: dict[bytes, int] = {}
-    first_symbols: list[int] = []
-    run_classes: list[int] = []
-    for start, signature in zip(run_starts.tolist(), signatures):
-        key = signature.tobytes()
-        found = class_ids.get(key)
-        if found is None:
-            found = class_ids[key] = len(first_symbols)
-            first_symbols.append(start)
-        run_classes.append(found)
-    classes = np.repeat(np.array(run_classes, dtype=np.int64), np.diff(np.append(run_starts, alphabet)))
-    contains = membership[:, first_symbols]
-    flat = (np.flatnonzero(contains) % len(first_symbols)).tolist()
-    set_classes: list[list[int]] = []
-    start = 0
-    for count in contains.sum(axis=1).tolist():
-        set_classes.append(flat[start:start + count])
-        start += count
-    return classes, set_classes
-
-
-def _few_byte_classes(byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int
-                      ) -> tuple[np.ndarray, list[list[int]]]:
-    """`byte_classes` of a few sets in plain Python: the runs between the sets' bounds, each run's sets as the bits
-    of an int (a piece of a `%json` grammar has about 40 sets, most of them one byte: numpy's fixed costs were a
-    sixth of its subset construction)."""
-    bounds = {0, alphabet}
-    for ranges in byte_sets:
-        for lo, hi in ranges:
-            bounds.add(lo)
-            bounds.add(hi + 1)
-    starts = sorted(bounds)
-    run_of = {start: run for run, start in enumerate(starts)}
-    signatures = [0] * (len(starts) - 1)
-    set_runs: list[range | list[int]] = []
-    bit = 1
-    for ranges in byte_sets:
-        runs: range | list[int]
-        if len(ranges) == 1:
-            runs = range(run_of[ranges[0][0]], run_of[ranges[0][1] + 1])
-        else:
-            runs = [run for lo, hi in ranges for run in range(run_of[lo], run_of[hi + 1])]
-        for run in runs:
-            signatures[run] |= bit
-        set_runs.append(runs)
-        bit <<= 1
-    class_ids: dict[int, int] = {}
-    run_classes = [class_ids.setdefault(signature, len(class_ids)) for signature in signatures]
-    set_classes = [[run_classes[runs[0]]] if len(runs) == 1 else sorted({run_classes[run] for run in runs})
-                   for runs in set_runs]
-    sizes = [stop - start for start, stop in zip(starts, starts[1:])]
-    return np.repeat(np.array(run_classes, dtype=np.int64), sizes), set_classes
 
 
 NO_MEMBERS: frozenset[int] = frozenset()
@@ -283,12 +201,11 @@ class _ClassMoves:
     """Every NFA byte edge by byte set (for narrow levels) and, built on first use, expanded to its classes and
     grouped by source state (CSR arrays, for wide levels): a small automaton never needs the arrays."""
 
-    def __init__(self, nfa: NFA, set_classes: list[list[int]], num_classes: int) -> None:
+    def __init__(self, nfa: NFA, set_classes: list[list[int]], set_masks: list[int], num_classes: int) -> None:
         self.nfa = nfa
         self.set_classes = set_classes
         self.num_classes = num_classes
-        self.set_masks = [1 << classes[0] if len(classes) == 1 else sum(1 << cls for cls in classes)
-                          for classes in set_classes]
+        self.set_masks = set_masks
         self.set_first = [classes[0] if classes else num_classes for classes in set_classes]
 
     @cached_property
@@ -541,9 +458,9 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_STATES, alphabet: int = 
 
     Raises `StateBudgetError` as soon as more than `max_states` DFA states would be needed.
     """
-    byte_class, set_classes = byte_classes(nfa.byte_sets, alphabet)
+    byte_class, set_classes, set_masks = symbol_classes(nfa.byte_sets, alphabet)
     num_classes = int(byte_class.max()) + 1
-    moves = _ClassMoves(nfa, set_classes, num_classes)
+    moves = _ClassMoves(nfa, set_classes, set_masks, num_classes)
     subsets = _Subsets(nfa, max_states)
     wide: list[tuple[int, np.ndarray]] = []
     narrow: list[list[int]] = [[], [], []]

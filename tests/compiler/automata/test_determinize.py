@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata import determinize as determinize_module
-from stdsl.compiler.automata.determinize import byte_classes, determinize
+from stdsl.compiler.automata.determinize import determinize
 from stdsl.compiler.automata.minimization.minimize import minimize, renumber_bfs
 from stdsl.compiler.automata.nfa import NFA, build_nfa
 from stdsl.compiler.json_schema.json_tokens import Whitespace
@@ -114,42 +114,6 @@ def test_budget_is_enforced_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> No
             determinize(nfa, max_states=500)
         dfa = determinize(nfa, max_states=5000)
         assert len(minimize(dfa.table, dfa.accepting)[0]) == 1024
-
-
-symbol_ranges = st.tuples(st.integers(0, 299), st.integers(0, 40)).map(lambda t: (t[0], min(t[0] + t[1], 299)))
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(symbol_ranges, min_size=1, max_size=4).map(tuple), min_size=1, max_size=20))
-def test_byte_classes_are_the_coarsest_partition(sets: list[tuple[tuple[int, int], ...]]) -> None:
-    byte_class, set_classes = byte_classes(sets, alphabet=300)
-    signature = [tuple(any(lo <= b <= hi for lo, hi in s) for s in sets) for b in range(300)]
-    by_signature: dict[tuple[bool, ...], set[int]] = {}
-    for symbol, key in enumerate(signature):
-        by_signature.setdefault(key, set()).add(int(byte_class[symbol]))
-    assert all(len(found) == 1 for found in by_signature.values())
-    assert len(by_signature) == int(byte_class.max()) + 1
-    first_bytes = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
-    assert first_bytes == sorted(first_bytes)
-    for ranges, classes in zip(sets, set_classes):
-        members = {int(byte_class[b]) for lo, hi in ranges for b in range(lo, hi + 1)}
-        assert classes == sorted(members)
-
-
-single_bytes = st.integers(0, 299).map(lambda b: ((b, b),))
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.one_of(single_bytes, st.lists(symbol_ranges, min_size=1, max_size=4).map(tuple)), min_size=1,
-                max_size=80))
-def test_few_sets_get_the_classes_numpy_gives(sets: list[tuple[tuple[int, int], ...]]) -> None:
-    """`_few_byte_classes` (plain Python, for a few sets) is `byte_classes`' numpy path, class for class."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(determinize_module, "FEW_BYTE_SETS", 0)
-        byte_class, set_classes = byte_classes(sets, alphabet=300)
-    few_class, few_set_classes = determinize_module._few_byte_classes(sets, 300)
-    assert few_class.tolist() == byte_class.tolist()
-    assert few_set_classes == set_classes
 
 
 def test_embedded_and_alternation_keep_the_language() -> None:
