@@ -20,7 +20,8 @@ unpacked and transposed) rather than bit by bit: over the calls of a Kubernetes 
 
 def symbol_classes(byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int = 256
                    ) -> tuple[np.ndarray, list[list[int]], list[int]]:
-    """Partition the symbols 0..alphabet-1 (bytes, then any call symbols) into the coarsest classes no set splits.
+    """Partition the symbols 0..alphabet-1 (bytes, then any call symbols) into the coarsest classes no set splits
+    (a range past the alphabet is cut at its end).
 
     Returns the class of each symbol (classes numbered by their smallest member), and for each byte set the sorted
     list of the classes it contains and the same classes as the bits of an int (its mask)."""
@@ -34,8 +35,7 @@ def symbol_classes(byte_sets: list[tuple[tuple[int, int], ...]], alphabet: int =
             flips[lo] = get(lo, 0) ^ bit
             flips[hi + 1] = get(hi + 1, 0) ^ bit
         bit <<= 1
-    flips.pop(alphabet, None)
-    starts = sorted(flips)
+    starts = sorted(start for start in flips if start < alphabet)
     class_ids: dict[int, int] = {}
     run_classes = []
     signature = 0

@@ -64,3 +64,9 @@ def test_no_sets_is_one_class_and_a_set_to_the_last_symbol_has_no_run_past_it() 
     symbol_class, set_classes, set_masks = symbol_classes([((4, 7),), ((0, 7),)], alphabet=8)
     assert symbol_class.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert set_classes == [[1], [0, 1]] and set_masks == [0b10, 0b11]
+
+
+def test_ranges_past_the_alphabet_are_cut_at_its_end() -> None:
+    symbol_class, set_classes, set_masks = symbol_classes([((6, 20),), ((9, 12),)], alphabet=8)
+    assert symbol_class.tolist() == [0, 0, 0, 0, 0, 0, 1, 1]
+    assert set_classes == [[1], []] and set_masks == [0b10, 0]
