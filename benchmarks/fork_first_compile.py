@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,9 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from compile_settings import _in_child  # noqa: E402
+
 TRIVIAL = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]}
 PRIMER = {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "number"},
                                            "z": {"type": "array", "items": {"type": "boolean"}}}}
@@ -82,34 +83,11 @@ def page_costs() -> dict[str, float]:
     return {"copy_on_write_us": round(copy_on_write, 2), "first_touch_us": round(first_touch, 2)}
 
 
-def _timed(run: Any) -> tuple[float, int]:
-    """Wall seconds and minor page faults of `run()` (its exception is an outcome like any other)."""
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    start = time.perf_counter()
-    try:
-        run()
-    except Exception:  # noqa: BLE001 - a refusal is timed like a compile
-        pass
-    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-
-
-def _child(run: Any, primer: Any, conn: Any) -> None:
-    """Forked worker: `primer()` first when given (not timed), then `run()` timed."""
-    if primer is not None:
-        primer()
-    conn.send(_timed(run))
-
-
 def forked(run: Any, primer: Any = None) -> tuple[float, int]:
-    """`run()` as the first timed call of a child forked from this process."""
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_child, args=(run, primer, child), daemon=True)
-    worker.start()
-    child.close()
-    found = parent.recv()
-    worker.join()
-    return found
+    """`run()` as the first timed call of a child forked from this process (after `primer` and emptied caches when
+    given): `compile_settings`' child, its wall seconds and minor faults (a refusal counts as its time: -1)."""
+    found = _in_child(run, primer)
+    return (-1.0, -1) if found is None else (found["wall"] / 1e3, int(found["faults"]))
 
 
 def fresh(engine: str, schema: Any) -> tuple[float, int]:
@@ -136,7 +114,6 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "fork_first_compile"))
     args = parser.parse_args()
 
-    import stdsl.caches
     from stdsl.compiler.constraint import compile as compile_constraint
 
     def ours(schema: Any) -> Any:
@@ -144,11 +121,9 @@ def main() -> None:
 
     def primer() -> None:
         ours(PRIMER)
-        stdsl.caches.clear()
 
     peers: dict[str, Any] = {}
     if args.peers:
-        sys.path.insert(0, str(REPO / "benchmarks"))
         from peers import load_qwen_vocab, make_peer
         vocab = load_qwen_vocab()
         peers = {name: make_peer(name, vocab.token_bytes, vocab.eos_id, vocab.encoding) for name in args.peers}

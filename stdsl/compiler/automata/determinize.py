@@ -250,6 +250,7 @@ class _ClassMoves:
         check_deadline("determinization")
         return indptr, classes, targets, splitmix64(np.arange(num_states + 1, dtype=np.uint64))
 
+
 def _positions_within(counts: np.ndarray) -> np.ndarray:
     """0..count-1 for each count, concatenated."""
     total = int(counts.sum())

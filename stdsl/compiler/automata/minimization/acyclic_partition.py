@@ -48,7 +48,7 @@ def distinct_by_language(table: np.ndarray, accepting: np.ndarray, height: np.nd
     block, count = _numbered(height * 2 + accepting)
     if count < DISTINCT_SHARE * num_states:
         return None
-    multipliers = _multipliers(table.shape[1] + 1)
+    multipliers = odd_multipliers(_STREAM, table.shape[1] + 1)
     for _ in range(MOORE_ROUNDS):
         if count == num_states:
             return block
@@ -71,7 +71,7 @@ def blocks_by_height(table: np.ndarray, accepting: np.ndarray, height: np.ndarra
     bounds = np.searchsorted(height[order], np.arange(levels + 1)).tolist()
     valued = np.zeros(len(table) + 1, dtype=np.uint64)
     """Each state's block number plus one once its height is done (0 for the dead move, the last entry)."""
-    multipliers = _multipliers(table.shape[1] + 1)
+    multipliers = odd_multipliers(_STREAM, table.shape[1] + 1)
     count = 0
     for lo, hi in zip(bounds, bounds[1:]):
         states = order[lo:hi]
@@ -178,7 +178,3 @@ def _numbered(values: np.ndarray) -> tuple[np.ndarray, int]:
     block[order] = ranks
     return block, int(ranks[-1]) + 1 if len(values) else 0
 
-
-def _multipliers(count: int) -> np.ndarray:
-    """`count` fixed odd 64-bit hash multipliers."""
-    return odd_multipliers(_STREAM, count)

@@ -126,7 +126,8 @@ def test_a_hash_collision_in_a_height_is_caught_by_the_congruence_check() -> Non
     table = np.array([[1, 2], [3, -1], [-1, 3], [-1, -1]], dtype=np.int64)
     accepting = np.array([False, False, False, True])
     equivalent = ~distinguishable_pairs(table, accepting)
-    colliding = mock.patch.object(acyclic_partition, "_multipliers", lambda count: np.zeros(count, dtype=np.uint64))
+    colliding = mock.patch.object(acyclic_partition, "odd_multipliers",
+                                  lambda stream, count: np.zeros(count, dtype=np.uint64))
     with colliding, mock.patch.object(acyclic_partition, "STATES_PER_HEIGHT", 0), \
             mock.patch.object(minimize, "BATCHED_FROM", 1):
         joined = blocks_by_height(table, accepting, np.array([2, 1, 1, 0]))
