@@ -12,7 +12,10 @@ measures, on one machine in one run:
   compile's wall time and minor page faults as the first compile of a fresh process (`python -c`, imports done
   before the clock starts), as the first compile of a forked child, and as a forked child's compile after it
   compiled another small schema and emptied every cache (`primed`);
-- with `--peers llguidance`, the peer's compile of the same schemas in a fresh process and in a forked child.
+- with `--peers llguidance`, the peer's compile of the same schemas in a fresh process and in a forked child (its
+  tokenizer built first, as `jsonschema_coverage.load_peers` builds it).
+
+A compile that raises is reported as -1 ms and -1 faults, not timed.
 
     python benchmarks/fork_first_compile.py --every 20 --peers llguidance --out benchmarks/results/fork_first_compile
 """
@@ -35,6 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from compile_settings import _in_child  # noqa: E402
+from jsonschema_coverage import load_peers  # noqa: E402
 
 TRIVIAL = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "required": ["a"]}
 PRIMER = {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "number"},
@@ -52,14 +56,16 @@ else:
     from peers import load_qwen_vocab, make_peer
     vocab = load_qwen_vocab()
     peer = make_peer(sys.argv[1], vocab.token_bytes, vocab.eos_id, vocab.encoding)
+    peer.build_tokenizer()
     run = lambda: peer.compile(schema)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 start = time.perf_counter()
 try:
     run()
 except Exception:
-    pass
-print(json.dumps([time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults]))
+    print(json.dumps([-1.0, -1]))
+else:
+    print(json.dumps([time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults]))
 """
 
 
@@ -85,7 +91,7 @@ def page_costs() -> dict[str, float]:
 
 def forked(run: Any, primer: Any = None) -> tuple[float, int]:
     """`run()` as the first timed call of a child forked from this process (after `primer` and emptied caches when
-    given): `compile_settings`' child, its wall seconds and minor faults (a refusal counts as its time: -1)."""
+    given): `compile_settings`' child, its wall seconds and minor faults; -1 and -1 for a compile that raised."""
     found = _in_child(run, primer)
     return (-1.0, -1) if found is None else (found["wall"] / 1e3, int(found["faults"]))
 
@@ -122,11 +128,7 @@ def main() -> None:
     def primer() -> None:
         ours(PRIMER)
 
-    peers: dict[str, Any] = {}
-    if args.peers:
-        from peers import load_qwen_vocab, make_peer
-        vocab = load_qwen_vocab()
-        peers = {name: make_peer(name, vocab.token_bytes, vocab.eos_id, vocab.encoding) for name in args.peers}
+    peers = load_peers(args.peers) if args.peers else {}
 
     costs = page_costs()
     files = sorted(Path(args.folder).glob("*.json"))[::args.every]
