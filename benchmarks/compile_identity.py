@@ -5,8 +5,10 @@ Each checkout compiles, in a worker process of its own (its `stdsl` first on the
 `--tools` random tools (`random_tools.py`, as `compile_embeddable` builds them for a reply grammar), each with every
 cache emptied first.  A worker writes per compile its outcome (ok or the error's type) and a digest of every numpy
 array reachable from the result (its automaton, pushdown grammar and their tables, in the order the walk meets them,
-each with its path, dtype and shape); the driver compares the two lists and names every difference.  A speedup
-must leave them all equal.
+each with its path, dtype and shape; a compact table that stands for a dense one, with a `dense()` method, as that
+dense table); the driver compares the two lists and names every difference.  A speedup must leave them all equal.
+`--renamed OLD=NEW` compares an attribute the other checkout calls OLD with this one's NEW (a table renamed when its
+representation changed: `--renamed call_of_class=calls`).
 
     python benchmarks/compile_identity.py /work/base-warm47 --every 10 --out benchmarks/results/compile_identity_warm47
 """
@@ -50,6 +52,8 @@ def arrays(value, path, seen, out):
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             arrays(item, f"{path}[{index}]", seen, out)
+    elif hasattr(value, "dense") and type(value).__module__.startswith("stdsl"):
+        arrays(value.dense(), path, seen, out)
     elif hasattr(value, "__dict__") and type(value).__module__.startswith("stdsl"):
         for key in sorted(vars(value)):
             if key not in ("source", "model_class", "compile_seconds", "fragment") and not key.startswith("_cache"):
@@ -98,11 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default=str(REPO / ".." / "shared" / "jsonschemabench" / "maskbench-sample"))
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--tools", type=int, default=128)
+    parser.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
+                        help="an attribute the other checkout calls OLD and this one NEW")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     began = time.time()
     sides = {side: _run(Path(path).resolve(), str(Path(args.folder).resolve()), args.every, args.tools)
              for side, path in (("before", args.before), ("after", args.after))}
+    for pair in args.renamed:
+        old, new = pair.split("=", 1)
+        for row in sides["before"].values():
+            for entry in row.get("arrays", ()):
+                entry[0] = entry[0].replace(f".{old}", f".{new}")
+    for side in sides.values():
+        for row in side.values():
+            row.get("arrays", []).sort()
     differences = []
     for key in sorted(set(sides["before"]) | set(sides["after"])):
         before, after = sides["before"].get(key), sides["after"].get(key)

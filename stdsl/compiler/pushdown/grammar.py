@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 
@@ -20,9 +21,10 @@ from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.build import determinized, subset_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.automata.minimization.minimize import MINIMIZE_UP_TO, trim, trim_in_bfs_order
-from stdsl.compiler.automata.state_graph import distinct_values, successor_lists
-from stdsl.compiler.automata.table_blocks import converted, dead_table
+from stdsl.compiler.automata.state_graph import successor_lists
+from stdsl.compiler.automata.table_blocks import converted
 from stdsl.compiler.deadline import check_deadline
+from stdsl.compiler.pushdown.call_rows import CallRows, call_rows
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
 from stdsl.compiler.pushdown.subsumed_literals import holds_quoted_union, without_subsumed_literals
@@ -31,8 +33,6 @@ from stdsl.errors import CompileError, EmptyLanguageError
 CALL_BASE = 256
 MAX_DEPTH = 64
 MAIN = "<root>"
-CALLS_CHECKED = 2048
-"""Call edges `_call_of_class` checks between two deadline checks (a few milliseconds)."""
 
 
 class DefinitionError(CompileError):
@@ -74,8 +74,9 @@ class PushdownGrammar:
     """Nonterminal DFAs laid out in one state space (nonterminal 0 is the root body, never called).
 
     The tables are kept over byte classes (bytes every state reads alike): `own_classes[q, byte_class[b]]` is q's
-    own move on byte b (-1 none) and `call_of_class[q, byte_class[b]]` the call edge whose callee starts with b
-    (-1 none); `byte_table` and `call_of_byte` are the same tables over the 256 bytes, expanded on first read.
+    own move on byte b (-1 none) and `calls[q][byte_class[b]]` the call edge whose callee starts with b (-1 none;
+    rows kept for the calling states only, `CallRows`); `byte_table` and `call_of_byte` are the same tables over the
+    256 bytes, expanded on first read.
     Call edge e goes from `call_state[e]` to the callee `call_callee[e]` and returns to `call_return[e]`;
     `bn[q]` is the shortest completion of q's nonterminal, and `bn_within[min(d, len - 1), q]` the shortest one
     that nests at most d calls deeper (UNREACHABLE if none).
@@ -104,7 +105,7 @@ class PushdownGrammar:
         self.first_classes = _first_sets(self)
         self.first = self.first_classes[:, self.byte_class]
         check_deadline("the pushdown call table")
-        self.call_of_class = _call_of_class(self)
+        self.calls = _call_rows(self)
         check_deadline("the pushdown follow sets")
         follow = _follow_sets(self)
         self.follow = follow[:, self.byte_class]
@@ -130,8 +131,8 @@ class PushdownGrammar:
 
     @property
     def call_of_byte(self) -> np.ndarray:
-        """`call_of_class` over the 256 bytes, (Q, 256), read-only."""
-        return self._expand("call_of_byte", self.call_of_class)
+        """`calls` over the 256 bytes, (Q, 256), read-only: for whole-table readers and tests."""
+        return self._expand("call_of_byte", self.calls.dense())
 
     def _expand(self, name: str, classes: np.ndarray) -> np.ndarray:
         found = self._expanded.get(name)
@@ -149,9 +150,9 @@ class PushdownGrammar:
     def nbytes(self) -> int:
         """Bytes held by the grammar's tables (the 256-byte expansions too, once read)."""
         arrays = (self.starts, self.owner, self.own_classes, self.byte_class, self.accepting, self.call_state,
-                  self.call_callee, self.call_return, self.first, self.first_classes, self.call_of_class,
-                  self.follow, self.has_successor, self.bn, self.bn_within, *self._expanded.values())
-        return sum(int(a.nbytes) for a in arrays)
+                  self.call_callee, self.call_return, self.first, self.first_classes, self.follow,
+                  self.has_successor, self.bn, self.bn_within, *self._expanded.values())
+        return sum(int(a.nbytes) for a in arrays) + self.calls.nbytes
 
     def __repr__(self) -> str:
         return f"PushdownGrammar(nonterminals={self.names}, states={self.num_states}, bytes={self.nbytes})"
@@ -362,26 +363,16 @@ def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:
     return int(np.flatnonzero(classes[grammar.byte_class])[0])
 
 
-def _call_of_class(grammar: PushdownGrammar) -> np.ndarray:
-    """call_of_class (Q, classes) after checking L(1) condition 1: call firsts disjoint from own bytes and each
-    other.  The edges are written `CALLS_CHECKED` at a time with a deadline check between (MaskBench o69209's 1 s
-    of CPU in one stretch); where some edge clashes, `_first_call_clash` finds the first one to name."""
-    own = grammar.own_classes
-    table = dead_table(own.shape, np.int16 if len(grammar.call_state) < 2**15 else np.int32, "the pushdown call table")
-    for lo in range(0, len(grammar.call_state), CALLS_CHECKED):
-        if lo:
-            check_deadline("the pushdown call table")
-        edge, column = np.nonzero(grammar.first_classes[grammar.call_callee[lo:lo + CALLS_CHECKED]])
-        state = grammar.call_state[lo:lo + CALLS_CHECKED][edge]
-        cells = state.astype(np.int64) * own.shape[1] + column
-        if ((own[state, column] >= 0).any() or (table[state, column] >= 0).any()
-                or len(distinct_values(cells)) < len(cells)):
-            _first_call_clash(grammar)
-        table[state, column] = edge + lo
-    return table
+def _call_rows(grammar: PushdownGrammar) -> CallRows:
+    """The call table after checking L(1) condition 1: call firsts disjoint from own bytes and each other; where
+    some edge clashes, `_first_call_clash` finds the first one to name."""
+    found = call_rows(grammar.own_classes, grammar.first_classes, grammar.call_state, grammar.call_callee)
+    if found is None:
+        _first_call_clash(grammar)
+    return found
 
 
-def _first_call_clash(grammar: PushdownGrammar) -> None:
+def _first_call_clash(grammar: PushdownGrammar) -> NoReturn:
     """Raises for the first call edge (in edge order) whose callee's first bytes the state reads itself or by an
     earlier call."""
     own = grammar.own_classes
@@ -407,7 +398,7 @@ def _first_call_clash(grammar: PushdownGrammar) -> None:
 
 def _own_live(grammar: PushdownGrammar, states: np.ndarray) -> np.ndarray:
     """Byte classes each of `states` reads itself or by a call (bool (len(states), classes)), without returning."""
-    return (grammar.own_classes[states] >= 0) | (grammar.call_of_class[states] >= 0)
+    return (grammar.own_classes[states] >= 0) | (grammar.calls.of(states) >= 0)
 
 
 def _follow_sets(grammar: PushdownGrammar) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
+from stdsl.compiler.pushdown.call_rows import CallRows
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE
 from stdsl.compiler.pushdown.cut_configurations import cut_configurations
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
@@ -22,7 +23,7 @@ EMPTY_STACK = 0
 MAX_MEMOIZED_STEPS = 1_000_000
 
 
-def listed_row(rows: list[list[int] | None], table: np.ndarray, state: int) -> list[int]:
+def listed_row(rows: list[list[int] | None], table: np.ndarray | CallRows, state: int) -> list[int]:
     """Row `state` of `table` as a list, kept in `rows` (made on first use: a grammar of 40,000 states would
     otherwise hold ten million list entries per table before its first step)."""
     row = rows[state] = table[state].tolist()
@@ -257,7 +258,7 @@ class PushdownMachine:
             target = (self._byte_rows[state] or listed_row(self._byte_rows, self.grammar.own_classes, state))[column]
             if target >= 0:
                 return self._settle(target, stack)
-            edge = (self._call_rows[state] or listed_row(self._call_rows, self.grammar.call_of_class, state))[column]
+            edge = (self._call_rows[state] or listed_row(self._call_rows, self.grammar.calls, state))[column]
             if edge >= 0:
                 if self._stack_depth[stack] >= self.max_depth:
                     return DEAD
@@ -284,11 +285,12 @@ class PushdownMachine:
 
     def _byte_classes(self) -> tuple[list[int], np.ndarray]:
         """One byte per class of bytes every state reads alike (own moves and calls), and each byte's class:
-        bytes of a class step every configuration to the same one, so a row steps one byte per class."""
+        bytes of a class step every configuration to the same one, so a row steps one byte per class (the rows of
+        states that call nothing tell no class apart, so only the calling states' are read)."""
         if self._classes is None:
             grammar = self.grammar
             both = np.concatenate([np.asarray(grammar.own_classes, dtype=np.int32),
-                                   np.asarray(grammar.call_of_class, dtype=np.int32)], axis=0)
+                                   np.asarray(grammar.calls.rows, dtype=np.int32)], axis=0)
             _, byte_class = canonical_classes(both, grammar.byte_class)
             first = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
             self._classes = (first, byte_class.astype(np.int64))
@@ -328,7 +330,7 @@ class PushdownMachine:
             first, _ = self._byte_classes()
             grammar = self.grammar
             columns = grammar.byte_class[first]
-            reads = (grammar.own_classes[state, columns] >= 0) | (grammar.call_of_class[state, columns] >= 0)
+            reads = (grammar.own_classes[state, columns] >= 0) | (grammar.calls[state][columns] >= 0)
             found = self._state_classes[state] = np.flatnonzero(reads).tolist()
         return found
 

@@ -21,7 +21,8 @@ def adjacent_bytes(grammar: PushdownGrammar) -> tuple[np.ndarray, np.ndarray]:
     (an over-approximation: the stack is forgotten and any return state may be popped to)."""
     table = np.asarray(grammar.own_classes)
     moves = table >= 0
-    direct = moves | (np.asarray(grammar.call_of_class) >= 0)
+    direct = moves.copy()
+    direct[grammar.calls.states] |= grammar.calls.rows >= 0
     returns = np.unique(np.asarray(grammar.call_return, dtype=np.int64))
     after_return = np.asarray(direct[returns].any(axis=0) if returns.size else np.zeros(table.shape[1], dtype=bool))
     accepting = np.asarray(grammar.accepting, dtype=bool)

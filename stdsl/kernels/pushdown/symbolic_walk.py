@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from stdsl.compiler.automata.automaton import canonical_classes
+from stdsl.compiler.pushdown.call_rows import CallRows
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine, listed_row
 from stdsl.kernels.level_pass import WalkedLevel, level_pass
 
@@ -34,17 +35,19 @@ Outcome = tuple[int, tuple[int, ...], int, int]
 """(symbols popped from the stack, return states pushed (bottom first), state before eager returns, peak height)."""
 
 
-def grammar_classes(grammar: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grammar_classes(grammar: Any) -> tuple[np.ndarray, CallRows, np.ndarray]:
     """A pushdown grammar's own moves and call edges over their common byte classes.
 
-    Returns (own moves (Q, C), call edges (Q, C), byte_class (256,)).
+    Returns (own moves (Q, C), call edges (`CallRows` over the same C classes), byte_class (256,)).
 
-    Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only.
+    Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only
+    (a state that calls nothing tells no bytes apart by its calls: only the calling states' rows are compared).
     """
     own = np.asarray(grammar.own_classes)
-    both = np.concatenate([own, np.asarray(grammar.call_of_class).astype(own.dtype)], axis=0)
+    calls = grammar.calls
+    both = np.concatenate([own, np.asarray(calls.rows).astype(own.dtype)], axis=0)
     classes, byte_class = canonical_classes(both, grammar.byte_class)
-    return classes[: own.shape[0]], classes[own.shape[0] :], byte_class
+    return classes[: own.shape[0]], calls.with_rows(classes[own.shape[0] :]), byte_class
 
 
 class SymbolicStepper:
@@ -64,7 +67,7 @@ class SymbolicStepper:
         self.num_classes = int(own.shape[1])
         self._own, self._calls = own, calls
         self._own_rows: list[list[int] | None] = [None] * len(own)
-        self._call_rows: list[list[int] | None] = [None] * len(calls)
+        self._call_rows: list[list[int] | None] = [None] * len(own)
         self._accepting = grammar.accepting.tolist()
         self._final = (grammar.accepting & ~grammar.has_successor).tolist()
         self._starts = grammar.starts.tolist()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stdsl.compiler import ir
 from stdsl.compiler.pushdown import grammar as grammar_module
+from stdsl.compiler.pushdown.call_rows import CallRows
 from stdsl.compiler.pushdown.grammar import (
     Definition,
     GrammarConflictError,
@@ -26,7 +27,7 @@ LEAVES = [ir.literal("a"), ir.literal("ab"), ir.literal("b"), ir.literal(","), i
 
 
 def _loop_call_table(grammar: PushdownGrammar) -> np.ndarray:
-    """The call table edge by edge, raising at the first clash (the loop `_call_of_class` was)."""
+    """The call table edge by edge, raising at the first clash (the loop the call table's check was)."""
     own = grammar.own_classes
     table = np.full(own.shape, -1, dtype=np.int64)
     for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
@@ -45,7 +46,7 @@ def _loop_follow(grammar: PushdownGrammar) -> np.ndarray:
         changed = False
         for edge, callee in enumerate(grammar.call_callee.tolist()):
             ret = int(grammar.call_return[edge])
-            after = (grammar.own_classes[ret] >= 0) | (grammar.call_of_class[ret] >= 0)
+            after = (grammar.own_classes[ret] >= 0) | (grammar.calls[ret] >= 0)
             if grammar.accepting[ret]:
                 after = after | follow[grammar.owner[ret]]
             merged = follow[callee] | after
@@ -60,7 +61,7 @@ def _loop_follow_clash(grammar: PushdownGrammar, follow: np.ndarray) -> int | No
     called = set(grammar.call_callee.tolist())
     for q in np.flatnonzero(grammar.accepting).tolist():
         n = int(grammar.owner[q])
-        live = (grammar.own_classes[q] >= 0) | (grammar.call_of_class[q] >= 0)
+        live = (grammar.own_classes[q] >= 0) | (grammar.calls[q] >= 0)
         if n in called and (live & follow[n]).any():
             return q
     return None
@@ -97,10 +98,10 @@ def monkeypatch_grammar() -> Iterator[list[str]]:
     """Wraps the call table and follow checks so that each run compares them with the loops (a module-scoped
     patch: hypothesis runs the examples inside one test call)."""
     notes: list[str] = []
-    call_table, follow_sets, check_follow = (grammar_module._call_of_class, grammar_module._follow_sets,
+    call_table, follow_sets, check_follow = (grammar_module._call_rows, grammar_module._follow_sets,
                                              grammar_module._check_follow)
 
-    def compared_call_table(grammar: PushdownGrammar) -> np.ndarray:
+    def compared_call_table(grammar: PushdownGrammar) -> CallRows:
         try:
             expected = _loop_call_table(grammar)
         except GrammarConflictError:
@@ -111,7 +112,8 @@ def monkeypatch_grammar() -> Iterator[list[str]]:
             if expected is not None:
                 notes.append("mismatch")
             raise
-        if expected is None or not np.array_equal(found, expected):
+        if expected is None or not np.array_equal(found.dense(), expected) or not np.array_equal(
+                found.of(np.arange(len(expected))), expected):
             notes.append("mismatch")
         return found
 
@@ -133,7 +135,7 @@ def monkeypatch_grammar() -> Iterator[list[str]]:
             notes.append("mismatch")
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(grammar_module, "_call_of_class", compared_call_table)
+    patch.setattr(grammar_module, "_call_rows", compared_call_table)
     patch.setattr(grammar_module, "_follow_sets", compared_follow)
     patch.setattr(grammar_module, "_check_follow", compared_check)
     yield notes

@@ -224,8 +224,8 @@ def test_grammar_classes_expand_to_the_byte_tables(schema: dict) -> None:
     grammar = machine.grammar
     own, calls, byte_class = grammar_classes(grammar)
     assert np.array_equal(own[:, byte_class], grammar.byte_table)
-    assert np.array_equal(calls[:, byte_class], grammar.call_of_byte)
-    columns = np.concatenate([own, calls], axis=0)
+    assert np.array_equal(calls.dense()[:, byte_class], grammar.call_of_byte)
+    columns = np.concatenate([own, calls.rows], axis=0)
     assert np.unique(columns, axis=1).shape[1] == columns.shape[1] < 256
     for config in reachable(machine, max_depth=2, limit=4000)[:40]:
         row = machine.byte_row(config)

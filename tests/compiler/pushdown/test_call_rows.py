@@ -1,0 +1,69 @@
+"""`CallRows` against the dense call table it stands for, and a grammar of many states and few calls keeping rows
+for its calling states only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stdsl.compiler import ir
+from stdsl.compiler.pushdown.call_rows import CallRows, call_rows
+from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
+
+
+@st.composite
+def dense_tables(draw: st.DrawFn) -> np.ndarray:
+    """A (states, classes) table of -1 with edges in a few rows."""
+    states, classes = draw(st.integers(1, 30)), draw(st.integers(1, 6))
+    table = np.full((states, classes), -1, dtype=np.int16)
+    for state in draw(st.lists(st.integers(0, states - 1), max_size=5)):
+        table[state] = draw(st.lists(st.integers(-1, 9), min_size=classes, max_size=classes))
+    return table
+
+
+@settings(max_examples=200, deadline=None)
+@given(dense_tables(), st.data())
+def test_rows_read_as_the_dense_table(table: np.ndarray, data: st.DataObject) -> None:
+    calling = np.flatnonzero((table >= 0).any(axis=1))
+    extra = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=3))
+    states = np.union1d(calling, np.array(extra, dtype=np.int64))
+    rows = CallRows(states, table[states], len(table))
+    assert rows.shape == table.shape
+    assert np.array_equal(rows.dense(), table)
+    asked = np.array(data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12)), dtype=np.int64)
+    assert np.array_equal(rows.of(asked), table[asked].reshape(len(asked), table.shape[1]))
+    for state in range(len(table)):
+        assert np.array_equal(rows[state], table[state])
+    assert np.array_equal(rows.with_rows(table[states] + 1).dense()[states], table[states] + 1)
+
+
+def test_a_state_without_calls_reads_a_shared_read_only_row() -> None:
+    rows = CallRows(np.array([2]), np.array([[0, -1]], dtype=np.int16), 5)
+    with pytest.raises(ValueError):
+        rows[0][0] = 3
+    assert rows[0] is rows[4]
+    with pytest.raises(ValueError, match="rows"):
+        CallRows(np.array([1, 2]), np.zeros((1, 2), dtype=np.int16), 5)
+
+
+def test_clashing_calls_give_none() -> None:
+    own = np.array([[1, -1, -1], [-1, -1, -1]], dtype=np.int16)
+    first = np.array([[False, False, False], [True, False, False], [False, True, True], [False, True, False]])
+    assert call_rows(own, first, np.array([0], dtype=np.int32), np.array([1], dtype=np.int32)) is None
+    assert call_rows(own, first, np.array([1, 1], dtype=np.int32), np.array([2, 3], dtype=np.int32)) is None
+    found = call_rows(own, first, np.array([0, 1], dtype=np.int32), np.array([2, 1], dtype=np.int32))
+    assert found is not None
+    assert found.dense().tolist() == [[-1, 0, 0], [1, -1, -1]]
+
+
+def test_a_long_grammar_keeps_only_its_calling_rows() -> None:
+    item = ir.literal("".join(chr(97 + (i * 7919) % 26) for i in range(3000)))
+    main = ir.seq(ir.literal("["), call_symbol(0), ir.literal("]"))
+    grammar = compile_pushdown(main, [Definition("item", ir.alt(item, ir.seq(ir.literal("("), call_symbol(0),
+                                                                              ir.literal(")"))))])
+    calling = np.unique(grammar.call_state)
+    assert np.array_equal(grammar.calls.states, calling)
+    assert grammar.num_states > 50 * len(calling)
+    assert grammar.calls.nbytes < grammar.own_classes.nbytes / 20
