@@ -19,7 +19,7 @@ CALLS_CHECKED = 2048
 
 
 class CallRows:
-    """`calls[q, c]`: the call edge state q takes on byte class c (-1 none), over `shape` (states, classes); rows
+    """`calls[q][c]`: the call edge state q takes on byte class c (-1 none), over `shape` (states, classes); rows
     are held for `states` (sorted, distinct) only, every other state's row is all -1."""
 
     def __init__(self, states: np.ndarray, rows: np.ndarray, num_states: int) -> None:
