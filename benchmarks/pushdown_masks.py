@@ -48,12 +48,16 @@ SHARED = BENCH_DIR.parent.parent / "shared"
 
 
 def load_tasks(names: list[str] | None) -> list[dict[str, Any]]:
-    """The recursive tasks (name, schema, gold) from ../shared/tasks/recursive."""
+    """The recursive tasks (name, schema, gold) from ../shared/tasks/recursive; exits naming the folder or the names
+    where none is found (a checkout without ../shared beside it)."""
+    folder = SHARED / "tasks" / "recursive"
     tasks = []
-    for path in sorted((SHARED / "tasks" / "recursive").glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
         if not names or data["name"] in names:
             tasks.append(data)
+    if not tasks:
+        raise SystemExit(f"no recursive task {'named ' + ', '.join(names) + ' ' if names else ''}in {folder}")
     return tasks
 
 
