@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stdsl.compiler.automata.automaton import canonical_classes
 from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.deadline import check_deadline
 
@@ -92,3 +93,15 @@ def call_rows(own: np.ndarray, first_classes: np.ndarray, call_state: np.ndarray
     if len(state):
         rows[np.searchsorted(calling, state), column] = np.concatenate(edges)
     return CallRows(calling, rows, len(own))
+
+
+def classes_read_alike(own: np.ndarray, calls: CallRows, byte_class: np.ndarray
+                       ) -> tuple[np.ndarray, CallRows, np.ndarray]:
+    """A pushdown grammar's own moves (Q, C) and call rows over the coarsest byte classes every state reads alike
+    by its moves and its calls, and each byte's class (256,): bytes of a class step every configuration alike.  Only
+    the calling states' rows are compared (a state that calls nothing tells no bytes apart by its calls), both at one
+    dtype wide enough for either."""
+    dtype = np.result_type(own.dtype, calls.rows.dtype)
+    both = np.concatenate([own.astype(dtype, copy=False), calls.rows.astype(dtype, copy=False)], axis=0)
+    classes, merged = canonical_classes(both, byte_class)
+    return classes[:len(own)], calls.with_rows(classes[len(own):]), merged

@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.automata.automaton import canonical_classes
-from stdsl.compiler.pushdown.call_rows import CallRows
+from stdsl.compiler.pushdown.call_rows import CallRows, classes_read_alike
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE
 from stdsl.compiler.pushdown.cut_configurations import cut_configurations
 from stdsl.compiler.pushdown.grammar import PushdownGrammar
@@ -285,13 +284,10 @@ class PushdownMachine:
 
     def _byte_classes(self) -> tuple[list[int], np.ndarray]:
         """One byte per class of bytes every state reads alike (own moves and calls), and each byte's class:
-        bytes of a class step every configuration to the same one, so a row steps one byte per class (the rows of
-        states that call nothing tell no class apart, so only the calling states' are read)."""
+        bytes of a class step every configuration to the same one, so a row steps one byte per class."""
         if self._classes is None:
             grammar = self.grammar
-            both = np.concatenate([np.asarray(grammar.own_classes, dtype=np.int32),
-                                   np.asarray(grammar.calls.rows, dtype=np.int32)], axis=0)
-            _, byte_class = canonical_classes(both, grammar.byte_class)
+            _, _, byte_class = classes_read_alike(grammar.own_classes, grammar.calls, grammar.byte_class)
             first = [int(np.flatnonzero(byte_class == c)[0]) for c in range(int(byte_class.max()) + 1)]
             self._classes = (first, byte_class.astype(np.int64))
             self._class_sizes = np.bincount(byte_class, minlength=len(first)).tolist()

@@ -13,12 +13,10 @@ Python step per distinct pair first met, not Python work per level and trie node
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
-from stdsl.compiler.automata.automaton import canonical_classes
-from stdsl.compiler.pushdown.call_rows import CallRows
+from stdsl.compiler.pushdown.call_rows import classes_read_alike
 from stdsl.compiler.pushdown.machine import DEAD, PushdownMachine, listed_row
 from stdsl.kernels.level_pass import WalkedLevel, level_pass
 
@@ -35,21 +33,6 @@ Outcome = tuple[int, tuple[int, ...], int, int]
 """(symbols popped from the stack, return states pushed (bottom first), state before eager returns, peak height)."""
 
 
-def grammar_classes(grammar: Any) -> tuple[np.ndarray, CallRows, np.ndarray]:
-    """A pushdown grammar's own moves and call edges over their common byte classes.
-
-    Returns (own moves (Q, C), call edges (`CallRows` over the same C classes), byte_class (256,)).
-
-    Two bytes share a class iff every state moves and calls alike on them, so a step depends on the class only
-    (a state that calls nothing tells no bytes apart by its calls: only the calling states' rows are compared).
-    """
-    own = np.asarray(grammar.own_classes)
-    calls = grammar.calls
-    both = np.concatenate([own, np.asarray(calls.rows).astype(own.dtype)], axis=0)
-    classes, byte_class = canonical_classes(both, grammar.byte_class)
-    return classes[: own.shape[0]], calls.with_rows(classes[own.shape[0] :]), byte_class
-
-
 class SymbolicStepper:
     """C.12's machine on symbolic configurations: a known top of the stack over an unknown (or empty) rest.
 
@@ -62,7 +45,8 @@ class SymbolicStepper:
 
     def __init__(self, machine: PushdownMachine) -> None:
         grammar = machine.grammar
-        own, calls, byte_class = grammar_classes(grammar)
+        own, calls, byte_class = classes_read_alike(np.asarray(grammar.own_classes), grammar.calls,
+                                                    grammar.byte_class)
         self.byte_class = byte_class.astype(np.uint8)
         self.num_classes = int(own.shape[1])
         self._own, self._calls = own, calls

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.pushdown.call_rows import CallRows, call_rows
+from stdsl.compiler.pushdown.call_rows import CallRows, call_rows, classes_read_alike
 from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
 
 
@@ -67,3 +67,13 @@ def test_a_long_grammar_keeps_only_its_calling_rows() -> None:
     assert np.array_equal(grammar.calls.states, calling)
     assert grammar.num_states > 50 * len(calling)
     assert grammar.calls.nbytes < grammar.own_classes.nbytes / 20
+
+
+def test_classes_read_alike_merge_bytes_by_moves_and_calls_at_a_wide_enough_dtype() -> None:
+    own = np.array([[1, 1, -1, -1], [-1, -1, -1, -1]], dtype=np.int16)
+    rows = CallRows(np.array([1]), np.array([[-1, -1, 40000, 40000]], dtype=np.int32), 2)
+    byte_class = np.repeat(np.arange(4), 64)
+    merged_own, merged_calls, merged = classes_read_alike(own, rows, byte_class)
+    assert merged.tolist() == [0] * 128 + [1] * 128
+    assert merged_own.tolist() == [[1, -1], [-1, -1]]
+    assert merged_calls.dense().tolist() == [[-1, -1], [-1, 40000]]

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.json_schema.pushdown_constraint import compile_recursive
+from stdsl.compiler.pushdown.call_rows import classes_read_alike
 from stdsl.compiler.pushdown.machine import PushdownMachine
 from stdsl.kernels.pushdown import context_rows as context_rows_module
 from stdsl.kernels.pushdown.context_rows import ContextRows, subset_levels
 from stdsl.kernels.pushdown.device import reachable_configurations
 from stdsl.kernels.pushdown.rows import PushdownRows, pushdown_row
-from stdsl.kernels.pushdown.symbolic_walk import grammar_classes
 from stdsl.kernels.vocabulary import Vocabulary
 from tests.compiler.pushdown.test_pushdown import expressions, nested_lists
 from tests.data_files import RECURSIVE
@@ -222,7 +222,7 @@ def test_composed_rows_equal_the_level_pass_at_every_gold_prefix_with_qwen() -> 
 def test_grammar_classes_expand_to_the_byte_tables(schema: dict) -> None:
     machine = compile_recursive(schema).machine
     grammar = machine.grammar
-    own, calls, byte_class = grammar_classes(grammar)
+    own, calls, byte_class = classes_read_alike(grammar.own_classes, grammar.calls, grammar.byte_class)
     assert np.array_equal(own[:, byte_class], grammar.byte_table)
     assert np.array_equal(calls.dense()[:, byte_class], grammar.call_of_byte)
     columns = np.concatenate([own, calls.rows], axis=0)
