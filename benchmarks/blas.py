@@ -95,9 +95,11 @@ def main() -> None:
         "mkl_num_threads": os.environ.get("MKL_NUM_THREADS", "1"),
         "bound": bound,
         "unbound": unbound,
-        "speedup": {key: (bound[key] / unbound[key] if key == "matmul_gflops" else unbound[key] / bound[key]) for key in rows},
+        "speedup": {key: (bound[key] / unbound[key] if key == "matmul_gflops" else unbound[key] / bound[key])
+                    for key in rows},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "note": f"per metric the best of {ROUNDS} alternating subprocess runs, each a median of repeats; shared, noisy 2-core machine",
+        "note": f"per metric the best of {ROUNDS} alternating subprocess runs, each a median of repeats; shared, noisy "
+                "2-core machine",
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

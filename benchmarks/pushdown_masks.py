@@ -241,7 +241,8 @@ def render_sources(section: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['task']} | {r['steps']} | {cell(r['host_cold'])} | {cell(r['device_cold'])} | "
                      f"{cell(r['host_warm'])} | {cell(r['device_warm'])} | {r['device_masks_computed']} | "
                      f"{r['device_bytes'] / 1e6:.2f} MB |")
-    lines += ["", "What the pushdown controller asks each step for the live mask (before forced text and the budget): *host "
+    lines += ["", "What the pushdown controller asks each step for the live mask (before forced text and the budget): "
+              "*host "
               "rows*, `PushdownRows.mask` (the default on the CPU); *device*, `DeviceMasks.mask`, the state vector "
               "encoded and masked by `PushdownDevice` on MLX's default device and read back (the default on a "
               "Metal or CUDA GPU; `STDSL_PUSHDOWN_MASKS=device|host` overrides). Each source on its own fresh "

@@ -13,9 +13,11 @@ from stdsl.programs import Program
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ARGS = {
-    "review.stc": {"abstract": "We show that sorting networks of depth 9 exist for 16 inputs, improving the known bound."},
+    "review.stc": {"abstract": "We show that sorting networks of depth 9 exist for 16 inputs, improving the known "
+                               "bound."},
     "classify.stc": {"message": "I was charged twice for my subscription this month, please refund one payment."},
-    "report.stc": {"notes": "api-gateway returned 502 errors from 14:02 to 14:49 on 2026-03-04 after a bad config push; rolled back."},
+    "report.stc": {"notes": "api-gateway returned 502 errors from 14:02 to 14:49 on 2026-03-04 after a bad config "
+                            "push; rolled back."},
     "tool_call.stc": {"request": "What is the weather in Lisbon in celsius?"},
 }
 

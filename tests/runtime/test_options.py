@@ -1,4 +1,5 @@
-"""Decode options and prompts: every good value is accepted as is, every bad one is an OptionError naming its argument."""
+"""Decode options and prompts: every good value is accepted as is, every bad one is an OptionError naming its
+argument."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ BAD: dict[str, st.SearchStrategy[Any]] = {
     | st.floats(min_value=1.0, exclude_min=True)
     | st.sampled_from([math.nan, math.inf]),
     "top_k": not_a_number | st.integers(max_value=-1) | st.floats(),
-    "seed": st.text(max_size=4) | st.booleans() | st.floats() | st.integers(max_value=-1) | st.integers(min_value=2**64),
+    "seed": (st.text(max_size=4) | st.booleans() | st.floats() | st.integers(max_value=-1)
+             | st.integers(min_value=2**64)),
     "stop": st.just("")
     | st.lists(st.just("") | st.integers() | st.none(), min_size=1, max_size=3)
     | st.integers()
@@ -181,7 +183,8 @@ def test_every_bad_prompt_is_an_option_error_naming_prompt(prompt: Any) -> None:
     assert caught.value.argument == "prompt"
 
 
-@pytest.mark.parametrize("prompt", [None, 3, [1, "a"], {"role": "user", "content": "hi"}, [True], [], [{"role": "user"}]])
+@pytest.mark.parametrize("prompt", [None, 3, [1, "a"], {"role": "user", "content": "hi"}, [True], [],
+                                    [{"role": "user"}]])
 def test_the_brief_cases_are_refused(prompt: Any) -> None:
     with pytest.raises(OptionError):
         check_prompt(prompt)
@@ -211,7 +214,8 @@ def test_token_ids_are_checked_against_the_vocabulary_when_given() -> None:
         ([1, "a"], {}, "prompt"),
     ],
 )
-def test_generate_refuses_bad_arguments_before_any_model_pass(tiny_model, prompt: Any, options: dict, argument: str) -> None:
+def test_generate_refuses_bad_arguments_before_any_model_pass(tiny_model, prompt: Any, options: dict,
+                                                              argument: str) -> None:
     import stdsl
     from stdsl.runtime.decode import engine_for
 

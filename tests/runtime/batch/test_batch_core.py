@@ -11,7 +11,6 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
-from tests.runtime.engine_oracle import NEAR_TIE, sequential_greedy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from stdsl.runtime.batch.requests import prepare_request
 from stdsl.runtime.batch.row import RowHandle
 from stdsl.runtime.model.loading import Model
 from stdsl.runtime.options import DecodeOptions
+from tests.runtime.engine_oracle import NEAR_TIE, sequential_greedy
 
 FAILURE = "a pass failed on purpose"
 CONSTRAINTS: list[Any] = [

@@ -70,7 +70,8 @@ def test_greedy_is_masked_argmax() -> None:
     top_p=st.sampled_from([1.0, 0.9, 0.5]),
     top_k=st.sampled_from([0, 1, 3, 600]),
 )
-def test_sampled_token_is_always_allowed(seed: int, allowed_ids: list[int], temperature: float, top_p: float, top_k: int) -> None:
+def test_sampled_token_is_always_allowed(seed: int, allowed_ids: list[int], temperature: float, top_p: float,
+                                         top_k: int) -> None:
     allowed = np.zeros(VOCAB, dtype=bool)
     allowed[allowed_ids] = True
     mx.random.seed(seed)
@@ -145,9 +146,11 @@ row_params = st.builds(
 
 @settings(max_examples=30, deadline=None)
 @given(params=st.lists(row_params, min_size=1, max_size=6), steps=st.integers(1, 4), data=st.data())
-def test_a_row_draws_the_same_alone_or_in_any_batch(params: list[SamplingParams], steps: int, data: st.DataObject) -> None:
+def test_a_row_draws_the_same_alone_or_in_any_batch(params: list[SamplingParams], steps: int,
+                                                    data: st.DataObject) -> None:
     rows = len(params)
-    logits = [mx.array(np.random.default_rng(step).normal(0.0, 2.0, (rows, VOCAB)).astype(np.float32)) for step in range(steps)]
+    logits = [mx.array(np.random.default_rng(step).normal(0.0, 2.0, (rows, VOCAB)).astype(np.float32))
+              for step in range(steps)]
     masks = [
         np.stack([mask_of(data.draw(st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=40, unique=True)))
                   for _ in range(rows)])

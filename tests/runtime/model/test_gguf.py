@@ -39,16 +39,16 @@ def ref_q6_k(block: bytes) -> list[float]:
     y = [0.0] * 256
     for half in range(2):
         o, lo, hi, s = 128 * half, 64 * half, 32 * half, 8 * half
-        for l in range(32):
-            is_ = l // 16
-            q1 = ((ql[lo + l] & 0xF) | (((qh[hi + l] >> 0) & 3) << 4)) - 32
-            q2 = ((ql[lo + l + 32] & 0xF) | (((qh[hi + l] >> 2) & 3) << 4)) - 32
-            q3 = ((ql[lo + l] >> 4) | (((qh[hi + l] >> 4) & 3) << 4)) - 32
-            q4 = ((ql[lo + l + 32] >> 4) | (((qh[hi + l] >> 6) & 3) << 4)) - 32
-            y[o + l] = d * sc[s + is_] * q1
-            y[o + l + 32] = d * sc[s + is_ + 2] * q2
-            y[o + l + 64] = d * sc[s + is_ + 4] * q3
-            y[o + l + 96] = d * sc[s + is_ + 6] * q4
+        for j in range(32):
+            is_ = j // 16
+            q1 = ((ql[lo + j] & 0xF) | (((qh[hi + j] >> 0) & 3) << 4)) - 32
+            q2 = ((ql[lo + j + 32] & 0xF) | (((qh[hi + j] >> 2) & 3) << 4)) - 32
+            q3 = ((ql[lo + j] >> 4) | (((qh[hi + j] >> 4) & 3) << 4)) - 32
+            q4 = ((ql[lo + j + 32] >> 4) | (((qh[hi + j] >> 6) & 3) << 4)) - 32
+            y[o + j] = d * sc[s + is_] * q1
+            y[o + j + 32] = d * sc[s + is_ + 2] * q2
+            y[o + j + 64] = d * sc[s + is_ + 4] * q3
+            y[o + j + 96] = d * sc[s + is_ + 6] * q4
     return y
 
 
@@ -67,14 +67,16 @@ def gguf_string(text: str) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
-def write_gguf(path: Path, metadata: list[tuple[str, int, bytes]], tensors: list[tuple[str, tuple[int, ...], int, bytes]]) -> None:
+def write_gguf(path: Path, metadata: list[tuple[str, int, bytes]],
+               tensors: list[tuple[str, tuple[int, ...], int, bytes]]) -> None:
     """Write GGUF v3: metadata as (key, value type, encoded value); tensors as (name, numpy shape, type, data)."""
     out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata)))
     for key, kind, value in metadata:
         out += gguf_string(key) + struct.pack("<I", kind) + value
     offset = 0
     for name, shape, kind, data in tensors:
-        out += gguf_string(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape))
+        out += gguf_string(name) + struct.pack("<I", len(shape))
+        out += b"".join(struct.pack("<Q", d) for d in reversed(shape))
         out += struct.pack("<IQ", kind, offset)
         offset += -(-len(data) // 32) * 32
     out += b"\0" * (-len(out) % 32)
@@ -170,8 +172,10 @@ def test_smollm2_tensor_infos(smollm2_gguf):
     tensors = smollm2_gguf.tensors
     assert len(tensors) == 2 + 30 * 9
     assert {t.ggml_type for t in tensors.values()} == {GGMLType.F32, GGMLType.Q4_1, GGMLType.Q8_0}
-    assert tensors["token_embd.weight"].shape == (49152, 576) and tensors["token_embd.weight"].ggml_type == GGMLType.Q8_0
-    assert tensors["blk.0.attn_k.weight"].shape == (192, 576) and tensors["blk.0.attn_k.weight"].ggml_type == GGMLType.Q4_1
+    embedding = tensors["token_embd.weight"]
+    assert embedding.shape == (49152, 576) and embedding.ggml_type == GGMLType.Q8_0
+    keys = tensors["blk.0.attn_k.weight"]
+    assert keys.shape == (192, 576) and keys.ggml_type == GGMLType.Q4_1
     assert tensors["blk.0.ffn_down.weight"].shape == (576, 1536)
     assert "output.weight" not in tensors
     for name in tensors:

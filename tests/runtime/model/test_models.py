@@ -158,7 +158,8 @@ def test_local_mlx_folder_loads_through_mlx_lm(tiny_model, tmp_path):
     assert loaded.tokenizer.apply_chat_template(messages) == tiny_model.tokenizer.apply_chat_template(messages)
     ids = tiny_model.tokenizer.encode(text)
     np.testing.assert_allclose(
-        np.array(loaded.forward(ids, loaded.make_cache())), np.array(tiny_model.forward(ids, tiny_model.make_cache())), atol=1e-5
+        np.array(loaded.forward(ids, loaded.make_cache())), np.array(tiny_model.forward(ids, tiny_model.make_cache())),
+        atol=1e-5
     )
 
 
@@ -174,5 +175,6 @@ def test_quantized_mlx_folder_is_dequantized_to_float32_on_request(tiny_model, t
     assert dequantized.net.model.embed_tokens.weight.dtype == mx.float32
     ids = tiny_model.tokenizer.encode("numbers 1 2 3")
     np.testing.assert_allclose(
-        np.array(dequantized.forward(ids, dequantized.make_cache())), np.array(kept.forward(ids, kept.make_cache())), atol=1e-4
+        np.array(dequantized.forward(ids, dequantized.make_cache())), np.array(kept.forward(ids, kept.make_cache())),
+        atol=1e-4
     )

@@ -10,7 +10,6 @@ import enum
 import re
 
 import pytest
-from tests.runtime.engine_oracle import agrees
 from pydantic import BaseModel, Field
 
 import stdsl as stcon
@@ -19,6 +18,7 @@ from stdsl.errors import CompileError, OptionError, SchemaError
 from stdsl.programs import StepsProgram
 from stdsl.runtime.decode import engine_for
 from stdsl.runtime.engine import Engine
+from tests.runtime.engine_oracle import agrees
 
 WORD = stcon.Regex("[a-z]{2,6}")
 

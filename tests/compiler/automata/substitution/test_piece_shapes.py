@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.substitution import piece_shapes
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.substitution import piece_shapes
 from tests.compiler.automata.substitution.test_block_substitution import bodies
 
 
