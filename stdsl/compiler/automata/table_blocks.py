@@ -10,6 +10,7 @@ and the deadline, so every automata module can use it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -36,6 +37,24 @@ def in_row_blocks(rows: int, width: int, dtype: np.dtype, block: Callable[[int, 
     for lo in range(0, rows, step):
         check_deadline(stage)
         out[lo:lo + step] = block(lo, min(lo + step, rows))
+    return out
+
+
+TAKEN_CELLS = 1 << 18
+"""Cells `taken` writes per numpy call: int32 indices are read as an int64 copy, and a block's copy (2 MB) stays under
+the 4 MB past which numpy asks the kernel for huge pages, which a first touch may stall on while it compacts memory."""
+
+
+def taken(source: np.ndarray, indices: np.ndarray, out: np.ndarray, stage: str,
+          mode: Literal["wrap", "clip"] = "wrap") -> np.ndarray:
+    """`np.take(source, indices, out=out, mode=mode)` ("wrap": a dead -1 reads the source's last entry) a block of
+    rows of `indices` at a time, with a deadline check between; `out` may be `indices` itself (each cell is read
+    before it is written).  A 400-tool reply's numbering took one copy of 30 MB of indices at once, fresh pages on
+    every first build."""
+    step = max(1, TAKEN_CELLS // max(1, int(np.prod(indices.shape[1:]))))
+    for lo in range(0, len(indices), step):
+        check_deadline(stage)
+        np.take(source, indices[lo:lo + step], out=out[lo:lo + step], mode=mode)
     return out
 
 

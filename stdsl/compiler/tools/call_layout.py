@@ -316,6 +316,10 @@ def call_layout(node: ir.Node) -> Automaton | None:
 
 DEAD = -(1 << 30)
 """A dead move in the pieces' stacked rows: a piece's place added to it stays below -1, clipped back to -1."""
+COPIED_ROWS = 8192
+"""Placed rows shifted and written at a time: a block of them stays under the 4 MB past which numpy asks the kernel
+for fresh huge pages (a 400-tool reply's rows at once were 30 MB, faulted in anew, with compaction stalls, on every
+first build), so each block reuses the last one's memory."""
 
 
 def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
@@ -333,9 +337,10 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
                                  {byte for _, plan in chosen for _, byte, _ in plan.moves})
     sizes = np.array([piece.num_states - 1 for piece in distinct.values()], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    stacked = np.vstack([np.zeros((0, len(first)), dtype=np.int32),
-                         *(piece.table[:-1, piece.byte_class[first]] for piece in distinct.values())])
-    stacked = np.where(stacked >= 0, stacked, DEAD).astype(np.int32)
+    stacked = np.concatenate([np.zeros((0, len(first)), dtype=np.int32),
+                              *(piece.table[:-1, piece.byte_class[first]] for piece in distinct.values())],
+                             dtype=np.int32)
+    stacked[stacked < 0] = DEAD
     bases = np.concatenate([[0], np.cumsum([plan.size for _, plan in chosen])])
     total = int(bases[-1])
     local = np.int16 if max(plan.size for _, plan in chosen) <= INT16_MAX_STATES else np.int32
@@ -351,10 +356,14 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
         counts = sizes[placed[:, 0]]
         within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         source = np.repeat(offsets[placed[:, 0]], counts) + within
-        moved = stacked[source]
-        moved += np.repeat(placed[:, 2], counts).astype(np.int32)[:, None]
-        np.maximum(moved, -1, out=moved)
-        table[np.repeat(placed[:, 1] + placed[:, 2], counts) + within] = moved
+        shift = np.repeat(placed[:, 2], counts).astype(np.int32)[:, None]
+        target = np.repeat(placed[:, 1] + placed[:, 2], counts) + within
+        for low in range(0, len(source), COPIED_ROWS):
+            high = low + COPIED_ROWS
+            moved = stacked[source[low:high]]
+            moved += shift[low:high]
+            np.maximum(moved, -1, out=moved)
+            table[target[low:high]] = moved
     for call, (index, plan) in enumerate(chosen):
         accepting = np.zeros(plan.size, dtype=bool)
         accepting[-1] = True

@@ -78,8 +78,11 @@ def _product(arguments: list[Automaton], guard: Automaton, first: np.ndarray
     sizes = np.array([len(table) for table in tables], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     owner = np.repeat(np.arange(len(tables), dtype=np.int64), sizes)
-    stacked = np.vstack(tables).astype(np.int32)
-    stacked = np.where(stacked >= 0, stacked + offsets[owner].astype(np.int32)[:, None], -1)
+    stacked = np.concatenate(tables, dtype=np.int32)
+    dead = stacked < 0
+    stacked += offsets[owner].astype(np.int32)[:, None]
+    stacked[dead] = -1
+    del dead
     stacked_accepting = np.concatenate([automaton.accepting for automaton in arguments])
     guard_table = guard.class_transitions[:, guard.byte_class[first]].astype(np.int32)
     table, pairs, width = product_beside_start(stacked, guard_table, "guarded calls")
@@ -121,7 +124,9 @@ def _chained(product: np.ndarray, accepting: np.ndarray, owner: np.ndarray, head
 
 def _cut(table: np.ndarray, final: np.ndarray, owner: np.ndarray, keep: np.ndarray, starts: np.ndarray,
          joint: np.ndarray) -> list[Automaton | None]:
-    """The kept states of each call as its own DFA, its head's first state numbered 0 (None where that is gone)."""
+    """The kept states of each call as its own DFA, its head's first state numbered 0 (None where that is gone).  Each
+    call's rows are gathered on their own: all of them at once were two copies of a 400-tool reply's 20 MB table, fresh
+    pages on every first build."""
     states = np.flatnonzero(keep)
     not_start = np.ones(len(table), dtype=np.int64)
     not_start[starts] = 0
@@ -129,14 +134,13 @@ def _cut(table: np.ndarray, final: np.ndarray, owner: np.ndarray, keep: np.ndarr
     groups = np.searchsorted(owner[order], np.arange(len(starts) + 1))
     local = np.full(len(table) + 1, -1, dtype=np.int32)
     local[order] = np.arange(len(order)) - groups[owner[order]]
-    rows = local[table[order]]
     cut: list[Automaton | None] = []
     for call, start in enumerate(starts.tolist()):
         low, high = int(groups[call]), int(groups[call + 1])
         if not keep[start]:
             cut.append(None)
             continue
-        cut.append(Automaton.from_classes(rows[low:high], final[order[low:high]], joint))
+        cut.append(Automaton.from_classes(local[table[order[low:high]]], final[order[low:high]], joint))
     return cut
 
 

@@ -71,3 +71,20 @@ def test_equal_row_keys_group_rows_as_unique_does(rows: np.ndarray) -> None:
     expected = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1) if len(rows) else np.zeros(0, int)
     assert len(keys) == len(rows)
     assert len(set(zip(keys.tolist(), expected.tolist()))) == len(set(keys.tolist())) == len(set(expected.tolist()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(table=TABLES, dtype=st.sampled_from([np.int32, np.int64]), in_place=st.booleans(),
+       cells=st.integers(1, 12))
+def test_blocked_take_matches_numpy_in_place_or_not(table: np.ndarray, dtype: type[np.integer], in_place: bool,
+                                                    cells: int) -> None:
+    """`taken` a few cells a call numbers a table as one wrapped `np.take` does (a dead -1 reads the last entry),
+    written over the indices themselves or into another array."""
+    numbering = np.append(np.arange(len(table), dtype=dtype)[::-1] * 3, dtype(-1))
+    indices = table.astype(dtype)
+    expected = np.take(numbering, indices, mode="wrap")
+    out = indices if in_place else np.empty_like(indices)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(table_blocks, "TAKEN_CELLS", cells)
+        assert table_blocks.taken(numbering, indices, out, "t") is out
+    assert np.array_equal(out, expected)

@@ -162,3 +162,34 @@ def test_a_list_built_from_calls_of_other_workers_equals_it_built_in_one_process
     assert assembled.source == spec
     assert np.array_equal(assembled.automaton.transitions, alone.automaton.transitions)
     assert np.array_equal(assembled.automaton.accepting, alone.automaton.accepting)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tool_lists(), st.sampled_from(sorted(FORMATS)))
+def test_a_reply_built_a_few_rows_at_a_time_is_the_same_table(tools: list[ToolSpec], name: str) -> None:
+    """The blocks stacked and split (`split_rows`), the calls' rows placed (`call_layouts`) and the products
+    numbered (`table_blocks.taken`) a few rows at a time, to keep each temporary under numpy's huge-page size, build
+    the very arrays the one-pass build does."""
+    from stdsl import caches
+    from stdsl.compiler.automata import table_blocks
+    from stdsl.compiler.automata.substitution import blocks
+    from stdsl.compiler.tools import call_layout
+
+    def arrays() -> list[np.ndarray] | None:
+        caches.clear()
+        try:
+            built = assembly.reply_automaton(tools, format_named(name), _arguments_ir(_Deadline(120), []),
+                                             ARGUMENTS_LOWERING)
+        except StdslError:
+            return None
+        return [built.branch_rows, built.sole_class, built.sole_target, built.byte_class, built.accepting]
+
+    whole = arrays()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blocks, "SPLIT_CELLS", 1)
+        patch.setattr(call_layout, "COPIED_ROWS", 1)
+        patch.setattr(table_blocks, "TAKEN_CELLS", 1)
+        piecewise = arrays()
+    assume(whole is not None)
+    assert piecewise is not None
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(whole, piecewise))
