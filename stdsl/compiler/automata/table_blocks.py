@@ -18,7 +18,9 @@ from stdsl.compiler.deadline import check_deadline
 
 BLOCK_CELLS = 1 << 19
 """Table cells built between two deadline checks (a few milliseconds of numpy work; 1 << 20 int64 cells were a
-0.1 s stretch for a fresh process on a loaded machine)."""
+0.1 s stretch for a fresh process on a loaded machine).  A block of int32 cells (2 MB) is also under the 4 MB past
+which numpy asks the kernel for huge pages, whose first touch may stall while it compacts memory: a temporary made a
+block at a time reuses the memory the last block freed."""
 
 
 def block_rows(width: int) -> int:
@@ -40,18 +42,13 @@ def in_row_blocks(rows: int, width: int, dtype: np.dtype, block: Callable[[int, 
     return out
 
 
-TAKEN_CELLS = 1 << 18
-"""Cells `taken` writes per numpy call: int32 indices are read as an int64 copy, and a block's copy (2 MB) stays under
-the 4 MB past which numpy asks the kernel for huge pages, which a first touch may stall on while it compacts memory."""
-
-
 def taken(source: np.ndarray, indices: np.ndarray, out: np.ndarray, stage: str,
           mode: Literal["wrap", "clip"] = "wrap") -> np.ndarray:
-    """`np.take(source, indices, out=out, mode=mode)` ("wrap": a dead -1 reads the source's last entry) a block of
-    rows of `indices` at a time, with a deadline check between; `out` may be `indices` itself (each cell is read
-    before it is written).  A 400-tool reply's numbering took one copy of 30 MB of indices at once, fresh pages on
-    every first build."""
-    step = max(1, TAKEN_CELLS // max(1, int(np.prod(indices.shape[1:]))))
+    """`np.take(source, indices, out=out, mode=mode)` ("wrap": a dead -1 reads the source's last entry) half a block
+    of rows of `indices` at a time (int32 indices are read as an int64 copy, so a copy stays a block's 2 MB), with a
+    deadline check between; `out` may be `indices` itself (each cell is read before it is written).  A 400-tool
+    reply's numbering took one copy of 30 MB of indices at once, fresh pages on every first build."""
+    step = max(1, block_rows(int(np.prod(indices.shape[1:]))) // 2)
     for lo in range(0, len(indices), step):
         check_deadline(stage)
         np.take(source, indices[lo:lo + step], out=out[lo:lo + step], mode=mode)

@@ -25,6 +25,8 @@ from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton
 from stdsl.compiler.automata.build import build_automaton, subset_automaton
 from stdsl.compiler.automata.ops import joint_classes
 from stdsl.compiler.automata.strings import byte_trie, literal_strings
+from stdsl.compiler.automata.table_blocks import block_rows
+from stdsl.compiler.deadline import check_deadline
 
 Atom = bytes | ir.Node
 """Literal text (bytes) or a value (any other IR node)."""
@@ -316,10 +318,6 @@ def call_layout(node: ir.Node) -> Automaton | None:
 
 DEAD = -(1 << 30)
 """A dead move in the pieces' stacked rows: a piece's place added to it stays below -1, clipped back to -1."""
-COPIED_ROWS = 8192
-"""Placed rows shifted and written at a time: a block of them stays under the 4 MB past which numpy asks the kernel
-for fresh huge pages (a 400-tool reply's rows at once were 30 MB, faulted in anew, with compaction stalls, on every
-first build), so each block reuses the last one's memory."""
 
 
 def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
@@ -358,8 +356,10 @@ def call_layouts(nodes: Sequence[ir.Node]) -> list[Automaton | None]:
         source = np.repeat(offsets[placed[:, 0]], counts) + within
         shift = np.repeat(placed[:, 2], counts).astype(np.int32)[:, None]
         target = np.repeat(placed[:, 1] + placed[:, 2], counts) + within
-        for low in range(0, len(source), COPIED_ROWS):
-            high = low + COPIED_ROWS
+        step = block_rows(len(first))
+        for low in range(0, len(source), step):
+            check_deadline("laying out calls")
+            high = low + step
             moved = stacked[source[low:high]]
             moved += shift[low:high]
             np.maximum(moved, -1, out=moved)

@@ -85,6 +85,6 @@ def test_blocked_take_matches_numpy_in_place_or_not(table: np.ndarray, dtype: ty
     expected = np.take(numbering, indices, mode="wrap")
     out = indices if in_place else np.empty_like(indices)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(table_blocks, "TAKEN_CELLS", cells)
+        patch.setattr(table_blocks, "BLOCK_CELLS", cells)
         assert table_blocks.taken(numbering, indices, out, "t") is out
     assert np.array_equal(out, expected)

@@ -168,12 +168,10 @@ def test_a_list_built_from_calls_of_other_workers_equals_it_built_in_one_process
 @given(tool_lists(), st.sampled_from(sorted(FORMATS)))
 def test_a_reply_built_a_few_rows_at_a_time_is_the_same_table(tools: list[ToolSpec], name: str) -> None:
     """The blocks stacked and split (`split_rows`), the calls' rows placed (`call_layouts`) and the products
-    numbered (`table_blocks.taken`) a few rows at a time, to keep each temporary under numpy's huge-page size, build
-    the very arrays the one-pass build does."""
+    numbered (`table_blocks.taken`) a block of rows at a time, to keep each temporary under numpy's huge-page size,
+    build the very arrays the one-pass build does when a block is a single row."""
     from stdsl import caches
     from stdsl.compiler.automata import table_blocks
-    from stdsl.compiler.automata.substitution import blocks
-    from stdsl.compiler.tools import call_layout
 
     def arrays() -> list[np.ndarray] | None:
         caches.clear()
@@ -186,9 +184,7 @@ def test_a_reply_built_a_few_rows_at_a_time_is_the_same_table(tools: list[ToolSp
 
     whole = arrays()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(blocks, "SPLIT_CELLS", 1)
-        patch.setattr(call_layout, "COPIED_ROWS", 1)
-        patch.setattr(table_blocks, "TAKEN_CELLS", 1)
+        patch.setattr(table_blocks, "BLOCK_CELLS", 1)
         piecewise = arrays()
     assume(whole is not None)
     assert piecewise is not None

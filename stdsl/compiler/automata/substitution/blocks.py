@@ -24,7 +24,7 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler.automata.automaton import INT16_MAX_STATES, Automaton, BlockKey, BlockSpan
 from stdsl.compiler.automata.substitution.piece_shapes import NotBlockShaped, PieceShape, piece_shapes
-from stdsl.compiler.automata.table_blocks import taken
+from stdsl.compiler.automata.table_blocks import block_rows, taken
 from stdsl.compiler.deadline import check_deadline
 from stdsl.errors import EmptyLanguageError
 
@@ -288,11 +288,6 @@ class _Block:
     """The rows over the last reply's classes (given by their first bytes), split (`split_rows`)."""
 
 
-SPLIT_CELLS = 1 << 18
-"""Rows' cells `split_rows` stacks and splits at a time (1 MB of int32): under the 4 MB past which numpy asks for huge
-pages, so each run reuses the memory the last one freed."""
-
-
 def _stacked_rows(blocks: list[_Block], representative: np.ndarray) -> _Rows:
     """`_Rows.of` the blocks' rows over the classes whose first bytes are `representative`, stacked."""
     stacked = np.empty((sum(len(block.table) for block in blocks), len(representative)), dtype=np.int32)
@@ -307,19 +302,19 @@ def split_rows(blocks: Sequence[_Block], representative: np.ndarray) -> list[_Ro
     """Each block's rows over the classes whose first bytes are `representative`, split: kept per block for the
     last classes asked, those not kept split together (`_Rows.of` reads each row alone, so the blocks' rows stacked
     split as each block's would; a few numpy steps per run of blocks instead of a dozen per block).  The blocks are
-    stacked and split a run of about `SPLIT_CELLS` cells at a time: all at once, a 400-tool reply's 30 MB of rows were
-    stacked twice, fresh pages (and huge-page compaction) on every first build."""
+    stacked and split a run of about a block of rows at a time (`table_blocks.block_rows`): all at once, a 400-tool
+    reply's 30 MB of rows were stacked twice, fresh pages (and huge-page compaction) on every first build."""
     key = representative.tobytes()
     missing = list({id(block): block for block in blocks if key not in block.split}.values())
     if missing:
         ends = np.cumsum([len(block.table) for block in missing]).tolist()
-        runs, start, cells = [], 0, 0
+        runs, start, rows, step = [], 0, 0, block_rows(len(representative))
         for index, block in enumerate(missing):
-            size = len(block.table) * len(representative)
-            if cells and cells + size > SPLIT_CELLS:
+            if rows and rows + len(block.table) > step:
+                check_deadline("laying out blocks")
                 runs.append(_stacked_rows(missing[start:index], representative))
-                start, cells = index, 0
-            cells += size
+                start, rows = index, 0
+            rows += len(block.table)
         runs.append(_stacked_rows(missing[start:], representative))
         whole = _Rows(np.concatenate([run.sole_class for run in runs]),
                       np.concatenate([run.sole_target for run in runs]),
