@@ -39,21 +39,22 @@ def canonical_classes(class_table: np.ndarray, byte_class: np.ndarray) -> tuple[
     of a large table is made (its fresh pages cost more than the comparison).
     """
     byte_class = np.asarray(byte_class)
-    used, first_byte = np.unique(byte_class, return_index=True)
-    ordered = used[np.argsort(first_byte)]
+    ordered = list(dict.fromkeys(byte_class.tolist()))
     labels = [0] * len(ordered)
     step = max(1, COMPARED_CELLS // max(1, len(ordered)))
     for lo in range(0, len(class_table), step):
         check_deadline("merging equal byte classes")
-        columns = class_table[lo:lo + step].T[ordered]
+        columns = class_table[lo:lo + step].T[ordered].tobytes()
+        width = len(columns) // len(ordered)
         keys: dict[tuple[int, bytes], int] = {}
-        labels = [keys.setdefault((label, column.tobytes()), len(keys)) for label, column in zip(labels, columns)]
+        labels = [keys.setdefault((label, columns[at:at + width]), len(keys))
+                  for label, at in zip(labels, range(0, len(columns), width))]
     chosen: list[int] = []
-    label_of_column = np.zeros(int(used[-1]) + 1, dtype=np.uint8)
-    for column, label in zip(ordered.tolist(), labels):
+    for column, label in zip(ordered, labels):
         if label == len(chosen):
             chosen.append(column)
-        label_of_column[column] = label
+    label_of_column = np.zeros(max(ordered) + 1, dtype=np.uint8)
+    label_of_column[ordered] = labels
     if chosen == list(range(class_table.shape[1])):
         return class_table, label_of_column[byte_class]
     return columns_taken(class_table, chosen, "merging equal byte classes"), label_of_column[byte_class]
@@ -214,16 +215,16 @@ class Automaton(ByteClassTable):
     def _keep_rows(self, classes: np.ndarray) -> None:
         """Split the dense class table into whole rows (two or more live classes) and sole transitions."""
         live = classes >= 0
-        live_classes = np.count_nonzero(live, axis=1)
+        live_classes = live.sum(axis=1)
         check_deadline("storing the automaton")
         branching = live_classes >= 2
-        self.branch_rows: np.ndarray = np.ascontiguousarray(classes[branching])
-        sole = np.flatnonzero(live_classes == 1)
-        self.sole_class: np.ndarray = np.zeros(classes.shape[0], dtype=np.uint8)
-        self.sole_class[sole] = np.argmax(live[sole], axis=1)
-        self.sole_target: np.ndarray = np.full(classes.shape[0], -1, dtype=classes.dtype)
-        self.sole_target[sole] = classes[sole, self.sole_class[sole]]
-        self.sole_target[branching] = -2 - np.arange(self.branch_rows.shape[0])
+        self.branch_rows: np.ndarray = classes[branching]
+        sole = live_classes == 1
+        first_live = live.argmax(axis=1)
+        self.sole_class: np.ndarray = (first_live * sole).astype(np.uint8)
+        self.sole_target: np.ndarray = np.where(sole, classes[np.arange(len(classes)), first_live],
+                                                classes.dtype.type(-1))
+        self.sole_target[branching] = np.arange(-2, -2 - len(self.branch_rows), -1, dtype=classes.dtype)
 
     @property
     def num_states(self) -> int:
