@@ -28,7 +28,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 REPLAY = """
-import pickle, sys, time
+import json, pickle, sys, time
 from stdsl.compiler.automata.automaton import Automaton
 import stdsl.caches
 assert stdsl.caches.__file__.startswith(sys.argv[2]), stdsl.caches.__file__
@@ -42,7 +42,7 @@ for name, calls in groups.items():
             Automaton.__new__(Automaton)._store(table, accepting, byte_class)
         best = min(best, time.perf_counter() - start)
     out[name] = best
-print(repr(out))
+print(json.dumps(out))
 """
 
 
@@ -88,7 +88,7 @@ def replayed(checkout: str, calls_file: str, repeats: int) -> dict[str, float]:
     """Best seconds per build over `repeats` passes, in a fresh process importing `checkout`'s stdsl."""
     done = subprocess.run([sys.executable, "-P", "-c", REPLAY, calls_file, os.path.realpath(checkout), str(repeats)],
                           env=dict(os.environ, PYTHONPATH=checkout), capture_output=True, text=True, check=True)
-    result: dict[str, float] = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr of a dict
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
