@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
 
 import numpy as np
 
@@ -24,7 +23,7 @@ from stdsl.compiler.automata.minimization.minimize import MINIMIZE_UP_TO, trim, 
 from stdsl.compiler.automata.state_graph import successor_lists
 from stdsl.compiler.automata.table_blocks import converted
 from stdsl.compiler.deadline import check_deadline
-from stdsl.compiler.pushdown.call_rows import CallRows, call_rows
+from stdsl.compiler.pushdown.call_rows import CallRows, call_rows, first_call_clash
 from stdsl.compiler.pushdown.completion_graph import UNREACHABLE, CompletionGraph
 from stdsl.compiler.pushdown.quoted_keys import keyed_body_dfa
 from stdsl.compiler.pushdown.subsumed_literals import holds_quoted_union, without_subsumed_literals
@@ -365,35 +364,27 @@ def _first_byte(grammar: PushdownGrammar, classes: np.ndarray) -> int:
 
 def _call_rows(grammar: PushdownGrammar) -> CallRows:
     """The call table after checking L(1) condition 1: call firsts disjoint from own bytes and each other; where
-    some edge clashes, `_first_call_clash` finds the first one to name."""
+    some edge clashes, the first one (in edge order) is named."""
     found = call_rows(grammar.own_classes, grammar.first_classes, grammar.call_state, grammar.call_callee)
-    if found is None:
-        _first_call_clash(grammar)
-    return found
-
-
-def _first_call_clash(grammar: PushdownGrammar) -> NoReturn:
-    """Raises for the first call edge (in edge order) whose callee's first bytes the state reads itself or by an
-    earlier call."""
-    own = grammar.own_classes
-    table = np.full(own.shape, -1, dtype=np.int64)
-    for edge, (q, callee) in enumerate(zip(grammar.call_state.tolist(), grammar.call_callee.tolist())):
-        first = grammar.first_classes[callee]
-        clash_own = first & (own[q] >= 0)
-        clash_call = first & (table[q] >= 0)
-        name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
-        if clash_own.any():
-            byte = _first_byte(grammar, clash_own)
-            raise GrammarConflictError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte "
-                                       f"{byte!r} ({chr(byte)!r}), which '{name}' itself can also read there",
-                                       [callee_name])
-        if clash_call.any():
-            byte = _first_byte(grammar, clash_call)
-            other = grammar.names[grammar.call_callee[table[q, grammar.byte_class[byte]]]]
-            raise GrammarConflictError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other}' may both "
-                                       f"start with byte {byte!r} ({chr(byte)!r})", [callee_name, other])
-        table[q, first] = edge
-    raise AssertionError("a call clash found over all edges at once was not found edge by edge")
+    if found is not None:
+        return found
+    clash = first_call_clash(grammar.own_classes, grammar.first_classes, grammar.call_state, grammar.call_callee)
+    if clash is None:
+        raise AssertionError("a call clash found over all edges at once was not found edge by edge")
+    edge, classes, earlier = clash
+    q, callee = int(grammar.call_state[edge]), int(grammar.call_callee[edge])
+    name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
+    marked = np.zeros(grammar.own_classes.shape[1], dtype=bool)
+    marked[classes] = True
+    byte = _first_byte(grammar, marked)
+    other = int(earlier[classes == grammar.byte_class[byte]][0])
+    if other < 0:
+        raise GrammarConflictError(f"not L(1): in '{name}', a call of '{callee_name}' may start with byte "
+                                   f"{byte!r} ({chr(byte)!r}), which '{name}' itself can also read there",
+                                   [callee_name])
+    other_name = grammar.names[grammar.call_callee[other]]
+    raise GrammarConflictError(f"not L(1): in '{name}', calls of '{callee_name}' and '{other_name}' may both "
+                               f"start with byte {byte!r} ({chr(byte)!r})", [callee_name, other_name])
 
 
 def _own_live(grammar: PushdownGrammar, states: np.ndarray) -> np.ndarray:

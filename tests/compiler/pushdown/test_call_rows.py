@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler import ir
-from stdsl.compiler.pushdown.call_rows import CallRows, call_rows, classes_read_alike
+from stdsl.compiler.pushdown.call_rows import CallRows, call_rows, classes_read_alike, first_call_clash
 from stdsl.compiler.pushdown.grammar import Definition, call_symbol, compile_pushdown
 
 
@@ -56,6 +56,56 @@ def test_clashing_calls_give_none() -> None:
     found = call_rows(own, first, np.array([0, 1], dtype=np.int32), np.array([2, 1], dtype=np.int32))
     assert found is not None
     assert found.dense().tolist() == [[-1, 0, 0], [1, -1, -1]]
+
+
+def _first_clash_edge_by_edge(own: np.ndarray, first: np.ndarray, call_state: np.ndarray, call_callee: np.ndarray
+                              ) -> tuple[int, dict[int, int]] | None:
+    """The oracle: a dense table filled edge by edge, stopping at the first edge that reads a class its state
+    reads itself (each such class against -1) or an earlier edge took (each against that edge)."""
+    table = np.full(own.shape, -1, dtype=np.int64)
+    for edge, (q, callee) in enumerate(zip(call_state.tolist(), call_callee.tolist())):
+        reads = first[callee]
+        if (reads & (own[q] >= 0)).any():
+            return edge, {int(c): -1 for c in np.flatnonzero(reads & (own[q] >= 0))}
+        if (reads & (table[q] >= 0)).any():
+            return edge, {int(c): int(table[q, c]) for c in np.flatnonzero(reads & (table[q] >= 0))}
+        table[q, reads] = edge
+    return None
+
+
+@st.composite
+def call_edges(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Own moves of a few states, first classes of a few nonterminals, and call edges between them."""
+    states, classes, names = draw(st.integers(1, 6)), draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    own = np.array(draw(st.lists(st.lists(st.sampled_from([-1, -1, -1, 0]), min_size=classes, max_size=classes),
+                                 min_size=states, max_size=states)), dtype=np.int16)
+    first = np.array(draw(st.lists(st.lists(st.booleans(), min_size=classes, max_size=classes),
+                                   min_size=names, max_size=names)), dtype=bool)
+    edges = draw(st.lists(st.tuples(st.integers(0, states - 1), st.integers(0, names - 1)), max_size=10))
+    call_state = np.array([q for q, _ in edges], dtype=np.int32)
+    call_callee = np.array([n for _, n in edges], dtype=np.int32)
+    return own, first, call_state, call_callee
+
+
+@settings(max_examples=400, deadline=None)
+@given(call_edges(), st.integers(1, 4))
+def test_the_first_clash_is_the_one_an_edge_by_edge_fill_meets(
+        edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], chunk: int) -> None:
+    """`first_call_clash` (all edges at once, gathered a few at a time) names the edge, classes and earlier edges
+    a table filled edge by edge stops at, and finds one exactly where `call_rows` refuses."""
+    own, first, call_state, call_callee = edges
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("stdsl.compiler.pushdown.call_rows.CALLS_CHECKED", chunk)
+        found = first_call_clash(own, first, call_state, call_callee)
+        rows = call_rows(own, first, call_state, call_callee)
+    expected = _first_clash_edge_by_edge(own, first, call_state, call_callee)
+    assert (rows is None) == (expected is not None)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    edge, classes, earlier = found
+    assert (edge, dict(zip(classes.tolist(), earlier.tolist()))) == expected
 
 
 def test_a_long_grammar_keeps_only_its_calling_rows() -> None:
