@@ -158,7 +158,7 @@ class _CallingCompiler(_Compiler):
                 if target in self.calls:
                     return self.calls[target]
             key = self._key(schema)
-            return self._call(key, schema, path, _display_name(key))
+            return self._call(key, schema, path, path)
         if not self._writes_out_any or not isinstance(schema, dict):
             return super().value(schema, path, ctx)
         known = self._depth_below.get(id(schema))
@@ -518,8 +518,3 @@ def _any_value_dfa(compiler: _CallingCompiler, whitespace: Whitespace | None, co
     symbol = compiler.calls[ANY_VALUE]
     assert isinstance(symbol, ir.ByteSet)
     return any_value_classes(whitespace, symbol.ranges[0][0] - CALL_BASE, CALL_BASE + count)
-
-
-def _display_name(key: str) -> str:
-    """A nonterminal's name in messages: the target path, or a combination's JSON cut short."""
-    return key if key.startswith(ROOT) else (key if len(key) <= 80 else key[:77] + "...")

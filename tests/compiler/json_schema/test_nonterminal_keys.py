@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import stdsl
 from stdsl.compiler.json_schema.json_tokens import JsonTokens
 from stdsl.compiler.json_schema.recursive import ANY_VALUE, _CallingCompiler, recursive_schema_to_ir
+from stdsl.compiler.pushdown.grammar import GrammarConflictError
 
 _MEMBERS: list[Any] = [
     {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
@@ -37,3 +40,17 @@ def test_each_nonterminal_is_keyed_by_its_schema_text(picks: list[tuple[str, int
     assert all(key == json.dumps(schema) for key, schema in outlined.items())
     assert compiler.outlined == set(outlined)
     assert len(set(compiler.names.values())) == len(compiler.names)
+
+
+def test_a_combination_that_calls_a_recursive_target_is_named_by_its_schema_path() -> None:
+    """A combination mentioning a recursive target becomes a nonterminal named where it stands in the schema (the
+    path a user can find), not its JSON text cut short; its refusal names that path."""
+    combination = {"anyOf": [{"$ref": "#/definitions/node"}, {"type": "object"}]}
+    root = {"definitions": {"node": {"type": "object", "properties": {"kid": combination},
+                                     "additionalProperties": False}},
+            "$ref": "#/definitions/node"}
+    with pytest.raises(GrammarConflictError) as refused:
+        stdsl.compile(root, strict=False)
+    assert "'#/definitions/node/properties/kid'" in str(refused.value)
+    assert '"anyOf"' not in str(refused.value)
+    assert list(refused.value.nonterminals) == ["#/definitions/node/properties/kid"]
