@@ -311,7 +311,8 @@ def _first_bytes(parts: Sequence[bytes | Automaton]) -> set[int]:
 def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np.ndarray, np.ndarray]:
     """The coarsest byte classes that refine every map of `byte_classes` and give each byte of `singles` a class of
     its own: (each byte's joint class, a byte of each joint class).  Tables laid out over them stay as narrow as
-    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back."""
+    their parts' (a few dozen columns, not 256), so nothing is expanded to bytes and merged back.  The sort is
+    stable, so a class's first byte is the first of its run in the sorted order."""
     marks = np.full(256, -1, dtype=np.int64)
     marks[sorted(singles)] = sorted(singles)
     keys = np.stack([*(np.asarray(classes, dtype=np.int64) for classes in byte_classes), marks])
@@ -321,9 +322,7 @@ def joint_classes(byte_classes: list[np.ndarray], singles: set[int]) -> tuple[np
     starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
     joint = np.empty(256, dtype=np.int64)
     joint[order] = np.cumsum(starts) - 1
-    first = np.full(int(starts.sum()), 256, dtype=np.int64)
-    np.minimum.at(first, joint, np.arange(256))
-    return joint, first
+    return joint, order[starts].astype(np.int64)
 
 
 def step_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

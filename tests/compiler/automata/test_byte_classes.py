@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from stdsl.compiler.automata import automaton as automaton_module
 from stdsl.compiler.automata.automaton import Automaton, canonical_classes
 from stdsl.compiler.automata.build import build_automaton
+from stdsl.compiler.automata.ops import joint_classes
 from stdsl.compiler.json_schema.to_ir import schema_to_ir
 from stdsl.errors import CompileError
 from tests.data_files import JSON_SCHEMA_SUITE as SUITE
@@ -177,3 +178,19 @@ def test_canonical_classes_keep_the_table_with_one_class_per_distinct_column_by_
     assert len(set(columns)) == len(columns) == int(canonical.max()) + 1
     first_bytes = [int(np.flatnonzero(canonical == c)[0]) for c in range(len(columns))]
     assert first_bytes == sorted(first_bytes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5), min_size=256, max_size=256), min_size=1, max_size=4),
+       st.sets(st.integers(0, 255), max_size=12))
+def test_joint_classes_are_the_coarsest_refinement_with_singles_apart(maps: list[list[int]],
+                                                                     singles: set[int]) -> None:
+    """Two bytes share a joint class exactly where every map keeps them together and neither is a single; each
+    class's first byte is its smallest (brute force over all byte pairs)."""
+    joint, first = joint_classes([np.array(m, dtype=np.uint8) for m in maps], singles)
+    key = [tuple(m[byte] for m in maps) + ((byte,) if byte in singles else ()) for byte in range(256)]
+    for a in range(256):
+        for b in range(a + 1, 256):
+            assert (joint[a] == joint[b]) == (key[a] == key[b])
+    assert sorted(set(joint.tolist())) == list(range(len(first)))
+    assert [min(np.flatnonzero(joint == k)) for k in range(len(first))] == first.tolist()
