@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from stdsl.errors import CompileTimeError
 
@@ -36,3 +37,24 @@ def check_deadline(stage: str, releasing: float = 0.0) -> None:
     if limit is not None and time.perf_counter() + releasing > limit[0]:
         raise CompileTimeError(f"compiling took longer than the {limit[1]:g} s limit (stopped in {stage}); "
                                "simplify the constraint or raise max_seconds")
+
+
+RELEASE_CHUNK = 8192
+"""Entries `released` and `released_keys` drop between two deadline checks (a few milliseconds of freeing)."""
+
+
+def released(items: list[Any], stage: str) -> None:
+    """Empty `items` from its end, `RELEASE_CHUNK` entries at a time with a deadline check between: a large
+    construction's small objects, freed all at once when its last reference goes, took 0.04-0.08 s of CPU without
+    a check (a subset construction's state sets, an NFA's move lists)."""
+    while items:
+        check_deadline(stage)
+        del items[-RELEASE_CHUNK:]
+
+
+def released_keys(table: dict[Any, Any], stage: str) -> None:
+    """Empty `table`, `RELEASE_CHUNK` entries at a time with a deadline check between (as `released`)."""
+    while table:
+        check_deadline(stage)
+        for _ in range(min(RELEASE_CHUNK, len(table))):
+            table.popitem()

@@ -22,9 +22,9 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.chains import chained_dfa
 from stdsl.compiler.automata.counted import counted_table
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, determinize
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, ClassDFA, determinize_expression
 from stdsl.compiler.automata.minimization.minimize import shrink
-from stdsl.compiler.automata.nfa import all_live, build_nfa
+from stdsl.compiler.automata.nfa import all_live
 from stdsl.compiler.automata.strings import literal_strings, strings_dfa
 from stdsl.compiler.automata.table_on_read import TableOnRead
 from stdsl.compiler.deadline import check_deadline
@@ -172,7 +172,7 @@ def determinized(node: ir.Node, max_states: int, alphabet: int = 256) -> ClassDF
     chained = chained_dfa(node, max_states, alphabet, _chain)
     if chained is not None:
         return chained
-    dfa = determinize(build_nfa(node), max_states, alphabet)
+    dfa = determinize_expression(node, max_states, alphabet)
     dfa.all_live = all_live(node)
     return dfa
 

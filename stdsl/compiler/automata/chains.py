@@ -20,9 +20,9 @@ import numpy as np
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
-from stdsl.compiler.automata.determinize import ClassDFA, determinize, over_budget
+from stdsl.compiler.automata.determinize import ClassDFA, determinize_expression, over_budget
 from stdsl.compiler.automata.minimization.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa, longest_counts
+from stdsl.compiler.automata.nfa import longest_counts
 from stdsl.compiler.automata.state_graph import distinct_values
 from stdsl.compiler.automata.substitution.subsets import TooManyComposites, TooManyStates, substituted_classes
 
@@ -87,7 +87,7 @@ def chained_dfa(node: ir.Node, max_states: int, alphabet: int, chain: ChainBuild
                                            _Found(chains, pieces, sources, excluded, built), {})
         if not pieces:
             return None
-        skeleton = determinize(build_nfa(skeleton_node), max_states, alphabet + len(pieces))
+        skeleton = determinize_expression(skeleton_node, max_states, alphabet + len(pieces))
         table, accepting = shrink(skeleton.table, skeleton.accepting, all_reachable=True,
                                   in_bfs_order=skeleton.in_bfs_order)
         full = np.asarray(table, dtype=np.int32)[:, skeleton.byte_class]

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.determinize import determinize
+from stdsl.compiler.automata.determinize import determinize_expression
 from stdsl.compiler.automata.minimization.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.to_ir import _Compiler
 from stdsl.compiler.pushdown.grammar import CALL_BASE, call_symbol, over_classes
@@ -65,7 +64,7 @@ def _key(whitespace: Whitespace | None) -> tuple[int, str] | None:
 
 def _build(body: ir.Node) -> ClassForm:
     """The body's minimal trim DFA over bytes and call symbol 0, over byte classes (`ClassForm`)."""
-    dfa = determinize(build_nfa(body), 1 << 20, CALL_BASE + 1)
+    dfa = determinize_expression(body, 1 << 20, CALL_BASE + 1)
     table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     classes, symbol_class, accepting = over_classes(table.astype(np.int32)[:, dfa.byte_class], accepting)
     return classes, symbol_class[:CALL_BASE], accepting

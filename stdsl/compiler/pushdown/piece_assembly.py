@@ -21,9 +21,8 @@ from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize_expression
 from stdsl.compiler.automata.minimization.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.automata.ops import concatenation
 from stdsl.compiler.automata.substitution.placeholders import PLACEHOLDER, general_substitute, substitute
 from stdsl.compiler.pushdown.embedding import holds_grammar
@@ -51,7 +50,7 @@ def skeleton_table(skeleton: ir.Node, max_states: int = DEFAULT_MAX_STATES) -> t
     skeleton expression: an expression with other pieces in the same places reuses it."""
 
     def compiled() -> tuple[np.ndarray, np.ndarray]:
-        dfa = determinize(build_nfa(skeleton), max_states, PLACEHOLDER + 1)
+        dfa = determinize_expression(skeleton, max_states, PLACEHOLDER + 1)
         table, accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
         wide, final = np.asarray(table, dtype=np.int32)[:, dfa.byte_class], np.asarray(accepting, dtype=bool)
         wide.setflags(write=False)

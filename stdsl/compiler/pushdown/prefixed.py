@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from stdsl.compiler import ir
-from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize
+from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES, determinize_expression
 from stdsl.compiler.automata.minimization.minimize import shrink
-from stdsl.compiler.automata.nfa import build_nfa
 from stdsl.compiler.pushdown.grammar import CALL_BASE, MAIN, PushdownGrammar, call_symbol, common_byte_classes
 
 ANSWER = "<answer>"
@@ -28,7 +27,7 @@ def prefixed_grammar(prefix: ir.Node, grammar: PushdownGrammar, max_states: int 
     """
     answer = len(grammar.names)
     alphabet = CALL_BASE + answer
-    dfa = determinize(build_nfa(ir.seq(prefix, call_symbol(answer - 1))), max_states, alphabet)
+    dfa = determinize_expression(ir.seq(prefix, call_symbol(answer - 1)), max_states, alphabet)
     table, root_accepting = shrink(dfa.table, dfa.accepting, all_reachable=True)
     symbol_class = np.asarray(dfa.byte_class, dtype=np.intp)
     byte_class, first_byte = common_byte_classes([symbol_class[:CALL_BASE], grammar.byte_class])
