@@ -31,7 +31,7 @@ from typing import Any
 
 import stdsl.caches
 import stdsl.compiler.automata.build as build_module
-import stdsl.compiler.automata.chains as chains_module
+import stdsl.compiler.automata.determinize as determinize_module
 import stdsl.compiler.constraint as constraint_module
 import stdsl.compiler.json_schema.any_value as any_value_module
 import stdsl.compiler.json_schema.recursive as recursive_module
@@ -65,11 +65,10 @@ def _timed(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 def _instrument() -> None:
     """Wrap each stage where its callers look it up (a pushdown body is `build.determinized`, whose chain scan, NFA and
-    subset construction are the stages below)."""
-    modules: tuple[Any, ...] = (build_module, chains_module)
-    for module in modules:
-        module.build_nfa = _timed("NFA", module.build_nfa)
-        module.determinize = _timed("subset DFA", module.determinize)
+    subset construction are the stages below; the NFA and subset construction are looked up by
+    `determinize.determinize_expression`)."""
+    determinize_module.build_nfa = _timed("NFA", determinize_module.build_nfa)  # type: ignore[attr-defined]
+    determinize_module.determinize = _timed("subset DFA", determinize_module.determinize)
     build_module.chained_dfa = _timed("long chains", build_module.chained_dfa)
     build_module.shrink = _timed("minimize", build_module.shrink)
     grammar_module.trim_in_bfs_order = _timed("minimize", grammar_module.trim_in_bfs_order)

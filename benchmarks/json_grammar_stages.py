@@ -44,6 +44,7 @@ STAGES = [
     ("stdsl.compiler.grammar.lowering", "frame_of", "frame: pieces over slots"),
     ("stdsl.compiler.grammar.json_slots", "_instantiated", "frame: values into pieces"),
     ("stdsl.compiler.automata.build", "build_nfa", "NFAs of the subset constructions"),
+    ("stdsl.compiler.automata.determinize", "build_nfa", "NFAs of the subset constructions"),
     ("stdsl.compiler.grammar.piece_alternatives", "determinized", "pieces: subset construction"),
     ("stdsl.compiler.grammar.piece_alternatives", "_behind_head", "pieces: head chain"),
     ("stdsl.compiler.grammar.piece_alternatives", "_behind_heads", "pieces: head chain"),

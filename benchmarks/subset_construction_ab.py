@@ -25,9 +25,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stdsl.compiler.automata import build, chains  # noqa: E402
 from stdsl.compiler.automata import determinize as this_determinize  # noqa: E402
 from stdsl.compiler.automata import nfa as this_nfa  # noqa: E402
+from stdsl.compiler.automata.nfa import NFA  # noqa: E402
 from stdsl.compiler.constraint import compile as compile_constraint  # noqa: E402
 from stdsl.errors import StdslError  # noqa: E402
 
@@ -48,7 +48,7 @@ def _recorded(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
     (those that were not refused)."""
     nfas: list[tuple[Any, ...]] = []
     dfas: list[tuple[Any, ...]] = []
-    real_nfa, real_determinize = build.build_nfa, build.determinize
+    real_nfa, real_determinize = this_determinize.build_nfa, this_determinize.determinize
 
     def record_nfa(node: Any, *rest: Any) -> Any:
         built = real_nfa(node, *rest)
@@ -57,18 +57,18 @@ def _recorded(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
     def record_determinize(nfa: Any, *rest: Any) -> Any:
         built = real_determinize(nfa, *rest)
-        dfas.append((nfa, *rest))
+        kept = NFA(eps=list(nfa.eps), edges=list(nfa.edges), byte_sets=nfa.byte_sets, start=nfa.start,
+                   accept=nfa.accept)  # `determinize_expression` empties the NFA's lists once it is done
+        dfas.append((kept, *rest))
         return built
 
-    for module in (build, chains):
-        module.build_nfa, module.determinize = record_nfa, record_determinize  # type: ignore[attr-defined]
+    this_determinize.build_nfa, this_determinize.determinize = record_nfa, record_determinize  # type: ignore
     try:
         compile_constraint(json.loads(path.read_text())["schema"], max_states=100_000, max_seconds=60, strict=False)
     except StdslError:
         pass
     finally:
-        for module in (build, chains):
-            module.build_nfa, module.determinize = real_nfa, real_determinize  # type: ignore[attr-defined]
+        this_determinize.build_nfa, this_determinize.determinize = real_nfa, real_determinize  # type: ignore
     return nfas, dfas
 
 

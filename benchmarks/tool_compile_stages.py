@@ -80,8 +80,9 @@ def _instrument(clock: StageClock) -> None:
         module.intersection = clock.wrap("raw-value intersection", raw_values.intersection)
     for name in ("build_automaton", "call_layout", "call_layouts", "piece_from_parts"):
         setattr(reply_automaton, name, clock.wrap("call layout", getattr(reply_automaton, name)))
-    for name in ("determinize", "shrink", "build_nfa"):
-        setattr(piece_assembly, name, clock.wrap("reply skeleton", getattr(piece_assembly, name)))
+    for name in ("determinize", "determinize_expression", "shrink", "build_nfa"):
+        if hasattr(piece_assembly, name):  # a tree before determinize_expression calls the first and last
+            setattr(piece_assembly, name, clock.wrap("reply skeleton", getattr(piece_assembly, name)))
     for name in ("substitute", "general_substitute"):
         setattr(piece_assembly, name, clock.wrap("substitution", getattr(piece_assembly, name)))
     reply_automaton.guarded_calls = clock.wrap("guarded calls", reply_automaton.guarded_calls)

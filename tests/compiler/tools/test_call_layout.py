@@ -173,13 +173,13 @@ def test_a_value_of_a_subset_construction_is_determinized_once_before_any_next_t
     json_boolean = embedded_leaf(build_automaton(ir.alt(ir.literal("true"), ir.literal("false"))), minimal=True)
     value = ir.alt(json_boolean, ir.literal("True"), ir.literal("False"), ir.literal("Truth"))
     runs: list[int] = []
-    determinize = build.determinize
+    determinize = build.determinize_expression
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         runs.append(1)
         return determinize(*args, **kwargs)
 
-    monkeypatch.setattr(build, "determinize", counted)
+    monkeypatch.setattr(build, "determinize_expression", counted)
     afters = [f"\n</parameter>\n<parameter={key}>\n".encode() for key in ("x", "y", "z")]
     pieces = [layout.parameter_piece(value, after) for after in afters]
     assert len(runs) == 1
