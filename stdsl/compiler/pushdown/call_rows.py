@@ -111,8 +111,9 @@ def first_call_clash(own: np.ndarray, first_classes: np.ndarray, call_state: np.
     1.5 s of CPU for o69209's refusal."""
     state, column, edge, owned = _call_pairs(own, first_classes, call_state, call_callee)
     check_deadline("the pushdown call clash")
-    order = np.argsort(state * own.shape[1] + column, kind="stable")
-    key = (state * own.shape[1] + column)[order]
+    key = state * own.shape[1] + column
+    order = np.argsort(key, kind="stable")
+    key = key[order]
     repeated = np.flatnonzero(key[1:] == key[:-1]) + 1
     later, earlier = edge[order[repeated]], edge[order[repeated - 1]]
     clashing = np.concatenate([edge[owned], later])

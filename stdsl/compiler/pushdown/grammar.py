@@ -378,7 +378,7 @@ def _call_rows(grammar: PushdownGrammar) -> CallRows:
         return found
     clash = first_call_clash(grammar.own_classes, grammar.first_classes, grammar.call_state, grammar.call_callee)
     if clash is None:
-        raise AssertionError("a call clash found over all edges at once was not found edge by edge")
+        raise AssertionError("call_rows refused a call table in which first_call_clash finds no clash")
     edge, classes, earlier = clash
     q, callee = int(grammar.call_state[edge]), int(grammar.call_callee[edge])
     name, callee_name = grammar.names[grammar.owner[q]], grammar.names[callee]
