@@ -13,6 +13,7 @@ from typing import Any
 from stdsl.compiler.tools.formats import ParsedCall
 from stdsl.errors import StdslError
 from stdsl.runtime.batch.handle import RowHandle
+from stdsl.server.http.events import sse_event
 from stdsl.server.http.server_state import ServerState
 from stdsl.server.openai_api.errors import from_stdsl_error
 from stdsl.server.openai_api.protocol import (
@@ -119,10 +120,6 @@ def reply_body(state: ServerState, plan: Plan, results: list[ChoiceResult],
                           usage=usage)
 
 
-def _sse(payload: Any) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
-
-
 def stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHandle]], include_usage: bool,
                    chat: bool, release: Callable[[], None], compiled: Any = None) -> AsyncIterator[str]:
     """Server-sent events in OpenAI's chunk format, every choice interleaved, then usage and [DONE]; a chat reply
@@ -140,8 +137,8 @@ def stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHa
             choice = {"index": index, "delta": (delta or Delta()).model_dump(exclude_none=True),
                       "finish_reason": finish, "logprobs": None}
             body = ChatCompletionChunk(id=ident, created=created, model=state.model_name, choices=[])
-            return _sse(body.model_dump(exclude_none=True) | {"choices": [choice]})
-        return _sse(Completion(id=ident, created=created, model=state.model_name,
+            return sse_event(body.model_dump(exclude_none=True) | {"choices": [choice]})
+        return sse_event(Completion(id=ident, created=created, model=state.model_name,
                                choices=[CompletionChoice(index=index, text=text, finish_reason=finish)]).model_dump())
 
     async def run(index: int, handle: RowHandle) -> ChoiceResult:
@@ -198,7 +195,7 @@ def stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHa
             try:
                 results = await task
             except StdslError as error:
-                yield _sse(from_stdsl_error(error).body())
+                yield sse_event(from_stdsl_error(error).body())
                 return
             usage = _usage(state, plan, results)
             state.metrics.guard_cancels += sum(1 for r in results if r.reader.end == "repetition")
@@ -207,7 +204,7 @@ def stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHa
                                                         choices=[], usage=usage) if chat else
                                     Completion(id=ident, created=created, model=state.model_name, choices=[],
                                                usage=usage))
-                yield _sse(usage_chunk.model_dump())
+                yield sse_event(usage_chunk.model_dump())
             yield "data: [DONE]\n\n"
         finally:
             if not task.done():

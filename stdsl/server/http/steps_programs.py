@@ -28,6 +28,7 @@ from stdsl.errors import StdslError
 from stdsl.runtime.program_steps.dataset import plain, run_record
 from stdsl.runtime.program_steps.record import ProgramRun, StepRecord
 from stdsl.runtime.program_steps.state import ProgramRunState
+from stdsl.server.http.events import sse_event
 from stdsl.server.openai_api.errors import RequestError, from_stdsl_error, overloaded
 from stdsl.server.openai_api.protocol import ChatChoice, ChatCompletion, ReplyMessage, Usage
 
@@ -129,7 +130,7 @@ async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: a
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         payload = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": state.model_name,
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-        return f"data: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
+        return sse_event(payload)
 
     def value(record: StepRecord) -> str:
         return chunk({"stdsl": [{"path": [record.name], "value": plain(record.value), "complete": True}]})
@@ -148,7 +149,7 @@ async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: a
         try:
             run = running.result()
         except StdslError as error:
-            yield f"data: {json.dumps(from_stdsl_error(error, 'program').body(), default=str)}\n\n"
+            yield sse_event(from_stdsl_error(error, 'program').body())
             return
         record = run_record(run)
         if not values_by_step:
@@ -159,7 +160,7 @@ async def _chunks(state: Any, ident: str, run_state: ProgramRunState, running: a
         if include_usage:
             payload = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": state.model_name,
                        "choices": [], "usage": _usage(run).model_dump()}
-            yield f"data: {json.dumps(payload)}\n\n"
+            yield sse_event(payload)
         yield "data: [DONE]\n\n"
     finally:
         if not running.done():
