@@ -17,8 +17,10 @@ from functools import partial
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
-from stdsl.compiler.pushdown.piece_assembly import PLACEHOLDER_NODE, assemble
+from stdsl.compiler.automata.strings import literal_strings
+from stdsl.compiler.pushdown.piece_assembly import PLACEHOLDER_NODE, assemble, literals_and_leaves, piece_from_parts
 from stdsl.compiler.tools.reply_automaton import piece_automaton
 
 _TAGS = caches.kind("structural tags")
@@ -32,8 +34,22 @@ def tags_automaton(tags: Sequence[ir.Node], around: Callable[[ir.Node], ir.Node]
     pushdown)."""
     pieces: list[Automaton] = []
     for tag in tags:
-        piece: Automaton | None = _TAGS.get((), partial(piece_automaton, tag), (tag,))
+        piece: Automaton | None = _TAGS.get((), partial(_tag_piece, tag), (tag,))
         if piece is None:
             return None
         pieces.append(piece)
     return assemble(pieces, around(PLACEHOLDER_NODE), max_states)
+
+
+def _tag_piece(tag: ir.Node) -> Automaton | None:
+    """A tag's DFA; one whose begin is spelled several ways (`structural_tag.spelling_groups`: a prefix, an
+    alternative of literal endings, the rest) laid out from those parts, the spellings as their minimal DFA, so the
+    rest (a tool's arguments) is laid out once."""
+    items = tag.items if isinstance(tag, ir.Seq) else (tag,)
+    for index, item in enumerate(items):
+        if isinstance(item, ir.Alt) and literal_strings(item) is not None:
+            before, after = literals_and_leaves(ir.seq(*items[:index])), literals_and_leaves(ir.seq(*items[index + 1:]))
+            if before is not None and after is not None:
+                return piece_from_parts([*before, build_automaton(item), *after])
+            break
+    return piece_automaton(tag)

@@ -10,12 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stdsl
+from stdsl.compiler import ir
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint import Constraint
 from stdsl.compiler.constraint_spec import _Deadline, _embeddable_schema, _embedder, build_constraint, embedded_ir
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.tools import tag_automaton
-from stdsl.compiler.tools.formats.structural_tag import structural_tag_ir
+from stdsl.compiler.tools.formats.structural_tag import _Lowering, structural_tag_ir
 from tests.compiler.language_difference import assert_agree_on_walks, difference
 
 CONTENTS = st.sampled_from([
@@ -137,3 +138,36 @@ def test_a_tag_schema_keeps_its_integers_beside_the_same_schema_in_a_tool_list()
         if tools_first:
             build_constraint(tools, 60)
         assert build_constraint({"kind": "structural_tag", "tag": _tool_tags([schema])}, 60).accepts(call)
+
+
+def _harmony_tags(schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """XGrammar's Harmony tool-calling structural tag (three spellings of each tool's header) for these schemas."""
+    spellings = ["<|channel|>commentary to=functions.{}<|constrain|>json<|message|>",
+                 " to=functions.{}<|channel|>commentary <|constrain|>json<|message|>",
+                 " to=functions.{}<|channel|>commentary json<|message|>"]
+    tags = [{"type": "tag", "begin": spelling.format(f"tool_{i}"), "end": "<|call|>",
+             "content": {"type": "json_schema", "json_schema": schema, "style": "json"}}
+            for i, schema in enumerate(schemas) for spelling in spellings]
+    return {"type": "structural_tag", "format": {"type": "tags_with_separator", "separator": "<|start|>assistant",
+                                                 "at_least_one": False, "stop_after_first": False, "tags": tags}}
+
+
+def test_a_tools_header_spellings_share_one_layout_of_its_arguments() -> None:
+    """Harmony spells a tool's header three ways; the two that begin alike (` to=functions.NAME...`) are one piece, so
+    each tool's arguments are laid out twice, not three times, and the reply accepts exactly the tags' alternative
+    with each spelling lowered on its own."""
+    schemas = [{"type": "object", "properties": {"a": {"type": "integer", "minimum": i}}, "required": ["a"],
+                "additionalProperties": False} for i in range(3)]
+    tag = _harmony_tags(schemas)
+    stdsl.caches.clear()
+    compiled = build_constraint({"kind": "structural_tag", "tag": tag}, 60)
+    assert tag_automaton._TAGS.stats().entries == 2 * len(schemas)
+    assert isinstance(compiled, Constraint)
+    lowering = _Lowering(_whole_embedder, None)
+    one = ir.alt(*(lowering._tag(t, "tag", ()) for t in tag["format"]["tags"]))
+    each_spelled = ir.optional(ir.seq(one, ir.star(ir.seq(ir.literal("<|start|>assistant"), one))))
+    assert difference(build_automaton(each_spelled), compiled.automaton) is None
+    for header in (" to=functions.tool_1<|channel|>commentary json<|message|>",
+                   "<|channel|>commentary to=functions.tool_1<|constrain|>json<|message|>"):
+        assert compiled.accepts(f'{header}{{"a":5}}<|call|>')
+        assert not compiled.accepts(f'{header}{{"a":0}}<|call|>')

@@ -26,7 +26,9 @@ argument styles, `any_order`, `excludes`, token and character limits) is refused
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
+from os.path import commonprefix
 from typing import Any
 
 from stdsl.compiler import ir
@@ -165,12 +167,23 @@ class _Lowering:
         section around one (a single assembly, not the section's assembled DFA laid out again in a piece)."""
         content = tags[0].get("content") if len(tags) == 1 else None
         if not isinstance(content, Mapping) or content.get("type") not in ("triggered_tags", "tags_with_separator"):
-            return [self._tag(t, f"{path}[{i}]", ()) for i, t in enumerate(tags)], lambda one: one
+            return self._spelled_tags(tags, path), lambda one: one
         begin, closing = self._tag_ends(tags[0], f"{path}[0]")
         where = f"{path}[0].content"
         lowered, inner = (self._triggered_parts(content, where, tuple(e for e in closing if e))
                           if content["type"] == "triggered_tags" else self._separated_parts(content, where))
         return lowered, lambda one: ir.seq(ir.literal(begin), inner(one), ir.alt(*(ir.literal(e) for e in closing)))
+
+    def _spelled_tags(self, tags: list[Any], path: str) -> list[ir.Node]:
+        """The tags' expressions, those that differ only in their begin and that their begins' common prefix tells
+        apart from every other tag as one (`spelling_groups`): Harmony's tag spells each tool's header three ways,
+        and `p (s1|s2) rest` is `p s1 rest | p s2 rest` with the rest laid out once (`tag_automaton`)."""
+        spelled = []
+        for i, tag in enumerate(tags):
+            begin, _ = self._tag_ends(tag, f"{path}[{i}]")
+            spelled.append((begin, self._tag({**tag, "begin": ""}, f"{path}[{i}]", ())))
+        return [ir.seq(ir.literal(prefix), ir.alt(*(ir.literal(begin[len(prefix):]) for begin in begins)), rest)
+                for prefix, begins, rest in spelling_groups(spelled)]
 
     def _triggered_tags(self, node: Mapping[str, Any], path: str, ends: tuple[str, ...]) -> ir.Node:
         return self._assembled_or_whole(*self._triggered_parts(node, path, ends))
@@ -259,6 +272,49 @@ class _Lowering:
         if isinstance(low, bool) or isinstance(high, bool) or low < 0 or (high != -1 and high < low):
             raise _refuse(path, f"needs 0 <= min <= max (or max -1, unbounded), got min {low!r}, max {high!r}")
         return ir.repeat(self.node(node.get("content"), f"{path}.content", ends), low, None if high == -1 else high)
+
+
+def spelling_groups(spelled: list[tuple[str, ir.Node]]) -> list[tuple[str, list[str], ir.Node]]:
+    """Tags as (begin, rest) grouped where they share their rest and a group's begins share a prefix longer than any
+    of them shares with a begin outside it: (that prefix, the begins, the rest), in order of first appearance.  Past
+    the prefix no other tag is alive, so the group is one piece with a forced head (the block layout's shape)."""
+    ordered = sorted({begin for begin, _ in spelled})
+    by_rest: dict[ir.Node, list[str]] = {}
+    rests_of: dict[str, set[ir.Node]] = {}
+    for begin, rest in spelled:
+        if begin not in by_rest.setdefault(rest, []):
+            by_rest[rest].append(begin)
+        rests_of.setdefault(begin, set()).add(rest)
+    shared = {begin for begin, rests in rests_of.items() if len(rests) > 1}
+    groups: list[tuple[str, list[str], ir.Node]] = []
+    for rest, begins in by_rest.items():
+        cluster: list[str] = []
+        for begin in sorted(begins):
+            joined = [*cluster, begin]
+            if cluster and len(commonprefix(joined)) <= _outside_prefix(joined, ordered, shared):
+                groups.append((commonprefix(cluster), cluster, rest))
+                joined = [begin]
+            cluster = joined
+        groups.append((commonprefix(cluster), cluster, rest))
+    first = {tag: index for index, tag in reversed(list(enumerate(spelled)))}
+    return sorted(groups, key=lambda group: min(first[begin, group[2]] for begin in group[1]))
+
+
+def _outside_prefix(members: list[str], ordered: list[str], shared: set[str]) -> int:
+    """The longest prefix a member shares with a tag outside its group: a member `shared` (begun alike, with another
+    rest) shares all of itself; else the begins of `ordered` (sorted) outside `members`, of which the nearest on
+    either side share the longest."""
+    inside = set(members)
+    longest = max((len(member) for member in members if member in shared), default=0)
+    for member in members:
+        at = bisect_left(ordered, member)
+        for step, start in ((-1, at - 1), (1, at)):
+            index = start
+            while 0 <= index < len(ordered) and ordered[index] in inside:
+                index += step
+            if 0 <= index < len(ordered):
+                longest = max(longest, len(commonprefix([member, ordered[index]])))
+    return longest
 
 
 def legacy_format(tag: Mapping[str, Any]) -> dict[str, Any]:
