@@ -179,6 +179,8 @@ def _plain_body(keys: dict, where: str) -> ir.Node:
     for single in singles:
         parts.append(string_body(single, where, plain=True))
     low, high = int(keys.get("minLength", 0)), keys.get("maxLength")
+    if high is not None and int(high) < low:
+        return ir.NOTHING
     if low or high is not None:
         parts.append(ir.repeat(ir.any_char(), low, None if high is None else int(high)))
     try:

@@ -222,6 +222,8 @@ def string_body(schema: dict, path: str, plain: bool = False) -> Node:
     for pattern in patterns_of(schema):
         parts.append(pattern_search(pattern, f"{path}/pattern", plain))
     min_length, max_length = int(schema.get("minLength", 0)), schema.get("maxLength")
+    if max_length is not None and int(max_length) < min_length:
+        return ir.NOTHING
     if not parts or min_length > 0 or max_length is not None:
         unit = ir.any_char() if plain else string_unit()
         parts.append(ir.repeat(unit, min_length, None if max_length is None else int(max_length)))

@@ -220,3 +220,31 @@ def test_an_intersection_is_embedded_as_its_minimal_automaton(pattern: str, low:
     again = build._leaf_automaton(leaf)
     assert np.array_equal(built.transitions, again.transitions)
     assert np.array_equal(built.accepting, again.accepting)
+
+
+@settings(max_examples=40, deadline=None)
+@given(low=st.integers(0, 4), high=st.integers(0, 4), typed=st.booleans(), pattern=st.sampled_from([None, "a"]))
+def test_length_bounds_that_cross_admit_no_string(low: int, high: int, typed: bool, pattern: str | None) -> None:
+    """`minLength` above `maxLength` leaves no string (hypothesis found `{"minLength": 1, "maxLength": 0}` raising a
+    ValueError from the IR): an untyped schema keeps its other kinds, `type: string` is refused as empty, and the
+    same bounds on `propertyNames` leave only `{}`; every outcome as `jsonschema` validates (open objects, as JSON
+    Schema reads them)."""
+    import jsonschema
+
+    from stdsl.errors import EmptyLanguageError
+
+    schema = {"minLength": low, "maxLength": high, **({"type": "string"} if typed else {}),
+              **({"pattern": pattern} if pattern else {})}
+    instances = ["", "a", "aa", "aaa", "aaaa", "ab", 1, None, {}]
+    valid = [x for x in instances if jsonschema.Draft202012Validator(schema).is_valid(x)]
+    try:
+        compiled = stdsl.compile(schema, strict=False)
+    except EmptyLanguageError:
+        assert valid == []
+    else:
+        assert [x for x in instances if compiled.accepts(json.dumps(x))] == valid
+    names = {"type": "object", "propertyNames": {"minLength": low, "maxLength": high}}
+    objects = [{}, {"a": 1}, {"aa": 1}, {"aaa": 1, "b": 2}]
+    compiled = stdsl.compile(names, strict=False)
+    assert [o for o in objects if compiled.accepts(json.dumps(o, separators=(",", ":")))] == [
+        o for o in objects if jsonschema.Draft202012Validator(names).is_valid(o)]
