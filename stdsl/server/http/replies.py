@@ -138,8 +138,9 @@ def stream_chunks(state: ServerState, plan: Plan, handles: list[tuple[int, RowHa
                       "finish_reason": finish, "logprobs": None}
             body = ChatCompletionChunk(id=ident, created=created, model=state.model_name, choices=[])
             return sse_event(body.model_dump(exclude_none=True) | {"choices": [choice]})
-        return sse_event(Completion(id=ident, created=created, model=state.model_name,
-                               choices=[CompletionChoice(index=index, text=text, finish_reason=finish)]).model_dump())
+        text_chunk = Completion(id=ident, created=created, model=state.model_name,
+                                choices=[CompletionChoice(index=index, text=text, finish_reason=finish)])
+        return sse_event(text_chunk.model_dump())
 
     async def run(index: int, handle: RowHandle) -> ChoiceResult:
         calls_sent = 0
