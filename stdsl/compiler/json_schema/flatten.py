@@ -7,6 +7,9 @@ and `validate.py` flatten through `resolve.flatten` without importing this modul
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.json_schema.logic import keywords as logic
 from stdsl.compiler.json_schema.resolve import (
@@ -30,10 +33,22 @@ from stdsl.compiler.json_schema.resolve import (
 from stdsl.compiler.json_schema.schema_merge import merge
 from stdsl.errors import SchemaError
 
+T = TypeVar("T")
+
 
 def document_context(root: Schema) -> Context:
     """The context at the top of the document `root`: no reference entered, flattening by `flatten_schema`."""
     return Context(root, flatten_schema)
+
+
+def within_document(root: Schema, run: Callable[[Context], T]) -> T:
+    """`run` in a new document context for `root`, whose memos are dropped (`Context.forget`) if it raises."""
+    context = document_context(root)
+    try:
+        return run(context)
+    except BaseException:
+        context.forget()
+        raise
 
 
 def flatten_schema(schema: Schema, path: str, ctx: Context,

@@ -19,7 +19,7 @@ from stdsl.compiler.automata.build import frames_cleared
 from stdsl.compiler.automata.determinize import DEFAULT_MAX_STATES
 from stdsl.compiler.graph_components import strongly_connected
 from stdsl.compiler.json_schema.any_value import any_value_classes
-from stdsl.compiler.json_schema.flatten import document_context
+from stdsl.compiler.json_schema.flatten import document_context, within_document
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.outline_size import (
     MANY_MEMBERS_FROM,
@@ -364,7 +364,10 @@ def _calling_grammar(schema: dict, targets: list[str], whitespace: Whitespace | 
     resolved (as an `_OutlinedConflict`, which says where the retries would go on); `resume` is such a conflict,
     met by this same grammar's first try: the retries start after it instead of meeting it again.  Every try reads
     the schema in one document `context` (what it keeps about the document serves them all)."""
-    context = context or document_context(schema)
+    if context is None:
+        return within_document(schema, lambda document: _calling_grammar(
+            schema, targets, whitespace, max_states, max_depth, outline, zero_fractions, strict, calls_required,
+            document, retry_conflicts, resume))
     calls = {target: call_symbol(i) for i, target in enumerate(targets)}
     inlined: set[str] = set()
     any_levels = 0

@@ -141,6 +141,16 @@ class Context:
                        self.enum_keys, self.string_matchers, self.warned, self.reach, self.approximated,
                        self.flattened)
 
+    def forget(self) -> None:
+        """Drop the document's memos (not its anchors or warnings): what they keep can be computed again.
+
+        A refused compile's traceback keeps its comprehensions' closures, and through them a context: its memos
+        would outlive the refusal (a million entries after a `oneOf`'s disjointness proofs), and the collector's
+        first pass after the compile would walk them all."""
+        for memo in (self.draft_neutral, self.one_of, self.enum_keys, self.string_matchers, self.approximated,
+                     self.flattened):
+            memo.clear()
+
     def member_keys(self, values: list) -> frozenset[str]:
         """The `json_key`s of an enum's members, computed once per list."""
         known = self.enum_keys.get(id(values))

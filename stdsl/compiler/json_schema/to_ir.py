@@ -45,7 +45,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.nfa import estimated_states
 from stdsl.compiler.deadline import check_deadline
 from stdsl.compiler.ir import Node
-from stdsl.compiler.json_schema.flatten import document_context
+from stdsl.compiler.json_schema.flatten import within_document
 from stdsl.compiler.json_schema.json_tokens import JsonTokens, Whitespace
 from stdsl.compiler.json_schema.member_counts import counted_object
 from stdsl.compiler.json_schema.presence import allowed_patterns, dependent_members
@@ -99,7 +99,7 @@ def schema_to_ir(schema: dict | bool, *, whitespace: Whitespace | None = None, z
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", "#")
     compiler = _Compiler(JsonTokens(whitespace), zero_fractions, strict)
-    node = compiler.value(schema, "#", document_context(schema))
+    node = within_document(schema, lambda context: compiler.value(schema, "#", context))
     return ir.seq(compiler.tokens.ws, node, compiler.tokens.ws) if node != ir.NOTHING else node
 
 
