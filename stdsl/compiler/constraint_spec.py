@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -34,6 +34,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.json_tokens import Whitespace
+from stdsl.compiler.json_schema.member_document import DOCUMENT, standalone
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
@@ -127,33 +128,42 @@ ARGUMENTS_LOWERING = "embeddable json schema, integers within 20 digits"
 """Names `_arguments_ir`'s lowering in the keys of cached tool calls (`tools.reply_automaton`)."""
 
 
-def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec]) -> _ArgumentsLowering:
+def _arguments_ir(deadline: _Deadline, open_tools: list[ToolSpec],
+                  tools: Sequence[ToolSpec] = ()) -> _ArgumentsLowering:
     """Lowers a tool's parameter schema (or one of its parameters') to an embedded DFA, or a recursive one to an
     embedded grammar (compiled and cached by `stdsl.compile`): strict, but for the `open_tools` (`strict: false`),
     whose schemas sit under their own `parameters_path`; spelled with the format's `whitespace`; an integer without
     a stated bound kept to 20 digits (`digit_limited`), so no family's parser fails on it or reads it changed.  A
+    parameter lowered apart keeps its references into its tool's schema (`member_document.standalone`).  A
     closed object of tool-schema shape is laid out from its members' values, each lowered (and kept) apart
     (`tools.object_layout`): the same language with no subset construction over the whole object."""
-    return _ArgumentsLowering(deadline, [parameters_path(tool) for tool in open_tools])
+    return _ArgumentsLowering(deadline, [parameters_path(tool) for tool in open_tools],
+                              {parameters_path(tool): tool.parameters for tool in tools})
 
 
 class _ArgumentsLowering:
     """`_arguments_ir`'s lowering, called with (schema, path, whitespace).  A class, not a closure that calls
     itself: that would be a reference cycle the collector alone frees."""
 
-    def __init__(self, deadline: _Deadline, open_paths: list[str]) -> None:
-        self.deadline, self.open_paths = deadline, open_paths
+    def __init__(self, deadline: _Deadline, open_paths: list[str], documents: dict[str, Mapping[str, Any]]) -> None:
+        self.deadline, self.open_paths, self.documents = deadline, open_paths, documents
 
     def __call__(self, schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in self.open_paths)
         deadline = self.deadline
+        root = next((where for where in self.documents if path.startswith(where + "/")), None)
+        compiled = schema if root is None else standalone(schema, self.documents[root])
 
         def whole() -> Compiled:
             try:
-                return _embeddable_schema(digit_limited(schema), max_seconds=deadline.left(), whitespace=whitespace,
-                                          strict=strict)
+                return _embeddable_schema(digit_limited(compiled), max_seconds=deadline.left(),
+                                          whitespace=whitespace, strict=strict)
             except SchemaError as error:
-                raise SchemaError(str(error).split(" (at schema path")[0], path + error.path.lstrip("#")) from None
+                message = str(error).split(" (at schema path")[0]
+                copied = f"#/$defs/{DOCUMENT}"
+                if root is not None and (error.path == copied or error.path.startswith(copied + "/")):
+                    raise SchemaError(message, root + error.path[len(copied):]) from None
+                raise SchemaError(message, path + error.path.lstrip("#")) from None
 
         return _schema_leaf(schema, path, whitespace, strict, ARGUMENTS_LOWERING,
                             lambda value, where: self(value, where, whitespace), whole)
@@ -290,12 +300,12 @@ def build(spec: Spec, deadline: _Deadline, embeddable: bool = False) -> Compiled
         tool_format, tools, open_tools, lowering = _tools_of(spec, deadline)
         content = _content_ir(spec.get("content"), deadline)
         with compile_deadline(deadline.left()):
-            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline, open_tools), lowering,
+            assembled = reply_automaton(tools, tool_format, _arguments_ir(deadline, open_tools, tools), lowering,
                                         choice=spec["choice"], parallel=bool(spec["parallel"]), content=content)
         if assembled is not None:
             return Constraint(assembled, "tools", dict(spec), None, time.perf_counter() - start,
                               special_tokens=tool_format.tokens)
-        node = reply_ir(tools, tool_format, _arguments_ir(deadline, open_tools), choice=spec["choice"],
+        node = reply_ir(tools, tool_format, _arguments_ir(deadline, open_tools, tools), choice=spec["choice"],
                         parallel=bool(spec["parallel"]), content=content)
         return _lowered(node, "tools", spec, start, deadline, tool_format.tokens)
     if kind == "reasoning":
@@ -330,7 +340,7 @@ def tool_call_share(spec: Spec, max_seconds: float) -> list[tuple[CallKey, Autom
     chosen = [_tool_spec(tools["tools"][index], deadline) for index in spec["share"]]
     open_tools = [_tool_spec(entry, deadline) for entry in tools["tools"] if entry.get("strict") is False]
     with compile_deadline(deadline.left()):
-        return call_share(chosen, _format_of(tools), _arguments_ir(deadline, open_tools), _lowering(open_tools),
+        return call_share(chosen, _format_of(tools), _arguments_ir(deadline, open_tools, chosen), _lowering(open_tools),
                           range(len(chosen)))
 
 

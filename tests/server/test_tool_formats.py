@@ -151,6 +151,43 @@ def tool_lists(draw: Any, nested: bool, min_keys: int = 0, python: bool = False)
     return tools
 
 
+TYPED_BY_THEIR_OWN_TYPE = {"qwen_xml", "minimax_m2", "minicpm5", "function_gemma", "gemma4"}
+"""Families whose parser converts a parameter by the `type` written on it, so a reference needs one beside it."""
+
+
+@st.composite
+def referring(draw: Any, tools: list[dict], typed: bool) -> list[dict]:
+    """`tools` with some parameters moved into `$defs` and referred to (as Pydantic writes an enum or a model:
+    `{"$ref": "#/$defs/Name"}`, with the `type` beside it where `typed` or drawn so), or referring to another
+    parameter (`#/properties/other`, as zod-to-json-schema writes a repeated schema)."""
+    out = []
+    for tool in tools:
+        parameters = json.loads(json.dumps(tool["parameters"]))
+        properties, definitions = parameters["properties"], {}
+        for index, key in enumerate(list(properties)):
+            how = draw(st.sampled_from(["kept", "defs", "defs", "sibling"]))
+            schema = properties[key]
+            if how == "kept" or how == "sibling" and index == 0:
+                continue
+            if how == "defs":
+                definitions[f"D{index}"] = schema
+                reference: dict[str, Any] = {"$ref": f"#/$defs/D{index}"}
+            else:
+                other = list(properties)[draw(st.integers(0, index - 1))]
+                reference = {"$ref": f"#/properties/{other}"}
+                schema = properties[other]
+                while "$ref" in schema:
+                    schema = definitions[schema["$ref"].split("/")[-1]] if "$defs" in schema["$ref"] else \
+                        properties[schema["$ref"].split("/")[-1]]
+            if typed or draw(st.booleans()):
+                reference["type"] = schema["type"]
+            properties[key] = reference
+        if definitions:
+            parameters["$defs"] = definitions
+        out.append({**tool, "parameters": parameters})
+    return out
+
+
 def _spec(name: str, tools: list[dict], choice: str = "auto", parallel: bool = True) -> dict:
     return {"kind": "tools", "format": name, "tools": tools, "choice": choice, "parallel": parallel, "content": None}
 
@@ -208,10 +245,22 @@ def test_accepted_replies_parse_with_the_familys_parser_long(name: str, data: st
     _random_walks(name, data)
 
 
-def _random_walks(name: str, data: st.DataObject) -> None:
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data())
+def test_parameters_that_refer_into_their_tools_schema(name: str, data: st.DataObject) -> None:
+    """A parameter lowered apart keeps its references into the tool's schema (`$defs`, another parameter); where
+    the family's parser types a parameter by its own `type`, one written beside the reference."""
+    _random_walks(name, data, refer=True)
+
+
+def _random_walks(name: str, data: st.DataObject, refer: bool = False) -> None:
     """Random accepted replies (and accepted mutants) of a random tool list: the family's parser reads the calls
     ours reads, their arguments validate, and tool_choice and parallel_tool_calls hold."""
     tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT), name == "pythonic"))
+    if refer:
+        tools = data.draw(referring(tools, name in TYPED_BY_THEIR_OWN_TYPE))
     choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
     parallel = data.draw(st.booleans())
     constraint = _compiled(json.dumps(_spec(name, tools, choice, parallel)))

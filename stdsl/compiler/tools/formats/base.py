@@ -16,7 +16,10 @@ from typing import Any, Protocol
 
 from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
+from stdsl.compiler.json_schema.flatten import document_context, flatten_schema
 from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace
+from stdsl.compiler.json_schema.member_document import references
+from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.special_tokens import spelled
 from stdsl.errors import CompileError, SchemaError, StdslError
 
@@ -67,12 +70,29 @@ def parameters_path(tool: ToolSpec) -> str:
 
 
 def properties_of(tool: ToolSpec) -> tuple[Mapping[str, Any], set[str]]:
-    """The tool's top-level properties (in schema order) and its required names, checked to be an object schema."""
+    """The tool's top-level properties (in schema order) and its required names, checked to be an object schema;
+    a string property that refers elsewhere in the tool's schema with its references folded in (`_string_read`)."""
     where = parameters_path(tool)
     properties = tool.parameters.get("properties", {})
     if not isinstance(properties, Mapping):
         raise SchemaError("properties must be an object", f"{where}/properties")
-    return properties, set(tool.parameters.get("required", ()))
+    return ({key: _string_read(value, key, tool) for key, value in properties.items()},
+            set(tool.parameters.get("required", ())))
+
+
+def _string_read(schema: Any, key: str, tool: ToolSpec) -> Any:
+    """A parameter of `type` "string" with references (`{"$ref": "#/$defs/Unit", "type": "string"}`) flattened in
+    its tool's schema, its type kept: a format that writes strings raw takes their `enum` or `const` from what the
+    reference points to, and the family's parser, which reads the `type` beside it, reads the value raw still."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "string" or not references(schema):
+        return schema
+    try:
+        flattened = flatten_schema(dict(schema), f"#/properties/{pointer_token(key)}",
+                                   document_context(dict(tool.parameters)))[0]
+    except SchemaError as error:
+        raise SchemaError(str(error).split(" (at schema path")[0], parameters_path(tool) + error.path.lstrip("#")
+                          ) from None
+    return {**flattened, "type": "string"} if isinstance(flattened, Mapping) else schema
 
 
 def json_object_arguments(name: str, arguments: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from stdsl.compiler.tools.formats.base import (
     parameters_path,
     properties_of,
 )
-from stdsl.compiler.tools.formats.raw_values import check_key, intersection, raw_string_ir
+from stdsl.compiler.tools.formats.raw_values import check_key, intersection, raw_string_ir, typing_hint
 from stdsl.errors import SchemaError
 
 SCALAR_TYPES = ("integer", "number", "boolean", "null")
@@ -54,7 +54,7 @@ class FunctionGemmaFormat(InputParameterCustomCalls, ToolFormat):
             return ir.seq(self.literal(self.quote), text, self.literal(self.quote))
         if kind not in SCALAR_TYPES:
             raise SchemaError(f"the {self.name} call syntax writes only strings, numbers, booleans and null exactly; "
-                              f"give the parameter one of those types", path)
+                              f"give the parameter one of those types{typing_hint(schema)}", path)
         return arguments_ir(schema, path)
 
     def call_ir(self, tool: ToolSpec, arguments_ir: ArgumentsIR) -> ir.Node:

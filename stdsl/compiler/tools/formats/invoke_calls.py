@@ -36,6 +36,7 @@ from stdsl.compiler.tools.formats.raw_values import (
     not_word,
     raw_string_ir,
     read_as_double,
+    typing_hint,
     unstripped,
 )
 from stdsl.errors import SchemaError
@@ -79,7 +80,7 @@ class MiniMaxM2Format(InputParameterCustomCalls, ToolFormat):
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind not in TYPES:
             raise SchemaError(f"the {self.name} parser converts a parameter by its schema's type; give it one type "
-                              f"of {', '.join(TYPES)}", path)
+                              f"of {', '.join(TYPES)}{typing_hint(schema)}", path)
         if kind == "string":
             return intersection(raw_string_ir(schema, path, self._STOPS, self.name), unstripped(), not_word("null"))
         if kind == "number":

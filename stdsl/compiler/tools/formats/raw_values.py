@@ -26,6 +26,14 @@ def is_string_schema(schema: Any) -> bool:
     return isinstance(schema, Mapping) and schema.get("type") == "string"
 
 
+def typing_hint(schema: Any) -> str:
+    """What to add to a parameter whose family's parser finds no `type` beside its reference (a Pydantic enum or
+    model writes `{"$ref": ...}` alone): the text to end a refusal with, or nothing."""
+    if isinstance(schema, Mapping) and "$ref" in schema and "type" not in schema:
+        return " (the parser reads the `type` written beside a `$ref`, not the one it points to: write it there)"
+    return ""
+
+
 def check_key(key: str, path: str, family: str) -> None:
     """Refuse a property name the family's call syntax cannot write unambiguously."""
     if not IDENTIFIER.match(key):

@@ -35,6 +35,7 @@ from stdsl.compiler.tools.formats.raw_values import (
     not_word,
     raw_string_ir,
     read_as_double,
+    typing_hint,
     unstripped,
 )
 from stdsl.errors import SchemaError
@@ -95,7 +96,7 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind not in QWEN_TYPES:
             raise SchemaError(f"the {self.name} call syntax converts a parameter by its schema's type; give it one "
-                              f"type of {', '.join(QWEN_TYPES)}", path)
+                              f"type of {', '.join(QWEN_TYPES)}{typing_hint(schema)}", path)
         if kind == "string":
             return intersection(raw_string_ir(schema, path, self._STOPS, self.name), not_word("null"))
         if kind in ("integer", "number"):
