@@ -34,7 +34,7 @@ from stdsl.compiler.constraint import Constraint, Regex, compile_embeddable
 from stdsl.compiler.constraint import compile as compile_constraint
 from stdsl.compiler.deadline import compile_deadline
 from stdsl.compiler.json_schema.json_tokens import Whitespace
-from stdsl.compiler.json_schema.member_document import DOCUMENT, standalone
+from stdsl.compiler.json_schema.member_document import DOCUMENT, dereferenced, standalone
 from stdsl.compiler.json_schema.recursive import is_recursive_schema
 from stdsl.compiler.pushdown.constraint import PushdownConstraint
 from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
@@ -152,6 +152,8 @@ class _ArgumentsLowering:
         strict = not any(path == where or path.startswith(where + "/") for where in self.open_paths)
         deadline = self.deadline
         root = next((where for where in self.documents if path.startswith(where + "/")), None)
+        if root is not None:
+            schema = dereferenced(schema, self.documents[root])
         compiled = schema if root is None else standalone(schema, self.documents[root])
 
         def whole() -> Compiled:
@@ -165,8 +167,9 @@ class _ArgumentsLowering:
                     raise SchemaError(message, root + error.path[len(copied):]) from None
                 raise SchemaError(message, path + error.path.lstrip("#")) from None
 
+        resolved = compiled if root is not None or path in self.documents else None
         return _schema_leaf(schema, path, whitespace, strict, ARGUMENTS_LOWERING,
-                            lambda value, where: self(value, where, whitespace), whole)
+                            lambda value, where: self(value, where, whitespace), whole, resolved)
 
 
 TAG_SCHEMA_LOWERING = "embeddable json schema, integers without a fraction"
@@ -182,15 +185,17 @@ def _tag_schema(schema: Any, path: str, deadline: _Deadline) -> ir.Node:
 
 
 def _schema_leaf(schema: Any, path: str, whitespace: Whitespace | None, strict: bool, lowering: str,
-                 lower_value: Callable[[Mapping[str, Any], str], ir.Node], whole: Callable[[], Compiled]) -> ir.Node:
+                 lower_value: Callable[[Mapping[str, Any], str], ir.Node], whole: Callable[[], Compiled],
+                 resolved: Any = None) -> ir.Node:
     """A schema as an embedded leaf: a closed object of tool-schema shape laid out from its members' values, each
     lowered by `lower_value` (and kept, `tools.object_layout`: the same language with no subset construction over
-    the whole object), else `whole()` compiled."""
+    the whole object), else `whole()` compiled.  `resolved`: the schema as its own document, where `lower_value`
+    resolves a member's references in the document the schema sits in (see `object_layout`)."""
 
     def value_of(value: Mapping[str, Any], where: str) -> Automaton | None:
         return _value_automaton(lower_value(value, where))
 
-    laid_out = _apart(lambda: object_layout(schema, path, whitespace, strict, value_of, lowering))
+    laid_out = _apart(lambda: object_layout(schema, path, whitespace, strict, value_of, lowering, resolved))
     if laid_out is not None:
         return embedded_leaf(laid_out, minimal=True)
     return embedded_ir(whole(), path)

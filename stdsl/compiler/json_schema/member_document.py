@@ -55,6 +55,30 @@ def standalone(part: Any, document: Any) -> Any:
     return {**moved, "$defs": {**moved.get("$defs", {}), DOCUMENT: held}}
 
 
+ANNOTATIONS = frozenset({"$ref", "title", "description", "examples", "default", "$comment", "deprecated",
+                         "readOnly", "writeOnly"})
+"""What a schema that only refers may hold beside its `$ref` (Pydantic writes a field's description there)."""
+
+
+def dereferenced(part: Any, document: Any) -> Any:
+    """The schema `part` only refers to: a chain of schemas holding a `$ref` and annotations followed to the first
+    that holds more (its language); `part` itself where the chain does not resolve or comes back."""
+    if not isinstance(document, Mapping):
+        return part
+    base, context, seen = _base(document), document_context(dict(document)), set()
+    found = part
+    while isinstance(found, Mapping) and isinstance(found.get("$ref"), str) and set(found) <= ANNOTATIONS:
+        reference = _local(found["$ref"], base)
+        if reference in seen:
+            return part
+        seen.add(reference)
+        try:
+            found = resolve_ref(reference, context, "#")[0]
+        except SchemaError:
+            return part
+    return found
+
+
 def _base(document: Mapping[str, Any]) -> str:
     """The document's base URI (its root `$id` without a fragment), which a reference may spell before `#`."""
     root_id = document.get("$id")

@@ -37,6 +37,8 @@ CLOSED_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additiona
                                     "title"})
 """The keywords a laid-out object schema may have: any other (counts, patterns, dependencies, `$ref`) falls back to
 the whole-object compile."""
+DEFINITIONS = frozenset({"$defs", "definitions"})
+"""Where a schema whose members' references are resolved (`object_layout`'s `resolved`) may hold their targets."""
 LAYOUT_UP_TO = 20_000
 """A layout with more states falls back to the whole-object compile, which refuses what passes its state budget."""
 MAX_SCHEMA_DEPTH = 24
@@ -52,17 +54,22 @@ lowering of its values."""
 
 
 def object_layout(schema: Any, path: str, whitespace: Whitespace | None, strict: bool,
-                  value_of: ValueAutomaton, lowering: Hashable) -> Automaton | None:
+                  value_of: ValueAutomaton, lowering: Hashable, resolved: Any = None) -> Automaton | None:
     """The minimal DFA of `schema`'s JSON texts laid out from its members' values (`value_of` each), or None where
     the schema is not a closed object of the shape above, a value does not compile apart, or the spelling has
     whitespace between tokens.  `lowering` names what `value_of` makes of a value schema (kept objects are keyed by
-    it: a tool's arguments keep integers to 20 digits, a structural tag's schema does not)."""
+    it: a tool's arguments keep integers to 20 digits, a structural tag's schema does not).
+
+    `resolved`, where `value_of` resolves a member's references in the document `schema` sits in (a tool's
+    arguments, `json_schema.member_document`), is `schema` as a document of its own: members may then refer
+    (`$ref`) and the schema hold `$defs`, and the object is kept by `resolved`, which holds what they refer to."""
     if whitespace is not None and whitespace.max_run:
         return None
-    members = _members(schema, strict)
+    members = _members(schema, strict, resolved is not None)
     if members is None:
         return None
-    key = (json.dumps(schema, separators=(",", ":"), ensure_ascii=False), repr(whitespace), strict, lowering)
+    keyed = schema if resolved is None else resolved
+    key = (json.dumps(keyed, separators=(",", ":"), ensure_ascii=False), repr(whitespace), strict, lowering)
 
     def build() -> Automaton | None:
         values = []
@@ -78,9 +85,11 @@ def object_layout(schema: Any, path: str, whitespace: Whitespace | None, strict:
     return _OBJECTS.get((), build, key)
 
 
-def _members(schema: Any, strict: bool) -> list[tuple[str, Mapping[str, Any], bool]] | None:
-    """(name, value schema, required) of each declared member in schema order, or None for another shape."""
-    if not isinstance(schema, Mapping) or not set(schema) <= CLOSED_OBJECT_KEYWORDS or schema.get("type") != "object":
+def _members(schema: Any, strict: bool, references: bool) -> list[tuple[str, Mapping[str, Any], bool]] | None:
+    """(name, value schema, required) of each declared member in schema order, or None for another shape (with
+    `references`, `$defs` and members that refer are of this shape too)."""
+    allowed = CLOSED_OBJECT_KEYWORDS | DEFINITIONS if references else CLOSED_OBJECT_KEYWORDS
+    if not isinstance(schema, Mapping) or not set(schema) <= allowed or schema.get("type") != "object":
         return None
     closing = schema.get("additionalProperties", None if strict else True)
     properties, required = schema.get("properties"), schema.get("required", [])
@@ -88,21 +97,23 @@ def _members(schema: Any, strict: bool) -> list[tuple[str, Mapping[str, Any], bo
         return None
     if not isinstance(required, list) or not all(isinstance(name, str) and name in properties for name in required):
         return None
-    if not all(isinstance(value, Mapping) for value in properties.values()) or not _plain(properties, 0):
+    if not all(isinstance(value, Mapping) for value in properties.values()) or not _plain(properties, 0, references):
         return None
     return [(name, value, name in required) for name, value in properties.items()]
 
 
-def _plain(value: Any, depth: int) -> bool:
-    """Whether a schema part holds no `$` keyword (a reference, an id, a draft) and nests at most
-    `MAX_SCHEMA_DEPTH` levels: compiled apart, its meaning is the one it has in the whole object."""
+def _plain(value: Any, depth: int, references: bool) -> bool:
+    """Whether a schema part holds no `$` keyword (a reference, an id, a draft; with `references`, a `$ref` string
+    is allowed) and nests at most `MAX_SCHEMA_DEPTH` levels: compiled apart, its meaning is the one it has in the
+    whole object."""
     if depth > MAX_SCHEMA_DEPTH:
         return False
     if isinstance(value, Mapping):
-        return all(not (isinstance(key, str) and key.startswith("$")) and _plain(part, depth + 1)
+        return all((not (isinstance(key, str) and key.startswith("$"))
+                    or references and key == "$ref" and isinstance(part, str)) and _plain(part, depth + 1, references)
                    for key, part in value.items())
     if isinstance(value, list):
-        return all(_plain(part, depth + 1) for part in value)
+        return all(_plain(part, depth + 1, references) for part in value)
     return True
 
 

@@ -19,6 +19,7 @@ from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _D
 from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace
 from stdsl.compiler.tools import reply_automaton as assembly
 from stdsl.compiler.tools.formats import ToolSpec, format_named
+from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.object_layout import object_layout
 from stdsl.errors import SchemaError
 from tests.compiler.language_difference import difference
@@ -150,3 +151,63 @@ def test_replies_with_laid_out_arguments_accept_exactly_the_whole_object_replies
         whole = _reply(tools, name, chosen, parallel)
     caches.clear()
     assert difference(whole, laid_out) is None
+
+
+@st.composite
+def referring_objects(draw: Any) -> dict[str, Any]:
+    """`objects()` with some member values (at any depth) moved into the root's `$defs` and referred to, as
+    Pydantic writes a tool's enums and nested models (a description beside the reference, or not)."""
+    schema = draw(objects())
+    definitions: dict[str, Any] = {}
+
+    def moved(node: dict[str, Any]) -> dict[str, Any]:
+        properties = {}
+        for key, value in node["properties"].items():
+            if value.get("type") == "object":
+                value = moved(value)
+            if draw(st.booleans()):
+                name = f"D{len(definitions)}"
+                definitions[name] = value
+                value = {"$ref": f"#/$defs/{name}", **({"description": "d"} if draw(st.booleans()) else {})}
+            properties[key] = value
+        return {**node, "properties": properties}
+
+    return {**moved(schema), "$defs": definitions}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=referring_objects())
+def test_arguments_that_refer_into_defs_are_laid_out_as_the_whole_object_compiles(schema: dict[str, Any]) -> None:
+    """A tool's arguments whose members refer into its `$defs` are laid out (their references resolved in the
+    tool's schema) and accept exactly what the whole document's compile accepts."""
+    tool = ToolSpec("t", schema)
+    laid: list[Any] = []
+
+    def recording(*args: Any) -> Any:
+        found = object_layout(*args)
+        laid.append((args[1], found is not None))
+        return found
+
+    caches.clear()
+    with mock.patch.object(constraint_spec, "object_layout", recording):
+        node = _arguments_ir(_Deadline(60), [], [tool])(schema, "tools[t].function.parameters", JSON_DUMPS)
+    assert ("tools[t].function.parameters", True) in laid
+    whole = compile_embeddable(digit_limited(schema), whitespace=JSON_DUMPS).automaton
+    assert difference(assembly.build_automaton(node), whole) is None
+
+
+def test_the_same_reference_in_two_tools_keeps_each_tools_target() -> None:
+    """Laid-out objects are kept by what their references reach, not by their text alone (the inner object's text is
+    the same in both tools)."""
+    def tool(name: str, unit: str) -> ToolSpec:
+        inner = {"type": "object", "required": ["u"], "properties": {"u": {"$ref": "#/$defs/U"}}}
+        return ToolSpec(name, {"type": "object", "required": ["o"], "additionalProperties": False,
+                               "properties": {"o": inner}, "$defs": {"U": {"enum": [unit]}}})
+
+    caches.clear()
+    lower = _arguments_ir(_Deadline(60), [], [tool("a", "x"), tool("b", "y")])
+    for name, unit, other in (("a", "x", "y"), ("b", "y", "x")):
+        where = f"tools[{name}].function.parameters"
+        automaton = assembly.build_automaton(lower(tool(name, unit).parameters, where, JSON_DUMPS))
+        assert automaton.accepts(f'{{"o": {{"u": "{unit}"}}}}'.encode())
+        assert not automaton.accepts(f'{{"o": {{"u": "{other}"}}}}'.encode())
