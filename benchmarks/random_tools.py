@@ -3,6 +3,7 @@ for `tool_compile.py` and its profile."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -42,3 +43,21 @@ def random_tools(count: int, seed: int = 0) -> list[dict[str, Any]]:
     """`count` random tools, the same for the same seed."""
     rng = random.Random(seed)
     return [random_tool(rng, index) for index in range(count)]
+
+
+def with_references(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`tools` with every enum and nested object member moved into its tool's `$defs` and referred to, as Pydantic
+    writes them, the member's `type` beside the reference (what Qwen XML's parser types a parameter by)."""
+    out = []
+    for tool in tools:
+        parameters = json.loads(json.dumps(tool["function"]["parameters"]))
+        definitions: dict[str, Any] = {}
+        for key, value in parameters["properties"].items():
+            if "enum" in value or value.get("type") == "object":
+                name = f"{key.title()}{len(definitions)}"
+                definitions[name] = value
+                parameters["properties"][key] = {"$ref": f"#/$defs/{name}", "type": value["type"]}
+        if definitions:
+            parameters["$defs"] = definitions
+        out.append({**tool, "function": {**tool["function"], "parameters": parameters}})
+    return out

@@ -37,7 +37,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR.parent), str(BENCH_DIR)]
 
 from peers import load_qwen_vocab, version_of  # noqa: E402
-from random_tools import random_tool, random_tools  # noqa: E402
+from random_tools import random_tool, random_tools, with_references  # noqa: E402
 
 FORMATS = ("hermes", "qwen_xml", "harmony")
 XGRAMMAR_MODELS = {"hermes": "qwen_3", "qwen_xml": "qwen_3_coder", "harmony": "harmony"}
@@ -196,6 +196,8 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     parser.add_argument("--peers", nargs="*", default=["llguidance", "xgrammar"])
     parser.add_argument("--out", default=str(BENCH_DIR / "results" / "tool_compile"))
+    parser.add_argument("--references", action="store_true",
+                        help="enum and object members moved into each tool's $defs and referred to (Pydantic's shape)")
     args = parser.parse_args()
     ours = Stdsl()
     peers, skipped = _peers(args.peers)
@@ -205,6 +207,8 @@ def main() -> None:
     for size in args.sizes:
         tools = random_tools(size, seed=size)
         changed = _changed(tools, seed=size + 1)
+        if args.references:
+            tools, changed = with_references(tools), with_references(changed)
         for tool_format in args.formats:
             row: dict[str, Any] = {"tools": size, "format": tool_format}
             row["stdsl_cold"] = ours.cold(_spec(tools, tool_format))

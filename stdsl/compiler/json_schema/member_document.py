@@ -61,21 +61,25 @@ ANNOTATIONS = frozenset({"$ref", "title", "description", "examples", "default", 
 
 
 def dereferenced(part: Any, document: Any) -> Any:
-    """The schema `part` only refers to: a chain of schemas holding a `$ref` and annotations followed to the first
-    that holds more (its language); `part` itself where the chain does not resolve or comes back."""
+    """The schema `part` only refers to: a chain of schemas holding a `$ref`, annotations and at most the `type`
+    of what it refers to, followed to the first that holds more (the same language); `part` itself where the
+    chain does not resolve, comes back, or states another type."""
     if not isinstance(document, Mapping):
         return part
     base, context, seen = _base(document), document_context(dict(document)), set()
     found = part
-    while isinstance(found, Mapping) and isinstance(found.get("$ref"), str) and set(found) <= ANNOTATIONS:
+    while isinstance(found, Mapping) and isinstance(found.get("$ref"), str) and set(found) <= ANNOTATIONS | {"type"}:
         reference = _local(found["$ref"], base)
         if reference in seen:
             return part
         seen.add(reference)
         try:
-            found = resolve_ref(reference, context, "#")[0]
+            target = resolve_ref(reference, context, "#")[0]
         except SchemaError:
             return part
+        if "type" in found and (not isinstance(target, Mapping) or target.get("type") != found["type"]):
+            return part
+        found = target
     return found
 
 

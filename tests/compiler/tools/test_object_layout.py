@@ -21,7 +21,7 @@ from stdsl.compiler.tools import reply_automaton as assembly
 from stdsl.compiler.tools.formats import ToolSpec, format_named
 from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.object_layout import object_layout
-from stdsl.errors import SchemaError
+from stdsl.errors import EmptyLanguageError, SchemaError
 from tests.compiler.language_difference import difference
 
 WORDS = ("path", "query", "city", "limit", "a", "ab", "tags", "unit", "é", 'q"t')
@@ -156,7 +156,8 @@ def test_replies_with_laid_out_arguments_accept_exactly_the_whole_object_replies
 @st.composite
 def referring_objects(draw: Any) -> dict[str, Any]:
     """`objects()` with some member values (at any depth) moved into the root's `$defs` and referred to, as
-    Pydantic writes a tool's enums and nested models (a description beside the reference, or not)."""
+    Pydantic writes a tool's enums and nested models (a description beside the reference, or not), the type
+    written beside it or not (the target's, or another, which leaves only what both admit)."""
     schema = draw(objects())
     definitions: dict[str, Any] = {}
 
@@ -168,7 +169,11 @@ def referring_objects(draw: Any) -> dict[str, Any]:
             if draw(st.booleans()):
                 name = f"D{len(definitions)}"
                 definitions[name] = value
+                kind = value.get("type")
+                typed = draw(st.sampled_from(["none", "same", "other"] if isinstance(kind, str) else ["none"]))
                 value = {"$ref": f"#/$defs/{name}", **({"description": "d"} if draw(st.booleans()) else {})}
+                if typed != "none":
+                    value["type"] = kind if typed == "same" else "integer" if kind == "string" else "string"
             properties[key] = value
         return {**node, "properties": properties}
 
@@ -179,7 +184,7 @@ def referring_objects(draw: Any) -> dict[str, Any]:
 @given(schema=referring_objects())
 def test_arguments_that_refer_into_defs_are_laid_out_as_the_whole_object_compiles(schema: dict[str, Any]) -> None:
     """A tool's arguments whose members refer into its `$defs` are laid out (their references resolved in the
-    tool's schema) and accept exactly what the whole document's compile accepts."""
+    tool's schema) and accept exactly what the whole document's compile accepts, or are refused alike."""
     tool = ToolSpec("t", schema)
     laid: list[Any] = []
 
@@ -189,11 +194,30 @@ def test_arguments_that_refer_into_defs_are_laid_out_as_the_whole_object_compile
         return found
 
     caches.clear()
+    try:
+        whole = compile_embeddable(digit_limited(schema), whitespace=JSON_DUMPS).automaton
+    except EmptyLanguageError:
+        with pytest.raises(EmptyLanguageError):
+            _arguments_ir(_Deadline(60), [], [tool])(schema, "tools[t].function.parameters", JSON_DUMPS)
+        return
     with mock.patch.object(constraint_spec, "object_layout", recording):
         node = _arguments_ir(_Deadline(60), [], [tool])(schema, "tools[t].function.parameters", JSON_DUMPS)
-    assert ("tools[t].function.parameters", True) in laid
-    whole = compile_embeddable(digit_limited(schema), whitespace=JSON_DUMPS).automaton
     assert difference(assembly.build_automaton(node), whole) is None
+    assert _conflicting(schema, schema["$defs"]) or ("tools[t].function.parameters", True) in laid
+
+
+def _conflicting(node: dict[str, Any], definitions: dict[str, Any]) -> bool:
+    """Whether a member at any depth (through references too) states another type beside its reference than its
+    target's (its value may then be empty, and the object falls back to the whole compile)."""
+    for value in node["properties"].values():
+        if "$ref" in value:
+            target = definitions[value["$ref"].split("/")[-1]]
+            if value.get("type", target.get("type")) != target.get("type"):
+                return True
+            value = target
+        if value.get("type") == "object" and "properties" in value and _conflicting(value, definitions):
+            return True
+    return False
 
 
 def test_the_same_reference_in_two_tools_keeps_each_tools_target() -> None:
