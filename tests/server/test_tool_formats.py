@@ -155,18 +155,29 @@ TYPED_BY_THEIR_OWN_TYPE = {"qwen_xml", "minimax_m2", "minicpm5", "function_gemma
 """Families whose parser converts a parameter by the `type` written on it, so a reference needs one beside it."""
 
 
+UNIONS_REFUSED = {"minimax_m2", "minicpm5", "function_gemma", "gemma4"}
+"""Families whose parser would read an untyped `anyOf` parameter otherwise than as its JSON value."""
+
+
 @st.composite
-def referring(draw: Any, tools: list[dict], typed: bool) -> list[dict]:
+def referring(draw: Any, tools: list[dict], typed: bool, unions: bool) -> list[dict]:
     """`tools` with some parameters moved into `$defs` and referred to (as Pydantic writes an enum or a model:
     `{"$ref": "#/$defs/Name"}`, with the `type` beside it where `typed` or drawn so), or referring to another
-    parameter (`#/properties/other`, as zod-to-json-schema writes a repeated schema)."""
+    parameter (`#/properties/other`, as zod-to-json-schema writes a repeated schema); with `unions`, an object or
+    array parameter made optional or a union of models as Pydantic writes them (`anyOf`, no `type`)."""
     out = []
     for tool in tools:
         parameters = json.loads(json.dumps(tool["parameters"]))
         properties, definitions = parameters["properties"], {}
         for index, key in enumerate(list(properties)):
-            how = draw(st.sampled_from(["kept", "defs", "defs", "sibling"]))
+            how = draw(st.sampled_from(["kept", "defs", "defs", "sibling", "union"]))
             schema = properties[key]
+            if how == "union":
+                if unions and schema.get("type") in ("object", "array"):
+                    definitions[f"D{index}"] = schema
+                    other = draw(st.sampled_from([{"type": "null"}, *NESTED]))
+                    properties[key] = {"anyOf": [{"$ref": f"#/$defs/D{index}"}, other], "default": None}
+                continue
             if how == "kept" or how == "sibling" and index == 0:
                 continue
             if how == "defs":
@@ -179,6 +190,8 @@ def referring(draw: Any, tools: list[dict], typed: bool) -> list[dict]:
                 while "$ref" in schema:
                     schema = definitions[schema["$ref"].split("/")[-1]] if "$defs" in schema["$ref"] else \
                         properties[schema["$ref"].split("/")[-1]]
+                if "type" not in schema:
+                    continue
             if typed or draw(st.booleans()):
                 reference["type"] = schema["type"]
             properties[key] = reference
@@ -255,12 +268,21 @@ def test_parameters_that_refer_into_their_tools_schema(name: str, data: st.DataO
     _random_walks(name, data, refer=True)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data())
+def test_parameters_that_refer_into_their_tools_schema_long(name: str, data: st.DataObject) -> None:
+    _random_walks(name, data, refer=True)
+
+
 def _random_walks(name: str, data: st.DataObject, refer: bool = False) -> None:
     """Random accepted replies (and accepted mutants) of a random tool list: the family's parser reads the calls
     ours reads, their arguments validate, and tool_choice and parallel_tool_calls hold."""
     tools = data.draw(tool_lists(name not in NESTED_REFUSED, int(name in NEEDS_AN_ARGUMENT), name == "pythonic"))
     if refer:
-        tools = data.draw(referring(tools, name in TYPED_BY_THEIR_OWN_TYPE))
+        tools = data.draw(referring(tools, name in TYPED_BY_THEIR_OWN_TYPE, name not in UNIONS_REFUSED))
     choice = data.draw(st.sampled_from(["auto", "auto", "required", tools[0]["name"]]))
     parallel = data.draw(st.booleans())
     constraint = _compiled(json.dumps(_spec(name, tools, choice, parallel)))

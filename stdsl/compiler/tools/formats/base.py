@@ -18,6 +18,7 @@ from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.json_schema.flatten import document_context, flatten_schema
 from stdsl.compiler.json_schema.json_tokens import JSON_DUMPS, Whitespace
+from stdsl.compiler.json_schema.logic.complement import ALL_KINDS, possible_kinds
 from stdsl.compiler.json_schema.member_document import references
 from stdsl.compiler.json_schema.resolve import pointer_token
 from stdsl.compiler.special_tokens import spelled
@@ -62,6 +63,8 @@ CUSTOM_PARAMETER = "input"
 CUSTOM_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {CUSTOM_PARAMETER: {"type": "string"}},
                                         "required": [CUSTOM_PARAMETER]}
 """A custom tool's parameters as those formats' readers see them: the one string `input`, read raw."""
+MAX_UNION_DEPTH = 8
+"""How deep `value_kinds` reads nested `anyOf`/`oneOf` branches (below, any kind)."""
 
 
 def parameters_path(tool: ToolSpec) -> str:
@@ -93,6 +96,29 @@ def _string_read(schema: Any, key: str, tool: ToolSpec) -> Any:
         raise SchemaError(str(error).split(" (at schema path")[0], parameters_path(tool) + error.path.lstrip("#")
                           ) from None
     return {**flattened, "type": "string"} if isinstance(flattened, Mapping) else schema
+
+
+def value_kinds(schema: Any, key: str, tool: ToolSpec) -> frozenset[str]:
+    """A superset of the JSON kinds (`null`, `boolean`, `integer`, `fraction`, `string`, `array`, `object`) of a
+    parameter's values, its references and `anyOf`/`oneOf` branches read in its tool's schema."""
+    context = document_context(dict(tool.parameters))
+
+    def kinds(part: Any, path: str, depth: int) -> frozenset[str]:
+        flat = flatten_schema(part, path, context)[0] if isinstance(part, (dict, bool)) else True
+        if not isinstance(flat, dict) or depth > MAX_UNION_DEPTH:
+            return possible_kinds(flat) if isinstance(flat, bool) else ALL_KINDS
+        found = possible_kinds({k: v for k, v in flat.items() if k not in ("anyOf", "oneOf")})
+        for union in ("anyOf", "oneOf"):
+            if isinstance(flat.get(union), list):
+                found &= frozenset().union(*(kinds(branch, f"{path}/{union}/{i}", depth + 1)
+                                             for i, branch in enumerate(flat[union])))
+        return found
+
+    try:
+        return kinds(schema, f"#/properties/{pointer_token(key)}", 0)
+    except SchemaError as error:
+        raise SchemaError(str(error).split(" (at schema path")[0], parameters_path(tool) + error.path.lstrip("#")
+                          ) from None
 
 
 def json_object_arguments(name: str, arguments: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from stdsl.compiler.tools.formats.base import (
     json_object_arguments,
     parameters_path,
     properties_of,
+    value_kinds,
     without_literals,
 )
 from stdsl.compiler.tools.formats.raw_values import (
@@ -42,6 +43,7 @@ from stdsl.errors import SchemaError
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 QWEN_TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
+CONTAINERS_AND_NULL = frozenset({"object", "array", "null"})
 PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
 """How Qwen3-Coder's template writes a boolean or null parameter (`args_value | string` of the Python value); its
 parser reads `True`/`False` by letter case and `None` through `ast.literal_eval`, so they round-trip as JSON's do."""
@@ -75,6 +77,23 @@ def _qwen_value(raw: str, schema: Any) -> Any:
     return _json_or_text(raw)
 
 
+def _union_of_containers(schema: Any, key: str, tool: ToolSpec) -> bool:
+    """Whether a parameter without a `type` is an `anyOf` whose values are objects, arrays or null (Pydantic's
+    `Optional[Model]`, `list[str] | None`, a union of models): every Qwen3-Coder parser reads it as JSON (vLLM's
+    takes an `anyOf` for an object, mlx-lm's reads an untyped value that is an object or array as JSON, and both
+    read `null` as None), so it is written as JSON.  Scalars there would be read apart (mlx-lm's keeps them text)."""
+    return (isinstance(schema, Mapping) and "type" not in schema and isinstance(schema.get("anyOf"), list)
+            and value_kinds(schema, key, tool) <= CONTAINERS_AND_NULL)
+
+
+def _union_hint(schema: Any) -> str:
+    """Why an untyped `anyOf` parameter is refused (`_union_of_containers` takes only objects, arrays and null)."""
+    if isinstance(schema, Mapping) and "type" not in schema and "anyOf" in schema:
+        return (" (an anyOf of objects, arrays and null is written as JSON, but a string, number or boolean there "
+                "is read as text by one Qwen3-Coder parser and as JSON by another)")
+    return ""
+
+
 class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
     """`<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>`
     (Qwen3-Coder, Qwen3.5).  Parameters in schema order, the required ones present."""
@@ -96,7 +115,7 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
         kind = schema.get("type") if isinstance(schema, dict) else None
         if kind not in QWEN_TYPES:
             raise SchemaError(f"the {self.name} call syntax converts a parameter by its schema's type; give it one "
-                              f"type of {', '.join(QWEN_TYPES)}{typing_hint(schema)}", path)
+                              f"type of {', '.join(QWEN_TYPES)}{typing_hint(schema)}{_union_hint(schema)}", path)
         if kind == "string":
             return intersection(raw_string_ir(schema, path, self._STOPS, self.name), not_word("null"))
         if kind in ("integer", "number"):
@@ -114,7 +133,10 @@ class QwenXmlFormat(InputParameterCustomCalls, ToolFormat):
         for key, schema in properties.items():
             path = f"{where}/properties/{key}"
             check_key(key, path, self.name)
-            value = self.value_ir(schema, path, arguments_ir)
+            if _union_of_containers(schema, key, tool):
+                value = without_literals(arguments_ir(schema, path, self.spacing), self._STOPS)
+            else:
+                value = self.value_ir(schema, path, arguments_ir)
             parameter = ir.seq(self.literal(f"<parameter={key}>\n"), value, self.literal("\n</parameter>\n"))
             parts.append(parameter if key in required else ir.optional(parameter))
         parts.append(self.literal(self._TAIL))
