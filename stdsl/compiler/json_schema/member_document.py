@@ -19,6 +19,9 @@ from stdsl.errors import SchemaError
 
 DOCUMENT = "stdsl:document"
 """The `$defs` entry that holds the copied targets, at their paths in the original document (its `#` there)."""
+ANNOTATIONS = frozenset({"$ref", "title", "description", "examples", "default", "$comment", "deprecated",
+                         "readOnly", "writeOnly"})
+"""What a schema that only refers may hold beside its `$ref` (Pydantic writes a field's description there)."""
 
 
 def standalone(part: Any, document: Any) -> Any:
@@ -53,11 +56,6 @@ def standalone(part: Any, document: Any) -> Any:
     held.pop("$id", None)
     moved = _moved(part, base)
     return {**moved, "$defs": {**moved.get("$defs", {}), DOCUMENT: held}}
-
-
-ANNOTATIONS = frozenset({"$ref", "title", "description", "examples", "default", "$comment", "deprecated",
-                         "readOnly", "writeOnly"})
-"""What a schema that only refers may hold beside its `$ref` (Pydantic writes a field's description there)."""
 
 
 def dereferenced(part: Any, document: Any) -> Any:
