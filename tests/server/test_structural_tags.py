@@ -150,20 +150,33 @@ def test_qwen3_coder_texts_are_read_as_by_xgrammar() -> None:
     assert _xgrammar_reads(CODER_TAG, texts) == [accepted for _, accepted in CODER_TEXTS]
 
 
+def _referring(schema: dict, rng: random.Random) -> dict:
+    """`schema` with some parameters moved into `$defs` and referred to (a description beside the reference, or
+    not), as Pydantic writes a tool's enums and models."""
+    properties, definitions = {}, {}
+    for index, (key, value) in enumerate(schema["properties"].items()):
+        if rng.random() < 0.5:
+            definitions[f"D{index}"] = value
+            value = {"$ref": f"#/$defs/D{index}", **({"description": "d"} if rng.random() < 0.5 else {})}
+        properties[key] = value
+    return {**schema, "properties": properties, "$defs": definitions}
+
+
 @settings(max_examples=60, deadline=None)
 @given(schema=schemas(st.one_of(SCALARS, BOUNDED, CONTAINERS)), style=st.sampled_from(sorted(STYLES)),
-       max_run=st.sampled_from([None, None, 1, 2]), seed=st.integers(0, 2**16))
+       max_run=st.sampled_from([None, None, 1, 2]), seed=st.integers(0, 2**16), refer=st.booleans())
 def test_xml_argument_styles_accept_what_xgrammar_accepts(schema: dict, style: str, max_run: int | None,
-                                                          seed: int) -> None:
-    """Every style on random schemas: spellings, their mutations and walks through our automaton read the same
-    by both, but where a value is written as the `json` style writes it and XGrammar reads more: a container (we
-    write it compact) or a number (XGrammar also reads `-0.0` above a negative minimum and `1e400`); there we accept
-    no text XGrammar refuses."""
-    fmt = {"type": "json_schema", "json_schema": schema, "style": style, "max_whitespace_cnt": max_run}
+                                                          seed: int, refer: bool) -> None:
+    """Every style on random schemas, their parameters written in place or referring into `$defs`: spellings,
+    their mutations and walks through our automaton read the same by both, but where a value is written as the
+    `json` style writes it and XGrammar reads more: a container (we write it compact) or a number (XGrammar also
+    reads `-0.0` above a negative minimum and `1e400`); there we accept no text XGrammar refuses."""
+    rng = random.Random(seed)
+    fmt = {"type": "json_schema", "json_schema": _referring(schema, rng) if refer else schema, "style": style,
+           "max_whitespace_cnt": max_run}
     if mixed_enum(schema, style):
         return  # refused (`test_xml_arguments`): XGrammar lets the type attribute be any type there
     ours = build_constraint({"kind": "structural_tag", "tag": {"format": fmt}}, 30)
-    rng = random.Random(seed)
     texts = [spellings(schema, style, rng, max_run) for _ in range(25)]
     texts += [mutated(rng.choice(texts), rng) for _ in range(25)]
     walked = _walks(ours.automaton, rng, 10)

@@ -18,8 +18,10 @@ a bounded number inside a container is the `json` style's, which also reads more
 own call format (`xml_calls.QwenXmlFormat`) is a different language (a newline around each value, no free
 whitespace, a string never `null`), so it is not reused.  What XGrammar reads in ways not written here (a string
 with a `pattern`, `format` or length, several types, `anyOf`, free-form keys, the other XML styles of XGrammar
-0.2.9: deepseek_xml, deepseek_v4_1_xml, minimax_m3_xml, cohere_xml, gemma) is refused naming its path.  Inside a
-tag the object and the tag's ends are laid out from the parameters (`xml_argument_layout`).
+0.2.9: deepseek_xml, deepseek_v4_1_xml, minimax_m3_xml, cohere_xml, gemma) is refused naming its path.  A parameter
+that refers into the schema (`{"$ref": "#/$defs/Unit"}`, annotations beside it) is the schema it refers to, as
+XGrammar resolves it, and references inside a value resolve in the whole schema (`json_schema.member_document`).
+Inside a tag the object and the tag's ends are laid out from the parameters (`xml_argument_layout`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 from stdsl import caches
 from stdsl.compiler import ir
 from stdsl.compiler.automata.build import embedded_leaf
+from stdsl.compiler.json_schema.member_document import dereferenced, standalone
 from stdsl.compiler.not_containing import not_containing
 from stdsl.compiler.tools.formats.raw_values import intersection
 from stdsl.compiler.tools.xml_argument_layout import XmlParameter, xml_tag_layout
@@ -63,7 +66,8 @@ _TAGS = caches.kind("xml argument tags")
 ValueIr = Callable[[Any, str], ir.Node]
 """A property's schema (a single non-string type) as its JSON value's IR, given the path that names it."""
 
-_ROOT_KEYS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
+_ROOT_KEYS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema", "$defs",
+              "definitions"}
 _ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}
 _STRING_LIMITS = ("pattern", "format", "minLength", "maxLength")
 _DIGIT = ir.byte_set([(ord("0"), ord("9"))])
@@ -175,8 +179,10 @@ def xml_parameters(schema: Any, style: str, path: str, value_ir: ValueIr, max_wh
         raise _refuse(f"{path}.required", "must list names of `properties`")
     ws = _whitespace(max_whitespace)
     parameters = []
-    for name, value_schema in properties.items():
-        value, core = _value(value_schema, f"{path}.properties.{name}", value_ir, ws, wrap.closing)
+    for name, written in properties.items():
+        value_schema = dereferenced(written, schema)
+        value, core = _value(value_schema, f"{path}.properties.{name}",
+                             lambda part, where: value_ir(standalone(part, schema), where), ws, wrap.closing)
         if wrap.value_prefix:
             value, core = ir.seq(ws, ir.literal(wrap.value_prefix), value), None
         head = wrap.key_prefix + name + wrap.key_suffix

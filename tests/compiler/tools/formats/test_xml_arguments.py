@@ -9,12 +9,13 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stdsl.compiler.constraint_spec import build_constraint
 from stdsl.compiler.tools.formats.xml_arguments import STYLES
 from stdsl.errors import CompileError
+from tests.compiler.language_difference import difference
 from tests.compiler.tools.formats.xml_argument_texts import (
     SCALARS,
     mixed_enum,
@@ -92,6 +93,28 @@ def test_the_styles_accept_what_their_regular_expression_accepts(schema: dict[st
     for text in texts:
         assert ours.accepts(text.encode()) == bool(oracle.fullmatch(text)), (schema, style, text)
     assert any(oracle.fullmatch(text) for text in texts) or max_run is not None  # bounded runs are often past it
+
+
+@settings(max_examples=40, deadline=None)
+@given(schema=schemas(SCALARS), style=st.sampled_from(sorted(STYLES)), data=st.data())
+def test_parameters_that_refer_into_defs_read_as_written_in_place(schema: dict[str, Any], style: str,
+                                                                 data: st.DataObject) -> None:
+    """A parameter that refers into the schema's `$defs` (a description beside it, or not) is the parameter written
+    in place, as XGrammar's converter resolves it (`tests/server/test_structural_tags.py` checks its matcher)."""
+    assume(not mixed_enum(schema, style))
+    properties, definitions = {}, {}
+    for index, (key, value) in enumerate(schema["properties"].items()):
+        if data.draw(st.booleans()):
+            definitions[f"D{index}"] = value
+            value = {"$ref": f"#/$defs/D{index}", **({"description": "d"} if data.draw(st.booleans()) else {})}
+        properties[key] = value
+    referring = {**schema, "properties": properties, "$defs": definitions}
+
+    def automaton(json_schema: dict[str, Any]) -> Any:
+        return _constraint({"type": "tag", "begin": "<f>", "end": "</f>", "content": {
+            "type": "json_schema", "json_schema": json_schema, "style": style}}).automaton
+
+    assert difference(automaton(referring), automaton(schema)) is None
 
 
 @pytest.mark.parametrize(("fmt", "where"), [
