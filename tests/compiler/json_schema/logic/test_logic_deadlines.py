@@ -144,7 +144,7 @@ def test_a_refused_union_keeps_no_document_memos() -> None:
     held = held_by(refused.value)
     for context in (found for found in held if isinstance(found, Context)):
         assert not (context.flattened or context.one_of or context.approximated or context.draft_neutral)
-    assert len(held) < 5_000
+    assert len(held) < 30_000  # the frames it stopped in hold 500-7,000 objects; with the memos, 111,000
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
