@@ -96,6 +96,18 @@ def test_recursive_parameters_parse_with_the_familys_parser_and_validate(name: s
     assert not constraint.accepts(written({"where": {"and": [{"and": [{"field": "a"}]}]}}))
 
 
+@pytest.mark.parametrize("name", JSON_FAMILIES)
+def test_recursive_parameters_under_auto_take_text_or_calls(name: str) -> None:
+    """tool_choice "auto" beside a recursive parameter: one byte of lookahead decides where the call starts in
+    every family (the plain `json` format's text-then-calls met an L(1) conflict before)."""
+    spec = {"kind": "tools", "format": name, "tools": TOOLS, "choice": "auto", "parallel": True, "content": None}
+    constraint = build_constraint(spec, 60)
+    spelling = {} if FORMATS[name].spacing else {"separators": (",", ":")}
+    call = FORMATS[name].render("query", json.dumps({"where": {"and": [{"field": "a", "eq": 1}]}}, **spelling))
+    assert constraint.accepts(FORMATS[name].join([call]).encode())
+    assert constraint.accepts(b"No call needed.") or name == "harmony"  # Harmony's content is its final channel
+
+
 @pytest.mark.parametrize("name", JSON_STRING_INPUTS)
 def test_a_recursive_custom_grammar_is_read_back_in_its_language(name: str) -> None:
     spec = {"kind": "tools", "format": name, "tools": [_custom_entry(ARITHMETIC)], "choice": "required",

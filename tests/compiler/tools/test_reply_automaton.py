@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from stdsl.compiler import ir
 from stdsl.compiler.automata.automaton import Automaton
 from stdsl.compiler.automata.build import build_automaton
 from stdsl.compiler.constraint_spec import ARGUMENTS_LOWERING, _arguments_ir, _Deadline, build_constraint
@@ -189,3 +190,17 @@ def test_a_reply_built_a_few_rows_at_a_time_is_the_same_table(tools: list[ToolSp
     assume(whole is not None)
     assert piecewise is not None
     assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(whole, piecewise))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tools=tool_lists(), parallel=st.booleans())
+def test_plain_json_text_or_calls_is_text_then_calls(tools: list[ToolSpec], parallel: bool) -> None:
+    """The plain `json` format writes "auto" as text or calls, the first byte deciding (which a recursive
+    parameter's pushdown needs): the same language as text then optional calls, the general form."""
+    tool_format = format_named("json")
+    lower = _arguments_ir(_Deadline(60), [])
+    call = ir.alt(*(tool_format.tool_call_ir(tool, lower) for tool in tools))
+    calls = tool_format.calls_ir(call, parallel)
+    decided = build_automaton(tool_format.reply_ir(tool_format.free_ir(), calls, False))
+    general = build_automaton(ir.seq(tool_format.free_ir(), ir.optional(calls)))
+    assert difference(decided, general) is None

@@ -186,6 +186,12 @@ class PlainJsonFormat(_NamedJsonFormat):
         listed = ir.seq(ir.literal("["), call, ir.star(ir.seq(ir.literal(self.separator), call)), ir.literal("]"))
         return ir.alt(call, listed)
 
+    def reply_ir(self, text: ir.Node, calls: ir.Node, formatted: bool) -> ir.Node:
+        """Text or calls: the language of text then optional calls (text that does not begin with `{` or `[`
+        already holds any calls after its first character), written so that the first byte decides, which a
+        recursive parameter's pushdown needs (one byte of lookahead where its call starts)."""
+        return super().reply_ir(text, calls, formatted) if formatted else ir.alt(text, calls)
+
     def join(self, texts: Sequence[str]) -> str:
         if len(texts) < 2:
             return "".join(texts)
