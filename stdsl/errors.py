@@ -25,8 +25,13 @@ class SchemaError(CompileError):
     """A JSON Schema that is invalid or uses something that cannot be enforced exactly; `path` is a JSON pointer."""
 
     def __init__(self, message: str, path: str) -> None:
-        self.path = path or "#"
+        self.message, self.path = message, path or "#"
         super().__init__(f"{message} (at schema path {self.path})")
+
+    def relocated(self, where: str, below: str = "#") -> SchemaError:
+        """The same refusal where the schema it names sits at `where` (a request field, a tool's parameters): the
+        part of `path` past `below` follows `where`."""
+        return SchemaError(self.message, where + (self.path[len(below):] if self.path.startswith(below) else self.path))
 
 
 class StateBudgetError(CompileError):

@@ -161,11 +161,10 @@ class _ArgumentsLowering:
                 return _embeddable_schema(digit_limited(compiled), max_seconds=deadline.left(),
                                           whitespace=whitespace, strict=strict)
             except SchemaError as error:
-                message = str(error).split(" (at schema path")[0]
                 copied = f"#/$defs/{DOCUMENT}"
                 if root is not None and (error.path == copied or error.path.startswith(copied + "/")):
-                    raise SchemaError(message, root + error.path[len(copied):]) from None
-                raise SchemaError(message, path + error.path.lstrip("#")) from None
+                    raise error.relocated(root, copied) from None
+                raise error.relocated(path) from None
 
         resolved = compiled if root is not None or path in self.documents else None
         return _schema_leaf(schema, path, whitespace, strict, ARGUMENTS_LOWERING,

@@ -93,8 +93,7 @@ def _string_read(schema: Any, key: str, tool: ToolSpec) -> Any:
         flattened = flatten_schema(dict(schema), f"#/properties/{pointer_token(key)}",
                                    document_context(dict(tool.parameters)))[0]
     except SchemaError as error:
-        raise SchemaError(str(error).split(" (at schema path")[0], parameters_path(tool) + error.path.lstrip("#")
-                          ) from None
+        raise error.relocated(parameters_path(tool)) from None
     return {**flattened, "type": "string"} if isinstance(flattened, Mapping) else schema
 
 
@@ -117,8 +116,7 @@ def value_kinds(schema: Any, key: str, tool: ToolSpec) -> frozenset[str]:
     try:
         return kinds(schema, f"#/properties/{pointer_token(key)}", 0)
     except SchemaError as error:
-        raise SchemaError(str(error).split(" (at schema path")[0], parameters_path(tool) + error.path.lstrip("#")
-                          ) from None
+        raise error.relocated(parameters_path(tool)) from None
 
 
 def json_object_arguments(name: str, arguments: str) -> dict[str, Any]:
