@@ -41,7 +41,7 @@ from stdsl.compiler.pushdown.embedding import compile_embedding, grammar_leaf
 from stdsl.compiler.reasoning import FORMATS, ReasoningConstraint, think_then
 from stdsl.compiler.source_files import FileAccess
 from stdsl.compiler.tools.formats import ToolFormat, ToolSpec, format_named
-from stdsl.compiler.tools.formats.base import parameters_path
+from stdsl.compiler.tools.formats.base import parameters_path, parameters_path_of
 from stdsl.compiler.tools.formats.structural_tag import structural_tag_automaton, structural_tag_ir
 from stdsl.compiler.tools.integer_digits import digit_limited
 from stdsl.compiler.tools.object_layout import object_layout
@@ -151,7 +151,8 @@ class _ArgumentsLowering:
     def __call__(self, schema: Mapping[str, Any], path: str, whitespace: Whitespace | None = None) -> ir.Node:
         strict = not any(path == where or path.startswith(where + "/") for where in self.open_paths)
         deadline = self.deadline
-        root = next((where for where in self.documents if path.startswith(where + "/")), None)
+        root = parameters_path_of(path)
+        root = root if root in self.documents else None
         if root is not None:
             schema = dereferenced(schema, self.documents[root])
         compiled = schema if root is None else standalone(schema, self.documents[root])

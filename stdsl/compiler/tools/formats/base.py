@@ -67,9 +67,19 @@ MAX_UNION_DEPTH = 8
 """How deep `value_kinds` reads nested `anyOf`/`oneOf` branches (below, any kind)."""
 
 
+PARAMETERS_FIELD = ".function.parameters"
+
+
 def parameters_path(tool: ToolSpec) -> str:
     """Where a tool's parameter schema sits in the request, for errors."""
-    return f"tools[{tool.name}].function.parameters"
+    return f"tools[{tool.name}]{PARAMETERS_FIELD}"
+
+
+def parameters_path_of(path: str) -> str | None:
+    """The `parameters_path` a path below a tool's parameters starts with (None: the parameters themselves, or no
+    tool's), found without trying every tool's."""
+    end = path.find(PARAMETERS_FIELD + "/")
+    return path[:end + len(PARAMETERS_FIELD)] if end >= 0 else None
 
 
 def properties_of(tool: ToolSpec) -> tuple[Mapping[str, Any], set[str]]:
