@@ -241,40 +241,29 @@ def _compiled(spec_text: str) -> Any:
     return build_constraint(json.loads(spec_text), 60)
 
 
+REFERRING = [pytest.param(False, id="inline"), pytest.param(True, id="referring")]
+"""Parameters written in place, or referring into their tool's schema (`$defs`, another parameter, unions of
+models): a parameter lowered apart keeps its references; where the family's parser types a parameter by its own
+`type`, one is written beside the reference."""
+
+
+@pytest.mark.parametrize("refer", REFERRING)
 @pytest.mark.parametrize("name", sorted(FAMILY_READERS))
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
           phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
-def test_accepted_replies_parse_with_the_familys_parser(name: str, data: st.DataObject) -> None:
-    _random_walks(name, data)
+def test_accepted_replies_parse_with_the_familys_parser(name: str, refer: bool, data: st.DataObject) -> None:
+    _random_walks(name, data, refer)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("refer", REFERRING)
 @pytest.mark.parametrize("name", sorted(FAMILY_READERS))
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
-def test_accepted_replies_parse_with_the_familys_parser_long(name: str, data: st.DataObject) -> None:
-    _random_walks(name, data)
-
-
-@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-          phases=[Phase.explicit, Phase.generate])
-@given(data=st.data())
-def test_parameters_that_refer_into_their_tools_schema(name: str, data: st.DataObject) -> None:
-    """A parameter lowered apart keeps its references into the tool's schema (`$defs`, another parameter); where
-    the family's parser types a parameter by its own `type`, one written beside the reference."""
-    _random_walks(name, data, refer=True)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(FAMILY_READERS))
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate])
-@given(data=st.data())
-def test_parameters_that_refer_into_their_tools_schema_long(name: str, data: st.DataObject) -> None:
-    _random_walks(name, data, refer=True)
+def test_accepted_replies_parse_with_the_familys_parser_long(name: str, refer: bool, data: st.DataObject) -> None:
+    _random_walks(name, data, refer)
 
 
 def _random_walks(name: str, data: st.DataObject, refer: bool = False) -> None:
