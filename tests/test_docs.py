@@ -112,7 +112,9 @@ def set_up_programs(blocks: list[Block], folder: Path) -> None:
 @docs
 def test_python_blocks_run_on_the_embedded_model(path: Path, smollm2, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each doc's Python blocks run in order in one namespace; `stdsl.load()` gives the session's SmolLM2."""
+    """Each doc's Python blocks run in order in one namespace, compiled as a user's file is (not under this module's
+    `from __future__ import annotations`, which leaves a Pydantic model's field types unresolved); `stdsl.load()`
+    gives the session's SmolLM2."""
     blocks = doc_blocks(path)
     if not any(block.kind == "python" for block in blocks):
         return
@@ -127,7 +129,7 @@ def test_python_blocks_run_on_the_embedded_model(path: Path, smollm2, tmp_path: 
     namespace: dict[str, Any] = {"__name__": f"doc:{path.name}"}
     for block in blocks:
         if block.kind == "python":
-            exec(compile(checked(block), block.where, "exec"), namespace)
+            exec(compile(checked(block), block.where, "exec", dont_inherit=True), namespace)
 
 
 @pytest.mark.slow
@@ -154,8 +156,8 @@ def test_shell_blocks_run(path: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 @docs
 def test_served_blocks_answer_through_a_running_server(path: Path, smollm2) -> None:
-    """Each Python block marked to run against `stcon serve` runs, in order in one namespace, against the
-    server app of the embedded model (what `stcon serve` runs) on a free local port."""
+    """Each Python block marked to run against `stcon serve` runs, in order in one namespace (compiled as a user's
+    file is), against the server app of the embedded model (what `stcon serve` runs) on a free local port."""
     from tests.server.server_fixtures import running_server
 
     blocks = [block for block in doc_blocks(path) if block.kind == "served"]
@@ -165,7 +167,7 @@ def test_served_blocks_answer_through_a_running_server(path: Path, smollm2) -> N
     with running_server(smollm2, aliases=()) as base_url:
         for block in blocks:
             code = block.text.replace("http://127.0.0.1:8000/v1", base_url)
-            exec(compile(code, block.where, "exec"), namespace)
+            exec(compile(code, block.where, "exec", dont_inherit=True), namespace)
 
 
 def test_default_max_tokens_are_stated_once_and_match_the_code() -> None:
